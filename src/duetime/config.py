@@ -1,0 +1,108 @@
+"""Settings, from keyword arguments or ``DUETIME_*`` environment variables (12-factor).
+
+Every setting has a default that works on a laptop; an environment variable overrides the default
+and an explicit argument overrides both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import timedelta
+from typing import Any
+
+from duetime.errors import InvalidInput
+from duetime.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_namespace
+
+DEFAULT_DATABASE_URL = "sqlite:///duetime.db"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How a duetime process connects and works; see docs/operating.md for each one."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    namespace: str = "default"
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    max_attempts: int = 20
+    concurrency: int = 100
+    batch_size: int = 500
+    lease: timedelta = timedelta(seconds=30)
+    heartbeat: timedelta = timedelta(seconds=10)
+    recheck: timedelta = timedelta(seconds=30)
+    """The safety re-check: a worker re-reads the next due time at least this often."""
+    rescue_interval: timedelta = timedelta(seconds=5)
+    shutdown_grace: timedelta = timedelta(seconds=30)
+    backoff_base: timedelta = timedelta(seconds=2)
+    backoff_cap: timedelta = timedelta(hours=1)
+    migrate: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults ← ``DUETIME_<NAME>`` variables ← non-None ``overrides``."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"DUETIME_{f.name.upper()}")
+            if raw is not None and raw != "":
+                values[f.name] = _parse(f.name, raw, f.type)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for name, value in list(values.items()):
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if numeric and _is_duration(name):
+                values[name] = timedelta(seconds=value)
+        settings = replace(cls(), **values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        check_namespace(self.namespace)
+        for name in ("max_payload_bytes", "max_attempts", "concurrency", "batch_size"):
+            if getattr(self, name) < 1:
+                raise InvalidInput(name, "must be at least 1")
+        for name in ("lease", "heartbeat", "recheck", "rescue_interval", "backoff_base"):
+            if getattr(self, name) <= timedelta(0):
+                raise InvalidInput(name, "must be a positive duration")
+        if self.heartbeat >= self.lease:
+            raise InvalidInput("heartbeat", "must be shorter than the lease it renews")
+        if not (self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://"))):
+            raise InvalidInput(
+                "database_url",
+                "must start with sqlite:/// or postgresql:// "
+                f"(got {self.database_url.split(':', 1)[0]!r})",
+            )
+
+
+def _is_duration(name: str) -> bool:
+    return name in {
+        "lease",
+        "heartbeat",
+        "recheck",
+        "rescue_interval",
+        "shutdown_grace",
+        "backoff_base",
+        "backoff_cap",
+    }
+
+
+def _parse(name: str, raw: str, annotation: object) -> Any:
+    field = f"DUETIME_{name.upper()}"
+    if _is_duration(name):
+        try:
+            return timedelta(seconds=float(raw))
+        except ValueError:
+            raise InvalidInput(field, f"must be a number of seconds, not {raw!r}") from None
+    if annotation in (bool, "bool"):
+        lowered = raw.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise InvalidInput(field, f"must be true or false, not {raw!r}")
+    if annotation in (int, "int"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise InvalidInput(field, f"must be a whole number, not {raw!r}") from None
+    return raw

@@ -1,0 +1,75 @@
+"""One exception per failure, each with a stable ``code`` that the CLI and REST API expose.
+
+Callers branch on ``code`` (and ``field`` for bad input), never on message text.
+"""
+
+from __future__ import annotations
+
+
+class DuetimeError(Exception):
+    """Base of every error duetime raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"code": self.code, "message": self.message, "field": self.field}
+
+
+class InvalidInput(DuetimeError):
+    """Bad input: the ``field`` names what to fix. Nothing was stored."""
+
+    code = "invalid_input"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}", field=field)
+
+
+class UnknownTimezone(InvalidInput):
+    code = "unknown_timezone"
+
+
+class NonexistentLocalTime(InvalidInput):
+    """A wall-clock time inside a DST gap while ``disambiguation='reject'``."""
+
+    code = "nonexistent_local_time"
+
+
+class AmbiguousLocalTime(InvalidInput):
+    """A wall-clock time inside a DST overlap while ``disambiguation='reject'``."""
+
+    code = "ambiguous_local_time"
+
+
+class InvalidCron(InvalidInput):
+    code = "invalid_cron"
+
+
+class NotFound(DuetimeError):
+    code = "not_found"
+
+
+class Conflict(DuetimeError):
+    """The request is well-formed but the stored state forbids it (e.g. cancel after firing)."""
+
+    code = "conflict"
+
+
+class AlreadyExists(Conflict):
+    """``on_conflict='error'`` and the key is taken."""
+
+    code = "already_exists"
+
+
+class LeaseLost(DuetimeError):
+    """The attempt is no longer ours: its lease ran out and another node took it over."""
+
+    code = "lease_lost"
+
+
+class StoreUnavailable(DuetimeError):
+    code = "store_unavailable"

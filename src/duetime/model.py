@@ -1,0 +1,238 @@
+"""Frozen records shared by every layer: what a timer, an attempt and a node look like.
+
+Instants are aware UTC datetimes and end in ``_at``; durations end in ``_after``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, Literal, TypeVar
+
+JSON = Any
+"""A JSON-compatible value (dict, list, str, int, float, bool, None)."""
+
+
+class Status(enum.StrEnum):
+    """Lifecycle of a timer: scheduled → running → done, with the side exits."""
+
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def is_pending(self) -> bool:
+        return self in (Status.SCHEDULED, Status.RETRYING)
+
+    @property
+    def is_final(self) -> bool:
+        return self in (Status.DONE, Status.DEAD, Status.CANCELLED, Status.EXPIRED)
+
+
+PENDING_STATUSES = (Status.SCHEDULED, Status.RETRYING)
+
+
+class Outcome(enum.StrEnum):
+    """How one attempt ended, as recorded in the attempts history."""
+
+    DONE = "done"
+    RETRY = "retry"
+    SNOOZED = "snoozed"
+    CANCELLED = "cancelled"
+    DEAD = "dead"
+    EXPIRED = "expired"
+    LOST = "lost"
+    """The lease ran out before the owner finished (crash, pause, partition)."""
+    RELEASED = "released"
+    """The owner gave the work back unstarted while shutting down."""
+
+
+OnConflict = Literal["update", "keep", "error"]
+PutAction = Literal["created", "updated", "kept"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """One event due at one instant, identified by ``(namespace, key)``."""
+
+    id: int
+    namespace: str
+    key: str
+    type: str
+    payload: JSON
+    subject: str | None
+    due_at: datetime
+    status: Status
+    attempts: int
+    max_attempts: int
+    registered_at: datetime
+    updated_at: datetime
+    run_at: datetime
+    """When the next attempt may start: ``due_at``, or later after a retry or snooze."""
+    correlation_id: str | None = None
+    expires_after: timedelta | None = None
+    local: datetime | None = None
+    """The wall-clock time the caller asked for (local/date forms), re-resolved on tz changes."""
+    timezone: str | None = None
+    disambiguation: str = "compatible"
+    fired_at: datetime | None = None
+    completed_at: datetime | None = None
+    last_error: str | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        """A JSON-ready view (ISO 8601 instants with 'Z')."""
+        return {
+            "id": self.id,
+            "namespace": self.namespace,
+            "key": self.key,
+            "type": self.type,
+            "payload": self.payload,
+            "subject": self.subject,
+            "status": self.status.value,
+            "due_at": iso(self.due_at),
+            "run_at": iso(self.run_at),
+            "local": self.local.isoformat() if self.local else None,
+            "timezone": self.timezone,
+            "disambiguation": self.disambiguation,
+            "correlation_id": self.correlation_id,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "expires_after": self.expires_after.total_seconds() if self.expires_after else None,
+            "registered_at": iso(self.registered_at),
+            "updated_at": iso(self.updated_at),
+            "fired_at": iso(self.fired_at),
+            "completed_at": iso(self.completed_at),
+            "last_error": self.last_error,
+            "lease_owner": self.lease_owner,
+            "lease_expires_at": iso(self.lease_expires_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NewTimer:
+    """A validated request to store a timer; the store fills in id, status and bookkeeping."""
+
+    namespace: str
+    key: str
+    type: str
+    payload: JSON
+    due_at: datetime
+    max_attempts: int
+    subject: str | None = None
+    correlation_id: str | None = None
+    expires_after: timedelta | None = None
+    local: datetime | None = None
+    timezone: str | None = None
+    disambiguation: str = "compatible"
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    """What scheduling did with a key: created it, updated it, or kept the stored one."""
+
+    action: PutAction
+    timer: Timer
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One try at delivering a timer: who, when, and how it ended."""
+
+    timer_id: int
+    number: int
+    node_id: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    outcome: Outcome | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "number": self.number,
+            "node_id": self.node_id,
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "outcome": self.outcome.value if self.outcome else None,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A timer a node has just claimed: the attempt number fences every later write."""
+
+    timer: Timer
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """How the owner of one claimed attempt wants it to end.
+
+    ``outcome`` RETRY/SNOOZED need ``run_at``. The store applies it only if the attempt is still
+    the owner's (fencing); otherwise the finish is reported back as lost.
+    """
+
+    timer_id: int
+    attempt: int
+    outcome: Outcome
+    error: str | None = None
+    run_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A running duetime process, alive while its heartbeat is fresh."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: datetime
+    heartbeat_at: datetime
+    role: str = "worker"
+    in_flight: int = 0
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "role": self.role,
+            "started_at": iso(self.started_at),
+            "heartbeat_at": iso(self.heartbeat_at),
+            "in_flight": self.in_flight,
+        }
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing; pass ``next_cursor`` back to get the next one (None at the end)."""
+
+    items: list[T] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFilter:
+    """Which timers a listing returns; every field narrows it."""
+
+    subject: str | None = None
+    status: Status | None = None
+    type: str | None = None
+
+
+def iso(instant: datetime | None) -> str | None:
+    """ISO 8601 in UTC with a 'Z', the one format duetime prints instants in."""
+    if instant is None:
+        return None
+    return instant.isoformat().replace("+00:00", "Z")

@@ -1,0 +1,85 @@
+"""A caller's request to schedule one timer, before validation: what every interface builds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import date as date_type
+from datetime import datetime, timedelta
+from typing import Any
+
+from duetime.errors import InvalidInput
+from duetime.model import JSON, NewTimer
+from duetime.validation import (
+    check_correlation_id,
+    check_expires_after,
+    check_key,
+    check_max_attempts,
+    check_payload,
+    check_subject,
+    check_type,
+)
+from duetime.when import resolve_when
+
+
+@dataclass(frozen=True, slots=True)
+class TimerRequest:
+    """Everything ``schedule(...)`` accepts; exactly one of at / delay / local / date."""
+
+    type: str
+    payload: JSON = None
+    at: str | datetime | None = None
+    delay: str | int | float | timedelta | None = None
+    local: str | datetime | None = None
+    date: str | date_type | None = None
+    timezone: str | None = None
+    disambiguation: str = "compatible"
+    key: str | None = None
+    subject: str | None = None
+    correlation_id: str | None = None
+    max_attempts: int | None = None
+    expires_after: str | float | timedelta | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any, field_prefix: str = "") -> TimerRequest:
+        """Build from JSON (CLI files, REST bodies, broker messages); unknown fields are errors."""
+        if not isinstance(data, dict):
+            raise InvalidInput(field_prefix.rstrip(".") or "body", "must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        for name in data:
+            if name not in known:
+                raise InvalidInput(f"{field_prefix}{name}", "is not a known field")
+        if "type" not in data:
+            raise InvalidInput(f"{field_prefix}type", "an event type is required")
+        try:
+            return cls(**data)
+        except TypeError as exc:  # pragma: no cover - guarded by the checks above
+            raise InvalidInput(field_prefix.rstrip(".") or "body", str(exc)) from exc
+
+    def resolve(
+        self, namespace: str, now: datetime, default_max_attempts: int, max_payload_bytes: int
+    ) -> NewTimer:
+        """Validate every field and turn the "when" into a UTC instant."""
+        when = resolve_when(
+            now=now,
+            at=self.at,
+            delay=self.delay,
+            local=self.local,
+            date=self.date,
+            timezone=self.timezone,
+            disambiguation=self.disambiguation,
+        )
+        max_attempts = default_max_attempts if self.max_attempts is None else self.max_attempts
+        return NewTimer(
+            namespace=namespace,
+            key=check_key(self.key),
+            type=check_type(self.type),
+            payload=check_payload(self.payload, max_payload_bytes),
+            due_at=when.due_at,
+            max_attempts=check_max_attempts(max_attempts),
+            subject=check_subject(self.subject),
+            correlation_id=check_correlation_id(self.correlation_id),
+            expires_after=check_expires_after(self.expires_after),
+            local=when.local,
+            timezone=when.timezone,
+            disambiguation=when.disambiguation,
+        )

@@ -1,0 +1,136 @@
+"""The Store protocol: the one seam between duetime's logic and a database.
+
+Every backend (SQLite, PostgreSQL) implements it with SQL kept in its own ``queries.sql``; the
+worker, app and services talk only to this protocol. Write paths are named after the state
+transitions they make (``claim_due``, ``finish``, ``cancel``, ``rescue``), and every write that
+concerns a claimed attempt is fenced by ``(timer id, attempt number, owner node)`` so a node that
+lost its lease cannot overwrite the attempt that replaced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from duetime.model import (
+    Attempt,
+    Claimed,
+    Finish,
+    NewTimer,
+    Node,
+    OnConflict,
+    Page,
+    PutResult,
+    Status,
+    Timer,
+    TimerFilter,
+)
+
+WakeupListener = Callable[[datetime | None], None]
+"""Called with the earliest ``run_at`` just stored (None = unknown: re-read the next due time)."""
+
+
+class Store(Protocol):
+    """Durable storage of timers, attempts and nodes."""
+
+    url: str
+
+    async def open(self, *, migrate: bool = True) -> None:
+        """Connect, and bring the schema up to date unless ``migrate`` is False."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def migrate(self) -> list[int]:
+        """Apply pending schema migrations; return the versions applied now."""
+        ...
+
+    async def schema_version(self) -> int: ...
+
+    def add_wakeup_listener(self, listener: WakeupListener) -> None:
+        """Hear about timers stored by this process or any other using the same database."""
+        ...
+
+    # -- namespaces -------------------------------------------------------------------------
+    async def ensure_namespace(self, namespace: str, now: datetime) -> None: ...
+
+    async def namespace_exists(self, namespace: str) -> bool: ...
+
+    async def list_namespaces(self) -> list[str]: ...
+
+    # -- scheduling -------------------------------------------------------------------------
+    async def put_timers(
+        self, timers: Sequence[NewTimer], on_conflict: OnConflict, now: datetime
+    ) -> list[PutResult]:
+        """Insert or upsert by ``(namespace, key)`` in one transaction, results in input order.
+
+        ``update`` changes a key only while it is still pending; a fired one is kept as it is.
+        ``keep`` never changes an existing key. ``error`` raises AlreadyExists (nothing stored).
+        """
+        ...
+
+    async def get_timer(self, namespace: str, key: str) -> Timer | None: ...
+
+    async def list_timers(
+        self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+    ) -> Page[Timer]:
+        """Newest first (by id), cursor-paginated."""
+        ...
+
+    async def list_attempts(self, timer_id: int) -> list[Attempt]: ...
+
+    async def count_by_status(self, namespace: str) -> dict[Status, int]: ...
+
+    async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
+        """Cancel a pending timer; NotFound for an unknown key, Conflict once it has fired."""
+        ...
+
+    async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
+        """Give a dead timer a fresh set of attempts, due now; Conflict unless it is dead."""
+        ...
+
+    # -- working ----------------------------------------------------------------------------
+    async def next_run_at(self, namespace: str, types: Sequence[str] | None) -> datetime | None:
+        """The earliest ``run_at`` of pending work (None when there is none)."""
+        ...
+
+    async def claim_due(
+        self,
+        namespace: str,
+        types: Sequence[str] | None,
+        now: datetime,
+        limit: int,
+        node_id: str,
+        lease_until: datetime,
+    ) -> list[Claimed]:
+        """Mark up to ``limit`` due timers running under a lease, oldest ``run_at`` first.
+
+        One statement; each claim also opens a row in the attempts history.
+        """
+        ...
+
+    async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
+        """Apply the owner's outcomes in one transaction; return the timer ids it no longer owns."""
+        ...
+
+    async def rescue(self, now: datetime) -> list[int]:
+        """Put running timers whose lease ran out back to work (or dead when out of attempts)."""
+        ...
+
+    async def expire_leases_of(self, node_id: str, now: datetime) -> int:
+        """End the leases of a node known to be gone (e.g. its process no longer exists)."""
+        ...
+
+    # -- nodes ------------------------------------------------------------------------------
+    async def register_node(self, node: Node) -> None: ...
+
+    async def heartbeat(
+        self, node_id: str, now: datetime, lease_until: datetime, in_flight: int
+    ) -> int:
+        """Refresh the node's heartbeat and extend the leases it holds; returns leases extended."""
+        ...
+
+    async def deregister_node(self, node_id: str) -> None: ...
+
+    async def list_nodes(self) -> list[Node]: ...

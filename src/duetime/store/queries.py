@@ -1,0 +1,42 @@
+"""Named SQL queries: each backend keeps its SQL in one ``queries.sql``.
+
+A block starts with ``-- name: <method_name>`` and runs until the next one; the name is the
+store method that runs it, so SQL and Python can be read side by side.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+_NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
+    """Read ``filename`` from ``package`` and split it into ``{name: sql}``."""
+    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    return parse_queries(text)
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    parts = _NAME.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        queries[name] = body.strip().rstrip(";").strip()
+    return queries
+
+
+def load_migrations(package: str) -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` for every ``NNNN_name.sql`` in ``package``, in order."""
+    found: list[tuple[int, str, str]] = []
+    for entry in resources.files(package).iterdir():
+        match = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
+        if match:
+            found.append((int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [version for version, _, _ in found]
+    if versions != list(range(1, len(versions) + 1)):
+        raise ValueError(f"migrations of {package} are not numbered 1..n: {versions}")
+    return found

@@ -1,0 +1,499 @@
+"""The embedded SQLite store: one file in WAL mode, safe for several processes on one machine.
+
+Every call runs on one private thread that owns the connection, so the asyncio loop never blocks
+on disk and a transaction is never interleaved with another call from this process. Other
+processes coordinate through SQLite's own locking (``BEGIN IMMEDIATE`` + a busy timeout), and
+learn about new timers through :mod:`duetime.store.sqlite.wakeup`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from duetime.errors import AlreadyExists, Conflict, NotFound, StoreUnavailable
+from duetime.model import (
+    Attempt,
+    Claimed,
+    Finish,
+    NewTimer,
+    Node,
+    OnConflict,
+    Outcome,
+    Page,
+    PutResult,
+    Status,
+    Timer,
+    TimerFilter,
+)
+from duetime.store.codec import (
+    decode_cursor,
+    dump_json,
+    encode_cursor,
+    from_micros,
+    to_micros,
+)
+from duetime.store.protocol import WakeupListener
+from duetime.store.queries import load_migrations, load_queries
+from duetime.store.sqlite.rows import attempt_from_row, node_from_row, timer_from_row
+from duetime.store.sqlite.wakeup import WakeupChannel
+
+Q = load_queries("duetime.store.sqlite")
+MIGRATIONS = load_migrations("duetime.store.sqlite.migrations")
+R = TypeVar("R")
+
+_FINAL_OUTCOMES = {
+    Outcome.DONE: None,
+    Outcome.DEAD: Status.DEAD,
+    Outcome.CANCELLED: Status.CANCELLED,
+    Outcome.EXPIRED: Status.EXPIRED,
+}
+
+
+def path_from_url(url: str) -> Path:
+    """``sqlite:///relative.db`` / ``sqlite:////abs/path.db`` → a filesystem path."""
+    if not url.startswith("sqlite:///"):
+        raise ValueError(f"not a sqlite URL: {url!r}")
+    rest = url[len("sqlite:///") :]
+    if not rest or rest == ":memory:":
+        raise ValueError("duetime needs a database file: in-memory SQLite is not durable")
+    return Path(rest)
+
+
+class SqliteStore:
+    """Store backed by one SQLite file (WAL, ``synchronous=FULL``)."""
+
+    def __init__(self, url: str, *, busy_timeout: float = 30.0) -> None:
+        self.url = url
+        self.path = path_from_url(url)
+        self._busy_timeout_ms = int(busy_timeout * 1000)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duetime-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._listeners: list[WakeupListener] = []
+        self._wakeup: WakeupChannel | None = None
+        self._lock = threading.Lock()
+
+    # -- plumbing ---------------------------------------------------------------------------
+    async def _run(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        if self._conn is None:
+            raise StoreUnavailable("the SQLite store is not open")
+        return fn(self._conn)
+
+    def _write(self, fn: Callable[[sqlite3.Connection], R]) -> Callable[[sqlite3.Connection], R]:
+        """Wrap ``fn`` in one write transaction, taken up front so it cannot deadlock."""
+
+        def run(conn: sqlite3.Connection) -> R:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return run
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreUnavailable(f"could not put {self.path} in WAL mode (got {mode})")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    async def open(self, *, migrate: bool = True) -> None:
+        if self._conn is not None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            self._conn = await loop.run_in_executor(self._executor, self._connect)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite database {self.path}: {exc}") from exc
+        if migrate:
+            await self.migrate()
+        self._wakeup = WakeupChannel(self.path, self._notify_listeners)
+        await self._wakeup.start()
+
+    async def close(self) -> None:
+        if self._wakeup is not None:
+            await self._wakeup.stop()
+            self._wakeup = None
+        if self._conn is not None:
+            conn = self._conn
+            await asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
+            self._conn = None
+        self._executor.shutdown(wait=True)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duetime-sqlite")
+
+    def add_wakeup_listener(self, listener: WakeupListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify_listeners(self, earliest: datetime | None) -> None:
+        for listener in list(self._listeners):
+            listener(earliest)
+
+    def _announce(self, earliest: datetime | None) -> None:
+        """Tell this process's listeners at once and every other process through the channel."""
+        self._notify_listeners(earliest)
+        if self._wakeup is not None:
+            self._wakeup.broadcast(earliest)
+
+    # -- schema -----------------------------------------------------------------------------
+    async def migrate(self) -> list[int]:
+        def run(conn: sqlite3.Connection) -> list[int]:
+            conn.execute(Q["create_migrations_table"])
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                done = {row[0] for row in conn.execute(Q["applied_migrations"])}
+                applied = []
+                for version, name, sql in MIGRATIONS:
+                    if version in done:
+                        continue
+                    for statement in _split_statements(sql):
+                        conn.execute(statement)
+                    conn.execute(Q["record_migration"], (version, name, _now_micros()))
+                    applied.append(version)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return applied
+
+        return await self._run(run)
+
+    async def schema_version(self) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            conn.execute(Q["create_migrations_table"])
+            versions = [row[0] for row in conn.execute(Q["applied_migrations"])]
+            return max(versions, default=0)
+
+        return await self._run(run)
+
+    # -- namespaces -------------------------------------------------------------------------
+    async def ensure_namespace(self, namespace: str, now: datetime) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["ensure_namespace"], (namespace, to_micros(now)))
+
+        await self._run(run)
+
+    async def namespace_exists(self, namespace: str) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            return conn.execute(Q["namespace_exists"], (namespace,)).fetchone() is not None
+
+        return await self._run(run)
+
+    async def list_namespaces(self) -> list[str]:
+        return await self._run(lambda c: [row[0] for row in c.execute(Q["list_namespaces"])])
+
+    # -- scheduling -------------------------------------------------------------------------
+    async def put_timers(
+        self, timers: Sequence[NewTimer], on_conflict: OnConflict, now: datetime
+    ) -> list[PutResult]:
+        now_us = to_micros(now)
+        rows = [_timer_params(timer, now_us) for timer in timers]
+
+        def run(conn: sqlite3.Connection) -> list[PutResult]:
+            query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
+            results: list[PutResult] = []
+            for timer, params in zip(timers, rows, strict=True):
+                row = conn.execute(query, params).fetchone()
+                if row is not None:
+                    created = row["version"] == 1
+                    timer_row = timer_from_row(row)
+                    results.append(PutResult("created" if created else "updated", timer_row))
+                    continue
+                existing = conn.execute(Q["get_timer"], (timer.namespace, timer.key)).fetchone()
+                if on_conflict == "error":
+                    raise AlreadyExists(
+                        f"a timer with key {timer.key!r} already exists", field="key"
+                    )
+                results.append(PutResult("kept", timer_from_row(existing)))
+            return results
+
+        results = await self._run(self._write(run))
+        written = [r.timer.run_at for r in results if r.action != "kept"]
+        if written:
+            self._announce(min(written))
+        return results
+
+    async def get_timer(self, namespace: str, key: str) -> Timer | None:
+        def run(conn: sqlite3.Connection) -> Timer | None:
+            row = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
+            return None if row is None else timer_from_row(row)
+
+        return await self._run(run)
+
+    async def list_timers(
+        self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+    ) -> Page[Timer]:
+        before = decode_cursor(cursor)
+        params = {
+            "namespace": namespace,
+            "subject": filter.subject,
+            "status": filter.status.value if filter.status else None,
+            "type": filter.type,
+            "before_id": before if before is not None else 2**63 - 1,
+            "limit": limit + 1,
+        }
+
+        def run(conn: sqlite3.Connection) -> Page[Timer]:
+            rows = conn.execute(Q["list_timers"], params).fetchall()
+            items = [timer_from_row(row) for row in rows[:limit]]
+            more = len(rows) > limit
+            return Page(items, encode_cursor(items[-1].id) if more and items else None)
+
+        return await self._run(run)
+
+    async def list_attempts(self, timer_id: int) -> list[Attempt]:
+        def run(conn: sqlite3.Connection) -> list[Attempt]:
+            return [attempt_from_row(row) for row in conn.execute(Q["list_attempts"], (timer_id,))]
+
+        return await self._run(run)
+
+    async def count_by_status(self, namespace: str) -> dict[Status, int]:
+        def run(conn: sqlite3.Connection) -> dict[Status, int]:
+            counts = dict.fromkeys(Status, 0)
+            for status, count in conn.execute(Q["count_by_status"], (namespace,)):
+                counts[Status(status)] = count
+            return counts
+
+        return await self._run(run)
+
+    async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
+        params = {"namespace": namespace, "key": key, "now": to_micros(now)}
+
+        def run(conn: sqlite3.Connection) -> Timer:
+            row = conn.execute(Q["cancel"], params).fetchone()
+            if row is not None:
+                return timer_from_row(row)
+            existing = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
+            if existing is None:
+                raise NotFound(f"no timer with key {key!r}", field="key")
+            raise Conflict(
+                f"timer {key!r} is {existing['status']}: only a scheduled timer can be cancelled",
+                field="key",
+            )
+
+        return await self._run(self._write(run))
+
+    async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
+        params = {"namespace": namespace, "key": key, "now": to_micros(now)}
+
+        def run(conn: sqlite3.Connection) -> Timer:
+            row = conn.execute(Q["replay"], params).fetchone()
+            if row is not None:
+                return timer_from_row(row)
+            existing = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
+            if existing is None:
+                raise NotFound(f"no timer with key {key!r}", field="key")
+            raise Conflict(
+                f"timer {key!r} is {existing['status']}: only a dead timer can be replayed",
+                field="key",
+            )
+
+        timer = await self._run(self._write(run))
+        self._announce(timer.run_at)
+        return timer
+
+    # -- working ----------------------------------------------------------------------------
+    async def next_run_at(self, namespace: str, types: Sequence[str] | None) -> datetime | None:
+        params = _type_params(namespace, types)
+
+        def run(conn: sqlite3.Connection) -> datetime | None:
+            value = conn.execute(Q["next_run_at"], params).fetchone()[0]
+            return None if value is None else from_micros(value)
+
+        return await self._run(run)
+
+    async def claim_due(
+        self,
+        namespace: str,
+        types: Sequence[str] | None,
+        now: datetime,
+        limit: int,
+        node_id: str,
+        lease_until: datetime,
+    ) -> list[Claimed]:
+        now_us = to_micros(now)
+        params = _type_params(namespace, types)
+        params.update(now=now_us, limit=limit, node_id=node_id, lease_until=to_micros(lease_until))
+
+        def run(conn: sqlite3.Connection) -> list[Claimed]:
+            rows = conn.execute(Q["claim_due"], params).fetchall()
+            conn.executemany(
+                Q["open_attempt"], [(row["id"], row["attempts"], node_id, now_us) for row in rows]
+            )
+            claimed = [Claimed(timer_from_row(row), row["attempts"]) for row in rows]
+            claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
+            return claimed
+
+        return await self._run(self._write(run))
+
+    async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
+        now_us = to_micros(now)
+
+        def run(conn: sqlite3.Connection) -> set[int]:
+            lost: set[int] = set()
+            for finish in finishes:
+                params = {
+                    "timer_id": finish.timer_id,
+                    "attempt": finish.attempt,
+                    "node_id": node_id,
+                    "now": now_us,
+                    "error": finish.error,
+                    "outcome": finish.outcome.value,
+                    "run_at": to_micros(finish.run_at) if finish.run_at else now_us,
+                }
+                if not _apply_finish(conn, finish.outcome, params):
+                    lost.add(finish.timer_id)
+            return lost
+
+        lost = await self._run(self._write(run))
+        retried = [f.run_at for f in finishes if f.run_at is not None and f.timer_id not in lost]
+        released = [f for f in finishes if f.outcome is Outcome.RELEASED]
+        if retried or released:
+            self._announce(min(retried) if retried else None)
+        return lost
+
+    async def rescue(self, now: datetime) -> list[int]:
+        now_us = to_micros(now)
+
+        def run(conn: sqlite3.Connection) -> list[int]:
+            rescued = []
+            for timer_id, attempt, owner in conn.execute(
+                Q["expired_leases"], {"now": now_us}
+            ).fetchall():
+                error = f"lease expired: node {owner} stopped renewing it"
+                params = {"timer_id": timer_id, "attempt": attempt, "now": now_us, "error": error}
+                if conn.execute(Q["rescue_timer"], params).rowcount:
+                    params["outcome"] = Outcome.LOST.value
+                    conn.execute(Q["close_attempt"], params)
+                    rescued.append(timer_id)
+            return rescued
+
+        rescued = await self._run(self._write(run))
+        if rescued:
+            self._announce(now)
+        return rescued
+
+    async def expire_leases_of(self, node_id: str, now: datetime) -> int:
+        params = {"node_id": node_id, "now": to_micros(now)}
+        return await self._run(
+            self._write(lambda c: c.execute(Q["expire_leases_of"], params).rowcount)
+        )
+
+    # -- nodes ------------------------------------------------------------------------------
+    async def register_node(self, node: Node) -> None:
+        params = {
+            "id": node.id,
+            "host": node.host,
+            "pid": node.pid,
+            "role": node.role,
+            "started_at": to_micros(node.started_at),
+            "heartbeat_at": to_micros(node.heartbeat_at),
+            "in_flight": node.in_flight,
+        }
+        await self._run(lambda c: c.execute(Q["register_node"], params))
+
+    async def heartbeat(
+        self, node_id: str, now: datetime, lease_until: datetime, in_flight: int
+    ) -> int:
+        params = {
+            "node_id": node_id,
+            "now": to_micros(now),
+            "lease_until": to_micros(lease_until),
+            "in_flight": in_flight,
+        }
+
+        def run(conn: sqlite3.Connection) -> int:
+            conn.execute(Q["heartbeat_node"], params)
+            return conn.execute(Q["extend_leases"], params).rowcount
+
+        return await self._run(self._write(run))
+
+    async def deregister_node(self, node_id: str) -> None:
+        await self._run(lambda c: c.execute(Q["deregister_node"], (node_id,)))
+
+    async def list_nodes(self) -> list[Node]:
+        return await self._run(lambda c: [node_from_row(r) for r in c.execute(Q["list_nodes"])])
+
+
+def _apply_finish(conn: sqlite3.Connection, outcome: Outcome, params: dict[str, Any]) -> bool:
+    """Run the fenced transition for one finish; False when the attempt is no longer ours."""
+    if outcome is Outcome.DONE:
+        changed = conn.execute(Q["finish_done"], params).rowcount
+    elif outcome is Outcome.RETRY:
+        changed = conn.execute(Q["finish_retry"], params).rowcount
+    elif outcome is Outcome.SNOOZED:
+        changed = conn.execute(Q["finish_snoozed"], params).rowcount
+    elif outcome is Outcome.RELEASED:
+        changed = conn.execute(Q["finish_released"], params).rowcount
+        if changed:
+            conn.execute(Q["drop_attempt"], params)
+        return bool(changed)
+    else:
+        status = _FINAL_OUTCOMES[outcome]
+        assert status is not None
+        changed = conn.execute(Q["finish_final"], {**params, "status": status.value}).rowcount
+    if changed:
+        conn.execute(Q["close_attempt"], params)
+    return bool(changed)
+
+
+def _timer_params(timer: NewTimer, now_us: int) -> dict[str, Any]:
+    return {
+        "namespace": timer.namespace,
+        "key": timer.key,
+        "type": timer.type,
+        "payload": dump_json(timer.payload),
+        "subject": timer.subject,
+        "correlation_id": timer.correlation_id,
+        "due_at": to_micros(timer.due_at),
+        "local": timer.local.isoformat() if timer.local else None,
+        "timezone": timer.timezone,
+        "disambiguation": timer.disambiguation,
+        "expires_after": (
+            None
+            if timer.expires_after is None
+            else int(timer.expires_after.total_seconds() * 1_000_000)
+        ),
+        "max_attempts": timer.max_attempts,
+        "now": now_us,
+    }
+
+
+def _type_params(namespace: str, types: Sequence[str] | None) -> dict[str, Any]:
+    return {
+        "namespace": namespace,
+        "all_types": types is None,
+        "types": dump_json(list(types or [])),
+    }
+
+
+def _split_statements(sql: str) -> list[str]:
+    """Split a migration into statements (migrations hold no semicolons inside literals)."""
+    lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
+    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
+
+
+def _now_micros() -> int:
+    from duetime.clock import SystemClock
+
+    return to_micros(SystemClock().now())

@@ -1,0 +1,160 @@
+"""The synchronous facade: :class:`App` runs :class:`AsyncApp` on a private event loop thread.
+
+One thin wrapper instead of twin ``x``/``x_async`` methods: every method of ``App`` is the
+``AsyncApp`` method of the same name, run to completion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from duetime.app import AsyncApp
+from duetime.clock import Clock
+from duetime.config import Settings
+from duetime.handlers import HandlerFunc
+from duetime.store import Store
+from duetime.worker import WorkerStats
+
+P = ParamSpec("P")
+R = TypeVar("R")
+F = TypeVar("F", bound=HandlerFunc)
+
+
+class _LoopThread:
+    """An event loop on a daemon thread, started on first use."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="duetime-loop", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def call(self, coro: Coroutine[Any, Any, R]) -> R:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop()).result()
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._loop is None or self._thread is None:
+                return
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+            self._loop = self._thread = None
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncApp, P], Awaitable[R]],
+) -> Callable[Concatenate[App, P], R]:
+    def call(self: App, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        async def run() -> R:
+            return await method(self.core, *args, **kwargs)
+
+        return self._portal.call(run())
+
+    call.__name__ = method.__name__
+    call.__doc__ = method.__doc__
+    return call
+
+
+class App:
+    """duetime on one database and one namespace, for ordinary (blocking) code."""
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        namespace: str | None = None,
+        *,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+        store: Store | None = None,
+        **overrides: Any,
+    ) -> None:
+        self.core = AsyncApp(
+            database_url, namespace, clock=clock, settings=settings, store=store, **overrides
+        )
+        self._portal = _LoopThread()
+
+    @property
+    def namespace(self) -> str:
+        return self.core.namespace
+
+    @property
+    def settings(self) -> Settings:
+        return self.core.settings
+
+    def handler(self, type: str) -> Callable[[F], F]:
+        """Register the decorated function (sync or async) for events of ``type``."""
+        return self.core.handler(type)
+
+    schedule = _blocking(AsyncApp.schedule)
+    schedule_many = _blocking(AsyncApp.schedule_many)
+    emit = _blocking(AsyncApp.emit)
+    get = _blocking(AsyncApp.get)
+    attempts = _blocking(AsyncApp.attempts)
+    cancel = _blocking(AsyncApp.cancel)
+    history = _blocking(AsyncApp.history)
+    dead = _blocking(AsyncApp.dead)
+    replay = _blocking(AsyncApp.replay)
+    counts = _blocking(AsyncApp.counts)
+    tick = _blocking(AsyncApp.tick)
+
+    def open(self) -> App:
+        self._portal.call(self.core.open())
+        return self
+
+    def close(self) -> None:
+        try:
+            self._portal.call(self.core.close())
+        finally:
+            self._portal.stop()
+
+    def __enter__(self) -> App:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def run_worker(self) -> WorkerStats:
+        """Work until SIGINT/SIGTERM, then finish in-flight handlers and return."""
+        return run_worker_blocking(self.core)
+
+
+def run_worker_blocking(core: AsyncApp, **worker_options: Any) -> WorkerStats:
+    """Run a worker in this thread until SIGINT or SIGTERM; in-flight work is finished first."""
+
+    async def main() -> WorkerStats:
+        await core.open()
+        worker = core.worker(**worker_options)
+        loop = asyncio.get_running_loop()
+        installed = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, worker.stop)
+                installed.append(sig)
+        try:
+            await worker.run()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            await core.close()
+        return worker.stats
+
+    return asyncio.run(main())

@@ -1,0 +1,146 @@
+"""Checks on every field a caller sends, each failure an InvalidInput naming the field.
+
+The same checks run for the Python API, the CLI, the REST API and broker sources, so every path
+refuses the same things with the same words.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from duetime.errors import InvalidInput
+from duetime.model import JSON
+
+MAX_KEY_LENGTH = 255
+MAX_TYPE_LENGTH = 200
+MAX_SUBJECT_LENGTH = 255
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_ATTEMPTS_LIMIT = 1000
+
+_NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+_TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
+
+
+def check_namespace(value: object, field: str = "namespace") -> str:
+    if not isinstance(value, str) or not _NAMESPACE.fullmatch(value):
+        raise InvalidInput(
+            field,
+            f"{value!r} is not a namespace name: 1-63 characters of a-z, 0-9, '_', '.', '-',"
+            " starting with a letter or digit",
+        )
+    return value
+
+
+def check_key(value: object, field: str = "key") -> str:
+    if value is None:
+        return generate_key()
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInput(field, "must not be empty")
+    if len(value) > MAX_KEY_LENGTH:
+        raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_KEY_LENGTH}")
+    if any(ord(ch) < 32 for ch in value):
+        raise InvalidInput(field, "must not contain control characters")
+    return value
+
+
+def generate_key() -> str:
+    """A key for callers who gave none: unique, so the timer is never merged with another."""
+    return uuid.uuid4().hex
+
+
+def check_type(value: object, field: str = "type") -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(field, "an event type is required, e.g. 'birthday.greeting'")
+    if len(value) > MAX_TYPE_LENGTH or not _TYPE.fullmatch(value):
+        raise InvalidInput(
+            field,
+            f"{value[:50]!r} is not an event type: letters, digits and _ . : / - "
+            f"(at most {MAX_TYPE_LENGTH})",
+        )
+    return value
+
+
+def check_subject(value: object, field: str = "subject") -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, "must be a non-empty string (e.g. a user id)")
+    if len(value) > MAX_SUBJECT_LENGTH:
+        raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_SUBJECT_LENGTH}")
+    return value
+
+
+def check_correlation_id(value: object, field: str = "correlation_id") -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH:
+        raise InvalidInput(field, f"must be a string of 1-{MAX_KEY_LENGTH} characters")
+    return value
+
+
+def check_payload(
+    value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, field: str = "payload"
+) -> JSON:
+    """The payload must survive a JSON round trip unchanged and fit the size limit."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(field, f"is not JSON: {exc}") from exc
+    size = len(text.encode())
+    if size > max_bytes:
+        raise InvalidInput(field, f"is {size} bytes as JSON; the limit is {max_bytes}")
+    return json.loads(text)
+
+
+def parse_payload_text(text: str, field: str = "payload") -> JSON:
+    """A payload given as JSON text (CLI, files)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(field, f"is not valid JSON: {exc.msg} at position {exc.pos}") from exc
+
+
+def check_max_attempts(value: object, field: str = "max_attempts") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, "must be a whole number")
+    if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
+        raise InvalidInput(field, f"must be between 1 and {MAX_ATTEMPTS_LIMIT}")
+    return value
+
+
+def check_expires_after(value: object, field: str = "expires_after") -> timedelta | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        from duetime.durations import parse_duration
+
+        parsed = parse_duration(value, field=field)
+        if parsed.is_calendar:
+            seconds = parsed.months * 31 * 86400 + parsed.days * 86400
+            seconds += parsed.clock.total_seconds()
+        else:
+            seconds = parsed.clock.total_seconds()
+    else:
+        raise InvalidInput(field, "must be a duration: seconds, or ISO 8601 like 'PT1H'")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidInput(field, "must be a positive duration")
+    return timedelta(seconds=seconds)
+
+
+def check_limit(value: object, field: str = "limit", maximum: int = 1000) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise InvalidInput(field, f"must be a whole number from 1 to {maximum}")
+    return value

@@ -1,0 +1,44 @@
+"""The whole path on real SQLite: schedule → worker wakes on time → handler → done."""
+
+from __future__ import annotations
+
+import asyncio
+
+from duetime import AsyncApp, Event, Status
+
+
+def test_worker_fires_timers_and_records_attempts(db_url: str) -> None:
+    async def main() -> None:
+        app = AsyncApp(db_url)
+        seen: list[str] = []
+
+        @app.handler("greet")
+        async def greet(event: Event) -> None:
+            seen.append(event.key)
+
+        async with app:
+            first = await app.schedule("greet", {"n": 1}, delay=0.2, key="a", subject="u1")
+            assert first.action == "created"
+            again = await app.schedule("greet", {"n": 2}, delay=0.1, key="a", subject="u1")
+            assert again.action == "updated"
+            worker = app.worker()
+            task = asyncio.create_task(worker.run())
+            await asyncio.sleep(0.4)
+            await app.schedule("greet", {}, delay=0.05, key="b")
+            for _ in range(100):
+                if len(seen) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            worker.stop()
+            await task
+            assert seen == ["a", "b"]
+            timer = await app.get("a")
+            assert timer.status is Status.DONE
+            assert timer.payload == {"n": 2}
+            attempts = await app.attempts("a")
+            assert [a.outcome for a in attempts] == ["done"]
+            kept = await app.schedule("greet", {"n": 3}, delay=1, key="a")
+            assert kept.action == "kept"
+            assert kept.timer.payload == {"n": 2}
+
+    asyncio.run(main())
