@@ -9,6 +9,7 @@ import pytest
 
 from duetime.errors import AmbiguousLocalTime, InvalidInput, NonexistentLocalTime, UnknownTimezone
 from duetime.tzmath import (
+    Disambiguation,
     classify,
     gap_or_overlap_size,
     is_aware,
@@ -26,7 +27,7 @@ def z(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> dateti
 
 
 # (zone, wall time, expected kind, {disambiguation: expected UTC instant})
-VECTORS = [
+VECTORS: list[tuple[str, datetime, str, dict[Disambiguation, datetime]]] = [
     # --- America/New_York: EST -05:00, EDT -04:00. DST 2025-03-09 02:00 -> 03:00,
     # ends 2025-11-02 02:00 EDT -> 01:00 EST.
     # 09:00 on 2025-03-15 is after the change: EDT, 09:00 + 4h = 13:00Z (seed text said 14:00).
@@ -250,12 +251,12 @@ VECTORS = [
     ids=[f"{v[0]}-{v[1].isoformat()}" for v in VECTORS],
 )
 def test_hand_checked_vectors(
-    name: str, wall: datetime, kind: str, expected: dict[str, datetime]
+    name: str, wall: datetime, kind: str, expected: dict[Disambiguation, datetime]
 ) -> None:
     zone = load_zone(name)
     assert classify(wall, zone) == kind
     for disambiguation, instant in expected.items():
-        result = to_utc(wall, zone, disambiguation)  # type: ignore[arg-type]
+        result = to_utc(wall, zone, disambiguation)
         assert result == instant, disambiguation
         assert result.tzinfo is UTC
 
@@ -319,8 +320,8 @@ def test_to_local() -> None:
     assert second.tzinfo is None
     # 07:00Z on 2025-03-09 is the first EDT instant: 03:00 local.
     assert to_local(z(2025, 3, 9, 7), zone) == datetime(2025, 3, 9, 3)
-    # Aware input in another zone: 09:00+09:00 = 00:00Z = 19:00 EST the day before... in March
-    # 2025-03-15 it is EDT: 00:00Z - 4h = 20:00 on 03-14.
+    # Aware input in another zone: 09:00 Tokyo (+09) = 00:00Z on 03-15; New York is on EDT by
+    # then (-04), so 20:00 on 03-14.
     tokyo_nine = datetime(2025, 3, 15, 9, tzinfo=load_zone("Asia/Tokyo"))
     assert to_local(tokyo_nine, zone) == datetime(2025, 3, 14, 20)
     with pytest.raises(ValueError, match="aware"):

@@ -1,0 +1,40 @@
+"""The named-query files and migrations parse, and every store method's query exists."""
+
+from __future__ import annotations
+
+import pytest
+
+from duetime.errors import InvalidInput
+from duetime.store.codec import decode_cursor, encode_cursor, from_micros, to_micros
+from duetime.store.queries import load_migrations, load_queries, parse_queries
+
+
+def test_parse_named_blocks() -> None:
+    text = "-- name: one\nSELECT 1;\n\n-- name: two\nSELECT 2\n"
+    assert parse_queries(text) == {"one": "SELECT 1", "two": "SELECT 2"}
+
+
+def test_duplicate_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        parse_queries("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n")
+
+
+def test_sqlite_queries_and_migrations_load() -> None:
+    queries = load_queries("duetime.store.sqlite")
+    assert {"claim_due", "finish_done", "rescue_timer", "upsert_timer"} <= set(queries)
+    migrations = load_migrations("duetime.store.sqlite.migrations")
+    assert [version for version, _, _ in migrations] == list(range(1, len(migrations) + 1))
+
+
+def test_micros_round_trip_is_exact() -> None:
+    instant = from_micros(1_741_000_000_123_456)
+    assert to_micros(instant) == 1_741_000_000_123_456
+    assert instant.tzinfo is not None
+
+
+def test_cursor_round_trip_and_garbage() -> None:
+    assert decode_cursor(encode_cursor(42)) == 42
+    assert decode_cursor(None) is None
+    with pytest.raises(InvalidInput) as info:
+        decode_cursor("!!!not-a-cursor")
+    assert info.value.field == "cursor"
