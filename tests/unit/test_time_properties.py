@@ -43,7 +43,10 @@ ZONES = [
 FIRST = datetime(1971, 1, 1)
 LAST = datetime(2037, 12, 31, 23, 59)
 PROPERTY_SETTINGS = settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 
