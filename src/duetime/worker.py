@@ -90,8 +90,7 @@ class Worker:
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._finishes: list[Finish] = []
         self._finish_waiting = asyncio.Event()
-        self._finish_idle = asyncio.Event()
-        self._finish_idle.set()
+        self._flush_lock = asyncio.Lock()
         self._capacity = asyncio.Event()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -268,7 +267,6 @@ class Worker:
             observer.finished(timer, finish.outcome)
         self._finishes.append(finish)
         self._finish_waiting.set()
-        self._finish_idle.clear()
 
     async def _attempt(self, timer: Timer, attempt: int) -> Finish:
         now = self.clock.now()
@@ -337,26 +335,39 @@ class Worker:
             await self._flush_now()
 
     async def _flush_now(self) -> None:
-        """Write every finished attempt so far in one transaction; keep them if it fails."""
-        while self._finishes:
-            self._finish_waiting.clear()
-            batch, self._finishes = self._finishes, []
-            try:
-                lost = await self.store.finish(batch, self.node_id, self.clock.now())
-            except Exception:
-                log.exception("recording %d outcomes failed; will retry", len(batch))
-                self._finishes[:0] = batch
-                self._finish_waiting.set()
-                await asyncio.sleep(0.5)
-                continue
-            if lost:
-                self.stats.lost += len(lost)
-                log.warning(
-                    "%d attempts had been taken over by other nodes (lease expired); "
-                    "their outcomes were not recorded",
-                    len(lost),
+        """Write every finished attempt so far in one transaction; keep them if it fails.
+
+        A write already sent is never abandoned half-way: cancelling the caller waits for it
+        (shielded), so shutting down cannot drop outcomes that were taken off the queue.
+        """
+        async with self._flush_lock:
+            while self._finishes:
+                self._finish_waiting.clear()
+                batch, self._finishes = self._finishes, []
+                write = asyncio.ensure_future(
+                    self.store.finish(batch, self.node_id, self.clock.now())
                 )
-        self._finish_idle.set()
+                try:
+                    lost = await asyncio.shield(write)
+                except asyncio.CancelledError:
+                    with contextlib.suppress(Exception):
+                        await write
+                    if not write.done() or write.exception() is not None:
+                        self._finishes[:0] = batch
+                    raise
+                except Exception:
+                    log.exception("recording %d outcomes failed; will retry", len(batch))
+                    self._finishes[:0] = batch
+                    self._finish_waiting.set()
+                    await asyncio.sleep(0.5)
+                    continue
+                if lost:
+                    self.stats.lost += len(lost)
+                    log.warning(
+                        "%d attempts had been taken over by other nodes (lease expired); "
+                        "their outcomes were not recorded",
+                        len(lost),
+                    )
 
     async def _heartbeat_loop(self) -> None:
         interval = self.settings.heartbeat.total_seconds()

@@ -1,0 +1,105 @@
+"""Redis streams: XADD each delivery as one entry, for consumer groups to read at their own pace.
+
+Entry fields (all strings)::
+
+    id           the timer's id            type      the event type
+    key          the caller's key          attempt   1, 2, ...
+    namespace    the namespace             delivery_id  "<namespace>:<id>:<destination>"
+    envelope     the JSON envelope (see duetime.destinations.base)
+
+Redis has no server-side deduplication for streams (before Redis 8.2's IDMP), so a retry whose
+first XADD succeeded but whose reply was lost adds a second entry: consumers dedupe on
+``delivery_id``. ``maxlen`` trims the stream approximately (``MAXLEN ~``), which is cheap.
+The stream name may be a template: ``"events:{namespace}"``.
+
+Connection errors, timeouts and transient server states (loading, read-only replica, out of
+memory) are retryable; a key holding another type (``WRONGTYPE``) is not.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError, ResponseError
+from redis.typing import EncodableT, FieldT
+
+from duetime.destinations.base import (
+    Delivery,
+    DeliveryFailed,
+    check_name,
+    check_timeout,
+    describe_error,
+    envelope_json,
+    redact_url,
+    render_template,
+)
+from duetime.destinations.config import check_maxlen, check_redis_url, check_stream
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class RedisStreamDestination:
+    """Appends each delivery to a Redis stream over a pooled connection opened on first use."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        stream: str,
+        *,
+        maxlen: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.name = check_name(name)
+        self.url = check_redis_url(url)
+        self.stream = check_stream(stream)
+        self.maxlen = check_maxlen(maxlen)
+        self.timeout = check_timeout(timeout)
+        self._client: Redis | None = None
+
+    def __repr__(self) -> str:
+        return f"RedisStreamDestination({self.name!r}, {redact_url(self.url)!r}, {self.stream!r})"
+
+    async def deliver(self, delivery: Delivery) -> None:
+        """XADD the entry; raise :class:`DeliveryFailed` if Redis did not store it."""
+        event = delivery.event
+        stream = render_template(self.stream, delivery)
+        fields: dict[FieldT, EncodableT] = {
+            "id": str(event.id),
+            "namespace": event.namespace,
+            "type": event.type,
+            "key": event.key,
+            "attempt": str(event.attempt),
+            "delivery_id": delivery.delivery_id,
+            "envelope": envelope_json(delivery),
+        }
+        try:
+            await self._redis().xadd(stream, fields, maxlen=self.maxlen, approximate=True)
+        except ResponseError as exc:
+            permanent = str(exc).startswith("WRONGTYPE")
+            raise DeliveryFailed(
+                f"Redis refused XADD to {stream!r}: {exc}", not permanent, str(exc)
+            ) from exc
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise DeliveryFailed(
+                f"XADD to {stream!r} at {redact_url(self.url)} failed: {describe_error(exc)}", True
+            ) from exc
+
+    def _redis(self) -> Redis:
+        if self._client is None:
+            self._client = Redis.from_url(
+                self.url,
+                socket_timeout=self.timeout,
+                socket_connect_timeout=self.timeout,
+                # One immediate retry replaces a pooled connection the server dropped; anything
+                # longer is the worker's job, with backoff.
+                retry=Retry(NoBackoff(), 1),
+            )
+        return self._client
+
+    async def close(self) -> None:
+        """Close the connection pool; a later delivery opens a new one."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
