@@ -20,6 +20,7 @@ from duetime.model import (
     JSON,
     Attempt,
     NewTimer,
+    Node,
     OnConflict,
     Page,
     PutResult,
@@ -71,6 +72,23 @@ class AsyncApp:
             elif not await self.store.namespace_exists(self.namespace):
                 raise NotFound(f"unknown namespace {self.namespace!r}", field="namespace")
         return self
+
+    async def _open_store(self, *, migrate: bool) -> None:
+        """Open the store without creating this app's namespace (admin commands)."""
+        if not self._opened:
+            await self.store.open(migrate=migrate)
+            self._opened = True
+
+    async def migrate(self) -> tuple[list[int], int]:
+        """Apply pending migrations; return (versions applied now, schema version)."""
+        await self._open_store(migrate=False)
+        applied = await self.store.migrate()
+        return applied, await self.store.schema_version()
+
+    async def nodes(self) -> list[Node]:
+        """Every registered node of the database (nodes serve all namespaces)."""
+        await self._open_store(migrate=self.settings.migrate)
+        return await self.store.list_nodes()
 
     async def close(self) -> None:
         if self._opened:

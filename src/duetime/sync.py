@@ -110,6 +110,8 @@ class App:
     replay = _blocking(AsyncApp.replay)
     counts = _blocking(AsyncApp.counts)
     tick = _blocking(AsyncApp.tick)
+    migrate = _blocking(AsyncApp.migrate)
+    nodes = _blocking(AsyncApp.nodes)
 
     def open(self) -> App:
         self._portal.call(self.core.open())

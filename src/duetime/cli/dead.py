@@ -1,0 +1,76 @@
+"""``duetime dead``: the dead-letter queue — list it, replay one timer or all of them."""
+
+from __future__ import annotations
+
+import click
+
+from duetime.app import AsyncApp
+from duetime.cli import output
+from duetime.cli.context import common_options, config, run_app
+from duetime.cli.timers import print_page
+from duetime.errors import Conflict
+from duetime.model import Page, Timer
+
+REPLAY_PAGE = 500
+
+
+@click.group()
+def dead() -> None:
+    """The dead-letter queue: timers that ran out of attempts or were declared dead."""
+
+
+@dead.command("ls")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--cursor", help="Continue a listing (printed after the previous page).")
+@common_options
+def list_dead(limit: int, cursor: str | None) -> None:
+    """List dead timers, newest first, with their last error."""
+
+    async def action(app: AsyncApp) -> Page[Timer]:
+        return await app.dead(cursor=cursor, limit=limit)
+
+    print_page(run_app(action, create_namespace=False), with_error=True)
+
+
+@dead.command()
+@click.argument("key", required=False)
+@click.option("--all", "replay_all", is_flag=True, help="Replay every dead timer.")
+@common_options
+def replay(key: str | None, replay_all: bool) -> None:
+    """Send dead timer KEY round again, due now, with a fresh set of attempts."""
+    if (key is None) == (not replay_all):
+        raise click.UsageError("give either KEY or --all")
+    if key is not None:
+
+        async def one(app: AsyncApp) -> Timer:
+            return await app.replay(key)
+
+        timer = run_app(one, create_namespace=False)
+        if config().json:
+            output.emit_json({"action": "replayed", "timer": timer.to_dict()})
+        else:
+            output.stdout().print(output.timer_details(timer, "replayed"))
+        return
+
+    async def every(app: AsyncApp) -> list[str]:
+        replayed: list[str] = []
+        cursor: str | None = None
+        while True:
+            # Replayed timers leave the queue; the cursor moves past them, so timers that die
+            # again meanwhile are not replayed twice in one run.
+            page = await app.dead(cursor=cursor, limit=REPLAY_PAGE)
+            for timer in page.items:
+                try:
+                    await app.replay(timer.key)
+                except Conflict:  # replayed by someone else meanwhile
+                    continue
+                replayed.append(timer.key)
+            if page.next_cursor is None:
+                return replayed
+            cursor = page.next_cursor
+
+    keys = run_app(every, create_namespace=False)
+    if config().json:
+        output.emit_json({"replayed": len(keys), "keys": keys})
+    else:
+        output.stdout().print(f"replayed {len(keys)} dead timers")

@@ -1,0 +1,226 @@
+"""Everything the CLI prints: JSON documents for scripts, Rich tables for people, and errors.
+
+Machine output is one JSON document on stdout; errors go to stderr, as one JSON object with
+``--json`` and as one ``error [code] field: message`` line otherwise. Never a traceback for a
+:class:`~duetime.errors.DuetimeError`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
+from duetime.model import JSON, Attempt, Node, PutResult, Timer
+
+if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faster --json)
+    from rich.console import Console
+    from rich.table import Table
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_INVALID = 2
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+
+
+PIPE_WIDTH = 200
+"""Tables written to a pipe or file are laid out this wide, so lines are not wrapped for grep."""
+
+
+def stdout() -> Console:
+    from rich.console import Console
+
+    width = None if sys.stdout.isatty() else PIPE_WIDTH
+    return Console(highlight=False, soft_wrap=False, width=width)
+
+
+def stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def exit_code(error: DuetimeError) -> int:
+    """2 bad input, 3 not found, 4 conflict, 1 anything else."""
+    if isinstance(error, InvalidInput):
+        return EXIT_INVALID
+    if isinstance(error, NotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(error, Conflict):
+        return EXIT_CONFLICT
+    return EXIT_ERROR
+
+
+def emit_json(document: JSON) -> None:
+    """One JSON document on stdout (plain text: no Rich markup, wrapping or colour)."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def error_line(code: str, message: str, field: str | None) -> str:
+    if field and not message.startswith(f"{field}: "):
+        message = f"{field}: {message}"
+    return f"error [{code}] {message}"
+
+
+def report_error(
+    code: str, message: str, field: str | None, *, as_json: bool, hint: str | None = None
+) -> None:
+    if as_json:
+        document = {"code": code, "message": message, "field": field}
+        sys.stderr.write(json.dumps(document, ensure_ascii=False) + "\n")
+    else:
+        sys.stderr.write(error_line(code, message, field) + "\n")
+        if hint:
+            sys.stderr.write(hint + "\n")
+    sys.stderr.flush()
+
+
+def report_duetime_error(error: DuetimeError, *, as_json: bool) -> int:
+    report_error(error.code, error.message, error.field, as_json=as_json)
+    return exit_code(error)
+
+
+# -- human formatting ------------------------------------------------------------------------
+def when(instant: datetime | None) -> str:
+    """A UTC instant to the second, e.g. ``2025-03-15T13:00:00Z`` (JSON output keeps micros)."""
+    if instant is None:
+        return "-"
+    return instant.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def text(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def local_time(timer: Timer) -> str | None:
+    if timer.local is None or timer.timezone is None:
+        return None
+    return f"{timer.local.isoformat()} {timer.timezone}"
+
+
+def details(rows: Iterable[tuple[str, str]]) -> Table:
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for name, value in rows:
+        grid.add_row(name, value)
+    return grid
+
+
+def timer_details(timer: Timer, action: str | None = None) -> Table:
+    rows: list[tuple[str, str]] = []
+    if action is not None:
+        rows.append(("action", action))
+    rows += [
+        ("key", timer.key),
+        ("type", timer.type),
+        ("status", timer.status.value),
+        ("due_at", when(timer.due_at)),
+    ]
+    local = local_time(timer)
+    if local is not None:
+        rows.append(("local", local))
+    if timer.run_at != timer.due_at:
+        rows.append(("run_at", when(timer.run_at)))
+    optional = [
+        ("subject", timer.subject),
+        ("correlation_id", timer.correlation_id),
+        ("expires_after", timer.expires_after),
+        ("fired_at", timer.fired_at and when(timer.fired_at)),
+        ("completed_at", timer.completed_at and when(timer.completed_at)),
+        ("last_error", timer.last_error),
+        ("lease_owner", timer.lease_owner),
+    ]
+    rows += [(name, str(value)) for name, value in optional if value is not None]
+    rows += [
+        ("attempts", f"{timer.attempts} of {timer.max_attempts}"),
+        ("registered_at", when(timer.registered_at)),
+        ("payload", json.dumps(timer.payload, ensure_ascii=False)),
+    ]
+    return details(rows)
+
+
+def put_result(result: PutResult) -> Table:
+    return timer_details(result.timer, result.action)
+
+
+def timers_table(timers: Sequence[Timer], *, with_error: bool = False) -> Table:
+    from rich.table import Table
+
+    table = Table()
+    table.add_column("key", overflow="fold")
+    table.add_column("type", overflow="fold")
+    table.add_column("subject", overflow="fold")
+    for name in ("status", "due_at (UTC)", "attempts"):
+        table.add_column(name, no_wrap=True)
+    if with_error:
+        table.add_column("last_error", overflow="fold")
+    for timer in timers:
+        row = [
+            timer.key,
+            timer.type,
+            text(timer.subject),
+            timer.status.value,
+            when(timer.due_at),
+            f"{timer.attempts}/{timer.max_attempts}",
+        ]
+        if with_error:
+            row.append(text(timer.last_error))
+        table.add_row(*row)
+    return table
+
+
+def attempts_table(attempts: Sequence[Attempt]) -> Table:
+    from rich.table import Table
+
+    table = Table(title="attempts")
+    for name in ("#", "node", "started", "finished", "outcome", "error"):
+        table.add_column(name, overflow="fold")
+    for attempt in attempts:
+        table.add_row(
+            str(attempt.number),
+            attempt.node_id,
+            when(attempt.started_at),
+            when(attempt.finished_at),
+            text(attempt.outcome and attempt.outcome.value),
+            text(attempt.error),
+        )
+    return table
+
+
+def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
+    from rich.table import Table
+
+    table = Table()
+    for name in ("id", "role", "host", "pid", "started", "last heartbeat", "in-flight", "state"):
+        table.add_column(name, overflow="fold")
+    for node, alive in nodes:
+        table.add_row(
+            node.id,
+            node.role,
+            node.host,
+            str(node.pid),
+            when(node.started_at),
+            when(node.heartbeat_at),
+            str(node.in_flight),
+            "[green]alive[/]" if alive else "[red]stale[/]",
+        )
+    return table
+
+
+def counts_table(counts: dict[str, int], title: str | None = None, label: str = "outcome") -> Table:
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column(label)
+    table.add_column("count", justify="right")
+    for name, count in counts.items():
+        table.add_row(name, str(count))
+    return table

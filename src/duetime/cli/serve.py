@@ -1,0 +1,117 @@
+"""``duetime serve``: the REST API, the dashboard and the workers in one process.
+
+It binds 127.0.0.1 unless told otherwise; any other address needs auth on, because a scheduler
+reachable from the network without tokens lets anyone schedule anything.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from duetime.api import ApiSettings, create_api, server
+from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
+from duetime.app import AsyncApp
+from duetime.cli.context import config, database_url_option, log_level_option
+from duetime.cli.worker import load_app, same_database
+from duetime.errors import InvalidInput
+from duetime.store import Store, create_store
+
+log = logging.getLogger("duetime.cli")
+
+
+def worker_app(spec: str, store: Store, database_url: str) -> AsyncApp:
+    """The user's app (``module:attr``) rebuilt on the served store, with its handlers."""
+    user = load_app(spec)
+    if not same_database(user.settings.database_url, database_url):
+        raise InvalidInput(
+            "app",
+            f"{spec} uses {user.settings.database_url} but the server uses {database_url}; "
+            "set DUETIME_DATABASE_URL once for both",
+        )
+    app = AsyncApp(settings=user.settings, store=store, clock=user.clock)
+    app.registry = user.registry
+    app.observers.extend(user.observers)
+    if not app.registry.types:
+        log.warning("%s registers no handlers: its worker will claim nothing", spec)
+    return app
+
+
+def decide_auth(host: str, auth: bool | None) -> bool | None:
+    """``None`` (on when tokens exist) on loopback; always on for any other address."""
+    if is_loopback(host):
+        return auth
+    if auth is False:
+        raise click.UsageError(
+            f"refusing to serve on {host} without auth: anyone who can reach it could read and "
+            "schedule timers. Drop --no-auth (and DUETIME_AUTH=false), create a token with "
+            "'duetime tokens create --namespace NAME', or bind 127.0.0.1."
+        )
+    return True
+
+
+@click.command()
+@click.option(
+    "--host",
+    default=DEFAULT_HOST,
+    show_default=True,
+    envvar="DUETIME_HOST",
+    help="Address to bind; anything but loopback requires auth [env DUETIME_HOST]",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    envvar="DUETIME_PORT",
+    help="[env DUETIME_PORT]",
+)
+@click.option(
+    "--app",
+    "app_specs",
+    multiple=True,
+    envvar="DUETIME_APP",
+    metavar="MODULE:ATTR",
+    help="Your duetime.App or AsyncApp whose handlers the worker runs; repeat for more "
+    "namespaces [env DUETIME_APP]",
+)
+@click.option("--no-worker", is_flag=True, help="Serve the API and dashboard only.")
+@click.option(
+    "--auth/--no-auth",
+    default=None,
+    envvar="DUETIME_AUTH",
+    help="Require bearer tokens [env DUETIME_AUTH; default: on when tokens exist; always on "
+    "off loopback]",
+)
+@click.option("--access-log/--no-access-log", default=False, help="Log every request.")
+@database_url_option()
+@log_level_option()
+def serve(
+    host: str,
+    port: int,
+    app_specs: tuple[str, ...],
+    no_worker: bool,
+    auth: bool | None,
+    access_log: bool,
+) -> None:
+    """Serve the REST API (/v1, /docs), the dashboard (/) and /metrics, with the workers."""
+    cfg = config()
+    cfg.setup_logging(default="info")
+    auth = decide_auth(host, auth)
+    settings = ApiSettings(core=cfg.settings(), auth=auth)
+    store = create_store(settings.core.database_url)
+    workers: list[AsyncApp] = []
+    if no_worker:
+        log.info("--no-worker: serving the API only")
+    else:
+        workers = [worker_app(spec, store, settings.core.database_url) for spec in app_specs]
+        if not workers:
+            log.info("no --app given: no handlers here, so no worker runs in this process")
+    api = create_api(settings, store=store, workers=workers)
+    log.info("duetime serving http://%s:%d (dashboard /, docs /docs)", _url_host(host), port)
+    server.run(api, host, port, log_level=cfg.log_level or "info", access_log=access_log)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,228 @@
+"""Timer commands: schedule, emit, ls, show, cancel. Flags mirror ``AsyncApp.schedule``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import click
+
+from duetime.app import AsyncApp
+from duetime.cli import batch, output
+from duetime.cli.context import common_options, config, run_app
+from duetime.errors import InvalidInput
+from duetime.model import JSON, Attempt, OnConflict, Page, PutResult, Timer
+from duetime.validation import parse_payload_text
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+ON_CONFLICT = ("update", "keep", "error")
+PER_TIMER_OPTIONS = (
+    "payload",
+    "at",
+    "delay",
+    "local",
+    "date",
+    "timezone",
+    "disambiguation",
+    "key",
+    "subject",
+    "correlation_id",
+    "max_attempts",
+    "expires_after",
+)
+
+
+def parse_payload(value: str | None) -> JSON:
+    """``--payload`` as JSON text, or ``@FILE`` to read the JSON from a file."""
+    if value is None:
+        return None
+    if value.startswith("@"):
+        try:
+            value = Path(value[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInput("payload", f"cannot read {value[1:]}: {exc}") from exc
+    return parse_payload_text(value)
+
+
+def print_put(result: PutResult) -> None:
+    if config().json:
+        output.emit_json({"action": result.action, "timer": result.timer.to_dict()})
+    else:
+        output.stdout().print(output.put_result(result))
+
+
+def print_page(page: Page[Timer], *, with_error: bool = False) -> None:
+    if config().json:
+        output.emit_json(
+            {"items": [t.to_dict() for t in page.items], "next_cursor": page.next_cursor}
+        )
+        return
+    console = output.stdout()
+    if not page.items:
+        console.print("no timers")
+    else:
+        console.print(output.timers_table(page.items, with_error=with_error))
+    if page.next_cursor:
+        console.print(f"more: pass --cursor {page.next_cursor}", style="dim")
+
+
+def timer_options(func: FC) -> FC:
+    """The per-timer flags shared by ``schedule`` and ``emit``."""
+    for decorator in reversed(
+        [
+            click.option("--payload", metavar="JSON", help="JSON payload, or @FILE."),
+            click.option("--key", help="Idempotency key (generated when absent)."),
+            click.option("--subject", help="Whom it is about, e.g. a user id."),
+            click.option("--correlation-id", metavar="ID"),
+            click.option("--max-attempts", type=int, metavar="N"),
+        ]
+    ):
+        func = decorator(func)
+    return func
+
+
+@click.command()
+@click.argument("event_type", metavar="TYPE", required=False)
+@timer_options
+@click.option("--at", metavar="INSTANT", help="ISO 8601 with offset, e.g. 2025-03-15T13:00Z.")
+@click.option("--delay", metavar="DURATION", help="From now: ISO 8601 (PT90S, P15D) or seconds.")
+@click.option("--local", metavar="WALLTIME", help="Wall-clock time in --timezone.")
+@click.option("--date", metavar="DATE", help="That day at 00:00 in --timezone (default UTC).")
+@click.option("--timezone", metavar="ZONE", help="IANA name, e.g. America/New_York.")
+@click.option(
+    "--disambiguation",
+    metavar="[compatible|earlier|later|reject]",
+    help="For local times in a DST gap or overlap (default compatible).",
+)
+@click.option("--expires-after", metavar="DURATION", help="Stale (expired) when this late.")
+@click.option(
+    "--on-conflict",
+    type=click.Choice(ON_CONFLICT),
+    default="update",
+    show_default=True,
+    help="When the key exists.",
+)
+@click.option(
+    "--from-file",
+    metavar="FILE",
+    help="JSON Lines of timer requests ('-' = stdin); all validated before any is stored.",
+)
+@common_options
+def schedule(
+    event_type: str | None, on_conflict: str, from_file: str | None, **fields: Any
+) -> None:
+    """Schedule a timer of event TYPE (or many with --from-file)."""
+    conflict = cast(OnConflict, on_conflict)
+    if from_file is not None:
+        given = [name for name in PER_TIMER_OPTIONS if fields.get(name) is not None]
+        if event_type is not None or given:
+            extra = "TYPE" if event_type is not None else "--" + given[0].replace("_", "-")
+            raise click.UsageError(f"{extra} cannot be combined with --from-file")
+        schedule_file(from_file, conflict)
+        return
+    if event_type is None:
+        raise click.UsageError("missing argument TYPE (or give --from-file)")
+    payload = parse_payload(fields.pop("payload"))
+    disambiguation = fields.pop("disambiguation") or "compatible"
+
+    async def action(app: AsyncApp) -> PutResult:
+        return await app.schedule(
+            event_type,
+            payload,
+            disambiguation=disambiguation,
+            on_conflict=conflict,
+            **fields,
+        )
+
+    print_put(run_app(action))
+
+
+def schedule_file(path: str, on_conflict: OnConflict) -> None:
+    cfg = config()
+    show_progress = not cfg.json and sys.stderr.isatty()
+
+    async def action(app: AsyncApp) -> dict[str, int]:
+        with batch.open_source(path) as source:
+            timers = batch.validate(app, batch.read_lines(source))
+        counts = await batch.store(app, timers, on_conflict, show_progress=show_progress)
+        return {**counts, "total": len(timers)}
+
+    counts = run_app(action)
+    if cfg.json:
+        output.emit_json(counts)
+    else:
+        output.stdout().print(output.counts_table(counts, title="scheduled", label="action"))
+
+
+@click.command()
+@click.argument("event_type", metavar="TYPE")
+@timer_options
+@common_options
+def emit(event_type: str, payload: str | None, **fields: Any) -> None:
+    """Emit an event of TYPE now (a timer due at once; an existing key is kept)."""
+    data = parse_payload(payload)
+
+    async def action(app: AsyncApp) -> PutResult:
+        return await app.emit(event_type, data, **fields)
+
+    print_put(run_app(action))
+
+
+@click.command("ls")
+@click.option("--subject", help="Only timers about this subject.")
+@click.option("--status", help="scheduled, running, retrying, done, dead, cancelled, expired.")
+@click.option("--type", "event_type", metavar="TYPE", help="Only this event type.")
+@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--cursor", help="Continue a listing (printed after the previous page).")
+@common_options
+def list_timers(
+    subject: str | None, status: str | None, event_type: str | None, limit: int, cursor: str | None
+) -> None:
+    """List timers, newest first."""
+
+    async def action(app: AsyncApp) -> Page[Timer]:
+        return await app.history(
+            subject, status=status, type=event_type, cursor=cursor, limit=limit
+        )
+
+    print_page(run_app(action, create_namespace=False))
+
+
+@click.command()
+@click.argument("key")
+@common_options
+def show(key: str) -> None:
+    """Show one timer and its attempts."""
+
+    async def action(app: AsyncApp) -> tuple[Timer, list[Attempt]]:
+        timer = await app.get(key)
+        return timer, await app.attempts(key)
+
+    timer, attempts = run_app(action, create_namespace=False)
+    if config().json:
+        output.emit_json({"timer": timer.to_dict(), "attempts": [a.to_dict() for a in attempts]})
+        return
+    console = output.stdout()
+    console.print(output.timer_details(timer))
+    if attempts:
+        console.print(output.attempts_table(attempts))
+    else:
+        console.print("no attempts yet", style="dim")
+
+
+@click.command()
+@click.argument("key")
+@common_options
+def cancel(key: str) -> None:
+    """Cancel a timer that has not fired yet (a conflict once it has)."""
+
+    async def action(app: AsyncApp) -> Timer:
+        return await app.cancel(key)
+
+    timer = run_app(action, create_namespace=False)
+    if config().json:
+        output.emit_json({"action": "cancelled", "timer": timer.to_dict()})
+    else:
+        output.stdout().print(output.timer_details(timer, "cancelled"))

@@ -1,0 +1,140 @@
+"""``duetime tokens``: create, list and revoke the REST API's bearer tokens.
+
+A token is printed once, when it is created; only its SHA-256 hash is stored. Creating a token
+also creates its namespaces, since with auth on the API never creates namespaces by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import click
+from rich.table import Table
+
+from duetime.auth import (
+    ALL_NAMESPACES,
+    IssuedToken,
+    TokenInfo,
+    TokenStore,
+    check_token_namespaces,
+    issue_token,
+    token_store_for,
+)
+from duetime.cli import output
+from duetime.cli.context import config, database_url_option, json_option
+from duetime.clock import SystemClock
+from duetime.store import Store, create_store
+
+T = TypeVar("T")
+
+
+def run_tokens(action: Callable[[Store, TokenStore], Awaitable[T]]) -> T:
+    """Open the configured database (migrating it), run ``action``, close it."""
+    settings = config().settings()
+
+    async def main() -> T:
+        store = create_store(settings.database_url)
+        await store.open(migrate=settings.migrate)
+        try:
+            return await action(store, token_store_for(store))
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+@click.group()
+def tokens() -> None:
+    """Bearer tokens for the REST API, each scoped to namespaces, read-only or read-write."""
+
+
+@tokens.command()
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    metavar="NAME",
+    help="A namespace the token may use; repeat for more, or '*' for every namespace.",
+)
+@click.option("--all-namespaces", is_flag=True, help="Same as --namespace '*'.")
+@click.option("--read-only", is_flag=True, help="May read, never change.")
+@click.option("--name", metavar="TEXT", help="A label for 'tokens ls', e.g. who holds it.")
+@database_url_option()
+@json_option
+def create(
+    namespaces: tuple[str, ...], all_namespaces: bool, read_only: bool, name: str | None
+) -> None:
+    """Create a token and print it (the only time it is shown)."""
+    scope = check_token_namespaces((*namespaces, ALL_NAMESPACES) if all_namespaces else namespaces)
+
+    async def action(store: Store, token_store: TokenStore) -> IssuedToken:
+        now = SystemClock().now()
+        for namespace in scope:
+            if namespace != ALL_NAMESPACES:
+                await store.ensure_namespace(namespace, now)
+        return await issue_token(token_store, scope, read_only=read_only, name=name, now=now)
+
+    issued = run_tokens(action)
+    if config().json:
+        output.emit_json({"token": issued.secret, **issued.info.to_dict()})
+        return
+    console = output.stdout()
+    console.print(issued.secret, soft_wrap=True)
+    err = output.stderr()
+    access = "read-only" if issued.info.read_only else "read-write"
+    err.print(
+        f"token {issued.info.id} ({access}, namespaces {', '.join(issued.info.namespaces)}). "
+        "Store it now: it is not shown again. Send it as 'Authorization: Bearer <token>'."
+    )
+
+
+@tokens.command("ls")
+@click.option("--all", "include_revoked", is_flag=True, help="Include revoked tokens.")
+@database_url_option()
+@json_option
+def list_tokens(include_revoked: bool) -> None:
+    """List tokens (never the secrets)."""
+
+    async def action(store: Store, token_store: TokenStore) -> list[TokenInfo]:
+        return await token_store.list_tokens(include_revoked=include_revoked)
+
+    found = run_tokens(action)
+    if config().json:
+        output.emit_json({"tokens": [info.to_dict() for info in found]})
+        return
+    if not found:
+        output.stdout().print("no tokens")
+        return
+    table = Table()
+    for column in ("id", "name", "namespaces", "access", "created", "last used", "state"):
+        table.add_column(column, overflow="fold")
+    for info in found:
+        table.add_row(
+            str(info.id),
+            output.text(info.name),
+            ", ".join(info.namespaces),
+            "read-only" if info.read_only else "read-write",
+            output.when(info.created_at),
+            output.when(info.last_used_at),
+            "active" if info.active else f"revoked {output.when(info.revoked_at)}",
+        )
+    output.stdout().print(table)
+
+
+@tokens.command()
+@click.argument("token_id", metavar="ID", type=int)
+@database_url_option()
+@json_option
+def revoke(token_id: int) -> None:
+    """Revoke token ID at once (requests with it get 401 from then on)."""
+
+    async def action(store: Store, token_store: TokenStore) -> TokenInfo:
+        return await token_store.revoke_token(token_id, SystemClock().now())
+
+    info = run_tokens(action)
+    if config().json:
+        output.emit_json({"action": "revoked", **info.to_dict()})
+    else:
+        output.stdout().print(f"revoked token {info.id}")

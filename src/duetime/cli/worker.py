@@ -1,0 +1,208 @@
+"""``duetime worker`` and ``duetime tick``: run the handlers of the user's own app object.
+
+``--app module:attr`` names a :class:`duetime.App` or :class:`duetime.AsyncApp`; its own settings
+win. A ``--database-url`` or ``--namespace`` given explicitly on the command line is exported as
+``DUETIME_DATABASE_URL`` / ``DUETIME_NAMESPACE`` before the module is imported (so an app built
+from the environment follows it); if the app still disagrees, that is an error rather than a
+silent surprise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from duetime.app import AsyncApp
+from duetime.cli import output
+from duetime.cli.context import CliConfig, common_options, config, log_level_option
+from duetime.errors import InvalidInput
+from duetime.sync import App, run_worker_blocking
+from duetime.worker import WorkerStats, new_node_id
+
+log = logging.getLogger("duetime.cli")
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def load_app(spec: str) -> AsyncApp:
+    """Import ``module:attr`` (the working directory is importable) and return its AsyncApp."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise InvalidInput("app", f"{spec!r} must look like module:attribute, e.g. myproject:app")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            raise InvalidInput(
+                "app", f"no module named {module_name!r} (looked in {cwd} and sys.path)"
+            ) from exc
+        raise
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise InvalidInput("app", f"module {module_name!r} has no attribute {attr!r}") from None
+    if isinstance(target, App):
+        return target.core
+    if isinstance(target, AsyncApp):
+        return target
+    raise InvalidInput("app", f"{spec} is a {type(target).__name__}, not a duetime App or AsyncApp")
+
+
+def same_database(left: str, right: str) -> bool:
+    prefix = "sqlite:///"
+    if left.startswith(prefix) and right.startswith(prefix):
+        return Path(left[len(prefix) :]).resolve() == Path(right[len(prefix) :]).resolve()
+    return left == right
+
+
+def adopt(
+    core: AsyncApp,
+    cfg: CliConfig,
+    *,
+    concurrency: int | None,
+    batch_size: int | None,
+    lease: float | None,
+) -> None:
+    """Check the CLI's explicit flags against the app's settings and apply the worker options."""
+    settings = core.settings
+    if (
+        cfg.database_url_explicit
+        and cfg.database_url is not None
+        and not same_database(cfg.database_url, settings.database_url)
+    ):
+        raise InvalidInput(
+            "database_url",
+            f"--database-url {cfg.database_url} differs from the app's own "
+            f"{settings.database_url}; the app's settings win, so drop the flag or fix the app",
+        )
+    if cfg.namespace_explicit and cfg.namespace not in (None, core.namespace):
+        raise InvalidInput(
+            "namespace",
+            f"--namespace {cfg.namespace} differs from the app's own {core.namespace}; "
+            "the app's settings win, so drop the flag or fix the app",
+        )
+    changes: dict[str, Any] = {}
+    if concurrency is not None:
+        changes["concurrency"] = concurrency
+    if batch_size is not None:
+        changes["batch_size"] = batch_size
+    if lease is not None:
+        changes["lease"] = timedelta(seconds=lease)
+        if settings.heartbeat >= changes["lease"]:
+            changes["heartbeat"] = changes["lease"] / 3
+    if changes:
+        updated = replace(settings, **changes)
+        updated.check()
+        core.settings = updated
+
+
+def worker_options(func: FC) -> FC:
+    for decorator in reversed(
+        [
+            click.option(
+                "--app",
+                "app_spec",
+                envvar="DUETIME_APP",
+                required=True,
+                metavar="MODULE:ATTR",
+                help="Your duetime.App or AsyncApp, e.g. examples.birthday:app [env DUETIME_APP]",
+            ),
+            click.option("--concurrency", type=int, metavar="N", help="Handlers in flight."),
+            click.option("--batch-size", type=int, metavar="N", help="Timers claimed at once."),
+            click.option("--lease", type=float, metavar="SECONDS", help="Claim lease length."),
+            log_level_option(),
+            common_options,
+        ]
+    ):
+        func = decorator(func)
+    return func
+
+
+def prepare(
+    app_spec: str, concurrency: int | None, batch_size: int | None, lease: float | None
+) -> AsyncApp:
+    cfg = config()
+    cfg.setup_logging(default="info")
+    if cfg.database_url_explicit and cfg.database_url is not None:
+        os.environ["DUETIME_DATABASE_URL"] = cfg.database_url
+    if cfg.namespace_explicit and cfg.namespace is not None:
+        os.environ["DUETIME_NAMESPACE"] = cfg.namespace
+    core = load_app(app_spec)
+    adopt(core, cfg, concurrency=concurrency, batch_size=batch_size, lease=lease)
+    if not core.registry.types:
+        log.warning("%s registers no handlers: nothing will be claimed", app_spec)
+    return core
+
+
+def print_stats(stats: WorkerStats, title: str) -> None:
+    outcomes = dict(sorted(stats.outcomes.items()))
+    if config().json:
+        output.emit_json(
+            {
+                "claimed": stats.claimed,
+                "outcomes": outcomes,
+                "total": stats.total(),
+                "lost": stats.lost,
+            }
+        )
+        return
+    console = output.stdout()
+    console.print(f"{title}: claimed {stats.claimed}, finished {stats.total()}")
+    if outcomes:
+        console.print(output.counts_table(outcomes))
+    if stats.lost:
+        console.print(f"{stats.lost} outcomes were lost to lease expiry", style="yellow")
+
+
+@click.command()
+@worker_options
+def worker(
+    app_spec: str, concurrency: int | None, batch_size: int | None, lease: float | None
+) -> None:
+    """Run handlers until SIGINT or SIGTERM (in-flight work is finished first)."""
+    core = prepare(app_spec, concurrency, batch_size, lease)
+    node_id = new_node_id()
+    settings = core.settings
+    log.info(
+        "worker %s starting: namespace %s, types %s, concurrency %d, lease %ss",
+        node_id,
+        core.namespace,
+        ", ".join(core.registry.types) or "-",
+        settings.concurrency,
+        settings.lease.total_seconds(),
+    )
+    stats = run_worker_blocking(core, node_id=node_id)
+    log.info("worker %s stopped", node_id)
+    print_stats(stats, "worker stopped")
+
+
+@click.command()
+@worker_options
+def tick(
+    app_spec: str, concurrency: int | None, batch_size: int | None, lease: float | None
+) -> None:
+    """Fire everything due now once, wait for it, print what happened (for cron/serverless)."""
+    core = prepare(app_spec, concurrency, batch_size, lease)
+
+    async def main() -> WorkerStats:
+        try:
+            return await core.tick()
+        finally:
+            await core.close()
+
+    print_stats(asyncio.run(main()), "tick")

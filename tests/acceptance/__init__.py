@@ -1,0 +1,1 @@
+"""End-to-end tests: the real console script and the real database."""

@@ -1,0 +1,122 @@
+"""Bad input through the CLI: exit 2, the field named in the JSON error, nothing stored (§6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from duetime import App
+
+from .conftest import Cli
+
+NY = ("--timezone", "America/New_York")
+LATER = ("--delay", "60")
+
+
+@pytest.fixture
+def seeded(cli: Cli) -> Cli:
+    """One timer already stored, so the database and namespace exist before the bad call."""
+    with App(database_url=cli.db_url, namespace="default") as app:
+        app.schedule("greet", delay=3600, key="seed")
+    return cli
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "code"),
+    [
+        pytest.param(["--at", "2025-03-15T09:00"], "at", "invalid_input", id="naive-at"),
+        pytest.param(
+            ["--local", "2025-03-15T09:00", "--timezone", "Mars/Olympus"],
+            "timezone",
+            "unknown_timezone",
+            id="unknown-timezone",
+        ),
+        pytest.param(["--date", "2025-02-29"], "date", "invalid_input", id="nonexistent-date"),
+        pytest.param(["--delay", "soon"], "delay", "invalid_input", id="bad-delay"),
+        pytest.param(["--payload", "{nope", *LATER], "payload", "invalid_input", id="non-json"),
+        pytest.param(["--key", "", *LATER], "key", "invalid_input", id="empty-key"),
+        pytest.param(["--key", "k" * 300, *LATER], "key", "invalid_input", id="long-key"),
+        pytest.param(
+            ["--at", "2025-03-15T13:00:00Z", *LATER], "delay", "invalid_input", id="two-forms"
+        ),
+        pytest.param(
+            ["--local", "2025-03-15T09:00", *NY, "--disambiguation", "latest"],
+            "disambiguation",
+            "invalid_input",
+            id="bad-disambiguation",
+        ),
+        pytest.param(
+            ["--max-attempts", "0", *LATER], "max_attempts", "invalid_input", id="zero-attempts"
+        ),
+        pytest.param([], "at", "invalid_input", id="no-when"),
+        pytest.param(
+            ["--local", "2025-03-15T09:00"], "timezone", "invalid_input", id="local-without-zone"
+        ),
+        pytest.param(
+            ["--local", "2025-03-09T02:30", *NY, "--disambiguation", "reject"],
+            "local",
+            "nonexistent_local_time",
+            id="rejected-gap",
+        ),
+        pytest.param(
+            ["--on-conflict", "sometimes", *LATER], "on_conflict", "invalid_input", id="choice"
+        ),
+        pytest.param(
+            ["--max-attempts", "many", *LATER], "max_attempts", "invalid_input", id="not-a-number"
+        ),
+    ],
+)
+def test_schedule_rejects(seeded: Cli, args: list[str], field: str, code: str) -> None:
+    error = seeded.fails("schedule", "greet", *args, code=2)
+    assert error["field"] == field
+    assert error["code"] == code
+    assert error["message"]
+    assert seeded.stored_keys() == ["seed"]
+
+
+def test_payload_over_the_configured_size(seeded: Cli) -> None:
+    limit = {"DUETIME_MAX_PAYLOAD_BYTES": "100"}
+    big = '{"text": "' + "x" * 200 + '"}'
+    error = seeded.fails("schedule", "greet", "--payload", big, *LATER, env=limit, code=2)
+    assert error["field"] == "payload"
+    assert "100" in error["message"]
+    assert seeded.stored_keys() == ["seed"]
+    small = seeded.ok("schedule", "greet", "--payload", '{"text": "hi"}', *LATER, env=limit)
+    assert small["action"] == "created"
+
+
+def test_bad_event_type(seeded: Cli) -> None:
+    error = seeded.fails("schedule", "no spaces allowed", *LATER, code=2)
+    assert error["field"] == "type"
+    assert seeded.stored_keys() == ["seed"]
+
+
+def test_unknown_namespace_for_reads_is_not_found(seeded: Cli) -> None:
+    for command in (["ls"], ["show", "seed"], ["cancel", "seed"], ["dead", "ls"]):
+        error = seeded.fails(*command, "--namespace", "nope", code=3)
+        assert (error["code"], error["field"]) == ("not_found", "namespace")
+    # a read never creates the namespace it was asked about
+    assert seeded.fails("ls", code=3, env={"DUETIME_NAMESPACE": "nope"})["field"] == "namespace"
+
+
+def test_invalid_namespace_name(seeded: Cli) -> None:
+    error = seeded.fails("schedule", "greet", *LATER, "--namespace", "Bad Name!", code=2)
+    assert error["field"] == "namespace"
+
+
+def test_human_error_is_one_line_without_traceback(seeded: Cli) -> None:
+    result = seeded("schedule", "greet", "--date", "2025-03-15", "--timezone", "Mars/Olympus")
+    assert result.code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error [unknown_timezone] timezone: unknown IANA timezone")
+    assert seeded.stored_keys() == ["seed"]
+
+
+def test_usage_errors_are_exit_2(seeded: Cli) -> None:
+    missing = seeded("schedule")
+    assert missing.code == 2
+    assert missing.stderr.startswith("error [usage] ")
+    assert seeded("no-such-command").code == 2
+    error = seeded.fails("ls", "--limit", "0", code=2)
+    assert error["field"] == "limit"

@@ -1,0 +1,180 @@
+"""``duetime worker``, ``tick``, ``dead`` and ``nodes`` running a user's app module."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from .conftest import Cli
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s")
+        time.sleep(0.05)
+
+
+def jsonl(*requests: dict[str, object]) -> str:
+    return "".join(json.dumps(request) + "\n" for request in requests)
+
+
+def handled(cli: Cli) -> list[str]:
+    out = cli.cwd / "out.txt"
+    return out.read_text().splitlines() if out.exists() else []
+
+
+@contextmanager
+def running(cli: Cli, *args: str) -> Iterator[subprocess.Popen[str]]:
+    process = cli.popen(*args)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_worker_fires_timers_and_stops_cleanly_on_sigterm(cli: Cli, app_module: str) -> None:
+    keys = [f"w{i}" for i in range(5)]
+    with running(cli, "worker", "--app", app_module, "--concurrency", "4", "--json") as worker:
+        requests = [{"type": "greet", "delay": 0.5, "key": key} for key in keys]
+        assert cli.ok("schedule", "--from-file", "-", input=jsonl(*requests))["created"] == 5
+        wait_for(lambda: len(handled(cli)) == 5)
+
+        nodes = cli.ok("nodes")["nodes"]
+        assert [(n["pid"], n["alive"], n["role"]) for n in nodes] == [(worker.pid, True, "worker")]
+        table = cli("nodes")
+        assert "alive" in table.stdout
+
+        worker.send_signal(signal.SIGTERM)
+        stdout, stderr = worker.communicate(timeout=15)
+    assert worker.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert "starting" in stderr  # logs go to stderr at info level by default
+    assert json.loads(stdout)["outcomes"] == {"done": 5}
+    assert sorted(handled(cli)) == keys
+    done = cli.ok("ls", "--status", "done")["items"]
+    assert sorted(t["key"] for t in done) == keys
+    assert cli.ok("nodes")["nodes"] == []  # deregistered on the way out
+
+
+def test_nodes_shows_a_killed_worker_as_stale(cli: Cli, app_module: str) -> None:
+    with running(cli, "worker", "--app", app_module) as worker:
+        wait_for(lambda: bool(cli.ok("nodes")["nodes"]))
+        worker.kill()
+        worker.communicate()
+    short_lease = {"DUETIME_LEASE": "0.3", "DUETIME_HEARTBEAT": "0.1"}
+    time.sleep(0.4)
+    (node,) = cli.ok("nodes", env=short_lease)["nodes"]
+    assert (node["pid"], node["alive"]) == (worker.pid, False)
+    assert "stale" in cli("nodes", env=short_lease).stdout
+
+
+def test_tick_fires_what_is_due_and_reports_outcomes(cli: Cli, app_module: str) -> None:
+    requests = jsonl(
+        {"type": "greet", "delay": 0, "key": "now"},
+        {"type": "greet", "delay": 3600, "key": "later"},
+        {"type": "doomed", "delay": 0, "key": "d1"},
+    )
+    cli.ok("schedule", "--from-file", "-", input=requests)
+    stats = cli.ok("tick", "--app", app_module)
+    assert stats["claimed"] == 2
+    assert stats["outcomes"] == {"dead": 1, "done": 1}
+    assert handled(cli) == ["now"]
+    assert cli.ok("show", "later")["timer"]["status"] == "scheduled"
+    again = cli("tick", "--app", app_module)
+    assert again.code == 0, again.stderr
+    assert "claimed 0" in again.stdout
+
+
+def test_tick_records_every_outcome_before_it_exits(cli: Cli, app_module: str) -> None:
+    expected: dict[str, str] = {}
+    for n in range(3):  # the race loses a batch about half the time
+        requests = jsonl(
+            {"type": "greet", "delay": 0, "key": f"g{n}"},
+            {"type": "doomed", "delay": 0, "key": f"d{n}"},
+        )
+        cli.ok("schedule", "--from-file", "-", input=requests)
+        cli.ok("tick", "--app", app_module)
+        expected |= {f"g{n}": "done", f"d{n}": "dead"}
+    statuses = {t["key"]: t["status"] for t in cli.ok("ls")["items"]}
+    assert statuses == expected
+
+
+def test_dead_letters_list_show_and_replay(cli: Cli, app_module: str) -> None:
+    with running(cli, "worker", "--app", app_module) as worker:
+        requests = jsonl(
+            {"type": "doomed", "delay": 0, "key": "d1"},
+            {"type": "doomed", "delay": 0, "key": "d2"},
+        )
+        cli.ok("schedule", "--from-file", "-", input=requests)
+        wait_for(lambda: len(cli.ok("dead", "ls")["items"]) == 2)
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=15)
+    assert worker.returncode == 0
+
+    dead = cli.ok("dead", "ls")["items"]
+    assert [t["key"] for t in dead] == ["d2", "d1"]
+    assert dead[0]["last_error"] == "this one never works"
+    assert "this one never works" in cli("dead", "ls").stdout
+    shown = cli.ok("show", "d1")
+    assert [(a["number"], a["outcome"]) for a in shown["attempts"]] == [(1, "dead")]
+    assert shown["attempts"][0]["error"] == "this one never works"
+    human = cli("show", "d1").stdout
+    assert "attempts" in human
+    assert "this one never works" in human
+
+    replayed = cli.ok("dead", "replay", "d1")
+    assert (replayed["action"], replayed["timer"]["status"]) == ("replayed", "scheduled")
+    assert cli.fails("dead", "replay", "d1", code=4)["code"] == "conflict"
+    assert cli.ok("dead", "replay", "--all") == {"replayed": 1, "keys": ["d2"]}
+    assert cli.ok("dead", "ls")["items"] == []
+    assert cli.ok("dead", "replay", "--all") == {"replayed": 0, "keys": []}
+    assert cli.fails("dead", "replay", code=2)["code"] == "usage"
+    assert cli.fails("dead", "replay", "nope", code=3)["code"] == "not_found"
+
+
+def test_explicit_flags_reach_an_app_built_from_the_environment(cli: Cli, app_module: str) -> None:
+    other = ("--database-url", f"sqlite:///{cli.cwd / 'other.db'}", "--namespace", "other")
+    cli.ok("emit", "greet", "--key", "elsewhere", *other)
+    stats = cli.ok("tick", "--app", app_module, *other)
+    assert stats["outcomes"] == {"done": 1}
+    assert handled(cli) == ["elsewhere"]
+    assert not cli.db_path.exists()
+
+
+def test_a_replayed_timer_fires_again(cli: Cli, app_module: str) -> None:
+    cli.ok("schedule", "doomed", "--delay", "0", "--key", "d1")
+    cli.ok("tick", "--app", app_module)
+    cli.ok("dead", "replay", "d1")
+    assert cli.ok("tick", "--app", app_module)["outcomes"] == {"dead": 1}
+    attempts = cli.ok("show", "d1")["attempts"]
+    assert [a["number"] for a in attempts] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--app", "userapp"], "app"),
+        (["--app", "no_such_module:app"], "app"),
+        (["--app", "userapp:missing"], "app"),
+        (["--app", "userapp:greet"], "app"),
+        (["--app", "fixed:app", "--database-url", "sqlite:///elsewhere.db"], "database_url"),
+        (["--app", "fixed:app", "--namespace", "elsewhere"], "namespace"),
+        (["--app", "userapp:app", "--concurrency", "0"], "concurrency"),
+        (["--app", "userapp:app", "--lease", "-1"], "lease"),
+    ],
+)
+def test_worker_refuses_a_bad_setup(cli: Cli, app_module: str, args: list[str], field: str) -> None:
+    fixed = 'from duetime import AsyncApp\napp = AsyncApp("sqlite:///fixed.db", "fixed")\n'
+    (cli.cwd / "fixed.py").write_text(fixed)
+    error = cli.fails("worker", *args, code=2)
+    assert error["field"] == field
