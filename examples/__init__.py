@@ -1,0 +1,1 @@
+"""Runnable examples of duetime; run them from the repository root (``python -m examples.…``)."""
