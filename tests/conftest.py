@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from duetime import AsyncApp, FrozenClock
+from duetime import FrozenClock
 
 
 @pytest.fixture

@@ -236,3 +236,70 @@ def iso(instant: datetime | None) -> str | None:
     if instant is None:
         return None
     return instant.isoformat().replace("+00:00", "Z")
+
+
+CatchUp = Literal["latest", "all", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A recurrence stored as data: each occurrence becomes an ordinary Timer.
+
+    Exactly one of ``cron`` and ``every`` is set. ``next_at`` is the next occurrence not yet
+    materialised (None once ``end_at`` is past: the schedule is finished); ``after_at`` is the
+    instant through which every occurrence has been handled (fired or skipped by catch-up), so
+    ``next_at`` is always the first occurrence after it. ``anchor_at`` is the grid of an
+    interval without ``start_at``; ``last_at`` the last occurrence that became a timer.
+    """
+
+    id: int
+    namespace: str
+    name: str
+    type: str
+    payload: JSON
+    subject: str | None
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    start_at: datetime | None
+    end_at: datetime | None
+    catch_up: CatchUp
+    on_gap: str
+    on_overlap: str
+    active: bool
+    max_attempts: int
+    next_at: datetime | None
+    after_at: datetime
+    anchor_at: datetime
+    last_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+
+    def to_dict(self) -> dict[str, JSON]:
+        """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` in seconds)."""
+        return {
+            "id": self.id,
+            "namespace": self.namespace,
+            "name": self.name,
+            "type": self.type,
+            "payload": self.payload,
+            "subject": self.subject,
+            "cron": self.cron,
+            "every": self.every.total_seconds() if self.every is not None else None,
+            "timezone": self.timezone,
+            "start_at": iso(self.start_at),
+            "end_at": iso(self.end_at),
+            "catch_up": self.catch_up,
+            "on_gap": self.on_gap,
+            "on_overlap": self.on_overlap,
+            "active": self.active,
+            "max_attempts": self.max_attempts,
+            "next_at": iso(self.next_at),
+            "last_at": iso(self.last_at),
+            "after_at": iso(self.after_at),
+            "anchor_at": iso(self.anchor_at),
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "version": self.version,
+        }

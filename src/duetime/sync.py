@@ -112,6 +112,15 @@ class App:
     tick = _blocking(AsyncApp.tick)
     migrate = _blocking(AsyncApp.migrate)
     nodes = _blocking(AsyncApp.nodes)
+    add_schedule = _blocking(AsyncApp.add_schedule)
+    add_schedules = _blocking(AsyncApp.add_schedules)
+    get_schedule = _blocking(AsyncApp.get_schedule)
+    list_schedules = _blocking(AsyncApp.list_schedules)
+    update_schedule = _blocking(AsyncApp.update_schedule)
+    pause_schedule = _blocking(AsyncApp.pause_schedule)
+    resume_schedule = _blocking(AsyncApp.resume_schedule)
+    delete_schedule = _blocking(AsyncApp.delete_schedule)
+    preview = _blocking(AsyncApp.preview)
 
     def open(self) -> App:
         self._portal.call(self.core.open())

@@ -47,7 +47,7 @@ def check_key(value: object, field: str = "key") -> str:
         raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_KEY_LENGTH}")
     if any(ord(ch) < 32 for ch in value):
         raise InvalidInput(field, "must not contain control characters")
-    return value
+    return check_text(value, field)
 
 
 def generate_key() -> str:
@@ -76,7 +76,7 @@ def check_subject(value: object, field: str = "subject") -> str | None:
         raise InvalidInput(field, "must be a non-empty string (e.g. a user id)")
     if len(value) > MAX_SUBJECT_LENGTH:
         raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_SUBJECT_LENGTH}")
-    return value
+    return check_text(value, field)
 
 
 def check_correlation_id(value: object, field: str = "correlation_id") -> str | None:
@@ -84,21 +84,51 @@ def check_correlation_id(value: object, field: str = "correlation_id") -> str | 
         return None
     if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH:
         raise InvalidInput(field, f"must be a string of 1-{MAX_KEY_LENGTH} characters")
+    return check_text(value, field)
+
+
+def check_text(value: str, field: str) -> str:
+    """Text every backend can store: valid UTF-8 (no lone surrogates) and no NUL characters."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "is not valid Unicode text (lone surrogate)") from None
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
     return value
 
 
 def check_payload(
     value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, field: str = "payload"
 ) -> JSON:
-    """The payload must survive a JSON round trip unchanged and fit the size limit."""
+    """The payload must survive a JSON round trip unchanged and fit the size limit.
+
+    NUL characters and lone surrogates are refused because PostgreSQL's jsonb cannot hold
+    them; refusing them everywhere keeps both backends answering alike.
+    """
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "contains text that is not valid Unicode") from None
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(field, f"is not JSON: {exc}") from exc
-    size = len(text.encode())
+    if "\\u0000" in text and _has_nul(value):
+        raise InvalidInput(field, "must not contain NUL characters (\\u0000)")
+    size = len(encoded)
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes as JSON; the limit is {max_bytes}")
     return json.loads(text)
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(item) for item in value)
+    return False
 
 
 def parse_payload_text(text: str, field: str = "payload") -> JSON:

@@ -124,12 +124,12 @@ def test_nats_publish_is_acked_stored_once_and_carries_nats_msg_id() -> None:
             assert first.subject == f"{prefix}.shop.order.paid"
             assert json.loads(first.data) == envelope(delivery)
             assert first.headers is not None
-            assert first.headers["Nats-Msg-Id"] == "shop:42:bus"
+            assert first.headers["Nats-Msg-Id"] == "shop:order-7:bus"
             assert first.headers["Duetime-Event-Type"] == "order.paid"
             assert first.headers["Duetime-Attempt"] == "1"
             assert first.headers["Content-Type"] == "application/json"
             assert second.headers is not None
-            assert second.headers["Nats-Msg-Id"] == "shop:43:bus"
+            assert second.headers["Nats-Msg-Id"] == "shop:order-8:bus"
         finally:
             await destination.close()
             await js.delete_stream(stream)
@@ -212,7 +212,7 @@ def test_redis_xadd_entry_has_the_fields_and_envelope() -> None:
             assert fields["type"] == "order.paid"
             assert fields["key"] == "order-7"
             assert fields["attempt"] == "2"
-            assert fields["delivery_id"] == "shop:42:audit"
+            assert fields["delivery_id"] == "shop:order-7:audit"
             assert json.loads(fields["envelope"]) == envelope(delivery)
         finally:
             await destination.close()
@@ -309,7 +309,7 @@ def test_rabbitmq_message_is_confirmed_persistent_and_carries_message_id() -> No
             assert message is not None
             await message.ack()
             assert message.routing_key == "shop.order.paid"
-            assert message.message_id == "shop:42:orders"
+            assert message.message_id == "shop:order-7:orders"
             assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
             assert message.content_type == "application/json"
             assert message.type == "order.paid"
@@ -399,7 +399,7 @@ def test_rabbitmq_unreachable_is_retryable_and_the_same_spec_then_delivers() -> 
             assert "cannot connect" in failure.message
             message = await queue.get(timeout=5)
             assert message is not None
-            assert message.message_id == "shop:42:d"
+            assert message.message_id == "shop:order-7:d"
         finally:
             await connection.close()
 

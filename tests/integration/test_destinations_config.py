@@ -210,7 +210,7 @@ def test_constructors_check_their_arguments_too() -> None:
 
 def test_envelope_is_stable_json_with_the_documented_fields() -> None:
     delivery = Delivery.from_event(event(), "hook1")
-    assert delivery.delivery_id == "shop:7:hook1"
+    assert delivery.delivery_id == "shop:k:hook1"
     body = envelope_json(delivery)
     assert body.startswith(b'{"version":1,"id":7,"key":"k","namespace":"shop","type":"order.paid"')
     assert json.loads(body) == envelope(delivery)

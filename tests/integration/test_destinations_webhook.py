@@ -139,12 +139,12 @@ def test_post_carries_envelope_headers_and_a_verifiable_signature() -> None:
         assert request.path == "/hooks/duetime"
         assert json.loads(request.body) == envelope(delivery)
         body = json.loads(request.body)
-        assert body["delivery_id"] == "shop:42:billing"
+        assert body["delivery_id"] == "shop:order-7:billing"
         assert body["due_at"] == "2025-03-15T13:00:00Z"
         assert body["payload"]["note"] == "café"
         headers = request.headers
         assert headers["content-type"] == "application/json"
-        assert headers["idempotency-key"] == "shop:42:billing"
+        assert headers["idempotency-key"] == "shop:order-7:billing"
         assert headers["duetime-event-type"] == "order.paid"
         assert headers["duetime-attempt"] == "3"
         assert headers["authorization"] == "Bearer t0k"

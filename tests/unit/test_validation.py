@@ -70,3 +70,24 @@ def test_expires_after_accepts_seconds_iso_and_timedelta() -> None:
 
 def test_numeric_subject_becomes_text() -> None:
     assert check_subject(1234) == "1234"
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda: check_key("\ud800"), "key"),
+        (lambda: check_subject("user\ud800"), "subject"),
+        (lambda: check_subject("a\x00b"), "subject"),
+        (lambda: check_payload({"text": "\ud800"}), "payload"),
+        (lambda: check_payload({"text": "nul\x00here"}), "payload"),
+        (lambda: check_payload({"k\x00": 1}), "payload"),
+    ],
+)
+def test_text_no_backend_can_store_is_refused(call: object, field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        call()  # type: ignore[operator]
+    assert info.value.field == field
+
+
+def test_a_literal_backslash_u0000_is_fine() -> None:
+    assert check_payload({"text": "\\u0000"}) == {"text": "\\u0000"}

@@ -24,6 +24,7 @@ from duetime.cli.context import (
     namespace_option,
 )
 from duetime.cli.dead import dead
+from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.worker import tick, worker
 from duetime.errors import DuetimeError
@@ -108,6 +109,8 @@ def cli(ctx: click.Context) -> None:
 
 for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker, tick, nodes):
     cli.add_command(command)
+cli.add_command(schedules)
+cli.add_command(next_occurrences)
 
 
 def _short(text: str, limit: int) -> str:

@@ -65,7 +65,7 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     default=DEFAULT_PORT,
     show_default=True,
     envvar="DUETIME_PORT",
-    help="[env DUETIME_PORT]",
+    help="Port to listen on [env DUETIME_PORT]",
 )
 @click.option(
     "--app",

@@ -86,7 +86,8 @@ def create(
     access = "read-only" if issued.info.read_only else "read-write"
     err.print(
         f"token {issued.info.id} ({access}, namespaces {', '.join(issued.info.namespaces)}). "
-        "Store it now: it is not shown again. Send it as 'Authorization: Bearer <token>'."
+        "Store it now: it is not shown again. Send it as 'Authorization: Bearer <token>'.",
+        soft_wrap=True,
     )
 
 

@@ -24,7 +24,7 @@ order). It is versioned by ``"version"``; fields are only ever added, never rena
       "max_attempts": 20,
       "correlation_id": "req-123",      # or null
       "destination": "billing-hook",
-      "delivery_id": "shop:42:billing-hook"    # "<namespace>:<id>:<destination>"
+      "delivery_id": "shop:order-7-paid:billing-hook"  # "<namespace>:<key>:<destination>"
     }
 
 ``delivery_id`` is the deduplication id: it is the same on every attempt of one event to one
@@ -75,8 +75,12 @@ class Delivery:
 
 
 def delivery_id(event: Event, destination: str) -> str:
-    """``<namespace>:<timer id>:<destination>`` — the same on every attempt, unique per target."""
-    return f"{event.namespace}:{event.id}:{destination}"
+    """``<namespace>:<key>:<destination>`` — the same on every attempt, unique per target.
+
+    Built from the caller's idempotency key, not the row id: row ids start again at 1 in a fresh
+    database, and a broker's duplicate window would then drop new events as old ones.
+    """
+    return f"{event.namespace}:{event.key}:{destination}"
 
 
 class DeliveryFailed(DuetimeError):

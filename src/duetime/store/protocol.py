@@ -22,10 +22,12 @@ from duetime.model import (
     OnConflict,
     Page,
     PutResult,
+    Schedule,
     Status,
     Timer,
     TimerFilter,
 )
+from duetime.schedules import Materialized, NewSchedule, ScheduleAdvance, ScheduleFilter
 
 WakeupListener = Callable[[datetime | None], None]
 """Called with the earliest ``run_at`` just stored (None = unknown: re-read the next due time)."""
@@ -134,3 +136,113 @@ class Store(Protocol):
     async def deregister_node(self, node_id: str) -> None: ...
 
     async def list_nodes(self) -> list[Node]: ...
+
+
+SchedulePlan = Callable[[Sequence[Schedule]], Sequence[ScheduleAdvance]]
+"""Pure: due schedules → how to advance each (run inside the materialising transaction)."""
+
+
+class ScheduleStore(Protocol):
+    """Durable schedules, their materialisation into timers, and the tz-data bookkeeping.
+
+    Every timer a schedule creates carries the schedule's id, so deleting the schedule cancels
+    its pending occurrences; occurrence keys (``schedule:<name>:<instant>``) make creating one
+    twice impossible.
+    """
+
+    async def put_schedules(
+        self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
+    ) -> list[Schedule | None]:
+        """Insert new schedules in one transaction; None where the name is already taken.
+
+        ``error`` raises AlreadyExists instead (nothing stored); ``keep`` and ``update`` leave
+        an existing schedule as it is (the caller revises it: :func:`duetime.schedules.revise`).
+        """
+        ...
+
+    async def get_schedule(self, namespace: str, name: str) -> Schedule | None: ...
+
+    async def list_schedules(
+        self, namespace: str, filter: ScheduleFilter, cursor: str | None, limit: int
+    ) -> Page[Schedule]:
+        """By name, cursor-paginated."""
+        ...
+
+    async def save_schedule(
+        self, schedule: Schedule, now: datetime, release_after: datetime | None
+    ) -> Schedule | None:
+        """Write a revised schedule if its row still has ``schedule.version`` (else None).
+
+        In the same transaction, occurrences materialised ahead of time (not fired, due after
+        ``release_after``) are deleted, so the materialiser creates them again as revised.
+        """
+        ...
+
+    async def delete_schedule(
+        self, namespace: str, name: str, now: datetime
+    ) -> tuple[Schedule, int] | None:
+        """Delete a schedule and cancel its pending occurrences (how many); None if unknown."""
+        ...
+
+    async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
+        """Active schedules whose next occurrence is at or before ``horizon``, earliest first."""
+        ...
+
+    async def advance_schedules(
+        self, advances: Sequence[ScheduleAdvance], now: datetime
+    ) -> list[int]:
+        """Create the timers and move each schedule on, in one transaction; the ids advanced.
+
+        An advance whose version no longer matches is skipped, its timers not inserted. Timers
+        are inserted idempotently by key.
+        """
+        ...
+
+    async def materialize(
+        self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
+    ) -> Materialized:
+        """``due_schedules`` + ``plan`` + ``advance_schedules`` in one transaction.
+
+        The due rows are locked while planned (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so many
+        workers share the work instead of racing for the same rows).
+        """
+        ...
+
+    async def next_schedule_at(self, namespace: str) -> datetime | None:
+        """The earliest ``next_at`` of the namespace's active schedules."""
+        ...
+
+    async def schedules_after(self, after_id: int, limit: int) -> list[Schedule]:
+        """Cron schedules of every namespace by id (tz-data re-resolution walks them all)."""
+        ...
+
+    async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
+        """Pending timers given as local wall-clock time, of every namespace, by id."""
+        ...
+
+    async def reresolve_timers(
+        self, changes: Sequence[tuple[int, datetime, datetime]], now: datetime
+    ) -> int:
+        """Move pending local-form timers ``(id, old due_at, new due_at)``; how many moved."""
+        ...
+
+    async def get_meta(self, key: str) -> str | None: ...
+
+    async def set_meta(self, key: str, value: str, now: datetime) -> None: ...
+
+
+class SchedulingStore(Store, ScheduleStore, Protocol):
+    """A store of timers that also keeps schedules (both built-in backends are)."""
+
+
+def scheduling_store(store: Store) -> SchedulingStore:
+    """``store`` as a :class:`SchedulingStore`, or TypeError naming what it lacks."""
+    missing = [
+        name
+        for name in ScheduleStore.__dict__
+        if not name.startswith("_") and callable(ScheduleStore.__dict__[name])
+        if not callable(getattr(store, name, None))
+    ]
+    if missing:
+        raise TypeError(f"{type(store).__name__} does not keep schedules (no {missing[0]})")
+    return store  # type: ignore[return-value]

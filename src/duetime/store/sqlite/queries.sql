@@ -85,8 +85,10 @@ WHERE namespace = :namespace AND key = :key AND status IN ('scheduled', 'retryin
 RETURNING *
 
 -- name: replay
+-- A fresh set of attempts: numbering goes on (the history keeps the old ones), and the budget
+-- grows by as many attempts as were used.
 UPDATE timers
-SET status = 'scheduled', attempts = 0, run_at = :now, completed_at = NULL, updated_at = :now,
+SET status = 'scheduled', run_at = :now, completed_at = NULL, updated_at = :now,
     max_attempts = max_attempts + attempts
 WHERE namespace = :namespace AND key = :key AND status = 'dead'
 RETURNING *
@@ -111,10 +113,15 @@ WHERE id IN (
     ORDER BY run_at
     LIMIT :limit
 )
-RETURNING *
+RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
+    registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
+    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at
 
--- name: open_attempt
-INSERT INTO attempts (timer_id, number, node_id, started_at) VALUES (?, ?, ?, ?)
+-- name: open_attempts
+-- :batch is a JSON array of [timer id, attempt number] pairs.
+INSERT INTO attempts (timer_id, number, node_id, started_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :node_id, :now
+FROM json_each(:batch)
 
 -- name: close_attempt
 UPDATE attempts SET finished_at = :now, outcome = :outcome, error = :error
@@ -128,6 +135,30 @@ UPDATE timers
 SET status = 'done', completed_at = :now, updated_at = :now, lease_owner = NULL,
     lease_expires_at = NULL, last_error = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+
+-- name: finish_done_many
+-- The common case in one statement: :batch is a JSON array of [timer id, attempt number]
+-- pairs, each fenced like finish_done; returns the ids it changed (the rest are lost).
+UPDATE timers
+SET status = 'done', completed_at = :now, updated_at = :now, lease_owner = NULL,
+    lease_expires_at = NULL, last_error = NULL
+FROM (
+    SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt
+    FROM json_each(:batch)
+) AS finished
+WHERE timers.id = finished.timer_id AND timers.attempts = finished.attempt
+  AND timers.lease_owner = :node_id AND timers.status = 'running'
+RETURNING timers.id
+
+-- name: close_attempts_done
+-- close_attempt for every [timer id, attempt number] pair of :batch, outcome done.
+UPDATE attempts SET finished_at = :now, outcome = 'done', error = NULL
+FROM (
+    SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt
+    FROM json_each(:batch)
+) AS finished
+WHERE attempts.timer_id = finished.timer_id AND attempts.number = finished.attempt
+  AND attempts.finished_at IS NULL
 
 -- name: finish_retry
 UPDATE timers

@@ -9,13 +9,14 @@ learn about new timers through :mod:`duetime.store.sqlite.wakeup`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from duetime.errors import AlreadyExists, Conflict, NotFound, StoreUnavailable
 from duetime.model import (
@@ -41,7 +42,15 @@ from duetime.store.codec import (
 )
 from duetime.store.protocol import WakeupListener
 from duetime.store.queries import load_migrations, load_queries
-from duetime.store.sqlite.rows import attempt_from_row, node_from_row, timer_from_row
+from duetime.store.sqlite.rows import (
+    TIMER_COLUMNS,
+    InstantCache,
+    attempt_from_row,
+    node_from_row,
+    timer_from_row,
+    timer_from_tuple,
+)
+from duetime.store.sqlite.schedules import SqliteSchedules
 from duetime.store.sqlite.wakeup import WakeupChannel
 
 Q = load_queries("duetime.store.sqlite")
@@ -66,7 +75,7 @@ def path_from_url(url: str) -> Path:
     return Path(rest)
 
 
-class SqliteStore:
+class SqliteStore(SqliteSchedules):
     """Store backed by one SQLite file (WAL, ``synchronous=FULL``)."""
 
     def __init__(self, url: str, *, busy_timeout: float = 30.0) -> None:
@@ -78,9 +87,13 @@ class SqliteStore:
         self._listeners: list[WakeupListener] = []
         self._wakeup: WakeupChannel | None = None
         self._lock = threading.Lock()
+        self._writes: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = []
+        self._drain_scheduled = False
 
     # -- plumbing ---------------------------------------------------------------------------
     async def _run(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        if isinstance(fn, _Write):
+            return await self._run_write(fn.fn)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._call, fn)
 
@@ -90,19 +103,84 @@ class SqliteStore:
         return fn(self._conn)
 
     def _write(self, fn: Callable[[sqlite3.Connection], R]) -> Callable[[sqlite3.Connection], R]:
-        """Wrap ``fn`` in one write transaction, taken up front so it cannot deadlock."""
+        """Wrap ``fn`` in one write transaction, taken up front so it cannot deadlock.
 
-        def run(conn: sqlite3.Connection) -> R:
-            conn.execute("BEGIN IMMEDIATE")
+        Run through :meth:`_run`, writes queued while the connection is busy share one
+        transaction — group commit: one fsync for all of them — each in its own savepoint, so
+        one that raises is rolled back alone. Each caller still hears back only after the
+        commit that made its write durable.
+        """
+        return _Write(fn)
+
+    async def _run_write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        future: Future[R] = Future()
+        with self._lock:
+            self._writes.append((fn, future))
+            if not self._drain_scheduled:
+                try:
+                    self._executor.submit(self._drain_writes)
+                except RuntimeError:  # closing: the executor takes no more work
+                    self._writes.remove((fn, future))
+                    raise StoreUnavailable("the SQLite store is closed") from None
+                self._drain_scheduled = True
+        return await asyncio.wrap_future(future)
+
+    def _drain_writes(self) -> None:
+        """On the connection thread: commit every write queued so far, together."""
+        with self._lock:
+            queued, self._writes = self._writes, []
+            self._drain_scheduled = False
+        ops = [(fn, future) for fn, future in queued if future.set_running_or_notify_cancel()]
+        while ops:
+            ops = self._commit_group(ops)
+
+    def _commit_group(
+        self, ops: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]]
+    ) -> list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]]:
+        """Run ``ops`` in one transaction; return those to run again in a fresh one."""
+        conn = self._conn
+        if conn is None:
+            for _, future in ops:
+                future.set_exception(StoreUnavailable("the SQLite store is not open"))
+            return []
+        if len(ops) == 1:
+            fn, future = ops[0]
             try:
+                future.set_result(_Write(fn)(conn))
+            except BaseException as exc:
+                future.set_exception(exc)
+            return []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            for _, future in ops:
+                future.set_exception(exc)
+            return []
+        done: list[tuple[Future[Any], Any]] = []
+        for index, (fn, future) in enumerate(ops):
+            try:
+                conn.execute("SAVEPOINT duetime_write")
                 result = fn(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            except BaseException as exc:
+                if _undo_savepoint(conn):
+                    future.set_exception(exc)
+                    continue
+                # SQLite gave up the whole transaction (e.g. disk full or I/O error): what
+                # the others wrote is gone too; run them again on their own.
+                future.set_exception(exc)
+                return ops[:index] + ops[index + 1 :]
+            conn.execute("RELEASE duetime_write")
+            done.append((future, result))
+        try:
             conn.execute("COMMIT")
-            return result
-
-        return run
+        except BaseException as exc:
+            _rollback(conn)
+            for future, _ in done:
+                future.set_exception(exc)
+            return []
+        for future, result in done:
+            future.set_result(result)
+        return []
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +193,9 @@ class SqliteStore:
         if str(mode).lower() != "wal":
             raise StoreUnavailable(f"could not put {self.path} in WAL mode (got {mode})")
         conn.execute("PRAGMA synchronous = FULL")
+        # The hot table and its indexes should stay in memory: the default 2 MB page cache makes
+        # every claim and finish of a large backlog re-read pages (a cap, not an allocation).
+        conn.execute("PRAGMA cache_size = -65536")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -336,22 +417,34 @@ class SqliteStore:
         params.update(now=now_us, limit=limit, node_id=node_id, lease_until=to_micros(lease_until))
 
         def run(conn: sqlite3.Connection) -> list[Claimed]:
-            rows = conn.execute(Q["claim_due"], params).fetchall()
-            conn.executemany(
-                Q["open_attempt"], [(row["id"], row["attempts"], node_id, now_us) for row in rows]
-            )
-            claimed = [Claimed(timer_from_row(row), row["attempts"]) for row in rows]
-            claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
-            return claimed
+            cursor = conn.cursor()
+            cursor.row_factory = None  # plain tuples in TIMER_COLUMNS order: the hot path
+            rows: list[tuple[Any, ...]] = cursor.execute(Q["claim_due"], params).fetchall()
+            if not rows:
+                return []
+            rows.sort(key=_run_at_then_id)
+            batch = dump_json([(row[0], row[8]) for row in rows])
+            conn.execute(Q["open_attempts"], {"batch": batch, "node_id": node_id, "now": now_us})
+            instants = InstantCache()
+            return [Claimed(timer_from_tuple(row, instants), row[8]) for row in rows]
 
         return await self._run(self._write(run))
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
         now_us = to_micros(now)
 
+        done = [f for f in finishes if f.outcome is Outcome.DONE]
+        others = (
+            [f for f in finishes if f.outcome is not Outcome.DONE]
+            if len(done) < len(finishes)
+            else []
+        )
+
         def run(conn: sqlite3.Connection) -> set[int]:
             lost: set[int] = set()
-            for finish in finishes:
+            if done:
+                lost.update(_finish_done(conn, done, node_id, now_us))
+            for finish in others:
                 params = {
                     "timer_id": finish.timer_id,
                     "attempt": finish.attempt,
@@ -433,6 +526,76 @@ class SqliteStore:
 
     async def list_nodes(self) -> list[Node]:
         return await self._run(lambda c: [node_from_row(r) for r in c.execute(Q["list_nodes"])])
+
+
+def _finish_done(
+    conn: sqlite3.Connection, done: Sequence[Finish], node_id: str, now_us: int
+) -> list[int]:
+    """Apply many DONE finishes in two statements; return the timer ids no longer ours."""
+    batch = dump_json([(f.timer_id, f.attempt) for f in done])
+    params = {"batch": batch, "node_id": node_id, "now": now_us}
+    changed = {row[0] for row in conn.execute(Q["finish_done_many"], params)}
+    lost = [f.timer_id for f in done if f.timer_id not in changed]
+    if changed:
+        if lost:
+            params["batch"] = dump_json(
+                [(f.timer_id, f.attempt) for f in done if f.timer_id in changed]
+            )
+        conn.execute(Q["close_attempts_done"], {"batch": params["batch"], "now": now_us})
+    return lost
+
+
+def _run_at_then_id(row: tuple[Any, ...]) -> tuple[int, int]:
+    return row[12], row[0]
+
+
+def _returning(sql: str) -> tuple[str, ...]:
+    """The column names of a query's RETURNING clause."""
+    clause = sql.rsplit("RETURNING", 1)[1]
+    return tuple(name.strip() for name in clause.split(","))
+
+
+if _returning(Q["claim_due"]) != TIMER_COLUMNS:  # pragma: no cover - caught by any test run
+    raise RuntimeError("queries.sql claim_due must return exactly rows.TIMER_COLUMNS, in order")
+
+
+class _Write(Generic[R]):
+    """A function marked as a write: :meth:`SqliteStore._run` runs it in a transaction."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], R]) -> None:
+        self.fn = fn
+
+    def __call__(self, conn: sqlite3.Connection) -> R:
+        """Run alone, in a transaction of its own."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = self.fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return result
+
+
+def _undo_savepoint(conn: sqlite3.Connection) -> bool:
+    """Roll back to the write's savepoint; False when the whole transaction is gone."""
+    if not conn.in_transaction:
+        return False
+    try:
+        conn.execute("ROLLBACK TO duetime_write")
+        conn.execute("RELEASE duetime_write")
+    except sqlite3.Error:
+        _rollback(conn)
+        return False
+    return True
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _apply_finish(conn: sqlite3.Connection, outcome: Outcome, params: dict[str, Any]) -> bool:

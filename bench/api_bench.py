@@ -1,0 +1,233 @@
+"""duetime's REST API under load: timers created over HTTP while the worker fires them.
+
+Run by hand (not part of the test suite)::
+
+    .venv/bin/python bench/api_bench.py                    # 3000 requests at 1, 8, 32 clients
+    .venv/bin/python bench/api_bench.py --requests 500     # quicker
+    .venv/bin/python bench/api_bench.py --auth             # every request carries a bearer token
+
+Starts ``duetime serve --app <module>:app`` (one process: API + worker, embedded SQLite, WAL,
+``synchronous=FULL``) on a fresh database in a temporary directory. Each phase runs N concurrent
+clients (one keep-alive connection each) that POST timers due 0-2 s later, so the worker claims
+and fires while the API is writing. It reports requests/s, latency percentiles, and how many of
+the timers had fired (and how late) when the phase ended and a little later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+APP_MODULE = """
+from duetime import AsyncApp
+
+app = AsyncApp(namespace="bench")
+
+
+@app.handler("bench.fire")
+async def fire(event):
+    return None
+"""
+
+
+@dataclass
+class Phase:
+    clients: int
+    requests: int
+    seconds: float
+    latencies: list[float]
+    errors: int
+    done_at_end: int
+    done_later: int
+    lateness_p50: float | None
+    lateness_p99: float | None
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+        return ordered[index] * 1000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def duetime_command() -> list[str]:
+    script = Path(sys.executable).parent / "duetime"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "duetime.api"]
+
+
+def start_server(workdir: Path, port: int, auth: bool) -> tuple[subprocess.Popen[bytes], str]:
+    (workdir / "benchapp.py").write_text(APP_MODULE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+    env["DUETIME_DATABASE_URL"] = f"sqlite:///{workdir / 'bench.db'}"
+    token = ""
+    if auth:
+        made = subprocess.run(
+            [*duetime_command(), "tokens", "create", "--namespace", "bench", "--json"],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        token = json.loads(made.stdout)["token"]
+    args = ["serve", "--port", str(port), "--app", "benchapp:app", "--log-level", "warning"]
+    process = subprocess.Popen(
+        [*duetime_command(), *args],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "serve.log", "wb"),  # noqa: SIM115 - lives as long as the server
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return process, token
+        except httpx.TransportError:
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit(f"serve did not start; see {workdir / 'serve.log'}")
+
+
+async def run_phase(base_url: str, token: str, clients: int, requests: int, tag: str) -> Phase:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    latencies: list[float] = []
+    errors = 0
+    counter = iter(range(requests))
+
+    async def client_loop() -> None:
+        nonlocal errors
+        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
+            for n in counter:
+                body = {
+                    "type": "bench.fire",
+                    "key": f"{tag}-{n}",
+                    "subject": f"user-{n % 1000}",
+                    "delay": round(random.uniform(0, 2), 3),
+                    "payload": {"n": n, "note": "x" * 64},
+                }
+                started = time.perf_counter()
+                answer = await client.post("/v1/namespaces/bench/timers", json=body)
+                latencies.append(time.perf_counter() - started)
+                if answer.status_code != 201:
+                    errors += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client_loop() for _ in range(clients)))
+    seconds = time.perf_counter() - started
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
+        done_at_end = await count_done(client, tag)
+        await asyncio.sleep(3)
+        done_later = await count_done(client, tag)
+        p50, p99 = await lateness(client)
+    return Phase(clients, requests, seconds, latencies, errors, done_at_end, done_later, p50, p99)
+
+
+async def count_done(client: httpx.AsyncClient, tag: str) -> int:
+    """Timers of this phase that are done (pages through the listing by status)."""
+    done = 0
+    cursor: str | None = None
+    while True:
+        params: dict[str, str | int] = {"status": "done", "limit": 1000}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await client.get("/v1/namespaces/bench/timers", params=params)).json()
+        done += sum(1 for timer in page["items"] if timer["key"].startswith(f"{tag}-"))
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return done
+
+
+async def lateness(client: httpx.AsyncClient) -> tuple[float | None, float | None]:
+    """p50 / p99 lateness (upper bucket bounds, seconds) so far, from the stats endpoint."""
+    stats = (await client.get("/v1/namespaces/bench/stats")).json()["lateness"]
+    total = stats["count"]
+    if not total:
+        return None, None
+
+    def bound(q: float) -> float | None:
+        for bucket in stats["buckets"]:
+            if bucket["count"] >= q * total:
+                le: float | None = bucket["le"]
+                return le
+        return None
+
+    return bound(0.5), bound(0.99)
+
+
+def fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"≤{value * 1000:g} ms" if value < 1 else f"≤{value:g} s"
+
+
+def print_table(phases: list[Phase], auth: bool) -> None:
+    header = (
+        f"{'clients':>7} {'requests':>8} {'req/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
+        f"{'p99 ms':>7} {'max ms':>7} {'errors':>6} {'fired@end':>9} {'fired+3s':>8} "
+        f"{'late p50':>9} {'late p99':>9}"
+    )
+    print()
+    print(f"duetime REST API: POST /v1/namespaces/bench/timers (auth {'on' if auth else 'off'})")
+    print(header)
+    print("-" * len(header))
+    for p in phases:
+        print(
+            f"{p.clients:>7} {p.requests:>8} {p.rate:>8.0f} {p.percentile(0.5):>7.1f} "
+            f"{p.percentile(0.9):>7.1f} {p.percentile(0.99):>7.1f} {max(p.latencies) * 1000:>7.1f} "
+            f"{p.errors:>6} {p.done_at_end:>9} {p.done_later:>8} "
+            f"{fmt_seconds(p.lateness_p50):>9} {fmt_seconds(p.lateness_p99):>9}"
+        )
+    mean = statistics.fmean(p.rate for p in phases)
+    print(f"\nmean over phases: {mean:.0f} req/s; lateness is cumulative over the whole run")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=3000, help="Requests per phase.")
+    parser.add_argument(
+        "--clients", default="1,8,32", help="Comma-separated concurrent client counts."
+    )
+    parser.add_argument("--auth", action="store_true", help="Send a bearer token (auth on).")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.clients.split(",")]
+    with tempfile.TemporaryDirectory(prefix="duetime-api-bench-") as tmp:
+        port = free_port()
+        process, token = start_server(Path(tmp), port, args.auth)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            phases = []
+            for clients in counts:
+                print(f"phase: {clients} clients x {args.requests} requests...", flush=True)
+                phases.append(
+                    asyncio.run(run_phase(base_url, token, clients, args.requests, f"c{clients}"))
+                )
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+        print_table(phases, args.auth)
+
+
+if __name__ == "__main__":
+    main()

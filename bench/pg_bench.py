@@ -1,0 +1,969 @@
+"""duetime on PostgreSQL against pgqueuer, procrastinate and a raw-SQL floor, in one run.
+
+Run by hand (not part of the test suite)::
+
+    .venv/bin/python bench/pg_bench.py --quick                       # smaller numbers (~4 min)
+    .venv/bin/python bench/pg_bench.py                               # full run (< 20 min)
+    .venv/bin/python bench/pg_bench.py --only duetime,raw --scenarios mass,immediate
+    .venv/bin/python bench/pg_bench.py --scenarios claim --claim-rows 1000000
+
+Needs the ``bench`` extra (pgqueuer, procrastinate; asyncpg too for pgqueuer's usual driver) and
+a PostgreSQL where the user may CREATE DATABASE (default ``postgresql://postgres@127.0.0.1:5432``,
+``--base``). Every system gets its own database ``dtbench_<system>``, dropped and created again
+for every scenario, and works in ``--workers`` separate processes (its normal worker, a no-op
+handler, the same ``--concurrency``). Scenarios:
+
+  mass       (a) N jobs due at one future instant: enqueue rate (batch API, 1000 a batch), then
+             time from the instant until all are done
+  lateness   (b) jobs due evenly over S seconds, workers running: handler start - due (ms)
+  immediate  (c) N jobs already due when the workers start: drain rate
+  (d)        the raw-SQL floor is the ``raw`` system in mass and immediate
+  claim      (e) duetime's claim_due statement (queries.sql) with 10M pending timers bulk-loaded
+             into its table: latency of batches of 100, and the plan, before and after ANALYZE
+
+``--tables fresh,analysed`` runs mass and immediate on never-analysed tables and again after an
+ANALYZE between enqueueing and working. Every wait is bounded (``--timeout``): a system that does
+not finish is reported with what it did. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import mmap
+import os
+import platform
+import re
+import select
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peers import PEERS, SYSTEMS, System, load
+
+DEFAULT_BASE = "postgresql://postgres@127.0.0.1:5432"
+ADMIN_DB = "postgres"
+DB_PREFIX = "dtbench_"
+READY_TIMEOUT = 60.0
+STOP_TIMEOUT = 45.0
+
+
+# -- results ---------------------------------------------------------------------------------
+@dataclass
+class Figure:
+    scenario: str
+    measure: str
+    unit: str
+    higher_is_better: bool
+    values: dict[str, float | None] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    peer_target: float | None = None
+    """duetime must be this many times the best peer (throughput) — None: no such target."""
+    raw_target: float | None = None
+    """duetime must reach this fraction of the raw-SQL floor — None: no such target."""
+    limit: float | None = None
+    """duetime's value must be at most this (latencies) — None: no such target."""
+    limit_strict: bool = False
+    """The limit is "less than", not "at most"."""
+
+    def best_peer(self) -> tuple[str, float] | None:
+        peers = [(s, v) for s, v in self.values.items() if s in PEERS and v is not None]
+        if not peers:
+            return None
+        pick = max if self.higher_is_better else min
+        return pick(peers, key=lambda sv: sv[1])
+
+    def advantage(self) -> float | None:
+        """How many times better duetime is than the best peer (> 1: better)."""
+        mine, best = self.values.get("duetime"), self.best_peer()
+        if mine is None or best is None or mine <= 0 or best[1] <= 0:
+            return None
+        return mine / best[1] if self.higher_is_better else best[1] / mine
+
+    def of_raw(self) -> float | None:
+        """duetime's throughput as a fraction of the raw-SQL floor's (throughputs only)."""
+        mine, raw = self.values.get("duetime"), self.values.get("raw")
+        if not self.higher_is_better or mine is None or raw is None or raw <= 0:
+            return None
+        return mine / raw
+
+    def verdicts(self) -> list[tuple[str, bool | None]]:
+        """(target text, passed?) — passed is None when a figure it needs is missing."""
+        out: list[tuple[str, bool | None]] = []
+        if self.peer_target is not None:
+            adv = self.advantage()
+            out.append(
+                (
+                    f"≥ {self.peer_target:g}x best peer",
+                    None if adv is None else adv >= self.peer_target,
+                )
+            )
+        if self.raw_target is not None:
+            frac = self.of_raw()
+            out.append(
+                (
+                    f"≥ {self.raw_target:.0%} of raw SQL",
+                    None if frac is None else frac >= self.raw_target,
+                )
+            )
+        if self.limit is not None:
+            mine = self.values.get("duetime")
+            if mine is None:
+                passed = None
+            else:
+                passed = mine < self.limit if self.limit_strict else mine <= self.limit
+            sign = "<" if self.limit_strict else "≤"
+            out.append((f"{sign} {self.limit:g} {self.unit}", passed))
+        return out
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "jobs/s":
+        return f"{value:,.0f}/s"
+    if unit == "ms":
+        return f"{value:,.2f} ms" if value < 100 else f"{value:,.0f} ms"
+    if unit == "s":
+        return f"{value:,.2f} s"
+    if unit == "us":
+        return f"{value:,.0f} µs"
+    if unit == "B":
+        return f"{value:,.0f} B"
+    return f"{value:,.2f} {unit}"
+
+
+def verdict_text(passed: bool | None) -> str:
+    return "n/a" if passed is None else ("PASS" if passed else "FAIL")
+
+
+class Report:
+    def __init__(self, systems: Sequence[str]) -> None:
+        self.systems = list(systems)
+        self.figures: list[Figure] = []
+        self.plans: list[tuple[str, str]] = []
+
+    def figure(
+        self, scenario: str, measure: str, unit: str, higher_is_better: bool, **kw: Any
+    ) -> Figure:
+        for f in self.figures:
+            if f.scenario == scenario and f.measure == measure:
+                return f
+        fig = Figure(scenario, measure, unit, higher_is_better, **kw)
+        self.figures.append(fig)
+        return fig
+
+    def put(self, fig: Figure, system: str, value: float | None, note: str = "") -> None:
+        fig.values[system] = value
+        if note:
+            fig.notes[system] = note
+        print(
+            f"    {fig.scenario:<22} {fig.measure:<34} {system:<14} {fmt(value, fig.unit):>14}"
+            f"  {note}",
+            flush=True,
+        )
+
+    def verdict_lines(self) -> list[str]:
+        lines = []
+        for f in self.figures:
+            for target, passed in f.verdicts():
+                lines.append(
+                    f"  {verdict_text(passed):<5} {f.scenario}: {f.measure} — duetime {target}"
+                )
+        return lines
+
+    def markdown(self) -> str:
+        labels = {
+            "duetime": "duetime",
+            "pgqueuer": "pgqueuer",
+            "procrastinate": "procrastinate",
+            "raw": "raw SQL",
+        }
+        cols = [s for s in SYSTEMS if s in self.systems]
+        head = [
+            "scenario",
+            "measure",
+            *(labels[s] for s in cols),
+            "duetime ÷ best peer",
+            "duetime ÷ raw",
+            "targets",
+        ]
+        out = [
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(["---"] * 2 + ["---:"] * (len(cols) + 2) + ["---"]) + "|",
+        ]
+        for f in self.figures:
+            cells = [f.scenario, f.measure]
+            for s in cols:
+                text = fmt(f.values.get(s), f.unit) if s in f.values else ""
+                if f.notes.get(s):
+                    text += f" ({f.notes[s]})"
+                cells.append(text)
+            adv = f.advantage()
+            cells.append("" if adv is None else f"{adv:.2f}x")
+            raw = f.of_raw()
+            cells.append("" if raw is None else f"{raw:.0%}")
+            cells.append("; ".join(f"{verdict_text(p)} {t}" for t, p in f.verdicts()))
+            out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out)
+
+
+# -- databases -------------------------------------------------------------------------------
+def admin(base: str, sql: str) -> None:
+    with psycopg.connect(f"{base}/{ADMIN_DB}", autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def recreate_db(base: str, db: str) -> None:
+    admin(base, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    admin(base, f'CREATE DATABASE "{db}"')
+
+
+def drop_db(base: str, db: str) -> None:
+    admin(base, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def query_value(base: str, db: str, sql: str) -> Any:
+    with psycopg.connect(f"{base}/{db}", autocommit=True) as conn:
+        row = conn.execute(sql).fetchone()
+        return None if row is None else row[0]
+
+
+def wal_lsn(base: str) -> int:
+    """The server's WAL insert position, in bytes (shared by every database on the server)."""
+    return int(query_value(base, ADMIN_DB, "SELECT pg_current_wal_insert_lsn() - '0/0'"))
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU of one process (Linux /proc; 0 when unreadable or gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def backend_cpu(db: str) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend connected to ``db`` (a local server only: its
+    processes are found in /proc by their title, ``postgres: … user db host(port) state``)."""
+    found: dict[int, float] = {}
+    marker = f" {db} ".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"postgres:") and marker in title:
+            found[int(entry.name)] = cpu_seconds(int(entry.name))
+    return found
+
+
+class CpuMeter:
+    """CPU spent by a system's worker processes and by its database backends between two
+    instants — per job, the cost of one job on each side of the wire."""
+
+    def __init__(self, db: str, group: Workers) -> None:
+        self.db, self.group = db, group
+        self.backends = backend_cpu(db)
+        self.workers = {c.pid: cpu_seconds(c.pid) for c in group.children}
+
+    def stop(self) -> tuple[float, float]:
+        """(worker CPU s, backend CPU s) since start; a backend connected since counts whole."""
+        now_b = backend_cpu(self.db)
+        backend = sum(cpu - self.backends.get(pid, 0.0) for pid, cpu in now_b.items())
+        worker = sum(cpu_seconds(pid) - before for pid, before in self.workers.items())
+        return worker, backend
+
+
+def analyze(base: str, db: str) -> None:
+    with psycopg.connect(f"{base}/{db}", autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
+# -- worker processes ------------------------------------------------------------------------
+class Workers:
+    """``count`` child processes running one system's worker; a shared counter of handled jobs."""
+
+    def __init__(
+        self, args: argparse.Namespace, system: str, db: str, count: int, late: bool, tmp: Path
+    ) -> None:
+        self.system, self.count, self.late = system, count, late
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.outs = [tmp / f"{system}-{db}-{i}.json" for i in range(count)]
+        counter = tmp / f"{system}-{db}.counter"
+        counter.write_bytes(b"\0" * 8 * count)
+        self._fd = os.open(counter, os.O_RDWR)
+        self._mm = mmap.mmap(self._fd, 8 * count)
+        self._counts = memoryview(self._mm).cast("q")
+        for i in range(count):
+            cmd = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--child",
+                system,
+                "--child-db",
+                db,
+                "--child-counter",
+                str(counter),
+                "--child-slot",
+                str(i),
+                "--base",
+                args.base,
+                "--concurrency",
+                str(args.concurrency),
+                "--batch-size",
+                str(args.batch_size),
+            ]
+            if late:
+                cmd += ["--child-out", str(self.outs[i])]
+            self.children.append(
+                subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            )
+        deadline = time.monotonic() + READY_TIMEOUT
+        for child in self.children:
+            assert child.stdout is not None
+            line = b""
+            while time.monotonic() < deadline and child.poll() is None:
+                ready, _, _ = select.select([child.stdout], [], [], 0.1)
+                if ready:
+                    line = child.stdout.readline()
+                    break
+            if line.strip() != b"ready":
+                self.stop()
+                raise RuntimeError(f"{system} worker process did not start (said {line!r})")
+
+    def go(self) -> float:
+        at = time.time()
+        for child in self.children:
+            assert child.stdin is not None
+            child.stdin.write(b"go\n")
+            child.stdin.flush()
+        return at
+
+    def handled(self) -> int:
+        return sum(self._counts)
+
+    def alive(self) -> bool:
+        return any(child.poll() is None for child in self.children)
+
+    def stop(self) -> list[float]:
+        """SIGTERM every child, wait (bounded), and return the lateness they recorded (ms)."""
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for child in self.children:
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"    ! {self.system} worker {child.pid} ignored SIGTERM; killing it")
+                child.kill()
+                child.wait()
+        late: list[float] = []
+        for out in self.outs:
+            if out.exists():
+                late += json.loads(out.read_text())
+        self._counts.release()
+        self._mm.close()
+        os.close(self._fd)
+        return late
+
+
+@contextlib.contextmanager
+def workers(
+    args: argparse.Namespace, system: str, db: str, late: bool, tmp: Path
+) -> Iterator[Workers]:
+    group = Workers(args, system, db, args.workers, late, tmp)
+    try:
+        yield group
+    finally:
+        if group.children and any(c.returncode is None for c in group.children):
+            group.stop()
+
+
+def wait_done(
+    base: str, db: str, sut: System, group: Workers, n: int, deadline: float
+) -> tuple[float | None, int]:
+    """Wait until the system has finished all ``n`` jobs; (when, how many finished).
+
+    The shared counter says when every handler has run (no database load meanwhile); from then
+    on the database is asked, every few ms, whether anything is left unfinished. The instant is
+    the moment the deciding query was sent (its snapshot saw nothing left).
+    """
+    with psycopg.connect(f"{base}/{db}", autocommit=True) as conn:
+        while time.time() < deadline:
+            if group.handled() < n:
+                if not group.alive():
+                    break
+                time.sleep(0.002)
+                continue
+            asked = time.time()
+            remaining = conn.execute(sut.remaining_sql).fetchone()[0]  # type: ignore[index]
+            if remaining == 0:
+                return asked, n
+            time.sleep(0.005)
+        remaining = conn.execute(sut.remaining_sql).fetchone()[0]  # type: ignore[index]
+    return None, n - int(remaining)
+
+
+# -- scenarios -------------------------------------------------------------------------------
+class Bench:
+    def __init__(self, args: argparse.Namespace, report: Report, tmp: Path) -> None:
+        self.args = args
+        self.report = report
+        self.tmp = tmp
+        self.rate_hint: dict[str, float] = {}
+
+    def system(self, name: str) -> System:
+        return load(name)(self.args.base)
+
+    def fresh(self, sut: System) -> str:
+        db = DB_PREFIX + sut.name
+        recreate_db(self.args.base, db)
+        asyncio.run(sut.install(db))
+        return db
+
+    def enqueue(self, sut: System, db: str, dues: Sequence[float | None]) -> float:
+        started = time.perf_counter()
+        asyncio.run(sut.enqueue(db, dues))
+        seconds = time.perf_counter() - started
+        self.rate_hint[sut.name] = len(dues) / seconds
+        return len(dues) / seconds
+
+    def lead_for(self, sut: System, n: int) -> float:
+        """Seconds from now to the due instant so that enqueueing ``n`` surely finishes first."""
+        if self.args.lead:
+            return float(self.args.lead)
+        if sut.name not in self.rate_hint:  # calibrate on a throwaway database
+            db = self.fresh(sut)
+            probe = min(n, 5000)
+            far = time.time() + 86400
+            self.enqueue(sut, db, [far] * probe)
+        return 1.5 + 1.3 * n / self.rate_hint[sut.name]
+
+    # (a) mass due and (d) raw floor
+    def mass(self, name: str, n: int, tables: str) -> None:
+        args, rep = self.args, self.report
+        sut = self.system(name)
+        scen = f"(a) mass due, {tables}"
+        enq = rep.figure(scen, f"enqueue {n:,} (batches of 1000)", "jobs/s", True, peer_target=2.0)
+        took = rep.figure(scen, "due instant → all done", "s", False)
+        rate = rep.figure(scen, "drain rate", "jobs/s", True, peer_target=2.0, raw_target=0.5)
+        lead = self.lead_for(sut, n)
+        db = self.fresh(sut)
+        with workers(args, name, db, False, self.tmp) as group:
+            due = time.time() + lead
+            rep.put(enq, name, self.enqueue(sut, db, [due] * n))
+            if tables == "analysed":
+                analyze(args.base, db)
+            costs = self.cost_figures(scen)
+            group.go()
+            overran = time.time() > due
+            if overran:
+                print(f"    ! {name}: enqueueing overran the {lead:.1f} s lead; raise --lead")
+            time.sleep(max(0.0, due - time.time() - 0.2))
+            lsn, meter = wal_lsn(args.base), CpuMeter(db, group)
+            finished, done = wait_done(args.base, db, sut, group, n, due + args.timeout)
+            spent = meter.stop(), wal_lsn(args.base) - lsn
+            group.stop()
+        if finished is None:
+            spent = args.timeout
+            rep.put(took, name, None, f"timeout: {done:,}/{n:,} done in {spent:.0f} s")
+            rep.put(rate, name, done / spent, f"partial: {done:,}/{n:,}")
+            return
+        seconds = finished - due
+        rep.put(took, name, seconds, "lead overran" if overran else "")
+        rep.put(rate, name, n / seconds)
+        self.put_costs(costs, name, n, *spent)
+
+    # (c) immediate and (d) raw floor
+    def immediate(self, name: str, n: int, tables: str) -> None:
+        args, rep = self.args, self.report
+        sut = self.system(name)
+        scen = f"(c) immediate, {tables}"
+        enq = rep.figure(scen, f"enqueue {n:,} due now", "jobs/s", True)
+        rate = rep.figure(scen, "drain rate", "jobs/s", True, peer_target=2.0, raw_target=0.5)
+        db = self.fresh(sut)
+        with workers(args, name, db, False, self.tmp) as group:
+            rep.put(enq, name, self.enqueue(sut, db, [None] * n))
+            if tables == "analysed":
+                analyze(args.base, db)
+            costs = self.cost_figures(scen)
+            lsn, meter = wal_lsn(args.base), CpuMeter(db, group)
+            started = group.go()
+            finished, done = wait_done(args.base, db, sut, group, n, started + args.timeout)
+            spent = meter.stop(), wal_lsn(args.base) - lsn
+            group.stop()
+        if finished is None:
+            rep.put(rate, name, done / args.timeout, f"timeout: {done:,}/{n:,} done")
+            return
+        rep.put(rate, name, n / (finished - started), f"{finished - started:.2f} s")
+        self.put_costs(costs, name, n, *spent)
+
+    def cost_figures(self, scen: str) -> tuple[Figure, Figure, Figure]:
+        rep = self.report
+        return (
+            rep.figure(scen, "worker CPU per job", "us", False),
+            rep.figure(scen, "PostgreSQL backend CPU per job", "us", False),
+            rep.figure(scen, "WAL per job (whole server)", "B", False),
+        )
+
+    def put_costs(
+        self,
+        figs: tuple[Figure, Figure, Figure],
+        name: str,
+        n: int,
+        cpu: tuple[float, float],
+        wal: int,
+    ) -> None:
+        worker, backend = cpu
+        self.report.put(figs[0], name, worker / n * 1e6)
+        self.report.put(figs[1], name, backend / n * 1e6)
+        self.report.put(figs[2], name, wal / n)
+
+    # (b) lateness
+    def lateness(self, name: str, n: int, seconds: float) -> None:
+        args, rep = self.args, self.report
+        sut = self.system(name)
+        scen = f"(b) lateness, {n:,} over {seconds:g} s"
+        figs = {
+            "p50": rep.figure(scen, "p50 handler start - due", "ms", False),
+            "p95": rep.figure(scen, "p95", "ms", False),
+            "p99": rep.figure(scen, "p99", "ms", False, limit=args.lateness_target),
+            "max": rep.figure(scen, "max", "ms", False),
+        }
+        lead = max(2.0, self.lead_for(sut, n))
+        db = self.fresh(sut)
+        with workers(args, name, db, True, self.tmp) as group:
+            group.go()  # workers run while the timers are stored, as in production
+            time.sleep(0.5)
+            base = time.time() + lead
+            dues = [base + seconds * i / n for i in range(n)]
+            self.enqueue(sut, db, dues)
+            if time.time() > base:
+                print(f"    ! {name}: enqueueing overran the {lead:.1f} s lead; raise --lead")
+            deadline = dues[-1] + args.late_grace
+            while time.time() < deadline and group.handled() < n and group.alive():
+                time.sleep(0.05)
+            handled = group.handled()
+            late = group.stop()
+        note = "" if len(late) >= n else f"only {len(late):,}/{n:,} ran"
+        if not late:
+            for fig in figs.values():
+                rep.put(fig, name, None, note or "no data")
+            return
+        q = statistics.quantiles(late, n=100, method="inclusive")
+        rep.put(figs["p50"], name, q[49], note)
+        rep.put(figs["p95"], name, q[94])
+        rep.put(figs["p99"], name, q[98])
+        rep.put(figs["max"], name, max(late), f"{handled - n:+,} extra runs" if handled > n else "")
+
+    # (e) claim latency with many pending timers
+    def claim(self, rows: int, iterations: int) -> None:
+        from duetime.store.postgres.settings import parse_url
+        from duetime.store.queries import load_queries
+
+        args, rep = self.args, self.report
+        sut = self.system("duetime")
+        db = DB_PREFIX + "claim"
+        recreate_db(args.base, db)
+        asyncio.run(sut.install(db))
+        url = sut.url(db)  # type: ignore[attr-defined]
+        conninfo = parse_url(url).conninfo  # the store's own session settings
+        claim_sql = load_queries("duetime.store.postgres")["claim_due"]
+        scen = f"(e) claim, {rows:,} pending"
+        due_now = max(int(rows * args.claim_due_fraction), 3 * iterations * 100)
+        print(f"    loading {rows:,} pending timers ({due_now:,} already due) …", flush=True)
+        started = time.perf_counter()
+        load_pending(conninfo, rows, due_now)
+        load_s = time.perf_counter() - started
+        print(f"    loaded in {load_s:.0f} s ({rows / load_s:,.0f} rows/s)", flush=True)
+        for phase in ("fresh", "analysed"):
+            if phase == "analysed":
+                with psycopg.connect(conninfo, autocommit=True) as conn:
+                    t = time.perf_counter()
+                    conn.execute("ANALYZE timers")
+                    print(f"    ANALYZE timers: {time.perf_counter() - t:.1f} s", flush=True)
+            times, got, plans = time_claims(conninfo, claim_sql, iterations)
+            p50 = statistics.median(times)
+            p99 = statistics.quantiles(times, n=100, method="inclusive")[98]
+            note = "" if min(got) == 100 else f"some claims got {min(got)} rows"
+            rep.put(
+                rep.figure(
+                    scen,
+                    f"claim 100, median ({phase} table)",
+                    "ms",
+                    False,
+                    limit=5.0,
+                    limit_strict=True,
+                ),
+                "duetime",
+                p50,
+                note,
+            )
+            rep.put(
+                rep.figure(
+                    scen,
+                    f"claim 100, p99 ({phase} table)",
+                    "ms",
+                    False,
+                    limit=5.0,
+                    limit_strict=True,
+                ),
+                "duetime",
+                p99,
+            )
+            for label, plan in plans:
+                title = f"claim_due LIMIT 100, {rows:,} pending, {phase} table, {label}"
+                rep.plans.append((title, plan))
+                print(f"\n    EXPLAIN (ANALYZE, BUFFERS) {title}:\n")
+                print("\n".join("      " + line for line in plan.splitlines()) + "\n", flush=True)
+        if not args.keep:
+            drop_db(args.base, db)
+
+
+def load_pending(conninfo: str, rows: int, due_now: int) -> None:
+    """Bulk-load pending timers straight into duetime's (migrated) table, 1M rows a statement.
+
+    ``due_now`` of them, spread evenly through the table, were due in the past hour; the rest are
+    due over the next 30 days. Autovacuum is switched off on the table so "fresh" stays fresh.
+    """
+    step = max(1, rows // due_now) if due_now else rows + 1
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit = off")  # loading is not what is measured
+        conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute("ALTER TABLE timers SET (autovacuum_enabled = off)")
+        chunk = 1_000_000
+        for start in range(1, rows + 1, chunk):
+            stop = min(rows, start + chunk - 1)
+            conn.execute(
+                """
+                INSERT INTO timers (namespace, key, type, payload, due_at, run_at, status,
+                                    max_attempts, registered_at, updated_at)
+                SELECT 'default', 'k' || g, 'bench.noop', jsonb_build_object('n', g), at, at,
+                       'scheduled', 20, now(), now()
+                FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g,
+                LATERAL (SELECT CASE WHEN g %% %(step)s = 0 AND g / %(step)s <= %(due)s
+                    THEN now() - random() * interval '1 hour'
+                    ELSE now() + interval '1 minute' + random() * interval '30 days' END AS at
+                ) AS t
+                """,
+                {"start": start, "stop": stop, "step": step, "due": due_now},
+            )
+            print(f"      {stop:,} rows", flush=True)
+        conn.execute("CHECKPOINT")
+
+
+def time_claims(
+    conninfo: str, claim_sql: str, iterations: int
+) -> tuple[list[float], list[int], list[tuple[str, str]]]:
+    """Run the store's claim_due statement as the store does: psycopg with its default
+    prepare threshold (server-side prepared after 5 runs, so PostgreSQL may switch to a generic
+    plan), autocommit (the statement is its own transaction). Returns the timings (ms), the rows
+    each claim got, and two plans: the first execution's, and the prepared statement's after
+    the timed runs (the plan the store really ends up with)."""
+    node = "bench-claim"
+
+    def params() -> dict[str, Any]:
+        now = datetime.now(UTC)
+        return {
+            "namespace": "default",
+            "types": ["bench.noop"],  # a worker claims the types it has handlers for
+            "now": now,
+            "limit": 100,
+            "node_id": node,
+            "lease_until": now + timedelta(seconds=30),
+        }
+
+    times: list[float] = []
+    got: list[int] = []
+    plans: list[tuple[str, str]] = []
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, params()).fetchall()
+        plans.append(("first execution (custom plan)", "\n".join(r[0] for r in rows)))
+        for _ in range(iterations):
+            p = params()
+            started = time.perf_counter()
+            claimed = conn.execute(claim_sql, p).fetchall()
+            times.append((time.perf_counter() - started) * 1000)
+            got.append(len(claimed))
+        prepared = conn.execute(
+            "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%claimed AS (%%'"
+        ).fetchone()
+        if prepared is not None:
+            name, generic, custom = prepared
+            order = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", claim_sql)))
+            p = params()
+            args = ", ".join(["%s"] * len(order))
+            cur = psycopg.ClientCursor(conn)
+            cur.execute(f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name}({args})", [p[k] for k in order])
+            label = (
+                f"as prepared after {iterations} runs "
+                f"(generic plans {generic}, custom plans {custom})"
+            )
+            plans.append((label, "\n".join(r[0] for r in cur.fetchall())))
+    return times, got, plans
+
+
+# -- the child process -----------------------------------------------------------------------
+def child_main(args: argparse.Namespace) -> None:
+    cls = load(args.child)
+    sut = cls(args.base)
+    fd = os.open(args.child_counter, os.O_RDWR)
+    mm = mmap.mmap(fd, 0)
+    counts = memoryview(mm).cast("q")
+    slot = args.child_slot
+    late: list[float] = []
+    keep = args.child_out is not None
+
+    def record(due: float | None) -> None:
+        if keep and due is not None:
+            late.append((time.time() - due) * 1000)
+        counts[slot] += 1
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop, go = asyncio.Event(), asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+        async def read_go() -> None:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            (go if line.strip() == "go" else stop).set()
+
+        reader = asyncio.create_task(read_go())
+
+        def ready() -> None:
+            print("ready", flush=True)
+
+        await sut.run_worker(
+            args.child_db,
+            concurrency=args.concurrency,
+            batch_size=args.batch_size,
+            record=record,
+            ready=ready,
+            go=go,
+            stop=stop,
+        )
+        reader.cancel()
+
+    runner: Callable[[Any], Any] = asyncio.run
+    if getattr(sys.modules.get(cls.__module__), "WANTS_UVLOOP", False):
+        try:
+            import uvloop
+
+            runner = uvloop.run
+        except ImportError:
+            pass
+    status = 0
+    try:
+        runner(main())
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        status = 1
+    if keep:
+        Path(args.child_out).write_text(json.dumps(late))
+    counts.release()
+    mm.close()
+    os._exit(status)  # at once: the stdin reader thread may still be blocked in readline
+
+
+# -- main ------------------------------------------------------------------------------------
+def server_facts(base: str) -> str:
+    with psycopg.connect(f"{base}/{ADMIN_DB}", autocommit=True) as conn:
+        version = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
+        facts = {
+            name: conn.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[index]
+            for name in ("shared_buffers", "synchronous_commit", "fsync", "autovacuum")
+        }
+    return f"PostgreSQL {version} (" + ", ".join(f"{k}={v}" for k, v in facts.items()) + ")"
+
+
+def source_state() -> str:
+    """Which duetime code ran: commit, and a digest of the worker + PostgreSQL store files
+    (others edit them while benchmarks run, so the commit alone does not say)."""
+    root = Path(__file__).resolve().parent.parent
+    src = root / "src" / "duetime"
+    files = [src / "worker.py", src / "app.py", *sorted((src / "store" / "postgres").rglob("*.*"))]
+    digest = hashlib.sha1()
+    for path in files:
+        if path.suffix in (".py", ".sql"):
+            digest.update(path.read_bytes())
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        head, dirty = "?", ""
+    state = " + uncommitted changes" if dirty else ""
+    return f"commit {head}{state}; worker/store digest {digest.hexdigest()[:10]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller numbers (a few minutes)")
+    parser.add_argument("--only", default=",".join(SYSTEMS), help="systems: " + ",".join(SYSTEMS))
+    parser.add_argument(
+        "--scenarios", default="immediate,mass,lateness,claim", help="immediate,mass,lateness,claim"
+    )
+    parser.add_argument(
+        "--tables", default="fresh,analysed", help="fresh,analysed (mass, immediate)"
+    )
+    parser.add_argument(
+        "--base", default=DEFAULT_BASE, help=f"server URL, no database ({DEFAULT_BASE})"
+    )
+    parser.add_argument("--workers", type=int, default=1, help="worker processes per system (1)")
+    parser.add_argument(
+        "--concurrency", type=int, default=100, help="jobs in flight per worker (100)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=500,
+        help="duetime batch_size; pgqueuer gets min(this, concurrency/2)",
+    )
+    parser.add_argument("--mass", type=int, help="(a) jobs due at one instant (100,000)")
+    parser.add_argument("--immediate", type=int, help="(c) jobs due now (50,000)")
+    parser.add_argument("--late-n", type=int, help="(b) jobs (5,000)")
+    parser.add_argument("--late-seconds", type=float, help="(b) spread (20 s)")
+    parser.add_argument(
+        "--late-grace", type=float, default=15.0, help="(b) wait after the last due"
+    )
+    parser.add_argument("--lateness-target", type=float, default=10.0, help="(b) p99 target, ms")
+    parser.add_argument("--claim-rows", type=int, help="(e) pending timers (10,000,000)")
+    parser.add_argument("--claim-iterations", type=int, help="(e) timed claims per phase (1000)")
+    parser.add_argument(
+        "--claim-due-fraction", type=float, default=0.05, help="(e) share already due"
+    )
+    parser.add_argument("--lead", type=float, help="(a)/(b) seconds from enqueue start to due")
+    parser.add_argument("--timeout", type=float, help="bound on one drain, s (60; quick 45)")
+    parser.add_argument(
+        "--pgq-driver",
+        choices=("auto", "asyncpg", "psycopg"),
+        default="auto",
+        help="pgqueuer's driver (auto: asyncpg when installed)",
+    )
+    parser.add_argument(
+        "--duetime-params",
+        default="",
+        help="extra duetime URL query parameters (experiments), e.g. pool_max=20",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the dtbench_* databases")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-db", help=argparse.SUPPRESS)
+    parser.add_argument("--child-counter", help=argparse.SUPPRESS)
+    parser.add_argument("--child-slot", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child_main(args)
+        return
+    os.environ["PG_BENCH_PGQ_DRIVER"] = args.pgq_driver
+    os.environ["PG_BENCH_DUETIME_PARAMS"] = args.duetime_params
+
+    quick = args.quick
+    systems = [s.strip() for s in args.only.split(",") if s.strip()]
+    for s in systems:
+        if s not in SYSTEMS:
+            parser.error(f"unknown system {s!r} (known: {', '.join(SYSTEMS)})")
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    n_mass = args.mass or (20_000 if quick else 100_000)
+    n_now = args.immediate or (10_000 if quick else 50_000)
+    late_n = args.late_n or (1_000 if quick else 5_000)
+    late_s = args.late_seconds or (5.0 if quick else 20.0)
+    claim_rows = args.claim_rows or (500_000 if quick else 10_000_000)
+    claim_iter = args.claim_iterations or (200 if quick else 1000)
+    args.timeout = args.timeout or (45.0 if quick else 60.0)
+
+    command = " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv])
+    print(f"$ {command}")
+    header = [
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, {server_facts(args.base)}",
+        f"{args.workers} worker process(es) per system, concurrency {args.concurrency}, "
+        f"duetime batch_size {args.batch_size}",
+    ]
+    header.append(f"duetime source: {source_state()}")
+    report = Report(systems)
+    for name in systems:
+        header.append("  " + load(name)(args.base).describe())
+    print("\n".join(header), flush=True)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="duetime-pgbench-") as tmpname:
+        bench = Bench(args, report, Path(tmpname))
+        try:
+            for scenario in scenarios:
+                print(f"\n== {scenario}", flush=True)
+                if scenario == "claim":
+                    if "duetime" in systems:
+                        bench.claim(claim_rows, claim_iter)
+                    continue
+                for tab in tables if scenario in ("mass", "immediate") else ["fresh"]:
+                    for name in systems:
+                        if scenario == "lateness" and name == "raw":
+                            continue
+                        try:
+                            if scenario == "mass":
+                                bench.mass(name, n_mass, tab)
+                            elif scenario == "immediate":
+                                bench.immediate(name, n_now, tab)
+                            elif scenario == "lateness":
+                                bench.lateness(name, late_n, late_s)
+                            else:
+                                parser.error(f"unknown scenario {scenario!r}")
+                        except Exception as exc:  # report it and go on with the others
+                            print(f"    ! {name} {scenario} ({tab}) failed: {exc!r}", flush=True)
+        except KeyboardInterrupt:
+            print("\ninterrupted: partial results follow", flush=True)
+        finally:
+            if not args.keep:
+                for name in systems:
+                    with contextlib.suppress(Exception):
+                        drop_db(args.base, DB_PREFIX + name)
+    elapsed = time.time() - started
+    print(f"\n$ {command}")
+    print("\n".join(header))
+    print(f"(ran {elapsed / 60:.1f} min)\n")
+    print(report.markdown())
+    print("\nTargets:")
+    print("\n".join(report.verdict_lines()))
+
+
+if __name__ == "__main__":
+    main()

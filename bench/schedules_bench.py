@@ -1,0 +1,198 @@
+"""Materialising a million per-user schedules: time, rate and memory (SQLite, PostgreSQL).
+
+Run by hand (not part of the test suite)::
+
+    .venv/bin/python bench/schedules_bench.py                       # 1,000,000 on SQLite
+    .venv/bin/python bench/schedules_bench.py --count 100000 --backend both
+    .venv/bin/python bench/schedules_bench.py --backend postgres --pg postgresql://…/db
+
+Each user has a daily cron at 09:MM in one of 20 zones ("each user's birthday greeting at
+09:00 in their zone", 1,200 distinct rules). The schedules are stored (seed), then the clock is
+moved a day on and the materialiser runs once: every schedule gets its next occurrence as a
+timer and its row advanced, in batches, one transaction each. For comparison, one schedule is
+materialised occurrence by occurrence. Memory is the process's peak RSS during each phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+import uuid
+from contextlib import suppress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+from duetime import AsyncApp, FrozenClock
+from duetime.schedules import ScheduleRequest
+from duetime.services.materializer import Materializer
+
+ZONES = [
+    "UTC",
+    "Europe/London",
+    "Europe/Paris",
+    "Europe/Moscow",
+    "Africa/Lagos",
+    "Africa/Johannesburg",
+    "Asia/Dubai",
+    "Asia/Kolkata",
+    "Asia/Kathmandu",
+    "Asia/Shanghai",
+    "Asia/Tokyo",
+    "Australia/Sydney",
+    "Pacific/Auckland",
+    "America/Sao_Paulo",
+    "America/New_York",
+    "America/Chicago",
+    "America/Denver",
+    "America/Los_Angeles",
+    "America/Anchorage",
+    "Pacific/Honolulu",
+]
+T0 = datetime(2025, 6, 10, 0, 0, tzinfo=UTC)  # no DST change in the next two days anywhere
+SEED_CHUNK = 10_000
+
+
+def rss_mb(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak since the last reset) of this process, in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def reset_peak() -> None:
+    with suppress(OSError), open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def requests(start: int, stop: int) -> list[ScheduleRequest]:
+    return [
+        ScheduleRequest(
+            name=f"greet:user-{n}",
+            type="birthday.greeting",
+            payload={"user": n},
+            subject=f"user-{n}",
+            cron=f"{n % 60} 9 * * *",
+            timezone=ZONES[(n // 60) % len(ZONES)],
+        )
+        for n in range(start, stop)
+    ]
+
+
+async def seed(app: AsyncApp, count: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, count, SEED_CHUNK):
+        stop = min(count, start + SEED_CHUNK)
+        news = [r.resolve(app.namespace, T0, 3, 1024) for r in requests(start, stop)]
+        await app.schedules.put_schedules(news, "keep", T0)
+    return time.perf_counter() - started
+
+
+async def bench(url: str, count: int, batch: int) -> dict[str, object]:
+    clock = FrozenClock(T0)
+    app = AsyncApp(url, "bench", clock=clock)
+    await app.open()
+    try:
+        reset_peak()
+        seed_seconds = await seed(app, count)
+        seed_peak = rss_mb("VmHWM")
+
+        clock.set(T0 + timedelta(days=1))
+        materializer = Materializer(
+            app.store,
+            clock,
+            "bench",
+            lookahead=timedelta(0),
+            grace=timedelta(days=2),
+            batch_size=batch,
+            check_tzdata=False,
+        )
+        reset_peak()
+        before = rss_mb("VmRSS")
+        started = time.perf_counter()
+        created = await materializer.tick(clock.now())
+        seconds = time.perf_counter() - started
+        peak = rss_mb("VmHWM")
+        assert created == count, (created, count)
+
+        # One schedule, one occurrence per transaction: the cost a lone schedule pays.
+        lone = AsyncApp(url, "lone", clock=clock, store=app.store)
+        _, single = await lone.add_schedule("single", "t", every=1)
+        one = Materializer(app.store, clock, "lone", lookahead=timedelta(0), check_tzdata=False)
+        rounds = 200
+        clock.set(single.next_at or clock.now())
+        started_one = time.perf_counter()
+        made = 0
+        for _ in range(rounds):
+            made += await one.tick(clock.now())
+            clock.advance(1)
+        one_seconds = time.perf_counter() - started_one
+        assert made == rounds, made
+        return {
+            "backend": url.split(":", 1)[0],
+            "schedules": count,
+            "seed_s": round(seed_seconds, 2),
+            "seed_per_s": round(count / seed_seconds),
+            "materialise_s": round(seconds, 2),
+            "timers_per_s": round(created / seconds),
+            "us_per_occurrence": round(seconds / created * 1e6, 1),
+            "batch": batch,
+            "rss_before_mb": round(before, 1),
+            "rss_peak_mb": round(peak, 1),
+            "rss_growth_mb": round(peak - before, 1),
+            "seed_rss_peak_mb": round(seed_peak, 1),
+            "lone_schedule_ms_per_occurrence": round(one_seconds / rounds * 1000, 2),
+        }
+    finally:
+        await app.close()
+
+
+def postgres_url(base: str) -> tuple[str, str]:
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    return f"{base}{'&' if '?' in base else '?'}schema={schema}", schema
+
+
+def drop_schema(base: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=500, help="schedules per transaction")
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    args = parser.parse_args()
+    results = []
+    if args.backend in ("sqlite", "both"):
+        with TemporaryDirectory() as tmp:
+            url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+            results.append(asyncio.run(bench(url, args.count, args.batch)))
+            print(json.dumps(results[-1]), flush=True)
+    if args.backend in ("postgres", "both"):
+        url, schema = postgres_url(args.pg)
+        try:
+            results.append(asyncio.run(bench(url, args.count, args.batch)))
+            print(json.dumps(results[-1]), flush=True)
+        finally:
+            drop_schema(args.pg, schema)
+    print()
+    keys = list(results[0])
+    width = max(map(len, keys))
+    for key in keys:
+        print(f"{key:<{width}}  " + "  ".join(f"{r[key]!s:>14}" for r in results))
+
+
+if __name__ == "__main__":
+    main()

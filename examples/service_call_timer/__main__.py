@@ -1,0 +1,131 @@
+"""``python -m examples.service_call_timer``: run the timer service until Ctrl-C.
+
+``--demo`` also publishes a few ScheduleTimer commands (one moved by a second command, one
+malformed), prints each DueTimeReached event as it arrives and the dead-lettered command, then
+exits. ``--prefix`` names the subjects and streams (default ``service-calls.timer``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+
+import nats
+from nats.js import api
+
+from examples.service_call_timer.app import (
+    DATABASE_URL,
+    NATS_URL,
+    PREFIX,
+    ServiceCallTimer,
+    Topology,
+    schedule_timer,
+)
+
+DEMO_TIMEOUT = 30.0
+
+
+def in_seconds(seconds: float) -> str:
+    """An ISO 8601 instant ``seconds`` from now, in UTC with a 'Z'."""
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+async def demo(service: ServiceCallTimer, stop: asyncio.Event) -> None:
+    """Publish sample commands, then print the events and the dead letter they lead to."""
+    try:
+        async with asyncio.timeout(DEMO_TIMEOUT):
+            await _demo(service)
+    finally:
+        stop.set()
+
+
+async def _demo(service: ServiceCallTimer) -> None:
+    topology = service.topology
+    await service.ensure_streams()
+    nc = await nats.connect(topology.nats_url)
+    try:
+        js = nc.jetstream()
+        new_only = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW)
+        events = await js.pull_subscribe(
+            topology.events_subject, stream=topology.events_stream, config=new_only
+        )
+        dead = await js.pull_subscribe(
+            topology.dead_subject, stream=topology.commands_stream, config=new_only
+        )
+        run = datetime.now(UTC).strftime("%H%M%S")
+        commands = [
+            schedule_timer("acme", f"call-{run}-1", in_seconds(2)),
+            schedule_timer("acme", f"call-{run}-2", in_seconds(1)),
+            # the same call again: its due time moves (an upsert, not a second timer)
+            schedule_timer("acme", f"call-{run}-2", in_seconds(3)),
+            # malformed: no UTC offset, so it is dead-lettered with the reason
+            {"tenantId": "acme", "serviceCallId": f"call-{run}-3", "dueAt": "2030-01-01T09:00"},
+        ]
+        for command in commands:
+            await js.publish(topology.commands_subject, json.dumps(command).encode())
+            print(f"published ScheduleTimer {json.dumps(command)}", flush=True)
+        received = 0
+        while received < 2:
+            with contextlib.suppress(nats.errors.TimeoutError):
+                for msg in await events.fetch(1, timeout=1):
+                    await msg.ack()
+                    envelope = json.loads(msg.data)
+                    print(
+                        f"DueTimeReached {json.dumps(envelope['payload'])} "
+                        f"Nats-Msg-Id={msg.headers.get('Nats-Msg-Id') if msg.headers else None}",
+                        flush=True,
+                    )
+                    received += 1
+        for msg in await dead.fetch(1, timeout=5):
+            await msg.ack()
+            reason = msg.headers.get("Duetime-Dead-Reason") if msg.headers else None
+            print(f"dead-lettered {msg.data.decode()} reason: {reason}", flush=True)
+    finally:
+        await nc.close()
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    """Run the service (and the demo) until it ends or a signal asks it to stop."""
+    service = ServiceCallTimer(topology=Topology(nats_url=args.nats_url, prefix=args.prefix))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    print(
+        f"database {DATABASE_URL}; commands on {service.topology.commands_subject}, "
+        f"events on {service.topology.events_subject}",
+        flush=True,
+    )
+    tasks = [asyncio.create_task(service.run(stop))]
+    if args.demo:
+        tasks.append(asyncio.create_task(demo(service, stop)))
+    else:
+        print("running; Ctrl-C to stop", flush=True)
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        stop.set()
+
+
+def main() -> None:
+    """Parse the flags, set up logging, and run."""
+    parser = argparse.ArgumentParser(prog="python -m examples.service_call_timer")
+    parser.add_argument("--demo", action="store_true", help="publish sample commands, then exit")
+    parser.add_argument("--prefix", default=PREFIX, help="subject prefix (default %(default)s)")
+    parser.add_argument("--nats-url", default=NATS_URL, help="default %(default)s ($NATS_URL)")
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""The FastAPI application factory: one store, facades per namespace, workers, in one lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from duetime import __version__
+from duetime.api import system, timers
+from duetime.api.config import ApiSettings
+from duetime.api.errors import install_error_handlers
+from duetime.api.service import Service
+from duetime.app import AsyncApp
+from duetime.clock import Clock
+from duetime.metrics import Metrics
+from duetime.store import Store, create_store
+
+DESCRIPTION = """\
+duetime's REST API: schedule timers in a timezone, list a subject's history, cancel, emit events,
+replay dead letters. Errors are JSON `{code, message, field}`: branch on `code`, fix `field`.
+
+With auth on, send `Authorization: Bearer dt_…` (a token from `duetime tokens create`); a
+namespace the token may not see answers 404, exactly like one that does not exist.
+"""
+
+
+def create_api(
+    settings: ApiSettings | None = None,
+    *,
+    store: Store | None = None,
+    metrics: Metrics | None = None,
+    workers: Sequence[AsyncApp] = (),
+    clock: Clock | None = None,
+) -> FastAPI:
+    """Build the API (not started): the lifespan opens ``store`` once, runs ``workers`` on it.
+
+    ``workers`` are facades built with ``store=store`` and their handlers registered; each gets
+    ``metrics`` as an observer. Without ``store`` one is created from the settings.
+    """
+    settings = settings or ApiSettings.from_env()
+    store = store or create_store(settings.core.database_url)
+    service = Service(settings, store, metrics=metrics or Metrics(), workers=workers, clock=clock)
+
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    api = FastAPI(
+        title="duetime",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    api.state.duetime = service
+    install_error_handlers(api)
+    api.include_router(timers.router)
+    api.include_router(system.router)
+    static = resources.files("duetime.api").joinpath("static")
+    api.mount("/static", StaticFiles(directory=str(static)), name="static")
+    return api
+
+
+def app_from_env() -> FastAPI:
+    """For ``uvicorn --factory duetime.api:app_from_env``: settings from ``DUETIME_*``."""
+    return create_api(ApiSettings.from_env())

@@ -1,0 +1,60 @@
+"""What the API needs that the facade does not offer yet: namespaces, health, upcoming, nodes.
+
+They reach ``app.store`` here, and only here, until :class:`~duetime.AsyncApp` grows
+``namespaces()``, ``ping()``, ``upcoming()`` and registration of an API node; then each
+function becomes a one-line call to the facade.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from duetime.app import AsyncApp
+from duetime.model import Node, Status, Timer
+
+UPCOMING_SCAN = 500
+"""Pending timers read per status when looking for the next due ones (see :func:`upcoming`)."""
+
+
+async def list_nodes(app: AsyncApp) -> list[Node]:
+    return await app.nodes()
+
+
+async def list_namespaces(app: AsyncApp) -> list[str]:
+    return await app.store.list_namespaces()
+
+
+async def schema_version(app: AsyncApp) -> int:
+    """A cheap read that proves the database answers."""
+    return await app.store.schema_version()
+
+
+async def register_node(app: AsyncApp, node_id: str, role: str) -> None:
+    now = app.clock.now()
+    await app.store.register_node(
+        Node(node_id, socket.gethostname(), os.getpid(), now, now, role=role)
+    )
+
+
+async def heartbeat(app: AsyncApp, node_id: str) -> None:
+    now = app.clock.now()
+    await app.store.heartbeat(node_id, now, now + app.settings.lease, 0)
+
+
+async def deregister_node(app: AsyncApp, node_id: str) -> None:
+    await app.store.deregister_node(node_id)
+
+
+async def upcoming(app: AsyncApp, limit: int) -> list[Timer]:
+    """The next pending timers by ``run_at``, for the dashboard's timeline.
+
+    Exact while a namespace has at most 500 pending timers per status; beyond that they are drawn
+    from the newest 500 (an exact answer needs a store query on the pending index).
+    """
+    found: list[Timer] = []
+    for status in (Status.SCHEDULED, Status.RETRYING):
+        page = await app.history(status=status, limit=UPCOMING_SCAN)
+        found.extend(page.items)
+    found.sort(key=lambda timer: (timer.run_at, timer.id))
+    return found[:limit]

@@ -1,0 +1,157 @@
+"""Who is asking and which namespace facade they get: auth and tenancy checks, once per request.
+
+A namespace the token may not see answers exactly like one that does not exist (404 naming
+``namespace``), so token holders cannot discover other tenants' names.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, cast
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from duetime.api.errors import InvalidJson, PayloadTooLarge
+from duetime.api.service import Service
+from duetime.app import AsyncApp
+from duetime.auth import Forbidden, TokenInfo, Unauthorized, authenticate, bearer_token
+from duetime.errors import NotFound
+
+bearer = HTTPBearer(
+    auto_error=False,
+    description="A token from `duetime tokens create` (only when the server runs with auth).",
+)
+
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+NamespacePath = Annotated[
+    str, Path(description="The tenant, e.g. `default`", pattern=NAMESPACE_PATTERN)
+]
+
+
+def get_service(request: Request) -> Service:
+    return cast(Service, request.app.state.duetime)
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+async def get_principal(
+    request: Request,
+    service: ServiceDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> TokenInfo | None:
+    """The caller's token, or None when auth is off; Unauthorized when it is on and missing."""
+    if not service.auth:
+        return None
+    if service.tokens is None:  # pragma: no cover - auth on implies a token store
+        raise Unauthorized("this server has no token store")
+    token = (
+        credentials.credentials
+        if credentials is not None
+        else bearer_token(request.headers.get("authorization"))
+    )
+    info = await authenticate(service.tokens, token)
+    await service.touch(info)
+    return info
+
+
+PrincipalDep = Annotated[TokenInfo | None, Depends(get_principal)]
+
+
+def unknown_namespace(namespace: str) -> NotFound:
+    return NotFound(f"unknown namespace {namespace!r}", field="namespace")
+
+
+def require_visible(principal: TokenInfo | None, namespace: str) -> None:
+    if principal is not None and not principal.can_read(namespace):
+        raise unknown_namespace(namespace)
+
+
+def require_writable(principal: TokenInfo | None, namespace: str) -> None:
+    require_visible(principal, namespace)
+    if principal is not None and not principal.can_write(namespace):
+        raise Forbidden(f"this token is read-only for namespace {namespace!r}", field="namespace")
+
+
+async def readable(namespace: NamespacePath, service: ServiceDep, who: PrincipalDep) -> AsyncApp:
+    """The facade of an existing namespace the caller may read."""
+    require_visible(who, namespace)
+    return await service.namespaces.existing(namespace)
+
+
+async def writable(namespace: NamespacePath, service: ServiceDep, who: PrincipalDep) -> AsyncApp:
+    """The facade of an existing namespace the caller may change."""
+    require_writable(who, namespace)
+    return await service.namespaces.existing(namespace)
+
+
+async def schedulable(namespace: NamespacePath, service: ServiceDep, who: PrincipalDep) -> AsyncApp:
+    """Like :func:`writable`; with auth off a new namespace is created by its first timer."""
+    require_writable(who, namespace)
+    return await service.namespaces.for_write(namespace, create=not service.auth)
+
+
+ReadApp = Annotated[AsyncApp, Depends(readable)]
+WriteApp = Annotated[AsyncApp, Depends(writable)]
+ScheduleApp = Annotated[AsyncApp, Depends(schedulable)]
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON, read no further than ``limit`` bytes (413 naming ``payload`` beyond)."""
+    too_large = PayloadTooLarge(
+        f"the request body is over the {limit} byte limit (payload included)", field="payload"
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise InvalidJson("the body is empty: send a JSON object", field="body")
+    try:
+        data = json.loads(raw, parse_constant=_no_constants)
+    except UnicodeDecodeError:
+        raise InvalidJson("the body is not UTF-8 JSON", field="body") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidJson(
+            f"the body is not valid JSON: {exc.msg} at position {exc.pos}", field="body"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidJson(f"the body is not valid JSON: {exc}", field="body") from None
+    if b"\\u" in raw:  # only escapes can smuggle in an unpaired surrogate
+        _reject_surrogates(data)
+    return data
+
+
+def _reject_surrogates(data: Any) -> None:
+    """``"\\ud800"`` parses to a str no database can store: refuse it, naming the field."""
+    if _encodes(data):
+        return
+    field = "body"
+    if isinstance(data, dict):
+        for name, value in data.items():
+            if not _encodes(value):
+                field = name if _encodes(name) else "body"
+                break
+    raise InvalidJson(
+        f"{field}: contains an unpaired UTF-16 surrogate (not valid Unicode)", field=field
+    )
+
+
+def _encodes(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

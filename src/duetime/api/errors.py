@@ -1,0 +1,131 @@
+"""Every failure as JSON ``{code, message, field}`` with a fitting status, never a bare 500.
+
+Clients branch on ``code`` (stable) and ``field`` (what to fix); the same codes as the Python
+API and the CLI. Malformed bodies, FastAPI's own validation and unknown routes get the same shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from duetime.auth import Forbidden, Unauthorized
+from duetime.errors import (
+    Conflict,
+    DuetimeError,
+    InvalidInput,
+    LeaseLost,
+    NotFound,
+    StoreUnavailable,
+)
+
+log = logging.getLogger("duetime.api")
+
+
+class InvalidJson(DuetimeError):
+    """The request body is not JSON at all (400); well-formed but wrong JSON is a 422."""
+
+    code = "invalid_json"
+
+
+class PayloadTooLarge(DuetimeError):
+    """The request body is over the size limit; it was not read to the end."""
+
+    code = "payload_too_large"
+
+
+_STATUS: tuple[tuple[type[DuetimeError], int], ...] = (
+    (InvalidJson, 400),
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (LeaseLost, 409),
+    (PayloadTooLarge, 413),
+    (InvalidInput, 422),
+    (StoreUnavailable, 503),
+)
+
+_HTTP_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    415: "unsupported_media_type",
+}
+
+
+def status_for(error: DuetimeError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return 400
+
+
+def error_response(
+    status: int, code: str, message: str, field: str | None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"code": code, "message": _printable(message), "field": field and _printable(field)}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _printable(text: str) -> str:
+    """Echoed input can hold unpaired surrogates; never let them turn an error into a 500."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+async def _duetime_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DuetimeError)
+    status = status_for(exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return error_response(status, exc.code, exc.message, exc.field, headers)
+
+
+def _field_of(location: Any) -> str | None:
+    """``("query", "limit")`` → ``limit``; ``("body", "payload", 0)`` → ``payload[0]``."""
+    parts = [str(p) for p in location if p not in ("body", "query", "path", "header")]
+    if not parts:
+        return "body" if location and location[0] == "body" else None
+    text = parts[0]
+    for part in parts[1:]:
+        text += f"[{part}]" if part.isdigit() else f".{part}"
+    return text
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if not errors:
+        return error_response(422, InvalidInput.code, "the request is not valid", None)
+    first = errors[0]
+    field = _field_of(first.get("loc", ()))
+    message = str(first.get("msg", "is not valid"))
+    if field:
+        message = f"{field}: {message}"
+    return error_response(422, InvalidInput.code, message, field)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    if exc.status_code == 404:
+        message = f"no such endpoint: {request.method} {request.url.path}"
+    return error_response(exc.status_code, code, message, None, dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal error; see the server log", None)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every exception through one JSON shape."""
+    app.add_exception_handler(DuetimeError, _duetime_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,190 @@
+"""The documented shapes of requests and answers, so /openapi.json tells clients the truth.
+
+Bodies are validated by :meth:`duetime.TimerRequest.from_dict` (identical to the Python API),
+not by these models; they exist for the OpenAPI document and for schema checks in tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+StatusName = Literal["scheduled", "running", "retrying", "done", "dead", "cancelled", "expired"]
+Disambiguation = Literal["compatible", "earlier", "later", "reject"]
+TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
+
+
+class ErrorOut(BaseModel):
+    """Every error: branch on ``code``; ``field`` names what to fix (null when not one field)."""
+
+    code: str = Field(examples=["unknown_timezone"])
+    message: str
+    field: str | None
+
+
+class TimerBody(BaseModel):
+    """Schedule one timer: exactly one of ``at``, ``delay``, ``local`` or ``date``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(
+        examples=["followup.email"],
+        description="The event type",
+        pattern=TYPE_PATTERN,
+        max_length=200,
+    )
+    payload: Any = Field(None, description="Any JSON, up to the payload size limit")
+    at: str | None = Field(None, examples=["2025-03-15T13:00:00Z"], description="ISO 8601")
+    delay: str | float | None = Field(None, examples=["P15D", 90], description="From now")
+    local: str | None = Field(None, examples=["2025-03-15T09:00"], description="Wall time")
+    date: str | None = Field(None, examples=["2025-03-15"], description="That day at 00:00")
+    timezone: str | None = Field(None, examples=["America/New_York"])
+    disambiguation: Disambiguation = "compatible"
+    key: str | None = Field(
+        None, min_length=1, max_length=255, description="Idempotency key (generated if absent)"
+    )
+    subject: str | int | None = Field(None, examples=["user-1234"])
+    correlation_id: str | None = Field(None, min_length=1, max_length=255)
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+    expires_after: str | float | None = Field(None, examples=["PT1H"])
+    on_conflict: Literal["update", "keep", "error"] = "update"
+
+
+class EventBody(BaseModel):
+    """Emit an event now: a timer due at once (an existing key is kept)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(examples=["order.paid"], pattern=TYPE_PATTERN, max_length=200)
+    payload: Any = None
+    key: str | None = Field(None, min_length=1, max_length=255)
+    subject: str | int | None = None
+    correlation_id: str | None = Field(None, min_length=1, max_length=255)
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+
+
+class TimerOut(BaseModel):
+    id: int
+    namespace: str
+    key: str
+    type: str
+    payload: Any
+    subject: str | None
+    status: StatusName
+    due_at: str
+    run_at: str
+    local: str | None
+    timezone: str | None
+    disambiguation: str
+    correlation_id: str | None
+    attempts: int
+    max_attempts: int
+    expires_after: float | None
+    registered_at: str
+    updated_at: str
+    fired_at: str | None
+    completed_at: str | None
+    last_error: str | None
+    lease_owner: str | None
+    lease_expires_at: str | None
+
+
+class AttemptOut(BaseModel):
+    number: int
+    node_id: str
+    started_at: str
+    finished_at: str | None
+    outcome: str | None
+    error: str | None
+
+
+class PutOut(BaseModel):
+    """What scheduling did: ``created`` (201), or ``updated`` / ``kept`` (200)."""
+
+    action: Literal["created", "updated", "kept"]
+    timer: TimerOut
+
+
+class ChangedOut(BaseModel):
+    action: Literal["cancelled", "replayed"]
+    timer: TimerOut
+
+
+class TimerPageOut(BaseModel):
+    """Newest first; pass ``next_cursor`` as ``cursor`` for the next page (null at the end)."""
+
+    items: list[TimerOut]
+    next_cursor: str | None
+
+
+class TimerDetailOut(BaseModel):
+    timer: TimerOut
+    attempts: list[AttemptOut]
+
+
+class BucketOut(BaseModel):
+    le: float | None = Field(description="Upper bound in seconds; null is +Inf")
+    count: int = Field(description="Cumulative count")
+
+
+class LatenessOut(BaseModel):
+    buckets: list[BucketOut]
+    count: int
+    sum: float
+
+
+class StatsOut(BaseModel):
+    namespace: str
+    counts: dict[str, int]
+    next_due: list[TimerOut]
+    lateness: LatenessOut
+
+
+class NodeOut(BaseModel):
+    id: str
+    host: str
+    pid: int
+    role: str
+    started_at: str
+    heartbeat_at: str
+    in_flight: int
+    alive: bool
+
+
+class NodesOut(BaseModel):
+    items: list[NodeOut]
+
+
+class NamespacesOut(BaseModel):
+    items: list[str]
+
+
+class InfoOut(BaseModel):
+    version: str
+    auth: bool
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+    schema_version: int
+
+
+def errors(
+    *statuses: int, extra: dict[int | str, dict[str, Any]] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """The documented error answers of one operation (plus ``extra`` answers)."""
+    described = {
+        400: "The body is not JSON",
+        401: "Missing, malformed, unknown or revoked bearer token",
+        403: "The token is read-only for this namespace",
+        404: "Unknown (or not visible to this token) namespace or timer",
+        409: "The timer's state forbids it",
+        413: "The body is over the size limit",
+        422: "Invalid input; ``field`` names it",
+        503: "The database is unavailable",
+    }
+    answers: dict[int | str, dict[str, Any]] = dict(extra or {})
+    for status in statuses:
+        answers[status] = {"model": ErrorOut, "description": described[status]}
+    return answers

@@ -1,0 +1,56 @@
+"""Run the API under uvicorn in this process, with a graceful stop on SIGTERM and SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+import uvicorn
+from fastapi import FastAPI
+
+SHUTDOWN_TIMEOUT = 10
+"""Seconds open HTTP connections get to finish before the workers are stopped."""
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn, minus re-raising the signal after shutdown, so a SIGTERM stop exits 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in _SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def run(api: FastAPI, host: str, port: int, *, log_level: str, access_log: bool) -> None:
+    """Serve until SIGTERM/SIGINT, then stop without dropping work.
+
+    uvicorn stops accepting and lets requests finish; the lifespan then stops the workers (their
+    in-flight handlers finish within the shutdown grace) and closes the store.
+    """
+    config = uvicorn.Config(
+        api,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
+    )
+    server = GracefulServer(config)
+    asyncio.run(server.serve())
+    if not server.started:
+        raise SystemExit(3)

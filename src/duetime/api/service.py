@@ -1,0 +1,189 @@
+"""The state one API process shares between requests: one store, facades per namespace, workers.
+
+The store is opened once at startup and closed once at shutdown; every :class:`AsyncApp` here is
+built on it with ``store=`` and is never closed itself (closing a facade closes its store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from duetime.api import compat
+from duetime.api.config import ApiSettings
+from duetime.app import AsyncApp
+from duetime.auth import TokenInfo, TokenStore, token_store_for
+from duetime.clock import Clock, SystemClock
+from duetime.errors import InvalidInput, NotFound
+from duetime.metrics import Metrics
+from duetime.model import Status
+from duetime.store.protocol import Store
+from duetime.worker import Worker, new_node_id
+
+log = logging.getLogger("duetime.api")
+
+TOUCH_EVERY = 60.0
+"""Seconds between two ``last_used_at`` writes for one token (a write per request is waste)."""
+COUNTS_TTL = 2.0
+"""Seconds a scrape's pending/dead snapshot is reused, so dashboards polling do not pile up."""
+
+
+class NamespaceApps:
+    """One facade per existing namespace, all on the shared store, created on first use."""
+
+    def __init__(self, settings: ApiSettings, store: Store, clock: Clock) -> None:
+        self._settings = settings
+        self._store = store
+        self._clock = clock
+        self._apps: dict[str, AsyncApp] = {}
+
+    def new(self, namespace: str) -> AsyncApp:
+        """A facade not yet opened (InvalidInput naming ``namespace`` for a malformed name)."""
+        core = replace(self._settings.core, namespace=namespace)
+        return AsyncApp(settings=core, store=self._store, clock=self._clock)
+
+    async def existing(self, namespace: str) -> AsyncApp:
+        """The facade of a namespace that exists; NotFound naming ``namespace`` otherwise."""
+        app = self._apps.get(namespace)
+        if app is None:
+            app = self.new(namespace)
+            await app.open(create_namespace=False)
+            self._apps[namespace] = app
+        return app
+
+    async def for_write(self, namespace: str, *, create: bool) -> AsyncApp:
+        """Like :meth:`existing`, but ``create`` lets a write bring a new namespace into being.
+
+        The facade returned for an unknown namespace is not opened: it creates the namespace only
+        once the write has passed validation, so bad input leaves nothing behind.
+        """
+        try:
+            return await self.existing(namespace)
+        except NotFound:
+            if not create:
+                raise
+            return self.new(namespace)
+
+
+class Service:
+    """Everything a request handler needs, reached through ``request.app.state.duetime``."""
+
+    def __init__(
+        self,
+        settings: ApiSettings,
+        store: Store,
+        *,
+        metrics: Metrics,
+        workers: Sequence[AsyncApp] = (),
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.metrics = metrics
+        self.clock: Clock = clock or SystemClock()
+        self.namespaces = NamespaceApps(settings, store, self.clock)
+        self.root = AsyncApp(settings=settings.core, store=store, clock=self.clock)
+        """For what is not per namespace (nodes, health); never opened, so it creates nothing."""
+        self.worker_apps = list(workers)
+        self.tokens: TokenStore | None = None
+        self.auth = bool(settings.auth)
+        self.node_id = new_node_id()
+        self._touched: dict[int, float] = {}
+        self._counts_at = -COUNTS_TTL
+        self._workers: list[tuple[Worker, asyncio.Task[None]]] = []
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.store.open(migrate=self.settings.core.migrate)
+        try:
+            self.auth = await self._decide_auth()
+            await compat.register_node(self.root, self.node_id, "api")
+            self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="duetime-api-beat")
+            for app in self.worker_apps:
+                await app.open()
+                if self.metrics not in app.observers:
+                    app.observers.append(self.metrics)
+                worker = app.worker()
+                task = asyncio.create_task(worker.run(), name=f"duetime-worker-{app.namespace}")
+                self._workers.append((worker, task))
+                log.info(
+                    "worker for namespace %s: types %s",
+                    app.namespace,
+                    ", ".join(app.registry.types) or "-",
+                )
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("auth %s; api node %s", "on" if self.auth else "off", self.node_id)
+
+    async def stop(self) -> None:
+        """Stop claiming, let in-flight handlers finish (within the grace), close the store."""
+        for worker, _ in self._workers:
+            worker.stop()
+        for worker, task in self._workers:
+            try:
+                await task
+            except Exception:
+                log.exception("worker %s failed", worker.node_id)
+        self._workers = []
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
+            try:
+                await compat.deregister_node(self.root, self.node_id)
+            except Exception:
+                log.exception("could not deregister api node %s", self.node_id)
+        await self.store.close()
+
+    async def _decide_auth(self) -> bool:
+        wanted = self.settings.auth
+        if wanted is False:
+            return False
+        try:
+            self.tokens = token_store_for(self.store)
+        except InvalidInput:
+            if wanted:
+                raise
+            return False
+        return True if wanted else await self.tokens.has_active_tokens()
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.settings.core.heartbeat.total_seconds()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await compat.heartbeat(self.root, self.node_id)
+            except Exception:
+                log.exception("api heartbeat failed")
+
+    # -- helpers for requests ---------------------------------------------------------------
+    async def touch(self, token: TokenInfo) -> None:
+        """Record a token's use, at most once a minute per token."""
+        if self.tokens is None:
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._touched.get(token.id, -TOUCH_EVERY) < TOUCH_EVERY:
+            return
+        self._touched[token.id] = now
+        try:
+            await self.tokens.touch_token(token.id, self.clock.now())
+        except Exception:
+            log.exception("could not record the use of token %d", token.id)
+
+    async def refresh_counts(self) -> None:
+        """Refresh the pending/dead gauges from ``count_by_status`` (at most every 2 s)."""
+        now = asyncio.get_running_loop().time()
+        if now - self._counts_at < COUNTS_TTL:
+            return
+        counts: dict[str, dict[Status, int]] = {}
+        for namespace in await compat.list_namespaces(self.root):
+            app = await self.namespaces.existing(namespace)
+            counts[namespace] = await app.counts()
+        self.metrics.set_counts(counts)
+        self._counts_at = now

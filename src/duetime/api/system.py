@@ -1,0 +1,95 @@
+"""Routes that are not about one namespace: namespaces, nodes, info, health, metrics, dashboard."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from duetime import __version__
+from duetime.api import compat
+from duetime.api.deps import PrincipalDep, ServiceDep
+from duetime.api.errors import error_response
+from duetime.api.schemas import HealthOut, InfoOut, NamespacesOut, NodesOut, errors
+from duetime.auth import Forbidden
+from duetime.errors import DuetimeError
+from duetime.metrics import CONTENT_TYPE
+
+router = APIRouter()
+
+
+@router.get(
+    "/v1/namespaces",
+    tags=["namespaces"],
+    summary="The namespaces this token can see",
+    response_model=NamespacesOut,
+    responses=errors(401),
+)
+async def list_namespaces(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
+    names = await compat.list_namespaces(service.root)
+    visible = [name for name in names if who is None or who.can_read(name)]
+    return JSONResponse({"items": visible})
+
+
+@router.get(
+    "/v1/nodes",
+    tags=["nodes"],
+    summary="Registered nodes and their heartbeats",
+    response_model=NodesOut,
+    responses=errors(401),
+)
+async def list_nodes(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
+    """Alive while the heartbeat is younger than the lease."""
+    now = service.clock.now()
+    lease = service.settings.core.lease
+    nodes = await compat.list_nodes(service.root)
+    items = [{**node.to_dict(), "alive": now - node.heartbeat_at <= lease} for node in nodes]
+    return JSONResponse({"items": items})
+
+
+@router.get("/v1/info", tags=["system"], summary="Version and whether auth is on")
+async def info(service: ServiceDep) -> InfoOut:
+    """Open to all, so the dashboard knows whether to ask for a token."""
+    return InfoOut(version=__version__, auth=service.auth)
+
+
+@router.get(
+    "/healthz",
+    tags=["system"],
+    summary="Liveness and database check",
+    response_model=HealthOut,
+    responses=errors(503),
+)
+async def healthz(service: ServiceDep) -> JSONResponse:
+    """200 while the database answers; 503 (never a hang or a 500) when it does not."""
+    try:
+        version = await compat.schema_version(service.root)
+    except DuetimeError as exc:
+        return error_response(503, "store_unavailable", exc.message, None)
+    except Exception as exc:
+        return error_response(
+            503, "store_unavailable", f"the database does not answer: {exc}", None
+        )
+    return JSONResponse({"status": "ok", "schema_version": version})
+
+
+@router.get(
+    "/metrics",
+    tags=["system"],
+    summary="Prometheus metrics (text exposition format)",
+    response_class=Response,
+    responses=errors(401, 403, extra={200: {"content": {CONTENT_TYPE.split(";")[0]: {}}}}),
+)
+async def metrics(service: ServiceDep, who: PrincipalDep) -> Response:
+    """With auth on, a token for every namespace (``*``) is needed: metrics span them all."""
+    if who is not None and not who.all_namespaces:
+        raise Forbidden("metrics cover every namespace: use a token created with '*'")
+    await service.refresh_counts()
+    return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+
+
+@router.get("/", include_in_schema=False)
+async def dashboard() -> HTMLResponse:
+    page = resources.files("duetime.api").joinpath("static/index.html").read_text("utf-8")
+    return HTMLResponse(page)

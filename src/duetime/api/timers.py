@@ -1,0 +1,206 @@
+"""``/v1/namespaces/{namespace}/…``: schedule, list, show, cancel, emit, dead letters, stats.
+
+Bodies go through :meth:`TimerRequest.from_dict` and the facade, so a REST request is validated
+exactly like a Python ``schedule(...)`` call, and bad input stores nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from duetime.api import compat
+from duetime.api.deps import ReadApp, ScheduleApp, ServiceDep, WriteApp, read_json
+from duetime.api.schemas import (
+    ChangedOut,
+    EventBody,
+    PutOut,
+    StatsOut,
+    StatusName,
+    TimerBody,
+    TimerDetailOut,
+    TimerPageOut,
+    errors,
+)
+from duetime.errors import InvalidInput
+from duetime.model import OnConflict, Page, PutResult, Timer
+from duetime.requests import TimerRequest
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
+
+ON_CONFLICT = ("update", "keep", "error")
+EVENT_FIELDS = frozenset(EventBody.model_fields)
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
+Key = Annotated[str, Path(min_length=1, max_length=255, description="The timer's key")]
+
+
+def _body(model: type[BaseModel]) -> dict[str, Any]:
+    """Document a JSON body that the endpoint reads and validates itself."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
+
+
+def _put_answer(result: PutResult) -> JSONResponse:
+    status = 201 if result.action == "created" else 200
+    return JSONResponse({"action": result.action, "timer": result.timer.to_dict()}, status)
+
+
+def _page(page: Page[Timer]) -> dict[str, Any]:
+    return {"items": [t.to_dict() for t in page.items], "next_cursor": page.next_cursor}
+
+
+@router.post(
+    "/timers",
+    summary="Schedule a timer",
+    status_code=201,
+    response_model=PutOut,
+    responses=errors(
+        400,
+        401,
+        403,
+        404,
+        409,
+        413,
+        422,
+        extra={200: {"model": PutOut, "description": "Updated or kept"}},
+    ),
+    openapi_extra=_body(TimerBody),
+)
+async def schedule_timer(request: Request, app: ScheduleApp, service: ServiceDep) -> JSONResponse:
+    """Create (201), or update / keep an existing key (200); `action` says which."""
+    data = await read_json(request, service.settings.body_limit)
+    on_conflict: object = "update"
+    if isinstance(data, dict):
+        on_conflict = data.pop("on_conflict", "update")
+    if not isinstance(on_conflict, str) or on_conflict not in ON_CONFLICT:
+        raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
+    timer_request = TimerRequest.from_dict(data)
+    (result,) = await app.schedule_many([timer_request], on_conflict=cast(OnConflict, on_conflict))
+    return _put_answer(result)
+
+
+@router.get(
+    "/timers",
+    summary="List timers, newest first",
+    response_model=TimerPageOut,
+    responses=errors(401, 404, 422),
+)
+async def list_timers(
+    app: ReadApp,
+    subject: Annotated[str | None, Query(description="Only timers about this subject")] = None,
+    status: Annotated[StatusName | None, Query(description="Only this status")] = None,
+    type: Annotated[str | None, Query(description="Only this event type")] = None,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> JSONResponse:
+    page = await app.history(subject, status=status, type=type, cursor=cursor, limit=limit)
+    return JSONResponse(_page(page))
+
+
+@router.get(
+    "/timers/{key:path}",
+    summary="One timer and its attempts",
+    response_model=TimerDetailOut,
+    responses=errors(401, 404, 422),
+)
+async def show_timer(app: ReadApp, key: Key) -> JSONResponse:
+    timer = await app.get(key)
+    attempts = await app.attempts(key)
+    return JSONResponse(
+        {"timer": timer.to_dict(), "attempts": [attempt.to_dict() for attempt in attempts]}
+    )
+
+
+@router.delete(
+    "/timers/{key:path}",
+    summary="Cancel a timer that has not fired",
+    response_model=ChangedOut,
+    responses=errors(401, 403, 404, 409, 422),
+)
+async def cancel_timer(app: WriteApp, key: Key, service: ServiceDep) -> JSONResponse:
+    """Only while scheduled or waiting for a retry; 409 once it has fired."""
+    timer = await app.cancel(key)
+    service.metrics.cancelled(timer.namespace, timer.type)
+    return JSONResponse({"action": "cancelled", "timer": timer.to_dict()})
+
+
+@router.post(
+    "/events",
+    summary="Emit an event now",
+    status_code=201,
+    response_model=PutOut,
+    responses=errors(
+        400,
+        401,
+        403,
+        404,
+        413,
+        422,
+        extra={200: {"model": PutOut, "description": "The key existed: kept"}},
+    ),
+    openapi_extra=_body(EventBody),
+)
+async def emit_event(request: Request, app: ScheduleApp, service: ServiceDep) -> JSONResponse:
+    """A timer due at once (201); an existing key is kept as it is (200)."""
+    data = await read_json(request, service.settings.body_limit)
+    if not isinstance(data, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    for name in data:
+        if name not in EVENT_FIELDS:
+            raise InvalidInput(name, "is not a known field")
+    if "type" not in data:
+        raise InvalidInput("type", "an event type is required")
+    fields = dict(data)
+    event_type = fields.pop("type")
+    payload = fields.pop("payload", None)
+    result = await app.emit(event_type, payload, **fields)
+    return _put_answer(result)
+
+
+@router.get(
+    "/dead",
+    summary="The dead-letter queue, newest first",
+    response_model=TimerPageOut,
+    responses=errors(401, 404, 422),
+)
+async def list_dead(app: ReadApp, cursor: Cursor = None, limit: Limit = 50) -> JSONResponse:
+    return JSONResponse(_page(await app.dead(cursor=cursor, limit=limit)))
+
+
+@router.post(
+    "/dead/{key:path}/replay",
+    summary="Send a dead timer round again",
+    response_model=ChangedOut,
+    responses=errors(401, 403, 404, 409, 422),
+)
+async def replay_dead(app: WriteApp, key: Key) -> JSONResponse:
+    """Due now, with a fresh set of attempts; 409 unless the timer is dead."""
+    timer = await app.replay(key)
+    return JSONResponse({"action": "replayed", "timer": timer.to_dict()})
+
+
+@router.get(
+    "/stats",
+    summary="Counts by status, the next due timers and the lateness histogram",
+    response_model=StatsOut,
+    responses=errors(401, 404, 422),
+)
+async def stats(app: ReadApp, service: ServiceDep) -> JSONResponse:
+    counts = await app.counts()
+    next_due = await compat.upcoming(app, service.settings.upcoming_limit)
+    return JSONResponse(
+        {
+            "namespace": app.namespace,
+            "counts": {status.value: count for status, count in counts.items()},
+            "next_due": [timer.to_dict() for timer in next_due],
+            "lateness": service.metrics.lateness_summary(app.namespace),
+        }
+    )

@@ -1,0 +1,476 @@
+"""Schedules as data: a caller's request, its validation, and what the stores write.
+
+A :class:`ScheduleRequest` is what every interface builds (Python API, CLI, REST); resolving it
+validates every field (errors name the field) and computes the first occurrence. Revising a
+stored schedule (:func:`revise`) keeps the rules of the state machine in one place:
+
+* ``after_at`` is the instant through which occurrences are handled; ``next_at`` is always
+  ``next_after(rule, after_at)``, the first occurrence not yet materialised.
+* A change of the rule (cron / every / timezone / start / end / DST options) starts afresh from
+  *now*: occurrences of the new rule that already passed do not fire.
+* Any other change keeps the sequence; occurrences materialised ahead of time (due after now,
+  not fired yet) are *released* (deleted) and materialised again with the new fields.
+* Pausing releases them too; resuming restarts from now (a paused period is not caught up).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import enum
+import re
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, cast
+
+from duetime.errors import InvalidInput
+from duetime.model import JSON, CatchUp, NewTimer, Schedule, iso
+from duetime.recurrence import (
+    OnGap,
+    OnOverlap,
+    Recurrence,
+    next_after,
+    occurrences,
+    parse_catch_up,
+    parse_recurrence,
+)
+from duetime.tzmath import is_aware
+from duetime.validation import (
+    check_max_attempts,
+    check_payload,
+    check_subject,
+    check_type,
+)
+
+KEY_PREFIX = "schedule:"
+MAX_NAME_LENGTH = 200
+"""Short enough that ``schedule:<name>:<instant>`` fits the 255 characters of a timer key."""
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
+_TINY = timedelta(microseconds=1)
+_MAX_TEXT = 64
+
+ScheduleAction = Literal["created", "updated", "kept"]
+RuleCache = dict[tuple[object, ...], tuple[Recurrence, "datetime | None"]]
+
+
+class Unset(enum.Enum):
+    """The "not given" marker of updates, where None means "clear this field"."""
+
+    UNSET = 0
+
+
+UNSET = Unset.UNSET
+
+RULE_FIELDS = ("cron", "every", "timezone", "start_at", "end_at", "on_gap", "on_overlap")
+"""Changing any of these starts the schedule afresh from now."""
+
+
+def check_schedule_name(value: object, field: str = "name") -> str:
+    """Letters, digits and ``_ . : @ + = -``, at most 200: it is part of every timer key."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(field, "a schedule name is required, e.g. 'birthday:user-42'")
+    if len(value) > MAX_NAME_LENGTH:
+        raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_NAME_LENGTH}")
+    if not _NAME.fullmatch(value):
+        raise InvalidInput(
+            field,
+            f"{value[:50]!r} is not a schedule name: letters, digits and _ . : @ + = - "
+            "(starting with a letter, digit or '_')",
+        )
+    return value
+
+
+def occurrence_key(name: str, instant: datetime) -> str:
+    """The idempotency key of one occurrence, e.g. ``schedule:daily:2025-03-09T07:00:00Z``."""
+    return f"{KEY_PREFIX}{name}:{iso(instant)}"
+
+
+def parse_instant(value: object, field: str) -> datetime | None:
+    """An ISO 8601 instant with an offset, or an aware datetime (naive is an error)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text or len(text) > _MAX_TEXT:
+            raise InvalidInput(field, f"{value!r} is not an ISO 8601 instant")
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise InvalidInput(
+                field, f"{value!r} is not an ISO 8601 instant such as '2025-03-15T13:00:00Z'"
+            ) from exc
+    else:
+        raise InvalidInput(
+            field, f"must be an ISO 8601 string or an aware datetime, not {type(value).__name__}"
+        )
+    if not is_aware(parsed):
+        raise InvalidInput(field, f"{value!s} has no UTC offset; add one, e.g. 'Z'")
+    return parsed.astimezone(UTC)
+
+
+def recurrence_of(schedule: Schedule) -> Recurrence:
+    """The stored rule as a :class:`Recurrence`; an interval runs on its anchor's grid."""
+    start = schedule.start_at
+    if start is None and schedule.every is not None:
+        start = schedule.anchor_at
+    return Recurrence(
+        schedule.cron,
+        schedule.every,
+        schedule.timezone,
+        cast(OnGap, schedule.on_gap),
+        cast(OnOverlap, schedule.on_overlap),
+        start,
+        schedule.end_at,
+    )
+
+
+def anchor_for(now: datetime) -> datetime:
+    """An interval's grid without ``start_at``: the first whole second after ``now``."""
+    return now.replace(microsecond=0) + timedelta(seconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class NewSchedule:
+    """A validated schedule to store; the store fills in id, version and bookkeeping."""
+
+    namespace: str
+    name: str
+    type: str
+    payload: JSON
+    subject: str | None
+    recurrence: Recurrence
+    catch_up: CatchUp
+    active: bool
+    max_attempts: int
+    anchor_at: datetime
+    after_at: datetime
+    next_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFilter:
+    """Which schedules a listing returns; every field narrows it."""
+
+    subject: str | None = None
+    type: str | None = None
+    active: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleAdvance:
+    """One materialisation step of one schedule: the timers to create and its new position.
+
+    The store applies it only if the row still has ``version`` (optimistic concurrency): a
+    schedule someone else advanced or changed meanwhile is skipped, its timers not inserted.
+    """
+
+    schedule_id: int
+    version: int
+    next_at: datetime | None
+    after_at: datetime
+    last_at: datetime | None
+    timers: tuple[NewTimer, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Materialized:
+    """What one materialisation batch did."""
+
+    due: int = 0
+    """Schedules read as due."""
+    advanced: int = 0
+    timers: int = 0
+    """Timers created (an occurrence that already had its timer is not counted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRequest:
+    """Everything ``add_schedule(...)`` accepts; exactly one of ``cron`` and ``every``."""
+
+    name: str
+    type: str
+    payload: JSON = None
+    cron: str | None = None
+    every: str | int | float | timedelta | None = None
+    timezone: str | None = "UTC"
+    subject: str | None = None
+    start_at: str | datetime | None = None
+    end_at: str | datetime | None = None
+    catch_up: str = "latest"
+    on_gap: str = "run_after"
+    on_overlap: str = "once"
+    active: bool = True
+    max_attempts: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any, field_prefix: str = "") -> ScheduleRequest:
+        """Build from JSON (REST bodies, files); unknown fields are errors."""
+        if not isinstance(data, dict):
+            raise InvalidInput(field_prefix.rstrip(".") or "body", "must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        for name in data:
+            if name not in known:
+                raise InvalidInput(f"{field_prefix}{name}", "is not a known field")
+        for required in ("name", "type"):
+            if required not in data:
+                raise InvalidInput(f"{field_prefix}{required}", "is required")
+        return cls(**data)
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleRequest:
+        """The request that would define ``schedule`` as it is stored."""
+        return cls(
+            name=schedule.name,
+            type=schedule.type,
+            payload=schedule.payload,
+            cron=schedule.cron,
+            every=schedule.every,
+            timezone=schedule.timezone,
+            subject=schedule.subject,
+            start_at=schedule.start_at,
+            end_at=schedule.end_at,
+            catch_up=schedule.catch_up,
+            on_gap=schedule.on_gap,
+            on_overlap=schedule.on_overlap,
+            active=schedule.active,
+            max_attempts=schedule.max_attempts,
+        )
+
+    def _rule(
+        self, now: datetime, anchor_at: datetime, rules: RuleCache
+    ) -> tuple[Recurrence, datetime | None]:
+        return _resolve_rule(self, now, anchor_at, rules)
+
+    def resolve(
+        self,
+        namespace: str,
+        now: datetime,
+        default_max_attempts: int,
+        max_payload_bytes: int,
+        *,
+        allow_ended: bool = False,
+        rules: RuleCache | None = None,
+    ) -> NewSchedule:
+        """Validate every field and compute the first occurrence after ``now``.
+
+        A rule whose ``end_at`` is past is refused (it would never fire), unless
+        ``allow_ended``: an update may end a schedule. ``rules`` remembers rules across one
+        batch: a million per-user schedules share a few, resolved at the same ``now``.
+        """
+        name = check_schedule_name(self.name)
+        event_type = check_type(self.type)
+        payload = check_payload(self.payload, max_payload_bytes)
+        subject = check_subject(self.subject)
+        max_attempts = check_max_attempts(
+            default_max_attempts if self.max_attempts is None else self.max_attempts
+        )
+        catch_up = parse_catch_up(self.catch_up)
+        if not isinstance(self.active, bool):
+            raise InvalidInput("active", "must be true or false")
+        anchor_at = anchor_for(now)
+        rule, next_at = self._rule(now, anchor_at, {} if rules is None else rules)
+        if next_at is None and not allow_ended:
+            raise InvalidInput("end_at", "is past: the schedule has no occurrence after now")
+        return NewSchedule(
+            namespace=namespace,
+            name=name,
+            type=event_type,
+            payload=payload,
+            subject=subject,
+            recurrence=rule,
+            catch_up=catch_up,
+            active=self.active,
+            max_attempts=max_attempts,
+            anchor_at=anchor_at,
+            after_at=now,
+            next_at=next_at,
+        )
+
+
+def _resolve_rule(
+    request: ScheduleRequest, now: datetime, anchor_at: datetime, rules: RuleCache
+) -> tuple[Recurrence, datetime | None]:
+    key = (
+        request.cron,
+        request.every,
+        request.timezone,
+        request.on_gap,
+        request.on_overlap,
+        request.start_at,
+        request.end_at,
+        now,
+    )
+    try:
+        found = rules.get(key)
+    except TypeError:  # an unhashable value: it fails validation below
+        found = None
+    if found is not None:
+        return found
+    rule = parse_recurrence(
+        cron=request.cron,
+        every=request.every,
+        timezone="UTC" if request.timezone is None else request.timezone,
+        on_gap=request.on_gap,
+        on_overlap=request.on_overlap,
+        start_at=parse_instant(request.start_at, "start_at"),
+        end_at=parse_instant(request.end_at, "end_at"),
+        now=now,
+    )
+    found = rule, first_after(rule, anchor_at, now)
+    with contextlib.suppress(TypeError):
+        rules[key] = found
+    return found
+
+
+def first_after(rule: Recurrence, anchor_at: datetime, after: datetime) -> datetime | None:
+    """The first occurrence after ``after``; an interval without start runs on ``anchor_at``."""
+    if rule.every is not None and rule.start_at is None:
+        rule = replace(rule, start_at=anchor_at)
+    return next_after(rule, after)
+
+
+def schedule_from_new(new: NewSchedule, id: int, now: datetime, version: int = 1) -> Schedule:
+    """The stored row of a new schedule (what the stores return)."""
+    rule = new.recurrence
+    return Schedule(
+        id=id,
+        namespace=new.namespace,
+        name=new.name,
+        type=new.type,
+        payload=new.payload,
+        subject=new.subject,
+        cron=rule.cron,
+        every=rule.every,
+        timezone=rule.timezone,
+        start_at=rule.start_at,
+        end_at=rule.end_at,
+        catch_up=new.catch_up,
+        on_gap=rule.on_gap,
+        on_overlap=rule.on_overlap,
+        active=new.active,
+        max_attempts=new.max_attempts,
+        next_at=new.next_at,
+        after_at=new.after_at,
+        anchor_at=new.anchor_at,
+        last_at=None,
+        created_at=now,
+        updated_at=now,
+        version=version,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """A stored schedule's next state, and from when its early timers must be released."""
+
+    schedule: Schedule
+    release_after: datetime | None
+    changed: bool
+
+
+def revise(
+    current: Schedule,
+    request: ScheduleRequest,
+    now: datetime,
+    default_max_attempts: int,
+    max_payload_bytes: int,
+) -> Revision:
+    """Apply a full definition (``request``) to ``current``; see the module doc for the rules."""
+    new = request.resolve(
+        current.namespace, now, default_max_attempts, max_payload_bytes, allow_ended=True
+    )
+    rule = new.recurrence
+    candidate = replace(
+        current,
+        type=new.type,
+        payload=new.payload,
+        subject=new.subject,
+        cron=rule.cron,
+        every=rule.every,
+        timezone=rule.timezone,
+        start_at=rule.start_at,
+        end_at=rule.end_at,
+        catch_up=new.catch_up,
+        on_gap=rule.on_gap,
+        on_overlap=rule.on_overlap,
+        max_attempts=new.max_attempts,
+        active=new.active,
+    )
+    if candidate == current:
+        return Revision(current, None, changed=False)
+    rule_changed = any(getattr(candidate, name) != getattr(current, name) for name in RULE_FIELDS)
+    resumed = candidate.active and not current.active
+    release_after: datetime | None
+    if rule_changed:
+        after_at = release_after = now
+    elif resumed:
+        after_at, release_after = max(now, current.after_at), None
+    else:
+        after_at = release_after = min(now, current.after_at)
+    anchor_at = current.anchor_at if candidate.every == current.every else anchor_for(now)
+    revised = replace(candidate, anchor_at=anchor_at, after_at=after_at)
+    revised = replace(revised, next_at=first_after(recurrence_of(revised), anchor_at, after_at))
+    return Revision(revised, release_after, changed=True)
+
+
+def encode_name_cursor(name: str) -> str:
+    """An opaque page cursor for listings by name."""
+    return base64.urlsafe_b64encode(f"name:{name}".encode()).decode().rstrip("=")
+
+
+def decode_name_cursor(cursor: str | None) -> str:
+    """The name to list after ('' from the start)."""
+    if cursor is None or cursor == "":
+        return ""
+    try:
+        text = base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+    prefix, _, name = text.partition(":")
+    if prefix != "name":
+        raise InvalidInput("cursor", "not a cursor this server issued")
+    return name
+
+
+def preview_occurrences(
+    stored: Schedule | None,
+    *,
+    cron: str | None = None,
+    every: str | int | float | timedelta | None = None,
+    timezone: str = "UTC",
+    on_gap: str = "run_after",
+    on_overlap: str = "once",
+    start_at: str | datetime | None = None,
+    end_at: str | datetime | None = None,
+    after: str | datetime | None = None,
+    count: int = 5,
+    now: datetime,
+) -> list[datetime]:
+    """The next ``count`` occurrences of a rule (or of ``stored``) after ``after``/now."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+        raise InvalidInput("count", "must be a whole number from 1 to 1000")
+    since = parse_instant(after, "after")
+    if stored is not None:
+        rule = recurrence_of(stored)
+        if since is None:
+            if stored.next_at is None:
+                return []
+            since = stored.next_at - _TINY
+        return occurrences(rule, since, count)
+    since = now if since is None else since
+    rule = parse_recurrence(
+        cron=cron,
+        every=every,
+        timezone=timezone,
+        on_gap=on_gap,
+        on_overlap=on_overlap,
+        start_at=parse_instant(start_at, "start_at"),
+        end_at=parse_instant(end_at, "end_at"),
+        now=since,
+    )
+    if rule.every is not None and rule.start_at is None:
+        rule = replace(rule, start_at=anchor_for(since))
+    return occurrences(rule, since, count)

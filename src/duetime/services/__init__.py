@@ -1,0 +1,1 @@
+"""Background duties a worker runs beside claiming timers, one per module."""

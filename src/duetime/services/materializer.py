@@ -1,0 +1,253 @@
+"""The schedule materialiser: turns each schedule's next occurrence into an ordinary Timer.
+
+Each schedule row stores its next occurrence (``next_at``). Whichever worker gets to a due row
+creates that occurrence's timer (key ``schedule:<name>:<instant>``) and advances the row, in one
+transaction: no occurrence is lost while workers are down, none fires twice with many workers.
+It runs ``lookahead`` ahead of time, so the timer exists before it is due and fires on time.
+
+Catch-up (SPEC §3): occurrences less than ``grace`` late are simply late and fire. When the
+oldest overdue occurrence is more than ``grace`` late (everything was down), the schedule's
+``catch_up`` decides: ``latest`` fires the most recent overdue occurrence once, ``all`` every one
+(oldest first, ``per_schedule`` per batch), ``none`` none of them; then it goes on with the next
+future occurrence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from duetime.clock import Clock
+from duetime.model import NewTimer, Schedule
+from duetime.recurrence import Recurrence, catch_up_due, next_after
+from duetime.schedules import Materialized, ScheduleAdvance, occurrence_key, recurrence_of
+from duetime.services.tzdata import TzdataReport, reresolve_if_changed
+from duetime.store.protocol import Store, scheduling_store
+
+log = logging.getLogger("duetime.materializer")
+
+LOOKAHEAD = timedelta(seconds=5)
+GRACE = timedelta(seconds=60)
+RECHECK = timedelta(seconds=30)
+BATCH_SIZE = 500
+PER_SCHEDULE = 100
+MIN_PAUSE = 0.05
+"""Seconds between two rounds at least, so a burst of wake-up hints costs a few queries."""
+
+_TINY = timedelta(microseconds=1)
+
+NextCache = dict[tuple[Recurrence, datetime], datetime | None]
+
+
+def plan_advance(
+    schedule: Schedule,
+    now: datetime,
+    *,
+    lookahead: timedelta = LOOKAHEAD,
+    grace: timedelta = GRACE,
+    per_schedule: int = PER_SCHEDULE,
+    cache: NextCache | None = None,
+) -> ScheduleAdvance:
+    """Pure: the timers one due schedule needs now, and where it goes next."""
+    rule = recurrence_of(schedule)
+    cache = {} if cache is None else cache
+    horizon = now + lookahead
+    upcoming = schedule.next_at
+    after_at = schedule.after_at
+    fire: list[datetime] = []
+    if upcoming is not None and upcoming <= now - grace:
+        # An outage: the schedule's catch-up policy decides about everything overdue.
+        missed, upcoming = catch_up_due(
+            rule, upcoming - _TINY, now, schedule.catch_up, per_schedule
+        )
+        fire = missed
+        after_at = now
+        if upcoming is not None and upcoming <= now:  # `all`, capped: go on next batch
+            after_at = missed[-1]
+            return _advance(schedule, fire, upcoming, after_at)
+    while upcoming is not None and upcoming <= horizon and len(fire) < per_schedule:
+        fire.append(upcoming)
+        after_at = upcoming
+        upcoming = _next(rule, upcoming, cache)
+    return _advance(schedule, fire, upcoming, after_at)
+
+
+def _next(rule: Recurrence, after: datetime, cache: NextCache) -> datetime | None:
+    """next_after, remembered for the batch: a million schedules share a few rules."""
+    key = (rule, after)
+    try:
+        return cache[key]
+    except KeyError:
+        found = cache[key] = next_after(rule, after)
+        return found
+
+
+def _due_by(instant: datetime | None, horizon: datetime) -> bool:
+    return instant is not None and instant <= horizon
+
+
+def _advance(
+    schedule: Schedule, fire: Sequence[datetime], next_at: datetime | None, after_at: datetime
+) -> ScheduleAdvance:
+    timers = tuple(
+        NewTimer(
+            namespace=schedule.namespace,
+            key=occurrence_key(schedule.name, instant),
+            type=schedule.type,
+            payload=schedule.payload,
+            due_at=instant,
+            max_attempts=schedule.max_attempts,
+            subject=schedule.subject,
+        )
+        for instant in fire
+    )
+    return ScheduleAdvance(
+        schedule_id=schedule.id,
+        version=schedule.version,
+        next_at=next_at,
+        after_at=after_at,
+        last_at=fire[-1] if fire else schedule.last_at,
+        timers=timers,
+    )
+
+
+class Materializer:
+    """Materialises one namespace's due schedules: :meth:`tick` once, or :meth:`run` until
+    stopped (sleeping until the next schedule is nearly due, woken early by the store's
+    wake-up hints: a schedule added or changed anywhere)."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        namespace: str,
+        *,
+        lookahead: timedelta = LOOKAHEAD,
+        grace: timedelta = GRACE,
+        recheck: timedelta = RECHECK,
+        batch_size: int = BATCH_SIZE,
+        per_schedule: int = PER_SCHEDULE,
+        check_tzdata: bool = True,
+    ) -> None:
+        if lookahead < timedelta(0) or grace < timedelta(0) or recheck <= timedelta(0):
+            raise ValueError("lookahead and grace must not be negative, recheck positive")
+        if batch_size < 1 or per_schedule < 1:
+            raise ValueError("batch_size and per_schedule must be at least 1")
+        self.store = scheduling_store(store)
+        self.clock = clock
+        self.namespace = namespace
+        self.lookahead = lookahead
+        self.grace = grace
+        self.recheck = recheck
+        self.batch_size = batch_size
+        self.per_schedule = per_schedule
+        self.check_tzdata = check_tzdata
+        self.next_wake: datetime | None = None
+        """When :meth:`run` plans its next round (None while it works): fold into a sleep."""
+        self.created = 0
+        self.tzdata: TzdataReport | None = None
+        self._wake = asyncio.Event()
+        subscribe = getattr(clock, "subscribe", None)
+        if subscribe is not None:
+            subscribe(self._wake)
+        self.store.add_wakeup_listener(self._on_wakeup)
+
+    def plan(self, due: Sequence[Schedule], now: datetime) -> list[ScheduleAdvance]:
+        cache: NextCache = {}
+        return [
+            plan_advance(
+                schedule,
+                now,
+                lookahead=self.lookahead,
+                grace=self.grace,
+                per_schedule=self.per_schedule,
+                cache=cache,
+            )
+            for schedule in due
+        ]
+
+    async def tick(self, now: datetime) -> int:
+        """Materialise everything due by ``now + lookahead``; the number of timers created."""
+        created = 0
+        horizon = now + self.lookahead
+        still_due: list[int] = []
+
+        def plan(due: Sequence[Schedule]) -> list[ScheduleAdvance]:
+            advances = self.plan(due, now)
+            still_due[:] = [a.schedule_id for a in advances if _due_by(a.next_at, horizon)]
+            return advances
+
+        while True:
+            result: Materialized = await self.store.materialize(
+                self.namespace, horizon, self.batch_size, plan, now
+            )
+            created += result.timers
+            # A full batch, or schedules with more to do (capped catch-up): go on.
+            if result.advanced == 0 or (result.due < self.batch_size and not still_due):
+                break
+        self.created += created
+        return created
+
+    async def prepare(self) -> None:
+        """Once per process: re-resolve local times and schedules if the tz data changed."""
+        if not self.check_tzdata or self.tzdata is not None:
+            return
+        try:
+            self.tzdata = await reresolve_if_changed(self.store, self.clock.now())
+        except Exception:
+            log.exception("re-resolving for new tz data failed; will retry on next start")
+
+    async def run_once(self) -> int:
+        """:meth:`prepare`, then one :meth:`tick` now (``duetime tick``, serverless)."""
+        await self.prepare()
+        return await self.tick(self.clock.now())
+
+    async def run(self, stop_event: asyncio.Event) -> None:
+        """Work until ``stop_event`` is set (after :meth:`prepare`)."""
+        await self.prepare()
+        while not stop_event.is_set():
+            self._wake.clear()
+            self.next_wake = None
+            try:
+                await self.tick(self.clock.now())
+                upcoming = await self.store.next_schedule_at(self.namespace)
+            except Exception:
+                log.exception("materialising schedules failed; retrying shortly")
+                await self._sleep(stop_event, 1.0)
+                continue
+            now = self.clock.now()
+            wake_at = now + self.recheck
+            if upcoming is not None:
+                wake_at = min(wake_at, upcoming - self.lookahead / 2)
+            self.next_wake = wake_at
+            await self._sleep(stop_event, max((wake_at - now).total_seconds(), MIN_PAUSE))
+
+    def _on_wakeup(self, earliest: datetime | None) -> None:
+        planned = self.next_wake
+        if earliest is None or planned is None or earliest - self.lookahead / 2 < planned:
+            self._wake.set()
+
+    async def _sleep(self, stop_event: asyncio.Event, seconds: float) -> None:
+        """Until ``seconds`` pass, a wake-up hint arrives (after MIN_PAUSE) or we stop."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        stop = asyncio.ensure_future(stop_event.wait())
+        try:
+            await asyncio.wait([stop], timeout=min(MIN_PAUSE, seconds))
+            remaining = deadline - loop.time()
+            if stop.done() or remaining <= 0:
+                return
+            wake = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait([stop, wake], timeout=remaining, return_when="FIRST_COMPLETED")
+            finally:
+                wake.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await wake
+        finally:
+            stop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stop

@@ -1,0 +1,153 @@
+"""Sources: schedule requests arriving as broker messages (NATS JetStream, Redis Streams).
+
+A source consumes messages, maps each to a timer (see :mod:`duetime.sources.base` for the
+mappings: a TimerRequest object, seed 003's ScheduleTimer command, seed 004's schedule-event),
+stores it through the app, and acknowledges the message only after the timer is committed.
+Malformed messages go to a dead-letter subject/stream with the reason; they never crash the
+consumer and are never lost.
+
+Run sources in a worker process::
+
+    stop = asyncio.Event()  # set it on SIGTERM
+    sources = [NatsSource(app, "nats://localhost:4222", "timers.schedule", create_stream=True)]
+    await run_worker_with_sources(app, sources, stop)
+
+or build them from configuration with :func:`parse_sources` and :func:`build_sources`.
+The broker sources live in :mod:`.nats_source` and :mod:`.redis_source` and need
+``duetime[brokers]``; this package imports neither client until one is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable, Sequence
+
+from duetime.app import AsyncApp
+from duetime.errors import InvalidInput
+from duetime.sources.base import (
+    CommandMapping,
+    DelayedNotificationMapping,
+    Rejection,
+    ScheduleCommand,
+    ServiceCallTimerMapping,
+    Source,
+    SourceStats,
+    TimerRequestMapping,
+    make_mapping,
+    sleep_until_stopped,
+)
+from duetime.sources.config import SourceSpec, parse_sources
+from duetime.worker import Worker
+
+log = logging.getLogger("duetime.sources")
+
+__all__ = [
+    "CommandMapping",
+    "DelayedNotificationMapping",
+    "Rejection",
+    "ScheduleCommand",
+    "ServiceCallTimerMapping",
+    "Source",
+    "SourceSpec",
+    "SourceStats",
+    "TimerRequestMapping",
+    "build_source",
+    "build_sources",
+    "make_mapping",
+    "parse_sources",
+    "run_sources",
+    "run_worker_with_sources",
+    "sources_from_json",
+]
+
+_CLIENT_PACKAGES = {"nats": "nats-py", "redis": "redis"}
+MAX_RESTART_DELAY = 30.0
+
+
+def build_source(spec: SourceSpec, app: AsyncApp) -> Source:
+    """The source ``spec`` describes, storing into ``app``. Nothing connects until it runs."""
+    options = spec.broker_options
+    try:
+        if spec.kind == "nats":
+            from duetime.sources.nats_source import NatsSource
+
+            return NatsSource(app, command=spec.command, name=spec.name, **options)
+        from duetime.sources.redis_source import RedisSource
+
+        return RedisSource(app, command=spec.command, name=spec.name, **options)
+    except ImportError as exc:
+        package = _CLIENT_PACKAGES.get(spec.kind, exc.name or "?")
+        raise InvalidInput(
+            "kind",
+            f"{spec.kind} sources need the {package!r} package: pip install 'duetime[brokers]'",
+        ) from exc
+
+
+def build_sources(specs: Iterable[SourceSpec], app: AsyncApp) -> list[Source]:
+    """Build every spec; a bad one fails here, before any message is consumed."""
+    return [build_source(spec, app) for spec in specs]
+
+
+def sources_from_json(text: str, app: AsyncApp, path: str = "sources") -> list[Source]:
+    """Sources from JSON text (a config file's content or ``DUETIME_SOURCES``)."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(path, f"is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    return build_sources(parse_sources(raw, path).values(), app)
+
+
+async def run_sources(app: AsyncApp, sources: Sequence[Source], stop: asyncio.Event) -> None:
+    """Run every source until ``stop`` is set; one that fails is logged and restarted.
+
+    The app is opened first, so a misconfigured database fails here rather than message by
+    message. Returns once every source has returned (after ``stop``).
+    """
+    await app.open()
+    names = [source.name for source in sources]
+    if len(set(names)) != len(names):
+        raise InvalidInput("sources", f"source names must be unique, got {names}")
+    await asyncio.gather(*(_supervise(source, stop) for source in sources))
+
+
+async def _supervise(source: Source, stop: asyncio.Event) -> None:
+    """Keep one source running: a crash (a bug, not an outage) is logged and retried later."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            await source.run(stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("source %s crashed; restarting in %.0fs", source.name, delay)
+            await sleep_until_stopped(stop, delay)
+            delay = min(delay * 2, MAX_RESTART_DELAY)
+        else:
+            return
+
+
+async def run_worker_with_sources(
+    app: AsyncApp, sources: Sequence[Source], stop: asyncio.Event, *, worker: Worker | None = None
+) -> None:
+    """A worker process that also consumes sources; both stop when ``stop`` is set.
+
+    If the worker itself fails, the sources are stopped too and the error is raised: storing
+    timers that nothing fires would only hide the failure.
+    """
+    await app.open()
+    worker = worker or app.worker()
+    working = asyncio.create_task(worker.run(), name="duetime-worker")
+    consuming = asyncio.create_task(run_sources(app, sources, stop), name="duetime-sources")
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({working, consuming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.set()
+        worker.stop()
+        stopping.cancel()
+        results = await asyncio.gather(consuming, working, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result

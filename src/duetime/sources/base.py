@@ -1,0 +1,554 @@
+"""What every broker source shares: message → timer mapping, batch storing, and dead-letter reasons.
+
+A *source* consumes schedule requests from a broker (a NATS JetStream subject, a Redis stream)
+and turns each message into a durable timer through the app facade. Every source keeps the same
+three rules, implemented once here:
+
+1. **Acknowledge after commit.** A message is acknowledged to the broker only once
+   :meth:`~duetime.app.AsyncApp.put` has returned, i.e. its timer is committed. If storing fails
+   for a reason that may pass (the store is unavailable, the database is locked), the message is
+   *not* acknowledged: the broker redelivers it later.
+2. **Malformed messages are dead-lettered with the reason.** A message that is not JSON, lacks
+   a field, has a naive ``dueAt``, an unknown timezone… can never succeed, so retrying it is
+   pointless and dropping it loses data. It is published, original bytes unchanged, to a
+   dead-letter subject/stream together with the reason (code, field, message), counted, logged,
+   and then acknowledged. One bad message never fails the others of its batch.
+3. **Redelivery is harmless.** A timer's key comes from the message (``tenantId:serviceCallId``,
+   the notification id, or the request's own ``key``); when it has none, from the broker's
+   identity of the message (``Nats-Msg-Id`` or stream sequence, Redis entry id). Storing a
+   redelivered message therefore upserts the same timer instead of adding a second one.
+
+Mappings
+--------
+A :class:`ScheduleCommand` decodes the body (UTF-8 JSON) and maps it to a
+:class:`~duetime.requests.TimerRequest` with one of these mappings:
+
+- ``timer`` (default, :class:`TimerRequestMapping`): the body *is* a TimerRequest object,
+  ``{"type": ..., "at": ..., "key": ..., "payload": ...}``, as the REST API accepts.
+- ``seed003`` (:class:`ServiceCallTimerMapping`): the ScheduleTimer command
+  ``{"tenantId", "serviceCallId", "dueAt"}`` (or ``dueTimeMs``, epoch milliseconds), bare or
+  inside an envelope ``{"type": "ScheduleTimer", "tenantId", "payload": {...}}`` → key
+  ``"<tenantId>:<serviceCallId>"``, type ``DueTimeReached``, upserted.
+- ``seed004`` (:class:`DelayedNotificationMapping`): the schedule-event
+  ``{"id", "executionDate", "userId", ...}`` → key ``"notification:<id>"``, the whole event as
+  payload, the optional acceptance window as ``expires_after`` (a notification found due later
+  than that is recorded ``expired``, not sent and not silently dropped).
+
+Errors name the field *of the message* (``dueAt``, ``executionDate``), not duetime's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args, runtime_checkable
+
+from duetime.app import AsyncApp
+from duetime.errors import Conflict, InvalidInput
+from duetime.model import JSON, NewTimer, OnConflict, PutResult, iso
+from duetime.requests import TimerRequest
+from duetime.validation import MAX_KEY_LENGTH, check_expires_after, check_type
+from duetime.when import resolve_when
+
+log = logging.getLogger("duetime.sources")
+
+M = TypeVar("M")
+
+MappingName = Literal["timer", "seed003", "seed004"]
+MAPPINGS: tuple[MappingName, ...] = get_args(MappingName)
+ON_CONFLICT: tuple[OnConflict, ...] = ("update", "keep", "error")
+
+MAX_REASON_LENGTH = 1000
+"""Reasons travel in headers and stream fields: one line, bounded."""
+
+SERVICE_CALL_TYPE = "DueTimeReached"
+NOTIFICATION_TYPE = "delayed-notification"
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A consumer that turns broker messages into timers until ``stop`` is set."""
+
+    name: str
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set; broker outages are retried, never raised."""
+        ...
+
+
+@dataclass
+class SourceStats:
+    """What a source did since it started: how many messages became timers, died or waited."""
+
+    received: int = 0
+    stored: Counter[str] = field(default_factory=Counter)
+    """By action: ``created``, ``updated``, ``kept``."""
+    dead_lettered: int = 0
+    deferred: int = 0
+    """Messages left unacknowledged for redelivery because storing failed transiently."""
+    dead_letter_failures: int = 0
+    """Malformed messages whose dead letter could not be published (left for redelivery)."""
+
+    def total_stored(self) -> int:
+        """Timers created, updated or kept: every message that reached the store."""
+        return sum(self.stored.values())
+
+
+# -- rejections -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a message can never become a timer: what a dead letter carries next to its bytes."""
+
+    code: str
+    field: str | None
+    message: str
+
+    @property
+    def reason(self) -> str:
+        """``"<field>: <message>"`` on one line, bounded: fit for a header or a stream field."""
+        text = f"{self.field}: {self.message}" if self.field else self.message
+        return one_line(text)
+
+    @classmethod
+    def from_error(cls, exc: Exception) -> Rejection:
+        """The rejection an error stands for; a non-duetime error is a mapping bug."""
+        if isinstance(exc, InvalidInput | Conflict):
+            return cls(exc.code, exc.field, one_line(bare_message(exc)))
+        return cls("mapping_error", None, one_line(describe(exc)))
+
+
+def bare_message(exc: InvalidInput | Conflict) -> str:
+    """The message without the ``"<field>: "`` that InvalidInput puts in front of it."""
+    prefix = f"{exc.field}: "
+    return exc.message[len(prefix) :] if exc.message.startswith(prefix) else exc.message
+
+
+def renamed(exc: InvalidInput, field: str) -> InvalidInput:
+    """The same error (same class, same code) naming ``field`` instead."""
+    return type(exc)(field, bare_message(exc))
+
+
+def one_line(text: str, limit: int = MAX_REASON_LENGTH) -> str:
+    """Control characters (newlines included) become spaces; longer text is cut with '…'."""
+    flat = "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def message_key(prefix: str, identity: str) -> str:
+    """A timer key from a broker's identity of a message; hashed if it would be too long."""
+    key = f"{prefix}:{identity}"
+    if len(key) <= MAX_KEY_LENGTH and key == one_line(key):
+        return key
+    return f"{prefix}:sha256:{hashlib.sha256(identity.encode('utf-8')).hexdigest()}"
+
+
+# -- mappings ---------------------------------------------------------------------------------
+class CommandMapping(Protocol):
+    """Maps a decoded message body to a TimerRequest; InvalidInput names the message's field."""
+
+    @property
+    def name(self) -> str: ...
+
+    def to_request(self, body: JSON) -> TimerRequest:
+        """The request the body asks for, or InvalidInput naming the body's field."""
+        ...
+
+    def message_field(self, request_field: str) -> str:
+        """The body's name for a TimerRequest field, so validation errors name what to fix."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TimerRequestMapping:
+    """The body is a TimerRequest object: the same JSON the REST API and ``schedule_many`` take."""
+
+    @property
+    def name(self) -> str:
+        return "timer"
+
+    def to_request(self, body: JSON) -> TimerRequest:
+        return TimerRequest.from_dict(body)
+
+    def message_field(self, request_field: str) -> str:
+        return request_field
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceCallTimerMapping:
+    """Seed 003's ScheduleTimer command: one timer per (tenantId, serviceCallId), upserted."""
+
+    type: str = SERVICE_CALL_TYPE
+
+    def __post_init__(self) -> None:
+        check_type(self.type)
+
+    @property
+    def name(self) -> str:
+        return "seed003"
+
+    def to_request(self, body: JSON) -> TimerRequest:
+        command = _object(body, "body")
+        prefix = ""
+        if "payload" in command:  # the ADR's envelope: {type, tenantId, correlationId, payload}
+            kind = command.get("type")
+            if kind is not None and kind != "ScheduleTimer":
+                raise InvalidInput("type", f"expected a 'ScheduleTimer' command, got {kind!r}")
+            inner = _object(command["payload"], "payload")
+            outer: dict[str, Any] = {
+                k: command[k] for k in ("tenantId", "correlationId") if k in command
+            }
+            if (
+                "tenantId" in outer
+                and "tenantId" in inner
+                and outer["tenantId"] != inner["tenantId"]
+            ):
+                raise InvalidInput("payload.tenantId", "differs from the envelope's tenantId")
+            command, prefix = {**outer, **inner}, "payload."
+        tenant = _text(command, "tenantId", prefix)
+        if ":" in tenant:
+            raise InvalidInput(f"{prefix}tenantId", "must not contain ':' (it separates the key)")
+        call = _text(command, "serviceCallId", prefix)
+        due_at = _due_at(command, prefix)
+        correlation = command.get("correlationId")
+        if correlation is not None and not isinstance(correlation, str):
+            raise InvalidInput("correlationId", "must be a string")
+        return TimerRequest(
+            type=self.type,
+            payload={"tenantId": tenant, "serviceCallId": call, "dueAt": iso(due_at)},
+            at=due_at,
+            key=f"{tenant}:{call}",
+            subject=tenant,
+            correlation_id=correlation or call,
+        )
+
+    def message_field(self, request_field: str) -> str:
+        return _SEED003_FIELDS.get(request_field, request_field)
+
+
+_SEED003_FIELDS = {
+    "at": "dueAt",
+    "key": "serviceCallId",
+    "subject": "tenantId",
+    "correlation_id": "correlationId",
+    "payload": "body",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedNotificationMapping:
+    """Seed 004's schedule-event: a notification due at ``executionDate``, stale after a window.
+
+    The seed *dropped* events outside "now .. now + 5 min" when they arrived — past ones and
+    far-future ones alike, silently. Here every valid event is stored; the window only says how
+    late a notification may still be sent (``expires_after``): found due later than that (the
+    worker was down, the event arrived late), it is recorded ``expired`` instead.
+    """
+
+    type: str = NOTIFICATION_TYPE
+    acceptance_window: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        check_type(self.type)
+        if self.acceptance_window is not None:
+            check_expires_after(self.acceptance_window, "acceptance_window")
+
+    @property
+    def name(self) -> str:
+        return "seed004"
+
+    def to_request(self, body: JSON) -> TimerRequest:
+        event = _object(body, "body")
+        ident = event.get("id")
+        if isinstance(ident, int) and not isinstance(ident, bool):
+            ident = str(ident)
+        if not isinstance(ident, str) or not ident.strip():
+            raise InvalidInput("id", "an event id (a non-empty string) is required")
+        if "executionDate" not in event:
+            raise InvalidInput("executionDate", "is required, e.g. '2025-10-31T10:03:00Z'")
+        due_at = _instant(event["executionDate"], "executionDate")
+        user = event.get("userId")
+        if user is not None and (isinstance(user, bool) or not isinstance(user, str | int)):
+            raise InvalidInput("userId", "must be a string or a number")
+        return TimerRequest(
+            type=self.type,
+            payload=event,
+            at=due_at,
+            key=f"notification:{ident}",
+            subject=None if user is None else str(user),
+            correlation_id=ident,
+            expires_after=self.acceptance_window,
+        )
+
+    def message_field(self, request_field: str) -> str:
+        return _SEED004_FIELDS.get(request_field, request_field)
+
+
+_SEED004_FIELDS = {
+    "at": "executionDate",
+    "key": "id",
+    "correlation_id": "id",
+    "subject": "userId",
+    "payload": "body",
+    "expires_after": "acceptance_window",
+}
+
+
+def _object(value: JSON, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInput(name, "must be a JSON object")
+    return value
+
+
+def _text(body: Mapping[str, Any], name: str, prefix: str = "") -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{prefix}{name}", "a non-empty string is required")
+    return value
+
+
+def _due_at(command: Mapping[str, Any], prefix: str) -> datetime:
+    """``dueAt`` (ISO 8601 with an offset) or ``dueTimeMs`` (epoch milliseconds): exactly one."""
+    has_at, has_ms = "dueAt" in command, "dueTimeMs" in command
+    if has_at and has_ms:
+        raise InvalidInput(f"{prefix}dueTimeMs", "give either dueAt or dueTimeMs, not both")
+    if has_ms:
+        millis = command["dueTimeMs"]
+        if isinstance(millis, bool) or not isinstance(millis, int):
+            raise InvalidInput(f"{prefix}dueTimeMs", "must be whole epoch milliseconds")
+        try:
+            instant = datetime.fromtimestamp(millis / 1000, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInput(f"{prefix}dueTimeMs", f"{millis} is out of range") from None
+        return _instant(instant, f"{prefix}dueTimeMs")
+    if not has_at:
+        raise InvalidInput(f"{prefix}dueAt", "is required, e.g. '2025-03-15T13:00:00Z'")
+    return _instant(command["dueAt"], f"{prefix}dueAt")
+
+
+def _instant(value: JSON, name: str) -> datetime:
+    """An instant with an offset, checked by the same rules as ``at=`` but named ``name``."""
+    if not isinstance(value, str | datetime):
+        raise InvalidInput(name, "must be an ISO 8601 timestamp with an offset, as a string")
+    try:
+        return resolve_when(now=datetime.now(UTC), at=value).due_at
+    except InvalidInput as exc:
+        raise renamed(exc, name) from None
+
+
+def make_mapping(
+    name: object,
+    *,
+    type: str | None = None,
+    acceptance_window: str | float | timedelta | None = None,
+) -> CommandMapping:
+    """The mapping called ``name``, with its options; options it does not take are errors."""
+    if name not in MAPPINGS:
+        raise InvalidInput("mapping", f"unknown mapping {name!r}; expected one of {MAPPINGS}")
+    if name == "timer":
+        if type is not None:
+            raise InvalidInput("type", "the timer mapping takes the type from each message")
+    elif type is not None:
+        check_type(type)
+    if acceptance_window is not None and name != "seed004":
+        raise InvalidInput("acceptance_window", "only the seed004 mapping has an acceptance window")
+    if name == "timer":
+        return TimerRequestMapping()
+    if name == "seed003":
+        return ServiceCallTimerMapping(type or SERVICE_CALL_TYPE)
+    window = check_expires_after(acceptance_window, "acceptance_window")
+    return DelayedNotificationMapping(type or NOTIFICATION_TYPE, window)
+
+
+# -- the parser -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ScheduleCommand:
+    """Parses a message body into a validated timer: decode, map, fill the key, validate."""
+
+    mapping: CommandMapping = field(default_factory=TimerRequestMapping)
+    on_conflict: OnConflict = "update"
+
+    def __post_init__(self) -> None:
+        if self.on_conflict not in ON_CONFLICT:
+            raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
+
+    @classmethod
+    def named(
+        cls,
+        mapping: str = "timer",
+        *,
+        type: str | None = None,
+        acceptance_window: str | float | timedelta | None = None,
+        on_conflict: OnConflict = "update",
+    ) -> ScheduleCommand:
+        """``ScheduleCommand.named("seed004", acceptance_window="PT5M")``."""
+        chosen = make_mapping(mapping, type=type, acceptance_window=acceptance_window)
+        return cls(chosen, on_conflict)
+
+    @staticmethod
+    def decode(data: bytes) -> JSON:
+        """UTF-8 JSON, or InvalidInput naming ``body``."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput("body", f"is not UTF-8: {exc.reason} at byte {exc.start}") from None
+        if not text.strip():
+            raise InvalidInput("body", "is empty; expected a JSON object")
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput("body", f"is not JSON: {exc.msg} at position {exc.pos}") from None
+        except (ValueError, RecursionError) as exc:
+            raise InvalidInput("body", f"is not JSON duetime can read: {exc}") from None
+
+    def parse(self, data: bytes, default_key: str | None = None) -> TimerRequest:
+        """The request the message asks for; a request without a key gets ``default_key``."""
+        request = self.mapping.to_request(self.decode(data))
+        if request.key is None and default_key is not None:
+            return replace(request, key=default_key)
+        return request
+
+    def prepare(self, app: AsyncApp, data: bytes, default_key: str | None = None) -> NewTimer:
+        """Parse and validate into a storable timer; InvalidInput names the message's field."""
+        request = self.parse(data, default_key)
+        try:
+            (timer,) = app.prepare([request])
+        except InvalidInput as exc:
+            raise renamed(exc, self.mapping.message_field(exc.field or "body")) from None
+        return timer
+
+
+# -- storing a batch --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Incoming(Generic[M]):
+    """One broker message: its handle (to ack), its body, and the key it gets if it has none."""
+
+    handle: M
+    data: bytes
+    default_key: str
+
+
+@dataclass
+class BatchOutcome(Generic[M]):
+    """What became of a batch: ack ``stored``, dead-letter ``rejected``, redeliver ``deferred``."""
+
+    stored: list[tuple[M, PutResult]] = field(default_factory=list)
+    rejected: list[tuple[Incoming[M], Rejection]] = field(default_factory=list)
+    deferred: list[M] = field(default_factory=list)
+    error: BaseException | None = None
+    """Why ``deferred`` could not be stored (a transient failure), if anything was deferred."""
+
+
+async def store_batch(
+    app: AsyncApp, command: ScheduleCommand, items: Sequence[Incoming[M]], *, source: str
+) -> BatchOutcome[M]:
+    """Validate each message, store the valid ones in one transaction, isolate the bad ones.
+
+    Nothing is acknowledged here: the caller acks ``stored`` (committed now), dead-letters then
+    acks ``rejected``, and leaves ``deferred`` for the broker to redeliver.
+    """
+    outcome: BatchOutcome[M] = BatchOutcome()
+    prepared: list[tuple[Incoming[M], NewTimer]] = []
+    for item in items:
+        try:
+            prepared.append((item, command.prepare(app, item.data, item.default_key)))
+        except InvalidInput as exc:
+            outcome.rejected.append((item, Rejection.from_error(exc)))
+        except Exception as exc:  # a bug in a custom mapping: retrying cannot fix it either
+            log.exception("source %s: mapping %s failed", source, command.mapping.name)
+            outcome.rejected.append((item, Rejection.from_error(exc)))
+    if not prepared:
+        return outcome
+    try:
+        results = await app.put([timer for _, timer in prepared], on_conflict=command.on_conflict)
+    except (InvalidInput, Conflict):
+        # One of them is refused by the store itself (a value the database cannot hold, or an
+        # existing key under on_conflict="error"): store them one by one to find it.
+        await _store_one_by_one(app, command, prepared, outcome)
+    except Exception as exc:
+        outcome.deferred.extend(item.handle for item, _ in prepared)
+        outcome.error = exc
+    else:
+        outcome.stored.extend(
+            (item.handle, result) for (item, _), result in zip(prepared, results, strict=True)
+        )
+    return outcome
+
+
+async def _store_one_by_one(
+    app: AsyncApp,
+    command: ScheduleCommand,
+    prepared: Sequence[tuple[Incoming[M], NewTimer]],
+    outcome: BatchOutcome[M],
+) -> None:
+    for index, (item, timer) in enumerate(prepared):
+        try:
+            (result,) = await app.put([timer], on_conflict=command.on_conflict)
+        except (InvalidInput, Conflict) as exc:
+            if isinstance(exc, InvalidInput):
+                exc = renamed(exc, command.mapping.message_field(exc.field or "body"))
+            outcome.rejected.append((item, Rejection.from_error(exc)))
+        except Exception as exc:
+            outcome.deferred.extend(rest.handle for rest, _ in prepared[index:])
+            outcome.error = exc
+            return
+        else:
+            outcome.stored.append((item.handle, result))
+
+
+def record(stats: SourceStats, outcome: BatchOutcome[Any], source: str, total: int) -> None:
+    """Count and log a batch's outcome (dead letters are logged where they are published)."""
+    stats.received += total
+    for _, result in outcome.stored:
+        stats.stored[result.action] += 1
+    if outcome.deferred:
+        stats.deferred += len(outcome.deferred)
+        log.warning(
+            "source %s: could not store %d messages, left for redelivery: %s",
+            source,
+            len(outcome.deferred),
+            describe(outcome.error),
+        )
+    if outcome.stored:
+        log.debug("source %s: stored %d timers", source, len(outcome.stored))
+
+
+def describe(exc: BaseException | None) -> str:
+    """``"ErrorType: message"`` for logs: exception messages alone are often empty."""
+    if exc is None:
+        return "unknown error"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def sleep_until_stopped(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile."""
+    if seconds <= 0 or stop.is_set():
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+def check_seconds(
+    value: object, field: str, *, minimum: float = 0.0, maximum: float = 3600.0
+) -> float:
+    """A number of seconds within bounds (a delay, an idle time, a block time)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(field, f"expected a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not minimum < seconds <= maximum:
+        raise InvalidInput(field, f"must be more than {minimum:g} and at most {maximum:g} seconds")
+    return seconds
+
+
+def check_count(value: object, field: str, *, maximum: int = 10_000) -> int:
+    """A whole number from 1 to ``maximum`` (a batch size)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise InvalidInput(field, f"expected a whole number from 1 to {maximum}, got {value!r}")
+    return value

@@ -1,0 +1,134 @@
+"""The connection pool, with one rule for failures: callers see StoreUnavailable, never hangs.
+
+Every store call borrows a pooled connection (autocommit; writes open an explicit transaction).
+When the server goes away, the failing call raises :class:`StoreUnavailable`, the broken
+connection is dropped, and the idle ones are checked in the background, so the first call after
+the server is back gets a fresh connection instead of a stale one. A deadlock or serialization
+failure (the server rolled the transaction back) is retried a few times before it is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.errors import TransactionRollback
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from duetime.errors import StoreUnavailable
+from duetime.store.postgres.settings import PostgresSettings
+
+log = logging.getLogger("duetime.store.postgres")
+
+R = TypeVar("R")
+Conn = AsyncConnection[DictRow]
+Work = Callable[[Conn], Awaitable[R]]
+
+ROLLBACK_RETRIES = 3
+
+
+class Database:
+    """A psycopg pool on one schema; :meth:`read` and :meth:`write` run work on a connection."""
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self.settings = settings
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._checking: asyncio.Task[None] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._pool is not None
+
+    async def open(self) -> None:
+        """Create the pool and wait for its first connection (StoreUnavailable if none comes)."""
+        if self._pool is not None:
+            return
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            self.settings.conninfo,
+            connection_class=AsyncConnection[DictRow],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            min_size=self.settings.pool_min,
+            max_size=self.settings.pool_max,
+            timeout=self.settings.pool_timeout,
+            # Give up a reconnection burst quickly: the next caller starts a new one, so a
+            # server that comes back is used at once rather than after a long backoff.
+            reconnect_timeout=self.settings.pool_timeout,
+            name=f"duetime-{self.settings.schema}",
+            open=False,
+        )
+        try:
+            await pool.open(wait=self.settings.pool_min > 0, timeout=self.settings.pool_timeout)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if self._checking is not None:
+            self._checking.cancel()
+            self._checking = None
+        if pool is not None:
+            await pool.close()
+
+    async def read(self, work: Work[R]) -> R:
+        """Run ``work`` on a connection in autocommit mode (each statement on its own)."""
+        return await self._run(work, transaction=False)
+
+    async def write(self, work: Work[R]) -> R:
+        """Run ``work`` in one transaction: all of it commits, or none of it."""
+        return await self._run(work, transaction=True)
+
+    async def _run(self, work: Work[R], *, transaction: bool) -> R:
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable("the PostgreSQL store is not open")
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with pool.connection() as conn:
+                    if not transaction:
+                        return await work(conn)
+                    async with conn.transaction():
+                        return await work(conn)
+            except TransactionRollback as exc:
+                if attempt >= ROLLBACK_RETRIES:
+                    raise StoreUnavailable(
+                        f"PostgreSQL rolled the transaction back: {exc}"
+                    ) from exc
+                log.info("retrying a transaction PostgreSQL rolled back: %s", exc)
+                await asyncio.sleep(0.01 * attempt)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                self._check_idle_connections(pool)
+                raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+
+    def _check_idle_connections(self, pool: AsyncConnectionPool[Conn]) -> None:
+        """After a connection failed, weed out the idle ones that died with it (in background)."""
+        if self._checking is not None and not self._checking.done():
+            return
+        self._checking = asyncio.get_running_loop().create_task(self._check(pool))
+
+    @staticmethod
+    async def _check(pool: AsyncConnectionPool[Conn]) -> None:
+        try:
+            await pool.check()
+        except Exception as exc:  # the pool is closing, or the server is still away
+            log.debug("checking pooled connections failed: %s", exc)
+
+
+async def fetch_all(conn: Conn, query: str, params: dict[str, Any]) -> list[DictRow]:
+    cur = await conn.execute(query, params)
+    return await cur.fetchall()
+
+
+async def fetch_value(conn: Conn, query: str, params: dict[str, Any]) -> Any:
+    """The first column of the first row (None when there is no row)."""
+    cur = await conn.execute(query, params)
+    row = await cur.fetchone()
+    return None if row is None else next(iter(row.values()))

@@ -1,0 +1,160 @@
+"""PostgreSQL rows ↔ model records: psycopg already speaks datetime, timedelta and JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from duetime.errors import InvalidInput
+from duetime.model import Attempt, Finish, NewTimer, Node, Outcome, Status, Timer
+from duetime.store.codec import dump_json
+
+Row = dict[str, Any]
+
+
+def timer_from_row(row: Row) -> Timer:
+    return Timer(
+        id=row["id"],
+        namespace=row["namespace"],
+        key=row["key"],
+        type=row["type"],
+        payload=row["payload"],
+        subject=row["subject"],
+        due_at=row["due_at"],
+        status=Status(row["status"]),
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        registered_at=row["registered_at"],
+        updated_at=row["updated_at"],
+        run_at=row["run_at"],
+        correlation_id=row["correlation_id"],
+        expires_after=row["expires_after"],
+        local=row["local"],
+        timezone=row["timezone"],
+        disambiguation=row["disambiguation"],
+        fired_at=row["fired_at"],
+        completed_at=row["completed_at"],
+        last_error=row["last_error"],
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+    )
+
+
+def attempt_from_row(row: Row) -> Attempt:
+    return Attempt(
+        timer_id=row["timer_id"],
+        number=row["number"],
+        node_id=row["node_id"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
+        error=row["error"],
+    )
+
+
+def node_from_row(row: Row) -> Node:
+    return Node(
+        id=row["id"],
+        host=row["host"],
+        pid=row["pid"],
+        role=row["role"],
+        started_at=row["started_at"],
+        heartbeat_at=row["heartbeat_at"],
+        in_flight=row["in_flight"],
+    )
+
+
+def check_text(timers: Sequence[NewTimer]) -> None:
+    """PostgreSQL text cannot hold NUL characters: name the field instead of failing later."""
+    for timer in timers:
+        for field in ("namespace", "key", "type", "subject", "correlation_id", "timezone"):
+            value = getattr(timer, field)
+            if value is not None and "\x00" in value:
+                raise InvalidInput(field, "must not contain NUL characters")
+
+
+def timer_params(timer: NewTimer, now: datetime) -> Row:
+    """The ``insert_timer`` / ``upsert_timer`` parameters of one new timer."""
+    return {
+        "namespace": timer.namespace,
+        "key": timer.key,
+        "type": timer.type,
+        "payload": Jsonb(timer.payload, dumps=dump_json),
+        "subject": timer.subject,
+        "correlation_id": timer.correlation_id,
+        "due_at": timer.due_at,
+        "local": timer.local,
+        "timezone": timer.timezone,
+        "disambiguation": timer.disambiguation,
+        "expires_after": timer.expires_after,
+        "max_attempts": timer.max_attempts,
+        "now": now,
+    }
+
+
+def node_params(node: Node) -> Row:
+    return {
+        "id": node.id,
+        "host": node.host,
+        "pid": node.pid,
+        "role": node.role,
+        "started_at": node.started_at,
+        "heartbeat_at": node.heartbeat_at,
+        "in_flight": node.in_flight,
+    }
+
+
+FINISH_OUTCOMES = frozenset(Outcome) - {Outcome.LOST}
+"""LOST is recorded by rescue, never claimed by an owner."""
+
+
+@dataclass(frozen=True, slots=True)
+class FinishBatch:
+    """An owner's outcomes as the arrays the one-statement ``finish`` query unnests."""
+
+    finishes: list[Finish]
+    repeated: frozenset[int]
+    params: Row
+
+    @classmethod
+    def of(cls, finishes: Sequence[Finish], node_id: str, now: datetime) -> FinishBatch:
+        """Order by id (heartbeats lock rows in id order too: no deadlock between them).
+
+        A timer id given twice applies once; the later copies are fenced out (lost), as they
+        would be when applied one after another.
+        """
+        first: dict[int, Finish] = {}
+        repeated: set[int] = set()
+        for item in finishes:
+            if item.outcome not in FINISH_OUTCOMES:
+                raise ValueError(f"an owner cannot finish an attempt as {item.outcome.value!r}")
+            if item.timer_id in first:
+                repeated.add(item.timer_id)
+            else:
+                first[item.timer_id] = item
+        batch = [first[timer_id] for timer_id in sorted(first)]
+        params = {
+            "timer_ids": [f.timer_id for f in batch],
+            "attempts": [f.attempt for f in batch],
+            "outcomes": [f.outcome.value for f in batch],
+            "errors": [f.error for f in batch],
+            "run_ats": [f.run_at or now for f in batch],
+            "node_id": node_id,
+            "now": now,
+        }
+        return cls(batch, frozenset(repeated), params)
+
+    @property
+    def released(self) -> bool:
+        return any(f.outcome is Outcome.RELEASED for f in self.finishes)
+
+    def retried(self, done: set[int]) -> list[datetime]:
+        """When the applied retries and snoozes are due again."""
+        return [f.run_at for f in self.finishes if f.run_at is not None and f.timer_id in done]
+
+    def lost(self, done: set[int]) -> set[int]:
+        return {f.timer_id for f in self.finishes if f.timer_id not in done} | self.repeated

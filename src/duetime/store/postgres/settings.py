@@ -1,0 +1,76 @@
+"""PostgreSQL store settings read from the database URL, so one string configures everything.
+
+duetime's own query parameters (``schema``, ``pool_min``, ``pool_max``, ``pool_timeout``) are
+taken out of the URL; the rest (host, sslmode, …) goes to libpq untouched. Every connection gets
+the schema as its ``search_path``, ``synchronous_commit=on`` (an acknowledgement follows a
+durable commit) and ``TimeZone=UTC`` (instants come back as UTC datetimes).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_SCHEMA = "duetime"
+OWN_PARAMS = ("schema", "pool_min", "pool_max", "pool_timeout")
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,54}")
+"""Lower-case identifiers short enough that ``duetime_<schema>`` is a valid channel name."""
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSettings:
+    """Where to connect and how: libpq conninfo, schema and pool sizing."""
+
+    conninfo: str
+    schema: str
+    pool_min: int = 1
+    pool_max: int = 10
+    pool_timeout: float = 10.0
+
+    @property
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel of this schema's wake-ups."""
+        return f"duetime_{self.schema}"
+
+
+def parse_url(url: str) -> PostgresSettings:
+    """Split a ``postgresql://…[?schema=name]`` URL into libpq conninfo and duetime settings."""
+    if not url.startswith(SCHEMES):
+        raise ValueError(f"not a PostgreSQL URL: {url!r}")
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    theirs: list[str] = []
+    for item in filter(None, parts.query.split("&")):
+        name, _, value = item.partition("=")
+        if unquote(name) in OWN_PARAMS:
+            ours[unquote(name)] = unquote(value)
+        else:
+            theirs.append(item)  # left exactly as written: libpq decodes it
+    schema = ours.get("schema", DEFAULT_SCHEMA)
+    if not _SCHEMA.fullmatch(schema):
+        raise ValueError(
+            f"schema {schema!r} must be a lower-case identifier ([a-z_][a-z0-9_]*, ≤ 55 chars)"
+        )
+    libpq_url = urlunsplit(parts._replace(query="&".join(theirs)))
+    try:
+        params = conninfo_to_dict(libpq_url)
+    except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
+        raise ValueError(f"invalid PostgreSQL URL: {exc}") from exc
+    options = f"-c search_path={schema} -c synchronous_commit=on -c TimeZone=UTC"
+    if params.get("options"):
+        options = f"{params['options']} {options}"
+    params["options"] = options
+    params.setdefault("application_name", "duetime")
+    try:
+        pool_min = int(ours.get("pool_min", "1"))
+        pool_max = int(ours.get("pool_max", "10"))
+        pool_timeout = float(ours.get("pool_timeout", "10"))
+    except ValueError as exc:
+        raise ValueError(f"pool_min, pool_max and pool_timeout must be numbers: {exc}") from exc
+    if not 0 <= pool_min <= pool_max or pool_max < 1 or pool_timeout <= 0:
+        raise ValueError("need 0 <= pool_min <= pool_max, pool_max >= 1 and pool_timeout > 0")
+    return PostgresSettings(make_conninfo("", **params), schema, pool_min, pool_max, pool_timeout)

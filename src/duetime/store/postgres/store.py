@@ -1,0 +1,396 @@
+"""The PostgreSQL store: many workers on many machines, claiming with ``FOR UPDATE SKIP LOCKED``.
+
+Each method is one transaction over a pooled connection (see :mod:`.database`); the SQL lives in
+``queries.sql`` under the method's name. Claims, finishes and rescues are single statements, so
+a claim costs one round trip however many timers it takes. Writers that make work due send a
+``pg_notify`` inside their transaction; :mod:`.wakeup` hears it in every process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import psycopg
+from psycopg import sql
+
+from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from duetime.model import (
+    Attempt,
+    Claimed,
+    Finish,
+    NewTimer,
+    Node,
+    OnConflict,
+    Page,
+    PutResult,
+    Status,
+    Timer,
+    TimerFilter,
+)
+from duetime.store.codec import decode_cursor, encode_cursor
+from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.rows import (
+    FinishBatch,
+    Row,
+    attempt_from_row,
+    check_text,
+    node_from_row,
+    node_params,
+    timer_from_row,
+    timer_params,
+)
+from duetime.store.postgres.schedules import PostgresSchedules
+from duetime.store.postgres.settings import parse_url
+from duetime.store.postgres.wakeup import Listener, encode_payload
+from duetime.store.protocol import WakeupListener
+from duetime.store.queries import load_migrations, load_queries
+
+Q = load_queries("duetime.store.postgres")
+MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
+
+
+class PostgresStore(PostgresSchedules):
+    """Store backed by PostgreSQL (``synchronous_commit=on``), its tables in one schema."""
+
+    def __init__(self, url: str, *, listen: bool = True) -> None:
+        self.url = url
+        self.settings = parse_url(url)
+        self.schema = self.settings.schema
+        self._db = Database(self.settings)
+        self._listen = listen
+        self._listener: Listener | None = None
+        self._listeners: list[WakeupListener] = []
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def open(self, *, migrate: bool = True) -> None:
+        if self._db.is_open:
+            return
+        await self._db.open()
+        try:
+            if migrate:
+                await self.migrate()
+            if self._listen:
+                self._listener = Listener(
+                    self.settings.conninfo, self.settings.channel, self._notify_listeners
+                )
+                await self._listener.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
+        await self._db.close()
+
+    async def db_now(self) -> datetime:
+        """The database server's clock, so a worker can measure its own clock's offset."""
+
+        async def run(conn: Conn) -> datetime:
+            now: datetime = await fetch_value(conn, Q["db_now"], {})
+            return now
+
+        return await self._db.read(run)
+
+    def add_wakeup_listener(self, listener: WakeupListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify_listeners(self, earliest: datetime | None) -> None:
+        for listener in list(self._listeners):
+            listener(earliest)
+
+    async def _notify(self, conn: Conn, earliest: datetime | None) -> None:
+        """Tell every process (on commit) that work is due at ``earliest`` (None: re-read)."""
+        params = {"channel": self.settings.channel, "payload": encode_payload(earliest)}
+        await conn.execute(Q["notify"], params)
+
+    # -- schema -----------------------------------------------------------------------------
+    async def migrate(self) -> list[int]:
+        """Apply pending migrations under an advisory lock, so concurrent starters queue up."""
+
+        async def run(conn: Conn) -> list[int]:
+            await conn.execute(Q["lock_migrations"], {"lock": f"duetime:migrate:{self.schema}"})
+            create = sql.SQL(Q["create_schema"]).format(schema=sql.Identifier(self.schema))
+            await conn.execute(create)
+            await conn.execute(Q["create_migrations_table"])
+            done = {row["version"] for row in await fetch_all(conn, Q["applied_migrations"], {})}
+            applied = []
+            for version, name, text in MIGRATIONS:
+                if version not in done:
+                    await conn.execute(text)
+                    await conn.execute(Q["record_migration"], {"version": version, "name": name})
+                    applied.append(version)
+            return applied
+
+        return await self._db.write(run)
+
+    async def schema_version(self) -> int:
+        table = f'"{self.schema}".schema_migrations'
+
+        async def run(conn: Conn) -> int:
+            if not await fetch_value(conn, Q["migrations_table_exists"], {"table": table}):
+                return 0
+            return max(
+                (r["version"] for r in await fetch_all(conn, Q["applied_migrations"], {})),
+                default=0,
+            )
+
+        return await self._db.read(run)
+
+    # -- namespaces -------------------------------------------------------------------------
+    async def ensure_namespace(self, namespace: str, now: datetime) -> None:
+        params = {"name": namespace, "now": now}
+        await self._db.read(lambda conn: conn.execute(Q["ensure_namespace"], params))
+
+    async def namespace_exists(self, namespace: str) -> bool:
+        async def run(conn: Conn) -> bool:
+            return bool(await fetch_all(conn, Q["namespace_exists"], {"name": namespace}))
+
+        return await self._db.read(run)
+
+    async def list_namespaces(self) -> list[str]:
+        async def run(conn: Conn) -> list[str]:
+            return [row["name"] for row in await fetch_all(conn, Q["list_namespaces"], {})]
+
+        return await self._db.read(run)
+
+    # -- scheduling -------------------------------------------------------------------------
+    async def put_timers(
+        self, timers: Sequence[NewTimer], on_conflict: OnConflict, now: datetime
+    ) -> list[PutResult]:
+        if not timers:
+            return []
+        check_text(timers)
+        query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
+
+        async def run(conn: Conn) -> list[PutResult]:
+            # Input order, as ids are: newest-first listings show a batch as it was given.
+            # (Two batches sharing keys in opposite orders may deadlock; PostgreSQL breaks it and
+            # the losing transaction is retried by Database.write.)
+            written: list[Row | None] = []
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    query, [timer_params(timer, now) for timer in timers], returning=True
+                )
+                for _ in timers:
+                    written.append(await cur.fetchone())
+                    cur.nextset()
+            missing = [i for i, row in enumerate(written) if row is None]
+            if missing and on_conflict == "error":
+                key = timers[missing[0]].key
+                raise AlreadyExists(f"a timer with key {key!r} already exists", field="key")
+            existing = await self._get_many(conn, [timers[i] for i in missing])
+            results = [
+                PutResult("kept", existing[(timers[i].namespace, timers[i].key)])
+                if row is None
+                else PutResult("created" if row["version"] == 1 else "updated", timer_from_row(row))
+                for i, row in enumerate(written)
+            ]
+            changed = [r.timer.run_at for r in results if r.action != "kept"]
+            if changed:
+                await self._notify(conn, min(changed))
+            return results
+
+        try:
+            results = await self._db.write(run)
+        except psycopg.DataError as exc:  # e.g. "\u0000" in a JSON string: jsonb refuses it
+            raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
+        changed = [r.timer.run_at for r in results if r.action != "kept"]
+        if changed:
+            self._notify_listeners(min(changed))
+        return results
+
+    async def _get_many(
+        self, conn: Conn, timers: Sequence[NewTimer]
+    ) -> dict[tuple[str, str], Timer]:
+        if not timers:
+            return {}
+        params = {"namespaces": [t.namespace for t in timers], "keys": [t.key for t in timers]}
+        rows = await fetch_all(conn, Q["get_timers"], params)
+        return {(row["namespace"], row["key"]): timer_from_row(row) for row in rows}
+
+    async def get_timer(self, namespace: str, key: str) -> Timer | None:
+        async def run(conn: Conn) -> Timer | None:
+            rows = await fetch_all(conn, Q["get_timer"], {"namespace": namespace, "key": key})
+            return timer_from_row(rows[0]) if rows else None
+
+        return await self._db.read(run)
+
+    async def list_timers(
+        self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+    ) -> Page[Timer]:
+        before = decode_cursor(cursor)
+        params = {
+            "namespace": namespace,
+            "subject": filter.subject,
+            "status": filter.status.value if filter.status else None,
+            "type": filter.type,
+            "before_id": before if before is not None else 2**63 - 1,
+            "limit": limit + 1,
+        }
+
+        async def run(conn: Conn) -> Page[Timer]:
+            rows = await fetch_all(conn, Q["list_timers"], params)
+            items = [timer_from_row(row) for row in rows[:limit]]
+            more = len(rows) > limit
+            return Page(items, encode_cursor(items[-1].id) if more and items else None)
+
+        return await self._db.read(run)
+
+    async def list_attempts(self, timer_id: int) -> list[Attempt]:
+        async def run(conn: Conn) -> list[Attempt]:
+            rows = await fetch_all(conn, Q["list_attempts"], {"timer_id": timer_id})
+            return [attempt_from_row(row) for row in rows]
+
+        return await self._db.read(run)
+
+    async def count_by_status(self, namespace: str) -> dict[Status, int]:
+        async def run(conn: Conn) -> dict[Status, int]:
+            counts = dict.fromkeys(Status, 0)
+            for row in await fetch_all(conn, Q["count_by_status"], {"namespace": namespace}):
+                counts[Status(row["status"])] = row["count"]
+            return counts
+
+        return await self._db.read(run)
+
+    async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
+        return await self._transition("cancel", "cancelled", namespace, key, now)
+
+    async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
+        timer = await self._transition("replay", "replayed", namespace, key, now)
+        self._notify_listeners(timer.run_at)
+        return timer
+
+    async def _transition(
+        self, name: str, verb: str, namespace: str, key: str, now: datetime
+    ) -> Timer:
+        """Cancel or replay one timer; NotFound / Conflict name the key, as SQLite does."""
+        params = {"namespace": namespace, "key": key, "now": now}
+        needed = "scheduled" if name == "cancel" else "dead"
+
+        async def run(conn: Conn) -> Timer:
+            rows = await fetch_all(conn, Q[name], params)
+            if rows:
+                timer = timer_from_row(rows[0])
+                if name == "replay":
+                    await self._notify(conn, timer.run_at)
+                return timer
+            existing = await fetch_all(conn, Q["get_timer"], params)
+            if not existing:
+                raise NotFound(f"no timer with key {key!r}", field="key")
+            raise Conflict(
+                f"timer {key!r} is {existing[0]['status']}: only a {needed} timer can be {verb}",
+                field="key",
+            )
+
+        return await self._db.write(run)
+
+    # -- working ----------------------------------------------------------------------------
+    async def next_run_at(self, namespace: str, types: Sequence[str] | None) -> datetime | None:
+        params = {"namespace": namespace, "types": _types(types)}
+
+        async def run(conn: Conn) -> datetime | None:
+            earliest: datetime | None = await fetch_value(conn, Q["next_run_at"], params)
+            return earliest
+
+        return await self._db.read(run)
+
+    async def claim_due(
+        self,
+        namespace: str,
+        types: Sequence[str] | None,
+        now: datetime,
+        limit: int,
+        node_id: str,
+        lease_until: datetime,
+    ) -> list[Claimed]:
+        params = {
+            "namespace": namespace,
+            "types": _types(types),
+            "now": now,
+            "limit": limit,
+            "node_id": node_id,
+            "lease_until": lease_until,
+        }
+
+        async def run(conn: Conn) -> list[Claimed]:
+            rows = await fetch_all(conn, Q["claim_due"], params)
+            claimed = [Claimed(timer_from_row(row), row["attempts"]) for row in rows]
+            claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
+            return claimed
+
+        return await self._db.read(run)  # one statement: its own transaction
+
+    async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
+        batch = FinishBatch.of(finishes, node_id, now)
+        retried: list[datetime] = []
+
+        async def run(conn: Conn) -> set[int]:
+            if not batch.finishes:
+                return set(batch.repeated)
+            done = {row["id"] for row in await fetch_all(conn, Q["finish"], batch.params)}
+            retried[:] = batch.retried(done)
+            if retried or batch.released:
+                await self._notify(conn, min(retried) if retried else None)
+            return batch.lost(done)
+
+        lost = await self._db.write(run)
+        if retried or batch.released:
+            self._notify_listeners(min(retried) if retried else None)
+        return lost
+
+    async def rescue(self, now: datetime) -> list[int]:
+        async def run(conn: Conn) -> list[int]:
+            rescued = [row["id"] for row in await fetch_all(conn, Q["rescue"], {"now": now})]
+            if rescued:
+                await self._notify(conn, now)
+            return rescued
+
+        rescued = await self._db.write(run)
+        if rescued:
+            self._notify_listeners(now)
+        return rescued
+
+    async def expire_leases_of(self, node_id: str, now: datetime) -> int:
+        params = {"node_id": node_id, "now": now}
+
+        async def run(conn: Conn) -> int:
+            return (await conn.execute(Q["expire_leases_of"], params)).rowcount
+
+        return await self._db.read(run)
+
+    # -- nodes ------------------------------------------------------------------------------
+    async def register_node(self, node: Node) -> None:
+        params = node_params(node)
+        await self._db.read(lambda conn: conn.execute(Q["register_node"], params))
+
+    async def heartbeat(
+        self, node_id: str, now: datetime, lease_until: datetime, in_flight: int
+    ) -> int:
+        params = {
+            "node_id": node_id,
+            "now": now,
+            "lease_until": lease_until,
+            "in_flight": in_flight,
+        }
+
+        async def run(conn: Conn) -> int:
+            await conn.execute(Q["heartbeat_node"], params)
+            return (await conn.execute(Q["extend_leases"], params)).rowcount
+
+        return await self._db.write(run)
+
+    async def deregister_node(self, node_id: str) -> None:
+        await self._db.read(lambda conn: conn.execute(Q["deregister_node"], {"node_id": node_id}))
+
+    async def list_nodes(self) -> list[Node]:
+        async def run(conn: Conn) -> list[Node]:
+            return [node_from_row(row) for row in await fetch_all(conn, Q["list_nodes"], {})]
+
+        return await self._db.read(run)
+
+
+def _types(types: Sequence[str] | None) -> list[str] | None:
+    return None if types is None else list(types)

@@ -1,0 +1,350 @@
+"""Schedules in the SQLite file: the :class:`~duetime.store.protocol.ScheduleStore` half of
+:class:`~duetime.store.sqlite.store.SqliteStore`, which inherits this mixin.
+
+Calls run on the store's own connection thread, in its transactions (``BEGIN IMMEDIATE``), so
+materialising a batch (read the due rows, plan, insert timers, advance rows) is one transaction
+that no other process interleaves with.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from duetime.errors import AlreadyExists
+from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
+from duetime.schedules import (
+    Materialized,
+    NewSchedule,
+    ScheduleAdvance,
+    ScheduleFilter,
+    decode_name_cursor,
+    encode_name_cursor,
+    schedule_from_new,
+)
+from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
+from duetime.store.protocol import SchedulePlan
+from duetime.store.queries import load_queries
+from duetime.store.sqlite.rows import timer_from_row
+
+Q = load_queries("duetime.store.sqlite", "schedules.sql")
+R = TypeVar("R")
+
+
+class SqliteSchedules:
+    """Schedule storage for :class:`SqliteStore` (mixed in; uses its connection thread)."""
+
+    if TYPE_CHECKING:
+
+        async def _run(self, fn: Callable[[sqlite3.Connection], R]) -> R: ...
+
+        def _write(
+            self, fn: Callable[[sqlite3.Connection], R]
+        ) -> Callable[[sqlite3.Connection], R]: ...
+
+        def _announce(self, earliest: datetime | None) -> None: ...
+
+    async def put_schedules(
+        self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
+    ) -> list[Schedule | None]:
+        rows = [_new_params(schedule, now) for schedule in schedules]
+
+        def run(conn: sqlite3.Connection) -> list[Schedule | None]:
+            stored: list[Schedule | None] = []
+            for params in rows:
+                row = conn.execute(Q["insert_schedule"], params).fetchone()
+                if row is None and on_conflict == "error":
+                    raise _exists(params["name"])
+                stored.append(None if row is None else schedule_from_row(row))
+            return stored
+
+        stored = await self._run(self._write(run))
+        _announce_next(self, [s.next_at for s in stored if s is not None and s.active])
+        return stored
+
+    async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
+        params = {"namespace": namespace, "name": name}
+
+        def run(conn: sqlite3.Connection) -> Schedule | None:
+            row = conn.execute(Q["get_schedule"], params).fetchone()
+            return None if row is None else schedule_from_row(row)
+
+        return await self._run(run)
+
+    async def list_schedules(
+        self, namespace: str, filter: ScheduleFilter, cursor: str | None, limit: int
+    ) -> Page[Schedule]:
+        params = {
+            "namespace": namespace,
+            "subject": filter.subject,
+            "type": filter.type,
+            "active": None if filter.active is None else int(filter.active),
+            "after_name": decode_name_cursor(cursor),
+            "limit": limit + 1,
+        }
+
+        def run(conn: sqlite3.Connection) -> Page[Schedule]:
+            rows = conn.execute(Q["list_schedules"], params).fetchall()
+            items = [schedule_from_row(row) for row in rows[:limit]]
+            more = len(rows) > limit and items
+            return Page(items, encode_name_cursor(items[-1].name) if more else None)
+
+        return await self._run(run)
+
+    async def save_schedule(
+        self, schedule: Schedule, now: datetime, release_after: datetime | None
+    ) -> Schedule | None:
+        params = _saved_params(schedule, now)
+
+        def run(conn: sqlite3.Connection) -> Schedule | None:
+            row = conn.execute(Q["save_schedule"], params).fetchone()
+            if row is None:
+                return None
+            if release_after is not None:
+                release = {"schedule_id": schedule.id, "after": to_micros(release_after)}
+                conn.execute(Q["release_occurrences"], release)
+            return schedule_from_row(row)
+
+        saved = await self._run(self._write(run))
+        if saved is not None and saved.active:
+            _announce_next(self, [saved.next_at])
+        return saved
+
+    async def delete_schedule(
+        self, namespace: str, name: str, now: datetime
+    ) -> tuple[Schedule, int] | None:
+        params = {"namespace": namespace, "name": name}
+
+        def run(conn: sqlite3.Connection) -> tuple[Schedule, int] | None:
+            row = conn.execute(Q["delete_schedule"], params).fetchone()
+            if row is None:
+                return None
+            schedule = schedule_from_row(row)
+            cancel = {"schedule_id": schedule.id, "now": to_micros(now)}
+            return schedule, conn.execute(Q["cancel_occurrences"], cancel).rowcount
+
+        return await self._run(self._write(run))
+
+    async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
+        params = {"namespace": namespace, "horizon": to_micros(horizon), "limit": limit}
+        return await self._run(lambda conn: _due(conn, params))
+
+    async def advance_schedules(
+        self, advances: Sequence[ScheduleAdvance], now: datetime
+    ) -> list[int]:
+        now_us = to_micros(now)
+
+        def run(conn: sqlite3.Connection) -> list[int]:
+            return _advance(conn, advances, now_us)[0]
+
+        advanced = await self._run(self._write(run))
+        _announce_timers(self, advances, set(advanced))
+        return advanced
+
+    async def materialize(
+        self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
+    ) -> Materialized:
+        params = {"namespace": namespace, "horizon": to_micros(horizon), "limit": limit}
+        now_us = to_micros(now)
+        planned: list[ScheduleAdvance] = []
+
+        def run(conn: sqlite3.Connection) -> Materialized:
+            due = _due(conn, params)
+            if not due:
+                return Materialized()
+            planned[:] = plan(due)
+            advanced, created = _advance(conn, planned, now_us)
+            return Materialized(len(due), len(advanced), created)
+
+        result = await self._run(self._write(run))
+        if result.timers:
+            _announce_timers(self, planned, {a.schedule_id for a in planned})
+        return result
+
+    async def next_schedule_at(self, namespace: str) -> datetime | None:
+        def run(conn: sqlite3.Connection) -> datetime | None:
+            value = conn.execute(Q["next_schedule_at"], {"namespace": namespace}).fetchone()[0]
+            return maybe_from_micros(value)
+
+        return await self._run(run)
+
+    async def schedules_after(self, after_id: int, limit: int) -> list[Schedule]:
+        params = {"after_id": after_id, "limit": limit}
+        return await self._run(
+            lambda conn: [schedule_from_row(r) for r in conn.execute(Q["schedules_after"], params)]
+        )
+
+    async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
+        params = {"after_id": after_id, "limit": limit}
+        return await self._run(
+            lambda conn: [
+                timer_from_row(r) for r in conn.execute(Q["pending_local_timers"], params)
+            ]
+        )
+
+    async def reresolve_timers(
+        self, changes: Sequence[tuple[int, datetime, datetime]], now: datetime
+    ) -> int:
+        rows = [
+            {"id": id, "old_due_at": to_micros(old), "new_due_at": to_micros(new), "now": 0}
+            for id, old, new in changes
+        ]
+        now_us = to_micros(now)
+        for row in rows:
+            row["now"] = now_us
+
+        def run(conn: sqlite3.Connection) -> int:
+            return sum(conn.execute(Q["reresolve_timer"], row).rowcount for row in rows)
+
+        moved = await self._run(self._write(run))
+        if moved:
+            self._announce(min(new for _, _, new in changes))
+        return moved
+
+    async def get_meta(self, key: str) -> str | None:
+        def run(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(Q["get_meta"], {"key": key}).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(run)
+
+    async def set_meta(self, key: str, value: str, now: datetime) -> None:
+        params = {"key": key, "value": value, "now": to_micros(now)}
+        await self._run(self._write(lambda conn: conn.execute(Q["set_meta"], params)))
+
+
+def _due(conn: sqlite3.Connection, params: dict[str, Any]) -> list[Schedule]:
+    return [schedule_from_row(row) for row in conn.execute(Q["due_schedules"], params)]
+
+
+def _advance(
+    conn: sqlite3.Connection, advances: Sequence[ScheduleAdvance], now_us: int
+) -> tuple[list[int], int]:
+    """Advance the rows whose version matches, then insert only their timers."""
+    if not advances:
+        return [], 0
+    batch = dump_json(
+        [
+            (
+                a.schedule_id,
+                a.version,
+                None if a.next_at is None else to_micros(a.next_at),
+                to_micros(a.after_at),
+                None if a.last_at is None else to_micros(a.last_at),
+            )
+            for a in advances
+        ]
+    )
+    advanced = [row[0] for row in conn.execute(Q["advance_schedules"], {"batch": batch})]
+    if not advanced:
+        return [], 0
+    ok = set(advanced)
+    timers = [
+        {
+            "namespace": t.namespace,
+            "key": t.key,
+            "type": t.type,
+            "payload": dump_json(t.payload),
+            "subject": t.subject,
+            "due_at": to_micros(t.due_at),
+            "max_attempts": t.max_attempts,
+            "now": now_us,
+            "schedule_id": a.schedule_id,
+        }
+        for a in advances
+        if a.schedule_id in ok
+        for t in a.timers
+    ]
+    created = 0
+    if timers:
+        cursor = conn.executemany(Q["insert_occurrence"], timers)
+        created = max(cursor.rowcount, 0)
+    return advanced, created
+
+
+def _announce_next(store: SqliteSchedules, instants: Sequence[datetime | None]) -> None:
+    """Wake materialisers (and workers, harmlessly) for a schedule due soon."""
+    known = [instant for instant in instants if instant is not None]
+    if known:
+        store._announce(min(known))
+
+
+def _announce_timers(
+    store: SqliteSchedules, advances: Sequence[ScheduleAdvance], advanced: set[int]
+) -> None:
+    due = [t.due_at for a in advances if a.schedule_id in advanced for t in a.timers]
+    if due:
+        store._announce(min(due))
+
+
+def _new_params(schedule: NewSchedule, now: datetime) -> dict[str, Any]:
+    row = schedule_from_new(schedule, 0, now)
+    params = _definition_params(row)
+    params.update(namespace=row.namespace, name=row.name, now=to_micros(now))
+    return params
+
+
+def _saved_params(schedule: Schedule, now: datetime) -> dict[str, Any]:
+    params = _definition_params(schedule)
+    params.update(id=schedule.id, version=schedule.version, now=to_micros(now))
+    return params
+
+
+def _definition_params(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "type": schedule.type,
+        "payload": dump_json(schedule.payload),
+        "subject": schedule.subject,
+        "cron": schedule.cron,
+        "every": None if schedule.every is None else _micros(schedule.every),
+        "timezone": schedule.timezone,
+        "start_at": None if schedule.start_at is None else to_micros(schedule.start_at),
+        "end_at": None if schedule.end_at is None else to_micros(schedule.end_at),
+        "catch_up": schedule.catch_up,
+        "on_gap": schedule.on_gap,
+        "on_overlap": schedule.on_overlap,
+        "active": int(schedule.active),
+        "max_attempts": schedule.max_attempts,
+        "next_at": None if schedule.next_at is None else to_micros(schedule.next_at),
+        "after_at": to_micros(schedule.after_at),
+        "anchor_at": to_micros(schedule.anchor_at),
+    }
+
+
+def _micros(span: timedelta) -> int:
+    return (span.days * 86_400 + span.seconds) * 1_000_000 + span.microseconds
+
+
+def schedule_from_row(row: sqlite3.Row) -> Schedule:
+    every = row["every"]
+    return Schedule(
+        id=row["id"],
+        namespace=row["namespace"],
+        name=row["name"],
+        type=row["type"],
+        payload=load_json(row["payload"]),
+        subject=row["subject"],
+        cron=row["cron"],
+        every=None if every is None else timedelta(microseconds=every),
+        timezone=row["timezone"],
+        start_at=maybe_from_micros(row["start_at"]),
+        end_at=maybe_from_micros(row["end_at"]),
+        catch_up=cast(CatchUp, row["catch_up"]),
+        on_gap=row["on_gap"],
+        on_overlap=row["on_overlap"],
+        active=bool(row["active"]),
+        max_attempts=row["max_attempts"],
+        next_at=maybe_from_micros(row["next_at"]),
+        after_at=from_micros(row["after_at"]),
+        anchor_at=from_micros(row["anchor_at"]),
+        last_at=maybe_from_micros(row["last_at"]),
+        created_at=from_micros(row["created_at"]),
+        updated_at=from_micros(row["updated_at"]),
+        version=row["version"],
+    )
+
+
+def _exists(name: str) -> AlreadyExists:
+    return AlreadyExists(f"a schedule named {name!r} already exists", field="name")

@@ -1,0 +1,116 @@
+-- All SQL of the SQLite store's schedules (SqliteSchedules). Each block's name is the method
+-- that runs it. Instants are integer microseconds since the epoch, UTC.
+
+-- name: insert_schedule
+INSERT INTO schedules (
+    namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
+    on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
+    updated_at
+) VALUES (
+    :namespace, :name, :type, :payload, :subject, :cron, :every, :timezone, :start_at, :end_at,
+    :catch_up, :on_gap, :on_overlap, :active, :max_attempts, :next_at, :after_at, :anchor_at,
+    :now, :now
+)
+ON CONFLICT (namespace, name) DO NOTHING
+RETURNING *
+
+-- name: get_schedule
+SELECT * FROM schedules WHERE namespace = :namespace AND name = :name
+
+-- name: list_schedules
+SELECT * FROM schedules
+WHERE namespace = :namespace
+  AND (:subject IS NULL OR subject = :subject)
+  AND (:type IS NULL OR type = :type)
+  AND (:active IS NULL OR active = :active)
+  AND name > :after_name
+ORDER BY name
+LIMIT :limit
+
+-- name: save_schedule
+UPDATE schedules
+SET type = :type, payload = :payload, subject = :subject, cron = :cron, every = :every,
+    timezone = :timezone, start_at = :start_at, end_at = :end_at, catch_up = :catch_up,
+    on_gap = :on_gap, on_overlap = :on_overlap, active = :active, max_attempts = :max_attempts,
+    next_at = :next_at, after_at = :after_at, anchor_at = :anchor_at, updated_at = :now,
+    version = version + 1
+WHERE id = :id AND version = :version
+RETURNING *
+
+-- name: release_occurrences
+-- Occurrences materialised ahead of time and not fired: made again from the revised schedule.
+DELETE FROM timers
+WHERE schedule_id = :schedule_id AND status = 'scheduled' AND attempts = 0 AND due_at > :after
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE namespace = :namespace AND name = :name RETURNING *
+
+-- name: cancel_occurrences
+UPDATE timers SET status = 'cancelled', completed_at = :now, updated_at = :now
+WHERE schedule_id = :schedule_id AND status IN ('scheduled', 'retrying')
+
+-- name: due_schedules
+SELECT * FROM schedules
+WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
+ORDER BY next_at
+LIMIT :limit
+
+-- name: next_schedule_at
+SELECT min(next_at) FROM schedules WHERE namespace = :namespace AND active = 1
+
+-- name: advance_schedules
+-- :batch is a JSON array of [id, version, next_at, after_at, last_at]; returns the ids whose
+-- version still matched (the others were changed meanwhile: skipped).
+UPDATE schedules
+SET next_at = advance.next_at, after_at = advance.after_at, last_at = advance.last_at,
+    version = schedules.version + 1
+FROM (
+    SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS version,
+        json_extract(value, '$[2]') AS next_at, json_extract(value, '$[3]') AS after_at,
+        json_extract(value, '$[4]') AS last_at
+    FROM json_each(:batch)
+) AS advance
+WHERE schedules.id = advance.id AND schedules.version = advance.version
+RETURNING schedules.id
+
+-- name: insert_occurrence
+-- Idempotent by key. A key left cancelled (never fired) by a deleted schedule of the same name
+-- is taken over by the new one.
+INSERT INTO timers (
+    namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
+    max_attempts, registered_at, updated_at, schedule_id
+) VALUES (
+    :namespace, :key, :type, :payload, :subject, :due_at, :due_at, 'compatible', 'scheduled',
+    :max_attempts, :now, :now, :schedule_id
+)
+ON CONFLICT (namespace, key) DO UPDATE SET
+    type = excluded.type, payload = excluded.payload, subject = excluded.subject,
+    due_at = excluded.due_at, run_at = excluded.run_at, status = 'scheduled',
+    max_attempts = excluded.max_attempts, completed_at = NULL, updated_at = excluded.updated_at,
+    schedule_id = excluded.schedule_id, version = timers.version + 1
+WHERE timers.status = 'cancelled' AND timers.attempts = 0
+  AND timers.schedule_id IS NOT excluded.schedule_id
+
+-- name: schedules_after
+SELECT * FROM schedules WHERE id > :after_id AND cron IS NOT NULL ORDER BY id LIMIT :limit
+
+-- name: pending_local_timers
+SELECT * FROM timers
+WHERE local IS NOT NULL AND status IN ('scheduled', 'retrying') AND id > :after_id
+ORDER BY id
+LIMIT :limit
+
+-- name: reresolve_timer
+UPDATE timers
+SET due_at = :new_due_at,
+    run_at = CASE WHEN run_at = :old_due_at THEN :new_due_at ELSE run_at END,
+    updated_at = :now
+WHERE id = :id AND due_at = :old_due_at AND local IS NOT NULL
+  AND status IN ('scheduled', 'retrying')
+
+-- name: get_meta
+SELECT value FROM meta WHERE key = :key
+
+-- name: set_meta
+INSERT INTO meta (key, value, updated_at) VALUES (:key, :value, :now)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at

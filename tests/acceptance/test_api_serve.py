@@ -1,0 +1,285 @@
+"""``duetime serve`` as a user runs it: a real subprocess on a free port and its own SQLite file.
+
+Also the helpers the other API tests share (:class:`Server`, :func:`start_server`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+HANDLERS = """
+import os
+import time
+
+from duetime import App, Dead
+
+app = App(namespace=os.environ.get("DUETIME_TEST_NAMESPACE", "shop"))
+
+
+def _record(event):
+    with open(os.environ["DUETIME_TEST_OUT"], "a") as out:
+        out.write(event.key + "\\n")
+
+
+@app.handler("followup.email")
+def followup(event):
+    _record(event)
+
+
+@app.handler("slow.job")
+def slow(event):
+    time.sleep(float(event.payload.get("seconds", 1)))
+    _record(event)
+
+
+@app.handler("doomed")
+def doomed(event):
+    raise Dead("this one never works")
+"""
+
+
+@functools.cache
+def duetime_command() -> tuple[str, ...]:
+    """The console script once the CLI lists ``serve``; ``python -m duetime.api`` until then."""
+    script = Path(sys.executable).parent / "duetime"
+    if script.exists():
+        probe = subprocess.run([str(script), "serve", "--help"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return (str(script),)
+    return (sys.executable, "-m", "duetime.api")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    """One ``duetime serve`` process; ``client(token)`` talks to it like any HTTP client."""
+
+    cwd: Path
+    env: dict[str, str]
+    port: int
+    host: str = "127.0.0.1"
+    process: subprocess.Popen[str] | None = None
+    log_path: Path = field(default_factory=Path)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def out_path(self) -> Path:
+        return self.cwd / "fired.txt"
+
+    def fired(self) -> list[str]:
+        """Keys the test handlers have run, in order."""
+        if not self.out_path.exists():
+            return []
+        return self.out_path.read_text().split()
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=10)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*duetime_command(), *args],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    def create_token(self, *namespaces: str, read_only: bool = False) -> str:
+        args = ["tokens", "create", "--json"]
+        for namespace in namespaces:
+            args += ["--namespace", namespace]
+        if read_only:
+            args.append("--read-only")
+        done = self.cli(*args)
+        assert done.returncode == 0, done.stderr
+        token: str = json.loads(done.stdout)["token"]
+        return token
+
+    def start(self, *args: str) -> Server:
+        self.log_path = self.cwd / f"serve-{self.port}.log"
+        log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [*duetime_command(), "serve", "--host", self.host, "--port", str(self.port), *args],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"serve exited {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"serve did not answer within 20 s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self.process = None
+        return code
+
+
+def make_server(tmp_path: Path, name: str = "server") -> Server:
+    cwd = tmp_path / name
+    cwd.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+    env["DUETIME_DATABASE_URL"] = f"sqlite:///{cwd / 'duetime.db'}"
+    env["DUETIME_TEST_OUT"] = str(cwd / "fired.txt")
+    (cwd / "handlers.py").write_text(HANDLERS)
+    return Server(cwd=cwd, env=env, port=free_port())
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[list[Server]]:
+    """Servers a test started; each is stopped (SIGTERM) at the end."""
+    started: list[Server] = []
+    yield started
+    for server in started:
+        server.stop()
+
+
+def wait_for(check: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll ``check()`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout} s waiting for {check}")
+        time.sleep(interval)
+
+
+class Tokens:
+    """The tokens of a secured server: rw/ro for alpha, rw for beta, and one for every ns."""
+
+    def __init__(self, server: Server) -> None:
+        self.alpha = server.create_token("alpha")
+        self.alpha_ro = server.create_token("alpha", read_only=True)
+        self.beta = server.create_token("beta")
+        self.admin = server.create_token("*")
+
+
+def secured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Tokens]]:
+    """A server with auth on by default because tokens exist (no --auth flag), no worker."""
+    server = make_server(tmp_path_factory.mktemp("secured"))
+    tokens = Tokens(server)
+    server.start("--no-worker")
+    yield server, tokens
+    assert server.stop() == 0, server.log()
+
+
+# -- serve itself ----------------------------------------------------------------------------
+def test_serve_answers_health_docs_dashboard_and_metrics(
+    tmp_path: Path, servers: list[Server]
+) -> None:
+    server = make_server(tmp_path)
+    servers.append(server.start("--no-worker"))
+    with server.client() as client:
+        health = client.get("/healthz")
+        assert health.json() == {"status": "ok", "schema_version": health.json()["schema_version"]}
+        assert client.get("/v1/info").json()["auth"] is False
+        spec = client.get("/openapi.json").json()
+        assert "/v1/namespaces/{namespace}/timers" in spec["paths"]
+        assert client.get("/docs").status_code == 200
+        page = client.get("/")
+        assert page.status_code == 200
+        assert "duetime" in page.text
+        assert client.get("/static/app.js").status_code == 200
+        metrics = client.get("/metrics")
+        assert metrics.status_code == 200
+        assert metrics.headers["content-type"].startswith("text/plain")
+        nodes = client.get("/v1/nodes").json()["items"]
+        assert [node["role"] for node in nodes] == ["api"]
+        assert nodes[0]["alive"] is True
+
+
+def test_sigterm_lets_the_in_flight_handler_finish_and_exits_zero(
+    tmp_path: Path, servers: list[Server]
+) -> None:
+    server = make_server(tmp_path)
+    servers.append(server.start("--app", "handlers:app"))
+    with server.client() as client:
+        body = {"type": "slow.job", "key": "slow-1", "payload": {"seconds": 1.5}}
+        assert client.post("/v1/namespaces/shop/events", json=body).status_code == 201
+        wait_for(
+            lambda: (
+                client.get("/v1/namespaces/shop/timers/slow-1").json()["timer"]["status"]
+                == "running"
+            )
+        )
+    assert server.stop() == 0, server.log()
+    assert server.fired() == ["slow-1"]
+    server.port = free_port()
+    server.start("--no-worker")
+    with server.client() as client:
+        timer = client.get("/v1/namespaces/shop/timers/slow-1").json()["timer"]
+        assert timer["status"] == "done"
+        assert client.get("/v1/nodes").json()["items"][0]["role"] == "api"  # workers left
+
+
+def test_refuses_a_non_loopback_bind_without_auth(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    done = subprocess.run(
+        [*duetime_command(), "serve", "--host", "0.0.0.0", "--port", str(server.port), "--no-auth"],
+        cwd=server.cwd,
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "without auth" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_non_loopback_bind_turns_auth_on(tmp_path: Path, servers: list[Server]) -> None:
+    server = make_server(tmp_path)
+    server.host = "0.0.0.0"
+    servers.append(server.start("--no-worker"))
+    with server.client() as client:
+        assert client.get("/v1/info").json()["auth"] is True
+        denied = client.get("/v1/namespaces")
+        assert denied.status_code == 401
+        assert denied.json()["code"] == "unauthorized"

@@ -1,0 +1,332 @@
+"""The seed 003 and 004 examples end to end, on real NATS JetStream and Redis, in real time.
+
+Each test names its own subjects/streams (a random prefix) and deletes them afterwards. Due
+times are a second or two ahead, so the assertions check real firing times, not a frozen clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if not os.environ.get("CI"):  # under CI a missing client library is an error, not a skip
+    for client in ("nats", "redis"):
+        pytest.importorskip(client, reason="the broker clients come with duetime[brokers]")
+
+import nats
+import nats.js.errors
+from redis.asyncio import Redis
+
+from duetime import Outcome, Status
+
+ROOT = Path(__file__).resolve().parents[2]
+# The examples live at the repository root and the broker probes beside the integration tests;
+# pytest puts neither on sys.path.
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from brokers import require_nats, require_redis  # noqa: E402
+from examples.delayed_notifications.app import (  # noqa: E402
+    DelayedNotifications,
+    schedule_event,
+)
+from examples.delayed_notifications.app import Topology as RedisTopology  # noqa: E402
+from examples.service_call_timer.app import ServiceCallTimer, schedule_timer  # noqa: E402
+from examples.service_call_timer.app import Topology as NatsTopology  # noqa: E402
+
+TOLERANCE = timedelta(seconds=1.5)
+"""How late a firing may be observed: worker wake-up plus broker round trips, on a busy CI box."""
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    async def bounded() -> None:
+        await asyncio.wait_for(main(), 25)
+
+    asyncio.run(bounded())
+
+
+def iso_in(seconds: float) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def instant(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+@asynccontextmanager
+async def running(service: Any) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture
+def nats_topology() -> NatsTopology:
+    return NatsTopology(nats_url=require_nats(), prefix=f"dtseed.{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture
+def redis_topology() -> RedisTopology:
+    prefix = f"dtseed-{uuid.uuid4().hex[:10]}:"
+    return RedisTopology(
+        redis_url=require_redis(),
+        schedule_stream=f"{prefix}schedule-event",
+        notification_stream=f"{prefix}delayed-notification-sender",
+    )
+
+
+async def delete_nats_streams(topology: NatsTopology) -> None:
+    nc = await nats.connect(topology.nats_url)
+    try:
+        js = nc.jetstream()
+        for stream in (topology.commands_stream, topology.events_stream):
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_stream(stream)
+    finally:
+        await nc.close()
+
+
+async def delete_redis_streams(topology: RedisTopology) -> None:
+    client = Redis.from_url(topology.redis_url)
+    try:
+        await client.delete(
+            topology.schedule_stream, topology.dead_stream, topology.notification_stream
+        )
+    finally:
+        await client.aclose()
+
+
+# -- seed 003: service-call timers over NATS --------------------------------------------------
+def test_service_call_timer_fires_due_time_reached_once_per_call(
+    tmp_path: Path, nats_topology: NatsTopology
+) -> None:
+    topology = nats_topology
+
+    async def main() -> None:
+        service = ServiceCallTimer(f"sqlite:///{tmp_path / 'timers.db'}", topology=topology)
+        await service.ensure_streams()
+        nc = await nats.connect(topology.nats_url)
+        try:
+            js = nc.jetstream()
+            events = await js.pull_subscribe(
+                topology.events_subject, durable="observer", stream=topology.events_stream
+            )
+            call_1 = schedule_timer("t1", "call-1", iso_in(1.5))
+            call_2_first = schedule_timer("t1", "call-2", iso_in(0.8))
+            call_2 = schedule_timer("t1", "call-2", iso_in(2.5))  # moves call-2 later
+            malformed = {"tenantId": "t1", "serviceCallId": "call-3", "dueAt": "2030-01-01T09:00"}
+            for command in (call_1, call_2_first, call_2, malformed):
+                await js.publish(topology.commands_subject, json.dumps(command).encode())
+
+            arrivals: dict[str, tuple[datetime, dict[str, Any], str]] = {}
+            async with running(service):
+                deadline = time.monotonic() + 10
+                while len(arrivals) < 2 and time.monotonic() < deadline:
+                    with contextlib.suppress(nats.errors.TimeoutError):
+                        for msg in await events.fetch(1, timeout=0.5):
+                            now = datetime.now(UTC)
+                            await msg.ack()
+                            envelope = json.loads(msg.data)
+                            msg_id = msg.headers["Nats-Msg-Id"] if msg.headers else ""
+                            call = envelope["payload"]["serviceCallId"]
+                            assert call not in arrivals, f"{call} fired twice"
+                            arrivals[call] = (now, envelope, msg_id)
+
+                # A command for a call that has already fired is left alone (seed 003 §5).
+                late = schedule_timer("t1", "call-1", iso_in(0.3))
+                await js.publish(topology.commands_subject, json.dumps(late).encode())
+                await asyncio.sleep(1.2)
+
+            assert sorted(arrivals) == ["call-1", "call-2"]
+            for call, command in (("call-1", call_1), ("call-2", call_2)):
+                received, envelope, msg_id = arrivals[call]
+                due = instant(command["dueAt"])
+                assert envelope["type"] == "DueTimeReached"
+                assert envelope["key"] == f"t1:{call}"
+                assert envelope["correlation_id"] == call
+                payload = envelope["payload"]
+                assert payload["tenantId"] == "t1"
+                assert instant(payload["dueAt"]) == due
+                assert instant(payload["firedAt"]) >= due
+                assert due <= received <= due + TOLERANCE, (call, received - due)
+                assert msg_id == envelope["delivery_id"]
+            assert arrivals["call-1"][2] != arrivals["call-2"][2]
+            # once each: nothing else reached the events stream
+            assert (await js.stream_info(topology.events_stream)).state.messages == 2
+
+            dead_sub = await js.pull_subscribe(
+                topology.dead_subject, durable="dead-observer", stream=topology.commands_stream
+            )
+            (letter,) = await dead_sub.fetch(1, timeout=2)
+            assert json.loads(letter.data) == malformed
+            assert letter.headers is not None
+            assert letter.headers["Duetime-Dead-Field"] == "dueAt"
+            assert "no UTC offset" in letter.headers["Duetime-Dead-Reason"]
+
+            async with service.app:
+                timers = (await service.app.history(limit=10)).items
+                assert sorted(t.key for t in timers) == ["t1:call-1", "t1:call-2"]
+                assert all(t.status is Status.DONE for t in timers)
+                stored_2 = await service.app.get("t1:call-2")
+                assert stored_2.due_at == instant(call_2["dueAt"])
+                stored_1 = await service.app.get("t1:call-1")
+                assert stored_1.due_at == instant(call_1["dueAt"])  # not moved after firing
+            consumer = await js.consumer_info(topology.commands_stream, topology.durable)
+            assert consumer.num_ack_pending == 0
+            assert consumer.num_pending == 0
+            assert service.source.stats.dead_lettered == 1
+        finally:
+            await nc.close()
+            await delete_nats_streams(topology)
+
+    run(main)
+
+
+def test_service_call_timer_runs_as_a_program(tmp_path: Path, nats_topology: NatsTopology) -> None:
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "examples.service_call_timer",
+                "--demo",
+                "--prefix",
+                nats_topology.prefix,
+                "--nats-url",
+                nats_topology.nats_url,
+            ],
+            cwd=ROOT,
+            env={**os.environ, "DUETIME_DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}"},
+            capture_output=True,
+            text=True,
+            timeout=40,
+        )
+    finally:
+        asyncio.run(delete_nats_streams(nats_topology))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.count("DueTimeReached {") == 2
+    assert "dead-lettered" in done.stdout
+    assert "no UTC offset" in done.stdout
+
+
+# -- seed 004: delayed notifications over Redis Streams ---------------------------------------
+def test_delayed_notifications_sent_on_time_stale_ones_expired(
+    tmp_path: Path, redis_topology: RedisTopology
+) -> None:
+    topology = redis_topology
+
+    async def main() -> None:
+        service = DelayedNotifications(f"sqlite:///{tmp_path / 'n.db'}", topology=topology)
+        client = Redis.from_url(topology.redis_url)
+        try:
+            soon = schedule_event("soon", iso_in(1.5), createdDate=iso_in(0))
+            late = schedule_event("late", iso_in(-60))  # a minute late: inside the window
+            stale = schedule_event("stale", iso_in(-600))  # ten minutes late: expired
+            far = schedule_event("far", iso_in(13 * 60))  # the seed dropped these
+            broken = {"id": "broken", "userId": "user-789", "executionDate": "tomorrow"}
+            for event in (soon, late, stale, far, broken, soon):  # soon twice: one timer
+                await client.xadd(topology.schedule_stream, {"body": json.dumps(event)})
+
+            arrivals: dict[str, tuple[datetime, dict[str, Any]]] = {}
+            started = datetime.now(UTC)
+            async with running(service):
+                seen: Any = "0-0"
+                deadline = time.monotonic() + 10
+                while len(arrivals) < 2 and time.monotonic() < deadline:
+                    reply: Any = await client.xread({topology.notification_stream: seen}, block=200)
+                    for _, entries in reply or []:
+                        for entry_id, fields in entries:
+                            seen = entry_id
+                            envelope = json.loads(fields[b"envelope"])
+                            event_id = envelope["payload"]["id"]
+                            assert event_id not in arrivals, f"{event_id} sent twice"
+                            arrivals[event_id] = (datetime.now(UTC), envelope)
+                await asyncio.sleep(0.5)  # time for a duplicate to show up, if there were one
+
+            assert sorted(arrivals) == ["late", "soon"]
+            assert await client.xlen(topology.notification_stream) == 2
+            received, envelope = arrivals["soon"]
+            due = instant(soon["executionDate"])
+            assert due <= received <= due + TOLERANCE, received - due
+            assert envelope["payload"] == soon  # the original event, as published
+            assert envelope["type"] == "delayed-notification"
+            assert envelope["subject"] == "user-789"
+            received, envelope = arrivals["late"]
+            assert received - started <= TOLERANCE  # overdue inside the window: sent at once
+            assert envelope["payload"] == late
+
+            async with service.app:
+                expired = await service.expired()
+                assert [t.key for t in expired] == ["notification:stale"]
+                assert "expires_after" in (expired[0].last_error or "")
+                attempts = await service.app.attempts("notification:stale")
+                assert [a.outcome for a in attempts] == [Outcome.EXPIRED]
+                waiting = await service.app.get("notification:far")
+                assert waiting.status is Status.SCHEDULED
+                assert waiting.expires_after == timedelta(minutes=5)
+                counts = await service.app.counts()
+                assert counts[Status.DONE] == 2
+                assert sum(counts.values()) == 4  # soon (once), late, stale, far
+
+            dead: Any = await client.xrange(topology.dead_stream)
+            assert len(dead) == 1
+            fields = dead[0][1]
+            assert json.loads(fields[b"body"]) == broken
+            assert fields[b"dead_field"] == b"executionDate"
+            assert b"ISO 8601" in fields[b"dead_reason"]
+            pending: Any = await client.xpending(topology.schedule_stream, topology.group)
+            assert pending["pending"] == 0
+        finally:
+            await client.aclose()
+            await delete_redis_streams(topology)
+
+    run(main)
+
+
+def test_delayed_notifications_runs_as_a_program(
+    tmp_path: Path, redis_topology: RedisTopology
+) -> None:
+    prefix = redis_topology.schedule_stream.removesuffix("schedule-event")
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "examples.delayed_notifications",
+                "--demo",
+                "--prefix",
+                prefix,
+                "--redis-url",
+                redis_topology.redis_url,
+            ],
+            cwd=ROOT,
+            env={**os.environ, "DUETIME_DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}"},
+            capture_output=True,
+            text=True,
+            timeout=40,
+        )
+    finally:
+        asyncio.run(delete_redis_streams(redis_topology))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.count("notification {") == 2
+    assert "expired notification:" in done.stdout
+    assert "dead-lettered" in done.stdout

@@ -1,0 +1,228 @@
+"""Three worker processes, real time: every occurrence fires exactly once; after everything was
+down, catch-up behaves as each schedule says (SQLite and PostgreSQL).
+
+The processes share a clock shifted so that a minute boundary falls a few seconds into the run:
+the every-minute cron then fires once without the test waiting for a real minute to turn. Each
+runs the worker and the schedule materialiser side by side (the worker's own, once it has one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from duetime import App
+from duetime.model import Timer
+
+PG_URL = os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+POLICIES = ("latest", "all", "none")
+LOOKAHEAD = 1.0
+GRACE = 1.0
+WORKERS = 3
+
+WORKER = """
+import asyncio, os, signal, sys
+from datetime import UTC, datetime, timedelta
+
+from duetime import AsyncApp
+
+
+class ShiftedClock:
+    def __init__(self, offset: float) -> None:
+        self.offset = timedelta(seconds=offset)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+
+async def main() -> None:
+    app = AsyncApp(os.environ["URL"], "ns", clock=ShiftedClock(float(os.environ["OFFSET"])))
+    out = os.environ["OUT"]
+
+    async def record(event) -> None:
+        with open(out, "a") as sink:
+            sink.write(event.key + "\\n")
+
+    for kind in ("latest", "all", "none", "minute"):
+        app.handler("t." + kind)(record)
+    await app.open()
+    worker = app.worker()
+    lookahead = timedelta(seconds=float(os.environ["LOOKAHEAD"]))
+    grace = timedelta(seconds=float(os.environ["GRACE"]))
+    hooked = getattr(worker, "materializer", None)  # once the worker runs one itself
+    if hooked is not None:
+        hooked.lookahead, hooked.grace = lookahead, grace
+        materializer = None
+    else:
+        materializer = app.materializer(lookahead=lookahead, grace=grace)
+    stop = asyncio.Event()
+
+    def on_term() -> None:
+        stop.set()
+        worker.stop()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_term)
+    if materializer is not None:
+        materializing = asyncio.create_task(materializer.run(stop))
+    print("ready", flush=True)
+    await worker.run()
+    stop.set()
+    if materializer is not None:
+        await materializing
+    await app.close()
+
+
+asyncio.run(main())
+"""
+
+
+@dataclass
+class Fleet:
+    url: str
+    tmp: Path
+    offset: float
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(seconds=self.offset)
+
+    def start(self, out: Path) -> list[subprocess.Popen[str]]:
+        script = self.tmp / "schedule_worker.py"
+        script.write_text(WORKER)
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")},
+            "URL": self.url,
+            "OUT": str(out),
+            "OFFSET": repr(self.offset),
+            "LOOKAHEAD": repr(LOOKAHEAD),
+            "GRACE": repr(GRACE),
+        }
+        workers = [
+            subprocess.Popen(
+                [sys.executable, str(script)],
+                cwd=self.tmp,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(WORKERS)
+        ]
+        for worker in workers:
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == "ready", worker.communicate()[1]
+        return workers
+
+    @staticmethod
+    def stop(workers: list[subprocess.Popen[str]]) -> None:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            _, stderr = worker.communicate(timeout=20)
+            assert worker.returncode == 0, stderr
+            assert "Traceback" not in stderr, stderr
+
+    def sleep_until(self, instant: datetime) -> None:
+        time.sleep(max((instant - self.now()).total_seconds(), 0))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'duetime.db'}"
+        return
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL unavailable: {exc}")
+        pytest.skip(f"PostgreSQL unavailable, set DUETIME_TEST_PG: {exc}")
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}schema={schema}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def fired(out: Path) -> Counter[str]:
+    return Counter(out.read_text().split()) if out.exists() else Counter()
+
+
+def timers_of(app: App, name: str) -> list[Timer]:
+    page = app.history(type=f"t.{name}", limit=1000)
+    return sorted(page.items, key=lambda t: t.due_at)
+
+
+@pytest.mark.timeout(120)
+def test_three_workers_fire_each_occurrence_once_and_catch_up_as_told(
+    database_url: str, tmp_path: Path
+) -> None:
+    real = datetime.now(UTC)
+    boundary = real.replace(second=0, microsecond=0) + timedelta(minutes=2)
+    fleet = Fleet(database_url, tmp_path, (boundary - real).total_seconds() - 6.0)
+    start = fleet.now()
+    first_tick = start.replace(microsecond=0) + timedelta(seconds=4)
+    with App(database_url, "ns", clock=fleet) as app:
+        for policy in POLICIES:
+            app.add_schedule(policy, f"t.{policy}", every=1, start_at=first_tick, catch_up=policy)
+        app.add_schedule("minute", "t.minute", cron="* * * * *", start_at=first_tick)
+
+    out = tmp_path / "fired.txt"
+    workers = fleet.start(out)
+    fleet.sleep_until(boundary + timedelta(seconds=2.5))
+    Fleet.stop(workers)
+    stopped = fleet.now()
+    first_run = fired(out)
+    assert first_run[f"schedule:minute:{boundary.isoformat().replace('+00:00', 'Z')}"] == 1
+    assert sum(first_run.values()) == len(first_run)  # nothing twice
+    for policy in POLICIES:
+        keys = sorted(k for k in first_run if k.startswith(f"schedule:{policy}:"))
+        assert len(keys) >= 4, keys
+        instants = [datetime.fromisoformat(k.split(":", 2)[2]) for k in keys]
+        assert instants[0] == first_tick
+        assert all(b - a == timedelta(seconds=1) for a, b in pairwise(instants)), keys
+
+    fleet.sleep_until(stopped + timedelta(seconds=3))  # everything down
+    workers = fleet.start(out)
+    time.sleep(2.5)
+    Fleet.stop(workers)
+    final = fleet.now()
+
+    everything = fired(out)
+    assert sum(everything.values()) == len(everything), everything.most_common(3)
+    with App(database_url, "ns", clock=fleet) as app:
+        for policy in POLICIES:
+            timers = timers_of(app, policy)
+            due = [t for t in timers if t.due_at < final - timedelta(seconds=1)]
+            assert {t.key for t in due} <= set(everything), policy
+            assert all(t.status.value == "done" for t in due), policy
+            late = [t for t in timers if t.registered_at > t.due_at]
+            steps = {b.due_at - a.due_at for a, b in pairwise(timers)}
+            gap = steps != {timedelta(seconds=1)}
+            if policy == "all":
+                assert len(late) >= 2, policy  # every missed occurrence, made late
+                assert not gap, policy
+            elif policy == "latest":
+                assert len(late) == 1, policy  # once, for the latest missed
+                assert gap, policy
+            else:
+                assert late == [], policy
+                assert gap, policy
+        minute = timers_of(app, "minute")
+        assert [t.key for t in minute if t.status.value == "done"] == [
+            f"schedule:minute:{boundary.isoformat().replace('+00:00', 'Z')}"
+        ]
+    print(json.dumps({"fired": len(everything)}))

@@ -1,0 +1,67 @@
+"""Store conformance: nodes, and wake-ups heard by this process and by other ones.
+
+Every test runs against each backend (SQLite and PostgreSQL) and must behave identically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+from storekit import NOW, StoreFactory, new_timer, wait_until
+
+from duetime.model import Finish, Node, Outcome
+from duetime.store import Store
+
+
+async def test_nodes_register_list_and_deregister(store: Store) -> None:
+    early = Node("n-early", "h1", 11, NOW - timedelta(hours=1), NOW, role="api")
+    late = Node("n-late", "h2", 22, NOW, NOW, in_flight=3)
+    await store.register_node(late)
+    await store.register_node(early)
+    assert await store.list_nodes() == [early, late]
+    again = NOW + timedelta(minutes=1)
+    await store.register_node(Node("n-early", "elsewhere", 99, again, again))
+    (first, _) = await store.list_nodes()
+    assert (first.host, first.pid, first.started_at, first.heartbeat_at) == (
+        "h1",
+        11,
+        early.started_at,
+        again,
+    )
+    await store.deregister_node("n-early")
+    await store.deregister_node("never-registered")
+    assert [n.id for n in await store.list_nodes()] == ["n-late"]
+
+
+async def test_wakeups_are_heard_here_and_by_other_instances(
+    store: Store, make_store: StoreFactory
+) -> None:
+    other = await make_store()
+    here: list[datetime | None] = []
+    there: list[datetime | None] = []
+    store.add_wakeup_listener(here.append)
+    other.add_wakeup_listener(there.append)
+    due = NOW + timedelta(seconds=42)
+    await store.put_timers([new_timer("a", due), new_timer("b", due + timedelta(1))], "error", NOW)
+    assert here[-1] == due  # at once, in this process
+    await wait_until(lambda: due in there)
+
+    here.clear()
+    there.clear()
+    await store.put_timers([new_timer("a", NOW)], "keep", NOW)  # kept: nothing new is due
+    await asyncio.sleep(0.2)
+    assert here == []
+    assert there == []
+
+
+async def test_a_retry_wakes_other_instances(store: Store, make_store: StoreFactory) -> None:
+    other = await make_store()
+    there: list[datetime | None] = []
+    other.add_wakeup_listener(there.append)
+    await store.put_timers([new_timer("a")], "error", NOW)
+    (claimed,) = await store.claim_due("ns", None, NOW, 1, "n1", NOW + timedelta(seconds=30))
+    retry_at = NOW + timedelta(seconds=5)
+    await wait_until(lambda: NOW in there)
+    await store.finish([Finish(claimed.timer.id, 1, Outcome.RETRY, "x", retry_at)], "n1", NOW)
+    await wait_until(lambda: retry_at in there)

@@ -1,0 +1,153 @@
+"""PostgreSQL going away and coming back: calls fail cleanly, then work again on their own.
+
+A server restart is simulated without disturbing anyone else on the server: either by
+terminating this test's own backends, or by routing the store through a TCP proxy that is shut
+(every connection dropped, new ones refused) and reopened on the same port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from datetime import datetime
+
+import psycopg
+import pytest
+from storekit import NOW, PG_URL, StoreFactory, new_timer, wait_until, with_params
+
+from duetime.errors import StoreUnavailable
+from duetime.model import TimerFilter
+from duetime.store import Store
+from duetime.store.postgres.store import PostgresStore
+
+
+class Proxy:
+    """A TCP relay to PostgreSQL that can be shut and reopened on the same port."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        """Refuse new connections and cut the open ones, as a crashed server would."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+def _target() -> tuple[str, int]:
+    params = psycopg.conninfo.conninfo_to_dict(PG_URL)
+    return str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432)
+
+
+async def _eventually_works(store: Store, within: float = 10.0) -> int:
+    """Call the store until a call succeeds; every failure must be StoreUnavailable."""
+    failures = 0
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            await store.count_by_status("ns")
+            return failures
+        except StoreUnavailable:
+            failures += 1
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def test_terminated_connections_are_replaced(pg_url: str, open_store: StoreFactory) -> None:
+    app = f"dt_{uuid.uuid4().hex[:12]}"
+    store = await open_store(with_params(pg_url, application_name=app))
+    other = await open_store(pg_url)
+    heard: list[datetime | None] = []
+    store.add_wakeup_listener(heard.append)
+    await store.put_timers([new_timer("a")], "error", NOW)
+    assert isinstance(store, PostgresStore)
+    listener = store._listener
+    assert listener is not None
+
+    with psycopg.connect(PG_URL, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            [app],
+        ).fetchall()
+    assert len(killed) >= 2  # the pool's connection(s) and the listener
+
+    assert await _eventually_works(store) <= 2
+    await store.put_timers([new_timer("b")], "error", NOW)
+    assert {t.key for t in (await store.list_timers("ns", TimerFilter(), None, 10)).items} == {
+        "a",
+        "b",
+    }
+
+    # The listener noticed, reconnected, said "re-read" and hears other nodes again.
+    await wait_until(lambda: listener.reconnects >= 1 and None in heard, within=10)
+    later = NOW.replace(year=2030)
+    await other.put_timers([new_timer("c", later)], "error", NOW)
+    await wait_until(lambda: later in heard)
+
+
+async def test_outage_fails_fast_costs_no_cpu_and_recovers(
+    open_store: StoreFactory, pg_url: str
+) -> None:
+    proxy = Proxy(*_target())
+    await proxy.start()
+    schema = pg_url.rsplit("schema=", 1)[1]
+    via_proxy = f"postgresql://postgres@127.0.0.1:{proxy.port}/{PG_URL.rsplit('/', 1)[1]}"
+    url = with_params(via_proxy.split("?")[0], schema=schema, pool_timeout="1", pool_max="3")
+    store = await open_store(url)
+    direct = await open_store(pg_url)
+    heard: list[datetime | None] = []
+    store.add_wakeup_listener(heard.append)
+    await store.put_timers([new_timer("a")], "error", NOW)
+
+    await proxy.stop()
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(StoreUnavailable):
+        await store.get_timer("ns", "a")
+    assert asyncio.get_running_loop().time() - started < 3.0
+
+    cpu = time.process_time()
+    await asyncio.sleep(3.0)  # the listener and the pool keep trying, gently
+    assert time.process_time() - cpu < 0.5
+
+    with pytest.raises(StoreUnavailable):
+        await store.put_timers([new_timer("b")], "error", NOW)
+
+    await proxy.start()
+    await _eventually_works(store)
+    await store.put_timers([new_timer("b")], "error", NOW)
+    await wait_until(lambda: None in heard, within=10)  # reconnected: re-read the next due time
+    later = NOW.replace(year=2031)
+    await direct.put_timers([new_timer("c", later)], "error", NOW)
+    await wait_until(lambda: later in heard)
+    await proxy.stop()

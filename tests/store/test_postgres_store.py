@@ -1,0 +1,151 @@
+"""PostgreSQL-only behaviour: URL settings, routing, the server clock, migrations under a lock,
+durable commits, and notifications that are sent only when the transaction commits."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_params
+
+from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
+from duetime.store import create_store
+from duetime.store.postgres.settings import parse_url
+from duetime.store.postgres.store import MIGRATIONS, PostgresStore
+
+
+def test_url_settings() -> None:
+    default = parse_url("postgresql://u:pw@db.example:6543/app?sslmode=require")
+    assert default.schema == "duetime"
+    assert default.channel == "duetime_duetime"
+    params = psycopg.conninfo.conninfo_to_dict(default.conninfo)
+    assert params["host"] == "db.example"
+    assert params["port"] == "6543"
+    assert params["dbname"] == "app"
+    assert params["sslmode"] == "require"
+    assert params["application_name"] == "duetime"
+    assert "-c search_path=duetime" in str(params["options"])
+    assert "-c synchronous_commit=on" in str(params["options"])
+
+    custom = parse_url(
+        "postgres://h/db?schema=tenant_a&pool_max=3&pool_timeout=1.5"
+        "&application_name=mine&options=-c%20work_mem%3D8MB"
+    )
+    assert (custom.schema, custom.pool_max, custom.pool_timeout) == ("tenant_a", 3, 1.5)
+    params = psycopg.conninfo.conninfo_to_dict(custom.conninfo)
+    assert params["application_name"] == "mine"
+    assert str(params["options"]).startswith("-c work_mem=8MB -c search_path=tenant_a")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://h/db?schema=Upper",
+        "postgresql://h/db?schema=has-dash",
+        "postgresql://h/db?schema=x;drop",
+        "postgresql://h/db?schema=" + "a" * 56,
+        "postgresql://h/db?pool_max=lots",
+        "postgresql://h/db?pool_min=5&pool_max=2",
+    ],
+)
+def test_bad_urls_are_invalid_input(url: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        create_store(url)
+    assert raised.value.field == "database_url"
+
+
+def test_create_store_routes_postgres_urls() -> None:
+    assert isinstance(create_store("postgresql://h/db"), PostgresStore)
+    assert isinstance(create_store("postgres://h/db?schema=x"), PostgresStore)
+
+
+async def test_unreachable_server_is_store_unavailable() -> None:
+    store = PostgresStore("postgresql://postgres@127.0.0.1:1/test?pool_timeout=1")
+    with pytest.raises(StoreUnavailable):
+        await store.open()
+    with pytest.raises(StoreUnavailable):
+        await store.get_timer("ns", "a")
+
+
+async def test_db_now_is_the_server_clock(pg_url: str, open_store: StoreFactory) -> None:
+    store = await open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    server = await store.db_now()
+    assert server.utcoffset() == timedelta(0)
+    assert abs(server - datetime.now(UTC)) < timedelta(days=3650)  # a real, aware instant
+    assert await store.db_now() >= server
+
+
+async def test_connections_commit_durably_in_the_schema(pg_url: str, pg_schema: str) -> None:
+    store = PostgresStore(pg_url, listen=False)
+    conn = await psycopg.AsyncConnection.connect(store.settings.conninfo)
+    try:
+        cur = await conn.execute(
+            "SELECT current_setting('synchronous_commit'), current_setting('search_path'),"
+            " current_setting('TimeZone')"
+        )
+        assert await cur.fetchone() == ("on", pg_schema, "UTC")
+    finally:
+        await conn.close()
+
+
+async def test_concurrent_starters_migrate_once(pg_url: str) -> None:
+    stores = [PostgresStore(pg_url, listen=False) for _ in range(6)]
+    try:
+        await asyncio.gather(*(s.open(migrate=False) for s in stores))
+        assert await stores[0].schema_version() == 0
+        applied = await asyncio.gather(*(s.migrate() for s in stores))
+        latest = [version for version, _, _ in MIGRATIONS]
+        assert sorted(applied, key=len) == [[]] * 5 + [latest]
+        assert {await s.schema_version() for s in stores} == {latest[-1]}
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_schemas_isolate_stores(pg_url: str, open_store: StoreFactory) -> None:
+    schema = "t_other_" + pg_url.rsplit("=", 1)[1][-8:]
+    try:
+        elsewhere = await open_store(with_params(PG_URL, schema=schema))
+        await elsewhere.put_timers([new_timer("a")], "error", NOW)
+        await elsewhere.close()
+        store = await open_store(pg_url)
+        assert await store.get_timer("ns", "a") is None
+        assert await store.list_namespaces() == []
+    finally:
+        drop_schema(schema)
+
+
+async def test_notifications_are_sent_only_on_commit(pg_url: str, open_store: StoreFactory) -> None:
+    writer = await open_store(pg_url)
+    reader = await open_store(pg_url)
+    heard: list[datetime | None] = []
+    reader.add_wakeup_listener(heard.append)
+    await writer.put_timers([new_timer("a")], "error", NOW)
+    later = NOW + timedelta(hours=1)
+    with pytest.raises(AlreadyExists):
+        await writer.put_timers([new_timer("b", later), new_timer("a")], "error", NOW)
+    await writer.put_timers([new_timer("c", later + timedelta(hours=1))], "error", NOW)
+    deadline = asyncio.get_running_loop().time() + 5
+    while later + timedelta(hours=1) not in heard:
+        assert asyncio.get_running_loop().time() < deadline, heard
+        await asyncio.sleep(0.01)
+    assert later not in heard  # the rolled-back batch said nothing
+
+
+async def test_payloads_round_trip_as_json(pg_url: str, open_store: StoreFactory) -> None:
+    store = await open_store(pg_url)
+    payload = {"text": "naïve ☃ 𝄞", "n": [0, -1, 2**53, 1.5], "deep": {"a": {"b": [None]}}}
+    (result,) = await store.put_timers([new_timer("a", payload=payload)], "error", NOW)
+    assert result.timer.payload == payload
+    stored = await store.get_timer("ns", "a")
+    assert stored is not None
+    assert stored.payload == payload
+    with pytest.raises(InvalidInput) as raised:
+        await store.put_timers([new_timer("nul", payload={"x": "\u0000"})], "error", NOW)
+    assert raised.value.field == "payload"
+    with pytest.raises(InvalidInput) as raised:
+        await store.put_timers([new_timer("nul\x00key")], "error", NOW)
+    assert raised.value.field == "key"
+    assert await store.get_timer("ns", "nul") is None

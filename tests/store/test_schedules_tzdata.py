@@ -1,0 +1,97 @@
+"""tz data changes: pending local-form timers and schedules follow a zone's new rules.
+
+Two rule sets for America/New_York: the real one (EDT in summer, -04) and a made-up release in
+which New York abolished DST (EST all year, -05), built as a TZif file with a POSIX TZ footer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import struct
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from duetime import AsyncApp, FrozenClock, tzmath
+from duetime.services.materializer import Materializer
+from duetime.services.tzdata import META_KEY, reresolve_if_changed
+from duetime.store import Store
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def tzif(posix_tz: str, utoff: int, abbr: str) -> bytes:
+    """A minimal TZif v2 file: no transitions, one local time type, the rules in the footer."""
+    chars = abbr.encode() + b"\0"
+    header = b"TZif2" + b"\0" * 15 + struct.pack(">6l", 0, 0, 0, 0, 1, len(chars))
+    block = header + struct.pack(">lBB", utoff, 0, 0) + chars
+    return block + block + b"\n" + posix_tz.encode() + b"\n"
+
+
+@pytest.fixture
+def new_release(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Call it to install the made-up release (load_zone's cache is bypassed for New York)."""
+    real = tzmath._load_zone_cached
+    fake = ZoneInfo.from_file(io.BytesIO(tzif("EST5", -18000, "EST")), key="America/New_York")
+
+    def load(name: str) -> ZoneInfo:
+        return fake if name == "America/New_York" else real(name)
+
+    def switch() -> None:
+        monkeypatch.setattr(tzmath, "_load_zone_cached", load)
+        monkeypatch.setattr(tzmath, "tzdata_version", lambda: "2099z")
+
+    return switch
+
+
+async def test_new_rules_move_local_timers_and_schedules(
+    store: Store, new_release: Callable[[], None]
+) -> None:
+    clock = FrozenClock(NOW)
+    app = AsyncApp(store.url, "ns", clock=clock, store=store)
+    local = await app.schedule("t", local="2025-07-01T09:00", timezone="America/New_York")
+    tokyo = await app.schedule("t", local="2025-07-01T09:00", timezone="Asia/Tokyo")
+    plain = await app.schedule("t", at="2025-07-01T13:00:00Z")
+    _, daily = await app.add_schedule("d", "t", cron="0 9 * * *", timezone="America/New_York")
+    _, hourly = await app.add_schedule("h", "t", every="PT1H")
+    assert local.timer.due_at == datetime(2025, 7, 1, 13, 0, tzinfo=UTC)  # 09:00 EDT
+    assert daily.next_at == datetime(2025, 6, 1, 13, 0, tzinfo=UTC)
+    first = await reresolve_if_changed(app.schedules, NOW)
+    assert (first.previous, first.timers, first.schedules) == (None, 0, 0)
+    assert await app.schedules.get_meta(META_KEY) == tzmath.tzdata_version()
+
+    new_release()
+    clock.advance(timedelta(hours=1))
+    report = await reresolve_if_changed(app.schedules, clock.now())
+    assert (report.previous, report.current) == (first.current, "2099z")
+    assert (report.timers, report.schedules) == (1, 1)
+    moved = await app.get(local.timer.key)
+    assert (moved.due_at, moved.run_at) == (datetime(2025, 7, 1, 14, 0, tzinfo=UTC),) * 2
+    assert (await app.get(tokyo.timer.key)).due_at == tokyo.timer.due_at
+    assert (await app.get(plain.timer.key)).due_at == plain.timer.due_at
+    assert (await app.get_schedule("d")).next_at == datetime(2025, 6, 1, 14, 0, tzinfo=UTC)
+    assert (await app.get_schedule("h")).next_at == hourly.next_at
+    assert await app.schedules.get_meta(META_KEY) == "2099z"
+    again = await reresolve_if_changed(app.schedules, clock.now())
+    assert not again.changed
+    assert (again.timers, again.schedules) == (0, 0)
+
+
+async def test_the_materializer_checks_on_start(
+    store: Store, new_release: Callable[[], None]
+) -> None:
+    clock = FrozenClock(NOW)
+    app = AsyncApp(store.url, "ns", clock=clock, store=store)
+    await app.schedules.set_meta(META_KEY, "2000a", NOW)
+    timer = await app.schedule("t", local="2025-07-01T09:00", timezone="America/New_York")
+    new_release()
+    worker = Materializer(app.store, clock, "ns")
+    stop = asyncio.Event()
+    stop.set()  # one start-up check, no rounds
+    await worker.run(stop)
+    assert worker.tzdata is not None
+    assert worker.tzdata.timers == 1
+    assert (await app.get(timer.timer.key)).due_at == datetime(2025, 7, 1, 14, 0, tzinfo=UTC)

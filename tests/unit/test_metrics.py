@@ -1,0 +1,99 @@
+"""Metrics: the worker observer feeds counters and histograms in a private registry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client import REGISTRY
+
+from duetime.metrics import LATENESS_BUCKETS, Metrics
+from duetime.model import Outcome, Status, Timer
+
+NOW = datetime(2031, 1, 1, tzinfo=UTC)
+
+
+def timer(namespace: str = "shop", type: str = "greet") -> Timer:
+    return Timer(
+        id=1,
+        namespace=namespace,
+        key="k",
+        type=type,
+        payload=None,
+        subject=None,
+        due_at=NOW,
+        status=Status.RUNNING,
+        attempts=1,
+        max_attempts=3,
+        registered_at=NOW,
+        updated_at=NOW,
+        run_at=NOW,
+    )
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_each_outcome_has_its_counter_by_namespace_and_type() -> None:
+    metrics = Metrics()
+    metrics.started(timer(), 1, timedelta(milliseconds=3))
+    for outcome in (Outcome.DONE, Outcome.RETRY, Outcome.DEAD, Outcome.EXPIRED, Outcome.CANCELLED):
+        metrics.finished(timer(), outcome)
+    metrics.finished(timer(type="other"), Outcome.DONE)
+    metrics.finished(timer(), Outcome.LOST)  # not an outcome with its own counter
+    labels = {"namespace": "shop", "type": "greet"}
+    assert value(metrics, "duetime_timers_fired_total", **labels) == 1
+    for name in ("done", "retried", "dead", "expired", "cancelled"):
+        assert value(metrics, f"duetime_timers_{name}_total", **labels) == 1, name
+    assert value(metrics, "duetime_timers_done_total", namespace="shop", type="other") == 1
+    metrics.cancelled("shop", "greet")
+    assert value(metrics, "duetime_timers_cancelled_total", **labels) == 2
+
+
+def test_lateness_histogram_spans_a_millisecond_to_an_hour() -> None:
+    assert LATENESS_BUCKETS[0] == 0.001
+    assert LATENESS_BUCKETS[-1] == 3600
+    metrics = Metrics()
+    metrics.started(timer(), 1, timedelta(milliseconds=2))
+    metrics.started(timer(), 1, timedelta(seconds=-1))  # early by clock skew counts as 0
+    metrics.started(timer(), 1, timedelta(hours=2))
+    labels = {"namespace": "shop", "type": "greet"}
+    assert value(metrics, "duetime_lateness_seconds_bucket", le="0.001", **labels) == 1
+    assert value(metrics, "duetime_lateness_seconds_bucket", le="0.0025", **labels) == 2
+    assert value(metrics, "duetime_lateness_seconds_bucket", le="3600.0", **labels) == 2
+    assert value(metrics, "duetime_lateness_seconds_bucket", le="+Inf", **labels) == 3
+    summary = metrics.lateness_summary("shop")
+    assert summary["count"] == 3
+    buckets = summary["buckets"]
+    assert isinstance(buckets, list)
+    assert buckets[0] == {"le": 0.001, "count": 1}
+    assert buckets[-1] == {"le": None, "count": 3}
+    assert metrics.lateness_summary("elsewhere")["count"] == 0
+
+
+def test_claims_record_batch_size_and_duration() -> None:
+    metrics = Metrics()
+    metrics.claimed("shop", 7, 0.004)
+    assert value(metrics, "duetime_claim_batch_size_bucket", namespace="shop", le="10.0") == 1
+    assert value(metrics, "duetime_claim_batch_size_sum", namespace="shop") == 7
+    assert value(metrics, "duetime_claim_duration_seconds_count", namespace="shop") == 1
+
+
+def test_pending_and_dead_gauges_come_from_the_latest_counts() -> None:
+    metrics = Metrics()
+    assert value(metrics, "duetime_pending_timers", namespace="shop") is None
+    counts = dict.fromkeys(Status, 0) | {Status.SCHEDULED: 4, Status.RETRYING: 1, Status.DEAD: 2}
+    metrics.set_counts({"shop": counts})
+    assert value(metrics, "duetime_pending_timers", namespace="shop") == 5
+    assert value(metrics, "duetime_dead_timers", namespace="shop") == 2
+    metrics.set_counts({"shop": dict.fromkeys(Status, 0)})
+    assert value(metrics, "duetime_pending_timers", namespace="shop") == 0
+    text = metrics.render().decode()
+    assert 'duetime_pending_timers{namespace="shop"} 0.0' in text
+
+
+def test_each_metrics_object_has_its_own_registry() -> None:
+    first, second = Metrics(), Metrics()  # no "duplicated timeseries" error
+    first.started(timer(), 1, timedelta(0))
+    assert value(second, "duetime_timers_fired_total", namespace="shop", type="greet") is None
+    assert REGISTRY.get_sample_value("duetime_timers_fired_total", {}) is None
