@@ -201,7 +201,7 @@ class Report:
             "scenario",
             "measure",
             *(labels[s] for s in cols),
-            "duetime ÷ best peer",
+            "duetime advantage over best peer",
             "duetime ÷ raw",
             "targets",
         ]
@@ -244,6 +244,15 @@ def query_value(base: str, db: str, sql: str) -> Any:
     with psycopg.connect(f"{base}/{db}", autocommit=True) as conn:
         row = conn.execute(sql).fetchone()
         return None if row is None else row[0]
+
+
+def checkpoints(base: str) -> int:
+    """Checkpoints the server has started so far (timed or requested)."""
+    return int(
+        query_value(
+            base, ADMIN_DB, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+        )
+    )
 
 
 def wal_lsn(base: str) -> int:
@@ -440,9 +449,12 @@ class Bench:
         return load(name)(self.args.base)
 
     def fresh(self, sut: System) -> str:
+        """A new database with the system's tables, and a CHECKPOINT, so every run starts from
+        the same server state (no checkpoint left over from the previous run's WAL)."""
         db = DB_PREFIX + sut.name
         recreate_db(self.args.base, db)
         asyncio.run(sut.install(db))
+        admin(self.args.base, "CHECKPOINT")
         return db
 
     def enqueue(self, sut: System, db: str, dues: Sequence[float | None]) -> float:
@@ -561,6 +573,7 @@ class Bench:
             time.sleep(0.5)
             base = time.time() + lead
             dues = [base + seconds * i / n for i in range(n)]
+            before = checkpoints(args.base)
             self.enqueue(sut, db, dues)
             if time.time() > base:
                 print(f"    ! {name}: enqueueing overran the {lead:.1f} s lead; raise --lead")
@@ -568,8 +581,11 @@ class Bench:
             while time.time() < deadline and group.handled() < n and group.alive():
                 time.sleep(0.05)
             handled = group.handled()
+            during = checkpoints(args.base) - before
             late = group.stop()
         note = "" if len(late) >= n else f"only {len(late):,}/{n:,} ran"
+        if during:
+            note = ", ".join(filter(None, [note, f"{during} checkpoint(s) during the run"]))
         if not late:
             for fig in figs.values():
                 rep.put(fig, name, None, note or "no data")
@@ -593,13 +609,13 @@ class Bench:
         url = sut.url(db)  # type: ignore[attr-defined]
         conninfo = parse_url(url).conninfo  # the store's own session settings
         claim_sql = load_queries("duetime.store.postgres")["claim_due"]
-        scen = f"(e) claim, {rows:,} pending"
         due_now = max(int(rows * args.claim_due_fraction), 3 * iterations * 100)
         print(f"    loading {rows:,} pending timers ({due_now:,} already due) …", flush=True)
         started = time.perf_counter()
-        load_pending(conninfo, rows, due_now)
+        rows = load_pending(conninfo, rows, due_now, args.claim_load_budget)
         load_s = time.perf_counter() - started
         print(f"    loaded in {load_s:.0f} s ({rows / load_s:,.0f} rows/s)", flush=True)
+        scen = f"(e) claim, {rows:,} pending"
         for phase in ("fresh", "analysed"):
             if phase == "analysed":
                 with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -634,6 +650,8 @@ class Bench:
                 ),
                 "duetime",
                 p99,
+                f"max {max(times):,.0f} ms; first 10 runs {statistics.mean(times[:10]):,.1f} ms "
+                f"on average; {sum(t > 100 for t in times)} of {len(times)} over 100 ms",
             )
             for label, plan in plans:
                 title = f"claim_due LIMIT 100, {rows:,} pending, {phase} table, {label}"
@@ -644,19 +662,24 @@ class Bench:
             drop_db(args.base, db)
 
 
-def load_pending(conninfo: str, rows: int, due_now: int) -> None:
-    """Bulk-load pending timers straight into duetime's (migrated) table, 1M rows a statement.
+def load_pending(conninfo: str, rows: int, due_now: int, budget: float = 1e9) -> int:
+    """Bulk-load pending timers straight into duetime's (migrated) table, 500k rows a statement;
+    stop early (between statements) once ``budget`` seconds have passed. Returns rows loaded.
 
-    ``due_now`` of them, spread evenly through the table, were due in the past hour; the rest are
-    due over the next 30 days. Autovacuum is switched off on the table so "fresh" stays fresh.
+    Every ``rows // due_now``-th row was due in the past hour; the rest are due over the next 30
+    days. Autovacuum is switched off on the table so "fresh" stays fresh.
     """
     step = max(1, rows // due_now) if due_now else rows + 1
+    deadline = time.monotonic() + budget
+    loaded = 0
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("SET synchronous_commit = off")  # loading is not what is measured
-        conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute("ALTER TABLE timers SET (autovacuum_enabled = off)")
-        chunk = 1_000_000
+        chunk = 500_000
         for start in range(1, rows + 1, chunk):
+            if time.monotonic() > deadline:
+                print(f"    ! loading stopped at {loaded:,} rows: --claim-load-budget spent")
+                break
             stop = min(rows, start + chunk - 1)
             conn.execute(
                 """
@@ -672,12 +695,14 @@ def load_pending(conninfo: str, rows: int, due_now: int) -> None:
                 """,
                 {"start": start, "stop": stop, "step": step, "due": due_now},
             )
+            loaded = stop
             print(f"      {stop:,} rows", flush=True)
         conn.execute("CHECKPOINT")
+    return loaded
 
 
 def time_claims(
-    conninfo: str, claim_sql: str, iterations: int
+    conninfo: str, claim_sql: str, iterations: int, budget: float = 300.0
 ) -> tuple[list[float], list[int], list[tuple[str, str]]]:
     """Run the store's claim_due statement as the store does: psycopg with its default
     prepare threshold (server-side prepared after 5 runs, so PostgreSQL may switch to a generic
@@ -700,10 +725,15 @@ def time_claims(
     times: list[float] = []
     got: list[int] = []
     plans: list[tuple[str, str]] = []
+    deadline = time.monotonic() + budget
     with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '120s'")  # a bound, not part of the measure
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, params()).fetchall()
         plans.append(("first execution (custom plan)", "\n".join(r[0] for r in rows)))
         for _ in range(iterations):
+            if time.monotonic() > deadline:
+                print(f"    ! claims stopped after {len(times)}: time budget spent")
+                break
             p = params()
             started = time.perf_counter()
             claimed = conn.execute(claim_sql, p).fetchall()
@@ -871,6 +901,12 @@ def main() -> None:
     parser.add_argument(
         "--claim-due-fraction", type=float, default=0.05, help="(e) share already due"
     )
+    parser.add_argument(
+        "--claim-load-budget",
+        type=float,
+        default=420.0,
+        help="(e) stop bulk-loading after this many seconds (420) and measure what is there",
+    )
     parser.add_argument("--lead", type=float, help="(a)/(b) seconds from enqueue start to due")
     parser.add_argument("--timeout", type=float, help="bound on one drain, s (60; quick 45)")
     parser.add_argument(
@@ -894,6 +930,7 @@ def main() -> None:
     if args.child:
         child_main(args)
         return
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # report what was measured
     os.environ["PG_BENCH_PGQ_DRIVER"] = args.pgq_driver
     os.environ["PG_BENCH_DUETIME_PARAMS"] = args.duetime_params
 
@@ -916,6 +953,7 @@ def main() -> None:
     print(f"$ {command}")
     header = [
         f"python {platform.python_version()}, {os.cpu_count()} CPUs, {server_facts(args.base)}",
+        f"load average at start: {os.getloadavg()[0]:.2f} (other work on the machine skews rates)",
         f"{args.workers} worker process(es) per system, concurrency {args.concurrency}, "
         f"duetime batch_size {args.batch_size}",
     ]
@@ -932,7 +970,10 @@ def main() -> None:
                 print(f"\n== {scenario}", flush=True)
                 if scenario == "claim":
                     if "duetime" in systems:
-                        bench.claim(claim_rows, claim_iter)
+                        try:
+                            bench.claim(claim_rows, claim_iter)
+                        except Exception as exc:  # report it and go on
+                            print(f"    ! claim failed: {exc!r}", flush=True)
                     continue
                 for tab in tables if scenario in ("mass", "immediate") else ["fresh"]:
                     for name in systems:
@@ -953,13 +994,13 @@ def main() -> None:
             print("\ninterrupted: partial results follow", flush=True)
         finally:
             if not args.keep:
-                for name in systems:
+                for name in [*systems, "claim"]:
                     with contextlib.suppress(Exception):
                         drop_db(args.base, DB_PREFIX + name)
     elapsed = time.time() - started
     print(f"\n$ {command}")
     print("\n".join(header))
-    print(f"(ran {elapsed / 60:.1f} min)\n")
+    print(f"(ran {elapsed / 60:.1f} min; load average at the end {os.getloadavg()[0]:.2f})\n")
     print(report.markdown())
     print("\nTargets:")
     print("\n".join(report.verdict_lines()))

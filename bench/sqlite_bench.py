@@ -125,7 +125,7 @@ class DonePoller:
                 if not pending and not running:
                     self.finished_at = time.time()
                     return
-                time.sleep(0.005)
+                time.sleep(0.01)
         finally:
             conn.close()
 
@@ -277,6 +277,7 @@ async def bench_lateness_inprocess(
     worker = app.worker()
     task = asyncio.create_task(worker.run())
     poller = DonePoller(url)
+    probe = LagProbe((dues[-1] - datetime.now(UTC)).total_seconds())
     try:
         await asyncio.sleep(max(0.0, (dues[-1] - datetime.now(UTC)).total_seconds()))
         poller.start()
@@ -285,7 +286,7 @@ async def bench_lateness_inprocess(
         worker.stop()
         await task
         await app.close()
-    _report_lateness(report, "in-process worker", n, seconds, late_ms)
+    _report_lateness(report, "in-process worker", n, seconds, late_ms, probe.result())
 
 
 def bench_lateness_subprocess(
@@ -295,6 +296,7 @@ def bench_lateness_subprocess(
     asyncio.run(_schedule_at(url, n, lambda i: dues[i], LATE_TYPE))
     out = tmp / "lateness.json"
     child = _spawn_worker(url, LATE_TYPE, overrides, out)
+    probe = LagProbe((dues[-1] - datetime.now(UTC)).total_seconds())
     try:
         time.sleep(max(0.0, (dues[-1] - datetime.now(UTC)).total_seconds()))
         poller = DonePoller(url)
@@ -303,11 +305,46 @@ def bench_lateness_subprocess(
     finally:
         _stop_worker(child)
     late_ms = json.loads(out.read_text()) if out.exists() else []
-    _report_lateness(report, "separate worker process", n, seconds, late_ms)
+    _report_lateness(report, "separate worker process", n, seconds, late_ms, probe.result())
+
+
+_LAG_PROBE = """
+import asyncio, json, sys
+async def main(seconds):
+    loop = asyncio.get_running_loop()
+    lags, end = [], loop.time() + seconds
+    while loop.time() < end:
+        started = loop.time()
+        await asyncio.sleep(0.002)
+        lags.append((loop.time() - started - 0.002) * 1000)
+    print(json.dumps(lags))
+asyncio.run(main(float(sys.argv[1])))
+"""
+
+
+class LagProbe:
+    """A separate idle process measuring its own event-loop wake-up lag during a phase: how
+    late the machine itself wakes a sleeper while the benchmark runs (the noise floor)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _LAG_PROBE, str(seconds)], stdout=subprocess.PIPE, text=True
+        )
+
+    def result(self) -> str:
+        out, _ = self.proc.communicate(timeout=120)
+        lags = sorted(json.loads(out))
+        p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+        return f"idle process on this machine meanwhile: p99 {p99:.2f} ms, max {lags[-1]:.2f} ms"
 
 
 def _report_lateness(
-    report: Report, label: str, n: int, seconds: float, late_ms: list[float]
+    report: Report,
+    label: str,
+    n: int,
+    seconds: float,
+    late_ms: list[float],
+    noise: str = "",
 ) -> None:
     if len(late_ms) != n:
         report.add("lateness", f"{label}: handler ran", f"{len(late_ms):,}/{n:,}", "incomplete")
@@ -318,7 +355,7 @@ def _report_lateness(
     report.add("lateness", f"{label}: p50 (handler start - due_at)", f"{q[49]:.2f} ms", note)
     report.add("lateness", f"{label}: p95", f"{q[94]:.2f} ms")
     report.add("lateness", f"{label}: p99", f"{q[98]:.2f} ms", "target ≤ 5 ms")
-    report.add("lateness", f"{label}: max", f"{max(late_ms):.2f} ms")
+    report.add("lateness", f"{label}: max", f"{max(late_ms):.2f} ms", noise)
 
 
 # -- the worker child process ----------------------------------------------------------------
@@ -381,6 +418,47 @@ def child_worker(args: argparse.Namespace) -> None:
         Path(args.child_lateness_out).write_text(json.dumps(late_ms))
 
 
+# -- how noisy is this machine right now? ----------------------------------------------------
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    values = sorted(values)
+    return values[len(values) // 2], values[min(len(values) - 1, int(len(values) * 0.99))]
+
+
+def probe_environment(tmp: Path) -> str:
+    """fdatasync latency of the temp dir's disk and the wake-up lag of an idle asyncio loop:
+    the floor under every figure below (other processes share the CPUs and the disk)."""
+    path = tmp / "probe"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, b"\0" * 4096 * 64)
+        os.fsync(fd)
+        syncs = []
+        for i in range(200):
+            os.pwrite(fd, b"x" * 4096, (i % 64) * 4096)
+            started = time.perf_counter()
+            os.fdatasync(fd)
+            syncs.append((time.perf_counter() - started) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+    async def lags() -> list[float]:
+        loop = asyncio.get_running_loop()
+        out = []
+        for _ in range(1000):
+            started = loop.time()
+            await asyncio.sleep(0.001)
+            out.append((loop.time() - started - 0.001) * 1000)
+        return out
+
+    sync50, sync99 = _percentiles(syncs)
+    lag50, lag99 = _percentiles(asyncio.run(lags()))
+    return (
+        f"fdatasync p50 {sync50:.2f} ms / p99 {sync99:.2f} ms; "
+        f"idle event-loop wake-up lag p50 {lag50:.2f} ms / p99 {lag99:.2f} ms"
+    )
+
+
 # -- main ------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -430,6 +508,8 @@ def main() -> None:
     schedule_rate = 20_000.0
     with tempfile.TemporaryDirectory(prefix="duetime-bench-") as name:
         tmp = Path(name)
+        noise = probe_environment(tmp)
+        print(f"machine right now: {noise}", flush=True)
         if "schedule" in phases:
             schedule_rate = asyncio.run(
                 bench_schedule(_fresh_url(tmp, "schedule.db"), n_many, n_single, report)
@@ -460,6 +540,7 @@ def main() -> None:
     print()
     print(f"$ {command}")
     print(environment)
+    print(f"machine at the start: {noise}")
     print(
         f"1-minute load average: {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the "
         "end (other processes competing for the CPUs and the disk skew every figure)"

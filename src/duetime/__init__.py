@@ -12,9 +12,10 @@ from duetime.errors import (
     UnknownTimezone,
 )
 from duetime.handlers import Event
-from duetime.model import Attempt, Outcome, Page, PutResult, Status, Timer
+from duetime.model import Attempt, Outcome, Page, PutResult, Schedule, Status, Timer
 from duetime.outcomes import Cancel, Dead, Retry, Snooze
 from duetime.requests import TimerRequest
+from duetime.schedules import ScheduleRequest
 from duetime.sync import App
 
 __version__ = "0.1.0"
@@ -37,6 +38,8 @@ __all__ = [
     "Page",
     "PutResult",
     "Retry",
+    "Schedule",
+    "ScheduleRequest",
     "Settings",
     "Snooze",
     "Status",

@@ -43,7 +43,7 @@ from duetime.schedules import (
     revise,
 )
 from duetime.store import Store, create_store
-from duetime.store.protocol import SchedulingStore, scheduling_store
+from duetime.store.protocol import SchedulingStore, TransactionalStore, scheduling_store
 from duetime.validation import check_key, check_limit, check_namespace, check_type
 from duetime.worker import Worker, WorkerObserver, WorkerStats
 
@@ -128,11 +128,18 @@ class AsyncApp:
         await self.close()
 
     # -- handlers ---------------------------------------------------------------------------
-    def handler(self, type: str) -> Callable[[F], F]:
-        """Register the decorated function (sync or async) for events of ``type``."""
+    def handler(self, type: str, *, transactional: bool = False) -> Callable[[F], F]:
+        """Register the decorated function (sync or async) for events of ``type``.
+
+        ``transactional=True``: the function is called as ``func(event, connection)`` inside the
+        transaction that marks the timer done — its writes and the completion commit together.
+        PostgreSQL passes a psycopg ``AsyncConnection`` (the function may be async); SQLite a
+        ``sqlite3.Connection`` (the function must be a plain ``def``; keep it short, it holds
+        the database's write lock).
+        """
 
         def register(func: F) -> F:
-            self.registry.register(type, func)
+            self.registry.register(type, func, transactional=transactional)
             return func
 
         return register
@@ -155,8 +162,13 @@ class AsyncApp:
         max_attempts: int | None = None,
         expires_after: str | float | timedelta | None = None,
         on_conflict: OnConflict = "update",
+        transaction: object | None = None,
     ) -> PutResult:
-        """Store one timer; the answer says whether it was created, updated or kept."""
+        """Store one timer; the answer says whether it was created, updated or kept.
+
+        ``transaction``: a psycopg ``AsyncConnection`` with an open transaction — the timer is
+        stored in it and exists only if the caller commits (PostgreSQL; the outbox pattern).
+        """
         request = TimerRequest(
             type=type,
             payload=payload,
@@ -172,15 +184,21 @@ class AsyncApp:
             max_attempts=max_attempts,
             expires_after=expires_after,
         )
-        (result,) = await self.schedule_many([request], on_conflict=on_conflict)
+        (result,) = await self.schedule_many(
+            [request], on_conflict=on_conflict, transaction=transaction
+        )
         return result
 
     async def schedule_many(
-        self, requests: Iterable[TimerRequest], *, on_conflict: OnConflict = "update"
+        self,
+        requests: Iterable[TimerRequest],
+        *,
+        on_conflict: OnConflict = "update",
+        transaction: object | None = None,
     ) -> list[PutResult]:
         """Store many timers in one transaction: all of them, or (on bad input) none."""
         timers = self.prepare(requests)
-        return await self.put(timers, on_conflict=on_conflict)
+        return await self.put(timers, on_conflict=on_conflict, transaction=transaction)
 
     def prepare(self, requests: Iterable[TimerRequest]) -> list[NewTimer]:
         """Validate requests into storable timers (raises InvalidInput naming the field)."""
@@ -203,11 +221,23 @@ class AsyncApp:
         return timers
 
     async def put(
-        self, timers: Sequence[NewTimer], *, on_conflict: OnConflict = "update"
+        self,
+        timers: Sequence[NewTimer],
+        *,
+        on_conflict: OnConflict = "update",
+        transaction: object | None = None,
     ) -> list[PutResult]:
         if on_conflict not in _ON_CONFLICT:
             raise InvalidInput("on_conflict", f"must be one of {', '.join(_ON_CONFLICT)}")
         await self.open()
+        if transaction is not None:
+            if not isinstance(self.store, TransactionalStore):
+                raise InvalidInput(
+                    "transaction", "scheduling inside a transaction needs the PostgreSQL store"
+                )
+            return await self.store.put_timers_in(
+                transaction, timers, on_conflict, self.clock.now()
+            )
         return await self.store.put_timers(timers, on_conflict, self.clock.now())
 
     async def emit(

@@ -207,6 +207,12 @@ def token_store_for(store: Store) -> TokenStore:
         from duetime.store.sqlite.tokens import SqliteTokenStore
 
         return SqliteTokenStore(store)
+    if store.url.startswith(("postgresql://", "postgres://")):
+        from duetime.store.postgres.store import PostgresStore
+        from duetime.store.postgres.tokens import PostgresTokenStore
+
+        if isinstance(store, PostgresStore):
+            return PostgresTokenStore(store)
     raise InvalidInput(
         "database_url", f"API tokens are not supported on {store.url.split(':', 1)[0]} yet"
     )

@@ -69,11 +69,17 @@ HandlerFunc = Callable[[Event], Any] | Callable[[Event], Awaitable[Any]]
 
 @dataclass(frozen=True, slots=True)
 class Handler:
-    """A registered handler: async ones run on the loop, sync ones in a worker thread."""
+    """A registered handler: async ones run on the loop, sync ones in a worker thread.
+
+    A ``transactional`` handler is called as ``func(event, connection)`` inside the database
+    transaction that also marks its timer done, so its own writes and the completion commit
+    together or not at all (exactly-once effects).
+    """
 
     type: str
-    func: HandlerFunc
+    func: Callable[..., Any]
     is_async: bool
+    transactional: bool = False
 
     async def __call__(self, event: Event) -> Any:
         if self.is_async:
@@ -87,13 +93,15 @@ class HandlerRegistry:
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
 
-    def register(self, type: str, func: HandlerFunc) -> Handler:
+    def register(
+        self, type: str, func: Callable[..., Any], *, transactional: bool = False
+    ) -> Handler:
         check_type(type)
         if type in self._handlers:
             raise ValueError(f"a handler for {type!r} is already registered")
         if not callable(func):
             raise TypeError("a handler must be callable")
-        handler = Handler(type, func, inspect.iscoroutinefunction(func))
+        handler = Handler(type, func, inspect.iscoroutinefunction(func), transactional)
         self._handlers[type] = handler
         return handler
 

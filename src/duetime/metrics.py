@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING, Protocol, cast
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -19,10 +20,13 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from duetime.model import JSON, Outcome, Status, Timer
+
+if TYPE_CHECKING:
+    from duetime.sources.base import Source, SourceStats
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -87,6 +91,48 @@ class _StatusGauges(Collector):
         return self.collect()
 
 
+class CountedSource(Protocol):
+    """A broker source that counts what it did (both NATS and Redis sources do)."""
+
+    name: str
+    stats: SourceStats
+
+
+SOURCE_OUTCOMES = ("created", "updated", "kept", "dead_lettered", "deferred", "dead_letter_failed")
+"""Each message a source received ends one of these ways (a redelivered one counts again)."""
+
+
+class _SourceCounters(Collector):
+    """``duetime_source_messages_total{source,outcome}``, read from each source's stats."""
+
+    def __init__(self) -> None:
+        self.sources: list[CountedSource] = []
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "duetime_source_messages",
+            "Broker messages a source handled, by outcome: stored (created, updated, kept), "
+            "dead_lettered, deferred (left for redelivery), dead_letter_failed",
+            labels=["source", "outcome"],
+        )
+        for source in self.sources:
+            stats = source.stats
+            counts = {
+                "created": stats.stored["created"],
+                "updated": stats.stored["updated"],
+                "kept": stats.stored["kept"],
+                "dead_lettered": stats.dead_lettered,
+                "deferred": stats.deferred,
+                "dead_letter_failed": stats.dead_letter_failures,
+            }
+            for outcome in SOURCE_OUTCOMES:
+                family.add_metric([source.name, outcome], counts[outcome])
+        return [family]
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+
 class Metrics:
     """The metrics of one process; also the observer that feeds them from workers."""
 
@@ -131,6 +177,8 @@ class Metrics:
         )
         self._gauges = _StatusGauges()
         self.registry.register(self._gauges)
+        self._sources = _SourceCounters()
+        self.registry.register(self._sources)
 
     # -- WorkerObserver ---------------------------------------------------------------------
     def claimed(self, namespace: str, count: int, seconds: float) -> None:
@@ -156,6 +204,14 @@ class Metrics:
     def set_counts(self, counts: Mapping[str, Mapping[Status, int]]) -> None:
         """Replace the pending/dead snapshot (call right before rendering a scrape)."""
         self._gauges.snapshot = {ns: dict(by_status) for ns, by_status in counts.items()}
+
+    def watch_sources(self, sources: Iterable[Source]) -> None:
+        """Export the message counts of ``sources`` (one without ``stats`` is skipped)."""
+        from duetime.sources.base import SourceStats
+
+        for source in sources:
+            if isinstance(getattr(source, "stats", None), SourceStats):
+                self._sources.sources.append(cast(CountedSource, source))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric in this registry."""

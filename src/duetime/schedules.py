@@ -41,6 +41,7 @@ from duetime.validation import (
     check_subject,
     check_type,
 )
+from duetime.when import MAX_YEAR, MIN_YEAR
 
 KEY_PREFIX = "schedule:"
 MAX_NAME_LENGTH = 200
@@ -49,6 +50,9 @@ MAX_NAME_LENGTH = 200
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
 _TINY = timedelta(microseconds=1)
 _MAX_TEXT = 64
+_EARLIEST = datetime(MIN_YEAR, 1, 1, tzinfo=UTC)
+_LATEST = datetime(MAX_YEAR + 1, 1, 1, tzinfo=UTC)
+"""Instants a schedule may name: the range a timer's ``at`` accepts (SPEC §6)."""
 
 ScheduleAction = Literal["created", "updated", "kept"]
 RuleCache = dict[tuple[object, ...], tuple[Recurrence, "datetime | None"]]
@@ -108,7 +112,13 @@ def parse_instant(value: object, field: str) -> datetime | None:
         )
     if not is_aware(parsed):
         raise InvalidInput(field, f"{value!s} has no UTC offset; add one, e.g. 'Z'")
-    return parsed.astimezone(UTC)
+    try:
+        instant = parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00: before the first representable UTC
+        instant = None
+    if instant is None or not _EARLIEST <= instant < _LATEST:
+        raise InvalidInput(field, f"{value!s} is out of range ({MIN_YEAR}..{MAX_YEAR} UTC)")
+    return instant
 
 
 def recurrence_of(schedule: Schedule) -> Recurrence:

@@ -95,9 +95,9 @@ class App:
     def settings(self) -> Settings:
         return self.core.settings
 
-    def handler(self, type: str) -> Callable[[F], F]:
+    def handler(self, type: str, *, transactional: bool = False) -> Callable[[F], F]:
         """Register the decorated function (sync or async) for events of ``type``."""
-        return self.core.handler(type)
+        return self.core.handler(type, transactional=transactional)
 
     schedule = _blocking(AsyncApp.schedule)
     schedule_many = _blocking(AsyncApp.schedule_many)

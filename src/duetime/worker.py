@@ -328,8 +328,12 @@ class Worker:
         elif not before.is_async:
             self._in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, 0, before))
         else:
-            coro = cast(Coroutine[Any, Any, Any], before.func(Event.from_timer(timer, attempt)))
-            task = loop.create_task(coro)
+            try:
+                coro = before.func(Event.from_timer(timer, attempt))
+            except Exception as exc:  # e.g. a handler that takes no argument
+                self._record(timer, self._outcome(timer, attempt, None, exc))
+                return
+            task = loop.create_task(cast(Coroutine[Any, Any, Any], coro))
             task.add_done_callback(functools.partial(self._handler_done, claimed))
             self._in_flight[timer.id] = task
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import REGISTRY
 
 from duetime.metrics import LATENESS_BUCKETS, Metrics
 from duetime.model import Outcome, Status, Timer
+from duetime.sources import SourceStats
 
 NOW = datetime(2031, 1, 1, tzinfo=UTC)
 
@@ -97,3 +100,49 @@ def test_each_metrics_object_has_its_own_registry() -> None:
     first.started(timer(), 1, timedelta(0))
     assert value(second, "duetime_timers_fired_total", namespace="shop", type="greet") is None
     assert REGISTRY.get_sample_value("duetime_timers_fired_total", {}) is None
+
+
+@dataclass
+class FakeSource:
+    name: str
+    stats: SourceStats = field(default_factory=SourceStats)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+
+
+@dataclass
+class Uncounted:
+    name: str = "uncounted"
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+
+
+def test_source_messages_are_counted_by_source_and_outcome_at_scrape_time() -> None:
+    metrics = Metrics()
+    orders = FakeSource("orders")
+    metrics.watch_sources([orders, FakeSource("calls"), Uncounted()])
+    assert value(metrics, "duetime_source_messages_total", source="orders", outcome="created") == 0
+    orders.stats.stored.update(created=3, updated=1)
+    orders.stats.dead_lettered += 2
+    orders.stats.deferred += 4
+    orders.stats.dead_letter_failures += 1
+    expected = {
+        "created": 3,
+        "updated": 1,
+        "kept": 0,
+        "dead_lettered": 2,
+        "deferred": 4,
+        "dead_letter_failed": 1,
+    }
+    for outcome, count in expected.items():
+        assert value(
+            metrics, "duetime_source_messages_total", source="orders", outcome=outcome
+        ) == (count), outcome
+    assert value(metrics, "duetime_source_messages_total", source="calls", outcome="created") == 0
+    assert (
+        value(metrics, "duetime_source_messages_total", source="uncounted", outcome="kept") is None
+    )
+    text = metrics.render().decode()
+    assert 'duetime_source_messages_total{outcome="created",source="orders"} 3.0' in text

@@ -189,3 +189,24 @@ def test_name_cursors_round_trip_and_refuse_garbage() -> None:
     assert decode_name_cursor(None) == ""
     with pytest.raises(InvalidInput):
         decode_name_cursor(encode_name_cursor("x").replace("b", "c", 1) + "!!")
+
+
+@pytest.mark.parametrize(
+    "instant",
+    ["9999-12-31T23:59:59Z", "1969-12-31T23:59:59Z", "0001-01-01T00:00:00+01:00"],
+)
+def test_instants_out_of_range_are_refused_not_crashes(instant: str) -> None:
+    with pytest.raises(InvalidInput) as error:
+        preview_occurrences(None, every="PT1S", after=instant, now=NOW)
+    assert error.value.field == "after"
+    with pytest.raises(InvalidInput) as error:
+        ScheduleRequest(name="s", type="t", every=60, start_at=instant).resolve("ns", NOW, 20, 1000)
+    assert error.value.field == "start_at"
+
+
+def test_the_package_exports_the_schedule_types() -> None:
+    import duetime
+
+    assert duetime.Schedule is Schedule
+    assert duetime.ScheduleRequest is ScheduleRequest
+    assert {"Schedule", "ScheduleRequest"} <= set(duetime.__all__)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
-from duetime.api import system, timers
+from duetime.api import schedules, system, timers
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.service import Service
@@ -19,9 +20,13 @@ from duetime.clock import Clock
 from duetime.metrics import Metrics
 from duetime.store import Store, create_store
 
+if TYPE_CHECKING:
+    from duetime.sources import Source
+
 DESCRIPTION = """\
 duetime's REST API: schedule timers in a timezone, list a subject's history, cancel, emit events,
-replay dead letters. Errors are JSON `{code, message, field}`: branch on `code`, fix `field`.
+define recurring schedules (cron or intervals in an IANA zone), replay dead letters. Errors are
+JSON `{code, message, field}`: branch on `code`, fix `field`.
 
 With auth on, send `Authorization: Bearer dt_…` (a token from `duetime tokens create`); a
 namespace the token may not see answers 404, exactly like one that does not exist.
@@ -35,15 +40,27 @@ def create_api(
     metrics: Metrics | None = None,
     workers: Sequence[AsyncApp] = (),
     clock: Clock | None = None,
+    sources: Sequence[Source] = (),
+    sources_app: AsyncApp | None = None,
 ) -> FastAPI:
     """Build the API (not started): the lifespan opens ``store`` once, runs ``workers`` on it.
 
     ``workers`` are facades built with ``store=store`` and their handlers registered; each gets
-    ``metrics`` as an observer. Without ``store`` one is created from the settings.
+    ``metrics`` as an observer. Without ``store`` one is created from the settings. ``sources``
+    (built on ``sources_app``, a facade on the same store) are consumed alongside the workers,
+    their message counts exported as ``duetime_source_messages_total``.
     """
     settings = settings or ApiSettings.from_env()
     store = store or create_store(settings.core.database_url)
-    service = Service(settings, store, metrics=metrics or Metrics(), workers=workers, clock=clock)
+    service = Service(
+        settings,
+        store,
+        metrics=metrics or Metrics(),
+        workers=workers,
+        clock=clock,
+        sources=sources,
+        sources_app=sources_app,
+    )
 
     @asynccontextmanager
     async def lifespan(api: FastAPI) -> AsyncIterator[None]:
@@ -65,6 +82,8 @@ def create_api(
     api.state.duetime = service
     install_error_handlers(api)
     api.include_router(timers.router)
+    api.include_router(schedules.router)
+    api.include_router(schedules.preview_router)
     api.include_router(system.router)
     static = resources.files("duetime.api").joinpath("static")
     api.mount("/static", StaticFiles(directory=str(static)), name="static")

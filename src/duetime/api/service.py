@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from duetime.api import compat
 from duetime.api.config import ApiSettings
@@ -22,6 +23,9 @@ from duetime.metrics import Metrics
 from duetime.model import Status
 from duetime.store.protocol import Store
 from duetime.worker import Worker, new_node_id
+
+if TYPE_CHECKING:
+    from duetime.sources import Source
 
 log = logging.getLogger("duetime.api")
 
@@ -79,7 +83,11 @@ class Service:
         metrics: Metrics,
         workers: Sequence[AsyncApp] = (),
         clock: Clock | None = None,
+        sources: Sequence[Source] = (),
+        sources_app: AsyncApp | None = None,
     ) -> None:
+        if sources and sources_app is None:
+            raise ValueError("sources need sources_app: the facade they store timers through")
         self.settings = settings
         self.store = store
         self.metrics = metrics
@@ -95,6 +103,11 @@ class Service:
         self._counts_at = -COUNTS_TTL
         self._workers: list[tuple[Worker, asyncio.Task[None]]] = []
         self._heartbeat: asyncio.Task[None] | None = None
+        self.sources = list(sources)
+        self.sources_app = sources_app
+        self._sources_stop = asyncio.Event()
+        self._sources_task: asyncio.Task[None] | None = None
+        metrics.watch_sources(self.sources)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -115,13 +128,20 @@ class Service:
                     app.namespace,
                     ", ".join(app.registry.types) or "-",
                 )
+            if self.sources and self.sources_app is not None:
+                await self._start_sources(self.sources_app)
         except BaseException:
             await self.stop()
             raise
         log.info("auth %s; api node %s", "on" if self.auth else "off", self.node_id)
 
     async def stop(self) -> None:
-        """Stop claiming, let in-flight handlers finish (within the grace), close the store."""
+        """Stop consuming sources and claiming, let in-flight handlers finish, close the store.
+
+        Sources stop first: a message taken in after the workers stopped would wait for the
+        next start (it is stored, so not lost, but there is no reason to accept it late).
+        """
+        await self._stop_sources()
         for worker, _ in self._workers:
             worker.stop()
         for worker, task in self._workers:
@@ -140,6 +160,29 @@ class Service:
             except Exception:
                 log.exception("could not deregister api node %s", self.node_id)
         await self.store.close()
+
+    async def _start_sources(self, app: AsyncApp) -> None:
+        from duetime.sources import run_sources
+
+        await app.open()
+        self._sources_stop = asyncio.Event()
+        self._sources_task = asyncio.create_task(
+            run_sources(app, self.sources, self._sources_stop), name="duetime-sources"
+        )
+        self._sources_task.add_done_callback(_log_failure)
+        log.info(
+            "sources into namespace %s: %s",
+            app.namespace,
+            ", ".join(source.name for source in self.sources),
+        )
+
+    async def _stop_sources(self) -> None:
+        task, self._sources_task = self._sources_task, None
+        if task is None:
+            return
+        self._sources_stop.set()
+        with contextlib.suppress(Exception):  # already logged by _log_failure
+            await task
 
     async def _decide_auth(self) -> bool:
         wanted = self.settings.auth
@@ -187,3 +230,10 @@ class Service:
             counts[namespace] = await app.counts()
         self.metrics.set_counts(counts)
         self._counts_at = now
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    """Say at once when the sources stopped on an error, not only at shutdown."""
+    error = None if task.cancelled() else task.exception()
+    if error is not None:
+        log.error("sources stopped: %s", error, exc_info=error)

@@ -14,7 +14,7 @@ from duetime.api import ApiSettings, create_api, server
 from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
 from duetime.app import AsyncApp
 from duetime.cli.context import config, database_url_option, log_level_option
-from duetime.cli.worker import load_app, same_database
+from duetime.cli.worker import load_app, load_sources, same_database, sources_option
 from duetime.errors import InvalidInput
 from duetime.store import Store, create_store
 
@@ -85,6 +85,7 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     "off loopback]",
 )
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
+@sources_option
 @database_url_option()
 @log_level_option()
 def serve(
@@ -94,8 +95,13 @@ def serve(
     no_worker: bool,
     auth: bool | None,
     access_log: bool,
+    sources_spec: str | None,
 ) -> None:
-    """Serve the REST API (/v1, /docs), the dashboard (/) and /metrics, with the workers."""
+    """Serve the REST API (/v1, /docs), the dashboard (/) and /metrics, with the workers.
+
+    --sources stores the brokers' schedule requests into the namespace of the first --app
+    (without one: DUETIME_NAMESPACE); /metrics counts their messages.
+    """
     cfg = config()
     cfg.setup_logging(default="info")
     auth = decide_auth(host, auth)
@@ -108,7 +114,11 @@ def serve(
         workers = [worker_app(spec, store, settings.core.database_url) for spec in app_specs]
         if not workers:
             log.info("no --app given: no handlers here, so no worker runs in this process")
-    api = create_api(settings, store=store, workers=workers)
+    sources_app = workers[0] if workers else AsyncApp(settings=settings.core, store=store)
+    sources = load_sources(sources_spec, sources_app)
+    api = create_api(
+        settings, store=store, workers=workers, sources=sources, sources_app=sources_app
+    )
     log.info("duetime serving http://%s:%d (dashboard /, docs /docs)", _url_host(host), port)
     server.run(api, host, port, log_level=cfg.log_level or "info", access_log=access_log)
 

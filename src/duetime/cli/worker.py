@@ -5,6 +5,9 @@ win. A ``--database-url`` or ``--namespace`` given explicitly on the command lin
 ``DUETIME_DATABASE_URL`` / ``DUETIME_NAMESPACE`` before the module is imported (so an app built
 from the environment follows it); if the app still disagrees, that is an error rather than a
 silent surprise.
+
+``worker --sources FILE`` also consumes broker sources (NATS subjects, Redis streams) into the
+app's namespace, configured as :mod:`duetime.sources.config` describes.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import asyncio
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -28,6 +32,9 @@ from duetime.cli.context import CliConfig, common_options, config, log_level_opt
 from duetime.errors import InvalidInput
 from duetime.sync import App, run_worker_blocking
 from duetime.worker import WorkerStats, new_node_id
+
+if TYPE_CHECKING:
+    from duetime.sources import Source
 
 log = logging.getLogger("duetime.cli")
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -149,6 +156,63 @@ def prepare(
     return core
 
 
+def sources_option(func: FC) -> FC:
+    return click.option(
+        "--sources",
+        "sources_spec",
+        envvar="DUETIME_SOURCES",
+        metavar="FILE",
+        help="Broker sources to consume alongside the worker: a JSON file of "
+        '{name: {"kind": "redis"|"nats", ...}} (or that JSON itself) [env DUETIME_SOURCES]',
+    )(func)
+
+
+def read_sources(value: str) -> str:
+    """The JSON text of ``--sources``: the value itself when it is an object, else a file's."""
+    if value.lstrip().startswith("{"):
+        return value
+    try:
+        return Path(value).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput("sources", f"cannot read {value}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput("sources", f"{value} is not UTF-8 text") from None
+
+
+def load_sources(value: str | None, app: AsyncApp) -> list[Source]:
+    """The sources ``--sources`` describes, storing into ``app`` (checked, not connected)."""
+    if not value:
+        return []
+    from duetime.sources import sources_from_json
+
+    sources = sources_from_json(read_sources(value), app)
+    if not sources:
+        log.warning("--sources names no sources")
+    return sources
+
+
+def run_with_sources(core: AsyncApp, sources: list[Source], node_id: str) -> WorkerStats:
+    """Run the worker and the sources until SIGINT or SIGTERM; then both stop, work finished."""
+    from duetime.sources import run_worker_with_sources
+
+    async def main() -> WorkerStats:
+        await core.open()
+        worker = core.worker(node_id=node_id)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await run_worker_with_sources(core, sources, stop, worker=worker)
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await core.close()
+        return worker.stats
+
+    return asyncio.run(main())
+
+
 def print_stats(stats: WorkerStats, title: str) -> None:
     outcomes = dict(sorted(stats.outcomes.items()))
     if config().json:
@@ -171,11 +235,21 @@ def print_stats(stats: WorkerStats, title: str) -> None:
 
 @click.command()
 @worker_options
+@sources_option
 def worker(
-    app_spec: str, concurrency: int | None, batch_size: int | None, lease: float | None
+    app_spec: str,
+    concurrency: int | None,
+    batch_size: int | None,
+    lease: float | None,
+    sources_spec: str | None,
 ) -> None:
-    """Run handlers until SIGINT or SIGTERM (in-flight work is finished first)."""
+    """Run handlers until SIGINT or SIGTERM (in-flight work is finished first).
+
+    With --sources, schedule requests arriving on the brokers become timers in the app's
+    namespace; each message is acknowledged only once its timer is committed.
+    """
     core = prepare(app_spec, concurrency, batch_size, lease)
+    sources = load_sources(sources_spec, core)
     node_id = new_node_id()
     settings = core.settings
     log.info(
@@ -186,7 +260,11 @@ def worker(
         settings.concurrency,
         settings.lease.total_seconds(),
     )
-    stats = run_worker_blocking(core, node_id=node_id)
+    if sources:
+        log.info("sources: %s", ", ".join(repr(source) for source in sources))
+        stats = run_with_sources(core, sources, node_id)
+    else:
+        stats = run_worker_blocking(core, node_id=node_id)
     log.info("worker %s stopped", node_id)
     print_stats(stats, "worker stopped")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from duetime.model import (
     Attempt,
@@ -28,6 +28,11 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.schedules import Materialized, NewSchedule, ScheduleAdvance, ScheduleFilter
+
+TransactionEffect = Callable[[Any], Any]
+"""A transactional handler's writes: called with the backend's connection inside the transaction
+that also completes the timer (SQLite: a ``sqlite3.Connection``, must not return an awaitable;
+PostgreSQL: a psycopg ``AsyncConnection``, may return one)."""
 
 WakeupListener = Callable[[datetime | None], None]
 """Called with the earliest ``run_at`` just stored (None = unknown: re-read the next due time)."""
@@ -246,3 +251,29 @@ def scheduling_store(store: Store) -> SchedulingStore:
     if missing:
         raise TypeError(f"{type(store).__name__} does not keep schedules (no {missing[0]})")
     return store  # type: ignore[return-value]
+
+
+@runtime_checkable
+class TransactionalStore(Protocol):
+    """Backends that can share a transaction with user code (exactly-once effects, outbox)."""
+
+    async def put_timers_in(
+        self,
+        connection: object,
+        timers: Sequence[NewTimer],
+        on_conflict: OnConflict,
+        now: datetime,
+    ) -> list[PutResult]:
+        """Store timers inside the caller's open transaction: they exist only if it commits."""
+        ...
+
+    async def complete_in_transaction(
+        self,
+        timer_id: int,
+        attempt: int,
+        node_id: str,
+        now: datetime,
+        effect: TransactionEffect,
+    ) -> bool:
+        """Run ``effect`` and mark the attempt done in one transaction; False if not ours."""
+        ...

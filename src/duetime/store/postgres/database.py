@@ -123,12 +123,14 @@ class Database:
 
 
 async def fetch_all(conn: Conn, query: str, params: dict[str, Any]) -> list[DictRow]:
-    cur = await conn.execute(query, params)
-    return await cur.fetchall()
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)
+        return await cur.fetchall()
 
 
 async def fetch_value(conn: Conn, query: str, params: dict[str, Any]) -> Any:
     """The first column of the first row (None when there is no row)."""
-    cur = await conn.execute(query, params)
-    row = await cur.fetchone()
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)
+        row = await cur.fetchone()
     return None if row is None else next(iter(row.values()))

@@ -263,13 +263,14 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at
 UPDATE nodes SET heartbeat_at = %(now)s, in_flight = %(in_flight)s WHERE id = %(node_id)s
 
 -- name: extend_leases
--- Locks the node's rows in id order, as finish does, so the two never deadlock.
+-- Locks the node's rows in id order, as finish does, so the two never deadlock. Rows locked by
+-- a transactional handler still running are skipped: rescue skips them too, so they stay ours.
 UPDATE timers SET lease_expires_at = %(lease_until)s
 FROM (
     SELECT id FROM timers
     WHERE lease_owner = %(node_id)s AND status = 'running'
     ORDER BY id
-    FOR UPDATE
+    FOR UPDATE SKIP LOCKED
 ) AS mine
 WHERE timers.id = mine.id AND timers.status = 'running'
 
@@ -278,3 +279,17 @@ DELETE FROM nodes WHERE id = %(node_id)s
 
 -- name: list_nodes
 SELECT * FROM nodes ORDER BY started_at
+
+-- name: lock_attempt
+-- A transactional handler's fence: the row stays locked until its transaction ends, so neither
+-- rescue nor another node can take the attempt while the handler's writes are in flight.
+SELECT id FROM timers
+WHERE id = %(timer_id)s AND attempts = %(attempt)s AND lease_owner = %(node_id)s
+  AND status = 'running'
+FOR UPDATE
+
+-- name: current_search_path
+SELECT current_setting('search_path') AS search_path
+
+-- name: set_search_path
+SELECT set_config('search_path', %(search_path)s, true) AS search_path

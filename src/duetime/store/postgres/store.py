@@ -8,11 +8,14 @@ a claim costs one round trip however many timers it takes. Writers that make wor
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from datetime import datetime
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
 
 from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from duetime.model import (
@@ -22,6 +25,7 @@ from duetime.model import (
     NewTimer,
     Node,
     OnConflict,
+    Outcome,
     Page,
     PutResult,
     Status,
@@ -43,7 +47,7 @@ from duetime.store.postgres.rows import (
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.wakeup import Listener, encode_payload
-from duetime.store.protocol import WakeupListener
+from duetime.store.protocol import TransactionEffect, WakeupListener
 from duetime.store.queries import load_migrations, load_queries
 
 Q = load_queries("duetime.store.postgres")
@@ -53,12 +57,13 @@ MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
 class PostgresStore(PostgresSchedules):
     """Store backed by PostgreSQL (``synchronous_commit=on``), its tables in one schema."""
 
-    def __init__(self, url: str, *, listen: bool = True) -> None:
+    def __init__(self, url: str, *, listen: bool | None = None) -> None:
+        """``listen``: hear wake-ups over LISTEN/NOTIFY (default: the URL's ``listen``, true)."""
         self.url = url
         self.settings = parse_url(url)
         self.schema = self.settings.schema
         self._db = Database(self.settings)
-        self._listen = listen
+        self._listen = self.settings.listen if listen is None else listen
         self._listener: Listener | None = None
         self._listeners: list[WakeupListener] = []
 
@@ -166,32 +171,7 @@ class PostgresStore(PostgresSchedules):
         query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
 
         async def run(conn: Conn) -> list[PutResult]:
-            # Input order, as ids are: newest-first listings show a batch as it was given.
-            # (Two batches sharing keys in opposite orders may deadlock; PostgreSQL breaks it and
-            # the losing transaction is retried by Database.write.)
-            written: list[Row | None] = []
-            async with conn.cursor() as cur:
-                await cur.executemany(
-                    query, [timer_params(timer, now) for timer in timers], returning=True
-                )
-                for _ in timers:
-                    written.append(await cur.fetchone())
-                    cur.nextset()
-            missing = [i for i, row in enumerate(written) if row is None]
-            if missing and on_conflict == "error":
-                key = timers[missing[0]].key
-                raise AlreadyExists(f"a timer with key {key!r} already exists", field="key")
-            existing = await self._get_many(conn, [timers[i] for i in missing])
-            results = [
-                PutResult("kept", existing[(timers[i].namespace, timers[i].key)])
-                if row is None
-                else PutResult("created" if row["version"] == 1 else "updated", timer_from_row(row))
-                for i, row in enumerate(written)
-            ]
-            changed = [r.timer.run_at for r in results if r.action != "kept"]
-            if changed:
-                await self._notify(conn, min(changed))
-            return results
+            return await self._put(conn, query, timers, on_conflict, now)
 
         try:
             results = await self._db.write(run)
@@ -201,6 +181,100 @@ class PostgresStore(PostgresSchedules):
         if changed:
             self._notify_listeners(min(changed))
         return results
+
+    async def _put(
+        self,
+        conn: Conn,
+        query: str,
+        timers: Sequence[NewTimer],
+        on_conflict: OnConflict,
+        now: datetime,
+    ) -> list[PutResult]:
+        # Input order, as ids are: newest-first listings show a batch as it was given.
+        # (Two batches sharing keys in opposite orders may deadlock; PostgreSQL breaks it and
+        # the losing transaction is retried by Database.write.)
+        written: list[Row | None] = []
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.executemany(
+                query, [timer_params(timer, now) for timer in timers], returning=True
+            )
+            for _ in timers:
+                written.append(await cur.fetchone())
+                cur.nextset()
+        missing = [i for i, row in enumerate(written) if row is None]
+        if missing and on_conflict == "error":
+            key = timers[missing[0]].key
+            raise AlreadyExists(f"a timer with key {key!r} already exists", field="key")
+        existing = await self._get_many(conn, [timers[i] for i in missing])
+        results = [
+            PutResult("kept", existing[(timers[i].namespace, timers[i].key)])
+            if row is None
+            else PutResult("created" if row["version"] == 1 else "updated", timer_from_row(row))
+            for i, row in enumerate(written)
+        ]
+        changed = [r.timer.run_at for r in results if r.action != "kept"]
+        if changed:
+            await self._notify(conn, min(changed))
+        return results
+
+    async def put_timers_in(
+        self,
+        connection: object,
+        timers: Sequence[NewTimer],
+        on_conflict: OnConflict,
+        now: datetime,
+    ) -> list[PutResult]:
+        """Store timers inside the caller's own open transaction (the outbox pattern).
+
+        They become visible, and wake workers (the NOTIFY is part of the transaction), only if
+        the caller commits; a rollback takes them away with the caller's own writes.
+        """
+        if not isinstance(connection, psycopg.AsyncConnection):
+            raise InvalidInput(
+                "transaction", "must be a psycopg.AsyncConnection inside an open transaction"
+            )
+        if connection.info.transaction_status != TransactionStatus.INTRANS:
+            raise InvalidInput(
+                "transaction", "has no open transaction: start one before scheduling in it"
+            )
+        if not timers:
+            return []
+        check_text(timers)
+        query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
+        conn: Conn = connection
+        saved = await fetch_value(conn, Q["current_search_path"], {})
+        await fetch_value(conn, Q["set_search_path"], {"search_path": self.schema})
+        try:
+            return await self._put(conn, query, timers, on_conflict, now)
+        finally:
+            await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
+
+    async def complete_in_transaction(
+        self,
+        timer_id: int,
+        attempt: int,
+        node_id: str,
+        now: datetime,
+        effect: TransactionEffect,
+    ) -> bool:
+        """Run a handler's writes and mark its timer done in one transaction (exactly-once).
+
+        The attempt's row is locked first; if it is no longer ours nothing runs and False comes
+        back. ``effect`` receives the connection (an ``AsyncConnection`` with dict rows).
+        """
+        batch = FinishBatch.of([Finish(timer_id, attempt, Outcome.DONE)], node_id, now)
+
+        async def run(conn: Conn) -> bool:
+            params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
+            if await fetch_value(conn, Q["lock_attempt"], params) is None:
+                return False
+            result = effect(conn)
+            if inspect.isawaitable(result):
+                await result
+            done = await fetch_all(conn, Q["finish"], batch.params)
+            return bool(done)
+
+        return await self._db.write(run)
 
     async def _get_many(
         self, conn: Conn, timers: Sequence[NewTimer]

@@ -32,7 +32,9 @@ INSERT INTO timers (
     :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now
 )
 ON CONFLICT (namespace, key) DO NOTHING
-RETURNING *
+RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
+    registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
+    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at, version
 
 -- name: upsert_timer
 INSERT INTO timers (
@@ -57,7 +59,9 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     updated_at = excluded.updated_at,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
-RETURNING *
+RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
+    registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
+    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at, version
 
 -- name: get_timer
 SELECT * FROM timers WHERE namespace = ? AND key = ?

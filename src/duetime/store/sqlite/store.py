@@ -1,7 +1,10 @@
 """The embedded SQLite store: one file in WAL mode, safe for several processes on one machine.
 
-Every call runs on one private thread that owns the connection, so the asyncio loop never blocks
-on disk and a transaction is never interleaved with another call from this process. Other
+Every call runs on one private thread that owns the connection, in the order the calls were
+made, so the asyncio loop never blocks on disk and a transaction is never interleaved with
+another call from this process. Writes that queue up while the thread is busy are committed
+together (group commit: one fsync for, say, a worker's batch of outcomes and its next claim),
+each in its own savepoint, and each caller hears back only after that durable commit. Other
 processes coordinate through SQLite's own locking (``BEGIN IMMEDIATE`` + a busy timeout), and
 learn about new timers through :mod:`duetime.store.sqlite.wakeup`.
 """
@@ -28,6 +31,7 @@ from duetime.model import (
     OnConflict,
     Outcome,
     Page,
+    PutAction,
     PutResult,
     Status,
     Timer,
@@ -293,12 +297,14 @@ class SqliteStore(SqliteSchedules):
         def run(conn: sqlite3.Connection) -> list[PutResult]:
             query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
             results: list[PutResult] = []
+            cursor = conn.cursor()
+            cursor.row_factory = None  # TIMER_COLUMNS + version, as plain tuples
+            instants = InstantCache()
             for timer, params in zip(timers, rows, strict=True):
-                row = conn.execute(query, params).fetchone()
+                row = cursor.execute(query, params).fetchone()
                 if row is not None:
-                    created = row["version"] == 1
-                    timer_row = timer_from_row(row)
-                    results.append(PutResult("created" if created else "updated", timer_row))
+                    action: PutAction = "created" if row[-1] == 1 else "updated"
+                    results.append(PutResult(action, timer_from_tuple(row[:-1], instants)))
                     continue
                 existing = conn.execute(Q["get_timer"], (timer.namespace, timer.key)).fetchone()
                 if on_conflict == "error":
@@ -555,8 +561,10 @@ def _returning(sql: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in clause.split(","))
 
 
-if _returning(Q["claim_due"]) != TIMER_COLUMNS:  # pragma: no cover - caught by any test run
-    raise RuntimeError("queries.sql claim_due must return exactly rows.TIMER_COLUMNS, in order")
+if _returning(Q["claim_due"]) != TIMER_COLUMNS or any(  # pragma: no cover
+    _returning(Q[name]) != (*TIMER_COLUMNS, "version") for name in ("insert_timer", "upsert_timer")
+):
+    raise RuntimeError("queries.sql: the RETURNING lists must match rows.TIMER_COLUMNS")
 
 
 class _Write(Generic[R]):

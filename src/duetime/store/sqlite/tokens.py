@@ -13,6 +13,8 @@ from duetime.store.queries import load_queries
 from duetime.store.sqlite.store import SqliteStore
 
 Q = load_queries("duetime.store.sqlite", "tokens.sql")
+MAX_ID = 2**63 - 1
+"""SQLite integers are 64-bit: a larger id cannot name a token (and would fail to bind)."""
 
 
 class SqliteTokenStore:
@@ -58,6 +60,8 @@ class SqliteTokenStore:
         return await self.store._run(run)
 
     async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
+        if not 0 < token_id <= MAX_ID:
+            raise NotFound(f"no token with id {token_id}", field="id")
         params = {"id": token_id, "now": to_micros(now)}
 
         def run(conn: sqlite3.Connection) -> TokenInfo:
@@ -71,6 +75,8 @@ class SqliteTokenStore:
         return await self.store._run(self.store._write(run))
 
     async def touch_token(self, token_id: int, now: datetime) -> None:
+        if not 0 < token_id <= MAX_ID:
+            return
         params = {"id": token_id, "now": to_micros(now)}
         await self.store._run(self.store._write(lambda c: c.execute(Q["touch_token"], params)))
 

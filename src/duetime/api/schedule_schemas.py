@@ -1,0 +1,163 @@
+"""The documented shapes of the schedule endpoints' requests and answers (for /openapi.json).
+
+Bodies are validated by :class:`duetime.ScheduleRequest` and the facade, exactly like a Python
+``add_schedule(...)`` call; these models only describe them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from duetime.api.schemas import TYPE_PATTERN
+
+SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$"
+CatchUpName = Literal["latest", "all", "none"]
+OnGapName = Literal["run_after", "skip"]
+OnOverlapName = Literal["once", "both"]
+
+
+class _RuleFields(BaseModel):
+    """What a schedule's definition may say (every field of a create, any of an update)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    payload: Any = Field(None, description="Any JSON, up to the payload size limit")
+    cron: str | None = Field(
+        None, examples=["0 9 * * *", "@daily"], description="5-field cron, or an alias"
+    )
+    every: str | float | None = Field(
+        None, examples=["PT5M", 300], description="Fixed interval: ISO 8601 duration or seconds"
+    )
+    timezone: str = Field("UTC", examples=["Asia/Tokyo"], description="IANA zone of the cron")
+    subject: str | int | None = Field(None, examples=["user-1234"])
+    start_at: str | None = Field(None, examples=["2025-03-15T00:00:00Z"])
+    end_at: str | None = Field(None, examples=["2026-03-15T00:00:00Z"])
+    catch_up: CatchUpName = Field("latest", description="After an outage: latest, all or none")
+    on_gap: OnGapName = Field("run_after", description="Fixed-time cron in a DST gap")
+    on_overlap: OnOverlapName = Field("once", description="Fixed-time cron in a repeated hour")
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+
+
+class ScheduleBody(_RuleFields):
+    """Create a schedule, or bring an existing one to this definition: ``cron`` or ``every``."""
+
+    name: str = Field(
+        examples=["birthday:user-42"],
+        min_length=1,
+        max_length=200,
+        pattern=SCHEDULE_NAME_PATTERN,
+        description="Unique in the namespace; part of every occurrence's timer key",
+    )
+    type: str = Field(examples=["birthday.greeting"], pattern=TYPE_PATTERN, max_length=200)
+    active: bool | None = Field(
+        None, description="Create paused with false; absent leaves an existing one as it is"
+    )
+    on_conflict: Literal["update", "keep", "error"] = "update"
+
+
+_NOT_NULL = ("type", "catch_up", "on_gap", "on_overlap", "active")
+"""Fields of a patch that cannot be cleared: null is refused, not read as "unchanged"."""
+
+
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """Absent means unchanged, so no field has a default; only clearable ones take null."""
+    for name, prop in schema.get("properties", {}).items():
+        prop.pop("default", None)
+        if name in _NOT_NULL and "anyOf" in prop:
+            kept = [option for option in prop.pop("anyOf") if option.get("type") != "null"]
+            if len(kept) == 1:
+                prop.update(kept[0])
+            else:
+                prop["anyOf"] = kept
+
+
+class SchedulePatch(BaseModel):
+    """Change some fields (absent ones stay); null clears an optional one (``timezone`` →
+    UTC, ``max_attempts`` → the server's default). ``cron`` replaces ``every`` and back.
+    """
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_patch_schema)
+
+    type: str | None = Field(None, pattern=TYPE_PATTERN, max_length=200)
+    payload: Any = Field(None, description="Any JSON, up to the payload size limit")
+    cron: str | None = Field(None, examples=["0 9 * * *"])
+    every: str | float | None = Field(None, examples=["PT5M", 300])
+    timezone: str | None = Field(None, examples=["Europe/Berlin"])
+    subject: str | int | None = None
+    start_at: str | None = None
+    end_at: str | None = None
+    catch_up: CatchUpName | None = None
+    on_gap: OnGapName | None = None
+    on_overlap: OnOverlapName | None = None
+    max_attempts: int | None = Field(None, ge=1, le=1000)
+    active: bool | None = Field(None, description="false pauses, true resumes")
+
+
+class ScheduleOut(BaseModel):
+    id: int
+    namespace: str
+    name: str
+    type: str
+    payload: Any
+    subject: str | None
+    cron: str | None
+    every: float | None = Field(description="Seconds")
+    timezone: str
+    start_at: str | None
+    end_at: str | None
+    catch_up: str
+    on_gap: str
+    on_overlap: str
+    active: bool
+    max_attempts: int
+    next_at: str | None
+    last_at: str | None
+    after_at: str
+    anchor_at: str
+    created_at: str
+    updated_at: str
+    version: int
+
+
+class OccurrenceOut(BaseModel):
+    utc: str = Field(examples=["2025-03-09T07:00:00Z"])
+    local: str = Field(examples=["2025-03-09T03:00:00-04:00"], description="With its offset")
+
+
+class SchedulePutOut(BaseModel):
+    """What defining did: ``created`` (201), or ``updated`` / ``kept`` (200)."""
+
+    action: Literal["created", "updated", "kept"]
+    schedule: ScheduleOut
+
+
+class ScheduleChangedOut(BaseModel):
+    action: Literal["updated", "kept", "paused", "resumed"]
+    schedule: ScheduleOut
+
+
+class ScheduleDeletedOut(BaseModel):
+    action: Literal["deleted"]
+    schedule: ScheduleOut
+    cancelled: int = Field(description="Pending occurrences cancelled with it")
+
+
+class SchedulePageOut(BaseModel):
+    """By name; pass ``next_cursor`` as ``cursor`` for the next page (null at the end)."""
+
+    items: list[ScheduleOut]
+    next_cursor: str | None
+
+
+class ScheduleDetailOut(BaseModel):
+    schedule: ScheduleOut
+    description: str = Field(examples=["At 09:00 (Asia/Tokyo)"])
+    next: list[OccurrenceOut] = Field(description="The next occurrences (none while paused)")
+
+
+class PreviewOut(BaseModel):
+    timezone: str
+    description: str
+    occurrences: list[OccurrenceOut]

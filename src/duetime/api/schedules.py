@@ -1,0 +1,274 @@
+"""``/v1/namespaces/{namespace}/schedules``: define, list, show, change, pause, resume, delete.
+
+Bodies go through :class:`ScheduleRequest` and the facade, so a REST request is validated exactly
+like a Python ``add_schedule(...)`` call, and bad input stores nothing. ``GET /v1/preview`` shows
+the next occurrences of a rule without storing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from duetime.api.deps import PrincipalDep, ReadApp, ScheduleApp, ServiceDep, WriteApp, read_json
+from duetime.api.schedule_schemas import (
+    SCHEDULE_NAME_PATTERN,
+    OnGapName,
+    OnOverlapName,
+    PreviewOut,
+    ScheduleBody,
+    ScheduleChangedOut,
+    ScheduleDeletedOut,
+    ScheduleDetailOut,
+    SchedulePageOut,
+    SchedulePatch,
+    SchedulePutOut,
+)
+from duetime.api.schemas import ErrorOut, errors
+from duetime.errors import InvalidInput
+from duetime.model import JSON, OnConflict, Schedule, iso
+from duetime.recurrence import describe, parse_recurrence
+from duetime.schedules import ScheduleRequest, recurrence_of
+from duetime.tzmath import load_zone
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["schedules"])
+preview_router = APIRouter(tags=["schedules"])
+
+ON_CONFLICT = ("update", "keep", "error")
+PATCH_FIELDS = frozenset(SchedulePatch.model_fields)
+PREVIEW = 5
+Name = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        pattern=SCHEDULE_NAME_PATTERN,
+        description="The schedule's name",
+    ),
+]
+Count = Annotated[int, Query(ge=1, le=1000, description="How many occurrences")]
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
+EXISTS: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "A schedule of that name exists"}
+}
+RACED: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "Others kept changing the schedule; try again"}
+}
+
+
+def _body(model: type[BaseModel]) -> dict[str, Any]:
+    """Document a JSON body that the endpoint reads and validates itself."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
+
+
+def _answer(action: str, schedule: Schedule, status: int = 200) -> JSONResponse:
+    return JSONResponse({"action": action, "schedule": schedule.to_dict()}, status)
+
+
+def occurrences_json(instants: Sequence[datetime], timezone: str) -> list[JSON]:
+    """Each instant in UTC and as wall-clock time with its offset in ``timezone``."""
+    zone = load_zone(timezone)
+    return [
+        {"utc": iso(instant), "local": instant.astimezone(zone).isoformat()} for instant in instants
+    ]
+
+
+async def _object(request: Request, service: ServiceDep) -> dict[str, Any]:
+    data = await read_json(request, service.settings.body_limit)
+    if not isinstance(data, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    return data
+
+
+@router.post(
+    "/schedules",
+    summary="Define a schedule",
+    status_code=201,
+    response_model=SchedulePutOut,
+    responses=errors(
+        400,
+        401,
+        403,
+        404,
+        413,
+        422,
+        extra={**EXISTS, 200: {"model": SchedulePutOut, "description": "Updated or kept"}},
+    ),
+    openapi_extra=_body(ScheduleBody),
+)
+async def add_schedule(request: Request, app: ScheduleApp, service: ServiceDep) -> JSONResponse:
+    """Create (201), or bring an existing name to this definition (200); `action` says which.
+
+    Without `active`, a new schedule starts active and an existing one stays paused or running.
+    """
+    data = await _object(request, service)
+    on_conflict = data.pop("on_conflict", "update")
+    if not isinstance(on_conflict, str) or on_conflict not in ON_CONFLICT:
+        raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
+    active = data.pop("active", None)
+    if active is not None and not isinstance(active, bool):
+        raise InvalidInput("active", "must be true or false")
+    schedule_request = ScheduleRequest.from_dict({**data, "active": active is not False})
+    ((action, schedule),) = await app.add_schedules(
+        [schedule_request], on_conflict=cast(OnConflict, on_conflict), keep_active=active is None
+    )
+    return _answer(action, schedule, 201 if action == "created" else 200)
+
+
+@router.get(
+    "/schedules",
+    summary="List schedules by name",
+    response_model=SchedulePageOut,
+    responses=errors(401, 404, 422),
+)
+async def list_schedules(
+    app: ReadApp,
+    subject: Annotated[str | None, Query(description="Only schedules about this subject")] = None,
+    type: Annotated[str | None, Query(description="Only this event type")] = None,
+    active: Annotated[bool | None, Query(description="Only running (true) / paused")] = None,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> JSONResponse:
+    page = await app.list_schedules(
+        subject=subject, type=type, active=active, cursor=cursor, limit=limit
+    )
+    return JSONResponse(
+        {"items": [s.to_dict() for s in page.items], "next_cursor": page.next_cursor}
+    )
+
+
+@router.get(
+    "/schedules/{name}",
+    summary="One schedule and its next occurrences",
+    response_model=ScheduleDetailOut,
+    responses=errors(401, 404, 422),
+)
+async def show_schedule(app: ReadApp, name: Name, count: Count = PREVIEW) -> JSONResponse:
+    """`next` lists the coming occurrences in UTC and local time (empty while paused)."""
+    schedule = await app.get_schedule(name)
+    upcoming = await app.preview(schedule=name, count=count) if schedule.active else []
+    return JSONResponse(
+        {
+            "schedule": schedule.to_dict(),
+            "description": describe(recurrence_of(schedule)),
+            "next": occurrences_json(upcoming, schedule.timezone),
+        }
+    )
+
+
+@router.patch(
+    "/schedules/{name}",
+    summary="Change some fields of a schedule",
+    response_model=ScheduleChangedOut,
+    responses=errors(400, 401, 403, 404, 413, 422, extra=RACED),
+    openapi_extra=_body(SchedulePatch),
+)
+async def update_schedule(
+    request: Request, app: WriteApp, name: Name, service: ServiceDep
+) -> JSONResponse:
+    """The next occurrence is recomputed; `action` is `kept` when nothing changed.
+
+    A change of the rule (cron, every, timezone, start/end, DST options) starts afresh from now.
+    """
+    data = await _object(request, service)
+    for field in data:
+        if field not in PATCH_FIELDS:
+            raise InvalidInput(field, "is not a known field")
+    if not data:
+        raise InvalidInput("body", "nothing to change: give at least one field")
+    before = await app.get_schedule(name)
+    schedule = await app.update_schedule(name, **data)
+    return _answer("kept" if schedule.version == before.version else "updated", schedule)
+
+
+@router.post(
+    "/schedules/{name}/pause",
+    summary="Pause a schedule",
+    response_model=ScheduleChangedOut,
+    responses=errors(401, 403, 404, 422, extra=RACED),
+)
+async def pause_schedule(app: WriteApp, name: Name) -> JSONResponse:
+    """No occurrences until resumed; those made ahead of time are withdrawn."""
+    return _answer("paused", await app.pause_schedule(name))
+
+
+@router.post(
+    "/schedules/{name}/resume",
+    summary="Resume a paused schedule",
+    response_model=ScheduleChangedOut,
+    responses=errors(401, 403, 404, 422, extra=RACED),
+)
+async def resume_schedule(app: WriteApp, name: Name) -> JSONResponse:
+    """From the next occurrence after now: the paused time is not caught up."""
+    return _answer("resumed", await app.resume_schedule(name))
+
+
+@router.delete(
+    "/schedules/{name}",
+    summary="Delete a schedule",
+    response_model=ScheduleDeletedOut,
+    responses=errors(401, 403, 404, 422),
+)
+async def delete_schedule(app: WriteApp, name: Name) -> JSONResponse:
+    """Its pending occurrences are cancelled (`cancelled` says how many); history stays."""
+    schedule, cancelled = await app.delete_schedule(name)
+    return JSONResponse(
+        {"action": "deleted", "schedule": schedule.to_dict(), "cancelled": cancelled}
+    )
+
+
+@preview_router.get(
+    "/v1/preview",
+    summary="The next occurrences of a cron or interval rule",
+    response_model=PreviewOut,
+    responses=errors(401, 422),
+)
+async def preview(
+    service: ServiceDep,
+    who: PrincipalDep,
+    cron: Annotated[str | None, Query(examples=["30 2 * * *"])] = None,
+    every: Annotated[str | None, Query(description="Instead of cron: PT5M or seconds")] = None,
+    timezone: Annotated[str, Query(examples=["America/New_York"])] = "UTC",
+    after: Annotated[str | None, Query(description="ISO 8601 instant [now]")] = None,
+    start_at: str | None = None,
+    end_at: str | None = None,
+    on_gap: OnGapName = "run_after",
+    on_overlap: OnOverlapName = "once",
+    count: Count = PREVIEW,
+) -> JSONResponse:
+    """Nothing is stored: try a rule (and its DST behaviour) before defining a schedule."""
+    upcoming = await service.root.preview(
+        cron,
+        every=every,
+        timezone=timezone,
+        on_gap=on_gap,
+        on_overlap=on_overlap,
+        start_at=start_at,
+        end_at=end_at,
+        after=after,
+        count=count,
+    )
+    rule = parse_recurrence(
+        cron=cron, every=every, timezone=timezone, on_gap=on_gap, on_overlap=on_overlap
+    )
+    return JSONResponse(
+        {
+            "timezone": timezone,
+            "description": describe(rule),
+            "occurrences": occurrences_json(upcoming, timezone),
+        }
+    )
+
+
+__all__ = ["preview_router", "router"]
