@@ -108,6 +108,9 @@ class HandlerRegistry:
     def get(self, type: str) -> Handler | None:
         return self._handlers.get(type)
 
+    def all(self) -> list[Handler]:
+        return list(self._handlers.values())
+
     @property
     def types(self) -> list[str]:
         return sorted(self._handlers)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import random
 import socket
 import uuid
 from collections import Counter, deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
@@ -28,11 +29,14 @@ from duetime.config import Settings
 from duetime.handlers import Event, Handler, HandlerRegistry
 from duetime.model import Claimed, Finish, Node, Outcome, Timer
 from duetime.outcomes import Cancel, Dead, HandlerOutcome, Retry, Snooze
-from duetime.store.protocol import Store
+from duetime.services.materializer import Materializer
+from duetime.store.protocol import Store, TransactionalStore
 
 log = logging.getLogger("duetime.worker")
 
 MAX_ERROR_LENGTH = 2000
+_TAKEN_OVER = Finish(0, 0, Outcome.LOST)
+"""Marks an attempt another node took over before a transactional handler could commit."""
 
 CLAIM_AHEAD = timedelta(milliseconds=25)
 """How long before a planned due instant the worker claims it, at least (real clocks only).
@@ -88,6 +92,7 @@ class Worker:
         observers: Sequence[WorkerObserver] = (),
         rng: random.Random | None = None,
         claim_ahead: timedelta | None = None,
+        materialize: bool = True,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -121,6 +126,10 @@ class Worker:
         self._claim_seconds: deque[float] = deque(maxlen=32)  # how long recent claims took
         self._services: list[asyncio.Task[None]] = []
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.materializer: Materializer | None = (
+            Materializer(store, clock, self.namespace) if materialize else None
+        )
         subscribe = getattr(clock, "subscribe", None)
         if subscribe is not None:
             subscribe(self._wake)
@@ -130,6 +139,12 @@ class Worker:
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish in-flight handlers (within the grace) and exit."""
         await self._start()
+        if self.materializer is not None:
+            self._services.append(
+                asyncio.create_task(
+                    self.materializer.run(self._stopping), name="duetime-materializer"
+                )
+            )
         try:
             while not self._stopping.is_set():
                 await self._cycle()
@@ -160,6 +175,8 @@ class Worker:
     async def tick(self) -> WorkerStats:
         """Fire everything due now once, wait for it to finish, and return what happened."""
         await self._start()
+        if self.materializer is not None:
+            await self.materializer.run_once()
         try:
             while True:
                 free = self._free()
@@ -178,6 +195,8 @@ class Worker:
         if self._started:
             return
         self._started = True
+        self._loop = asyncio.get_running_loop()
+        self._check_transactional_handlers()
         now = self.clock.now()
         await self.store.register_node(
             Node(self.node_id, socket.gethostname(), os.getpid(), now, now, role="worker")
@@ -285,9 +304,24 @@ class Worker:
             await self._capacity.wait()
 
     def _on_wakeup(self, earliest: datetime | None) -> None:
+        """A store heard of new work; called on any thread (e.g. a sync App's own loop)."""
         planned = self._planned_wake
         if earliest is None or planned is None or earliest < planned:
-            self._wake.set()
+            loop = self._loop
+            if loop is None or _on_loop(loop):
+                self._wake.set()
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(self._wake.set)
+
+    def _check_transactional_handlers(self) -> None:
+        """Refuse to start with transactional handlers the store cannot run, rather than fail
+        each of their timers later."""
+        wanted = [h.type for h in self.registry.all() if h.transactional]
+        if wanted and not isinstance(self.store, TransactionalStore):
+            raise ValueError(
+                f"transactional handlers ({', '.join(wanted)}) need a store that can share its "
+                "transaction with them"
+            )
 
     async def _claim(self, limit: int, target: datetime | None) -> list[Claimed]:
         """Claim what is due now, or if ``target`` is ahead, due by then (held until then)."""
@@ -325,7 +359,7 @@ class Worker:
         before = self._before(timer, attempt)
         if isinstance(before, Finish):
             self._record(timer, before)
-        elif not before.is_async:
+        elif not before.is_async or before.transactional:
             self._in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, 0, before))
         else:
             try:
@@ -369,7 +403,7 @@ class Worker:
             started = True
             before = handler or self._before(timer, attempt)
             if isinstance(before, Finish):
-                finish = before
+                finish: Finish | None = before
             else:
                 finish = await self._invoke(before, timer, attempt)
         except asyncio.CancelledError:
@@ -380,6 +414,13 @@ class Worker:
         finally:
             self._in_flight.pop(timer.id, None)
             self._capacity.set()
+        if finish is _TAKEN_OVER:
+            return
+        if finish is None:  # a transactional handler's completion committed with its writes
+            self.stats.outcomes[Outcome.DONE.value] += 1
+            for observer in self.observers:
+                observer.finished(timer, Outcome.DONE)
+            return
         self._record(timer, finish)
 
     def _record(self, timer: Timer, finish: Finish) -> None:
@@ -431,13 +472,50 @@ class Worker:
             observer.started(timer, attempt, now - timer.due_at)
         return handler
 
-    async def _invoke(self, handler: Handler, timer: Timer, attempt: int) -> Finish:
+    async def _invoke(self, handler: Handler, timer: Timer, attempt: int) -> Finish | None:
+        """Run the handler; None when a transactional handler already recorded its outcome."""
         event = Event.from_timer(timer, attempt)
+        if handler.transactional:
+            return await self._invoke_in_transaction(handler, event, timer, attempt)
         try:
             result: Any = await handler(event)
         except Exception as exc:
             return self._outcome(timer, attempt, None, exc)
         return self._outcome(timer, attempt, result, None)
+
+    async def _invoke_in_transaction(
+        self, handler: Handler, event: Event, timer: Timer, attempt: int
+    ) -> Finish | None:
+        """The handler's writes and the completion commit together (exactly-once effects).
+
+        Any other outcome (an exception, Snooze, Dead…) rolls the handler's writes back and is
+        recorded like any handler's.
+        """
+        assert isinstance(self.store, TransactionalStore)
+        returned: list[Any] = []
+
+        def effect(connection: Any) -> Any:
+            result = handler.func(event, connection)
+            if inspect.isawaitable(result):
+                return _keep_result(result, returned)
+            returned.append(result)
+            if isinstance(result, HandlerOutcome):
+                raise result  # roll the writes back; recorded below
+            return None
+
+        try:
+            ours = await self.store.complete_in_transaction(
+                timer.id, attempt, self.node_id, self.clock.now(), effect
+            )
+        except Exception as exc:
+            return self._outcome(timer, attempt, None, exc)
+        if not ours:
+            self.stats.lost += 1
+            log.warning("attempt %d of %s was taken over; nothing was written", attempt, timer.key)
+            return _TAKEN_OVER
+        if returned and isinstance(returned[0], HandlerOutcome):
+            return self._explicit(returned[0], timer, attempt)
+        return None
 
     def _outcome(
         self, timer: Timer, attempt: int, result: Any, error: BaseException | None
@@ -583,3 +661,18 @@ def _process_alive(pid: int) -> bool:
 def _describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text[:MAX_ERROR_LENGTH]
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def _keep_result(awaitable: Awaitable[Any], returned: list[Any]) -> None:
+    """Await an async transactional handler; an explicit outcome rolls its writes back."""
+    result = await awaitable
+    returned.append(result)
+    if isinstance(result, HandlerOutcome):
+        raise result

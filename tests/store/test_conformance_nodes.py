@@ -52,7 +52,9 @@ async def test_wakeups_are_heard_here_and_by_other_instances(
     await store.put_timers([new_timer("a", NOW)], "keep", NOW)  # kept: nothing new is due
     await asyncio.sleep(0.2)
     assert here == []
-    assert there == []
+    # A bare "re-read" hint (None) may come at any time, e.g. after a listener reconnects;
+    # what must not come is news of a due time, since nothing new is due.
+    assert [hint for hint in there if hint is not None] == []
 
 
 async def test_a_retry_wakes_other_instances(store: Store, make_store: StoreFactory) -> None:

@@ -222,3 +222,7 @@ DELETE FROM nodes WHERE id = ?
 
 -- name: list_nodes
 SELECT * FROM nodes ORDER BY started_at
+
+-- name: owned_attempt
+SELECT 1 FROM timers
+WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from duetime.errors import AlreadyExists, Conflict, NotFound, StoreUnavailable
+from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound, StoreUnavailable
 from duetime.model import (
     Attempt,
     Claimed,
@@ -44,7 +45,7 @@ from duetime.store.codec import (
     from_micros,
     to_micros,
 )
-from duetime.store.protocol import WakeupListener
+from duetime.store.protocol import TransactionEffect, WakeupListener
 from duetime.store.queries import load_migrations, load_queries
 from duetime.store.sqlite.rows import (
     TIMER_COLUMNS,
@@ -470,6 +471,55 @@ class SqliteStore(SqliteSchedules):
         if retried or released:
             self._announce(min(retried) if retried else None)
         return lost
+
+    async def complete_in_transaction(
+        self,
+        timer_id: int,
+        attempt: int,
+        node_id: str,
+        now: datetime,
+        effect: TransactionEffect,
+    ) -> bool:
+        """Run a handler's writes and mark its timer done in one transaction (exactly-once).
+
+        ``effect`` gets this store's ``sqlite3.Connection`` on the store's own thread, inside the
+        write transaction; it must be a plain function (nothing else runs meanwhile).
+        """
+        params = {
+            "timer_id": timer_id,
+            "attempt": attempt,
+            "node_id": node_id,
+            "now": to_micros(now),
+            "error": None,
+            "outcome": Outcome.DONE.value,
+        }
+
+        def run(conn: sqlite3.Connection) -> bool:
+            if conn.execute(Q["owned_attempt"], params).fetchone() is None:
+                return False
+            result = effect(conn)
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError(
+                    "on SQLite a transactional handler must be a plain function, not async"
+                )
+            return _apply_finish(conn, Outcome.DONE, params)
+
+        return await self._run(self._write(run))
+
+    async def put_timers_in(
+        self,
+        connection: object,
+        timers: Sequence[NewTimer],
+        on_conflict: OnConflict,
+        now: datetime,
+    ) -> list[PutResult]:
+        """Scheduling inside the caller's own transaction is a PostgreSQL feature."""
+        raise InvalidInput(
+            "transaction", "scheduling inside your own transaction needs the PostgreSQL store"
+        )
 
     async def rescue(self, now: datetime) -> list[int]:
         now_us = to_micros(now)

@@ -1,0 +1,142 @@
+"""Exactly-once effects: a transactional handler's writes commit with its timer's completion.
+
+And the outbox pattern: timers scheduled inside the caller's own PostgreSQL transaction exist
+only if it commits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from duetime import AsyncApp, Dead, Event, FrozenClock, InvalidInput, Status
+from duetime.store import Store
+
+START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def make_app(store: Store, clock: FrozenClock) -> AsyncApp:
+    return AsyncApp(store.url, "shop", store=store, clock=clock)
+
+
+async def prepare_effects_table(store: Store, backend: str) -> None:
+    if backend == "sqlite":
+        with sqlite3.connect(store.url.removeprefix("sqlite:///")) as conn:
+            conn.execute("CREATE TABLE fx (key TEXT NOT NULL)")
+    else:
+        async with await psycopg.AsyncConnection.connect(store.url.split("?")[0]) as conn:
+            schema = store.url.split("schema=")[1]
+            await conn.execute(f"CREATE TABLE {schema}.fx (key text NOT NULL)")
+            await conn.commit()
+
+
+async def effect_rows(app: AsyncApp, backend: str) -> list[str]:
+    page = await app.history(limit=10)
+    assert page.items is not None
+    store = app.store
+    if backend == "sqlite":
+        with sqlite3.connect(store.url.removeprefix("sqlite:///")) as conn:
+            return [row[0] for row in conn.execute("SELECT key FROM fx ORDER BY key")]
+    schema = store.url.split("schema=")[1]
+    async with await psycopg.AsyncConnection.connect(store.url.split("?")[0]) as conn:
+        cur = await conn.execute(f"SELECT key FROM {schema}.fx ORDER BY key")
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def test_writes_and_completion_commit_together(store: Store, backend: str) -> None:
+    await prepare_effects_table(store, backend)
+    clock = FrozenClock(START)
+    app = make_app(store, clock)
+    calls: list[str] = []
+
+    if backend == "sqlite":
+
+        @app.handler("order.paid", transactional=True)
+        def record(event: Event, conn: Any) -> None:
+            calls.append(event.key)
+            conn.execute("INSERT INTO fx (key) VALUES (?)", (event.key,))
+            if event.payload.get("fail"):
+                raise RuntimeError("card declined")
+            if event.payload.get("dead"):
+                raise Dead("no such order")
+
+    else:
+
+        @app.handler("order.paid", transactional=True)
+        async def record(event: Event, conn: Any) -> None:
+            calls.append(event.key)
+            await conn.execute("INSERT INTO fx (key) VALUES (%s)", (event.key,))
+            if event.payload.get("fail"):
+                raise RuntimeError("card declined")
+            if event.payload.get("dead"):
+                raise Dead("no such order")
+
+    await app.open()
+    await app.schedule("order.paid", {}, delay=0, key="ok")
+    await app.schedule("order.paid", {"fail": True}, delay=0, key="fails", max_attempts=3)
+    await app.schedule("order.paid", {"dead": True}, delay=0, key="dead")
+    stats = await app.tick()
+    assert stats.outcomes == {"done": 1, "retry": 1, "dead": 1}
+    assert sorted(calls) == ["dead", "fails", "ok"]
+    # Only the completed attempt's write survived: the others rolled back with their attempt.
+    assert await effect_rows(app, backend) == ["ok"]
+    assert (await app.get("ok")).status is Status.DONE
+    assert [a.outcome for a in await app.attempts("ok")] == ["done"]
+    failing = await app.get("fails")
+    assert failing.status is Status.RETRYING
+    assert failing.last_error == "RuntimeError: card declined"
+    assert (await app.get("dead")).status is Status.DEAD
+
+
+async def test_a_taken_over_attempt_writes_nothing(store: Store, backend: str) -> None:
+    await prepare_effects_table(store, backend)
+    clock = FrozenClock(START)
+    app = make_app(store, clock)
+    await app.open()
+    await app.schedule("order.paid", {}, delay=0, key="k")
+    (claimed,) = await store.claim_due("shop", None, clock.now(), 10, "old-node", clock.now())
+    await store.rescue(clock.now().replace(year=2026))  # the lease ran out: taken over
+
+    def effect(conn: Any) -> Any:
+        raise AssertionError("must not run for an attempt that is no longer ours")
+
+    assert not await store.complete_in_transaction(  # type: ignore[attr-defined]
+        claimed.timer.id, claimed.attempt, "old-node", clock.now(), effect
+    )
+    assert await effect_rows(app, backend) == []
+    assert (await app.get("k")).status is Status.RETRYING
+
+
+async def test_scheduling_inside_the_callers_transaction(store: Store, backend: str) -> None:
+    clock = FrozenClock(START)
+    app = make_app(store, clock)
+    await app.open()
+    if backend == "sqlite":
+        with pytest.raises(InvalidInput) as info:
+            await app.schedule("x", delay=5, key="k", transaction=object())
+        assert info.value.field == "transaction"
+        return
+    async with await psycopg.AsyncConnection.connect(store.url.split("?")[0]) as conn:
+        async with conn.transaction():
+            await app.schedule("order.paid", {"n": 1}, delay=5, key="kept", transaction=conn)
+        try:
+            async with conn.transaction():
+                await app.schedule("order.paid", {}, delay=5, key="gone", transaction=conn)
+                raise RuntimeError("the caller's own work failed")
+        except RuntimeError:
+            pass
+        # The caller's search_path is left as it was.
+        cur = await conn.execute("SELECT current_setting('search_path')")
+        row = await cur.fetchone()
+        assert row is not None
+        assert store.url.split("schema=")[1] not in row[0]
+    assert (await app.get("kept")).payload == {"n": 1}
+    page = await app.history()
+    assert [t.key for t in page.items] == ["kept"]
+    with pytest.raises(InvalidInput) as info:
+        await app.schedule("x", delay=5, key="k", transaction="not a connection")
+    assert info.value.field == "transaction"
