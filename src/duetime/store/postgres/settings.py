@@ -1,9 +1,10 @@
 """PostgreSQL store settings read from the database URL, so one string configures everything.
 
-duetime's own query parameters (``schema``, ``pool_min``, ``pool_max``, ``pool_timeout``) are
-taken out of the URL; the rest (host, sslmode, …) goes to libpq untouched. Every connection gets
-the schema as its ``search_path``, ``synchronous_commit=on`` (an acknowledgement follows a
-durable commit) and ``TimeZone=UTC`` (instants come back as UTC datetimes).
+duetime's own query parameters (``schema``, ``pool_min``, ``pool_max``, ``pool_timeout``,
+``listen``) are taken out of the URL; the rest (host, sslmode, …) goes to libpq untouched.
+Every connection gets the schema as its ``search_path``, ``synchronous_commit=on`` (an
+acknowledgement follows a durable commit) and ``TimeZone=UTC`` (instants come back as UTC
+datetimes).
 """
 
 from __future__ import annotations
@@ -16,20 +17,25 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "duetime"
-OWN_PARAMS = ("schema", "pool_min", "pool_max", "pool_timeout")
+OWN_PARAMS = ("schema", "pool_min", "pool_max", "pool_timeout", "listen")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,54}")
 """Lower-case identifiers short enough that ``duetime_<schema>`` is a valid channel name."""
 
 
 @dataclass(frozen=True, slots=True)
 class PostgresSettings:
-    """Where to connect and how: libpq conninfo, schema and pool sizing."""
+    """Where to connect and how: libpq conninfo, schema, pool sizing and wake-ups."""
 
     conninfo: str
     schema: str
     pool_min: int = 1
     pool_max: int = 10
     pool_timeout: float = 10.0
+    listen: bool = True
+    """Hear other nodes' wake-ups over LISTEN/NOTIFY (``?listen=false``: only the safety
+    re-check finds work stored by other processes; e.g. behind a pooler without sessions)."""
 
     @property
     def channel(self) -> str:
@@ -73,4 +79,14 @@ def parse_url(url: str) -> PostgresSettings:
         raise ValueError(f"pool_min, pool_max and pool_timeout must be numbers: {exc}") from exc
     if not 0 <= pool_min <= pool_max or pool_max < 1 or pool_timeout <= 0:
         raise ValueError("need 0 <= pool_min <= pool_max, pool_max >= 1 and pool_timeout > 0")
-    return PostgresSettings(make_conninfo("", **params), schema, pool_min, pool_max, pool_timeout)
+    listen_text = ours.get("listen", "true").strip().lower()
+    if listen_text not in _TRUE + _FALSE:
+        raise ValueError(f"listen must be true or false, not {ours['listen']!r}")
+    return PostgresSettings(
+        make_conninfo("", **params),
+        schema,
+        pool_min,
+        pool_max,
+        pool_timeout,
+        listen=listen_text in _TRUE,
+    )
