@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from duetime.clock import Clock, SystemClock
 from duetime.config import Settings
 from duetime.errors import Conflict, InvalidInput, NotFound
-from duetime.handlers import HandlerFunc, HandlerRegistry
+from duetime.handlers import HandlerRegistry
 from duetime.model import (
     JSON,
     Attempt,
@@ -50,7 +50,7 @@ from duetime.worker import Worker, WorkerObserver, WorkerStats
 if TYPE_CHECKING:
     from duetime.services.materializer import Materializer
 
-F = TypeVar("F", bound=HandlerFunc)
+F = TypeVar("F", bound=Callable[..., Any])
 _ON_CONFLICT = ("update", "keep", "error")
 _REVISE_TRIES = 20
 

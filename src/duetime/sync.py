@@ -16,13 +16,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from duetime.app import AsyncApp
 from duetime.clock import Clock
 from duetime.config import Settings
-from duetime.handlers import HandlerFunc
 from duetime.store import Store
 from duetime.worker import WorkerStats
 
 P = ParamSpec("P")
 R = TypeVar("R")
-F = TypeVar("F", bound=HandlerFunc)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _LoopThread:

@@ -513,8 +513,8 @@ class Worker:
             self.stats.lost += 1
             log.warning("attempt %d of %s was taken over; nothing was written", attempt, timer.key)
             return _TAKEN_OVER
-        if returned and isinstance(returned[0], HandlerOutcome):
-            return self._explicit(returned[0], timer, attempt)
+        if returned and isinstance(returned[-1], HandlerOutcome):
+            return self._explicit(returned[-1], timer, attempt)
         return None
 
     def _outcome(
