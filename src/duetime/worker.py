@@ -107,7 +107,7 @@ class Worker:
         self._rng = rng or random.Random()
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._finishes: list[Finish] = []
-        self._writing = 0  # outcomes in the store.finish call under way
+        self._writing: list[Finish] = []  # outcomes in the store.finish call under way
         self._produced = 0  # outcomes produced so far …
         self._recorded = 0  # … and how many of the first of them the store has recorded
         self._recorded_more = asyncio.Event()
@@ -160,6 +160,16 @@ class Worker:
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
+
+    def held(self) -> list[int]:
+        """Ids of the timers this worker knows it holds: running, or with an outcome not yet
+        recorded. Only these leases are renewed — a claim whose answer was lost (the connection
+        died after the commit) is left to expire and be rescued, not kept alive forever."""
+        return [
+            *self._in_flight,
+            *(f.timer_id for f in self._finishes),
+            *(f.timer_id for f in self._writing),
+        ]
 
     def _free(self) -> int:
         """Slots for more claims.
@@ -574,7 +584,7 @@ class Worker:
                 write = asyncio.ensure_future(
                     self.store.finish(batch, self.node_id, self.clock.now())
                 )
-                self._writing = len(batch)
+                self._writing = batch
                 self._capacity.set()
                 try:
                     lost = await asyncio.shield(write)
@@ -592,7 +602,7 @@ class Worker:
                     self._finishes[:0] = batch
                     lost = None
                 finally:
-                    self._writing = 0  # written, or back in self._finishes
+                    self._writing = []  # written, or back in self._finishes
                     self._capacity.set()
                 if lost is None:
                     self._finish_waiting.set()
@@ -615,7 +625,7 @@ class Worker:
             now = self.clock.now()
             try:
                 await self.store.heartbeat(
-                    self.node_id, now, now + self.settings.lease, len(self._in_flight)
+                    self.node_id, now, now + self.settings.lease, self.held()
                 )
             except Exception:
                 log.exception("heartbeat failed; leases are not being renewed")

@@ -39,7 +39,7 @@ async def register_node(app: AsyncApp, node_id: str, role: str) -> None:
 
 async def heartbeat(app: AsyncApp, node_id: str) -> None:
     now = app.clock.now()
-    await app.store.heartbeat(node_id, now, now + app.settings.lease, 0)
+    await app.store.heartbeat(node_id, now, now + app.settings.lease, [])
 
 
 async def deregister_node(app: AsyncApp, node_id: str) -> None:

@@ -133,9 +133,11 @@ class Store(Protocol):
     async def register_node(self, node: Node) -> None: ...
 
     async def heartbeat(
-        self, node_id: str, now: datetime, lease_until: datetime, in_flight: int
+        self, node_id: str, now: datetime, lease_until: datetime, held: Sequence[int]
     ) -> int:
-        """Refresh the node's heartbeat and extend the leases it holds; returns leases extended."""
+        """Refresh the node's heartbeat and extend its leases on ``held`` (the timer ids it knows
+        it is working on); returns leases extended. A lease the node does not list is not renewed,
+        so work whose claim answer never reached it is rescued when the lease runs out."""
         ...
 
     async def deregister_node(self, node_id: str) -> None: ...

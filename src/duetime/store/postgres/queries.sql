@@ -268,7 +268,7 @@ UPDATE nodes SET heartbeat_at = %(now)s, in_flight = %(in_flight)s WHERE id = %(
 UPDATE timers SET lease_expires_at = %(lease_until)s
 FROM (
     SELECT id FROM timers
-    WHERE lease_owner = %(node_id)s AND status = 'running'
+    WHERE lease_owner = %(node_id)s AND status = 'running' AND id = ANY(%(held)s::bigint[])
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ) AS mine

@@ -441,13 +441,14 @@ class PostgresStore(PostgresSchedules):
         await self._db.read(lambda conn: conn.execute(Q["register_node"], params))
 
     async def heartbeat(
-        self, node_id: str, now: datetime, lease_until: datetime, in_flight: int
+        self, node_id: str, now: datetime, lease_until: datetime, held: Sequence[int]
     ) -> int:
         params = {
             "node_id": node_id,
             "now": now,
             "lease_until": lease_until,
-            "in_flight": in_flight,
+            "in_flight": len(held),
+            "held": list(held),
         }
 
         async def run(conn: Conn) -> int:

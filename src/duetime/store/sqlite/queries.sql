@@ -216,6 +216,7 @@ UPDATE nodes SET heartbeat_at = :now, in_flight = :in_flight WHERE id = :node_id
 -- name: extend_leases
 UPDATE timers SET lease_expires_at = :lease_until
 WHERE lease_owner = :node_id AND status = 'running'
+  AND id IN (SELECT value FROM json_each(:held))
 
 -- name: deregister_node
 DELETE FROM nodes WHERE id = ?

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -562,13 +563,14 @@ class SqliteStore(SqliteSchedules):
         await self._run(lambda c: c.execute(Q["register_node"], params))
 
     async def heartbeat(
-        self, node_id: str, now: datetime, lease_until: datetime, in_flight: int
+        self, node_id: str, now: datetime, lease_until: datetime, held: Sequence[int]
     ) -> int:
         params = {
             "node_id": node_id,
             "now": to_micros(now),
             "lease_until": to_micros(lease_until),
-            "in_flight": in_flight,
+            "in_flight": len(held),
+            "held": json.dumps(list(held)),
         }
 
         def run(conn: sqlite3.Connection) -> int:
