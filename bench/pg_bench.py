@@ -608,7 +608,9 @@ class Bench:
         asyncio.run(sut.install(db))
         url = sut.url(db)  # type: ignore[attr-defined]
         conninfo = parse_url(url).conninfo  # the store's own session settings
-        claim_sql = load_queries("duetime.store.postgres")["claim_due"]
+        queries = load_queries("duetime.store.postgres")
+        claim_sql = queries["claim_due"]
+        prelude = queries.get("claim_in_order")  # sent first in the claim's transaction
         due_now = max(int(rows * args.claim_due_fraction), 3 * iterations * 100)
         print(f"    loading {rows:,} pending timers ({due_now:,} already due) …", flush=True)
         started = time.perf_counter()
@@ -622,7 +624,7 @@ class Bench:
                     t = time.perf_counter()
                     conn.execute("ANALYZE timers")
                     print(f"    ANALYZE timers: {time.perf_counter() - t:.1f} s", flush=True)
-            times, got, plans = time_claims(conninfo, claim_sql, iterations)
+            times, got, plans = time_claims(conninfo, claim_sql, iterations, prelude)
             p50 = statistics.median(times)
             p99 = statistics.quantiles(times, n=100, method="inclusive")[98]
             note = "" if min(got) == 100 else f"some claims got {min(got)} rows"
@@ -702,20 +704,31 @@ def load_pending(conninfo: str, rows: int, due_now: int, budget: float = 1e9) ->
 
 
 def time_claims(
-    conninfo: str, claim_sql: str, iterations: int, budget: float = 300.0
+    conninfo: str,
+    claim_sql: str,
+    iterations: int,
+    prelude: str | None = None,
+    budget: float = 300.0,
 ) -> tuple[list[float], list[int], list[tuple[str, str]]]:
     """Run the store's claim_due statement as the store does: psycopg with its default
     prepare threshold (server-side prepared after 5 runs, so PostgreSQL may switch to a generic
-    plan), autocommit (the statement is its own transaction). Returns the timings (ms), the rows
-    each claim got, and two plans: the first execution's, and the prepared statement's after
-    the timed runs (the plan the store really ends up with)."""
+    plan), in autocommit — or, when the store sends ``prelude`` (queries.sql's
+    ``claim_in_order``) first, in a transaction with it, timed whole. Returns the timings (ms),
+    the rows each claim got, and two plans: the first execution's, and the prepared
+    statement's after the timed runs (the plan the store really ends up with)."""
     node = "bench-claim"
+    try:  # the subscription filter's parameters, from the store itself when it has them
+        from duetime.store.postgres.store import claim_params
+
+        filter_params: dict[str, Any] = claim_params(["bench.noop"])
+    except ImportError:
+        filter_params = {"types": ["bench.noop"]}
 
     def params() -> dict[str, Any]:
         now = datetime.now(UTC)
         return {
             "namespace": "default",
-            "types": ["bench.noop"],  # a worker claims the types it has handlers for
+            **filter_params,  # a worker claims the types it has handlers for
             "now": now,
             "limit": 100,
             "node_id": node,
@@ -728,7 +741,18 @@ def time_claims(
     deadline = time.monotonic() + budget
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("SET statement_timeout = '120s'")  # a bound, not part of the measure
-        rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, params()).fetchall()
+
+        @contextlib.contextmanager
+        def as_the_store() -> Iterator[None]:
+            if prelude is None:
+                yield
+                return
+            with conn.transaction():
+                conn.execute(prelude)
+                yield
+
+        with as_the_store():
+            rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, params()).fetchall()
         plans.append(("first execution (custom plan)", "\n".join(r[0] for r in rows)))
         for _ in range(iterations):
             if time.monotonic() > deadline:
@@ -736,7 +760,8 @@ def time_claims(
                 break
             p = params()
             started = time.perf_counter()
-            claimed = conn.execute(claim_sql, p).fetchall()
+            with as_the_store():
+                claimed = conn.execute(claim_sql, p).fetchall()
             times.append((time.perf_counter() - started) * 1000)
             got.append(len(claimed))
         prepared = conn.execute(
@@ -749,12 +774,16 @@ def time_claims(
             p = params()
             args = ", ".join(["%s"] * len(order))
             cur = psycopg.ClientCursor(conn)
-            cur.execute(f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name}({args})", [p[k] for k in order])
+            with as_the_store():
+                cur.execute(
+                    f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name}({args})", [p[k] for k in order]
+                )
+                explained = cur.fetchall()
             label = (
                 f"as prepared after {iterations} runs "
                 f"(generic plans {generic}, custom plans {custom})"
             )
-            plans.append((label, "\n".join(r[0] for r in cur.fetchall())))
+            plans.append((label, "\n".join(r[0] for r in explained)))
     return times, got, plans
 
 
@@ -835,14 +864,19 @@ def server_facts(base: str) -> str:
 
 def source_state() -> str:
     """Which duetime code ran: commit, and a digest of the worker + PostgreSQL store files
-    (others edit them while benchmarks run, so the commit alone does not say)."""
+    (others edit them while benchmarks run, so the commit alone does not say). The package is
+    the one imported, so a copy put first on PYTHONPATH (an older version) is named as such."""
+    import duetime
+
     root = Path(__file__).resolve().parent.parent
-    src = root / "src" / "duetime"
+    src = Path(duetime.__file__).resolve().parent
     files = [src / "worker.py", src / "app.py", *sorted((src / "store" / "postgres").rglob("*.*"))]
     digest = hashlib.sha1()
     for path in files:
         if path.suffix in (".py", ".sql"):
             digest.update(path.read_bytes())
+    if not src.is_relative_to(root):
+        return f"duetime package at {src}; worker/store digest {digest.hexdigest()[:10]}"
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],

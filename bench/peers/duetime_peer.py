@@ -6,6 +6,7 @@ import asyncio
 import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from duetime import AsyncApp, Event, TimerRequest
 from peers import JOB_TYPE, Record, System, chunks, payload_due
@@ -67,7 +68,8 @@ class Duetime(System):
 
         @app.handler(JOB_TYPE)
         async def noop(event: Event) -> None:
-            record(event.payload["due"])  # type: ignore[index,call-overload]
+            payload: Any = event.payload  # {"due": epoch seconds or None}, as enqueued
+            record(payload["due"])
 
         await app.open()
         try:

@@ -30,7 +30,7 @@ def driver_name() -> str:
     wanted = os.environ.get("PG_BENCH_PGQ_DRIVER", "auto")
     if wanted == "auto":
         try:
-            import asyncpg  # noqa: F401
+            import asyncpg  # type: ignore[import-untyped]  # noqa: F401
         except ImportError:
             return "psycopg"
         return "asyncpg"

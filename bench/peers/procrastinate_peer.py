@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from procrastinate import App, PsycopgConnector
 
@@ -57,7 +58,8 @@ class Procrastinate(System):
                         if first is None
                         else noop.configure(schedule_at=datetime.fromtimestamp(first, UTC))
                     )
-                    await deferrer.batch_defer_async(*({"due": due} for due in chunk))
+                    kwargs: list[dict[str, Any]] = [{"due": due} for due in chunk]
+                    await deferrer.batch_defer_async(*kwargs)
                     continue
                 deferrer = noop.configure()
                 jobs = [

@@ -6,11 +6,10 @@ would from cron). Seeding is idempotent: run it as often as you like.
 
 from __future__ import annotations
 
-import argparse
-import logging
 from datetime import date
 
 from duetime.tzmath import tzdata_version
+from examples._demo import run_app
 from examples.birthday_greeter.app import DATABASE_URL, add_user, app, upcoming
 from examples.birthday_greeter.greetings import User
 
@@ -22,32 +21,28 @@ USERS = [
 ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m examples.birthday_greeter")
-    parser.add_argument(
-        "--once", action="store_true", help="fire what is due now, then exit (no worker)"
-    )
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+def seed() -> None:
+    """Add every user (again: an update), then list each one's next greeting."""
+    for user in USERS:
+        result = add_user(app, user)
+        print(f"{result.action:8} {result.timer.key}")
+    print()
+    print(f"{'key':28} {'local time':17} {'zone':22} due (UTC)")
+    for user in USERS:
+        for timer in upcoming(app, user.id):
+            local = timer.local.isoformat(timespec="minutes") if timer.local else "-"
+            zone = timer.timezone or "-"
+            print(f"{timer.key:28} {local:17} {zone:22} {timer.due_at:%Y-%m-%dT%H:%MZ}")
 
-    print(f"database {DATABASE_URL} (tzdata {tzdata_version()})")
-    with app:
-        for user in USERS:
-            result = add_user(app, user)
-            print(f"{result.action:8} {result.timer.key}")
-        print()
-        print(f"{'key':28} {'local time':17} {'zone':22} due (UTC)")
-        for user in USERS:
-            for timer in upcoming(app, user.id):
-                local = timer.local.isoformat(timespec="minutes") if timer.local else "-"
-                zone = timer.timezone or "-"
-                print(f"{timer.key:28} {local:17} {zone:22} {timer.due_at:%Y-%m-%dT%H:%MZ}")
-        if args.once:
-            stats = app.tick()
-            print(f"\nfired {stats.total()} due greetings: {dict(stats.outcomes)}")
-            return
-    print("\nworker running; Ctrl-C to stop")
-    app.run_worker()
+
+def main() -> None:
+    run_app(
+        app,
+        prog="python -m examples.birthday_greeter",
+        banner=f"database {DATABASE_URL} (tzdata {tzdata_version()})",
+        fired="greetings",
+        seed=seed,
+    )
 
 
 if __name__ == "__main__":

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import logging
-import signal
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
 
+from examples._demo import in_seconds, run_service
 from examples.delayed_notifications.app import (
     DATABASE_URL,
     REDIS_URL,
@@ -28,24 +25,26 @@ from examples.delayed_notifications.app import (
     schedule_event,
 )
 
-DEMO_TIMEOUT = 30.0
+
+def build(args: argparse.Namespace) -> DelayedNotifications:
+    topology = Topology(
+        redis_url=args.redis_url,
+        schedule_stream=f"{args.prefix}schedule-event",
+        notification_stream=f"{args.prefix}delayed-notification-sender",
+    )
+    return DelayedNotifications(topology=topology)
 
 
-def in_seconds(seconds: float) -> str:
-    """An ISO 8601 instant ``seconds`` from now (negative: ago), in UTC with a 'Z'."""
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+def describe(service: DelayedNotifications) -> str:
+    topology = service.topology
+    return (
+        f"database {DATABASE_URL}; schedule-events on {topology.schedule_stream}, "
+        f"notifications on {topology.notification_stream}"
+    )
 
 
-async def demo(service: DelayedNotifications, stop: asyncio.Event) -> None:
+async def demo(service: DelayedNotifications) -> None:
     """Publish sample schedule-events, then print what became of them."""
-    try:
-        async with asyncio.timeout(DEMO_TIMEOUT):
-            await _demo(service)
-    finally:
-        stop.set()
-
-
-async def _demo(service: DelayedNotifications) -> None:
     topology = service.topology
     client = Redis.from_url(topology.redis_url)
     try:
@@ -82,46 +81,11 @@ async def _demo(service: DelayedNotifications) -> None:
         await client.aclose()
 
 
-async def main_async(args: argparse.Namespace) -> None:
-    """Run the service (and the demo) until it ends or a signal asks it to stop."""
-    topology = Topology(
-        redis_url=args.redis_url,
-        schedule_stream=f"{args.prefix}schedule-event",
-        notification_stream=f"{args.prefix}delayed-notification-sender",
-    )
-    service = DelayedNotifications(topology=topology)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    print(
-        f"database {DATABASE_URL}; schedule-events on {topology.schedule_stream}, "
-        f"notifications on {topology.notification_stream}",
-        flush=True,
-    )
-    tasks = [asyncio.create_task(service.run(stop))]
-    if args.demo:
-        tasks.append(asyncio.create_task(demo(service, stop)))
-    else:
-        print("running; Ctrl-C to stop", flush=True)
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        stop.set()
-
-
 def main() -> None:
-    """Parse the flags, set up logging, and run."""
     parser = argparse.ArgumentParser(prog="python -m examples.delayed_notifications")
-    parser.add_argument("--demo", action="store_true", help="publish sample events, then exit")
     parser.add_argument("--prefix", default="", help="put in front of every stream name")
     parser.add_argument("--redis-url", default=REDIS_URL, help="default %(default)s ($REDIS_URL)")
-    args = parser.parse_args()
-    logging.basicConfig(
-        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    asyncio.run(main_async(args))
+    run_service(parser, build, describe, demo, demo_help="publish sample events, then exit")
 
 
 if __name__ == "__main__":

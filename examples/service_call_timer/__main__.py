@@ -8,17 +8,14 @@ exits. ``--prefix`` names the subjects and streams (default ``service-calls.time
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
-import logging
-import signal
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import nats
 from nats.js import api
 
+from examples._demo import in_seconds, run_service
 from examples.service_call_timer.app import (
     DATABASE_URL,
     NATS_URL,
@@ -28,24 +25,21 @@ from examples.service_call_timer.app import (
     schedule_timer,
 )
 
-DEMO_TIMEOUT = 30.0
+
+def build(args: argparse.Namespace) -> ServiceCallTimer:
+    return ServiceCallTimer(topology=Topology(nats_url=args.nats_url, prefix=args.prefix))
 
 
-def in_seconds(seconds: float) -> str:
-    """An ISO 8601 instant ``seconds`` from now, in UTC with a 'Z'."""
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+def describe(service: ServiceCallTimer) -> str:
+    topology = service.topology
+    return (
+        f"database {DATABASE_URL}; commands on {topology.commands_subject}, "
+        f"events on {topology.events_subject}"
+    )
 
 
-async def demo(service: ServiceCallTimer, stop: asyncio.Event) -> None:
+async def demo(service: ServiceCallTimer) -> None:
     """Publish sample commands, then print the events and the dead letter they lead to."""
-    try:
-        async with asyncio.timeout(DEMO_TIMEOUT):
-            await _demo(service)
-    finally:
-        stop.set()
-
-
-async def _demo(service: ServiceCallTimer) -> None:
     topology = service.topology
     await service.ensure_streams()
     nc = await nats.connect(topology.nats_url)
@@ -90,41 +84,11 @@ async def _demo(service: ServiceCallTimer) -> None:
         await nc.close()
 
 
-async def main_async(args: argparse.Namespace) -> None:
-    """Run the service (and the demo) until it ends or a signal asks it to stop."""
-    service = ServiceCallTimer(topology=Topology(nats_url=args.nats_url, prefix=args.prefix))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    print(
-        f"database {DATABASE_URL}; commands on {service.topology.commands_subject}, "
-        f"events on {service.topology.events_subject}",
-        flush=True,
-    )
-    tasks = [asyncio.create_task(service.run(stop))]
-    if args.demo:
-        tasks.append(asyncio.create_task(demo(service, stop)))
-    else:
-        print("running; Ctrl-C to stop", flush=True)
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        stop.set()
-
-
 def main() -> None:
-    """Parse the flags, set up logging, and run."""
     parser = argparse.ArgumentParser(prog="python -m examples.service_call_timer")
-    parser.add_argument("--demo", action="store_true", help="publish sample commands, then exit")
     parser.add_argument("--prefix", default=PREFIX, help="subject prefix (default %(default)s)")
     parser.add_argument("--nats-url", default=NATS_URL, help="default %(default)s ($NATS_URL)")
-    args = parser.parse_args()
-    logging.basicConfig(
-        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    asyncio.run(main_async(args))
+    run_service(parser, build, describe, demo, demo_help="publish sample commands, then exit")
 
 
 if __name__ == "__main__":

@@ -15,12 +15,14 @@ from duetime.handlers import Event
 from duetime.model import Attempt, Outcome, Page, PutResult, Schedule, Status, Timer
 from duetime.outcomes import Cancel, Dead, Retry, Snooze
 from duetime.requests import TimerRequest
+from duetime.routes import HANDLER, Route
 from duetime.schedules import ScheduleRequest
 from duetime.sync import App
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "HANDLER",
     "AlreadyExists",
     "App",
     "AsyncApp",
@@ -38,6 +40,7 @@ __all__ = [
     "Page",
     "PutResult",
     "Retry",
+    "Route",
     "Schedule",
     "ScheduleRequest",
     "Settings",

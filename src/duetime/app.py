@@ -6,6 +6,8 @@ The CLI and the REST API talk only to this facade.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import date as date_type
@@ -15,8 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from duetime.clock import Clock, SystemClock
 from duetime.config import Settings
+from duetime.destinations.base import Destination, check_name
+from duetime.destinations.registry import Destinations
+from duetime.dispatch import check_routes
 from duetime.errors import Conflict, InvalidInput, NotFound
 from duetime.handlers import HandlerRegistry
+from duetime.history import LoggedEvent, MaintenanceReport, event_filter
 from duetime.model import (
     JSON,
     Attempt,
@@ -31,6 +37,7 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.requests import TimerRequest
+from duetime.routes import HANDLER, Route, check_pattern
 from duetime.schedules import (
     UNSET,
     RuleCache,
@@ -43,8 +50,20 @@ from duetime.schedules import (
     revise,
 )
 from duetime.store import Store, create_store
-from duetime.store.protocol import SchedulingStore, TransactionalStore, scheduling_store
-from duetime.validation import check_key, check_limit, check_namespace, check_type
+from duetime.store.protocol import (
+    SchedulingStore,
+    TransactionalStore,
+    history_store,
+    scheduling_store,
+)
+from duetime.validation import (
+    check_limit,
+    check_lookup_key,
+    check_namespace,
+    check_producer,
+    check_type,
+    type_name,
+)
 from duetime.worker import Worker, WorkerObserver, WorkerStats
 
 if TYPE_CHECKING:
@@ -66,8 +85,11 @@ class AsyncApp:
         clock: Clock | None = None,
         settings: Settings | None = None,
         store: Store | None = None,
+        producer: str | None = None,
         **overrides: Any,
     ) -> None:
+        """``producer`` names who stores this app's timers and events (the envelope's
+        ``producer``); by default ``<host>-<pid>``, which this process's node ids start with."""
         if settings is None:
             settings = Settings.from_env(
                 database_url=database_url, namespace=namespace, **overrides
@@ -80,6 +102,10 @@ class AsyncApp:
         self._owns_store = store is None
         self.registry = HandlerRegistry()
         self.observers: list[WorkerObserver] = []
+        self.destinations = Destinations()
+        """Destinations routes may name (see :meth:`route`, :meth:`add_destination`)."""
+        self.routes: list[Route] = []
+        self.producer = None if producer is None else check_producer(producer)
         self._opened = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -111,6 +137,7 @@ class AsyncApp:
         return await self.store.list_nodes()
 
     async def close(self) -> None:
+        await self.destinations.close()  # they reconnect if used again
         if self._opened:
             if self._owns_store:
                 await self.store.close()
@@ -143,6 +170,65 @@ class AsyncApp:
             return func
 
         return register
+
+    # -- routes -----------------------------------------------------------------------------
+    def add_destination(self, destination: Destination) -> Destination:
+        """Make ``destination`` (a webhook, a broker…) available to routes by its name."""
+        self.destinations.add(destination)
+        return destination
+
+    def route(self, type: str, *, to: Destination | str | Sequence[Destination | str]) -> Route:
+        """Send events whose type matches ``type`` (exact, or a glob such as ``order.*``) to
+        each destination of ``to``: destinations, or names of ones added with
+        :meth:`add_destination` (a destination given here is added).
+
+        The worker of this app then claims those events (and their deliveries to these
+        destinations); an event several destinations want, across every live node's handlers
+        and routes, fans out into one delivery per destination, each retried and dead-lettered
+        on its own. Names are checked when the worker is made: an unknown one is refused.
+        """
+        pattern = check_pattern(type)
+        items: list[object] = (
+            list(to) if isinstance(to, Sequence) and not isinstance(to, str) else [to]
+        )
+        if not items:
+            raise InvalidInput("to", "name at least one destination")
+        names: dict[str, None] = {}
+        adding: dict[str, Destination] = {}
+        for index, item in enumerate(items):
+            field = f"to[{index}]"
+            if isinstance(item, str):
+                name = check_name(item, field)
+            elif isinstance(item, Destination):
+                name = check_name(item.name, field)
+                known = self.destinations.get(name) if name in self.destinations else None
+                if (known or adding.setdefault(name, item)) is not item:
+                    raise InvalidInput(field, f"another destination is already named {name!r}")
+            else:
+                raise InvalidInput(
+                    field, f"expected a destination or its name, not {type_name(item)}"
+                )
+            if name == HANDLER:
+                raise InvalidInput(
+                    field,
+                    f"{HANDLER!r} stands for Python handlers: register one with "
+                    "@app.handler(type) instead of routing to it",
+                )
+            names[name] = None
+        for destination in adding.values():  # only once the whole route is known to be good
+            if destination.name not in self.destinations:
+                self.destinations.add(destination)
+        route = Route(pattern, tuple(names))
+        self.routes.append(route)
+        return route
+
+    def check_routes(self) -> None:
+        """InvalidInput naming ``routes[i].to[j]`` when a route names no added destination."""
+        check_routes(self.routes, {d.name: d for d in self.destinations})
+
+    def producer_id(self) -> str:
+        """Who stores this app's timers: ``producer``, else ``<host>-<pid>``."""
+        return self.producer or f"{socket.gethostname()}-{os.getpid()}"
 
     # -- scheduling -------------------------------------------------------------------------
     async def schedule(
@@ -203,6 +289,7 @@ class AsyncApp:
     def prepare(self, requests: Iterable[TimerRequest]) -> list[NewTimer]:
         """Validate requests into storable timers (raises InvalidInput naming the field)."""
         now = self.clock.now()
+        producer = self.producer_id()
         timers = []
         for index, request in enumerate(requests):
             try:
@@ -212,6 +299,7 @@ class AsyncApp:
                         now,
                         self.settings.max_attempts,
                         self.settings.max_payload_bytes,
+                        producer=producer,
                     )
                 )
             except InvalidInput as exc:
@@ -265,7 +353,7 @@ class AsyncApp:
     # -- reading and changing ---------------------------------------------------------------
     async def get(self, key: str) -> Timer:
         await self.open()
-        timer = await self.store.get_timer(self.namespace, check_key(key))
+        timer = await self.store.get_timer(self.namespace, check_lookup_key(key))
         if timer is None:
             raise NotFound(
                 f"no timer with key {key!r} in namespace {self.namespace!r}", field="key"
@@ -279,7 +367,7 @@ class AsyncApp:
     async def cancel(self, key: str) -> Timer:
         """Cancel while scheduled or waiting for a retry; Conflict once it has fired."""
         await self.open()
-        return await self.store.cancel(self.namespace, check_key(key), self.clock.now())
+        return await self.store.cancel(self.namespace, check_lookup_key(key), self.clock.now())
 
     async def history(
         self,
@@ -312,15 +400,51 @@ class AsyncApp:
     async def replay(self, key: str) -> Timer:
         """Send a dead timer round again, due now, with a fresh set of attempts."""
         await self.open()
-        return await self.store.replay(self.namespace, check_key(key), self.clock.now())
+        return await self.store.replay(self.namespace, check_lookup_key(key), self.clock.now())
 
     async def counts(self) -> dict[Status, int]:
+        """Timers by status in the hot table (on PostgreSQL, archived ones are not counted)."""
         await self.open()
         return await self.store.count_by_status(self.namespace)
 
+    # -- history ----------------------------------------------------------------------------
+    async def events(
+        self,
+        *,
+        type: str | None = None,
+        since: str | datetime | timedelta | None = None,
+        until: str | datetime | timedelta | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> Page[LoggedEvent]:
+        """The event log: timers that fired, newest first, each with its deliveries (attempts).
+
+        ``type`` is an exact type or a glob (``order.*``); ``since`` (inclusive) and ``until``
+        bound when they fired: ISO 8601 instants, or durations meaning that long ago (``PT1H``).
+        Archived timers are included; pruned ones (past ``retention``) are gone.
+        """
+        check_limit(limit)
+        log_filter = event_filter(type, since, until, self.clock.now())
+        await self.open()
+        return await history_store(self.store).list_events(
+            self.namespace, log_filter, cursor, limit
+        )
+
+    async def maintain(self) -> MaintenanceReport:
+        """The retention step once, now (workers run it every ``maintenance_interval``): move
+        what finished ``archive_after`` ago to the history (PostgreSQL), delete what finished
+        ``retention`` ago, in every namespace."""
+        await self._open_store(migrate=self.settings.migrate)
+        from duetime.services.retention import policy_of
+
+        return await history_store(self.store).maintain(policy_of(self.settings), self.clock.now())
+
     # -- working ----------------------------------------------------------------------------
     def worker(self, *, types: Sequence[str] | None = None, node_id: str | None = None) -> Worker:
-        """A worker for this app's namespace and handlers (call ``run()`` or ``tick()``)."""
+        """A worker for this app's namespace, handlers and routes (``run()`` or ``tick()``).
+
+        InvalidInput naming ``routes[i].to[j]`` when a route names an unknown destination.
+        """
         return Worker(
             self.store,
             self.registry,
@@ -330,6 +454,8 @@ class AsyncApp:
             types=types,
             node_id=node_id,
             observers=self.observers,
+            routes=self.routes,
+            destinations={d.name: d for d in self.destinations},
         )
 
     async def run_worker(self, **kwargs: Any) -> None:

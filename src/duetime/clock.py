@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -51,4 +52,25 @@ class FrozenClock:
         return self._now
 
     def subscribe(self, event: asyncio.Event) -> None:
+        """Set ``event`` whenever time moves, until :meth:`unsubscribe`."""
         self._listeners.append(event)
+
+    def unsubscribe(self, event: asyncio.Event) -> None:
+        """Stop setting ``event``: a clock outlives the many workers a test runs on it."""
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(event)
+
+
+def watch(clock: Clock, event: asyncio.Event) -> None:
+    """Set ``event`` whenever ``clock`` is moved by hand (only a test clock is); pair with
+    :func:`unwatch`. Clocks without ``subscribe`` never jump, so there is nothing to hear."""
+    subscribe = getattr(clock, "subscribe", None)
+    if subscribe is not None:
+        subscribe(event)
+
+
+def unwatch(clock: Clock, event: asyncio.Event) -> None:
+    """Undo :func:`watch`, so a finished worker is not kept alive by the clock it ran on."""
+    unsubscribe = getattr(clock, "unsubscribe", None)
+    if unsubscribe is not None:
+        unsubscribe(event)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
+from duetime.durations import parse_duration
 from duetime.errors import InvalidInput
 from duetime.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_namespace
 
@@ -36,7 +37,15 @@ class Settings:
     shutdown_grace: timedelta = timedelta(seconds=30)
     backoff_base: timedelta = timedelta(seconds=2)
     backoff_cap: timedelta = timedelta(hours=1)
+    no_subscriber_grace: timedelta = timedelta(seconds=30)
+    """An event no live node subscribes to is dead-lettered once this overdue (0: never)."""
     migrate: bool = True
+    retention: timedelta = timedelta(days=30)
+    """Finished timers (dead letters too) are deleted this long after they finished."""
+    archive_after: timedelta = timedelta(hours=1)
+    """PostgreSQL: finished timers move from the hot table to the history this long after."""
+    maintenance_interval: timedelta = timedelta(seconds=60)
+    """How often a worker runs the retention step (archive, prune, history partitions)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -52,6 +61,8 @@ class Settings:
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             if numeric and _is_duration(name):
                 values[name] = timedelta(seconds=value)
+            elif isinstance(value, str) and _is_duration(name):
+                values[name] = _duration(name, value)
         settings = replace(cls(), **values)
         settings.check()
         return settings
@@ -64,8 +75,15 @@ class Settings:
         for name in ("lease", "heartbeat", "recheck", "rescue_interval", "backoff_base"):
             if getattr(self, name) <= timedelta(0):
                 raise InvalidInput(name, "must be a positive duration")
+        if self.no_subscriber_grace < timedelta(0):
+            raise InvalidInput("no_subscriber_grace", "must not be negative (0 turns it off)")
         if self.heartbeat >= self.lease:
             raise InvalidInput("heartbeat", "must be shorter than the lease it renews")
+        for name in ("retention", "archive_after", "maintenance_interval"):
+            if getattr(self, name) <= timedelta(0):
+                raise InvalidInput(name, "must be a positive duration")
+        if self.archive_after >= self.retention:
+            raise InvalidInput("archive_after", "must be shorter than retention")
         if not (self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://"))):
             raise InvalidInput(
                 "database_url",
@@ -83,16 +101,17 @@ def _is_duration(name: str) -> bool:
         "shutdown_grace",
         "backoff_base",
         "backoff_cap",
+        "no_subscriber_grace",
+        "retention",
+        "archive_after",
+        "maintenance_interval",
     }
 
 
 def _parse(name: str, raw: str, annotation: object) -> Any:
     field = f"DUETIME_{name.upper()}"
     if _is_duration(name):
-        try:
-            return timedelta(seconds=float(raw))
-        except ValueError:
-            raise InvalidInput(field, f"must be a number of seconds, not {raw!r}") from None
+        return _duration(field, raw)
     if annotation in (bool, "bool"):
         lowered = raw.strip().lower()
         if lowered in {"1", "true", "yes", "on"}:
@@ -106,3 +125,17 @@ def _parse(name: str, raw: str, annotation: object) -> Any:
         except ValueError:
             raise InvalidInput(field, f"must be a whole number, not {raw!r}") from None
     return raw
+
+
+def _duration(field: str, raw: str) -> timedelta:
+    """Seconds (``90``, ``2.5``) or ISO 8601 (``PT90S``, ``P30D``; a month counts 31 days)."""
+    text = raw.strip()
+    if not text.upper().startswith("P"):
+        try:
+            return timedelta(seconds=float(text))
+        except (ValueError, OverflowError):
+            raise InvalidInput(
+                field, f"must be a number of seconds or an ISO 8601 duration, not {raw!r}"
+            ) from None
+    parsed = parse_duration(text, field)
+    return timedelta(days=parsed.months * 31 + parsed.days) + parsed.clock

@@ -5,19 +5,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 from duetime.model import JSON, Timer, iso
+from duetime.routes import HANDLER, event_key
 from duetime.validation import check_type
 
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """What a handler receives: the timer's content plus this attempt's number.
+    """What a handler (and, as JSON, every destination) receives: the envelope of one delivery.
 
-    ``id`` and ``key`` are stable across attempts, so a receiver can deduplicate redeliveries.
+    ``key`` is the caller's idempotency key and ``message_id`` (``<namespace>:<key>:<destination>``)
+    the id of this event's delivery to this destination: both are the same on every attempt, so
+    receivers deduplicate redeliveries by them. ``redelivery`` counts the attempts before this
+    one (``attempt - 1``). ``emitted_at`` is when the event was stored, ``producer`` who stored
+    it (a node id, ``api``, ``cli``; None when unknown), ``destination`` where this delivery goes
+    (``handler`` for a Python handler). ``id`` is the row being delivered: the event's own, or,
+    once it fanned out, its delivery row's.
     """
 
     id: int
@@ -31,22 +38,46 @@ class Event:
     max_attempts: int
     correlation_id: str | None
     fired_at: datetime | None
+    emitted_at: datetime | None = None
+    producer: str | None = None
+    destination: str = HANDLER
+
+    @property
+    def redelivery(self) -> int:
+        return self.attempt - 1
+
+    @property
+    def message_id(self) -> str:
+        return f"{self.namespace}:{self.key}:{self.destination}"
 
     @classmethod
-    def from_timer(cls, timer: Timer, attempt: int) -> Event:
-        return cls(
-            id=timer.id,
-            namespace=timer.namespace,
-            key=timer.key,
-            type=timer.type,
-            payload=timer.payload,
-            subject=timer.subject,
-            due_at=timer.due_at,
-            attempt=attempt,
-            max_attempts=timer.max_attempts,
-            correlation_id=timer.correlation_id,
-            fired_at=timer.fired_at,
-        )
+    def from_timer(cls, timer: Timer, attempt: int, destination: str = HANDLER) -> Event:
+        """The envelope of ``timer``'s attempt; a delivery row's own destination wins over
+        ``destination`` (which says where an event delivered as it is goes).
+
+        One per delivery, on the worker's hot path: the fields are set through their slots,
+        which costs a third of the frozen dataclass's ``__init__``.
+        """
+        key = timer.key
+        if timer.destination is not None:
+            key = event_key(key, timer.destination)
+            destination = timer.destination
+        event = _new(cls)
+        _set_id(event, timer.id)
+        _set_namespace(event, timer.namespace)
+        _set_key(event, key)
+        _set_type(event, timer.type)
+        _set_payload(event, timer.payload)
+        _set_subject(event, timer.subject)
+        _set_due_at(event, timer.due_at)
+        _set_attempt(event, attempt)
+        _set_max_attempts(event, timer.max_attempts)
+        _set_correlation_id(event, timer.correlation_id)
+        _set_fired_at(event, timer.fired_at)
+        _set_emitted_at(event, timer.registered_at)
+        _set_producer(event, timer.producer)
+        _set_destination(event, destination)
+        return event
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -61,8 +92,51 @@ class Event:
             "max_attempts": self.max_attempts,
             "correlation_id": self.correlation_id,
             "fired_at": iso(self.fired_at),
+            "emitted_at": iso(self.emitted_at),
+            "producer": self.producer,
+            "destination": self.destination,
+            "redelivery": self.redelivery,
+            "message_id": self.message_id,
         }
 
+
+_new = object.__new__
+(
+    _set_id,
+    _set_namespace,
+    _set_key,
+    _set_type,
+    _set_payload,
+    _set_subject,
+    _set_due_at,
+    _set_attempt,
+    _set_max_attempts,
+    _set_correlation_id,
+    _set_fired_at,
+    _set_emitted_at,
+    _set_producer,
+    _set_destination,
+) = (
+    getattr(Event, name).__set__
+    for name in (
+        "id",
+        "namespace",
+        "key",
+        "type",
+        "payload",
+        "subject",
+        "due_at",
+        "attempt",
+        "max_attempts",
+        "correlation_id",
+        "fired_at",
+        "emitted_at",
+        "producer",
+        "destination",
+    )
+)
+if len(fields(Event)) != 14:  # pragma: no cover - a new field must be set above too
+    raise RuntimeError("Event.from_timer must set every field of Event")
 
 HandlerFunc = Callable[[Event], Any] | Callable[[Event], Awaitable[Any]]
 
@@ -80,6 +154,8 @@ class Handler:
     func: Callable[..., Any]
     is_async: bool
     transactional: bool = False
+    destination: str = HANDLER
+    """Where it delivers: ``handler``, or the name of the destination it wraps."""
 
     async def __call__(self, event: Event) -> Any:
         if self.is_async:

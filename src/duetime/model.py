@@ -6,6 +6,7 @@ Instants are aware UTC datetimes and end in ``_at``; durations end in ``_after``
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
@@ -50,6 +51,8 @@ class Outcome(enum.StrEnum):
     """The lease ran out before the owner finished (crash, pause, partition)."""
     RELEASED = "released"
     """The owner gave the work back unstarted while shutting down."""
+    FANNED_OUT = "fanned_out"
+    """An event handed on as one delivery per destination (the event itself is then done)."""
 
 
 OnConflict = Literal["update", "keep", "error"]
@@ -85,6 +88,10 @@ class Timer:
     last_error: str | None = None
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
+    destination: str | None = None
+    """None for an event; for one delivery of a fanned-out event, the destination it goes to."""
+    producer: str | None = None
+    """Who stored it: the emitting node's id, ``api``, ``cli`` (None when unknown)."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z')."""
@@ -112,6 +119,8 @@ class Timer:
             "last_error": self.last_error,
             "lease_owner": self.lease_owner,
             "lease_expires_at": iso(self.lease_expires_at),
+            "destination": self.destination,
+            "producer": self.producer,
         }
 
 
@@ -131,6 +140,7 @@ class NewTimer:
     local: datetime | None = None
     timezone: str | None = None
     disambiguation: str = "compatible"
+    producer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +198,55 @@ class Finish:
 
 
 @dataclass(frozen=True, slots=True)
+class FanOut:
+    """The owner of a claimed event hands it on: one delivery row per destination.
+
+    Fenced like a :class:`Finish`; ``key`` is the event's, from which the deliveries' keys are
+    made (see :func:`duetime.routes.delivery_key`).
+    """
+
+    timer_id: int
+    attempt: int
+    key: str
+    destinations: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """What a node takes of one namespace: events whose type matches ``pattern`` (an exact type
+    or a glob such as ``order.*``), for ``destinations`` (``handler`` = its Python handler)."""
+
+    namespace: str
+    pattern: str
+    destinations: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"namespace": self.namespace, "type": self.pattern, "to": list(self.destinations)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Subscription:
+        return cls(data["namespace"], data["type"], tuple(data["to"]))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimFilter:
+    """Which pending rows a node claims: events (no destination) whose type is in ``types`` or
+    matches a glob of ``patterns``, and deliveries to one of ``destinations`` or, for the
+    ``handler`` destination, of a type in ``handler_types``."""
+
+    types: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+    destinations: tuple[str, ...] = ()
+    handler_types: tuple[str, ...] = ()
+
+    @classmethod
+    def of_types(cls, types: Sequence[str]) -> ClaimFilter:
+        """Exact types with Python handlers: their events and their ``handler`` deliveries."""
+        exact = tuple(types)
+        return cls(types=exact, handler_types=exact)
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     """A running duetime process, alive while its heartbeat is fresh."""
 
@@ -198,6 +257,7 @@ class Node:
     heartbeat_at: datetime
     role: str = "worker"
     in_flight: int = 0
+    subscriptions: tuple[Subscription, ...] = ()
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -208,6 +268,7 @@ class Node:
             "started_at": iso(self.started_at),
             "heartbeat_at": iso(self.heartbeat_at),
             "in_flight": self.in_flight,
+            "subscriptions": [s.to_dict() for s in self.subscriptions],
         }
 
 

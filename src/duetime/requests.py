@@ -56,9 +56,16 @@ class TimerRequest:
             raise InvalidInput(field_prefix.rstrip(".") or "body", str(exc)) from exc
 
     def resolve(
-        self, namespace: str, now: datetime, default_max_attempts: int, max_payload_bytes: int
+        self,
+        namespace: str,
+        now: datetime,
+        default_max_attempts: int,
+        max_payload_bytes: int,
+        *,
+        producer: str | None = None,
     ) -> NewTimer:
-        """Validate every field and turn the "when" into a UTC instant."""
+        """Validate every field and turn the "when" into a UTC instant; ``producer`` is who
+        stores it (set by the facade, not by the caller's request)."""
         when = resolve_when(
             now=now,
             at=self.at,
@@ -82,4 +89,5 @@ class TimerRequest:
             local=when.local,
             timezone=when.timezone,
             disambiguation=when.disambiguation,
+            producer=producer,
         )

@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from duetime.app import AsyncApp
 from duetime.clock import Clock
 from duetime.config import Settings
+from duetime.destinations.base import Destination
+from duetime.routes import Route
 from duetime.store import Store
 from duetime.worker import WorkerStats
 
@@ -98,6 +100,18 @@ class App:
         """Register the decorated function (sync or async) for events of ``type``."""
         return self.core.handler(type, transactional=transactional)
 
+    def add_destination(self, destination: Destination) -> Destination:
+        """Make ``destination`` available to routes by its name (see AsyncApp.add_destination)."""
+        return self.core.add_destination(destination)
+
+    def route(self, type: str, *, to: Destination | str | Sequence[Destination | str]) -> Route:
+        """Send events of ``type`` (exact or a glob) to destinations (see AsyncApp.route)."""
+        return self.core.route(type, to=to)
+
+    @property
+    def producer(self) -> str | None:
+        return self.core.producer
+
     schedule = _blocking(AsyncApp.schedule)
     schedule_many = _blocking(AsyncApp.schedule_many)
     emit = _blocking(AsyncApp.emit)
@@ -108,6 +122,8 @@ class App:
     dead = _blocking(AsyncApp.dead)
     replay = _blocking(AsyncApp.replay)
     counts = _blocking(AsyncApp.counts)
+    events = _blocking(AsyncApp.events)
+    maintain = _blocking(AsyncApp.maintain)
     tick = _blocking(AsyncApp.tick)
     migrate = _blocking(AsyncApp.migrate)
     nodes = _blocking(AsyncApp.nodes)

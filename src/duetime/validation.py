@@ -17,6 +17,9 @@ from duetime.errors import InvalidInput
 from duetime.model import JSON
 
 MAX_KEY_LENGTH = 255
+MAX_STORED_KEY_LENGTH = MAX_KEY_LENGTH + 64
+"""A delivery row's key is its event's plus ``@<destination>`` (a name of at most 63)."""
+MAX_PRODUCER_LENGTH = 255
 MAX_TYPE_LENGTH = 200
 MAX_SUBJECT_LENGTH = 255
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
@@ -48,6 +51,29 @@ def check_key(value: object, field: str = "key") -> str:
     if any(ord(ch) < 32 for ch in value):
         raise InvalidInput(field, "must not contain control characters")
     return check_text(value, field)
+
+
+def check_lookup_key(value: object, field: str = "key") -> str:
+    """A key to look up, cancel or replay: a caller's key, or a delivery row's (longer)."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, "must be a non-empty string")
+    if len(value) > MAX_STORED_KEY_LENGTH:
+        raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_STORED_KEY_LENGTH}")
+    return check_key(value, field) if len(value) <= MAX_KEY_LENGTH else check_text(value, field)
+
+
+def check_producer(value: object, field: str = "producer") -> str:
+    """Who stores timers (a node id, ``api``, ``cli``…), as the envelope shows it."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_PRODUCER_LENGTH:
+        raise InvalidInput(field, f"must be a string of 1-{MAX_PRODUCER_LENGTH} characters")
+    if any(ord(ch) < 32 for ch in value):
+        raise InvalidInput(field, "must not contain control characters")
+    return check_text(value, field)
+
+
+def type_name(value: object) -> str:
+    """The name of ``value``'s type, for error messages."""
+    return type(value).__name__
 
 
 def generate_key() -> str:

@@ -18,19 +18,23 @@ import random
 import socket
 import uuid
 from collections import Counter, deque
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
 from duetime.backoff import Backoff
-from duetime.clock import Clock, SystemClock
+from duetime.clock import Clock, SystemClock, unwatch, watch
 from duetime.config import Settings
+from duetime.destinations.base import Destination
+from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler, HandlerRegistry
-from duetime.model import Claimed, Finish, Node, Outcome, Timer
+from duetime.model import Claimed, FanOut, Finish, Node, Outcome, Timer
 from duetime.outcomes import Cancel, Dead, HandlerOutcome, Retry, Snooze
+from duetime.routes import Fan, Route
 from duetime.services.materializer import Materializer
-from duetime.store.protocol import Store, TransactionalStore
+from duetime.services.retention import Retention
+from duetime.store.protocol import HistoryStore, Store, TransactionalStore
 
 log = logging.getLogger("duetime.worker")
 
@@ -48,6 +52,8 @@ claims took longer, the worker claims twice their worst time ahead, up to
 :data:`MAX_CLAIM_AHEAD`. (Meanwhile the timer shows as ``running``: cancelling it that close to
 its due instant is a conflict, as it would be a moment later.)"""
 MAX_CLAIM_AHEAD = timedelta(milliseconds=250)
+SWEEP_SCAN = 1000
+"""Oldest overdue rows a no-subscriber sweep looks at: bounded, so a backlog costs it little."""
 
 
 class WorkerObserver(Protocol):
@@ -93,14 +99,23 @@ class Worker:
         rng: random.Random | None = None,
         claim_ahead: timedelta | None = None,
         materialize: bool = True,
+        maintain: bool = True,
+        routes: Sequence[Route] = (),
+        destinations: Mapping[str, Destination] | None = None,
     ) -> None:
+        """``types`` narrows the handlers it subscribes to (default: every registered one);
+        ``routes`` send events to ``destinations`` (by name), fanning out where needed;
+        ``maintain`` runs the retention step every ``settings.maintenance_interval``."""
         self.store = store
         self.registry = registry
         self.settings = settings
         self.clock = clock
         self.namespace = namespace or settings.namespace
-        self.types: list[str] | None = list(types) if types is not None else registry.types
         self.node_id = node_id or new_node_id()
+        self.dispatch = Dispatch(
+            self.namespace, self.node_id, registry, routes, destinations, types=types
+        )
+        self.claim_filter = self.dispatch.claim_filter
         self.observers = list(observers)
         self.backoff = Backoff(settings.backoff_base, settings.backoff_cap)
         self.stats = WorkerStats()
@@ -125,15 +140,17 @@ class Worker:
         self.claim_ahead = claim_ahead
         self._claim_seconds: deque[float] = deque(maxlen=32)  # how long recent claims took
         self._services: list[asyncio.Task[None]] = []
+        self._fanned_out = 0  # events this worker fanned out
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.materializer: Materializer | None = (
             Materializer(store, clock, self.namespace) if materialize else None
         )
-        subscribe = getattr(clock, "subscribe", None)
-        if subscribe is not None:
-            subscribe(self._wake)
-        store.add_wakeup_listener(self._on_wakeup)
+        self.retention: Retention | None = (
+            Retention.from_settings(store, clock, settings)
+            if maintain and isinstance(store, HistoryStore)
+            else None
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self) -> None:
@@ -144,6 +161,10 @@ class Worker:
                 asyncio.create_task(
                     self.materializer.run(self._stopping), name="duetime-materializer"
                 )
+            )
+        if self.retention is not None:
+            self._services.append(
+                asyncio.create_task(self.retention.run(self._stopping), name="duetime-retention")
             )
         try:
             while not self._stopping.is_set():
@@ -188,15 +209,18 @@ class Worker:
         if self.materializer is not None:
             await self.materializer.run_once()
         try:
-            while True:
-                free = self._free()
-                if free <= 0:
-                    await self._wait_for_capacity()
-                    continue
-                claimed = await self._claim(min(self.settings.batch_size, free), None)
-                if len(claimed) < min(self.settings.batch_size, free):
-                    break
-            await self._drain(None)
+            fanned = -1
+            while fanned != self._fanned_out:  # deliveries made by a fan-out are due too
+                fanned = self._fanned_out
+                while True:
+                    free = self._free()
+                    if free <= 0:
+                        await self._wait_for_capacity()
+                        continue
+                    claimed = await self._claim(min(self.settings.batch_size, free), None)
+                    if len(claimed) < min(self.settings.batch_size, free):
+                        break
+                await self._drain(None)
         finally:
             await self._shutdown()
         return self.stats
@@ -209,19 +233,32 @@ class Worker:
         self._check_transactional_handlers()
         now = self.clock.now()
         await self.store.register_node(
-            Node(self.node_id, socket.gethostname(), os.getpid(), now, now, role="worker")
+            Node(
+                self.node_id,
+                socket.gethostname(),
+                os.getpid(),
+                now,
+                now,
+                role="worker",
+                subscriptions=self.dispatch.subscriptions,
+            )
         )
         await self._rescue_dead_local_nodes()
+        await self._refresh_subscriptions()
         await self._rescue()
         self._services = [
             asyncio.create_task(self._flush_loop(), name="duetime-flush"),
             asyncio.create_task(self._heartbeat_loop(), name="duetime-heartbeat"),
             asyncio.create_task(self._rescue_loop(), name="duetime-rescue"),
         ]
+        watch(self.clock, self._wake)  # undone in _shutdown: an app ticks many workers
+        self.store.add_wakeup_listener(self._on_wakeup)
 
     async def _shutdown(self) -> None:
         if not self._started:
             return
+        unwatch(self.clock, self._wake)
+        self.store.remove_wakeup_listener(self._on_wakeup)
         await self._drain(self.settings.shutdown_grace.total_seconds())
         for task in self._services:
             task.cancel()
@@ -270,7 +307,7 @@ class Worker:
         if self._backlog:
             return  # there may be more due right now
         try:
-            next_run = await self.store.next_run_at(self.namespace, self.types)
+            next_run = await self.store.next_run_at(self.namespace, self.claim_filter)
         except Exception:
             log.exception("reading the next due time failed; retrying shortly")
             await self._sleep(1.0)
@@ -342,7 +379,12 @@ class Worker:
         cutoff = target if hold and target is not None else now
         gate = self._produced  # outcomes to be recorded before these handlers start
         claimed = await self.store.claim_due(
-            self.namespace, self.types, cutoff, limit, self.node_id, now + self.settings.lease
+            self.namespace,
+            self.claim_filter,
+            cutoff,
+            limit,
+            self.node_id,
+            now + self.settings.lease,
         )
         elapsed = loop.time() - started
         self._claim_seconds.append(elapsed)
@@ -350,30 +392,46 @@ class Worker:
         if claimed:
             for observer in self.observers:
                 observer.claimed(self.namespace, len(claimed), elapsed)
+        route = self.dispatch.target
+        fans: list[tuple[Claimed, Fan]] = []
         if hold or gate > self._recorded:
             start_at = cutoff if hold else None
             for item in claimed:
+                goes = route(item.timer)
+                if type(goes) is Fan:
+                    fans.append((item, goes))
+                    continue
                 self._in_flight[item.timer.id] = loop.create_task(
-                    self._run_one(item, start_at, gate)
+                    self._run_one(item, start_at, gate, target=goes)
                 )
         else:
             launch = self._launch
             for item in claimed:
-                launch(item, loop)
+                goes = route(item.timer)
+                if type(goes) is Fan:
+                    fans.append((item, goes))
+                    continue
+                launch(item, loop, goes)
+        if fans:
+            task = loop.create_task(self._fan_out(fans))
+            for item, _ in fans:
+                self._in_flight[item.timer.id] = task
         return claimed
 
-    def _launch(self, claimed: Claimed, loop: asyncio.AbstractEventLoop) -> None:
+    def _launch(
+        self, claimed: Claimed, loop: asyncio.AbstractEventLoop, target: Target = None
+    ) -> None:
         """Start one attempt now: the hot path of a busy worker, so it avoids wrapping an async
         handler in more coroutines — the handler's own coroutine is the task."""
         timer, attempt = claimed.timer, claimed.attempt
-        before = self._before(timer, attempt)
+        before = self._before(timer, attempt, target)
         if isinstance(before, Finish):
             self._record(timer, before)
         elif not before.is_async or before.transactional:
             self._in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, 0, before))
         else:
             try:
-                coro = before.func(Event.from_timer(timer, attempt))
+                coro = before.func(Event.from_timer(timer, attempt, before.destination))
             except Exception as exc:  # e.g. a handler that takes no argument
                 self._record(timer, self._outcome(timer, attempt, None, exc))
                 return
@@ -399,9 +457,12 @@ class Worker:
         start_at: datetime | None = None,
         gate: int = 0,
         handler: Handler | None = None,
+        *,
+        target: Target = None,
     ) -> None:
         """One attempt, after waiting (when asked) for earlier outcomes to be recorded and for
-        the instant it was claimed ahead of; ``handler`` when :meth:`_before` already ran."""
+        the instant it was claimed ahead of; ``handler`` when :meth:`_before` already ran, else
+        ``target`` is where the row goes (see :meth:`Dispatch.target`)."""
         timer, attempt = claimed.timer, claimed.attempt
         started = False
         try:
@@ -411,7 +472,7 @@ class Worker:
             if start_at is not None:
                 await self._hold(start_at)
             started = True
-            before = handler or self._before(timer, attempt)
+            before = handler or self._before(timer, attempt, target)
             if isinstance(before, Finish):
                 finish: Finish | None = before
             else:
@@ -459,32 +520,21 @@ class Worker:
                 return
             await asyncio.sleep(remaining)
 
-    def _before(self, timer: Timer, attempt: int) -> Finish | Handler:
+    def _before(self, timer: Timer, attempt: int, target: Target) -> Finish | Handler:
         """The handler to run now, or the outcome when there is none to run."""
         now = self.clock.now()
         if timer.expires_after is not None and now > timer.due_at + timer.expires_after:
-            return Finish(
-                timer.id,
-                attempt,
-                Outcome.EXPIRED,
-                error=f"stale: due {timer.due_at.isoformat()}, "
-                f"found {now - timer.due_at} late (expires_after {timer.expires_after})",
-            )
-        handler = self.registry.get(timer.type)
-        if handler is None:
-            return Finish(
-                timer.id,
-                attempt,
-                Outcome.DEAD,
-                error=f"no handler is registered for event type {timer.type!r}",
-            )
+            return _expired(timer, attempt, now)
+        if not isinstance(target, Handler):  # None; a fan-out never comes this way
+            return Finish(timer.id, attempt, Outcome.DEAD, error=self.dispatch.missing(timer))
+        handler = target
         for observer in self.observers:
             observer.started(timer, attempt, now - timer.due_at)
         return handler
 
     async def _invoke(self, handler: Handler, timer: Timer, attempt: int) -> Finish | None:
         """Run the handler; None when a transactional handler already recorded its outcome."""
-        event = Event.from_timer(timer, attempt)
+        event = Event.from_timer(timer, attempt, handler.destination)
         if handler.transactional:
             return await self._invoke_in_transaction(handler, event, timer, attempt)
         try:
@@ -565,6 +615,80 @@ class Worker:
         wait = delay if delay is not None else self.backoff.delay(attempt, self._rng)
         return Finish(timer.id, attempt, Outcome.RETRY, error=error, run_at=self.clock.now() + wait)
 
+    # -- fanning out -------------------------------------------------------------------------
+    async def _fan_out(self, fans: Sequence[tuple[Claimed, Fan]]) -> None:
+        """Hand claimed events on as one delivery row per destination, in one transaction.
+
+        An event already stale is expired instead. If the write fails the events retry with
+        backoff; if this task is cancelled (shutdown) they are released. Both outcomes are
+        fenced, so they are dropped as lost should the fan-out have committed after all.
+        """
+        now = self.clock.now()
+        todo: list[FanOut] = []
+        for claimed, fan in fans:
+            timer = claimed.timer
+            if timer.expires_after is not None and now > timer.due_at + timer.expires_after:
+                self._record(timer, _expired(timer, claimed.attempt, now))
+            else:
+                todo.append(FanOut(timer.id, claimed.attempt, timer.key, fan.destinations))
+        wanted = {f.timer_id for f in todo}
+        try:
+            lost = await self.store.fan_out(todo, self.node_id, now) if todo else set()
+        except asyncio.CancelledError:
+            for claimed, _ in fans:
+                if claimed.timer.id in wanted:
+                    released = Finish(claimed.timer.id, claimed.attempt, Outcome.RELEASED)
+                    self._record(claimed.timer, released)
+            raise
+        except Exception as exc:
+            log.exception("fanning out %d events failed; they will be retried", len(todo))
+            error = f"fan-out failed: {_describe(exc)}"
+            for claimed, _ in fans:
+                if claimed.timer.id in wanted:
+                    failed = self._failed(claimed.timer, claimed.attempt, error, None)
+                    self._record(claimed.timer, failed)
+            return
+        finally:
+            for claimed, _ in fans:
+                self._in_flight.pop(claimed.timer.id, None)
+            self._capacity.set()
+        handed = [f for f in todo if f.timer_id not in lost]
+        if handed:
+            self._fanned_out += len(handed)
+            self.stats.outcomes[Outcome.FANNED_OUT.value] += len(handed)
+        if lost:
+            self.stats.lost += len(lost)
+            log.warning(
+                "%d events had been taken over by other nodes before fanning out", len(lost)
+            )
+        if self.observers:
+            by_id = {claimed.timer.id: claimed.timer for claimed, _ in fans}
+            for f in handed:
+                for observer in self.observers:
+                    observer.finished(by_id[f.timer_id], Outcome.FANNED_OUT)
+
+    async def _refresh_subscriptions(self) -> None:
+        """Read the live nodes' subscriptions: where events are routed from now on."""
+        nodes = await self.store.list_nodes()
+        self.dispatch.refresh(nodes, self.clock.now(), self.settings.lease)
+
+    async def _sweep_unsubscribed(self) -> None:
+        """Dead-letter pending rows overdue by the grace that no live node takes."""
+        grace = self.settings.no_subscriber_grace
+        if grace <= timedelta(0):
+            return
+        await self._refresh_subscriptions()
+        now = self.clock.now()
+        swept = await self.store.sweep_unsubscribed(
+            self.namespace, self.dispatch.everyone(), now - grace, now, SWEEP_SCAN
+        )
+        if swept:
+            log.warning(
+                "dead-lettered %d timers of namespace %s that no live node subscribes to",
+                len(swept),
+                self.namespace,
+            )
+
     # -- background duties ------------------------------------------------------------------
     async def _flush_loop(self) -> None:
         while True:
@@ -629,6 +753,10 @@ class Worker:
                 )
             except Exception:
                 log.exception("heartbeat failed; leases are not being renewed")
+            try:
+                await self._refresh_subscriptions()
+            except Exception:
+                log.exception("reading the nodes' subscriptions failed; routing as before")
 
     async def _rescue_loop(self) -> None:
         interval = self.settings.rescue_interval.total_seconds()
@@ -638,6 +766,10 @@ class Worker:
                 await self._rescue()
             except Exception:
                 log.exception("rescuing expired leases failed")
+            try:
+                await self._sweep_unsubscribed()
+            except Exception:
+                log.exception("dead-lettering unsubscribed timers failed")
 
     async def _rescue(self) -> None:
         rescued = await self.store.rescue(self.clock.now())
@@ -656,6 +788,16 @@ class Worker:
                 log.warning(
                     "node %s (pid %d) is gone; rescuing its %d timers", node.id, node.pid, ended
                 )
+
+
+def _expired(timer: Timer, attempt: int, now: datetime) -> Finish:
+    return Finish(
+        timer.id,
+        attempt,
+        Outcome.EXPIRED,
+        error=f"stale: due {timer.due_at.isoformat()}, "
+        f"found {now - timer.due_at} late (expires_after {timer.expires_after})",
+    )
 
 
 def _process_alive(pid: int) -> bool:

@@ -229,8 +229,13 @@ def test_envelope_is_stable_json_with_the_documented_fields() -> None:
         "correlation_id",
         "destination",
         "delivery_id",
+        "emitted_at",
+        "producer",
+        "redelivery",
+        "message_id",
     ]
     assert envelope(delivery)["due_at"] == "2025-03-15T13:00:00Z"
+    assert envelope(delivery)["message_id"] == delivery.delivery_id
     retry = Delivery.from_event(event(attempt=3), "hook1")
     assert retry.delivery_id == delivery.delivery_id
 

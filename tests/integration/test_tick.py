@@ -38,3 +38,63 @@ def test_tick_records_every_outcome_before_returning(db_url: str, clock: FrozenC
             assert (await app.get("later")).status is Status.DONE
 
     asyncio.run(main())
+
+
+def listener_counts(app: AsyncApp, clock: FrozenClock) -> tuple[int, int]:
+    """(clock, store) wake-up listeners: each running worker and materializer holds one of each."""
+    return len(clock._listeners), len(app.store._listeners)  # type: ignore[attr-defined]
+
+
+def test_repeated_ticks_leave_no_wakeup_listeners_behind(db_url: str, clock: FrozenClock) -> None:
+    async def main() -> None:
+        app = AsyncApp(db_url, clock=clock)
+        ran: list[str] = []
+
+        @app.handler("ping")
+        async def ping(event: Event) -> None:
+            ran.append(event.key)
+
+        async with app:
+            await app.add_schedule("hourly", "ping", every="PT1H")
+            before = listener_counts(app, clock)
+            for _ in range(5):
+                await app.tick()
+                clock.advance(3600)
+            assert ran  # the ticks did work: the schedule's timers fired
+            assert listener_counts(app, clock) == before
+
+    asyncio.run(main())
+
+
+def test_a_running_worker_hears_the_clock_and_forgets_it_when_stopped(
+    db_url: str, clock: FrozenClock
+) -> None:
+    async def main() -> None:
+        app = AsyncApp(db_url, clock=clock)
+        ran: list[str] = []
+
+        @app.handler("ping")
+        async def ping(event: Event) -> None:
+            ran.append(event.key)
+
+        async with app:
+            await app.schedule("ping", delay=3600, key="later")
+            clock_before, store_before = listener_counts(app, clock)
+            worker = app.worker()
+            task = asyncio.create_task(worker.run())
+            for _ in range(200):  # started: the worker and its materializer are listening
+                if listener_counts(app, clock) == (clock_before + 2, store_before + 2):
+                    break
+                await asyncio.sleep(0.01)
+            assert listener_counts(app, clock) == (clock_before + 2, store_before + 2)
+            clock.advance(3600)  # the worker sleeps up to `recheck`: only the clock wakes it
+            for _ in range(200):
+                if ran:
+                    break
+                await asyncio.sleep(0.01)
+            assert ran == ["later"]
+            worker.stop()
+            await asyncio.wait_for(task, 10)
+            assert listener_counts(app, clock) == (clock_before, store_before)
+
+    asyncio.run(main())

@@ -57,6 +57,19 @@ async def test_wakeups_are_heard_here_and_by_other_instances(
     assert [hint for hint in there if hint is not None] == []
 
 
+async def test_a_removed_wakeup_listener_hears_nothing_more(store: Store) -> None:
+    kept: list[datetime | None] = []
+    removed: list[datetime | None] = []
+    store.add_wakeup_listener(kept.append)
+    store.add_wakeup_listener(removed.append)
+    store.remove_wakeup_listener(removed.append)
+    store.remove_wakeup_listener(removed.append)  # no longer there: nothing happens
+    await store.put_timers([new_timer("a", NOW)], "error", NOW)
+    await asyncio.sleep(0.2)  # time for a hint to come back over the wire, too
+    assert NOW in kept
+    assert removed == []
+
+
 async def test_a_retry_wakes_other_instances(store: Store, make_store: StoreFactory) -> None:
     other = await make_store()
     there: list[datetime | None] = []

@@ -296,3 +296,23 @@ async def test_migrate_is_idempotent(store: Store) -> None:
     assert version >= 1
     assert await store.migrate() == []
     assert await store.schema_version() == version
+
+
+async def test_repeated_keys_among_others_keep_input_order(store: Store) -> None:
+    batch = [new_timer(k, payload={"n": n}) for n, k in enumerate("abacb")]
+    results = await store.put_timers(batch, "update", NOW)
+    actions = [(r.action, r.timer.key, r.timer.payload) for r in results]
+    assert actions == [
+        ("created", "a", {"n": 0}),
+        ("created", "b", {"n": 1}),
+        ("updated", "a", {"n": 2}),
+        ("created", "c", {"n": 3}),
+        ("updated", "b", {"n": 4}),
+    ]
+    ids = {r.timer.key: r.timer.id for r in results}
+    assert ids["a"] < ids["b"] < ids["c"]  # first occurrences, in input order
+    assert [t.key for t in (await store.list_timers("ns", TimerFilter(), None, 10)).items] == [
+        "c",
+        "b",
+        "a",
+    ]

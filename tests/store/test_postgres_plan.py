@@ -17,17 +17,29 @@ import psycopg
 import pytest
 from storekit import PG_URL
 
-from duetime.store.postgres.store import PostgresStore, Q
+from duetime.model import ClaimFilter, Finish, Outcome
+from duetime.store.postgres.rows import FinishBatch
+from duetime.store.postgres.store import PostgresStore, Q, claim_params
 
 PENDING = 100_000
 PARAM_TYPES = {
     "namespace": "text",
     "types": "text[]",
+    "patterns": "text[]",
+    "destinations": "text[]",
+    "handler_types": "text[]",
     "now": "timestamptz",
     "limit": "integer",
     "node_id": "text",
     "lease_until": "timestamptz",
+    "before": "timestamptz",
 }
+FILTERS: list[list[str] | ClaimFilter | None] = [
+    None,
+    ["t1", "t3"],
+    # a node with a handler and routes: exact types, a glob, deliveries it serves
+    ClaimFilter(types=("t1",), patterns=("t*",), destinations=("hook",), handler_types=("t1",)),
+]
 
 
 @pytest.fixture
@@ -88,11 +100,11 @@ def assert_uses_pending_index(plan: str) -> None:
     assert "Sort" not in plan, plan  # the index yields run_at order: no sort of pending rows
 
 
-def claim_params(types: list[str] | None) -> dict[str, Any]:
+def claim_due_params(types: list[str] | ClaimFilter | None) -> dict[str, Any]:
     now = datetime.now(UTC)
     return {
         "namespace": "ns1",
-        "types": types,
+        **claim_params(types),
         "now": now,
         "limit": 50,
         "node_id": "n1",
@@ -107,11 +119,15 @@ def test_claim_path_uses_the_partial_index_before_and_after_analyze(
     assert row is not None
     assert row[0] < 0  # never analysed
     for moment in ("before ANALYZE", "after ANALYZE"):
-        for types in (None, ["t1", "t3"]):
-            for name, params in (
-                ("claim_due", claim_params(types)),
-                ("next_run_at", {"namespace": "ns2", "types": types}),
-            ):
+        for types in FILTERS:
+            queries = [
+                ("claim_due", claim_due_params(types)),
+                ("next_run_at", {"namespace": "ns2", **claim_params(types)}),
+            ]
+            if types is not None:  # a sweep is always given what the live nodes take
+                sweep = {**claim_due_params(types), "before": datetime.now(UTC), "limit": 1000}
+                queries.append(("sweep_unsubscribed", sweep))
+            for name, params in queries:
                 for kind, plan in plans(conn, Q[name], params).items():
                     print(f"--- {name}, {moment}, {kind} plan, types={types}\n{plan}")
                     assert_uses_pending_index(plan)
@@ -143,3 +159,62 @@ def test_claim_takes_the_earliest_with_real_data(
         "SELECT min(run_at) FROM timers WHERE namespace = 'ns0' AND status = 'running'"
     ).fetchone() or (None,)
     assert earliest == run_ats[0]
+
+
+FINISH_PARAM_TYPES = {
+    "timer_ids": "bigint[]",
+    "attempts": "integer[]",
+    "outcomes": "text[]",
+    "errors": "text[]",
+    "run_ats": "timestamptz[]",
+    "node_id": "text",
+    "now": "timestamptz",
+}
+
+
+def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """A batch of outcomes finds its timers by primary key or among the running ones (a set
+    bounded by the nodes' concurrency), custom plan or generic, before and after ANALYZE: never
+    by reading the whole table."""
+    conn.execute(
+        "UPDATE timers SET status = 'running', attempts = 1, lease_owner = 'n1' "
+        "WHERE namespace = 'ns1' AND status = 'scheduled' AND id <= 6000"
+    )
+    conn.execute(
+        "INSERT INTO attempts (timer_id, number, node_id, started_at) "
+        "SELECT id, 1, 'n1', now() FROM timers WHERE status = 'running'"
+    )
+    ids = [row[0] for row in conn.execute("SELECT id FROM timers WHERE status = 'running'")]
+    assert len(ids) > 1000
+    now = datetime.now(UTC)
+    params = FinishBatch.of([Finish(i, 1, Outcome.DONE) for i in ids[:500]], "n1", now).params
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    numbered = re.sub(r"%\((\w+)\)[sb]", number, Q["finish"])
+    types = ", ".join(FINISH_PARAM_TYPES[name] for name in names)
+    values = ", ".join(f"%({name})s::{FINISH_PARAM_TYPES[name]}" for name in names)
+    for moment in ("before ANALYZE", "after ANALYZE"):
+        custom = "\n".join(row[0] for row in conn.execute("EXPLAIN " + Q["finish"], params))
+        psycopg.ClientCursor(conn).execute(f"PREPARE finishing ({types}) AS {numbered}")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            rows = psycopg.ClientCursor(conn).execute(
+                f"EXPLAIN EXECUTE finishing ({values})", params
+            )
+            generic = "\n".join(row[0] for row in rows)
+        finally:
+            conn.execute("RESET plan_cache_mode")
+            conn.execute("DEALLOCATE finishing")
+        for kind, plan in (("custom", custom), ("generic", generic)):
+            print(f"--- finish, {moment}, {kind} plan\n{plan}")
+            assert re.search(r"Scan (using|on) timers_(pkey|leased)\b", plan), plan
+            assert "Seq Scan" not in plan, plan
+        conn.execute("ANALYZE timers")
+        conn.execute("ANALYZE attempts")

@@ -6,15 +6,21 @@ only if it commits.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from datetime import UTC, datetime
+import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from storekit import StoreFactory, new_timer
 
 from duetime import AsyncApp, Dead, Event, FrozenClock, InvalidInput, Status
+from duetime.errors import StoreUnavailable
+from duetime.model import Claimed, Finish, Outcome
 from duetime.store import Store
+from duetime.store.postgres.store import PostgresStore
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -140,3 +146,89 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
     with pytest.raises(InvalidInput) as info:
         await app.schedule("x", delay=5, key="k", transaction="not a connection")
     assert info.value.field == "transaction"
+
+
+def stalled_process(url: str, claimed: Claimed, release: threading.Event) -> BaseException | bool:
+    """Another process whose transactional handler stalls it altogether (event loop blocked,
+    no heartbeats) until ``release``; returns what ``complete_in_transaction`` answered."""
+
+    async def run() -> bool:
+        store = PostgresStore(url, listen=False)
+        await store.open(migrate=False)
+        try:
+            return await store.complete_in_transaction(
+                claimed.timer.id,
+                claimed.attempt,
+                "stalled",
+                datetime.now(UTC),
+                lambda conn: release.wait(60),
+            )
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run())
+    except Exception as exc:
+        return exc
+
+
+async def test_a_stalled_transaction_is_ended_and_its_timer_rescued(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    store = await open_store(pg_url)
+    now = datetime.now(UTC)
+    await store.put_timers([new_timer("k", now, namespace="shop")], "error", now)
+    lease = timedelta(seconds=1)
+    (claimed,) = await store.claim_due("shop", None, now, 10, "stalled", now + lease)
+    release = threading.Event()
+    answer = asyncio.get_running_loop().run_in_executor(
+        None, stalled_process, pg_url, claimed, release
+    )
+    try:
+        # Rescue skips the locked row; once the server has ended the stalled transaction (a
+        # second or two after the lease ran out), rescue takes the attempt over.
+        rescued: list[int] = []
+        deadline = asyncio.get_running_loop().time() + 30
+        while not rescued and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+            rescued = await store.rescue(datetime.now(UTC))
+        assert rescued == [claimed.timer.id]
+    finally:
+        release.set()
+    # The stalled process comes back to a connection the server closed: nothing committed.
+    assert isinstance(await answer, StoreUnavailable)
+    timer = await store.get_timer("shop", "k")
+    assert timer is not None
+    assert timer.status is Status.RETRYING
+    assert [a.outcome for a in await store.list_attempts(claimed.timer.id)] == [Outcome.LOST]
+
+
+async def test_a_hung_async_effect_is_cancelled_when_the_lease_runs_out(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    store = await open_store(pg_url)
+    now = datetime.now(UTC)
+    await store.put_timers([new_timer("k", now, namespace="shop")], "error", now)
+    (claimed,) = await store.claim_due("shop", None, now, 10, "n1", now + timedelta(seconds=1))
+    cancelled = asyncio.Event()
+
+    async def hang(conn: Any) -> None:
+        await conn.execute("SELECT 1")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+
+    assert isinstance(store, PostgresStore)
+    with pytest.raises(TimeoutError, match="lease ran out"):
+        await store.complete_in_transaction(
+            claimed.timer.id, claimed.attempt, "n1", datetime.now(UTC), hang
+        )
+    assert cancelled.is_set()
+    # Rolled back and unlocked: the attempt is still the node's, to record as failed.
+    later = datetime.now(UTC)
+    retry = Finish(claimed.timer.id, claimed.attempt, Outcome.RETRY, error="hung", run_at=later)
+    assert await store.finish([retry], "n1", datetime.now(UTC)) == set()
+    timer = await store.get_timer("shop", "k")
+    assert timer is not None
+    assert timer.status is Status.RETRYING

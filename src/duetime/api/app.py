@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
-from duetime.api import schedules, system, timers
+from duetime.api import events, schedules, system, timers
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.service import Service
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from duetime.sources import Source
 
 DESCRIPTION = """\
-duetime's REST API: schedule timers in a timezone, list a subject's history, cancel, emit events,
-define recurring schedules (cron or intervals in an IANA zone), replay dead letters. Errors are
-JSON `{code, message, field}`: branch on `code`, fix `field`.
+duetime's REST API: schedule timers in a timezone, list a subject's history, cancel, emit events
+and read the event log, define recurring schedules (cron or intervals in an IANA zone), replay
+dead letters. Errors are JSON `{code, message, field}`: branch on `code`, fix `field`.
 
 With auth on, send `Authorization: Bearer dt_…` (a token from `duetime tokens create`); a
 namespace the token may not see answers 404, exactly like one that does not exist.
@@ -82,6 +82,7 @@ def create_api(
     api.state.duetime = service
     install_error_handlers(api)
     api.include_router(timers.router)
+    api.include_router(events.router)
     api.include_router(schedules.router)
     api.include_router(schedules.preview_router)
     api.include_router(system.router)

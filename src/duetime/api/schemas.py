@@ -88,6 +88,10 @@ class TimerOut(BaseModel):
     last_error: str | None
     lease_owner: str | None
     lease_expires_at: str | None
+    destination: str | None = Field(
+        None, description="null for an event; for one delivery of a fanned-out event, where it goes"
+    )
+    producer: str | None = Field(None, description="Who stored it: a node id, api, cli")
 
 
 class AttemptOut(BaseModel):
@@ -141,6 +145,15 @@ class StatsOut(BaseModel):
     lateness: LatenessOut
 
 
+class SubscriptionOut(BaseModel):
+    """Events of ``type`` (exact, or a glob like ``order.*``) in ``namespace`` go to ``to``
+    (``handler`` = the node's Python handler)."""
+
+    namespace: str
+    type: str
+    to: list[str]
+
+
 class NodeOut(BaseModel):
     id: str
     host: str
@@ -150,6 +163,7 @@ class NodeOut(BaseModel):
     heartbeat_at: str
     in_flight: int
     alive: bool
+    subscriptions: list[SubscriptionOut] = Field(default_factory=list)
 
 
 class NodesOut(BaseModel):

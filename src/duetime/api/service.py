@@ -47,7 +47,7 @@ class NamespaceApps:
     def new(self, namespace: str) -> AsyncApp:
         """A facade not yet opened (InvalidInput naming ``namespace`` for a malformed name)."""
         core = replace(self._settings.core, namespace=namespace)
-        return AsyncApp(settings=core, store=self._store, clock=self._clock)
+        return AsyncApp(settings=core, store=self._store, clock=self._clock, producer="api")
 
     async def existing(self, namespace: str) -> AsyncApp:
         """The facade of a namespace that exists; NotFound naming ``namespace`` otherwise."""
@@ -159,6 +159,8 @@ class Service:
                 await compat.deregister_node(self.root, self.node_id)
             except Exception:
                 log.exception("could not deregister api node %s", self.node_id)
+        for app in self.worker_apps:
+            await app.destinations.close()  # the facades share the store: not closed one by one
         await self.store.close()
 
     async def _start_sources(self, app: AsyncApp) -> None:

@@ -28,6 +28,7 @@ from duetime.api.schemas import (
 from duetime.errors import InvalidInput
 from duetime.model import OnConflict, Page, PutResult, Timer
 from duetime.requests import TimerRequest
+from duetime.validation import MAX_STORED_KEY_LENGTH
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
@@ -35,7 +36,14 @@ ON_CONFLICT = ("update", "keep", "error")
 EVENT_FIELDS = frozenset(EventBody.model_fields)
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
-Key = Annotated[str, Path(min_length=1, max_length=255, description="The timer's key")]
+Key = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_STORED_KEY_LENGTH,
+        description="The timer's key (a delivery's is its event's key + '@' + destination)",
+    ),
+]
 
 
 def _body(model: type[BaseModel]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Operator commands: ``migrate`` and ``nodes``."""
+"""Operator commands: ``migrate``, ``nodes`` and ``prune``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import click
 from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config
+from duetime.config import Settings
 
 
 @click.command()
@@ -40,6 +41,39 @@ def nodes() -> None:
         output.stdout().print("no nodes registered")
         return
     output.stdout().print(output.nodes_table(rows))
+
+
+@click.command()
+@click.option("--retention", metavar="DURATION", help="Keep finished timers this long (P30D).")
+@click.option(
+    "--archive-after", metavar="DURATION", help="PostgreSQL: move them to history after (PT1H)."
+)
+@common_options
+def prune(retention: str | None, archive_after: str | None) -> None:
+    """Apply the retention once: archive and delete finished timers (workers do it every minute).
+
+    Durations are ISO 8601 or seconds; they default to DUETIME_RETENTION (30 days) and
+    DUETIME_ARCHIVE_AFTER (1 hour). Safe to run while workers run, and from cron.
+    """
+    cfg = config()
+    settings = Settings.from_env(
+        database_url=cfg.database_url,
+        namespace=cfg.namespace,
+        retention=retention,
+        archive_after=archive_after,
+    )
+    report = asyncio.run(_closing(AsyncApp(settings=settings), "maintain"))
+    if cfg.json:
+        output.emit_json(report.to_dict())
+        return
+    console = output.stdout()
+    console.print(f"archived {report.archived}, deleted {report.deleted}")
+    for verb, names in (
+        ("created", report.partitions_created),
+        ("dropped", report.partitions_dropped),
+    ):
+        if names:
+            console.print(f"history partitions {verb}: {', '.join(names)}")
 
 
 async def _closing(app: AsyncApp, method: str) -> Any:

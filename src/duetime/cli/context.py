@@ -39,7 +39,7 @@ class CliConfig:
         return Settings.from_env(database_url=self.database_url, namespace=self.namespace)
 
     def app(self) -> AsyncApp:
-        return AsyncApp(settings=self.settings())
+        return AsyncApp(settings=self.settings(), producer="cli")
 
     def setup_logging(self, default: str = "warning") -> None:
         level = (self.log_level or default).upper()

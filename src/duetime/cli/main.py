@@ -15,7 +15,7 @@ import click
 
 from duetime import __version__
 from duetime.cli import output
-from duetime.cli.admin import migrate, nodes
+from duetime.cli.admin import migrate, nodes, prune
 from duetime.cli.context import (
     CliConfig,
     database_url_option,
@@ -24,6 +24,7 @@ from duetime.cli.context import (
     namespace_option,
 )
 from duetime.cli.dead import dead
+from duetime.cli.events import events
 from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.worker import tick, worker
@@ -111,6 +112,8 @@ for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker
     cli.add_command(command)
 cli.add_command(schedules)
 cli.add_command(next_occurrences)
+cli.add_command(events)
+cli.add_command(prune)
 
 
 def _short(text: str, limit: int) -> str:

@@ -130,6 +130,8 @@ def timer_details(timer: Timer, action: str | None = None) -> Table:
     if timer.run_at != timer.due_at:
         rows.append(("run_at", when(timer.run_at)))
     optional = [
+        ("destination", timer.destination),
+        ("producer", timer.producer),
         ("subject", timer.subject),
         ("correlation_id", timer.correlation_id),
         ("expires_after", timer.expires_after),
@@ -198,8 +200,11 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
 def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
     from rich.table import Table
 
+    from duetime.routes import describe
+
     table = Table()
-    for name in ("id", "role", "host", "pid", "started", "last heartbeat", "in-flight", "state"):
+    columns = ("id", "role", "host", "pid", "started", "last heartbeat", "in-flight", "state")
+    for name in (*columns, "subscriptions"):
         table.add_column(name, overflow="fold")
     for node, alive in nodes:
         table.add_row(
@@ -211,6 +216,7 @@ def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
             when(node.heartbeat_at),
             str(node.in_flight),
             "[green]alive[/]" if alive else "[red]stale[/]",
+            text(describe(node.subscriptions) or None),
         )
     return table
 

@@ -7,6 +7,7 @@ reachable from the network without tokens lets anyone schedule anything.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import click
 
@@ -14,8 +15,16 @@ from duetime.api import ApiSettings, create_api, server
 from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
 from duetime.app import AsyncApp
 from duetime.cli.context import config, database_url_option, log_level_option
-from duetime.cli.worker import load_app, load_sources, same_database, sources_option
+from duetime.cli.worker import (
+    load_app,
+    load_sources,
+    routes_option,
+    same_database,
+    sources_option,
+)
+from duetime.config import Settings
 from duetime.errors import InvalidInput
+from duetime.routes_file import RoutesFile, apply_routes, read_routes
 from duetime.store import Store, create_store
 
 log = logging.getLogger("duetime.cli")
@@ -30,12 +39,37 @@ def worker_app(spec: str, store: Store, database_url: str) -> AsyncApp:
             f"{spec} uses {user.settings.database_url} but the server uses {database_url}; "
             "set DUETIME_DATABASE_URL once for both",
         )
-    app = AsyncApp(settings=user.settings, store=store, clock=user.clock)
+    app = AsyncApp(settings=user.settings, store=store, clock=user.clock, producer=user.producer)
     app.registry = user.registry
+    app.destinations = user.destinations
+    app.routes = list(user.routes)
     app.observers.extend(user.observers)
-    if not app.registry.types:
-        log.warning("%s registers no handlers: its worker will claim nothing", spec)
+    if not app.registry.types and not app.routes:
+        log.warning("%s registers no handlers and no routes: its worker will claim nothing", spec)
     return app
+
+
+def routed_apps(
+    workers: list[AsyncApp], routes: RoutesFile, store: Store, core: Settings
+) -> list[AsyncApp]:
+    """Each namespace's routes on its app; a worker app of its own for a namespace without."""
+    by_namespace = {app.namespace: app for app in workers}
+    apps = list(workers)
+    for namespace in routes.namespaces(core.namespace):
+        app = by_namespace.get(namespace)
+        if app is None:
+            settings = replace(core, namespace=namespace)
+            app = by_namespace[namespace] = AsyncApp(settings=settings, store=store)
+            apps.append(app)
+        applied = apply_routes(app, routes)
+        log.info(
+            "routes of namespace %s: %s",
+            namespace,
+            "; ".join(f"{r.pattern} → {', '.join(r.to)}" for r in applied),
+        )
+    for app in apps:
+        app.check_routes()
+    return apps
 
 
 def decide_auth(host: str, auth: bool | None) -> bool | None:
@@ -85,6 +119,7 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     "off loopback]",
 )
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
+@routes_option
 @sources_option
 @database_url_option()
 @log_level_option()
@@ -95,10 +130,13 @@ def serve(
     no_worker: bool,
     auth: bool | None,
     access_log: bool,
+    routes_spec: str | None,
     sources_spec: str | None,
 ) -> None:
     """Serve the REST API (/v1, /docs), the dashboard (/) and /metrics, with the workers.
 
+    --routes adds each namespace's routes to its --app's worker; a namespace with routes and no
+    --app gets a worker of its own that delivers to the routes' destinations only.
     --sources stores the brokers' schedule requests into the namespace of the first --app
     (without one: DUETIME_NAMESPACE); /metrics counts their messages.
     """
@@ -106,12 +144,15 @@ def serve(
     cfg.setup_logging(default="info")
     auth = decide_auth(host, auth)
     settings = ApiSettings(core=cfg.settings(), auth=auth)
+    routes = read_routes(routes_spec) if routes_spec else None
     store = create_store(settings.core.database_url)
     workers: list[AsyncApp] = []
     if no_worker:
         log.info("--no-worker: serving the API only")
     else:
         workers = [worker_app(spec, store, settings.core.database_url) for spec in app_specs]
+        if routes is not None:
+            workers = routed_apps(workers, routes, store, settings.core)
         if not workers:
             log.info("no --app given: no handlers here, so no worker runs in this process")
     sources_app = workers[0] if workers else AsyncApp(settings=settings.core, store=store)

@@ -8,6 +8,10 @@ silent surprise.
 
 ``worker --sources FILE`` also consumes broker sources (NATS subjects, Redis streams) into the
 app's namespace, configured as :mod:`duetime.sources.config` describes.
+
+``--routes FILE`` (``DUETIME_ROUTES``) adds the routes of a routes file (:mod:`duetime.routes_file`)
+for the app's namespace: events of those types go to those destinations too. With ``--routes``,
+``--app`` may be left out: the worker then delivers to the routes' destinations only.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import CliConfig, common_options, config, log_level_option
 from duetime.errors import InvalidInput
+from duetime.routes_file import RoutesFile, apply_routes, read_routes
 from duetime.sync import App, run_worker_blocking
 from duetime.worker import WorkerStats, new_node_id
 
@@ -125,10 +130,10 @@ def worker_options(func: FC) -> FC:
                 "--app",
                 "app_spec",
                 envvar="DUETIME_APP",
-                required=True,
                 metavar="MODULE:ATTR",
                 help="Your duetime.App or AsyncApp, e.g. examples.birthday:app [env DUETIME_APP]",
             ),
+            routes_option,
             click.option("--concurrency", type=int, metavar="N", help="Handlers in flight."),
             click.option("--batch-size", type=int, metavar="N", help="Timers claimed at once."),
             click.option("--lease", type=float, metavar="SECONDS", help="Claim lease length."),
@@ -141,19 +146,60 @@ def worker_options(func: FC) -> FC:
 
 
 def prepare(
-    app_spec: str, concurrency: int | None, batch_size: int | None, lease: float | None
+    app_spec: str | None,
+    concurrency: int | None,
+    batch_size: int | None,
+    lease: float | None,
+    routes_spec: str | None = None,
 ) -> AsyncApp:
     cfg = config()
     cfg.setup_logging(default="info")
+    if app_spec is None and routes_spec is None:
+        raise click.UsageError(
+            "give --app MODULE:ATTR (your handlers), --routes FILE (destinations), or both"
+        )
+    routes = read_routes(routes_spec) if routes_spec else None
     if cfg.database_url_explicit and cfg.database_url is not None:
         os.environ["DUETIME_DATABASE_URL"] = cfg.database_url
     if cfg.namespace_explicit and cfg.namespace is not None:
         os.environ["DUETIME_NAMESPACE"] = cfg.namespace
-    core = load_app(app_spec)
+    core = AsyncApp(settings=cfg.settings()) if app_spec is None else load_app(app_spec)
     adopt(core, cfg, concurrency=concurrency, batch_size=batch_size, lease=lease)
-    if not core.registry.types:
-        log.warning("%s registers no handlers: nothing will be claimed", app_spec)
+    if routes is not None:
+        add_routes(core, routes)
+    if not core.registry.types and not core.routes:
+        log.warning("%s registers no handlers and no routes: nothing will be claimed", app_spec)
+    core.check_routes()  # a route to an unknown destination is refused before anything runs
     return core
+
+
+def routes_option(func: FC) -> FC:
+    return click.option(
+        "--routes",
+        "routes_spec",
+        envvar="DUETIME_ROUTES",
+        metavar="FILE",
+        help='Routes to destinations: a JSON file of {"destinations": {...}, "routes": '
+        '[{"type": "order.*", "to": ["hook"]}]} (or that JSON itself) [env DUETIME_ROUTES]',
+    )(func)
+
+
+def add_routes(core: AsyncApp, routes: RoutesFile) -> None:
+    """The routes file's routes for ``core``'s namespace; the others are reported, not used."""
+    applied = apply_routes(core, routes)
+    if applied:
+        log.info(
+            "routes of namespace %s: %s",
+            core.namespace,
+            "; ".join(f"{r.pattern} → {', '.join(r.to)}" for r in applied),
+        )
+    others = [ns for ns in routes.namespaces(core.namespace) if ns != core.namespace]
+    if others:
+        log.warning(
+            "--routes has routes for namespaces %s, but this worker serves %s: ignored",
+            ", ".join(others),
+            core.namespace,
+        )
 
 
 def sources_option(func: FC) -> FC:
@@ -237,10 +283,11 @@ def print_stats(stats: WorkerStats, title: str) -> None:
 @worker_options
 @sources_option
 def worker(
-    app_spec: str,
+    app_spec: str | None,
     concurrency: int | None,
     batch_size: int | None,
     lease: float | None,
+    routes_spec: str | None,
     sources_spec: str | None,
 ) -> None:
     """Run handlers until SIGINT or SIGTERM (in-flight work is finished first).
@@ -248,15 +295,16 @@ def worker(
     With --sources, schedule requests arriving on the brokers become timers in the app's
     namespace; each message is acknowledged only once its timer is committed.
     """
-    core = prepare(app_spec, concurrency, batch_size, lease)
+    core = prepare(app_spec, concurrency, batch_size, lease, routes_spec)
     sources = load_sources(sources_spec, core)
     node_id = new_node_id()
     settings = core.settings
     log.info(
-        "worker %s starting: namespace %s, types %s, concurrency %d, lease %ss",
+        "worker %s starting: namespace %s, handlers %s, routes %d, concurrency %d, lease %ss",
         node_id,
         core.namespace,
         ", ".join(core.registry.types) or "-",
+        len(core.routes),
         settings.concurrency,
         settings.lease.total_seconds(),
     )
@@ -272,10 +320,14 @@ def worker(
 @click.command()
 @worker_options
 def tick(
-    app_spec: str, concurrency: int | None, batch_size: int | None, lease: float | None
+    app_spec: str | None,
+    concurrency: int | None,
+    batch_size: int | None,
+    lease: float | None,
+    routes_spec: str | None,
 ) -> None:
     """Fire everything due now once, wait for it, print what happened (for cron/serverless)."""
-    core = prepare(app_spec, concurrency, batch_size, lease)
+    core = prepare(app_spec, concurrency, batch_size, lease, routes_spec)
 
     async def main() -> WorkerStats:
         try:

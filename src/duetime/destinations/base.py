@@ -24,12 +24,17 @@ order). It is versioned by ``"version"``; fields are only ever added, never rena
       "max_attempts": 20,
       "correlation_id": "req-123",      # or null
       "destination": "billing-hook",
-      "delivery_id": "shop:order-7-paid:billing-hook"  # "<namespace>:<key>:<destination>"
+      "delivery_id": "shop:order-7-paid:billing-hook",  # "<namespace>:<key>:<destination>"
+      "emitted_at": "2025-03-15T12:58:00Z",  # when the event was stored
+      "producer": "api",                # who stored it: a node id, "api", "cli"; or null
+      "redelivery": 0,                  # attempts before this one (attempt - 1)
+      "message_id": "shop:order-7-paid:billing-hook"  # the same as delivery_id
     }
 
 ``delivery_id`` is the deduplication id: it is the same on every attempt of one event to one
 destination, so receivers drop redeliveries by it (HTTP ``Idempotency-Key``, NATS
-``Nats-Msg-Id``, AMQP ``message_id``, the Redis entry's ``delivery_id`` field).
+``Nats-Msg-Id``, AMQP ``message_id``, the Redis entry's ``delivery_id`` field). ``message_id``
+repeats it under the name an event bus's consumers know it by.
 """
 
 from __future__ import annotations
@@ -147,6 +152,10 @@ def envelope(delivery: Delivery) -> dict[str, JSON]:
         "correlation_id": event.correlation_id,
         "destination": delivery.destination,
         "delivery_id": delivery.delivery_id,
+        "emitted_at": iso(event.emitted_at),
+        "producer": event.producer,
+        "redelivery": event.redelivery,
+        "message_id": delivery.delivery_id,
     }
 
 

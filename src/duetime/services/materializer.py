@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from duetime.clock import Clock
+from duetime.clock import Clock, unwatch, watch
 from duetime.model import NewTimer, Schedule
 from duetime.recurrence import Recurrence, catch_up_due, next_after
 from duetime.schedules import Materialized, ScheduleAdvance, occurrence_key, recurrence_of
@@ -150,10 +150,6 @@ class Materializer:
         self.created = 0
         self.tzdata: TzdataReport | None = None
         self._wake = asyncio.Event()
-        subscribe = getattr(clock, "subscribe", None)
-        if subscribe is not None:
-            subscribe(self._wake)
-        self.store.add_wakeup_listener(self._on_wakeup)
 
     def plan(self, due: Sequence[Schedule], now: datetime) -> list[ScheduleAdvance]:
         cache: NextCache = {}
@@ -206,7 +202,20 @@ class Materializer:
         return await self.tick(self.clock.now())
 
     async def run(self, stop_event: asyncio.Event) -> None:
-        """Work until ``stop_event`` is set (after :meth:`prepare`)."""
+        """Work until ``stop_event`` is set (after :meth:`prepare`).
+
+        Wake-up hints are heard only while it runs: a materializer made for one ``run_once``
+        (every ``tick``) must leave no listener behind on a clock or store that outlives it.
+        """
+        watch(self.clock, self._wake)
+        self.store.add_wakeup_listener(self._on_wakeup)
+        try:
+            await self._work(stop_event)
+        finally:
+            unwatch(self.clock, self._wake)
+            self.store.remove_wakeup_listener(self._on_wakeup)
+
+    async def _work(self, stop_event: asyncio.Event) -> None:
         await self.prepare()
         while not stop_event.is_set():
             self._wake.clear()

@@ -13,9 +13,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from duetime.errors import InvalidInput
+from duetime.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
 from duetime.model import (
     Attempt,
     Claimed,
+    ClaimFilter,
+    FanOut,
     Finish,
     NewTimer,
     Node,
@@ -59,6 +63,10 @@ class Store(Protocol):
         """Hear about timers stored by this process or any other using the same database."""
         ...
 
+    def remove_wakeup_listener(self, listener: WakeupListener) -> None:
+        """Stop calling ``listener`` (a no-op when it is not added): each worker adds one."""
+        ...
+
     # -- namespaces -------------------------------------------------------------------------
     async def ensure_namespace(self, namespace: str, now: datetime) -> None: ...
 
@@ -98,14 +106,16 @@ class Store(Protocol):
         ...
 
     # -- working ----------------------------------------------------------------------------
-    async def next_run_at(self, namespace: str, types: Sequence[str] | None) -> datetime | None:
-        """The earliest ``run_at`` of pending work (None when there is none)."""
+    async def next_run_at(
+        self, namespace: str, types: Sequence[str] | ClaimFilter | None
+    ) -> datetime | None:
+        """The earliest ``run_at`` of pending work ``types`` takes (None when there is none)."""
         ...
 
     async def claim_due(
         self,
         namespace: str,
-        types: Sequence[str] | None,
+        types: Sequence[str] | ClaimFilter | None,
         now: datetime,
         limit: int,
         node_id: str,
@@ -113,8 +123,32 @@ class Store(Protocol):
     ) -> list[Claimed]:
         """Mark up to ``limit`` due timers running under a lease, oldest ``run_at`` first.
 
-        One statement; each claim also opens a row in the attempts history.
+        ``types`` filters what is taken: None everything; a list of types their events and
+        ``handler`` deliveries (:meth:`ClaimFilter.of_types`); a :class:`ClaimFilter` what a
+        node's subscriptions take (:func:`duetime.routes.claims` is the rule). The pending
+        index stays the access path. One statement; each claim also opens an attempt row.
         """
+        ...
+
+    async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
+        """Hand claimed events on, in one transaction; return the timer ids no longer ours.
+
+        Each event whose attempt is still ``node_id``'s (fenced as in :meth:`finish`) is marked
+        done, its attempt closed as ``fanned_out``, and one delivery row inserted per
+        destination: key :func:`duetime.routes.delivery_key`, the event's type, payload,
+        subject, correlation id, due time, ``run_at``, ``expires_after``, ``max_attempts``,
+        ``registered_at`` and producer. A delivery key that exists already is kept as it is.
+        """
+        ...
+
+    async def sweep_unsubscribed(
+        self, namespace: str, subscribed: ClaimFilter, before: datetime, now: datetime, limit: int
+    ) -> list[int]:
+        """Of the ``limit`` oldest pending rows with ``run_at`` before ``before``, dead-letter
+        those ``subscribed`` (every live node's subscriptions together) does not take; the
+        reason is ``no subscriber for type <T>`` (or, for a delivery, that no node serves its
+        destination). Returns their ids. Bounded, so a backlog never makes it a long scan; rows
+        no one takes stay oldest, so later sweeps reach them."""
         ...
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
@@ -279,3 +313,31 @@ class TransactionalStore(Protocol):
     ) -> bool:
         """Run ``effect`` and mark the attempt done in one transaction; False if not ours."""
         ...
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """Backends that keep finished timers off the hot path and read them back as an event log.
+
+    ``maintain`` is safe to run on several nodes at once: rows are taken in batches with
+    ``FOR UPDATE SKIP LOCKED`` (PostgreSQL) or under the write lock (SQLite), and partitions are
+    created and dropped under an advisory lock.
+    """
+
+    async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
+        """One round: make the history partitions, archive what finished ``archive_after`` ago,
+        delete what finished ``retention`` ago (dead timers included)."""
+        ...
+
+    async def list_events(
+        self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
+    ) -> Page[LoggedEvent]:
+        """Timers that fired, newest ``fired_at`` first, with their attempts; hot and archived."""
+        ...
+
+
+def history_store(store: Store) -> HistoryStore:
+    """``store`` as a :class:`HistoryStore`, or InvalidInput when it keeps no history."""
+    if not isinstance(store, HistoryStore):
+        raise InvalidInput("database_url", f"{type(store).__name__} keeps no event log")
+    return store

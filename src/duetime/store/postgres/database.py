@@ -10,13 +10,16 @@ failure (the server rolled the transaction back) is retried a few times before i
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
-from psycopg.errors import TransactionRollback
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.errors import IdleInTransactionSessionTimeout, TransactionRollback
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -30,6 +33,23 @@ Conn = AsyncConnection[DictRow]
 Work = Callable[[Conn], Awaitable[R]]
 
 ROLLBACK_RETRIES = 3
+_decode_json = json.JSONDecoder().raw_decode
+
+
+class JsonbLoader(Loader):
+    """jsonb text → Python, as psycopg's own loader but about 2 µs a value cheaper.
+
+    The server writes exactly one JSON value, so ``json.loads``' encoding detection and
+    trailing-whitespace scan are waste; every claimed timer's payload passes through here.
+    """
+
+    def load(self, data: Buffer) -> Any:
+        return _decode_json(str(data, "utf-8"))[0]
+
+
+async def configure(conn: Conn) -> None:
+    """Set up a new pooled connection."""
+    conn.adapters.register_loader("jsonb", JsonbLoader)
 
 
 class Database:
@@ -59,6 +79,7 @@ class Database:
             # server that comes back is used at once rather than after a long backoff.
             reconnect_timeout=self.settings.pool_timeout,
             name=f"duetime-{self.settings.schema}",
+            configure=configure,
             open=False,
         )
         try:
@@ -104,7 +125,11 @@ class Database:
                     ) from exc
                 log.info("retrying a transaction PostgreSQL rolled back: %s", exc)
                 await asyncio.sleep(0.01 * attempt)
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except (
+                psycopg.OperationalError,
+                psycopg.InterfaceError,
+                IdleInTransactionSessionTimeout,  # the server closed the session
+            ) as exc:
                 self._check_idle_connections(pool)
                 raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
 

@@ -41,26 +41,49 @@ SELECT 1 FROM namespaces WHERE name = %(name)s
 SELECT name FROM namespaces ORDER BY name
 
 -- name: insert_timer
+-- A whole batch in one statement: one array per column (sent in binary: psycopg's text format
+-- for arrays costs ~10x more client CPU), unnested in input order, which the ids follow. A key
+-- that exists already is left alone and comes back missing from the result.
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at
-) VALUES (
-    %(namespace)s, %(key)s, %(type)s, %(payload)s, %(subject)s, %(correlation_id)s,
-    %(due_at)s, %(due_at)s, %(local)s, %(timezone)s, %(disambiguation)s, %(expires_after)s,
-    'scheduled', %(max_attempts)s, %(now)s, %(now)s
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
 )
+SELECT namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
+       timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
+       producer
+FROM unnest(
+    %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
+    %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
+    %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
+    %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
+) WITH ORDINALITY AS new (
+    namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
+    disambiguation, expires_after, max_attempts, producer, n
+)
+ORDER BY n
 ON CONFLICT (namespace, key) DO NOTHING
 RETURNING *
 
 -- name: upsert_timer
+-- As insert_timer; an existing pending timer takes the new values (version + 1), any other
+-- existing timer is left alone and comes back missing from the result.
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at
-) VALUES (
-    %(namespace)s, %(key)s, %(type)s, %(payload)s, %(subject)s, %(correlation_id)s,
-    %(due_at)s, %(due_at)s, %(local)s, %(timezone)s, %(disambiguation)s, %(expires_after)s,
-    'scheduled', %(max_attempts)s, %(now)s, %(now)s
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
 )
+SELECT namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
+       timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
+       producer
+FROM unnest(
+    %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
+    %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
+    %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
+    %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
+) WITH ORDINALITY AS new (
+    namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
+    disambiguation, expires_after, max_attempts, producer, n
+)
+ORDER BY n
 ON CONFLICT (namespace, key) DO UPDATE SET
     type = excluded.type,
     payload = excluded.payload,
@@ -74,30 +97,71 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     expires_after = excluded.expires_after,
     max_attempts = excluded.max_attempts,
     updated_at = excluded.updated_at,
+    producer = excluded.producer,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
 RETURNING *
 
 -- name: get_timers
-SELECT timers.* FROM timers
-JOIN unnest(%(namespaces)s::text[], %(keys)s::text[]) AS wanted (namespace, key)
-    USING (namespace, key)
+-- The timers of a batch of keys. A key archived since the caller's insert conflicted with it is
+-- found in the history; when a key has both (reused after archiving), the hot row comes last.
+SELECT found.* FROM (
+    SELECT timers.*, 1 AS hot FROM timers
+    JOIN unnest(%(namespaces)s::text[], %(keys)s::text[]) AS wanted (namespace, key)
+        USING (namespace, key)
+    UNION ALL
+    SELECT timer_history.*, 0 FROM timer_history
+    JOIN unnest(%(namespaces)s::text[], %(keys)s::text[]) AS wanted (namespace, key)
+        USING (namespace, key)
+) AS found
+ORDER BY hot, id
 
 -- name: get_timer
-SELECT * FROM timers WHERE namespace = %(namespace)s AND key = %(key)s
+-- The hot table first, then the history: an archived timer is still found by its key (the
+-- newest archived one, as a key may be used again once its timer is archived).
+SELECT * FROM (
+    SELECT *, false AS archived FROM timers WHERE namespace = %(namespace)s AND key = %(key)s
+    UNION ALL
+    (SELECT *, true FROM timer_history WHERE namespace = %(namespace)s AND key = %(key)s
+     ORDER BY id DESC LIMIT 1)
+) AS found
+ORDER BY archived
+LIMIT 1
 
 -- name: list_timers
-SELECT * FROM timers
-WHERE namespace = %(namespace)s
-  AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
-  AND (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(type)s::text IS NULL OR type = %(type)s::text)
-  AND id < %(before_id)s
+-- Newest first over the hot table and the history (ids are never reused: one cursor serves
+-- both). Pending, running and dead timers are never archived, so asking for those skips it.
+SELECT * FROM (
+    (SELECT * FROM timers
+     WHERE namespace = %(namespace)s
+       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND id < %(before_id)s
+     ORDER BY id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR %(status)s::text IN ('done', 'cancelled', 'expired'))
+       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND id < %(before_id)s
+     ORDER BY id DESC
+     LIMIT %(limit)s)
+) AS found
 ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: list_attempts
-SELECT * FROM attempts WHERE timer_id = %(timer_id)s ORDER BY number
+-- A timer's attempts, in the hot table or archived with it.
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
+WHERE timer_id = %(timer_id)s
+UNION ALL
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
+WHERE timer_id = %(timer_id)s
+ORDER BY number
 
 -- name: count_by_status
 SELECT status, count(*) AS count FROM timers WHERE namespace = %(namespace)s GROUP BY status
@@ -124,19 +188,39 @@ RETURNING *
 SELECT run_at FROM timers
 WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
   AND run_at <= 'infinity'
-  AND (%(types)s::text[] IS NULL OR type = ANY (%(types)s::text[]))
+  AND (%(types)s::text[] IS NULL
+      OR (destination IS NULL
+          AND (type = ANY (%(types)s::text[]) OR type LIKE ANY (%(patterns)s::text[])))
+      OR destination = ANY (%(destinations)s::text[])
+      OR (destination = 'handler' AND type = ANY (%(handler_types)s::text[])))
 ORDER BY run_at
 LIMIT 1
 
+-- name: claim_in_order
+-- Sent before claim_due, in its transaction: the due rows are read by walking the pending index
+-- in run_at order, never sorted. On a large table that was never analysed the planner's guess
+-- of the due rows is tiny, and without this it reads every due row with a bitmap scan and sorts
+-- them (seconds with 500,000 due) to keep 100; generic or custom, the walk takes milliseconds.
+SELECT set_config('enable_sort', 'off', true) AS enable_sort
+
 -- name: claim_due
 -- One statement: lock the due rows (skipping those another node is claiming), mark them
--- running under this node's lease, and open their attempt rows.
+-- running under this node's lease, and open their attempt rows. The node's subscriptions
+-- filter the rows the pending index yields (types NULL: every row): events (no destination) of
+-- a type it takes, exact or by LIKE pattern; deliveries to a destination it serves ('handler' =
+-- routes.HANDLER: only for types it has a handler for). Rows no one takes are left to
+-- sweep_unsubscribed. The filter is plain ORs, no CASE, so a generic plan still estimates few
+-- rows (and keeps the nested loop on the primary key below).
 WITH due AS (
     SELECT id FROM timers
     WHERE namespace = %(namespace)s
       AND status IN ('scheduled', 'retrying')
       AND run_at <= %(now)s
-      AND (%(types)s::text[] IS NULL OR type = ANY (%(types)s::text[]))
+      AND (%(types)s::text[] IS NULL
+          OR (destination IS NULL
+              AND (type = ANY (%(types)s::text[]) OR type LIKE ANY (%(patterns)s::text[])))
+          OR destination = ANY (%(destinations)s::text[])
+          OR (destination = 'handler' AND type = ANY (%(handler_types)s::text[])))
     ORDER BY run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -162,11 +246,11 @@ SELECT * FROM claimed
 -- name: finish
 -- The owner's outcomes, fenced by (id, attempt, owner, running): rows that are no longer the
 -- owner's are left alone and come back missing from the result (lost). Attempts are closed,
--- or deleted when the work was released unstarted.
+-- or deleted when the work was released unstarted. (Arrays go in binary, as in insert_timer.)
 WITH f AS (
     SELECT * FROM unnest(
-        %(timer_ids)s::bigint[], %(attempts)s::integer[], %(outcomes)s::text[],
-        %(errors)s::text[], %(run_ats)s::timestamptz[]
+        %(timer_ids)b::bigint[], %(attempts)b::integer[], %(outcomes)b::text[],
+        %(errors)b::text[], %(run_ats)b::timestamptz[]
     ) AS f (timer_id, attempt, outcome, error, run_at)
 ),
 finished AS (
@@ -255,9 +339,13 @@ UPDATE timers SET lease_expires_at = %(now)s
 WHERE lease_owner = %(node_id)s AND status = 'running' AND lease_expires_at > %(now)s
 
 -- name: register_node
-INSERT INTO nodes (id, host, pid, role, started_at, heartbeat_at, in_flight)
-VALUES (%(id)s, %(host)s, %(pid)s, %(role)s, %(started_at)s, %(heartbeat_at)s, %(in_flight)s)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at
+INSERT INTO nodes (id, host, pid, role, started_at, heartbeat_at, in_flight, subscriptions)
+VALUES (
+    %(id)s, %(host)s, %(pid)s, %(role)s, %(started_at)s, %(heartbeat_at)s, %(in_flight)s,
+    %(subscriptions)s
+)
+ON CONFLICT (id) DO UPDATE SET
+    heartbeat_at = excluded.heartbeat_at, subscriptions = excluded.subscriptions
 
 -- name: heartbeat_node
 UPDATE nodes SET heartbeat_at = %(now)s, in_flight = %(in_flight)s WHERE id = %(node_id)s
@@ -283,13 +371,237 @@ SELECT * FROM nodes ORDER BY started_at
 -- name: lock_attempt
 -- A transactional handler's fence: the row stays locked until its transaction ends, so neither
 -- rescue nor another node can take the attempt while the handler's writes are in flight.
-SELECT id FROM timers
+-- Heartbeats skip locked rows, so the lease left now (ms) is all the time the transaction has.
+SELECT id,
+       coalesce(ceil(1000 * extract(epoch FROM lease_expires_at - clock_timestamp())), 0)::bigint
+           AS lease_left_ms
+FROM timers
 WHERE id = %(timer_id)s AND attempts = %(attempt)s AND lease_owner = %(node_id)s
   AND status = 'running'
 FOR UPDATE
+
+-- name: limit_transaction
+-- The server ends a transaction that sits idle, or runs one statement, longer than this (SET
+-- LOCAL: until it ends). Ending it releases the row lock, so rescue can take the attempt.
+SELECT set_config('idle_in_transaction_session_timeout', %(ms)s, true) AS idle,
+       set_config('statement_timeout', %(ms)s, true) AS statement
 
 -- name: current_search_path
 SELECT current_setting('search_path') AS search_path
 
 -- name: set_search_path
 SELECT set_config('search_path', %(search_path)s, true) AS search_path
+
+-- name: fan_out
+-- Owners hand claimed events on: each event still theirs (fenced as in finish) is marked done,
+-- its attempt closed as fanned_out with a note, and one delivery row per destination inserted
+-- with the event's content, due when the event was; a key that exists already is kept as it is.
+WITH f AS (
+    SELECT * FROM unnest(%(timer_ids)s::bigint[], %(attempts)s::integer[], %(notes)s::text[])
+        AS f (timer_id, attempt, note)
+),
+roots AS (
+    UPDATE timers
+    SET status = 'done', completed_at = %(now)s, updated_at = %(now)s, last_error = NULL,
+        lease_owner = NULL, lease_expires_at = NULL
+    FROM f
+    WHERE timers.id = f.timer_id
+      AND timers.attempts = f.attempt
+      AND timers.lease_owner = %(node_id)s
+      AND timers.status = 'running'
+    RETURNING timers.*, f.note
+),
+closed AS (
+    UPDATE attempts
+    SET finished_at = %(now)s, outcome = 'fanned_out', error = roots.note
+    FROM roots
+    WHERE attempts.timer_id = roots.id AND attempts.number = roots.attempts
+      AND attempts.finished_at IS NULL
+),
+d AS (
+    SELECT * FROM unnest(%(root_ids)s::bigint[], %(keys)s::text[], %(destinations)s::text[])
+        WITH ORDINALITY AS d (timer_id, key, destination, n)
+),
+created AS (
+    INSERT INTO timers (
+        namespace, key, type, payload, subject, correlation_id, due_at, run_at, expires_after,
+        status, max_attempts, registered_at, updated_at, destination, producer
+    )
+    SELECT roots.namespace, d.key, roots.type, roots.payload, roots.subject,
+        roots.correlation_id, roots.due_at, roots.run_at, roots.expires_after, 'scheduled',
+        roots.max_attempts, roots.registered_at, %(now)s, d.destination, roots.producer
+    FROM d JOIN roots ON roots.id = d.timer_id
+    ORDER BY d.n
+    ON CONFLICT (namespace, key) DO NOTHING
+)
+SELECT id, run_at FROM roots
+
+-- name: sweep_unsubscribed
+-- Of the oldest pending rows overdue by the grace (at most %(limit)s, so a backlog never makes
+-- it a long scan: rows no one takes stay at the old end of the index, where the next sweep
+-- finds them), those no live node's subscriptions take (the claim_due filter is not true) are
+-- dead, with the reason. Rows another node is claiming right now are skipped.
+WITH oldest AS (
+    SELECT id, type, destination FROM timers
+    WHERE namespace = %(namespace)s
+      AND status IN ('scheduled', 'retrying')
+      AND run_at < %(before)s
+    ORDER BY run_at
+    LIMIT %(limit)s
+),
+stranded AS (
+    SELECT id FROM timers
+    WHERE id IN (
+        SELECT id FROM oldest
+        WHERE (%(types)s::text[] IS NULL
+            OR (destination IS NULL
+                AND (type = ANY (%(types)s::text[]) OR type LIKE ANY (%(patterns)s::text[])))
+            OR destination = ANY (%(destinations)s::text[])
+            OR (destination = 'handler' AND type = ANY (%(handler_types)s::text[]))
+        ) IS NOT TRUE
+    )
+      AND status IN ('scheduled', 'retrying')
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE timers
+SET status = 'dead', completed_at = %(now)s, updated_at = %(now)s,
+    last_error = CASE WHEN timers.destination IS NULL
+        THEN 'no subscriber for type ' || timers.type
+        ELSE 'no node serves destination ' || timers.destination || ' (type ' || timers.type || ')'
+    END
+FROM stranded
+WHERE timers.id = stranded.id
+RETURNING timers.id
+
+-- name: history_namespaces
+-- Every namespace with fired or finished timers in the hot table, one index probe each (a loose
+-- scan of timers_events), whether or not the namespaces table lists it.
+WITH RECURSIVE found AS (
+    (SELECT namespace FROM timers
+     WHERE coalesce(fired_at, completed_at) IS NOT NULL
+     ORDER BY namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT namespace FROM timers
+            WHERE namespace > found.namespace AND coalesce(fired_at, completed_at) IS NOT NULL
+            ORDER BY namespace LIMIT 1)
+    FROM found WHERE found.namespace IS NOT NULL
+)
+SELECT namespace FROM found WHERE namespace IS NOT NULL
+
+-- name: lock_partitions
+-- History partitions are created and dropped by one node at a time (per schema).
+SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))
+
+-- name: set_lock_timeout
+SELECT set_config('lock_timeout', %(timeout)s, true)
+
+-- name: list_partitions
+SELECT child.relname AS name
+FROM pg_inherits
+JOIN pg_class AS child ON child.oid = pg_inherits.inhrelid
+WHERE pg_inherits.inhparent = %(parent)s::regclass
+
+-- name: create_partition
+-- Identifiers and bounds are filled in with psycopg.sql (DDL takes no parameters).
+CREATE TABLE IF NOT EXISTS {partition} PARTITION OF {parent}
+    FOR VALUES FROM ({start}) TO ({end})
+
+-- name: drop_partition
+DROP TABLE IF EXISTS {partition}
+
+-- name: walk_in_index_order
+-- For the rest of the transaction: the batch statements and the event log walk timers_events
+-- in its order and stop at their LIMIT. Without statistics, or with skewed ones, the planner
+-- prefers a bitmap scan of the namespace's whole range and a sort — done again for every batch
+-- or page, so a backlog of n rows would cost n²; here it is not offered those.
+SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)
+
+-- name: archive_timers
+-- One batch, one statement (its own transaction): terminal timers other than dead that finished
+-- before archive_before (but within the retention) move to the history, their attempts first
+-- (they would cascade with the timer). The walk goes on after the previous batch's last row.
+-- Rows another node is moving are skipped, not waited on.
+WITH batch AS (
+    SELECT id, coalesce(fired_at, completed_at) AS event_at FROM timers
+    WHERE namespace = %(namespace)s
+      AND coalesce(fired_at, completed_at) < %(archive_before)s
+      AND (coalesce(fired_at, completed_at), id) > (%(after_at)s, %(after_id)s)
+      AND completed_at < %(archive_before)s
+      AND completed_at >= %(delete_before)s
+      AND status IN ('done', 'cancelled', 'expired')
+    ORDER BY coalesce(fired_at, completed_at), id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+moved_attempts AS (
+    DELETE FROM attempts
+    USING batch, timers
+    WHERE attempts.timer_id = batch.id AND timers.id = batch.id
+    RETURNING timers.completed_at, attempts.*
+),
+kept_attempts AS (
+    INSERT INTO attempt_history SELECT * FROM moved_attempts
+),
+moved AS (
+    DELETE FROM timers USING batch WHERE timers.id = batch.id RETURNING timers.*
+),
+kept AS (
+    INSERT INTO timer_history SELECT * FROM moved RETURNING 1
+)
+SELECT (SELECT count(*) FROM kept) AS count, last.event_at, last.id
+FROM (SELECT event_at, id FROM batch ORDER BY event_at DESC, id DESC LIMIT 1) AS last
+
+-- name: delete_finished
+-- One batch: whatever finished before delete_before (dead letters too) leaves the hot table;
+-- its attempts go with it (ON DELETE CASCADE).
+WITH batch AS (
+    SELECT id, coalesce(fired_at, completed_at) AS event_at FROM timers
+    WHERE namespace = %(namespace)s
+      AND coalesce(fired_at, completed_at) < %(delete_before)s
+      AND (coalesce(fired_at, completed_at), id) > (%(after_at)s, %(after_id)s)
+      AND completed_at < %(delete_before)s
+    ORDER BY coalesce(fired_at, completed_at), id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM timers USING batch WHERE timers.id = batch.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM deleted) AS count, last.event_at, last.id
+FROM (SELECT event_at, id FROM batch ORDER BY event_at DESC, id DESC LIMIT 1) AS last
+
+-- name: list_events
+-- The event log: timers that fired, newest fired_at first, from the hot table (timers_events)
+-- and the history. fired_at <= completed_at, so since also prunes older history partitions.
+SELECT * FROM (
+    (SELECT * FROM timers
+     WHERE namespace = %(namespace)s
+       AND coalesce(fired_at, completed_at) >= %(since)s
+       AND coalesce(fired_at, completed_at) < %(until)s
+       AND (coalesce(fired_at, completed_at), id) < (%(before_at)s, %(before_id)s)
+       AND fired_at IS NOT NULL
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+     ORDER BY coalesce(fired_at, completed_at) DESC, id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND fired_at >= %(since)s
+       AND fired_at < %(until)s
+       AND (fired_at, id) < (%(before_at)s, %(before_id)s)
+       AND completed_at >= %(since)s
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+     ORDER BY fired_at DESC, id DESC
+     LIMIT %(limit)s)
+) AS events
+ORDER BY fired_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: list_deliveries
+-- The attempts of a page of events, hot or archived (none finished before since).
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
+WHERE timer_id = ANY (%(ids)s::bigint[])
+UNION ALL
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
+WHERE timer_id = ANY (%(ids)s::bigint[]) AND completed_at >= %(since)s
+ORDER BY timer_id, number

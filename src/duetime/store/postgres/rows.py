@@ -10,7 +10,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from duetime.errors import InvalidInput
-from duetime.model import Attempt, Finish, NewTimer, Node, Outcome, Status, Timer
+from duetime.model import Attempt, Finish, NewTimer, Node, Outcome, Status, Subscription, Timer
 from duetime.store.codec import dump_json
 
 Row = dict[str, Any]
@@ -41,6 +41,8 @@ def timer_from_row(row: Row) -> Timer:
         last_error=row["last_error"],
         lease_owner=row["lease_owner"],
         lease_expires_at=row["lease_expires_at"],
+        destination=row["destination"],
+        producer=row["producer"],
     )
 
 
@@ -65,6 +67,7 @@ def node_from_row(row: Row) -> Node:
         started_at=row["started_at"],
         heartbeat_at=row["heartbeat_at"],
         in_flight=row["in_flight"],
+        subscriptions=tuple(Subscription.from_dict(s) for s in row["subscriptions"]),
     )
 
 
@@ -77,21 +80,26 @@ def check_text(timers: Sequence[NewTimer]) -> None:
                 raise InvalidInput(field, "must not contain NUL characters")
 
 
-def timer_params(timer: NewTimer, now: datetime) -> Row:
-    """The ``insert_timer`` / ``upsert_timer`` parameters of one new timer."""
+def timer_batch_params(timers: Sequence[NewTimer], now: datetime) -> Row:
+    """The ``insert_timer`` / ``upsert_timer`` parameters: one array per column, in order.
+
+    Payloads go as JSON text (cast to jsonb by the server): one text array is much cheaper to
+    send than an array of jsonb values.
+    """
     return {
-        "namespace": timer.namespace,
-        "key": timer.key,
-        "type": timer.type,
-        "payload": Jsonb(timer.payload, dumps=dump_json),
-        "subject": timer.subject,
-        "correlation_id": timer.correlation_id,
-        "due_at": timer.due_at,
-        "local": timer.local,
-        "timezone": timer.timezone,
-        "disambiguation": timer.disambiguation,
-        "expires_after": timer.expires_after,
-        "max_attempts": timer.max_attempts,
+        "namespaces": [t.namespace for t in timers],
+        "keys": [t.key for t in timers],
+        "types": [t.type for t in timers],
+        "payloads": [dump_json(t.payload) for t in timers],
+        "subjects": [t.subject for t in timers],
+        "correlation_ids": [t.correlation_id for t in timers],
+        "due_ats": [t.due_at for t in timers],
+        "locals": [t.local for t in timers],
+        "timezones": [t.timezone for t in timers],
+        "disambiguations": [t.disambiguation for t in timers],
+        "expires_afters": [t.expires_after for t in timers],
+        "max_attempts": [t.max_attempts for t in timers],
+        "producers": [t.producer for t in timers],
         "now": now,
     }
 
@@ -105,11 +113,12 @@ def node_params(node: Node) -> Row:
         "started_at": node.started_at,
         "heartbeat_at": node.heartbeat_at,
         "in_flight": node.in_flight,
+        "subscriptions": Jsonb([s.to_dict() for s in node.subscriptions]),
     }
 
 
-FINISH_OUTCOMES = frozenset(Outcome) - {Outcome.LOST}
-"""LOST is recorded by rescue, never claimed by an owner."""
+FINISH_OUTCOMES = frozenset(Outcome) - {Outcome.LOST, Outcome.FANNED_OUT}
+"""LOST is recorded by rescue, never claimed by an owner; FANNED_OUT by fan_out."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,15 @@
 """The PostgreSQL store: many workers on many machines, claiming with ``FOR UPDATE SKIP LOCKED``.
 
 Each method is one transaction over a pooled connection (see :mod:`.database`); the SQL lives in
-``queries.sql`` under the method's name. Claims, finishes and rescues are single statements, so
-a claim costs one round trip however many timers it takes. Writers that make work due send a
-``pg_notify`` inside their transaction; :mod:`.wakeup` hears it in every process.
+``queries.sql`` under the method's name. Claims, finishes and rescues are single statements
+(a claim's transaction first turns sorting off, see ``claim_in_order``), so their cost in round
+trips does not grow with the timers they take. Writers that make work due send a ``pg_notify``
+inside their transaction; :mod:`.wakeup` hears it in every process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Sequence
 from datetime import datetime
@@ -15,12 +17,13 @@ from datetime import datetime
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
-from psycopg.rows import dict_row
 
 from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from duetime.model import (
     Attempt,
     Claimed,
+    ClaimFilter,
+    FanOut,
     Finish,
     NewTimer,
     Node,
@@ -32,8 +35,10 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.routes import delivery_key, fan_out_note, like_pattern
 from duetime.store.codec import decode_cursor, encode_cursor
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.rows import (
     FinishBatch,
     Row,
@@ -41,8 +46,8 @@ from duetime.store.postgres.rows import (
     check_text,
     node_from_row,
     node_params,
+    timer_batch_params,
     timer_from_row,
-    timer_params,
 )
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.settings import parse_url
@@ -51,10 +56,15 @@ from duetime.store.protocol import TransactionEffect, WakeupListener
 from duetime.store.queries import load_migrations, load_queries
 
 Q = load_queries("duetime.store.postgres")
+MIN_TRANSACTION_SECONDS = 1.0
+"""A transactional handler's least time, even when its lease is (nearly) spent."""
+SERVER_GRACE_SECONDS = 1.0
+"""The server's limit on such a transaction is this much longer than the client's own, so a
+live process ends it cleanly first; the server's ends the transaction of a stalled one."""
 MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
 
 
-class PostgresStore(PostgresSchedules):
+class PostgresStore(PostgresSchedules, PostgresHistory):
     """Store backed by PostgreSQL (``synchronous_commit=on``), its tables in one schema."""
 
     def __init__(self, url: str, *, listen: bool | None = None) -> None:
@@ -101,6 +111,10 @@ class PostgresStore(PostgresSchedules):
 
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         self._listeners.append(listener)
+
+    def remove_wakeup_listener(self, listener: WakeupListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def _notify_listeners(self, earliest: datetime | None) -> None:
         for listener in list(self._listeners):
@@ -190,17 +204,19 @@ class PostgresStore(PostgresSchedules):
         on_conflict: OnConflict,
         now: datetime,
     ) -> list[PutResult]:
-        # Input order, as ids are: newest-first listings show a batch as it was given.
+        # One statement per round, normally one round. Round r holds the r-th occurrence of
+        # each key, in input order: a key given twice is written twice in order, as one
+        # statement per timer would (one statement cannot upsert the same row twice). Ids
+        # follow input order, so newest-first listings show a batch as it was given.
         # (Two batches sharing keys in opposite orders may deadlock; PostgreSQL breaks it and
         # the losing transaction is retried by Database.write.)
-        written: list[Row | None] = []
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.executemany(
-                query, [timer_params(timer, now) for timer in timers], returning=True
-            )
-            for _ in timers:
-                written.append(await cur.fetchone())
-                cur.nextset()
+        written: list[Row | None] = [None] * len(timers)
+        for positions in _rounds(timers):
+            batch = [timers[i] for i in positions]
+            rows = await fetch_all(conn, query, timer_batch_params(batch, now))
+            by_key = {(row["namespace"], row["key"]): row for row in rows}
+            for i in positions:
+                written[i] = by_key.get((timers[i].namespace, timers[i].key))
         missing = [i for i, row in enumerate(written) if row is None]
         if missing and on_conflict == "error":
             key = timers[missing[0]].key
@@ -261,16 +277,35 @@ class PostgresStore(PostgresSchedules):
 
         The attempt's row is locked first; if it is no longer ours nothing runs and False comes
         back. ``effect`` receives the connection (an ``AsyncConnection`` with dict rows).
+
+        While the row is locked its lease cannot be renewed and rescue skips it, so the
+        transaction gets the lease it has left (at least :data:`MIN_TRANSACTION_SECONDS`): an
+        async effect still running then is cancelled (TimeoutError; the writes roll back and
+        the attempt fails like any handler), and the server ends the transaction of a process
+        that stalled altogether a moment later, which frees the row for rescue.
         """
         batch = FinishBatch.of([Finish(timer_id, attempt, Outcome.DONE)], node_id, now)
 
         async def run(conn: Conn) -> bool:
             params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
-            if await fetch_value(conn, Q["lock_attempt"], params) is None:
+            locked = await fetch_all(conn, Q["lock_attempt"], params)
+            if not locked:
                 return False
+            seconds = max(locked[0]["lease_left_ms"] / 1000, MIN_TRANSACTION_SECONDS)
+            server_ms = round((seconds + SERVER_GRACE_SECONDS) * 1000)
+            await fetch_all(conn, Q["limit_transaction"], {"ms": str(server_ms)})
             result = effect(conn)
             if inspect.isawaitable(result):
-                await result
+                try:
+                    async with asyncio.timeout(seconds) as limit:
+                        await result
+                except TimeoutError:
+                    if not limit.expired():
+                        raise  # the handler's own
+                    raise TimeoutError(
+                        f"the transactional handler was still running when its lease ran out "
+                        f"({seconds:.1f} s); its writes were rolled back"
+                    ) from None
             done = await fetch_all(conn, Q["finish"], batch.params)
             return bool(done)
 
@@ -362,8 +397,10 @@ class PostgresStore(PostgresSchedules):
         return await self._db.write(run)
 
     # -- working ----------------------------------------------------------------------------
-    async def next_run_at(self, namespace: str, types: Sequence[str] | None) -> datetime | None:
-        params = {"namespace": namespace, "types": _types(types)}
+    async def next_run_at(
+        self, namespace: str, types: Sequence[str] | ClaimFilter | None
+    ) -> datetime | None:
+        params = {"namespace": namespace, **claim_params(types)}
 
         async def run(conn: Conn) -> datetime | None:
             earliest: datetime | None = await fetch_value(conn, Q["next_run_at"], params)
@@ -374,7 +411,7 @@ class PostgresStore(PostgresSchedules):
     async def claim_due(
         self,
         namespace: str,
-        types: Sequence[str] | None,
+        types: Sequence[str] | ClaimFilter | None,
         now: datetime,
         limit: int,
         node_id: str,
@@ -382,7 +419,7 @@ class PostgresStore(PostgresSchedules):
     ) -> list[Claimed]:
         params = {
             "namespace": namespace,
-            "types": _types(types),
+            **claim_params(types),
             "now": now,
             "limit": limit,
             "node_id": node_id,
@@ -390,12 +427,13 @@ class PostgresStore(PostgresSchedules):
         }
 
         async def run(conn: Conn) -> list[Claimed]:
+            await fetch_value(conn, Q["claim_in_order"], {})
             rows = await fetch_all(conn, Q["claim_due"], params)
             claimed = [Claimed(timer_from_row(row), row["attempts"]) for row in rows]
             claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
             return claimed
 
-        return await self._db.read(run)  # one statement: its own transaction
+        return await self._db.write(run)
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
         batch = FinishBatch.of(finishes, node_id, now)
@@ -414,6 +452,39 @@ class PostgresStore(PostgresSchedules):
         if retried or batch.released:
             self._notify_listeners(min(retried) if retried else None)
         return lost
+
+    async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
+        if not fan_outs:
+            return set()
+        params = fan_out_params(fan_outs, node_id, now)
+
+        async def run(conn: Conn) -> list[Row]:
+            rows = await fetch_all(conn, Q["fan_out"], params)
+            if rows:
+                await self._notify(conn, min(row["run_at"] for row in rows))
+            return rows
+
+        rows = await self._db.write(run)
+        if rows:
+            self._notify_listeners(min(row["run_at"] for row in rows))
+        done = {row["id"] for row in rows}
+        return {f.timer_id for f in fan_outs if f.timer_id not in done}
+
+    async def sweep_unsubscribed(
+        self, namespace: str, subscribed: ClaimFilter, before: datetime, now: datetime, limit: int
+    ) -> list[int]:
+        params = {
+            "namespace": namespace,
+            **claim_params(subscribed),
+            "before": before,
+            "now": now,
+            "limit": limit,
+        }
+
+        async def run(conn: Conn) -> list[int]:
+            return [row["id"] for row in await fetch_all(conn, Q["sweep_unsubscribed"], params)]
+
+        return await self._db.write(run)
 
     async def rescue(self, now: datetime) -> list[int]:
         async def run(conn: Conn) -> list[int]:
@@ -467,5 +538,53 @@ class PostgresStore(PostgresSchedules):
         return await self._db.read(run)
 
 
-def _types(types: Sequence[str] | None) -> list[str] | None:
-    return None if types is None else list(types)
+def _rounds(timers: Sequence[NewTimer]) -> list[list[int]]:
+    """Input positions in rounds: the first occurrence of every key, then the second, …"""
+    seen: dict[tuple[str, str], int] = {}
+    rounds: list[list[int]] = []
+    for i, timer in enumerate(timers):
+        n = seen.get((timer.namespace, timer.key), 0)
+        seen[(timer.namespace, timer.key)] = n + 1
+        if n == len(rounds):
+            rounds.append([])
+        rounds[n].append(i)
+    return rounds
+
+
+def claim_params(types: Sequence[str] | ClaimFilter | None) -> Row:
+    """The subscription filter of claim_due, next_run_at and sweep_unsubscribed: ``None`` takes
+    every row; a list of types is :meth:`ClaimFilter.of_types`; globs become LIKE patterns."""
+    if types is None:
+        claim = ClaimFilter()
+    elif isinstance(types, ClaimFilter):
+        claim = types
+    else:
+        claim = ClaimFilter.of_types(types)
+    return {
+        "types": None if types is None else list(claim.types),
+        "patterns": [like_pattern(p) for p in claim.patterns],
+        "destinations": list(claim.destinations),
+        "handler_types": list(claim.handler_types),
+    }
+
+
+def fan_out_params(fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> Row:
+    """The arrays fan_out unnests: the events (fenced), then their deliveries."""
+    root_ids: list[int] = []
+    keys: list[str] = []
+    destinations: list[str] = []
+    for f in fan_outs:
+        for destination in f.destinations:
+            root_ids.append(f.timer_id)
+            keys.append(delivery_key(f.key, destination))
+            destinations.append(destination)
+    return {
+        "timer_ids": [f.timer_id for f in fan_outs],
+        "attempts": [f.attempt for f in fan_outs],
+        "notes": [fan_out_note(f.destinations) for f in fan_outs],
+        "root_ids": root_ids,
+        "keys": keys,
+        "destinations": destinations,
+        "node_id": node_id,
+        "now": now,
+    }

@@ -26,23 +26,26 @@ SELECT name FROM namespaces ORDER BY name
 -- name: insert_timer
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
 ) VALUES (
     :namespace, :key, :type, :payload, :subject, :correlation_id, :due_at, :due_at, :local,
-    :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now
+    :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now,
+    :producer
 )
 ON CONFLICT (namespace, key) DO NOTHING
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
-    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at, version
+    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
+    destination, producer, version
 
 -- name: upsert_timer
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
 ) VALUES (
     :namespace, :key, :type, :payload, :subject, :correlation_id, :due_at, :due_at, :local,
-    :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now
+    :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now,
+    :producer
 )
 ON CONFLICT (namespace, key) DO UPDATE SET
     type = excluded.type,
@@ -57,11 +60,13 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     expires_after = excluded.expires_after,
     max_attempts = excluded.max_attempts,
     updated_at = excluded.updated_at,
+    producer = excluded.producer,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
-    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at, version
+    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
+    destination, producer, version
 
 -- name: get_timer
 SELECT * FROM timers WHERE namespace = ? AND key = ?
@@ -100,9 +105,19 @@ RETURNING *
 -- name: next_run_at
 SELECT min(run_at) FROM timers
 WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
-  AND (:all_types OR type IN (SELECT value FROM json_each(:types)))
+  AND (:everything
+      OR (destination IS NULL AND type IN (SELECT value FROM json_each(:types)))
+      OR (destination IS NULL
+          AND EXISTS (SELECT 1 FROM json_each(:patterns) WHERE timers.type GLOB value))
+      OR destination IN (SELECT value FROM json_each(:destinations))
+      OR (destination = 'handler'
+          AND type IN (SELECT value FROM json_each(:handler_types))))
 
 -- name: claim_due
+-- The node's subscriptions filter the pending rows: events (no destination) of a type it takes,
+-- exact or by GLOB pattern (event types hold no GLOB metacharacter but *); deliveries to a
+-- destination it serves ('handler' = routes.HANDLER: only for types it has a handler for).
+-- Plain ORs, cheapest first: a CASE costs the single-handler fast path more per row.
 UPDATE timers
 SET status = 'running',
     attempts = attempts + 1,
@@ -113,13 +128,20 @@ SET status = 'running',
 WHERE id IN (
     SELECT id FROM timers
     WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
-      AND (:all_types OR type IN (SELECT value FROM json_each(:types)))
+      AND (:everything
+          OR (destination IS NULL AND type IN (SELECT value FROM json_each(:types)))
+          OR (destination IS NULL
+              AND EXISTS (SELECT 1 FROM json_each(:patterns) WHERE timers.type GLOB value))
+          OR destination IN (SELECT value FROM json_each(:destinations))
+          OR (destination = 'handler'
+              AND type IN (SELECT value FROM json_each(:handler_types))))
     ORDER BY run_at
     LIMIT :limit
 )
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
-    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at
+    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
+    destination, producer
 
 -- name: open_attempts
 -- :batch is a JSON array of [timer id, attempt number] pairs.
@@ -206,9 +228,10 @@ UPDATE timers SET lease_expires_at = :now
 WHERE lease_owner = :node_id AND status = 'running' AND lease_expires_at > :now
 
 -- name: register_node
-INSERT INTO nodes (id, host, pid, role, started_at, heartbeat_at, in_flight)
-VALUES (:id, :host, :pid, :role, :started_at, :heartbeat_at, :in_flight)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at
+INSERT INTO nodes (id, host, pid, role, started_at, heartbeat_at, in_flight, subscriptions)
+VALUES (:id, :host, :pid, :role, :started_at, :heartbeat_at, :in_flight, :subscriptions)
+ON CONFLICT (id) DO UPDATE SET
+    heartbeat_at = excluded.heartbeat_at, subscriptions = excluded.subscriptions
 
 -- name: heartbeat_node
 UPDATE nodes SET heartbeat_at = :now, in_flight = :in_flight WHERE id = :node_id
@@ -227,3 +250,106 @@ SELECT * FROM nodes ORDER BY started_at
 -- name: owned_attempt
 SELECT 1 FROM timers
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+
+-- name: fan_out_event
+-- An event handed on by its owner (fenced as finish_done is): done; fan_out_deliveries and
+-- close_attempt follow in the same transaction.
+UPDATE timers
+SET status = 'done', completed_at = :now, updated_at = :now, last_error = NULL,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+RETURNING run_at
+
+-- name: fan_out_deliveries
+-- One delivery row per [key, destination] pair of :deliveries, with the event's content and due
+-- when it was; a key that exists already is kept as it is.
+INSERT INTO timers (
+    namespace, key, type, payload, subject, correlation_id, due_at, run_at, expires_after,
+    status, max_attempts, registered_at, updated_at, destination, producer
+)
+SELECT event.namespace, json_extract(d.value, '$[0]'), event.type, event.payload, event.subject,
+    event.correlation_id, event.due_at, event.run_at, event.expires_after, 'scheduled',
+    event.max_attempts, event.registered_at, :now, json_extract(d.value, '$[1]'), event.producer
+FROM timers AS event, json_each(:deliveries) AS d
+WHERE event.id = :timer_id
+ORDER BY d.key
+ON CONFLICT (namespace, key) DO NOTHING
+
+-- name: sweep_unsubscribed
+-- Of the oldest pending rows overdue by the grace (at most :limit, so a backlog never makes it
+-- a long scan: rows no one takes stay at the old end of the index, where the next sweep finds
+-- them), those no live node's subscriptions take (the claim_due filter is not true) are dead,
+-- with the reason.
+UPDATE timers
+SET status = 'dead', completed_at = :now, updated_at = :now,
+    last_error = CASE WHEN destination IS NULL
+        THEN 'no subscriber for type ' || type
+        ELSE 'no node serves destination ' || destination || ' (type ' || type || ')'
+    END
+WHERE id IN (
+    SELECT id FROM (
+        SELECT id, type, destination FROM timers
+        WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
+          AND run_at < :before
+        ORDER BY run_at
+        LIMIT :limit
+    ) AS oldest
+    WHERE (:everything
+        OR (oldest.destination IS NULL AND oldest.type IN (SELECT value FROM json_each(:types)))
+        OR (oldest.destination IS NULL
+            AND EXISTS (SELECT 1 FROM json_each(:patterns) WHERE oldest.type GLOB value))
+        OR oldest.destination IN (SELECT value FROM json_each(:destinations))
+        OR (oldest.destination = 'handler'
+            AND oldest.type IN (SELECT value FROM json_each(:handler_types)))
+    ) IS NOT TRUE
+)
+RETURNING id
+
+-- name: history_namespaces
+-- Every namespace with fired or finished timers, one probe of timers_events each (a loose scan:
+-- DISTINCT would read the whole index on the thread every call waits for).
+WITH RECURSIVE found (namespace) AS (
+    SELECT (SELECT namespace FROM timers WHERE coalesce(fired_at, completed_at) IS NOT NULL
+            ORDER BY namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT namespace FROM timers
+            WHERE namespace > found.namespace AND coalesce(fired_at, completed_at) IS NOT NULL
+            ORDER BY namespace LIMIT 1)
+    FROM found WHERE found.namespace IS NOT NULL
+)
+SELECT namespace FROM found WHERE namespace IS NOT NULL
+
+-- name: prune_candidates
+-- One batch of timers that finished before :delete_before (dead letters too), walking the
+-- namespace's timers_events from where the previous batch stopped.
+SELECT id, coalesce(fired_at, completed_at) AS event_at FROM timers
+WHERE namespace = :namespace
+  AND coalesce(fired_at, completed_at) < :delete_before
+  AND (coalesce(fired_at, completed_at), id) > (:after_at, :after_id)
+  AND completed_at < :delete_before
+ORDER BY coalesce(fired_at, completed_at), id
+LIMIT :limit
+
+-- name: prune_timers
+-- Their attempts go with them (ON DELETE CASCADE). The newest row is always kept: SQLite gives a
+-- new row max(id) + 1, and an id must never be reused (deliveries carry it for deduplication).
+DELETE FROM timers
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND id < (SELECT max(id) FROM timers)
+
+-- name: list_events
+-- The event log: timers that fired, newest fired_at first (coalesce(...) is fired_at for them;
+-- written so, timers_events serves the order and the bounds).
+SELECT * FROM timers
+WHERE namespace = :namespace
+  AND coalesce(fired_at, completed_at) >= :since
+  AND coalesce(fired_at, completed_at) < :until
+  AND (coalesce(fired_at, completed_at), id) < (:before_at, :before_id)
+  AND fired_at IS NOT NULL
+  AND (:type_glob IS NULL OR type GLOB :type_glob)
+ORDER BY coalesce(fired_at, completed_at) DESC, id DESC
+LIMIT :limit
+
+-- name: list_deliveries
+SELECT * FROM attempts WHERE timer_id IN (SELECT value FROM json_each(:ids))
+ORDER BY timer_id, number

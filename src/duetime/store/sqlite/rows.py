@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.model import Attempt, Node, Outcome, Status, Timer
+from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer
 from duetime.store.codec import from_micros, load_json, maybe_from_micros
 
 
@@ -38,6 +38,8 @@ def timer_from_row(row: sqlite3.Row) -> Timer:
         last_error=row["last_error"],
         lease_owner=row["lease_owner"],
         lease_expires_at=maybe_from_micros(row["lease_expires_at"]),
+        destination=row["destination"],
+        producer=row["producer"],
     )
 
 
@@ -62,6 +64,7 @@ def node_from_row(row: sqlite3.Row) -> Node:
         started_at=from_micros(row["started_at"]),
         heartbeat_at=from_micros(row["heartbeat_at"]),
         in_flight=row["in_flight"],
+        subscriptions=tuple(Subscription.from_dict(s) for s in json.loads(row["subscriptions"])),
     )
 
 
@@ -91,6 +94,8 @@ TIMER_COLUMNS = (
     "last_error",
     "lease_owner",
     "lease_expires_at",
+    "destination",
+    "producer",
 )
 """The column order of queries that return timers as plain tuples (the order of Timer's fields).
 
@@ -150,6 +155,8 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         last_error,
         lease_owner,
         lease_expires_at,
+        destination,
+        producer,
     ) = row
     at = InstantCache() if instants is None else instants
     return Timer(
@@ -176,4 +183,6 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         last_error,
         lease_owner,
         None if lease_expires_at is None else at[lease_expires_at],
+        destination,
+        producer,
     )

@@ -27,6 +27,8 @@ from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound, Stor
 from duetime.model import (
     Attempt,
     Claimed,
+    ClaimFilter,
+    FanOut,
     Finish,
     NewTimer,
     Node,
@@ -39,6 +41,7 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.routes import delivery_key, fan_out_note
 from duetime.store.codec import (
     decode_cursor,
     dump_json,
@@ -48,6 +51,7 @@ from duetime.store.codec import (
 )
 from duetime.store.protocol import TransactionEffect, WakeupListener
 from duetime.store.queries import load_migrations, load_queries
+from duetime.store.sqlite.history import SqliteHistory
 from duetime.store.sqlite.rows import (
     TIMER_COLUMNS,
     InstantCache,
@@ -81,7 +85,7 @@ def path_from_url(url: str) -> Path:
     return Path(rest)
 
 
-class SqliteStore(SqliteSchedules):
+class SqliteStore(SqliteSchedules, SqliteHistory):
     """Store backed by one SQLite file (WAL, ``synchronous=FULL``)."""
 
     def __init__(self, url: str, *, busy_timeout: float = 30.0) -> None:
@@ -172,9 +176,10 @@ class SqliteStore(SqliteSchedules):
                     future.set_exception(exc)
                     continue
                 # SQLite gave up the whole transaction (e.g. disk full or I/O error): what
-                # the others wrote is gone too; run them again on their own.
+                # the others wrote is gone too; run them again on their own — all but those
+                # that failed already (their callers have had their answer).
                 future.set_exception(exc)
-                return ops[:index] + ops[index + 1 :]
+                return [op for op in ops[:index] if not op[1].done()] + ops[index + 1 :]
             conn.execute("RELEASE duetime_write")
             done.append((future, result))
         try:
@@ -231,6 +236,10 @@ class SqliteStore(SqliteSchedules):
 
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         self._listeners.append(listener)
+
+    def remove_wakeup_listener(self, listener: WakeupListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def _notify_listeners(self, earliest: datetime | None) -> None:
         for listener in list(self._listeners):
@@ -402,8 +411,10 @@ class SqliteStore(SqliteSchedules):
         return timer
 
     # -- working ----------------------------------------------------------------------------
-    async def next_run_at(self, namespace: str, types: Sequence[str] | None) -> datetime | None:
-        params = _type_params(namespace, types)
+    async def next_run_at(
+        self, namespace: str, types: Sequence[str] | ClaimFilter | None
+    ) -> datetime | None:
+        params = _claim_params(namespace, types)
 
         def run(conn: sqlite3.Connection) -> datetime | None:
             value = conn.execute(Q["next_run_at"], params).fetchone()[0]
@@ -414,14 +425,14 @@ class SqliteStore(SqliteSchedules):
     async def claim_due(
         self,
         namespace: str,
-        types: Sequence[str] | None,
+        types: Sequence[str] | ClaimFilter | None,
         now: datetime,
         limit: int,
         node_id: str,
         lease_until: datetime,
     ) -> list[Claimed]:
         now_us = to_micros(now)
-        params = _type_params(namespace, types)
+        params = _claim_params(namespace, types)
         params.update(now=now_us, limit=limit, node_id=node_id, lease_until=to_micros(lease_until))
 
         def run(conn: sqlite3.Connection) -> list[Claimed]:
@@ -522,6 +533,51 @@ class SqliteStore(SqliteSchedules):
             "transaction", "scheduling inside your own transaction needs the PostgreSQL store"
         )
 
+    async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
+        now_us = to_micros(now)
+
+        def run(conn: sqlite3.Connection) -> tuple[set[int], list[int]]:
+            lost: set[int] = set()
+            due: list[int] = []
+            for f in fan_outs:
+                params: dict[str, Any] = {
+                    "timer_id": f.timer_id,
+                    "attempt": f.attempt,
+                    "node_id": node_id,
+                    "now": now_us,
+                }
+                row = conn.execute(Q["fan_out_event"], params).fetchone()
+                if row is None:
+                    lost.add(f.timer_id)
+                    continue
+                due.append(row[0])
+                pairs = [(delivery_key(f.key, d), d) for d in f.destinations]
+                conn.execute(Q["fan_out_deliveries"], {**params, "deliveries": dump_json(pairs)})
+                note = fan_out_note(f.destinations)
+                conn.execute(
+                    Q["close_attempt"],
+                    {**params, "outcome": Outcome.FANNED_OUT.value, "error": note},
+                )
+            return lost, due
+
+        if not fan_outs:
+            return set()
+        lost, due = await self._run(self._write(run))
+        if due:
+            self._announce(from_micros(min(due)))
+        return lost
+
+    async def sweep_unsubscribed(
+        self, namespace: str, subscribed: ClaimFilter, before: datetime, now: datetime, limit: int
+    ) -> list[int]:
+        params = _claim_params(namespace, subscribed)
+        params.update(before=to_micros(before), now=to_micros(now), limit=limit)
+
+        def run(conn: sqlite3.Connection) -> list[int]:
+            return [row[0] for row in conn.execute(Q["sweep_unsubscribed"], params)]
+
+        return await self._run(self._write(run))
+
     async def rescue(self, now: datetime) -> list[int]:
         now_us = to_micros(now)
 
@@ -559,6 +615,7 @@ class SqliteStore(SqliteSchedules):
             "started_at": to_micros(node.started_at),
             "heartbeat_at": to_micros(node.heartbeat_at),
             "in_flight": node.in_flight,
+            "subscriptions": dump_json([s.to_dict() for s in node.subscriptions]),
         }
         await self._run(lambda c: c.execute(Q["register_node"], params))
 
@@ -698,15 +755,28 @@ def _timer_params(timer: NewTimer, now_us: int) -> dict[str, Any]:
             else int(timer.expires_after.total_seconds() * 1_000_000)
         ),
         "max_attempts": timer.max_attempts,
+        "producer": timer.producer,
         "now": now_us,
     }
 
 
-def _type_params(namespace: str, types: Sequence[str] | None) -> dict[str, Any]:
+def _claim_params(namespace: str, types: Sequence[str] | ClaimFilter | None) -> dict[str, Any]:
+    """The subscription filter of claim_due, next_run_at and sweep_unsubscribed: ``None`` takes
+    every row, a list of types is :meth:`ClaimFilter.of_types`. Globs go as they are: SQLite's
+    GLOB reads ``*`` as routes do, and event types hold no other GLOB metacharacter."""
+    if types is None:
+        claim = ClaimFilter()
+    elif isinstance(types, ClaimFilter):
+        claim = types
+    else:
+        claim = ClaimFilter.of_types(types)
     return {
         "namespace": namespace,
-        "all_types": types is None,
-        "types": dump_json(list(types or [])),
+        "everything": types is None,
+        "types": dump_json(claim.types),
+        "patterns": dump_json(claim.patterns),
+        "destinations": dump_json(claim.destinations),
+        "handler_types": dump_json(claim.handler_types),
     }
 
 

@@ -7,14 +7,20 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from duetime.auth import TokenInfo
-from duetime.errors import Conflict, NotFound
-from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
+from duetime.store.codec import dump_json, from_micros, load_json, to_micros
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.store import SqliteStore
+from duetime.store.token_rows import TokenColumns, can_name_a_token, no_such_token, revoke_refused
 
 Q = load_queries("duetime.store.sqlite", "tokens.sql")
-MAX_ID = 2**63 - 1
-"""SQLite integers are 64-bit: a larger id cannot name a token (and would fail to bind)."""
+COLUMNS = TokenColumns(
+    instant_to_column=to_micros,
+    instant_from_column=from_micros,
+    namespaces_to_column=dump_json,
+    namespaces_from_column=load_json,
+    flag_to_column=int,
+)
+"""Instants are integer microseconds, the namespace list is JSON text, a flag is 0 or 1."""
 
 
 class SqliteTokenStore:
@@ -31,23 +37,17 @@ class SqliteTokenStore:
         read_only: bool,
         now: datetime,
     ) -> TokenInfo:
-        params = {
-            "name": name,
-            "hash": token_hash,
-            "namespaces": dump_json(list(namespaces)),
-            "read_only": int(read_only),
-            "now": to_micros(now),
-        }
+        params = COLUMNS.new_token(name, token_hash, namespaces, read_only, now)
 
         def run(conn: sqlite3.Connection) -> TokenInfo:
-            return token_from_row(conn.execute(Q["add_token"], params).fetchone())
+            return COLUMNS.token(conn.execute(Q["add_token"], params).fetchone())
 
         return await self.store._run(self.store._write(run))
 
     async def find_token(self, token_hash: str) -> TokenInfo | None:
         def run(conn: sqlite3.Connection) -> TokenInfo | None:
             row = conn.execute(Q["find_token"], (token_hash,)).fetchone()
-            return None if row is None else token_from_row(row)
+            return None if row is None else COLUMNS.token(row)
 
         return await self.store._run(run)
 
@@ -55,44 +55,31 @@ class SqliteTokenStore:
         params = {"include_revoked": int(include_revoked)}
 
         def run(conn: sqlite3.Connection) -> list[TokenInfo]:
-            return [token_from_row(row) for row in conn.execute(Q["list_tokens"], params)]
+            return [COLUMNS.token(row) for row in conn.execute(Q["list_tokens"], params)]
 
         return await self.store._run(run)
 
     async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
-        if not 0 < token_id <= MAX_ID:
-            raise NotFound(f"no token with id {token_id}", field="id")
-        params = {"id": token_id, "now": to_micros(now)}
+        if not can_name_a_token(token_id):
+            raise no_such_token(token_id)
+        params = COLUMNS.stamp(token_id, now)
 
         def run(conn: sqlite3.Connection) -> TokenInfo:
             row = conn.execute(Q["revoke_token"], params).fetchone()
             if row is not None:
-                return token_from_row(row)
-            if conn.execute(Q["get_token"], (token_id,)).fetchone() is None:
-                raise NotFound(f"no token with id {token_id}", field="id")
-            raise Conflict(f"token {token_id} is already revoked", field="id")
+                return COLUMNS.token(row)
+            exists = conn.execute(Q["get_token"], (token_id,)).fetchone() is not None
+            raise revoke_refused(token_id, exists=exists)
 
         return await self.store._run(self.store._write(run))
 
     async def touch_token(self, token_id: int, now: datetime) -> None:
-        if not 0 < token_id <= MAX_ID:
+        if not can_name_a_token(token_id):
             return
-        params = {"id": token_id, "now": to_micros(now)}
+        params = COLUMNS.stamp(token_id, now)
         await self.store._run(self.store._write(lambda c: c.execute(Q["touch_token"], params)))
 
     async def has_active_tokens(self) -> bool:
         return await self.store._run(
             lambda c: bool(c.execute(Q["has_active_tokens"]).fetchone()[0])
         )
-
-
-def token_from_row(row: sqlite3.Row) -> TokenInfo:
-    return TokenInfo(
-        id=row["id"],
-        name=row["name"],
-        namespaces=tuple(load_json(row["namespaces"])),
-        read_only=bool(row["read_only"]),
-        created_at=from_micros(row["created_at"]),
-        revoked_at=maybe_from_micros(row["revoked_at"]),
-        last_used_at=maybe_from_micros(row["last_used_at"]),
-    )

@@ -1,0 +1,65 @@
+"""``GET /v1/namespaces/{namespace}/events``: the event log, by type and time, newest first.
+
+(``POST`` on the same path emits an event: see :mod:`duetime.api.timers`.) The query goes
+through :meth:`AsyncApp.events`, so ``type``, ``since`` and ``until`` are read exactly as in
+Python and on the command line, and bad ones are a 422 naming the parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from duetime.api.deps import ReadApp
+from duetime.api.schemas import AttemptOut, TimerOut, errors
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["events"])
+
+WHEN = (
+    "an ISO 8601 instant with an offset (`2025-03-15T13:00:00Z`), or a duration meaning that "
+    "long ago (`PT1H`, `P7D`)"
+)
+
+
+class EventOut(TimerOut):
+    """A timer that fired, with every attempt at delivering it so far, oldest first."""
+
+    deliveries: list[AttemptOut]
+
+
+class EventPageOut(BaseModel):
+    """Newest ``fired_at`` first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[EventOut]
+    next_cursor: str | None = Field(description="null on the last page")
+
+
+@router.get(
+    "/events",
+    summary="The event log: what fired, newest first, with its deliveries",
+    response_model=EventPageOut,
+    responses=errors(401, 404, 422),
+)
+async def list_events(
+    app: ReadApp,
+    type: Annotated[
+        str | None,
+        Query(
+            description="An event type, or a glob where `*` is any run of characters (`order.*`)",
+            max_length=200,
+        ),
+    ] = None,
+    since: Annotated[str | None, Query(description=f"Fired at or after: {WHEN}")] = None,
+    until: Annotated[str | None, Query(description=f"Fired before: {WHEN}")] = None,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 50,
+) -> JSONResponse:
+    """Timers that fired (events emitted now and timers that came due), archived ones too,
+    until the retention deletes them."""
+    page = await app.events(type=type, since=since, until=until, cursor=cursor, limit=limit)
+    return JSONResponse(
+        {"items": [event.to_dict() for event in page.items], "next_cursor": page.next_cursor}
+    )

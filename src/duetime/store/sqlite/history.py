@@ -1,0 +1,118 @@
+"""History in the SQLite file: the :class:`~duetime.store.protocol.HistoryStore` half of
+:class:`~duetime.store.sqlite.store.SqliteStore`, which inherits this mixin.
+
+One table holds pending work and history alike, so retention is pruning: timers that finished
+more than ``retention`` ago are deleted with their attempts, a batch per write transaction, so
+claims and finishes of this process and others slip in between batches instead of waiting for
+the whole prune. (``archive_after`` is for PostgreSQL's history tables; SQLite has none.)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from duetime.history import (
+    EventFilter,
+    LoggedEvent,
+    MaintenanceReport,
+    RetentionPolicy,
+    decode_event_cursor,
+    encode_event_cursor,
+)
+from duetime.model import Attempt, Page, Timer
+from duetime.store.codec import dump_json, to_micros
+from duetime.store.queries import load_queries
+from duetime.store.sqlite.rows import attempt_from_row, timer_from_row
+
+Q = load_queries("duetime.store.sqlite")
+R = TypeVar("R")
+
+EARLIEST = to_micros(datetime(1, 1, 1, tzinfo=UTC))
+LATEST = to_micros(datetime(9999, 12, 31, tzinfo=UTC))
+MAX_ID = 2**63 - 1
+
+
+class SqliteHistory:
+    """Pruning and the event log for :class:`SqliteStore` (mixed in; uses its connection)."""
+
+    if TYPE_CHECKING:
+
+        async def _run(self, fn: Callable[[sqlite3.Connection], R]) -> R: ...
+
+        def _write(
+            self, fn: Callable[[sqlite3.Connection], R]
+        ) -> Callable[[sqlite3.Connection], R]: ...
+
+    async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
+        """Delete what finished before ``now - retention``, namespace by namespace."""
+        namespaces = await self._run(
+            lambda conn: [row[0] for row in conn.execute(Q["history_namespaces"])]
+        )
+        deleted = 0
+        for namespace in namespaces:
+            deleted += await self._prune(namespace, policy, now)
+        return MaintenanceReport(deleted=deleted)
+
+    async def _prune(self, namespace: str, policy: RetentionPolicy, now: datetime) -> int:
+        params: dict[str, Any] = {
+            "namespace": namespace,
+            "delete_before": to_micros(policy.delete_before(now)),
+            "after_at": EARLIEST,
+            "after_id": 0,
+            "limit": policy.batch_size,
+        }
+
+        def batch(conn: sqlite3.Connection) -> int | None:
+            rows = conn.execute(Q["prune_candidates"], params).fetchall()
+            if not rows:
+                return None
+            params["after_at"], params["after_id"] = rows[-1]["event_at"], rows[-1]["id"]
+            ids = dump_json([row["id"] for row in rows])
+            return conn.execute(Q["prune_timers"], {"ids": ids}).rowcount
+
+        total = 0
+        while (count := await self._run(self._write(batch))) is not None:
+            total += count
+        return total
+
+    async def list_events(
+        self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
+    ) -> Page[LoggedEvent]:
+        before = decode_event_cursor(cursor)
+        params = {
+            "namespace": namespace,
+            "since": EARLIEST if filter.since is None else to_micros(filter.since),
+            "until": LATEST if filter.until is None else to_micros(filter.until),
+            "before_at": LATEST if before is None else to_micros(before[0]),
+            "before_id": MAX_ID if before is None else before[1],
+            # check_pattern allows no GLOB syntax but '*', which means the same in both.
+            "type_glob": filter.type,
+            "limit": limit + 1,
+        }
+
+        def run(conn: sqlite3.Connection) -> Page[LoggedEvent]:
+            rows = conn.execute(Q["list_events"], params).fetchall()
+            timers = [timer_from_row(row) for row in rows[:limit]]
+            deliveries = _deliveries(conn, timers)
+            items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
+            last = timers[-1] if len(rows) > limit and timers else None
+            next_cursor = None
+            if last is not None and last.fired_at is not None:
+                next_cursor = encode_event_cursor(last.fired_at, last.id)
+            return Page(items, next_cursor)
+
+        return await self._run(run)
+
+
+def _deliveries(conn: sqlite3.Connection, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:
+    """The attempts of the listed events, by timer id, in number order."""
+    if not timers:
+        return {}
+    found: dict[int, list[Attempt]] = {}
+    ids = dump_json([t.id for t in timers])
+    for row in conn.execute(Q["list_deliveries"], {"ids": ids}):
+        found.setdefault(row["timer_id"], []).append(attempt_from_row(row))
+    return found

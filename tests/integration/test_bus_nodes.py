@@ -1,0 +1,145 @@
+"""Worker processes with different handlers on one PostgreSQL schema (seed 002's weakness: its
+heterogeneous nodes dead-letter each other's events). Here each node claims only the types it
+subscribes to, so neither touches the other's events; an event no live node subscribes to is
+dead-lettered, with the reason, once it is overdue by the grace.
+
+Workers are real ``duetime worker --app bus_apps:<name>`` processes (``bus_apps.py``); each
+appends one line per delivery to a shared log. Skipped without PostgreSQL, failed under CI.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from duetime import App, Status
+
+# The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
+
+HERE = Path(__file__).resolve().parent
+DUETIME = str(Path(sys.executable).parent / "duetime")
+EVENTS = 300
+GRACE = 8.0
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    require_pg()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield with_params(PG_URL, schema=schema)
+    drop_schema(schema)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield started
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def log_lines(log: Path) -> list[list[str]]:
+    if not log.exists():
+        return []
+    return [line.split(",") for line in log.read_text().splitlines()]
+
+
+def test_worker_processes_with_different_handlers_share_a_schema(
+    pg_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    log = tmp_path / "deliveries.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+    env.update(
+        DUETIME_DATABASE_URL=pg_url,
+        DUETIME_HEARTBEAT="0.5",
+        DUETIME_LEASE="2",
+        DUETIME_RESCUE_INTERVAL="0.2",
+        DUETIME_NO_SUBSCRIBER_GRACE=str(GRACE),
+        BUS_LOG=str(log),
+    )
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        stderr = (tmp_path / f"{name}.stderr").open("wb")
+        proc = subprocess.Popen(
+            [DUETIME, "worker", "--app", f"bus_apps:{name}"], cwd=HERE, env=env, stderr=stderr
+        )
+        stderr.close()
+        procs.append(proc)
+        return proc
+
+    with App(pg_url, producer="test") as app:
+        alpha = start("alpha")
+        wait_until(lambda: len(app.nodes()) == 1, 30, "the alpha worker")
+
+        # Only alpha runs: beta's events wait for a beta node, they are not alpha's to take.
+        for i in range(EVENTS):
+            app.emit("beta", {"i": i}, key=f"b-early-{i}")
+        gamma = app.emit("gamma", {}, key="g-1")  # no node will ever subscribe to it
+        app.emit("alpha", {}, key="a-probe")  # due after them all
+        wait_until(lambda: ["alpha", "a-probe"] in [x[:2] for x in log_lines(log)], 30, "probe")
+        early = app.history(type="beta", limit=1000).items
+        assert {t.status for t in early} == {Status.SCHEDULED}
+        assert app.get("g-1").status is Status.SCHEDULED
+
+        beta = start("beta")
+        wait_until(lambda: len(app.nodes()) == 2, 30, "the beta worker")
+        for i in range(EVENTS):
+            app.emit("alpha", {"i": i}, key=f"a-{i}")
+            app.emit("beta", {"i": i}, key=f"b-{i}")
+
+        def finished() -> bool:
+            counts = app.counts()
+            return counts[Status.DONE] == 3 * EVENTS + 1 and counts[Status.DEAD] == 1
+
+        wait_until(finished, 60, "every event handled and gamma dead-lettered")
+        subscriptions = {n.pid: [s.to_dict() for s in n.subscriptions] for n in app.nodes()}
+        assert subscriptions == {
+            alpha.pid: [{"namespace": "default", "type": "alpha", "to": ["handler"]}],
+            beta.pid: [{"namespace": "default", "type": "beta", "to": ["handler"]}],
+        }
+        dead = app.get("g-1")
+        assert dead.last_error == "no subscriber for type gamma"
+        assert dead.completed_at is not None
+        assert dead.completed_at - gamma.timer.due_at >= timedelta(seconds=GRACE)
+        assert [t.key for t in app.dead().items] == ["g-1"]
+        assert app.counts()[Status.SCHEDULED] == 0
+
+    for proc in (alpha, beta):
+        proc.send_signal(signal.SIGTERM)
+    for proc in (alpha, beta):
+        assert proc.wait(timeout=30) == 0
+    lines = log_lines(log)
+    by_type: dict[str, set[str]] = {"alpha": set(), "beta": set()}
+    for type, key, attempt, pid in lines:
+        assert attempt == "1", (type, key)  # nothing was dead-lettered or retried
+        assert int(pid) == (alpha.pid if type == "alpha" else beta.pid), (type, key)
+        by_type[type].add(key)
+    assert len(lines) == 3 * EVENTS + 1  # each event delivered once
+    assert by_type["alpha"] == {f"a-{i}" for i in range(EVENTS)} | {"a-probe"}
+    assert by_type["beta"] == {f"b-{i}" for i in range(EVENTS)} | {
+        f"b-early-{i}" for i in range(EVENTS)
+    }
