@@ -1027,8 +1027,9 @@ def main() -> None:
         except KeyboardInterrupt:
             print("\ninterrupted: partial results follow", flush=True)
         finally:
-            if not args.keep:
-                for name in [*systems, "claim"]:
+            if not args.keep:  # only this run's databases: another run may be using others
+                claim = ["claim"] if "claim" in scenarios and "duetime" in systems else []
+                for name in [*systems, *claim]:
                     with contextlib.suppress(Exception):
                         drop_db(args.base, DB_PREFIX + name)
     elapsed = time.time() - started
