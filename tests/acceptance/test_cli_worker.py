@@ -68,7 +68,7 @@ def test_worker_fires_timers_and_stops_cleanly_on_sigterm(cli: Cli, app_module: 
 
 def test_nodes_shows_a_killed_worker_as_stale(cli: Cli, app_module: str) -> None:
     with running(cli, "worker", "--app", app_module) as worker:
-        wait_for(lambda: bool(cli.ok("nodes")["nodes"]))
+        wait_for(lambda: bool(cli.ok("nodes")["nodes"]), timeout=30.0)
         worker.kill()
         worker.communicate()
     short_lease = {"DUETIME_LEASE": "0.3", "DUETIME_HEARTBEAT": "0.1"}
