@@ -54,30 +54,7 @@ def explain(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -
     with conn.transaction():
         if query in (Q["archive_timers"], Q["delete_finished"], Q["list_events"]):
             conn.execute(Q["walk_in_index_order"])
-        return _explain(conn, query, params)
-
-
-def _explain(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> dict[str, str]:
-    custom = "\n".join(row[0] for row in conn.execute("EXPLAIN " + query, params))
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match[1] not in names:
-            names.append(match[1])
-        return f"${names.index(match[1]) + 1}"
-
-    numbered = re.sub(r"%\((\w+)\)s", number, query)
-    types = ", ".join(TYPES[name] for name in names)
-    psycopg.ClientCursor(conn).execute(f"PREPARE planned ({types}) AS {numbered}")
-    conn.execute("SET plan_cache_mode = force_generic_plan")
-    try:
-        values = ", ".join(f"%({name})s::{TYPES[name]}" for name in names)
-        rows = psycopg.ClientCursor(conn).execute(f"EXPLAIN EXECUTE planned ({values})", params)
-        generic = "\n".join(row[0] for row in rows)
-    finally:
-        conn.execute("RESET plan_cache_mode")
-        conn.execute("DEALLOCATE planned")
-    return {"custom": custom, "generic": generic}
+        return plans(conn, query, params, TYPES)
 
 
 @pytest.fixture

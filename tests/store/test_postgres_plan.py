@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -68,8 +68,14 @@ def conn(pg_url: str, pg_schema: str, runner: asyncio.Runner) -> Iterator[psycop
         yield c
 
 
-def plans(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> dict[str, str]:
-    """EXPLAIN output of ``query``: the custom plan and the generic (prepared) plan."""
+def plans(
+    conn: psycopg.Connection[Any],
+    query: str,
+    params: dict[str, Any],
+    types: Mapping[str, str] = PARAM_TYPES,
+) -> dict[str, str]:
+    """EXPLAIN output of ``query``: the custom plan and the generic (prepared) plan; ``types``
+    names each parameter's SQL type for the prepared statement."""
     custom = "\n".join(row[0] for row in conn.execute("EXPLAIN " + query, params))
     names: list[str] = []
 
@@ -79,12 +85,12 @@ def plans(conn: psycopg.Connection[Any], query: str, params: dict[str, Any]) -> 
         return f"${names.index(match[1]) + 1}"
 
     numbered = re.sub(r"%\((\w+)\)s", number, query)
-    types = ", ".join(PARAM_TYPES[name] for name in names)
+    declared = ", ".join(types[name] for name in names)
     # The simple query protocol, so that $n belong to PREPARE, not to this statement.
-    psycopg.ClientCursor(conn).execute(f"PREPARE planned ({types}) AS {numbered}")
+    psycopg.ClientCursor(conn).execute(f"PREPARE planned ({declared}) AS {numbered}")
     conn.execute("SET plan_cache_mode = force_generic_plan")
     try:
-        values = ", ".join(f"%({name})s::{PARAM_TYPES[name]}" for name in names)
+        values = ", ".join(f"%({name})s::{types[name]}" for name in names)
         rows = psycopg.ClientCursor(conn).execute(f"EXPLAIN EXECUTE planned ({values})", params)
         generic = "\n".join(row[0] for row in rows)
     finally:
