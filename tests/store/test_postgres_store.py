@@ -11,9 +11,10 @@ import pytest
 from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_params
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
+from duetime.model import Finish, Outcome
 from duetime.store import create_store
 from duetime.store.postgres.settings import parse_url
-from duetime.store.postgres.store import MIGRATIONS, PostgresStore
+from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
 
 
 def test_url_settings() -> None:
@@ -149,3 +150,51 @@ async def test_payloads_round_trip_as_json(pg_url: str, open_store: StoreFactory
         await store.put_timers([new_timer("nul\x00key")], "error", NOW)
     assert raised.value.field == "key"
     assert await store.get_timer("ns", "nul") is None
+
+
+async def test_an_attempt_row_opened_by_an_earlier_version_is_closed_at_finish(
+    pg_url: str, pg_schema: str, open_store: StoreFactory
+) -> None:
+    """Earlier versions inserted the attempt's row at the claim; the end of such an attempt
+    overwrites that row instead of failing on the duplicate, and no open row is left."""
+    store = await open_store(pg_url)
+    await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", NOW + timedelta(seconds=30))
+    with psycopg.connect(PG_URL, autocommit=True, options=f"-c search_path={pg_schema}") as c:
+        c.execute(
+            "INSERT INTO attempts (timer_id, number, node_id, started_at) VALUES (%s, 1, 'n1', %s)",
+            (claimed.timer.id, NOW),
+        )
+    (running,) = await store.list_attempts(claimed.timer.id)  # the row, not a second copy
+    assert (running.number, running.finished_at) == (1, None)
+    later = NOW + timedelta(seconds=2)
+    assert await store.finish([Finish(claimed.timer.id, 1, Outcome.DONE)], "n1", later) == set()
+    (ended,) = await store.list_attempts(claimed.timer.id)
+    assert (ended.node_id, ended.started_at, ended.finished_at, ended.outcome) == (
+        "n1",
+        NOW,
+        later,
+        "done",
+    )
+
+
+async def test_a_pipelined_claim_is_one_transaction(
+    pg_url: str, open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's statements share one implicit transaction: when the claim fails, the
+    setting sent before it in the same round trip is gone with it and nothing was claimed."""
+    store = await open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    lease = NOW + timedelta(seconds=30)
+    broken = dict(Q)
+    # fails after the UPDATE ran: every claimed row has attempts = 1
+    broken["claim_due"] = Q["claim_due"] + " WHERE 1 / (attempts - 1) = 0"
+    monkeypatch.setattr("duetime.store.postgres.store.Q", broken)
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        await store.claim_due("ns", None, NOW, 10, "n1", lease)
+    monkeypatch.undo()
+    (setting,) = await store._db.atomic([("SELECT current_setting('enable_sort') AS s", {})])
+    assert setting == [{"s": "on"}]
+    (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", lease)
+    assert claimed.attempt == 1

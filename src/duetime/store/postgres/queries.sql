@@ -155,9 +155,13 @@ ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: list_attempts
--- A timer's attempts, in the hot table or archived with it.
+-- A timer's attempts, in the hot table or archived with it, and the one it is running now.
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
 WHERE timer_id = %(timer_id)s
+UNION ALL
+SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL FROM timers
+WHERE id = %(timer_id)s AND status = 'running'
+  AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
 UNION ALL
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
 WHERE timer_id = %(timer_id)s
@@ -204,8 +208,10 @@ LIMIT 1
 SELECT set_config('enable_sort', 'off', true) AS enable_sort
 
 -- name: claim_due
--- One statement: lock the due rows (skipping those another node is claiming), mark them
--- running under this node's lease, and open their attempt rows. The node's subscriptions
+-- One statement: lock the due rows (skipping those another node is claiming) and mark them
+-- running under this node's lease. The attempt this opens lives on the timer row (number =
+-- attempts, node = lease_owner, started = updated_at) until it ends, when finish, rescue or
+-- fan_out write its one attempts row; list_attempts shows it meanwhile. The node's subscriptions
 -- filter the rows the pending index yields (types NULL: every row): events (no destination) of
 -- a type it takes, exact or by LIKE pattern; deliveries to a destination it serves ('handler' =
 -- routes.HANDLER: only for types it has a handler for). Rows no one takes are left to
@@ -236,22 +242,32 @@ claimed AS (
     FROM due
     WHERE timers.id = due.id
     RETURNING timers.*
-),
-opened AS (
-    INSERT INTO attempts (timer_id, number, node_id, started_at)
-    SELECT id, attempts, %(node_id)s, %(now)s FROM claimed
 )
 SELECT * FROM claimed
 
 -- name: finish
 -- The owner's outcomes, fenced by (id, attempt, owner, running): rows that are no longer the
--- owner's are left alone and come back missing from the result (lost). Attempts are closed,
--- or deleted when the work was released unstarted. (Arrays go in binary, as in insert_timer.)
+-- owner's are left alone and come back missing from the result (lost). Each ended attempt's
+-- row is written (see claim_due); one released unstarted leaves none. (Arrays go in binary, as
+-- in insert_timer.)
+-- The fence is checked row by row, one primary-key lookup per outcome (the LATERAL), and the
+-- update reaches the locked rows by ctid: the planner is never asked to join the batch with
+-- "this node's running rows", whose estimate after an ANALYZE of a quiet table is one row and
+-- which it would then read once per outcome (batch × running comparisons).
 WITH f AS (
     SELECT * FROM unnest(
         %(timer_ids)b::bigint[], %(attempts)b::integer[], %(outcomes)b::text[],
         %(errors)b::text[], %(run_ats)b::timestamptz[]
     ) AS f (timer_id, attempt, outcome, error, run_at)
+),
+mine AS (
+    SELECT f.*, t.row_id, t.started_at
+    FROM f CROSS JOIN LATERAL (
+        SELECT ctid AS row_id, updated_at AS started_at FROM timers
+        WHERE id = f.timer_id AND attempts = f.attempt AND lease_owner = %(node_id)s
+          AND status = 'running'
+        FOR UPDATE
+    ) AS t
 ),
 finished AS (
     UPDATE timers
@@ -281,25 +297,17 @@ finished AS (
         updated_at = %(now)s,
         lease_owner = NULL,
         lease_expires_at = NULL
-    FROM f
-    WHERE timers.id = f.timer_id
-      AND timers.attempts = f.attempt
-      AND timers.lease_owner = %(node_id)s
-      AND timers.status = 'running'
-    RETURNING timers.id, f.attempt, f.outcome, f.error
+    FROM mine AS f
+    WHERE timers.ctid = f.row_id
+    RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at
 ),
-closed AS (
-    UPDATE attempts
-    SET finished_at = %(now)s, outcome = finished.outcome, error = finished.error
-    FROM finished
-    WHERE attempts.timer_id = finished.id AND attempts.number = finished.attempt
-      AND attempts.finished_at IS NULL AND finished.outcome <> 'released'
-),
-dropped AS (
-    DELETE FROM attempts
-    USING finished
-    WHERE attempts.timer_id = finished.id AND attempts.number = finished.attempt
-      AND finished.outcome = 'released'
+ended AS (
+    INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
+    SELECT id, attempt, %(node_id)s, started_at, %(now)s, outcome, error FROM finished
+    WHERE outcome <> 'released'
+    ON CONFLICT (timer_id, number) DO UPDATE SET
+        node_id = excluded.node_id, started_at = excluded.started_at,
+        finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
 )
 SELECT id FROM finished
 
@@ -307,7 +315,7 @@ SELECT id FROM finished
 -- Leases that ran out: the attempt is lost; the timer retries, or is dead when out of
 -- attempts. Rows another node is rescuing (or finishing) right now are skipped, not waited on.
 WITH expired AS (
-    SELECT id FROM timers
+    SELECT id, lease_owner, updated_at AS started_at FROM timers
     WHERE status = 'running' AND lease_expires_at < %(now)s
     ORDER BY id
     FOR UPDATE SKIP LOCKED
@@ -323,14 +331,15 @@ rescued AS (
         lease_expires_at = NULL
     FROM expired
     WHERE timers.id = expired.id
-    RETURNING timers.id, timers.attempts, timers.last_error
+    RETURNING timers.id, timers.attempts, timers.last_error, expired.lease_owner,
+        expired.started_at
 ),
-closed AS (
-    UPDATE attempts
-    SET finished_at = %(now)s, outcome = 'lost', error = rescued.last_error
-    FROM rescued
-    WHERE attempts.timer_id = rescued.id AND attempts.number = rescued.attempts
-      AND attempts.finished_at IS NULL
+ended AS (
+    INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
+    SELECT id, attempts, lease_owner, started_at, %(now)s, 'lost', last_error FROM rescued
+    ON CONFLICT (timer_id, number) DO UPDATE SET
+        node_id = excluded.node_id, started_at = excluded.started_at,
+        finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
 )
 SELECT id FROM rescued ORDER BY id
 
@@ -393,30 +402,37 @@ SELECT current_setting('search_path') AS search_path
 SELECT set_config('search_path', %(search_path)s, true) AS search_path
 
 -- name: fan_out
--- Owners hand claimed events on: each event still theirs (fenced as in finish) is marked done,
--- its attempt closed as fanned_out with a note, and one delivery row per destination inserted
--- with the event's content, due when the event was; a key that exists already is kept as it is.
+-- Owners hand claimed events on: each event still theirs (fenced, and reached, as in finish) is
+-- marked done, its attempt written as fanned_out with a note, and one delivery row per
+-- destination inserted with the event's content, due when the event was; a key that exists
+-- already is kept as it is.
 WITH f AS (
     SELECT * FROM unnest(%(timer_ids)s::bigint[], %(attempts)s::integer[], %(notes)s::text[])
         AS f (timer_id, attempt, note)
+),
+mine AS (
+    SELECT f.*, t.row_id, t.started_at
+    FROM f CROSS JOIN LATERAL (
+        SELECT ctid AS row_id, updated_at AS started_at FROM timers
+        WHERE id = f.timer_id AND attempts = f.attempt AND lease_owner = %(node_id)s
+          AND status = 'running'
+        FOR UPDATE
+    ) AS t
 ),
 roots AS (
     UPDATE timers
     SET status = 'done', completed_at = %(now)s, updated_at = %(now)s, last_error = NULL,
         lease_owner = NULL, lease_expires_at = NULL
-    FROM f
-    WHERE timers.id = f.timer_id
-      AND timers.attempts = f.attempt
-      AND timers.lease_owner = %(node_id)s
-      AND timers.status = 'running'
-    RETURNING timers.*, f.note
+    FROM mine
+    WHERE timers.ctid = mine.row_id
+    RETURNING timers.*, mine.note, mine.started_at
 ),
-closed AS (
-    UPDATE attempts
-    SET finished_at = %(now)s, outcome = 'fanned_out', error = roots.note
-    FROM roots
-    WHERE attempts.timer_id = roots.id AND attempts.number = roots.attempts
-      AND attempts.finished_at IS NULL
+ended AS (
+    INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
+    SELECT id, attempts, %(node_id)s, started_at, %(now)s, 'fanned_out', note FROM roots
+    ON CONFLICT (timer_id, number) DO UPDATE SET
+        node_id = excluded.node_id, started_at = excluded.started_at,
+        finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
 ),
 d AS (
     SELECT * FROM unnest(%(root_ids)s::bigint[], %(keys)s::text[], %(destinations)s::text[])
@@ -598,9 +614,14 @@ ORDER BY fired_at DESC, id DESC
 LIMIT %(limit)s
 
 -- name: list_deliveries
--- The attempts of a page of events, hot or archived (none finished before since).
+-- The attempts of a page of events, hot or archived (none finished before since), and those
+-- running now.
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
 WHERE timer_id = ANY (%(ids)s::bigint[])
+UNION ALL
+SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL FROM timers
+WHERE id = ANY (%(ids)s::bigint[]) AND status = 'running'
+  AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
 UNION ALL
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
 WHERE timer_id = ANY (%(ids)s::bigint[]) AND completed_at >= %(since)s

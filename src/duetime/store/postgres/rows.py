@@ -161,9 +161,9 @@ class FinishBatch:
     def released(self) -> bool:
         return any(f.outcome is Outcome.RELEASED for f in self.finishes)
 
-    def retried(self, done: set[int]) -> list[datetime]:
-        """When the applied retries and snoozes are due again."""
-        return [f.run_at for f in self.finishes if f.run_at is not None and f.timer_id in done]
+    def retried(self) -> list[datetime]:
+        """When the retries and snoozes of the batch are due again."""
+        return [f.run_at for f in self.finishes if f.run_at is not None]
 
     def lost(self, done: set[int]) -> set[int]:
         return {f.timer_id for f in self.finishes if f.timer_id not in done} | self.repeated

@@ -122,8 +122,11 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
 
     async def _notify(self, conn: Conn, earliest: datetime | None) -> None:
         """Tell every process (on commit) that work is due at ``earliest`` (None: re-read)."""
-        params = {"channel": self.settings.channel, "payload": encode_payload(earliest)}
-        await conn.execute(Q["notify"], params)
+        await conn.execute(*self._notice(earliest))
+
+    def _notice(self, earliest: datetime | None) -> tuple[str, Row]:
+        """The statement of :meth:`_notify`, for a pipeline."""
+        return Q["notify"], {"channel": self.settings.channel, "payload": encode_payload(earliest)}
 
     # -- schema -----------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
@@ -426,32 +429,25 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             "lease_until": lease_until,
         }
 
-        async def run(conn: Conn) -> list[Claimed]:
-            await fetch_value(conn, Q["claim_in_order"], {})
-            rows = await fetch_all(conn, Q["claim_due"], params)
-            claimed = [Claimed(timer_from_row(row), row["attempts"]) for row in rows]
-            claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
-            return claimed
-
-        return await self._db.write(run)
+        _, rows = await self._db.atomic([(Q["claim_in_order"], {}), (Q["claim_due"], params)])
+        claimed = [Claimed(timer_from_row(row), row["attempts"]) for row in rows]
+        claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
+        return claimed
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
         batch = FinishBatch.of(finishes, node_id, now)
-        retried: list[datetime] = []
-
-        async def run(conn: Conn) -> set[int]:
-            if not batch.finishes:
-                return set(batch.repeated)
-            done = {row["id"] for row in await fetch_all(conn, Q["finish"], batch.params)}
-            retried[:] = batch.retried(done)
-            if retried or batch.released:
-                await self._notify(conn, min(retried) if retried else None)
-            return batch.lost(done)
-
-        lost = await self._db.write(run)
-        if retried or batch.released:
-            self._notify_listeners(min(retried) if retried else None)
-        return lost
+        if not batch.finishes:
+            return set(batch.repeated)
+        statements = [(Q["finish"], batch.params)]
+        # Retries and released timers are due again: wake the workers, in the same round trip
+        # (for all of them; one fenced out makes the hint early, never late).
+        again = batch.retried()
+        if again or batch.released:
+            statements.append(self._notice(min(again) if again else None))
+        rows, *_ = await self._db.atomic(statements)
+        if again or batch.released:
+            self._notify_listeners(min(again) if again else None)
+        return batch.lost({row["id"] for row in rows})
 
     async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
         if not fan_outs:
