@@ -84,7 +84,7 @@ def plans(
             names.append(match[1])
         return f"${names.index(match[1]) + 1}"
 
-    numbered = re.sub(r"%\((\w+)\)s", number, query)
+    numbered = re.sub(r"%\((\w+)\)[sb]", number, query)
     declared = ", ".join(types[name] for name in names)
     # The simple query protocol, so that $n belong to PREPARE, not to this statement.
     psycopg.ClientCursor(conn).execute(f"PREPARE planned ({declared}) AS {numbered}")
@@ -197,29 +197,11 @@ def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
     assert len(ids) > 1000
     now = datetime.now(UTC)
     params = FinishBatch.of([Finish(i, 1, Outcome.DONE) for i in ids[:500]], "n1", now).params
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match[1] not in names:
-            names.append(match[1])
-        return f"${names.index(match[1]) + 1}"
-
-    numbered = re.sub(r"%\((\w+)\)[sb]", number, Q["finish"])
-    types = ", ".join(FINISH_PARAM_TYPES[name] for name in names)
-    values = ", ".join(f"%({name})s::{FINISH_PARAM_TYPES[name]}" for name in names)
     for moment in ("before ANALYZE", "after ANALYZE"):
-        custom = "\n".join(row[0] for row in conn.execute("EXPLAIN " + Q["finish"], params))
-        psycopg.ClientCursor(conn).execute(f"PREPARE finishing ({types}) AS {numbered}")
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        try:
-            rows = psycopg.ClientCursor(conn).execute(
-                f"EXPLAIN EXECUTE finishing ({values})", params
-            )
-            generic = "\n".join(row[0] for row in rows)
-        finally:
-            conn.execute("RESET plan_cache_mode")
-            conn.execute("DEALLOCATE finishing")
-        for kind, plan in (("custom", custom), ("generic", generic)):
+        with conn.transaction():  # as the store sends it: after finish_by_lookup
+            conn.execute(Q["finish_by_lookup"])
+            found = plans(conn, Q["finish"], params, FINISH_PARAM_TYPES)
+        for kind, plan in found.items():
             print(f"--- finish, {moment}, {kind} plan\n{plan}")
             assert re.search(r"Scan (using|on) timers_pkey\b", plan), plan
             assert "timers_leased" not in plan, plan

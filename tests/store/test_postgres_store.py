@@ -11,7 +11,7 @@ import pytest
 from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_params
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
-from duetime.model import Finish, Outcome
+from duetime.model import FanOut, Finish, Outcome
 from duetime.store import create_store
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
@@ -198,3 +198,43 @@ async def test_a_pipelined_claim_is_one_transaction(
     assert setting == [{"s": "on"}]
     (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", lease)
     assert claimed.attempt == 1
+
+
+@pytest.mark.parametrize("operation", ["finish", "fan_out"])
+async def test_an_outcome_waits_for_a_concurrent_heartbeat_and_applies(
+    pg_url: str, pg_schema: str, open_store: StoreFactory, operation: str
+) -> None:
+    """A heartbeat renewing the lease while an outcome is being written commits a new version
+    of the row after the outcome's statement began; the outcome waits for it and applies to
+    that version (READ COMMITTED's re-check), rather than missing the row and calling it lost."""
+    store = await open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    lease = NOW + timedelta(seconds=30)
+    (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", lease)
+    tid = claimed.timer.id
+    renewing = await psycopg.AsyncConnection.connect(
+        PG_URL, options=f"-c search_path={pg_schema}"
+    )
+    try:
+        await renewing.execute(  # extend_leases, left uncommitted for now
+            "UPDATE timers SET lease_expires_at = %s WHERE id = %s", (lease, tid)
+        )
+        later = NOW + timedelta(seconds=1)
+        if operation == "finish":
+            outcome = asyncio.ensure_future(
+                store.finish([Finish(tid, 1, Outcome.DONE)], "n1", later)
+            )
+        else:
+            fan = FanOut(tid, 1, "a", ("x", "y"))
+            outcome = asyncio.ensure_future(store.fan_out([fan], "n1", later))
+        await asyncio.sleep(0.3)
+        assert not outcome.done()  # waiting for the heartbeat's row lock
+        await renewing.commit()
+        assert await asyncio.wait_for(outcome, 10) == set()
+    finally:
+        await renewing.close()
+    timer = await store.get_timer("ns", "a")
+    assert timer is not None and timer.status.value == "done"
+    (attempt,) = await store.list_attempts(tid)
+    assert attempt.finished_at == later

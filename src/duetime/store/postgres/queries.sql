@@ -245,15 +245,24 @@ claimed AS (
 )
 SELECT * FROM claimed
 
+-- name: finish_by_lookup
+-- Sent before finish, in its transaction: the only join left is each locked outcome with its
+-- row, which is one primary-key probe each; without this, a custom plan for a large batch may
+-- hash the whole table instead (the cost model prices a probe as a random disk read).
+SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
+       set_config('enable_mergejoin', 'off', true) AS mergejoin
+
 -- name: finish
 -- The owner's outcomes, fenced by (id, attempt, owner, running): rows that are no longer the
 -- owner's are left alone and come back missing from the result (lost). Each ended attempt's
 -- row is written (see claim_due); one released unstarted leaves none. (Arrays go in binary, as
 -- in insert_timer.)
--- The fence is checked row by row, one primary-key lookup per outcome (the LATERAL), and the
--- update reaches the locked rows by ctid: the planner is never asked to join the batch with
--- "this node's running rows", whose estimate after an ANALYZE of a quiet table is one row and
--- which it would then read once per outcome (batch × running comparisons).
+-- The fence is checked and the row locked by one primary-key lookup per outcome (the LATERAL),
+-- and the update then joins only on the id (see finish_by_lookup): the planner is never asked
+-- to join the batch with "this node's running rows", whose estimate after an ANALYZE of a quiet
+-- table is one row and which it would then read once per outcome (batch × running). (Not by
+-- ctid: a heartbeat committed while the lock was awaited leaves a version this statement's
+-- snapshot cannot see, and the outcome would be lost.)
 WITH f AS (
     SELECT * FROM unnest(
         %(timer_ids)b::bigint[], %(attempts)b::integer[], %(outcomes)b::text[],
@@ -261,9 +270,9 @@ WITH f AS (
     ) AS f (timer_id, attempt, outcome, error, run_at)
 ),
 mine AS (
-    SELECT f.*, t.row_id, t.started_at
+    SELECT f.*, t.started_at
     FROM f CROSS JOIN LATERAL (
-        SELECT ctid AS row_id, updated_at AS started_at FROM timers
+        SELECT updated_at AS started_at FROM timers
         WHERE id = f.timer_id AND attempts = f.attempt AND lease_owner = %(node_id)s
           AND status = 'running'
         FOR UPDATE
@@ -298,7 +307,7 @@ finished AS (
         lease_owner = NULL,
         lease_expires_at = NULL
     FROM mine AS f
-    WHERE timers.ctid = f.row_id
+    WHERE timers.id = f.timer_id
     RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at
 ),
 ended AS (
@@ -411,9 +420,9 @@ WITH f AS (
         AS f (timer_id, attempt, note)
 ),
 mine AS (
-    SELECT f.*, t.row_id, t.started_at
+    SELECT f.*, t.started_at
     FROM f CROSS JOIN LATERAL (
-        SELECT ctid AS row_id, updated_at AS started_at FROM timers
+        SELECT updated_at AS started_at FROM timers
         WHERE id = f.timer_id AND attempts = f.attempt AND lease_owner = %(node_id)s
           AND status = 'running'
         FOR UPDATE
@@ -424,7 +433,7 @@ roots AS (
     SET status = 'done', completed_at = %(now)s, updated_at = %(now)s, last_error = NULL,
         lease_owner = NULL, lease_expires_at = NULL
     FROM mine
-    WHERE timers.ctid = mine.row_id
+    WHERE timers.id = mine.timer_id
     RETURNING timers.*, mine.note, mine.started_at
 ),
 ended AS (

@@ -438,13 +438,13 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         batch = FinishBatch.of(finishes, node_id, now)
         if not batch.finishes:
             return set(batch.repeated)
-        statements = [(Q["finish"], batch.params)]
+        statements = [(Q["finish_by_lookup"], {}), (Q["finish"], batch.params)]
         # Retries and released timers are due again: wake the workers, in the same round trip
         # (for all of them; one fenced out makes the hint early, never late).
         again = batch.retried()
         if again or batch.released:
             statements.append(self._notice(min(again) if again else None))
-        rows, *_ = await self._db.atomic(statements)
+        _, rows, *_ = await self._db.atomic(statements)
         if again or batch.released:
             self._notify_listeners(min(again) if again else None)
         return batch.lost({row["id"] for row in rows})
