@@ -205,7 +205,11 @@ LIMIT 1
 -- in run_at order, never sorted. On a large table that was never analysed the planner's guess
 -- of the due rows is tiny, and without this it reads every due row with a bitmap scan and sorts
 -- them (seconds with 500,000 due) to keep 100; generic or custom, the walk takes milliseconds.
-SELECT set_config('enable_sort', 'off', true) AS enable_sort
+-- Each locked row is then updated through one primary-key probe, as in finish_by_lookup, never
+-- by hashing the whole table (which a custom plan for a large batch of an analysed table does).
+SELECT set_config('enable_sort', 'off', true) AS enable_sort,
+       set_config('enable_hashjoin', 'off', true) AS hashjoin,
+       set_config('enable_mergejoin', 'off', true) AS mergejoin
 
 -- name: claim_due
 -- One statement: lock the due rows (skipping those another node is claiming) and mark them
