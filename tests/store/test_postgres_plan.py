@@ -184,7 +184,7 @@ def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
     """A batch of outcomes finds its timers by primary key, custom plan or generic, before and
     after ANALYZE: never by reading the whole table, and never from the index of leased rows,
     whose estimate after an ANALYZE of a quiet table is one row (the plan then reads the running
-    rows once per outcome: batch × running comparisons)."""
+    rows once per outcome: batch x running comparisons)."""
     conn.execute(
         "UPDATE timers SET status = 'running', attempts = 1, lease_owner = 'n1' "
         "WHERE namespace = 'ns1' AND status = 'scheduled' AND id <= 6000"

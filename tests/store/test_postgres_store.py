@@ -213,9 +213,7 @@ async def test_an_outcome_waits_for_a_concurrent_heartbeat_and_applies(
     lease = NOW + timedelta(seconds=30)
     (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", lease)
     tid = claimed.timer.id
-    renewing = await psycopg.AsyncConnection.connect(
-        PG_URL, options=f"-c search_path={pg_schema}"
-    )
+    renewing = await psycopg.AsyncConnection.connect(PG_URL, options=f"-c search_path={pg_schema}")
     try:
         await renewing.execute(  # extend_leases, left uncommitted for now
             "UPDATE timers SET lease_expires_at = %s WHERE id = %s", (lease, tid)
@@ -235,6 +233,7 @@ async def test_an_outcome_waits_for_a_concurrent_heartbeat_and_applies(
     finally:
         await renewing.close()
     timer = await store.get_timer("ns", "a")
-    assert timer is not None and timer.status.value == "done"
+    assert timer is not None
+    assert timer.status.value == "done"
     (attempt,) = await store.list_attempts(tid)
     assert attempt.finished_at == later

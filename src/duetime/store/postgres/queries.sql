@@ -548,7 +548,7 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
 -- name: archive_timers
 -- One batch, one statement (its own transaction): terminal timers other than dead that finished
 -- before archive_before (but within the retention) move to the history, their attempts first
--- (they would cascade with the timer). The walk goes on after the previous batch's last row.
+-- (and leave with it). The walk goes on after the previous batch's last row.
 -- Rows another node is moving are skipped, not waited on.
 WITH batch AS (
     SELECT id, coalesce(fired_at, completed_at) AS event_at FROM timers
@@ -581,8 +581,8 @@ SELECT (SELECT count(*) FROM kept) AS count, last.event_at, last.id
 FROM (SELECT event_at, id FROM batch ORDER BY event_at DESC, id DESC LIMIT 1) AS last
 
 -- name: delete_finished
--- One batch: whatever finished before delete_before (dead letters too) leaves the hot table;
--- its attempts go with it (ON DELETE CASCADE).
+-- One batch: whatever finished before delete_before (dead letters too) leaves the hot table,
+-- its attempts first.
 WITH batch AS (
     SELECT id, coalesce(fired_at, completed_at) AS event_at FROM timers
     WHERE namespace = %(namespace)s
@@ -592,6 +592,9 @@ WITH batch AS (
     ORDER BY coalesce(fired_at, completed_at), id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+dropped_attempts AS (
+    DELETE FROM attempts USING batch WHERE attempts.timer_id = batch.id
 ),
 deleted AS (
     DELETE FROM timers USING batch WHERE timers.id = batch.id RETURNING 1
