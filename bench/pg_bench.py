@@ -713,9 +713,10 @@ def time_claims(
     """Run the store's claim_due statement as the store does: psycopg with its default
     prepare threshold (server-side prepared after 5 runs, so PostgreSQL may switch to a generic
     plan), in autocommit — or, when the store sends ``prelude`` (queries.sql's
-    ``claim_in_order``) first, in a transaction with it, timed whole. Returns the timings (ms),
-    the rows each claim got, and two plans: the first execution's, and the prepared
-    statement's after the timed runs (the plan the store really ends up with)."""
+    ``claim_in_order``) first, with it in one pipeline (one round trip, one implicit
+    transaction), timed whole. Returns the timings (ms), the rows each claim got, and two
+    plans: the first execution's, and the prepared statement's after the timed runs (the plan
+    the store really ends up with)."""
     node = "bench-claim"
     try:  # the subscription filter's parameters, from the store itself when it has them
         from duetime.store.postgres.store import claim_params
@@ -760,8 +761,14 @@ def time_claims(
                 break
             p = params()
             started = time.perf_counter()
-            with as_the_store():
+            if prelude is None:
                 claimed = conn.execute(claim_sql, p).fetchall()
+            else:
+                with conn.pipeline() as pipeline:
+                    conn.execute(prelude)
+                    cur = conn.execute(claim_sql, p)
+                    pipeline.sync()
+                    claimed = cur.fetchall()
             times.append((time.perf_counter() - started) * 1000)
             got.append(len(claimed))
         prepared = conn.execute(
