@@ -206,9 +206,9 @@ class Worker:
     async def tick(self) -> WorkerStats:
         """Fire everything due now once, wait for it to finish, and return what happened."""
         await self._start()
-        if self.materializer is not None:
-            await self.materializer.run_once()
-        try:
+        try:  # from here on, whatever fails, the node deregisters and its listeners go
+            if self.materializer is not None:
+                await self.materializer.run_once()
             fanned = -1
             while fanned != self._fanned_out:  # deliveries made by a fan-out are due too
                 fanned = self._fanned_out

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from duetime import AsyncApp, Dead, Event, FrozenClock, Status
+from duetime.services.materializer import Materializer
 
 
 def test_tick_records_every_outcome_before_returning(db_url: str, clock: FrozenClock) -> None:
@@ -96,5 +99,32 @@ def test_a_running_worker_hears_the_clock_and_forgets_it_when_stopped(
             worker.stop()
             await asyncio.wait_for(task, 10)
             assert listener_counts(app, clock) == (clock_before, store_before)
+
+    asyncio.run(main())
+
+
+def test_a_tick_that_fails_leaves_no_node_or_listener_behind(
+    db_url: str, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Materializing schedules is part of the tick: when it raises, the tick raises, and the
+    node it registered is gone again rather than listed until it goes stale."""
+
+    async def fail(self: Materializer) -> int:
+        raise RuntimeError("schedules unreadable")
+
+    async def main() -> None:
+        app = AsyncApp(db_url, clock=clock)
+
+        @app.handler("ping")
+        async def ping(event: Event) -> None:
+            pass
+
+        async with app:
+            before = listener_counts(app, clock)
+            monkeypatch.setattr(Materializer, "run_once", fail)
+            with pytest.raises(RuntimeError, match="schedules unreadable"):
+                await app.tick()
+            assert await app.store.list_nodes() == []
+            assert listener_counts(app, clock) == before
 
     asyncio.run(main())
