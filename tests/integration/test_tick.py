@@ -12,12 +12,7 @@ from duetime.services.materializer import Materializer
 
 def test_tick_records_every_outcome_before_returning(db_url: str, clock: FrozenClock) -> None:
     async def main() -> None:
-        app = AsyncApp(db_url, clock=clock)
-        ran: list[str] = []
-
-        @app.handler("ping")
-        async def ping(event: Event) -> None:
-            ran.append(event.key)
+        app, ran = ping_app(db_url, clock)
 
         @app.handler("doomed")
         def doomed(event: Event) -> None:
@@ -43,6 +38,18 @@ def test_tick_records_every_outcome_before_returning(db_url: str, clock: FrozenC
     asyncio.run(main())
 
 
+def ping_app(db_url: str, clock: FrozenClock) -> tuple[AsyncApp, list[str]]:
+    """An app whose ``ping`` handler records the keys it ran, in order."""
+    app = AsyncApp(db_url, clock=clock)
+    ran: list[str] = []
+
+    @app.handler("ping")
+    async def ping(event: Event) -> None:
+        ran.append(event.key)
+
+    return app, ran
+
+
 def listener_counts(app: AsyncApp, clock: FrozenClock) -> tuple[int, int]:
     """(clock, store) wake-up listeners: each running worker and materializer holds one of each."""
     return len(clock._listeners), len(app.store._listeners)  # type: ignore[attr-defined]
@@ -50,12 +57,7 @@ def listener_counts(app: AsyncApp, clock: FrozenClock) -> tuple[int, int]:
 
 def test_repeated_ticks_leave_no_wakeup_listeners_behind(db_url: str, clock: FrozenClock) -> None:
     async def main() -> None:
-        app = AsyncApp(db_url, clock=clock)
-        ran: list[str] = []
-
-        @app.handler("ping")
-        async def ping(event: Event) -> None:
-            ran.append(event.key)
+        app, ran = ping_app(db_url, clock)
 
         async with app:
             await app.add_schedule("hourly", "ping", every="PT1H")
@@ -73,12 +75,7 @@ def test_a_running_worker_hears_the_clock_and_forgets_it_when_stopped(
     db_url: str, clock: FrozenClock
 ) -> None:
     async def main() -> None:
-        app = AsyncApp(db_url, clock=clock)
-        ran: list[str] = []
-
-        @app.handler("ping")
-        async def ping(event: Event) -> None:
-            ran.append(event.key)
+        app, ran = ping_app(db_url, clock)
 
         async with app:
             await app.schedule("ping", delay=3600, key="later")
@@ -113,11 +110,7 @@ def test_a_tick_that_fails_leaves_no_node_or_listener_behind(
         raise RuntimeError("schedules unreadable")
 
     async def main() -> None:
-        app = AsyncApp(db_url, clock=clock)
-
-        @app.handler("ping")
-        async def ping(event: Event) -> None:
-            pass
+        app, _ = ping_app(db_url, clock)
 
         async with app:
             before = listener_counts(app, clock)
