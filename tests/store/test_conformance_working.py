@@ -6,7 +6,7 @@ Every test runs against each backend (SQLite and PostgreSQL) and must behave ide
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from storekit import NOW, StoreFactory, new_timer
@@ -48,6 +48,41 @@ async def test_claim_takes_due_timers_oldest_first_and_opens_attempts(store: Sto
     assert await store.claim_due("ns", None, NOW, 10, "n1", LEASE) == []
     late = await store.claim_due("ns", None, NOW + timedelta(minutes=1), 10, "n1", LEASE)
     assert [c.timer.key for c in late] == ["late"]
+
+
+async def test_a_claimed_timer_carries_every_stored_field(store: Store) -> None:
+    """The claim decodes its rows on its own path (the busiest one); what it hands the handler
+    is the row as stored, every optional field included, after a retry as on a first attempt."""
+    full = new_timer(
+        "full",
+        NOW - timedelta(seconds=5),
+        type="t",
+        payload={"nested": [1, "two", {"three": None}]},
+        subject="user-1",
+        correlation_id="corr-1",
+        expires_after=timedelta(hours=2),
+        local=datetime(2025, 3, 9, 2, 30),
+        timezone="America/New_York",
+        disambiguation="later",
+        producer="api",
+    )
+    await store.put_timers([full], "error", NOW - timedelta(minutes=1))
+    (first,) = await store.claim_due("ns", None, NOW, 10, "n1", LEASE)
+    assert await store.get_timer("ns", "full") == first.timer
+    assert (first.timer.subject, first.timer.local, first.timer.producer) == (
+        "user-1",
+        datetime(2025, 3, 9, 2, 30),
+        "api",
+    )
+    retry = Finish(first.timer.id, 1, Outcome.RETRY, error="boom", run_at=NOW)
+    assert await store.finish([retry], "n1", NOW) == set()
+    (second,) = await store.claim_due("ns", None, NOW, 10, "n2", LEASE)
+    assert await store.get_timer("ns", "full") == second.timer
+    assert (second.attempt, second.timer.status, second.timer.last_error) == (
+        2,
+        Status.RUNNING,
+        "boom",
+    )
 
 
 async def test_claim_respects_the_limit(store: Store) -> None:

@@ -13,6 +13,8 @@ from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_par
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
 from duetime.model import FanOut, Finish, Outcome
 from duetime.store import create_store
+from duetime.store.postgres.database import Statement
+from duetime.store.postgres.rows import timer_rows
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
 
@@ -194,10 +196,25 @@ async def test_a_pipelined_claim_is_one_transaction(
     with pytest.raises(psycopg.errors.DivisionByZero):
         await store.claim_due("ns", None, NOW, 10, "n1", lease)
     monkeypatch.undo()
-    (setting,) = await store._db.atomic([("SELECT current_setting('enable_sort') AS s", {})])
+    (setting,) = await store._db.atomic(
+        [Statement("SELECT current_setting('enable_sort') AS s", {})]
+    )
     assert setting == [{"s": "on"}]
     (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", lease)
     assert claimed.attempt == 1
+
+
+async def test_timer_rows_name_the_columns_a_statement_lacks(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    store = await open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    (timers,) = await store._db.atomic([Statement("SELECT * FROM timers", {}, timer_rows)])
+    assert [t.key for t in timers] == ["a"]
+    lacking = "SELECT id, namespace, key FROM timers"
+    with pytest.raises(KeyError, match="type, payload"):
+        await store._db.atomic([Statement(lacking, {}, timer_rows)])
 
 
 @pytest.mark.parametrize("operation", ["finish", "fan_out"])

@@ -13,14 +13,14 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.errors import IdleInTransactionSessionTimeout, TransactionRollback
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import AsyncRowFactory, DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from duetime.errors import StoreUnavailable
@@ -31,7 +31,15 @@ log = logging.getLogger("duetime.store.postgres")
 R = TypeVar("R")
 Conn = AsyncConnection[DictRow]
 Work = Callable[[Conn], Awaitable[R]]
-Statement = tuple[str, Mapping[str, Any]]
+
+
+class Statement(NamedTuple):
+    """One statement of :meth:`Database.atomic`, and how its rows are made."""
+
+    query: str
+    params: Mapping[str, Any]
+    rows: AsyncRowFactory[Any] = dict_row
+
 
 ROLLBACK_RETRIES = 3
 _decode_json = json.JSONDecoder().raw_decode
@@ -106,7 +114,7 @@ class Database:
         """Run ``work`` in one transaction: all of it commits, or none of it."""
         return await self._run(work, transaction=True)
 
-    async def atomic(self, statements: Sequence[Statement]) -> list[list[DictRow]]:
+    async def atomic(self, statements: Sequence[Statement]) -> list[list[Any]]:
         """Run ``statements`` as one transaction in one round trip; their rows, in order.
 
         They go out in a pipeline with a single sync and no BEGIN: the server runs everything
@@ -115,11 +123,11 @@ class Database:
         the statements, COMMIT); ``SET LOCAL`` settings last until that commit, as in a block.
         """
 
-        async def work(conn: Conn) -> list[list[DictRow]]:
-            cursors: list[AsyncCursor[DictRow]] = []
+        async def work(conn: Conn) -> list[list[Any]]:
+            cursors: list[AsyncCursor[Any]] = []
             async with conn.pipeline() as pipeline:
-                for query, params in statements:
-                    cursor = conn.cursor(row_factory=dict_row)
+                for query, params, rows in statements:
+                    cursor = conn.cursor(row_factory=rows)
                     await cursor.execute(query, params)
                     cursors.append(cursor)
                 await pipeline.sync()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
+from psycopg.cursor_async import AsyncCursor
+from psycopg.rows import RowMaker
 from psycopg.types.json import Jsonb
 
 from duetime.errors import InvalidInput
@@ -44,6 +47,31 @@ def timer_from_row(row: Row) -> Timer:
         destination=row["destination"],
         producer=row["producer"],
     )
+
+
+TIMER_FIELDS = tuple(f.name for f in fields(Timer))
+_STATUS_AT = TIMER_FIELDS.index("status")
+_STATUSES = {status.value: status for status in Status}
+
+
+def timer_rows(cursor: AsyncCursor[Any]) -> RowMaker[Timer]:
+    """A psycopg row factory for statements returning timer rows: each row's values go
+    straight into a :class:`Timer`, in field order, without a dict per row or a keyword per
+    field — a claim decodes hundreds of rows a call, and that was a fifth of a busy worker's
+    CPU. Extra columns are ignored; a missing one is a KeyError naming it."""
+    names = [column.name for column in cursor.description or ()]
+    missing = [name for name in TIMER_FIELDS if name not in names]
+    if missing:
+        raise KeyError(f"timer rows need the columns {', '.join(missing)}")
+    pick = itemgetter(*(names.index(name) for name in TIMER_FIELDS))
+    at = _STATUS_AT
+
+    def timer(values: Sequence[Any]) -> Timer:
+        args: list[Any] = list(pick(values))
+        args[at] = _STATUSES[args[at]]
+        return Timer(*args)
+
+    return timer
 
 
 def attempt_from_row(row: Row) -> Attempt:

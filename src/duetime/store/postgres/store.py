@@ -37,7 +37,7 @@ from duetime.model import (
 )
 from duetime.routes import delivery_key, fan_out_note, like_pattern
 from duetime.store.codec import decode_cursor, encode_cursor
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.rows import (
     FinishBatch,
@@ -48,6 +48,7 @@ from duetime.store.postgres.rows import (
     node_params,
     timer_batch_params,
     timer_from_row,
+    timer_rows,
 )
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.settings import parse_url
@@ -122,11 +123,14 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
 
     async def _notify(self, conn: Conn, earliest: datetime | None) -> None:
         """Tell every process (on commit) that work is due at ``earliest`` (None: re-read)."""
-        await conn.execute(*self._notice(earliest))
+        notice = self._notice(earliest)
+        await conn.execute(notice.query, notice.params)
 
-    def _notice(self, earliest: datetime | None) -> tuple[str, Row]:
+    def _notice(self, earliest: datetime | None) -> Statement:
         """The statement of :meth:`_notify`, for a pipeline."""
-        return Q["notify"], {"channel": self.settings.channel, "payload": encode_payload(earliest)}
+        return Statement(
+            Q["notify"], {"channel": self.settings.channel, "payload": encode_payload(earliest)}
+        )
 
     # -- schema -----------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
@@ -429,16 +433,17 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             "lease_until": lease_until,
         }
 
-        _, rows = await self._db.atomic([(Q["claim_in_order"], {}), (Q["claim_due"], params)])
-        claimed = [Claimed(timer_from_row(row), row["attempts"]) for row in rows]
-        claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
-        return claimed
+        _, timers = await self._db.atomic(
+            [Statement(Q["claim_in_order"], {}), Statement(Q["claim_due"], params, timer_rows)]
+        )
+        timers.sort(key=lambda t: (t.run_at, t.id))
+        return [Claimed(timer, timer.attempts) for timer in timers]
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
         batch = FinishBatch.of(finishes, node_id, now)
         if not batch.finishes:
             return set(batch.repeated)
-        statements = [(Q["finish_by_lookup"], {}), (Q["finish"], batch.params)]
+        statements = [Statement(Q["finish_by_lookup"], {}), Statement(Q["finish"], batch.params)]
         # Retries and released timers are due again: wake the workers, in the same round trip
         # (for all of them; one fenced out makes the hint early, never late).
         again = batch.retried()
