@@ -337,8 +337,13 @@ class AsyncApp:
         subject: str | None = None,
         correlation_id: str | None = None,
         max_attempts: int | None = None,
+        transaction: object | None = None,
     ) -> PutResult:
-        """Emit an event now: a timer due at once, delivered like any other."""
+        """Emit an event now: a timer due at once, delivered like any other.
+
+        ``transaction``: as for :meth:`schedule` — the event exists, and is delivered, only if
+        the caller's transaction commits (the transactional outbox).
+        """
         return await self.schedule(
             type,
             payload,
@@ -348,6 +353,7 @@ class AsyncApp:
             correlation_id=correlation_id,
             max_attempts=max_attempts,
             on_conflict="keep",
+            transaction=transaction,
         )
 
     # -- reading and changing ---------------------------------------------------------------

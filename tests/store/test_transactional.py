@@ -129,9 +129,11 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
     async with await psycopg.AsyncConnection.connect(store.url.split("?")[0]) as conn:
         async with conn.transaction():
             await app.schedule("order.paid", {"n": 1}, delay=5, key="kept", transaction=conn)
+            await app.emit("order.noted", {"n": 2}, key="emitted", transaction=conn)
         try:
             async with conn.transaction():
                 await app.schedule("order.paid", {}, delay=5, key="gone", transaction=conn)
+                await app.emit("order.noted", {}, key="gone-event", transaction=conn)
                 raise RuntimeError("the caller's own work failed")
         except RuntimeError:
             pass
@@ -141,8 +143,9 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
         assert row is not None
         assert store.url.split("schema=")[1] not in row[0]
     assert (await app.get("kept")).payload == {"n": 1}
+    assert (await app.get("emitted")).payload == {"n": 2}
     page = await app.history()
-    assert [t.key for t in page.items] == ["kept"]
+    assert sorted(t.key for t in page.items) == ["emitted", "kept"]
     with pytest.raises(InvalidInput) as info:
         await app.schedule("x", delay=5, key="k", transaction="not a connection")
     assert info.value.field == "transaction"
