@@ -11,7 +11,7 @@ import pytest
 from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_params
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
-from duetime.model import FanOut, Finish, Outcome
+from duetime.model import FanOut, Finish, Outcome, Status
 from duetime.store import create_store
 from duetime.store.postgres.database import Statement
 from duetime.store.postgres.rows import timer_rows
@@ -135,6 +135,74 @@ async def test_notifications_are_sent_only_on_commit(pg_url: str, open_store: St
         assert asyncio.get_running_loop().time() < deadline, heard
         await asyncio.sleep(0.01)
     assert later not in heard  # the rolled-back batch said nothing
+
+
+REPORTING = (
+    "pg_notify(%(channel)s, coalesce(pg_current_xact_id_if_assigned()::text, 'none')"
+    " || ' ' || current_setting('synchronous_commit') || left(%(payload)s, 0))"
+)
+"""A NOTIFY's payload saying whether its transaction had written anything, and whether its
+commit will be flushed."""
+
+
+def reporting(query: str) -> str:
+    assert "pg_notify(%(channel)s, %(payload)s)" in query
+    return query.replace("pg_notify(%(channel)s, %(payload)s)", REPORTING)
+
+
+async def test_the_stores_own_notifies_follow_the_commit_a_callers_are_part_of_it(
+    pg_url: str, open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL makes notifying transactions commit one after another; the store's own
+    writes therefore notify after their commit, in a transaction of their own that wrote
+    nothing and is not flushed. In a caller's transaction (the outbox), the notify is part of
+    it, and the caller's commit stays durable."""
+    store = await open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    reported = {
+        **Q,
+        "notify": reporting(Q["notify"]),
+        "notify_after_commit": reporting(Q["notify_after_commit"]),
+    }
+    monkeypatch.setattr("duetime.store.postgres.store.Q", reported)
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as listener:
+        await listener.execute(f"LISTEN {store.settings.channel}")
+        heard: list[str] = []
+
+        async def hear(count: int) -> None:
+            async with asyncio.timeout(5):
+                async for notify in listener.notifies():
+                    heard.append(notify.payload)
+                    if len(heard) == count:
+                        return
+
+        await store.put_timers([new_timer("a", type="t")], "error", NOW)  # a write
+        (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", NOW + timedelta(hours=1))
+        retry = Finish(claimed.timer.id, 1, Outcome.RETRY, error="x", run_at=NOW)
+        assert await store.finish([retry], "n1", NOW) == set()  # a pipelined write
+        async with await psycopg.AsyncConnection.connect(PG_URL) as own, own.transaction():
+            await store.put_timers_in(own, [new_timer("b", type="t")], "error", NOW)
+        await hear(3)
+    assert heard[:2] == ["none off", "none off"]  # wrote nothing, needs no flush
+    xid, flushed = heard[2].split()
+    assert (xid.isdigit(), flushed) == (True, "on")  # the caller's write, durable
+
+
+async def test_a_failed_notify_after_the_commit_does_not_fail_the_write(
+    pg_url: str, open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(pg_url)
+    failing = Q["notify_after_commit"] + " WHERE 1 / 0 = 0"
+    monkeypatch.setattr("duetime.store.postgres.store.Q", {**Q, "notify_after_commit": failing})
+    (result,) = await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    assert result.action == "created"
+    (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", NOW + timedelta(hours=1))
+    retry = Finish(claimed.timer.id, 1, Outcome.RETRY, error="x", run_at=NOW)
+    assert await store.finish([retry], "n1", NOW) == set()
+    monkeypatch.undo()
+    stored = await store.get_timer("ns", "a")
+    assert stored is not None
+    assert (stored.status, stored.last_error) == (Status.RETRYING, "x")
 
 
 async def test_payloads_round_trip_as_json(pg_url: str, open_store: StoreFactory) -> None:

@@ -50,7 +50,9 @@ def test_bad_values_name_their_field(call: object, field: str) -> None:
 
 
 def test_missing_key_is_generated_and_unique() -> None:
-    assert check_key(None) != check_key(None)
+    keys = {check_key(None) for _ in range(10_000)}
+    assert len(keys) == 10_000
+    assert all(len(key) == 32 and set(key) <= set("0123456789abcdef") for key in keys)
 
 
 def test_payload_round_trips_through_json() -> None:

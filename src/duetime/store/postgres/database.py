@@ -68,6 +68,7 @@ class Database:
         self.settings = settings
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._checking: asyncio.Task[None] | None = None
+        self._after_commit: dict[int, list[Statement]] = {}  # by id() of a connection in write()
 
     @property
     def is_open(self) -> bool:
@@ -111,11 +112,35 @@ class Database:
         return await self._run(work, transaction=False)
 
     async def write(self, work: Work[R]) -> R:
-        """Run ``work`` in one transaction: all of it commits, or none of it."""
+        """Run ``work`` in one transaction: all of it commits, or none of it.
+
+        Statements ``work`` hands to :meth:`after_commit` run once it has committed.
+        """
         return await self._run(work, transaction=True)
 
-    async def atomic(self, statements: Sequence[Statement]) -> list[list[Any]]:
+    def after_commit(self, conn: Conn, statement: Statement) -> bool:
+        """Send ``statement`` on ``conn`` after the :meth:`write` transaction it is in commits
+        (dropped if it rolls back); False when ``conn`` is in no such transaction — a caller's
+        own, say — and the caller should run it there itself.
+
+        For ``NOTIFY``: PostgreSQL serialises the commits of transactions that notify (a global
+        lock is held from the notify queue's update to the end of the commit, WAL flush
+        included), so concurrent writers that notify inside their transactions wait for each
+        other's fsyncs. A notify in its own transaction writes no WAL and holds that lock for
+        microseconds. It is best effort: a hint lost between the commit and the notify costs
+        latency, never work (workers re-check on their own).
+        """
+        pending = self._after_commit.get(id(conn))
+        if pending is None:
+            return False
+        pending.append(statement)
+        return True
+
+    async def atomic(
+        self, statements: Sequence[Statement], after: Sequence[Statement] = ()
+    ) -> list[list[Any]]:
         """Run ``statements`` as one transaction in one round trip; their rows, in order.
+        ``after`` runs once that transaction has committed (as :meth:`after_commit`).
 
         They go out in a pipeline with a single sync and no BEGIN: the server runs everything
         up to the sync as one implicit transaction and commits it there, or rolls all of it back
@@ -131,7 +156,9 @@ class Database:
                     await cursor.execute(query, params)
                     cursors.append(cursor)
                 await pipeline.sync()
-                return [await c.fetchall() if c.description else [] for c in cursors]
+                results = [await c.fetchall() if c.description else [] for c in cursors]
+            await _send_after_commit(conn, after)
+            return results
 
         return await self._run(work, transaction=False)
 
@@ -146,8 +173,15 @@ class Database:
                 async with pool.connection() as conn:
                     if not transaction:
                         return await work(conn)
-                    async with conn.transaction():
-                        return await work(conn)
+                    pending: list[Statement] = []
+                    self._after_commit[id(conn)] = pending
+                    try:
+                        async with conn.transaction():
+                            result = await work(conn)
+                    finally:
+                        del self._after_commit[id(conn)]
+                    await _send_after_commit(conn, pending)
+                    return result
             except TransactionRollback as exc:
                 if attempt >= ROLLBACK_RETRIES:
                     raise StoreUnavailable(
@@ -175,6 +209,17 @@ class Database:
             await pool.check()
         except Exception as exc:  # the pool is closing, or the server is still away
             log.debug("checking pooled connections failed: %s", exc)
+
+
+async def _send_after_commit(conn: Conn, statements: Sequence[Statement]) -> None:
+    """Best effort: the transaction before them has committed, so a failure here must not
+    turn the caller's answer into an error (see :meth:`Database.after_commit`)."""
+    for query, params, _ in statements:
+        try:
+            await conn.execute(query, params)
+        except psycopg.Error as exc:
+            log.warning("a statement after a commit failed (%s); the commit stands", exc)
+            return
 
 
 async def fetch_all(conn: Conn, query: str, params: dict[str, Any]) -> list[DictRow]:

@@ -28,7 +28,16 @@ INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s)
 SELECT clock_timestamp() AS now
 
 -- name: notify
+-- Inside a caller's transaction: sent when, and only if, it commits.
 SELECT pg_notify(%(channel)s, %(payload)s)
+
+-- name: notify_after_commit
+-- After the store's own commit, as a transaction of its own. PostgreSQL holds one global lock
+-- from a notifying transaction's pre-commit to its end, WAL flush included, so notifying commits
+-- run one at a time; this one skips the flush (a lost hint costs latency, never work: workers
+-- re-check anyway) and holds that lock for microseconds. (Its transaction only: the setting
+-- ends with it.)
+SELECT set_config('synchronous_commit', 'off', true) AS flush, pg_notify(%(channel)s, %(payload)s)
 
 -- name: ensure_namespace
 INSERT INTO namespaces (name, created_at) VALUES (%(name)s, %(now)s)

@@ -4,7 +4,8 @@ Each method is one transaction over a pooled connection (see :mod:`.database`); 
 ``queries.sql`` under the method's name. Claims, finishes and rescues are single statements
 (a claim's transaction first turns sorting off, see ``claim_in_order``), so their cost in round
 trips does not grow with the timers they take. Writers that make work due send a ``pg_notify``
-inside their transaction; :mod:`.wakeup` hears it in every process.
+right after their commit (inside a caller's own transaction, as part of it); :mod:`.wakeup`
+hears it in every process.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from duetime.store.postgres.rows import (
     timer_batch_params,
     timer_from_row,
     timer_rows,
+    versioned_timer_rows,
 )
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.settings import parse_url
@@ -122,14 +124,19 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             listener(earliest)
 
     async def _notify(self, conn: Conn, earliest: datetime | None) -> None:
-        """Tell every process (on commit) that work is due at ``earliest`` (None: re-read)."""
-        notice = self._notice(earliest)
-        await conn.execute(notice.query, notice.params)
+        """Tell every process, once the transaction on ``conn`` commits, that work is due at
+        ``earliest`` (None: re-read). In the store's own transactions the NOTIFY follows the
+        commit (see :meth:`Database.after_commit`); in a caller's, it is part of it."""
+        if not self._db.after_commit(conn, self._notice(earliest)):
+            notice = self._notice(earliest, after_commit=False)
+            await conn.execute(notice.query, notice.params)
 
-    def _notice(self, earliest: datetime | None) -> Statement:
-        """The statement of :meth:`_notify`, for a pipeline."""
+    def _notice(self, earliest: datetime | None, *, after_commit: bool = True) -> Statement:
+        """The statement of :meth:`_notify`: on its own after a commit, or inside a caller's
+        transaction (see ``notify_after_commit`` in queries.sql)."""
+        query = Q["notify_after_commit"] if after_commit else Q["notify"]
         return Statement(
-            Q["notify"], {"channel": self.settings.channel, "payload": encode_payload(earliest)}
+            query, {"channel": self.settings.channel, "payload": encode_payload(earliest)}
         )
 
     # -- schema -----------------------------------------------------------------------------
@@ -217,11 +224,13 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         # follow input order, so newest-first listings show a batch as it was given.
         # (Two batches sharing keys in opposite orders may deadlock; PostgreSQL breaks it and
         # the losing transaction is retried by Database.write.)
-        written: list[Row | None] = [None] * len(timers)
+        written: list[tuple[Timer, int] | None] = [None] * len(timers)
         for positions in _rounds(timers):
             batch = [timers[i] for i in positions]
-            rows = await fetch_all(conn, query, timer_batch_params(batch, now))
-            by_key = {(row["namespace"], row["key"]): row for row in rows}
+            async with conn.cursor(row_factory=versioned_timer_rows) as cursor:
+                await cursor.execute(query, timer_batch_params(batch, now))
+                rows = await cursor.fetchall()
+            by_key = {(timer.namespace, timer.key): (timer, version) for timer, version in rows}
             for i in positions:
                 written[i] = by_key.get((timers[i].namespace, timers[i].key))
         missing = [i for i, row in enumerate(written) if row is None]
@@ -232,7 +241,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         results = [
             PutResult("kept", existing[(timers[i].namespace, timers[i].key)])
             if row is None
-            else PutResult("created" if row["version"] == 1 else "updated", timer_from_row(row))
+            else PutResult("created" if row[1] == 1 else "updated", row[0])
             for i, row in enumerate(written)
         ]
         changed = [r.timer.run_at for r in results if r.action != "kept"]
@@ -444,12 +453,11 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         if not batch.finishes:
             return set(batch.repeated)
         statements = [Statement(Q["finish_by_lookup"], {}), Statement(Q["finish"], batch.params)]
-        # Retries and released timers are due again: wake the workers, in the same round trip
-        # (for all of them; one fenced out makes the hint early, never late).
+        # Retries and released timers are due again: wake the workers after the commit (for all
+        # of them; one fenced out makes the hint early, never late).
         again = batch.retried()
-        if again or batch.released:
-            statements.append(self._notice(min(again) if again else None))
-        _, rows, *_ = await self._db.atomic(statements)
+        after = [self._notice(min(again) if again else None)] if again or batch.released else []
+        _, rows = await self._db.atomic(statements, after)
         if again or batch.released:
             self._notify_listeners(min(again) if again else None)
         return batch.lost({row["id"] for row in rows})
