@@ -8,8 +8,9 @@ Run by hand (not part of the test suite)::
 
 Schedules ``-n`` timers into a fresh database ``dtprobe`` (dropped first), then drains them with
 one ``AsyncApp`` worker (no-op handler, ``--concurrency``) and prints the drain rate, the
-worker's CPU per job, and for ``claim_due``, ``finish`` and ``next_run_at``: calls, rows per
-call and wall time per call. Smaller and quicker than ``pg_bench.py`` (no peers, no child
+worker's CPU per job, the rate the timers were scheduled at (batches of 1,000), and for
+``claim_due``, ``finish`` and ``next_run_at``: calls, rows per call and wall time per call.
+Smaller and quicker than ``pg_bench.py`` (no peers, no child
 processes), for comparing one change with the next in alternating runs.
 """
 
@@ -57,6 +58,7 @@ async def probe(args: argparse.Namespace) -> None:
     n = args.n
     due_at = datetime.now(UTC) + timedelta(seconds=n / 5000 + 3)
     async with AsyncApp(url) as app:
+        started = time.perf_counter()
         for _ in range(0, n, 1000):
             await app.schedule_many(
                 [
@@ -66,6 +68,7 @@ async def probe(args: argparse.Namespace) -> None:
                     for _ in range(1000)
                 ]
             )
+        enqueued = n / (time.perf_counter() - started)
     if args.analyse:
         with psycopg.connect(f"{args.base}/{DB}", autocommit=True) as conn:
             conn.execute("ANALYZE")
@@ -98,6 +101,7 @@ async def probe(args: argparse.Namespace) -> None:
     await app.close()
     admin(args.base, f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
     print(f"{n / seconds:,.0f} timers/s, worker CPU {cpu / n * 1e6:.0f} µs a job")
+    print(f"  scheduled first: {enqueued:,.0f} timers/s (schedule_many, batches of 1,000)")
     for name, (calls, rows, spent) in stats.items():
         print(
             f"  {name}: {calls:.0f} calls, {rows / max(calls, 1):.1f} rows a call, "
