@@ -126,9 +126,10 @@ class Database:
         For ``NOTIFY``: PostgreSQL serialises the commits of transactions that notify (a global
         lock is held from the notify queue's update to the end of the commit, WAL flush
         included), so concurrent writers that notify inside their transactions wait for each
-        other's fsyncs. A notify in its own transaction writes no WAL and holds that lock for
-        microseconds. It is best effort: a hint lost between the commit and the notify costs
-        latency, never work (workers re-check on their own).
+        other's fsyncs. A notify in a transaction of its own that does not wait for its flush
+        (``notify_after_commit`` in queries.sql) holds that lock for microseconds. It is best
+        effort: a hint lost between the commit and the notify costs latency, never work
+        (workers re-check on their own).
         """
         pending = self._after_commit.get(id(conn))
         if pending is None:
