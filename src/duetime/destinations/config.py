@@ -32,7 +32,7 @@ This module imports no broker library, so configuration is checked where none is
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -46,6 +46,7 @@ from duetime.destinations.base import (
 )
 from duetime.errors import InvalidInput
 from duetime.model import JSON
+from duetime.options import Option, at, check_against
 
 Kind = Literal["webhook", "nats", "redis", "rabbitmq"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -178,14 +179,6 @@ def check_path(value: object, field: str) -> str:
 
 
 # -- the schema -------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One option of a kind: how to check it, and whether it must be given."""
-
-    check: Callable[[object, str], Any]
-    required: bool = False
-
-
 SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
     "webhook": {
         "url": Option(check_webhook_url, required=True),
@@ -215,10 +208,6 @@ SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
 }
 
 
-def _at(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
-
-
 def check_kind(value: object, field: str = "kind") -> Kind:
     if value not in KINDS:
         raise InvalidInput(field, f"unknown destination kind {value!r}; expected one of {KINDS}")
@@ -227,20 +216,9 @@ def check_kind(value: object, field: str = "kind") -> Kind:
 
 def check_options(kind: Kind, options: Mapping[str, object], path: str = "") -> dict[str, Any]:
     """Check every option of ``kind``: unknown ones are refused, required ones must be there."""
-    schema = SCHEMAS[kind]
-    checked: dict[str, Any] = {}
-    for name, value in options.items():
-        option = schema.get(name)
-        if option is None:
-            known = ", ".join(sorted(schema))
-            raise InvalidInput(_at(path, name), f"unknown option for {kind}; expected: {known}")
-        if value is not None:
-            checked[name] = option.check(value, _at(path, name))
-    for name, option in schema.items():
-        if option.required and name not in checked:
-            raise InvalidInput(_at(path, name), f"is required for a {kind} destination")
+    checked = check_against(SCHEMAS[kind], options, path, kind, "destination")
     if "secret" in checked and "secret_env" in checked:
-        raise InvalidInput(_at(path, "secret"), "give either secret or secret_env, not both")
+        raise InvalidInput(at(path, "secret"), "give either secret or secret_env, not both")
     return checked
 
 
@@ -262,10 +240,10 @@ class DestinationSpec:
             raise InvalidInput(path or "destination", "expected an object with a 'kind'")
         if name is None:
             name = raw.get("name")
-        name = check_name(name, _at(path, "name"))
+        name = check_name(name, at(path, "name"))
         if "kind" not in raw:
-            raise InvalidInput(_at(path, "kind"), f"is required; one of {KINDS}")
-        kind = check_kind(raw["kind"], _at(path, "kind"))
+            raise InvalidInput(at(path, "kind"), f"is required; one of {KINDS}")
+        kind = check_kind(raw["kind"], at(path, "kind"))
         options = {k: v for k, v in raw.items() if k not in ("kind", "name")}
         for key in options:
             if not isinstance(key, str):
@@ -296,7 +274,7 @@ def parse_destinations(raw: object, path: str = "destinations") -> dict[str, Des
         raise InvalidInput(path, "expected an object of destination name → destination")
     specs: dict[str, DestinationSpec] = {}
     for name, item in raw.items():
-        field_path = _at(path, str(name))
+        field_path = at(path, str(name))
         check_name(name, field_path)
         specs[name] = DestinationSpec.from_dict(item, name=name, path=field_path)
     return specs

@@ -42,6 +42,7 @@ from duetime.destinations.base import check_name, check_timeout, redact_url
 from duetime.destinations.config import check_nats_urls, check_path, check_redis_url
 from duetime.errors import InvalidInput
 from duetime.model import JSON
+from duetime.options import Option, at, check_against
 from duetime.sources.base import (
     MAPPINGS,
     ON_CONFLICT,
@@ -113,14 +114,6 @@ def _window(value: object, field: str) -> object:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One option of a kind: how to check it, and whether it must be given."""
-
-    check: Callable[[object, str], Any]
-    required: bool = False
-
-
 _COMMON: Mapping[str, Option] = {
     "mapping": Option(check_mapping),
     "type": Option(check_type),
@@ -163,10 +156,6 @@ SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
 }
 
 
-def _at(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
-
-
 def check_kind(value: object, field: str = "kind") -> Kind:
     """A source kind this build knows: ``nats`` or ``redis``."""
     if value not in KINDS:
@@ -176,18 +165,7 @@ def check_kind(value: object, field: str = "kind") -> Kind:
 
 def check_options(kind: Kind, options: Mapping[str, object], path: str = "") -> dict[str, Any]:
     """Check every option of ``kind``: unknown ones are refused, required ones must be there."""
-    schema = SCHEMAS[kind]
-    checked: dict[str, Any] = {}
-    for name, value in options.items():
-        option = schema.get(name)
-        if option is None:
-            known = ", ".join(sorted(schema))
-            raise InvalidInput(_at(path, name), f"unknown option for {kind}; expected: {known}")
-        if value is not None:
-            checked[name] = option.check(value, _at(path, name))
-    for name, option in schema.items():
-        if option.required and name not in checked:
-            raise InvalidInput(_at(path, name), f"is required for a {kind} source")
+    checked = check_against(SCHEMAS[kind], options, path, kind, "source")
     command_of(checked, path)  # the mapping's options must fit the mapping
     return checked
 
@@ -202,7 +180,7 @@ def command_of(options: Mapping[str, Any], path: str = "") -> ScheduleCommand:
             on_conflict=options.get("on_conflict", "update"),
         )
     except InvalidInput as exc:
-        raise renamed(exc, _at(path, exc.field or "mapping")) from None
+        raise renamed(exc, at(path, exc.field or "mapping")) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,10 +198,10 @@ class SourceSpec:
             raise InvalidInput(path or "source", "expected an object with a 'kind'")
         if name is None:
             name = raw.get("name")
-        name = check_name(name, _at(path, "name"))
+        name = check_name(name, at(path, "name"))
         if "kind" not in raw:
-            raise InvalidInput(_at(path, "kind"), f"is required; one of {KINDS}")
-        kind = check_kind(raw["kind"], _at(path, "kind"))
+            raise InvalidInput(at(path, "kind"), f"is required; one of {KINDS}")
+        kind = check_kind(raw["kind"], at(path, "kind"))
         options = {k: v for k, v in raw.items() if k not in ("kind", "name")}
         for key in options:
             if not isinstance(key, str):
@@ -260,7 +238,7 @@ def parse_sources(raw: object, path: str = "sources") -> dict[str, SourceSpec]:
         raise InvalidInput(path, "expected an object of source name → source")
     specs: dict[str, SourceSpec] = {}
     for name, item in raw.items():
-        field_path = _at(path, str(name))
+        field_path = at(path, str(name))
         check_name(name, field_path)
         specs[name] = SourceSpec.from_dict(item, name=name, path=field_path)
     return specs
