@@ -216,9 +216,14 @@ LIMIT 1
 -- them (seconds with 500,000 due) to keep 100; generic or custom, the walk takes milliseconds.
 -- Each locked row is then updated through one primary-key probe, as in finish_by_lookup, never
 -- by hashing the whole table (which a custom plan for a large batch of an analysed table does).
+-- And the prepared statement's generic plan is used, not one planned anew at every call (which
+-- PostgreSQL keeps doing on an analysed table): both reach the rows the same way
+-- (tests/store/test_postgres_plan.py), and planning was about one part in twenty of the
+-- server's time per job.
 SELECT set_config('enable_sort', 'off', true) AS enable_sort,
        set_config('enable_hashjoin', 'off', true) AS hashjoin,
-       set_config('enable_mergejoin', 'off', true) AS mergejoin
+       set_config('enable_mergejoin', 'off', true) AS mergejoin,
+       set_config('plan_cache_mode', 'force_generic_plan', true) AS generic
 
 -- name: claim_due
 -- One statement: lock the due rows (skipping those another node is claiming) and mark them
@@ -261,9 +266,11 @@ SELECT * FROM claimed
 -- name: finish_by_lookup
 -- Sent before finish, in its transaction: the only join left is each locked outcome with its
 -- row, which is one primary-key probe each; without this, a custom plan for a large batch may
--- hash the whole table instead (the cost model prices a probe as a random disk read).
+-- hash the whole table instead (the cost model prices a probe as a random disk read). The
+-- generic plan is used, as in claim_in_order.
 SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
-       set_config('enable_mergejoin', 'off', true) AS mergejoin
+       set_config('enable_mergejoin', 'off', true) AS mergejoin,
+       set_config('plan_cache_mode', 'force_generic_plan', true) AS generic
 
 -- name: finish
 -- The owner's outcomes, fenced by (id, attempt, owner, running): rows that are no longer the
