@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from storekit import NOW, new_timer
 
-from duetime.store.sqlite.store import SqliteStore
+from duetime.store.sqlite.store import SqliteStore, _enter_wal
 
 
 def hold_write_lock(path: Path) -> sqlite3.Connection:
@@ -73,3 +73,35 @@ def test_a_writer_that_never_lets_go_fails_after_the_busy_timeout(tmp_path: Path
             await store.close()
 
     asyncio.run(scenario())
+
+
+class SwitchingRace:
+    """A connection whose switch to WAL meets another process doing the same ``busy`` times
+    (SQLite fails one of two such switches at once, without its busy handler)."""
+
+    def __init__(self, busy: int, code: int = sqlite3.SQLITE_BUSY) -> None:
+        self.busy, self.code, self.tries = busy, code, 0
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        assert sql == "PRAGMA journal_mode = WAL"
+        self.tries += 1
+        if self.tries <= self.busy:
+            error = sqlite3.OperationalError("database is locked")
+            error.sqlite_errorcode = self.code
+            raise error
+        return sqlite3.connect(":memory:").execute("SELECT 'wal'")
+
+
+def test_switching_a_new_file_to_wal_is_tried_again_while_another_process_does() -> None:
+    race = SwitchingRace(busy=3)
+    assert _enter_wal(race, patience=5.0) == "wal"  # type: ignore[arg-type]
+    assert race.tries == 4
+
+
+@pytest.mark.parametrize(
+    ("race", "patience"),
+    [(SwitchingRace(busy=1, code=sqlite3.SQLITE_IOERR), 5.0), (SwitchingRace(busy=10**6), 0.05)],
+)
+def test_other_errors_and_a_spent_patience_are_raised(race: SwitchingRace, patience: float) -> None:
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _enter_wal(race, patience)  # type: ignore[arg-type]

@@ -201,7 +201,7 @@ class SqliteStore(SqliteSchedules, SqliteHistory):
         )
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _enter_wal(conn, self._busy_timeout_ms / 1000)
         if str(mode).lower() != "wal":
             raise StoreUnavailable(f"could not put {self.path} in WAL mode (got {mode})")
         conn.execute("PRAGMA synchronous = FULL")
@@ -699,6 +699,25 @@ class _Write(Generic[R]):
 
 _POLL_FIRST = 0.0001
 _POLL_MAX = 0.002
+
+
+def _enter_wal(conn: sqlite3.Connection, patience: float) -> object:
+    """``PRAGMA journal_mode = WAL``, tried again while another process holds the file.
+
+    Two processes opening a brand-new file at once (a worker starting, a CLI command beside it)
+    both switch it to WAL, which needs the exclusive lock; SQLite sees them wait for each other
+    and fails one at once with "database is locked", without its busy handler. The switch is
+    retried every few milliseconds for up to ``patience`` seconds. Returns the mode reached.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.005)
 
 
 def _begin_immediate(conn: sqlite3.Connection) -> None:
