@@ -92,10 +92,21 @@ async def test_update_changes_a_pending_key(store: Store) -> None:
 async def test_update_reaches_a_timer_waiting_for_a_retry(store: Store) -> None:
     await store.put_timers([new_timer("a")], "update", NOW)
     await fire(store, "a", Outcome.RETRY, error="boom", run_at=LATER)
-    (again,) = await store.put_timers([new_timer("a", payload={"v": 2})], "update", NOW)
+    (again,) = await store.put_timers(
+        [new_timer("a", payload={"v": 2}, subject="s", producer="api")], "update", NOW
+    )
     assert again.action == "updated"
     assert (again.timer.status, again.timer.attempts) == (Status.RETRYING, 1)
     assert again.timer.run_at == NOW
+    # The answer is the row as stored: what the retry left (first firing, last error) with
+    # what this call changed.
+    assert (again.timer.fired_at, again.timer.last_error) == (NOW, "boom")
+    assert (again.timer.payload, again.timer.subject, again.timer.producer) == (
+        {"v": 2},
+        "s",
+        "api",
+    )
+    assert await store.get_timer("ns", "a") == again.timer
 
 
 async def test_update_keeps_a_fired_key_as_it_is(store: Store) -> None:

@@ -52,7 +52,8 @@ SELECT name FROM namespaces ORDER BY name
 -- name: insert_timer
 -- A whole batch in one statement: one array per column (sent in binary: psycopg's text format
 -- for arrays costs ~10x more client CPU), unnested in input order, which the ids follow. A key
--- that exists already is left alone and comes back missing from the result.
+-- that exists already is left alone and comes back missing from the result. Only the columns
+-- the server decides come back (rows.WRITTEN_COLUMNS): the caller has the rest.
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
@@ -71,7 +72,8 @@ FROM unnest(
 )
 ORDER BY n
 ON CONFLICT (namespace, key) DO NOTHING
-RETURNING *
+RETURNING id, namespace, key, status, attempts, registered_at, updated_at, run_at, fired_at,
+    completed_at, last_error, lease_owner, lease_expires_at, destination, version
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
@@ -109,7 +111,8 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     producer = excluded.producer,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
-RETURNING *
+RETURNING id, namespace, key, status, attempts, registered_at, updated_at, run_at, fired_at,
+    completed_at, last_error, lease_owner, lease_expires_at, destination, version
 
 -- name: get_timers
 -- The timers of a batch of keys. A key archived since the caller's insert conflicted with it is

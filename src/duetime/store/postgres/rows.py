@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from operator import itemgetter
@@ -62,12 +62,76 @@ def timer_rows(cursor: AsyncCursor[Any]) -> RowMaker[Timer]:
     return _timer_maker(_column_names(cursor))
 
 
-def versioned_timer_rows(cursor: AsyncCursor[Any]) -> RowMaker[tuple[Timer, int]]:
-    """As :func:`timer_rows`, each timer with its row's ``version`` (1: just created)."""
-    names = _column_names(cursor)
-    timer = _timer_maker(names)
-    at = names.index("version")
-    return lambda values: (timer(values), values[at])
+WRITTEN_COLUMNS = (
+    "id",
+    "namespace",
+    "key",
+    "status",
+    "attempts",
+    "registered_at",
+    "updated_at",
+    "run_at",
+    "fired_at",
+    "completed_at",
+    "last_error",
+    "lease_owner",
+    "lease_expires_at",
+    "destination",
+    "version",
+)
+"""What ``insert_timer`` / ``upsert_timer`` return: the columns the server decides."""
+
+
+def written_timer_rows(
+    timers: Sequence[NewTimer],
+) -> Callable[[AsyncCursor[Any]], RowMaker[tuple[Timer, int]]]:
+    """A row factory for the rows a batch insert or upsert wrote, each with its ``version``.
+
+    The statement returns only what the server decided (:data:`WRITTEN_COLUMNS`); the rest of
+    each timer is what was sent, taken from ``timers`` by key. Sending every column back and
+    decoding it, the payload's JSON included, was a third of the client's time per timer.
+    """
+    sent = {(timer.namespace, timer.key): timer for timer in timers}
+
+    def factory(cursor: AsyncCursor[Any]) -> RowMaker[tuple[Timer, int]]:
+        names = tuple(_column_names(cursor))
+        if names != WRITTEN_COLUMNS:
+            raise KeyError(f"written timer rows need the columns {', '.join(WRITTEN_COLUMNS)}")
+
+        def timer(values: Sequence[Any]) -> tuple[Timer, int]:
+            (id_, namespace, key, status, attempts, registered_at, updated_at, run_at) = values[:8]
+            t = sent[namespace, key]
+            return Timer(
+                id=id_,
+                namespace=namespace,
+                key=key,
+                type=t.type,
+                payload=t.payload,
+                subject=t.subject,
+                due_at=t.due_at,
+                status=_STATUSES[status],
+                attempts=attempts,
+                max_attempts=t.max_attempts,
+                registered_at=registered_at,
+                updated_at=updated_at,
+                run_at=run_at,
+                correlation_id=t.correlation_id,
+                expires_after=t.expires_after,
+                local=t.local,
+                timezone=t.timezone,
+                disambiguation=t.disambiguation,
+                fired_at=values[8],
+                completed_at=values[9],
+                last_error=values[10],
+                lease_owner=values[11],
+                lease_expires_at=values[12],
+                destination=values[13],
+                producer=t.producer,
+            ), values[14]
+
+        return timer
+
+    return factory
 
 
 def _column_names(cursor: AsyncCursor[Any]) -> list[str]:
@@ -133,7 +197,9 @@ def timer_batch_params(timers: Sequence[NewTimer], now: datetime) -> Row:
         "namespaces": [t.namespace for t in timers],
         "keys": [t.key for t in timers],
         "types": [t.type for t in timers],
-        "payloads": [dump_json(t.payload) for t in timers],
+        "payloads": [
+            dump_json(t.payload) if t.payload_json is None else t.payload_json for t in timers
+        ],
         "subjects": [t.subject for t in timers],
         "correlation_ids": [t.correlation_id for t in timers],
         "due_ats": [t.due_at for t in timers],

@@ -50,7 +50,7 @@ from duetime.store.postgres.rows import (
     timer_batch_params,
     timer_from_row,
     timer_rows,
-    versioned_timer_rows,
+    written_timer_rows,
 )
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.settings import parse_url
@@ -227,7 +227,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         written: list[tuple[Timer, int] | None] = [None] * len(timers)
         for positions in _rounds(timers):
             batch = [timers[i] for i in positions]
-            async with conn.cursor(row_factory=versioned_timer_rows) as cursor:
+            async with conn.cursor(row_factory=written_timer_rows(batch)) as cursor:
                 await cursor.execute(query, timer_batch_params(batch, now))
                 rows = await cursor.fetchall()
             by_key = {(timer.namespace, timer.key): (timer, version) for timer, version in rows}
