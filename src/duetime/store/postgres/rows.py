@@ -100,6 +100,7 @@ def written_timer_rows(
 
         def timer(values: Sequence[Any]) -> tuple[Timer, int]:
             (id_, namespace, key, status, attempts, registered_at, updated_at, run_at) = values[:8]
+            fired_at, completed_at, last_error, owner, lease_until, destination = values[8:14]
             t = sent[namespace, key]
             return Timer(
                 id=id_,
@@ -120,12 +121,12 @@ def written_timer_rows(
                 local=t.local,
                 timezone=t.timezone,
                 disambiguation=t.disambiguation,
-                fired_at=values[8],
-                completed_at=values[9],
-                last_error=values[10],
-                lease_owner=values[11],
-                lease_expires_at=values[12],
-                destination=values[13],
+                fired_at=fired_at,
+                completed_at=completed_at,
+                last_error=last_error,
+                lease_owner=owner,
+                lease_expires_at=lease_until,
+                destination=destination,
                 producer=t.producer,
             ), values[14]
 
