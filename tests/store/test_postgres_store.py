@@ -81,15 +81,17 @@ async def test_db_now_is_the_server_clock(pg_url: str, open_store: StoreFactory)
     assert await store.db_now() >= server
 
 
-async def test_connections_commit_durably_in_the_schema(pg_url: str, pg_schema: str) -> None:
+async def test_connections_commit_durably_in_the_schema_without_jit(
+    pg_url: str, pg_schema: str
+) -> None:
     store = PostgresStore(pg_url, listen=False)
     conn = await psycopg.AsyncConnection.connect(store.settings.conninfo)
     try:
         cur = await conn.execute(
             "SELECT current_setting('synchronous_commit'), current_setting('search_path'),"
-            " current_setting('TimeZone')"
+            " current_setting('TimeZone'), current_setting('jit')"
         )
-        assert await cur.fetchone() == ("on", pg_schema, "UTC")
+        assert await cur.fetchone() == ("on", pg_schema, "UTC", "off")
     finally:
         await conn.close()
 
