@@ -308,3 +308,37 @@ async def test_a_fanned_out_event_and_each_delivery_are_logged(store: Store) -> 
     assert set(logged) == {("e1", None), ("e1@hook", "hook"), ("e1@bus", "bus")}
     assert [a.outcome for a in logged["e1", None]] == [Outcome.FANNED_OUT]
     assert [a.outcome for a in logged["e1@hook", "hook"]] == [Outcome.DONE]
+
+
+async def test_running_timers_are_listed_in_their_place(store: Store) -> None:
+    """Running timers page in id order with the rest, filtered like the rest, and never in
+    another namespace's listing (PostgreSQL reads them from their own index)."""
+    early, late = NOW - timedelta(minutes=1), NOW + timedelta(minutes=1)
+    await store.put_timers(
+        [
+            new_timer(f"k{i}", early if i in (1, 3) else late, type="t", subject="s")
+            for i in range(5)
+        ],
+        "error",
+        NOW,
+    )
+    await store.put_timers([new_timer("far", early, namespace="other", type="t")], "error", NOW)
+    assert len(await store.claim_due("other", None, NOW, 10, "n1", LEASE)) == 1
+    running = await store.claim_due("ns", None, NOW, 10, "n1", LEASE)
+    assert sorted(c.timer.key for c in running) == ["k1", "k3"]
+
+    async def pages(timer_filter: TimerFilter, size: int) -> list[list[str]]:
+        found, cursor = [], None
+        while True:
+            page = await store.list_timers("ns", timer_filter, cursor, size)
+            found.append([t.key for t in page.items])
+            if (cursor := page.next_cursor) is None:
+                return found
+
+    assert await pages(TimerFilter(), 2) == [["k4", "k3"], ["k2", "k1"], ["k0"]]
+    assert await pages(TimerFilter(subject="s"), 3) == [["k4", "k3", "k2"], ["k1", "k0"]]
+    assert await pages(TimerFilter(status=Status.RUNNING), 1) == [["k3"], ["k1"]]
+    assert await pages(TimerFilter(status=Status.SCHEDULED, type="t"), 5) == [["k4", "k2", "k0"]]
+    events = await hist(store).list_events("ns", EventFilter(), None, 50)
+    assert [e.timer.key for e in events.items] == ["k3", "k1"]
+    assert all(e.timer.status is Status.RUNNING for e in events.items)

@@ -186,7 +186,8 @@ def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
     whose estimate after an ANALYZE of a quiet table is one row (the plan then reads the running
     rows once per outcome: batch x running comparisons)."""
     conn.execute(
-        "UPDATE timers SET status = 'running', attempts = 1, lease_owner = 'n1' "
+        "UPDATE timers SET status = 'running', attempts = 1, lease_owner = 'n1', "
+        "lease_expires_at = now() + interval '1 minute' "
         "WHERE namespace = 'ns1' AND status = 'scheduled' AND id <= 6000"
     )
     conn.execute(

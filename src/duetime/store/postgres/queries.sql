@@ -143,11 +143,26 @@ LIMIT 1
 -- name: list_timers
 -- Newest first over the hot table and the history (ids are never reused: one cursor serves
 -- both). Pending, running and dead timers are never archived, so asking for those skips it.
+-- The hot rows not running come from timers_listing (or timers_subject), the running ones,
+-- which those leave out, from timers_leased (see migration 0009); the always-true bounds on
+-- the lease keep that index chosen even on a table never analysed.
 SELECT * FROM (
     (SELECT * FROM timers
      WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND %(status)s::text IS DISTINCT FROM 'running'
        AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
        AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND id < %(before_id)s
+     ORDER BY id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM timers
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR %(status)s::text = 'running')
+       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
        AND (%(type)s::text IS NULL OR type = %(type)s::text)
        AND id < %(before_id)s
      ORDER BY id DESC
@@ -522,15 +537,17 @@ WHERE timers.id = stranded.id
 RETURNING timers.id
 
 -- name: history_namespaces
--- Every namespace with fired or finished timers in the hot table, one index probe each (a loose
--- scan of timers_events), whether or not the namespaces table lists it.
+-- Every namespace with fired or finished timers in the hot table, running ones aside (nothing
+-- to archive there), one index probe each (a loose scan of timers_events), whether or not the
+-- namespaces table lists it.
 WITH RECURSIVE found AS (
     (SELECT namespace FROM timers
-     WHERE coalesce(fired_at, completed_at) IS NOT NULL
+     WHERE coalesce(fired_at, completed_at) IS NOT NULL AND lease_expires_at IS NULL
      ORDER BY namespace LIMIT 1)
     UNION ALL
     SELECT (SELECT namespace FROM timers
             WHERE namespace > found.namespace AND coalesce(fired_at, completed_at) IS NOT NULL
+              AND lease_expires_at IS NULL
             ORDER BY namespace LIMIT 1)
     FROM found WHERE found.namespace IS NOT NULL
 )
@@ -574,6 +591,7 @@ WITH batch AS (
     WHERE namespace = %(namespace)s
       AND coalesce(fired_at, completed_at) < %(archive_before)s
       AND (coalesce(fired_at, completed_at), id) > (%(after_at)s, %(after_id)s)
+      AND lease_expires_at IS NULL
       AND completed_at < %(archive_before)s
       AND completed_at >= %(delete_before)s
       AND status IN ('done', 'cancelled', 'expired')
@@ -607,6 +625,7 @@ WITH batch AS (
     WHERE namespace = %(namespace)s
       AND coalesce(fired_at, completed_at) < %(delete_before)s
       AND (coalesce(fired_at, completed_at), id) > (%(after_at)s, %(after_id)s)
+      AND lease_expires_at IS NULL
       AND completed_at < %(delete_before)s
     ORDER BY coalesce(fired_at, completed_at), id
     LIMIT %(limit)s
@@ -622,17 +641,29 @@ SELECT (SELECT count(*) FROM deleted) AS count, last.event_at, last.id
 FROM (SELECT event_at, id FROM batch ORDER BY event_at DESC, id DESC LIMIT 1) AS last
 
 -- name: list_events
--- The event log: timers that fired, newest fired_at first, from the hot table (timers_events)
--- and the history. fired_at <= completed_at, so since also prunes older history partitions.
+-- The event log: timers that fired, newest fired_at first, from the hot table (timers_events,
+-- and timers_leased for the running ones, as in list_timers) and the history. fired_at <=
+-- completed_at, so since also prunes older history partitions.
 SELECT * FROM (
     (SELECT * FROM timers
      WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
        AND coalesce(fired_at, completed_at) >= %(since)s
        AND coalesce(fired_at, completed_at) < %(until)s
        AND (coalesce(fired_at, completed_at), id) < (%(before_at)s, %(before_id)s)
        AND fired_at IS NOT NULL
        AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
      ORDER BY coalesce(fired_at, completed_at) DESC, id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM timers
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND fired_at >= %(since)s
+       AND fired_at < %(until)s
+       AND (fired_at, id) < (%(before_at)s, %(before_id)s)
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+     ORDER BY fired_at DESC, id DESC
      LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM timer_history
