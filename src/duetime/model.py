@@ -141,8 +141,6 @@ class NewTimer:
     timezone: str | None = None
     disambiguation: str = "compatible"
     producer: str | None = None
-    payload_json: str | None = field(default=None, compare=False, repr=False)
-    """``payload`` as JSON text when validation already encoded it (else the store does)."""
 
 
 @dataclass(frozen=True, slots=True)

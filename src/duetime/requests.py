@@ -14,9 +14,9 @@ from duetime.validation import (
     check_expires_after,
     check_key,
     check_max_attempts,
+    check_payload,
     check_subject,
     check_type,
-    encode_payload,
 )
 from duetime.when import resolve_when
 
@@ -76,14 +76,11 @@ class TimerRequest:
             disambiguation=self.disambiguation,
         )
         max_attempts = default_max_attempts if self.max_attempts is None else self.max_attempts
-        key = check_key(self.key)
-        type_ = check_type(self.type)
-        payload, payload_json = encode_payload(self.payload, max_payload_bytes)
         return NewTimer(
             namespace=namespace,
-            key=key,
-            type=type_,
-            payload=payload,
+            key=check_key(self.key),
+            type=check_type(self.type),
+            payload=check_payload(self.payload, max_payload_bytes),
             due_at=when.due_at,
             max_attempts=check_max_attempts(max_attempts),
             subject=check_subject(self.subject),
@@ -93,5 +90,4 @@ class TimerRequest:
             timezone=when.timezone,
             disambiguation=when.disambiguation,
             producer=producer,
-            payload_json=payload_json,
         )

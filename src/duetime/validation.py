@@ -136,14 +136,6 @@ def check_payload(
     NUL characters and lone surrogates are refused because PostgreSQL's jsonb cannot hold
     them; refusing them everywhere keeps both backends answering alike.
     """
-    return encode_payload(value, max_bytes, field)[0]
-
-
-def encode_payload(
-    value: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, field: str = "payload"
-) -> tuple[JSON, str]:
-    """As :func:`check_payload`, with the JSON text it measured: the store sends that text
-    as it is instead of encoding the payload a second time."""
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         encoded = text.encode("utf-8")
@@ -156,7 +148,7 @@ def encode_payload(
     size = len(encoded)
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes as JSON; the limit is {max_bytes}")
-    return json.loads(text), text
+    return json.loads(text)
 
 
 def _has_nul(value: Any) -> bool:

@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 
 from duetime.errors import InvalidInput
-from duetime.store.codec import dump_json
 from duetime.validation import (
     check_expires_after,
     check_key,
@@ -16,7 +15,6 @@ from duetime.validation import (
     check_payload,
     check_subject,
     check_type,
-    encode_payload,
     parse_payload_text,
 )
 
@@ -63,15 +61,6 @@ def test_payload_round_trips_through_json() -> None:
         "b": "é",
     }
     assert check_payload((1, 2)) == [1, 2]
-
-
-@pytest.mark.parametrize("value", [{"a": (1, 2.5)}, {1: "x"}, [None, True, "é"], 3, "s"])
-def test_encoded_payload_is_the_text_of_the_stored_value(value: object) -> None:
-    """The store sends this text instead of encoding the payload again: it must be exactly
-    what encoding the normalised value would give."""
-    payload, text = encode_payload(value)
-    assert text == dump_json(payload)
-    assert payload == check_payload(value)
 
 
 def test_expires_after_accepts_seconds_iso_and_timedelta() -> None:

@@ -198,9 +198,7 @@ def timer_batch_params(timers: Sequence[NewTimer], now: datetime) -> Row:
         "namespaces": [t.namespace for t in timers],
         "keys": [t.key for t in timers],
         "types": [t.type for t in timers],
-        "payloads": [
-            dump_json(t.payload) if t.payload_json is None else t.payload_json for t in timers
-        ],
+        "payloads": [dump_json(t.payload) for t in timers],
         "subjects": [t.subject for t in timers],
         "correlation_ids": [t.correlation_id for t in timers],
         "due_ats": [t.due_at for t in timers],
