@@ -5,6 +5,7 @@ Run by hand (not part of the test suite)::
 
     .venv/bin/python bench/pg_layout_probe.py               # every layout, alternating, 2 rounds
     .venv/bin/python bench/pg_layout_probe.py --layouts current,queue
+    .venv/bin/python bench/pg_layout_probe.py --layouts current,queue --bulk 10000000 --repeat 1
 
 For each layout: a fresh database ``dtlayout`` with duetime's migrated schema, ``-n`` timers due
 now (scheduled through the API, so rows are as wide as real ones), VACUUM ANALYZE and a
@@ -18,6 +19,10 @@ updates PostgreSQL could make HOT.
 instead (the claim then skips running rows on the heap), and leaves 30 % of each page free
 (fillfactor 70, VACUUM FULL), so the claim may update in place. It is a measurement, not a
 layout that works: rescue, the dead-letter list and schedules lose their indexes.
+
+``--bulk N`` loads N pending timers with SQL instead, as ``pg_bench.py``'s 10M claim scenario
+does (``load_pending``: every k-th row due in the past hour, the rest over the next 30 days), so
+the claims find their rows scattered over a large table.
 
 ``queue`` moves pending and running work to a narrow table ``timer_queue`` (id, namespace,
 run_at, attempt, lease) with its own pending and lease indexes: a claim updates queue rows and
@@ -123,8 +128,22 @@ async def load(base: str, n: int) -> None:
             )
 
 
-def measure(base: str, layout: str, n: int, rounds: int) -> str:
-    asyncio.run(load(base, n))
+async def migrate(base: str) -> None:
+    admin(base, f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+    admin(base, f"CREATE DATABASE {DB}")
+    async with AsyncApp(f"{base}/{DB}?schema=duetime") as app:
+        await app.open()
+
+
+def measure(base: str, layout: str, n: int, rounds: int, bulk: int) -> str:
+    if bulk:
+        from pg_bench import load_pending  # this folder's benchmark, run from here
+
+        asyncio.run(migrate(base))
+        conninfo = f"{base}/{DB}?options=-c%20search_path%3Dduetime"
+        load_pending(conninfo, bulk, 2 * rounds * 100)
+    else:
+        asyncio.run(load(base, n))
     with psycopg.connect(f"{base}/{DB}", autocommit=True, options="-c search_path=duetime") as c:
         for statement in {"hot": HOT_LAYOUT, "queue": QUEUE_LAYOUT}.get(layout, []):
             c.execute(statement)
@@ -166,11 +185,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300, help="claims and finishes (300)")
     parser.add_argument("--repeat", type=int, default=2, help="alternating rounds (2)")
     parser.add_argument("--layouts", default="current,hot,queue", help="(current,hot,queue)")
+    parser.add_argument("--bulk", type=int, default=0, help="pending timers loaded by SQL (0)")
     parser.add_argument("--base", default="postgresql://postgres@127.0.0.1:5432")
     args = parser.parse_args()
     for _ in range(args.repeat):
         for layout in args.layouts.split(","):
-            print(measure(args.base, layout, args.n, args.rounds), flush=True)
+            print(measure(args.base, layout, args.n, args.rounds, args.bulk), flush=True)
 
 
 if __name__ == "__main__":
