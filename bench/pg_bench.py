@@ -611,7 +611,7 @@ class Bench:
         queries = load_queries("duetime.store.postgres")
         claim_sql = queries["claim_due"]
         prelude = queries.get("claim_in_order")  # sent first in the claim's transaction
-        due_now = max(int(rows * args.claim_due_fraction), 3 * iterations * 100)
+        due_now = max(int(rows * args.claim_due_fraction), 5 * iterations * 100)
         print(f"    loading {rows:,} pending timers ({due_now:,} already due) …", flush=True)
         started = time.perf_counter()
         rows = load_pending(conninfo, rows, due_now, args.claim_load_budget)
@@ -624,7 +624,9 @@ class Bench:
                     t = time.perf_counter()
                     conn.execute("ANALYZE timers")
                     print(f"    ANALYZE timers: {time.perf_counter() - t:.1f} s", flush=True)
-            times, got, plans = time_claims(conninfo, claim_sql, iterations, prelude)
+            times, got, plans, statement, commits = time_claims(
+                conninfo, claim_sql, iterations, prelude
+            )
             p50 = statistics.median(times)
             p99 = statistics.quantiles(times, n=100, method="inclusive")[98]
             note = "" if min(got) == 100 else f"some claims got {min(got)} rows"
@@ -654,6 +656,20 @@ class Bench:
                 p99,
                 f"max {max(times):,.0f} ms; first 10 runs {statistics.mean(times[:10]):,.1f} ms "
                 f"on average; {sum(t > 100 for t in times)} of {len(times)} over 100 ms",
+            )
+            rep.put(
+                rep.figure(
+                    scen,
+                    f"claim 100, the statement alone, median ({phase} table)",
+                    "ms",
+                    False,
+                    limit=5.0,
+                    limit_strict=True,
+                ),
+                "duetime",
+                statistics.median(statement),
+                f"p99 {statistics.quantiles(statement, n=100, method='inclusive')[98]:,.2f} ms;"
+                f" its COMMIT (WAL flush) {statistics.median(commits):,.2f} ms median",
             )
             for label, plan in plans:
                 title = f"claim_due LIMIT 100, {rows:,} pending, {phase} table, {label}"
@@ -709,14 +725,17 @@ def time_claims(
     iterations: int,
     prelude: str | None = None,
     budget: float = 300.0,
-) -> tuple[list[float], list[int], list[tuple[str, str]]]:
+) -> tuple[list[float], list[int], list[tuple[str, str]], list[float], list[float]]:
     """Run the store's claim_due statement as the store does: psycopg with its default
     prepare threshold (server-side prepared after 5 runs, so PostgreSQL may switch to a generic
     plan), in autocommit — or, when the store sends ``prelude`` (queries.sql's
     ``claim_in_order``) first, with it in one pipeline (one round trip, one implicit
-    transaction), timed whole. Returns the timings (ms), the rows each claim got, and two
-    plans: the first execution's, and the prepared statement's after the timed runs (the plan
-    the store really ends up with)."""
+    transaction), timed whole. Each timed claim is followed by one taken apart: the same
+    statements in an explicit transaction, the claim statement timed from its sending to its
+    last row, and the COMMIT (the WAL flush) timed on its own. Returns the whole timings (ms),
+    the rows each claim got, two plans (the first execution's, and the prepared statement's
+    after the timed runs: the plan the store really ends up with), and the statement and commit
+    timings (ms)."""
     node = "bench-claim"
     try:  # the subscription filter's parameters, from the store itself when it has them
         from duetime.store.postgres.store import claim_params
@@ -739,6 +758,8 @@ def time_claims(
     times: list[float] = []
     got: list[int] = []
     plans: list[tuple[str, str]] = []
+    statement: list[float] = []
+    commits: list[float] = []
     deadline = time.monotonic() + budget
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("SET statement_timeout = '120s'")  # a bound, not part of the measure
@@ -771,6 +792,16 @@ def time_claims(
                     claimed = cur.fetchall()
             times.append((time.perf_counter() - started) * 1000)
             got.append(len(claimed))
+            p = params()
+            conn.execute("BEGIN")
+            if prelude is not None:
+                conn.execute(prelude)
+            started = time.perf_counter()
+            conn.execute(claim_sql, p).fetchall()
+            statement.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            conn.execute("COMMIT")
+            commits.append((time.perf_counter() - started) * 1000)
         prepared = conn.execute(
             "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
             "WHERE statement LIKE '%%claimed AS (%%'"
@@ -791,7 +822,7 @@ def time_claims(
                 f"(generic plans {generic}, custom plans {custom})"
             )
             plans.append((label, "\n".join(r[0] for r in explained)))
-    return times, got, plans
+    return times, got, plans, statement, commits
 
 
 # -- the child process -----------------------------------------------------------------------

@@ -52,6 +52,14 @@ claims took longer, the worker claims twice their worst time ahead, up to
 :data:`MAX_CLAIM_AHEAD`. (Meanwhile the timer shows as ``running``: cancelling it that close to
 its due instant is a conflict, as it would be a moment later.)"""
 MAX_CLAIM_AHEAD = timedelta(milliseconds=250)
+PREFETCH_HORIZON = 0.05
+"""Seconds of work, at the worker's recent pace, it may claim beyond its free slots.
+
+The extra rows wait in memory (under this node's lease, shown ``running``) for a slot, so with
+quick handlers the next ones are at hand the moment a slot frees, not a claim's round trip
+later, and each claim carries more rows. With slow handlers the pace is low and so is the extra
+(1 s handlers, concurrency 100: 5 rows): a worker never holds back more work than it starts
+within this horizon while other workers idle. Rows never started are given back at shutdown."""
 SWEEP_SCAN = 1000
 """Oldest overdue rows a no-subscriber sweep looks at: bounded, so a backlog costs it little."""
 
@@ -121,11 +129,13 @@ class Worker:
         self.stats = WorkerStats()
         self._rng = rng or random.Random()
         self._in_flight: dict[int, asyncio.Task[None]] = {}
+        self._ready: deque[_Ready] = deque()  # claimed beyond the free slots, not started
+        self._started_count = 0  # attempts started (the pace of PREFETCH_HORIZON) …
+        self._pace_mark = (0, 0.0)  # … and (count, loop time) when the pace was last measured
+        self._pace = 0.0  # attempts started per second, lately
+        self._prefetch = 0  # rows a claim may take beyond the free slots (see _room)
         self._finishes: list[Finish] = []
         self._writing: list[Finish] = []  # outcomes in the store.finish call under way
-        self._produced = 0  # outcomes produced so far …
-        self._recorded = 0  # … and how many of the first of them the store has recorded
-        self._recorded_more = asyncio.Event()
         self._finish_waiting = asyncio.Event()
         self._flush_lock = asyncio.Lock()
         self._capacity = asyncio.Event()
@@ -180,7 +190,9 @@ class Worker:
 
     @property
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        """Timers this worker holds and has not recorded an outcome for: running, or claimed
+        and waiting for a free slot."""
+        return len(self._in_flight) + len(self._ready)
 
     def held(self) -> list[int]:
         """Ids of the timers this worker knows it holds: running, or with an outcome not yet
@@ -188,20 +200,27 @@ class Worker:
         died after the commit) is left to expire and be rescued, not kept alive forever."""
         return [
             *self._in_flight,
+            *(r.claimed.timer.id for r in self._ready),
             *(f.timer_id for f in self._finishes),
             *(f.timer_id for f in self._writing),
         ]
 
     def _free(self) -> int:
-        """Slots for more claims.
+        """Slots for handlers to start in.
 
-        ``concurrency`` bounds the timers this worker has delivered (handler started) and not
-        yet recorded an outcome for, so a crash causes at most that many redeliveries. A claim
-        may be sent while earlier outcomes are being written, but its handlers start only once
-        those are recorded (see :meth:`_run_one`); with the SQLite store, which runs calls in
-        order, they always are by the time the claim returns, often in the same transaction.
+        ``concurrency`` bounds the handlers running at once. Their outcomes are written in
+        batches while more handlers run; once ``batch_size`` outcomes wait for their write, every
+        further one takes a slot until it is written. So a worker has at most ``concurrency +
+        batch_size`` timers started and not recorded — the most that run again if it dies — and
+        a slow store slows the handlers down instead of piling outcomes up in memory.
         """
-        return self.settings.concurrency - len(self._in_flight) - len(self._finishes)
+        unwritten = len(self._finishes) + len(self._writing) - self.settings.batch_size
+        return self.settings.concurrency - len(self._in_flight) - max(0, unwritten)
+
+    def _room(self) -> int:
+        """Rows the next claim may take: the free slots, plus the prefetch allowance, less the
+        rows already waiting for a slot."""
+        return self._free() + self._prefetch - len(self._ready)
 
     async def tick(self) -> WorkerStats:
         """Fire everything due now once, wait for it to finish, and return what happened."""
@@ -274,7 +293,12 @@ class Worker:
         self._started = False
 
     async def _drain(self, grace: float | None) -> None:
-        """Wait for in-flight handlers; after ``grace`` seconds cancel them (they retry later)."""
+        """Wait for in-flight handlers; after ``grace`` seconds cancel them (they retry later).
+        Timers claimed but never started are given back as they were."""
+        while self._ready:
+            ready = self._ready.popleft()
+            timer, attempt = ready.claimed.timer, ready.claimed.attempt
+            self._record(timer, Finish(timer.id, attempt, Outcome.RELEASED))
         if self._in_flight:
             tasks = list(self._in_flight.values())
             _, pending = await asyncio.wait(tasks, timeout=grace)
@@ -286,16 +310,22 @@ class Worker:
 
     # -- the main cycle ---------------------------------------------------------------------
     async def _cycle(self) -> None:
-        free = self._free()
+        self._start_ready()
+        target, self._target = self._target, None
+        self._prefetch = 0 if target is not None else self._prefetch_allowance()
+        room = self._room()
         # With a backlog, wait for a useful number of free slots rather than claiming (one
-        # transaction each) every time a single handler returns.
-        need = min(self.settings.batch_size, max(1, self.settings.concurrency // 10))
-        if free <= 0 or (self._backlog and free < need):
-            await self._wait_for_capacity(1 if free <= 0 else need)
+        # transaction each) every time a single handler returns; with rows waiting for a
+        # slot, until half the prefetch allowance is free, so each claim takes many.
+        need = min(
+            self.settings.batch_size, max(1, self.settings.concurrency // 10, self._prefetch // 2)
+        )
+        if room <= 0 or (self._backlog and room < need):
+            self._target = target
+            await self._wait_for_capacity(1 if room <= 0 else need)
             return
         self._wake.clear()
-        want = min(self.settings.batch_size, free)
-        target, self._target = self._target, None
+        want = min(self.settings.batch_size, room)
         try:
             claimed = await self._claim(want, target)
         except Exception:
@@ -343,8 +373,24 @@ class Worker:
             return False
         return True
 
+    def _prefetch_allowance(self) -> int:
+        """See :data:`PREFETCH_HORIZON`: the rows started lately per second, times it."""
+        loop = self._loop
+        if loop is None:
+            return 0
+        now = loop.time()
+        count, since = self._pace_mark
+        if now - since >= 0.01:  # shorter spans say little
+            pace = (self._started_count - count) / (now - since)
+            self._pace = pace if now - since > 1.0 else (self._pace + pace) / 2
+            self._pace_mark = (self._started_count, now)
+        return min(self.settings.batch_size, int(self._pace * PREFETCH_HORIZON))
+
     async def _wait_for_capacity(self, need: int = 1) -> None:
-        while self._free() < need:
+        while True:
+            self._start_ready()
+            if self._room() >= need:
+                return
             if self._stopping.is_set() or not (self._in_flight or self._finishes or self._writing):
                 return
             self._capacity.clear()
@@ -377,7 +423,6 @@ class Worker:
         now = self.clock.now()
         hold = target is not None and target > now
         cutoff = target if hold and target is not None else now
-        gate = self._produced  # outcomes to be recorded before these handlers start
         claimed = await self.store.claim_due(
             self.namespace,
             self.claim_filter,
@@ -394,29 +439,60 @@ class Worker:
                 observer.claimed(self.namespace, len(claimed), elapsed)
         route = self.dispatch.target
         fans: list[tuple[Claimed, Fan]] = []
-        if hold or gate > self._recorded:
-            start_at = cutoff if hold else None
+        start_at = cutoff if hold else None
+        free = self._free() if not self._ready else 0  # slots; the waiting rows go first
+        if hold:
             for item in claimed:
                 goes = route(item.timer)
                 if type(goes) is Fan:
                     fans.append((item, goes))
-                    continue
-                self._in_flight[item.timer.id] = loop.create_task(
-                    self._run_one(item, start_at, gate, target=goes)
-                )
+                elif free > 0:
+                    free -= 1
+                    self._started_count += 1
+                    self._in_flight[item.timer.id] = loop.create_task(
+                        self._run_one(item, start_at, target=goes)
+                    )
+                else:
+                    self._ready.append(_Ready(item, goes, start_at))
         else:
             launch = self._launch
             for item in claimed:
                 goes = route(item.timer)
                 if type(goes) is Fan:
                     fans.append((item, goes))
-                    continue
-                launch(item, loop, goes)
+                elif free > 0:
+                    free -= 1
+                    self._started_count += 1
+                    launch(item, loop, goes)
+                else:
+                    self._ready.append(_Ready(item, goes, start_at))
+        self._start_ready()
         if fans:
             task = loop.create_task(self._fan_out(fans))
             for item, _ in fans:
                 self._in_flight[item.timer.id] = task
         return claimed
+
+    def _start_ready(self) -> None:
+        """Start timers waiting for a slot (see :data:`PREFETCH_HORIZON`), oldest claim first,
+        while slots are free."""
+        ready = self._ready
+        if not ready:
+            return
+        free = self._free()
+        if free <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        while ready and free > 0:
+            item = ready.popleft()
+            free -= 1
+            self._started_count += 1
+            if item.start_at is not None:
+                self._in_flight[item.claimed.timer.id] = loop.create_task(
+                    self._run_one(item.claimed, item.start_at, target=item.target)
+                )
+            else:
+                self._launch(item.claimed, loop, item.target)
 
     def _launch(
         self, claimed: Claimed, loop: asyncio.AbstractEventLoop, target: Target = None
@@ -428,7 +504,7 @@ class Worker:
         if isinstance(before, Finish):
             self._record(timer, before)
         elif not before.is_async or before.transactional:
-            self._in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, 0, before))
+            self._in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, before))
         else:
             try:
                 coro = before.func(Event.from_timer(timer, attempt, before.destination))
@@ -455,20 +531,16 @@ class Worker:
         self,
         claimed: Claimed,
         start_at: datetime | None = None,
-        gate: int = 0,
         handler: Handler | None = None,
         *,
         target: Target = None,
     ) -> None:
-        """One attempt, after waiting (when asked) for earlier outcomes to be recorded and for
-        the instant it was claimed ahead of; ``handler`` when :meth:`_before` already ran, else
-        ``target`` is where the row goes (see :meth:`Dispatch.target`)."""
+        """One attempt, after waiting (when asked) for the instant it was claimed ahead of;
+        ``handler`` when :meth:`_before` already ran, else ``target`` is where the row goes (see
+        :meth:`Dispatch.target`)."""
         timer, attempt = claimed.timer, claimed.attempt
         started = False
         try:
-            while self._recorded < gate:
-                self._recorded_more.clear()
-                await self._recorded_more.wait()
             if start_at is not None:
                 await self._hold(start_at)
             started = True
@@ -486,11 +558,13 @@ class Worker:
             self._in_flight.pop(timer.id, None)
             self._capacity.set()
         if finish is _TAKEN_OVER:
+            self._start_ready()
             return
         if finish is None:  # a transactional handler's completion committed with its writes
             self.stats.outcomes[Outcome.DONE.value] += 1
             for observer in self.observers:
                 observer.finished(timer, Outcome.DONE)
+            self._start_ready()
             return
         self._record(timer, finish)
 
@@ -500,7 +574,6 @@ class Worker:
         for observer in self.observers:
             observer.finished(timer, finish.outcome)
         self._finishes.append(finish)
-        self._produced += 1
         self._finish_waiting.set()
 
     def _interrupted(self, timer: Timer, attempt: int) -> Finish:
@@ -652,6 +725,7 @@ class Worker:
             for claimed, _ in fans:
                 self._in_flight.pop(claimed.timer.id, None)
             self._capacity.set()
+            self._start_ready()
         handed = [f for f in todo if f.timer_id not in lost]
         if handed:
             self._fanned_out += len(handed)
@@ -710,6 +784,7 @@ class Worker:
                 )
                 self._writing = batch
                 self._capacity.set()
+                self._start_ready()
                 try:
                     lost = await asyncio.shield(write)
                 except asyncio.CancelledError:
@@ -717,9 +792,6 @@ class Worker:
                         await write
                     if not write.done() or write.exception() is not None:
                         self._finishes[:0] = batch
-                    else:
-                        self._recorded += len(batch)
-                        self._recorded_more.set()
                     raise
                 except Exception:
                     log.exception("recording %d outcomes failed; will retry", len(batch))
@@ -732,8 +804,7 @@ class Worker:
                     self._finish_waiting.set()
                     await asyncio.sleep(0.5)
                     continue
-                self._recorded += len(batch)
-                self._recorded_more.set()
+                self._start_ready()
                 if lost:
                     self.stats.lost += len(lost)
                     log.warning(
@@ -828,3 +899,13 @@ async def _keep_result(awaitable: Awaitable[Any], returned: list[Any]) -> None:
     returned.append(result)
     if isinstance(result, HandlerOutcome):
         raise result
+
+
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """A claimed timer waiting for a free slot: where it goes, and the instant it was claimed
+    ahead of (None: start it at once)."""
+
+    claimed: Claimed
+    target: Target
+    start_at: datetime | None

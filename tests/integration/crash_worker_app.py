@@ -30,6 +30,7 @@ def worker(args: argparse.Namespace) -> int:
     app = AsyncApp(
         args.db,
         concurrency=args.concurrency,
+        batch_size=args.batch_size,
         lease=args.lease,
         heartbeat=args.heartbeat,
         rescue_interval=args.rescue_interval,
@@ -82,6 +83,7 @@ def main() -> int:
     w.add_argument("--log", required=True)
     w.add_argument("--delay", type=float, default=0.0)
     w.add_argument("--concurrency", type=int, default=20)
+    w.add_argument("--batch-size", type=int, default=500)
     w.add_argument("--lease", type=float, default=2.0)
     w.add_argument("--heartbeat", type=float, default=0.5)
     w.add_argument("--rescue-interval", type=float, default=0.5)
