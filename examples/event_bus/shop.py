@@ -17,7 +17,7 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 
 import duetime
-from duetime.store.postgres.settings import parse_url
+import duetime.postgres
 
 Connection = psycopg.AsyncConnection[Any]
 """A connection as a transactional handler receives it (psycopg, dict rows)."""
@@ -139,7 +139,7 @@ def sample_orders(run: str) -> list[Order]:
 async def connect(database_url: str) -> psycopg.AsyncConnection[DictRow]:
     """A connection of our own on the schema of ``database_url`` (as duetime's connections are)."""
     return await psycopg.AsyncConnection.connect(
-        parse_url(database_url).conninfo, autocommit=True, row_factory=dict_row
+        duetime.postgres.conninfo(database_url), autocommit=True, row_factory=dict_row
     )
 
 

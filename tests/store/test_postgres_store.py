@@ -42,6 +42,24 @@ def test_url_settings() -> None:
     assert str(params["options"]).startswith("-c work_mem=8MB -c search_path=tenant_a")
 
 
+async def test_public_conninfo_reaches_the_stores_tables(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    """duetime.postgres.conninfo: an application's own connection lands on the store's schema
+    with its session settings."""
+    import duetime.postgres
+
+    await open_store(pg_url)  # migrated
+    with psycopg.connect(duetime.postgres.conninfo(pg_url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT to_regclass('timers') IS NOT NULL, current_setting('TimeZone'), "
+            "current_setting('synchronous_commit')"
+        ).fetchone()
+    assert row == (True, "UTC", "on")
+    with pytest.raises(ValueError, match="not a PostgreSQL URL"):
+        duetime.postgres.conninfo("sqlite:///x.db")
+
+
 @pytest.mark.parametrize(
     "url",
     [
