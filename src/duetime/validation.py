@@ -204,3 +204,12 @@ def check_limit(value: object, field: str = "limit", maximum: int = 1000) -> int
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
         raise InvalidInput(field, f"must be a whole number from 1 to {maximum}")
     return value
+
+
+ON_CONFLICT_MODES = ("update", "keep", "error")
+
+
+def check_on_conflict(value: object, field: str = "on_conflict") -> None:
+    """What to do with an existing key: update it, keep it, or answer an error."""
+    if value not in ON_CONFLICT_MODES:
+        raise InvalidInput(field, f"must be one of {', '.join(ON_CONFLICT_MODES)}")

@@ -1,0 +1,307 @@
+"""The schedules part of the facade: add, read, change, pause, delete and preview schedules.
+
+:class:`ScheduleMethods` is mixed into :class:`duetime.app.AsyncApp`; it needs only the app's
+store, clock, namespace, settings and ``open()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from duetime.clock import Clock
+from duetime.config import Settings
+from duetime.errors import Conflict, InvalidInput, NotFound
+from duetime.model import JSON, OnConflict, Page, Schedule
+from duetime.schedules import (
+    UNSET,
+    RuleCache,
+    ScheduleAction,
+    ScheduleFilter,
+    ScheduleRequest,
+    Unset,
+    check_schedule_name,
+    preview_occurrences,
+    revise,
+)
+from duetime.store import Store
+from duetime.store.protocol import SchedulingStore, scheduling_store
+from duetime.validation import check_limit, check_on_conflict, check_type
+
+if TYPE_CHECKING:
+    from duetime.services.materializer import Materializer
+
+_REVISE_TRIES = 20
+
+
+class ScheduleMethods:
+    """Schedules are data: each occurrence becomes an ordinary timer (see docs/schedules.md)."""
+
+    store: Store
+    clock: Clock
+    namespace: str
+    settings: Settings
+
+    if TYPE_CHECKING:
+
+        async def open(self, *, create_namespace: bool = True) -> object:
+            """Provided by the app: connects (and migrates) on first use."""
+
+    @property
+    def schedules(self) -> SchedulingStore:
+        """The store, as the keeper of schedules."""
+        return scheduling_store(self.store)
+
+    async def add_schedule(
+        self,
+        name: str,
+        type: str,
+        payload: JSON = None,
+        *,
+        cron: str | None = None,
+        every: str | int | float | timedelta | None = None,
+        timezone: str = "UTC",
+        subject: str | None = None,
+        start_at: str | datetime | None = None,
+        end_at: str | datetime | None = None,
+        catch_up: str = "latest",
+        on_gap: str = "run_after",
+        on_overlap: str = "once",
+        active: bool | None = None,
+        max_attempts: int | None = None,
+        on_conflict: OnConflict = "update",
+    ) -> tuple[ScheduleAction, Schedule]:
+        """Create the schedule ``name``, or bring an existing one to this definition.
+
+        ``active=None`` creates it active and leaves an existing one paused or running as it
+        is. The answer says ``created``, ``updated`` or ``kept`` (``on_conflict='keep'``, or
+        the stored schedule already had this definition).
+        """
+        request = ScheduleRequest(
+            name=name,
+            type=type,
+            payload=payload,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            subject=subject,
+            start_at=start_at,
+            end_at=end_at,
+            catch_up=catch_up,
+            on_gap=on_gap,
+            on_overlap=on_overlap,
+            active=True if active is None else active,
+            max_attempts=max_attempts,
+        )
+        (result,) = await self.add_schedules(
+            [request], on_conflict=on_conflict, keep_active=active is None
+        )
+        return result
+
+    async def add_schedules(
+        self,
+        requests: Iterable[ScheduleRequest],
+        *,
+        on_conflict: OnConflict = "update",
+        keep_active: bool = False,
+    ) -> list[tuple[ScheduleAction, Schedule]]:
+        """Create many schedules in one transaction (all validated first); see add_schedule."""
+        check_on_conflict(on_conflict)
+        requests = list(requests)
+        now = self.clock.now()
+        news = []
+        rules: RuleCache = {}
+        for index, request in enumerate(requests):
+            try:
+                news.append(
+                    request.resolve(
+                        self.namespace,
+                        now,
+                        self.settings.max_attempts,
+                        self.settings.max_payload_bytes,
+                        rules=rules,
+                    )
+                )
+            except InvalidInput as exc:
+                if len(requests) == 1:
+                    raise
+                raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
+        await self.open()
+        stored = await self.schedules.put_schedules(news, on_conflict, now)
+        results: list[tuple[ScheduleAction, Schedule]] = []
+        for request, row in zip(requests, stored, strict=True):
+            if row is not None:
+                results.append(("created", row))
+                continue
+            if on_conflict == "keep":
+                results.append(("kept", await self.get_schedule(request.name)))
+                continue
+
+            def define(current: Schedule, request: ScheduleRequest = request) -> ScheduleRequest:
+                return replace(request, active=current.active) if keep_active else request
+
+            changed, schedule = await self._revise(request.name, define)
+            results.append(("updated" if changed else "kept", schedule))
+        return results
+
+    async def get_schedule(self, name: str) -> Schedule:
+        await self.open()
+        schedule = await self.schedules.get_schedule(self.namespace, check_schedule_name(name))
+        if schedule is None:
+            raise NotFound(
+                f"no schedule named {name!r} in namespace {self.namespace!r}", field="name"
+            )
+        return schedule
+
+    async def list_schedules(
+        self,
+        *,
+        subject: str | None = None,
+        type: str | None = None,
+        active: bool | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> Page[Schedule]:
+        """Schedules by name, optionally of one subject / type / state; paginated."""
+        await self.open()
+        if type is not None:
+            check_type(type)
+        check_limit(limit)
+        schedule_filter = ScheduleFilter(subject=subject, type=type, active=active)
+        return await self.schedules.list_schedules(self.namespace, schedule_filter, cursor, limit)
+
+    async def update_schedule(
+        self,
+        name: str,
+        *,
+        type: str | Unset = UNSET,
+        payload: JSON | Unset = UNSET,
+        cron: str | Unset | None = UNSET,
+        every: str | int | float | timedelta | Unset | None = UNSET,
+        timezone: str | Unset = UNSET,
+        subject: str | Unset | None = UNSET,
+        start_at: str | datetime | Unset | None = UNSET,
+        end_at: str | datetime | Unset | None = UNSET,
+        catch_up: str | Unset = UNSET,
+        on_gap: str | Unset = UNSET,
+        on_overlap: str | Unset = UNSET,
+        max_attempts: int | Unset = UNSET,
+        active: bool | Unset = UNSET,
+    ) -> Schedule:
+        """Change some fields (None clears an optional one); the next occurrence is recomputed.
+
+        Giving ``cron`` switches an interval schedule to cron and the other way round.
+        """
+        changes: dict[str, Any] = {
+            key: value
+            for key, value in {
+                "type": type,
+                "payload": payload,
+                "cron": cron,
+                "every": every,
+                "timezone": timezone,
+                "subject": subject,
+                "start_at": start_at,
+                "end_at": end_at,
+                "catch_up": catch_up,
+                "on_gap": on_gap,
+                "on_overlap": on_overlap,
+                "max_attempts": max_attempts,
+                "active": active,
+            }.items()
+            if value is not UNSET
+        }
+        if changes.get("cron") is not None and "every" not in changes:
+            changes["every"] = None
+        if changes.get("every") is not None and "cron" not in changes:
+            changes["cron"] = None
+
+        def define(current: Schedule) -> ScheduleRequest:
+            return replace(ScheduleRequest.of(current), **changes)
+
+        await self.open()
+        return (await self._revise(check_schedule_name(name), define))[1]
+
+    async def pause_schedule(self, name: str) -> Schedule:
+        """Stop firing (occurrences made ahead of time are withdrawn) until resumed."""
+        return await self.update_schedule(name, active=False)
+
+    async def resume_schedule(self, name: str) -> Schedule:
+        """Fire again from the next occurrence after now (the paused time is not caught up)."""
+        return await self.update_schedule(name, active=True)
+
+    async def delete_schedule(self, name: str) -> tuple[Schedule, int]:
+        """Delete a schedule; its pending occurrences are cancelled (how many is returned)."""
+        await self.open()
+        deleted = await self.schedules.delete_schedule(
+            self.namespace, check_schedule_name(name), self.clock.now()
+        )
+        if deleted is None:
+            raise NotFound(
+                f"no schedule named {name!r} in namespace {self.namespace!r}", field="name"
+            )
+        return deleted
+
+    async def preview(
+        self,
+        cron: str | None = None,
+        *,
+        every: str | int | float | timedelta | None = None,
+        timezone: str = "UTC",
+        on_gap: str = "run_after",
+        on_overlap: str = "once",
+        start_at: str | datetime | None = None,
+        end_at: str | datetime | None = None,
+        after: str | datetime | None = None,
+        count: int = 5,
+        schedule: str | None = None,
+    ) -> list[datetime]:
+        """The next ``count`` occurrences (UTC) of a rule, or of the stored ``schedule``.
+
+        From ``after`` (default: now; for a stored schedule, its next occurrence on).
+        """
+        stored = await self.get_schedule(schedule) if schedule is not None else None
+        return preview_occurrences(
+            stored,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            on_gap=on_gap,
+            on_overlap=on_overlap,
+            start_at=start_at,
+            end_at=end_at,
+            after=after,
+            count=count,
+            now=self.clock.now(),
+        )
+
+    async def _revise(
+        self, name: str, define: Callable[[Schedule], ScheduleRequest]
+    ) -> tuple[bool, Schedule]:
+        """Read, revise and write with a version check; again if someone changed it meanwhile."""
+        for _ in range(_REVISE_TRIES):
+            current = await self.get_schedule(name)
+            now = self.clock.now()
+            revision = revise(
+                current,
+                define(current),
+                now,
+                self.settings.max_attempts,
+                self.settings.max_payload_bytes,
+            )
+            if not revision.changed:
+                return False, current
+            saved = await self.schedules.save_schedule(
+                revision.schedule, now, revision.release_after
+            )
+            if saved is not None:
+                return True, saved
+        raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+
+    def materializer(self, **options: Any) -> Materializer:
+        """A schedule materialiser for this app's namespace (``tick()`` or ``run(stop)``)."""
+        from duetime.services.materializer import Materializer
+
+        return Materializer(self.store, self.clock, self.namespace, **options)
