@@ -150,9 +150,7 @@ class ScheduleMethods:
         await self.open()
         schedule = await self.schedules.get_schedule(self.namespace, check_schedule_name(name))
         if schedule is None:
-            raise NotFound(
-                f"no schedule named {name!r} in namespace {self.namespace!r}", field="name"
-            )
+            raise self._missing(name)
         return schedule
 
     async def list_schedules(
@@ -239,9 +237,7 @@ class ScheduleMethods:
             self.namespace, check_schedule_name(name), self.clock.now()
         )
         if deleted is None:
-            raise NotFound(
-                f"no schedule named {name!r} in namespace {self.namespace!r}", field="name"
-            )
+            raise self._missing(name)
         return deleted
 
     async def preview(
@@ -276,6 +272,9 @@ class ScheduleMethods:
             count=count,
             now=self.clock.now(),
         )
+
+    def _missing(self, name: str) -> NotFound:
+        return NotFound(f"no schedule named {name!r} in namespace {self.namespace!r}", field="name")
 
     async def _revise(
         self, name: str, define: Callable[[Schedule], ScheduleRequest]

@@ -441,31 +441,16 @@ class Worker:
         fans: list[tuple[Claimed, Fan]] = []
         start_at = cutoff if hold else None
         free = self._free() if not self._ready else 0  # slots; the waiting rows go first
-        if hold:
-            for item in claimed:
-                goes = route(item.timer)
-                if type(goes) is Fan:
-                    fans.append((item, goes))
-                elif free > 0:
-                    free -= 1
-                    self._started_count += 1
-                    self._in_flight[item.timer.id] = loop.create_task(
-                        self._run_one(item, start_at, target=goes)
-                    )
-                else:
-                    self._ready.append(_Ready(item, goes, start_at))
-        else:
-            launch = self._launch
-            for item in claimed:
-                goes = route(item.timer)
-                if type(goes) is Fan:
-                    fans.append((item, goes))
-                elif free > 0:
-                    free -= 1
-                    self._started_count += 1
-                    launch(item, loop, goes)
-                else:
-                    self._ready.append(_Ready(item, goes, start_at))
+        begin = self._begin
+        for item in claimed:
+            goes = route(item.timer)
+            if type(goes) is Fan:
+                fans.append((item, goes))
+            elif free > 0:
+                free -= 1
+                begin(item, goes, start_at, loop)
+            else:
+                self._ready.append(_Ready(item, goes, start_at))
         self._start_ready()
         if fans:
             task = loop.create_task(self._fan_out(fans))
@@ -486,13 +471,23 @@ class Worker:
         while ready and free > 0:
             item = ready.popleft()
             free -= 1
-            self._started_count += 1
-            if item.start_at is not None:
-                self._in_flight[item.claimed.timer.id] = loop.create_task(
-                    self._run_one(item.claimed, item.start_at, target=item.target)
-                )
-            else:
-                self._launch(item.claimed, loop, item.target)
+            self._begin(item.claimed, item.target, item.start_at, loop)
+
+    def _begin(
+        self,
+        claimed: Claimed,
+        target: Target,
+        start_at: datetime | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """Start one attempt: now, or (claimed ahead) held until ``start_at``."""
+        self._started_count += 1
+        if start_at is None:
+            self._launch(claimed, loop, target)
+        else:
+            self._in_flight[claimed.timer.id] = loop.create_task(
+                self._run_one(claimed, start_at, target=target)
+            )
 
     def _launch(
         self, claimed: Claimed, loop: asyncio.AbstractEventLoop, target: Target = None
