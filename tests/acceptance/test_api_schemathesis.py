@@ -5,6 +5,9 @@ Every operation of /openapi.json gets generated (valid and invalid) requests aga
 server error. Half the cases keep the generated namespace (404/422 paths), half use an existing
 one so bodies reach validation and the store.
 
+A request whose generated headers break HTTP itself (a non-numeric ``Content-Length``) is
+answered 400 by uvicorn's parser before the API sees it; that answer is accepted as it is.
+
 One check is left out: ``positive_data_acceptance`` (schema-valid ⇒ 2xx). JSON Schema cannot say
 "exactly one of at / delay / local / date", that a timezone must exist or that 2025-02-29 is
 not a date, so schema-valid bodies are rightly refused with a 422 naming the field.
@@ -29,6 +32,9 @@ from duetime.config import Settings
 from .test_api_serve import Server, make_server
 
 MAX_EXAMPLES = 30
+HTTP_REFUSAL = "Invalid HTTP request received."
+"""uvicorn's answer (400) to a request its HTTP parser refuses, e.g. a generated
+``content-length: GUvoa~`` header, before any application code runs."""
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +95,11 @@ def test_generated_requests_never_get_a_server_error(
         namespace = path_parameters.get("namespace")
         if namespace is not None and not broken_path and len(str(namespace)) % 2 == 0:
             path_parameters["namespace"] = "alpha"
-        case.call_and_validate(
-            base_url=server.base_url,
-            headers=None if broken_headers else headers,
-            excluded_checks=[positive_data_acceptance],
-        )
+        sent = None if broken_headers else headers
+        response = case.call(base_url=server.base_url, headers=sent)
+        if broken_headers and response.status_code == 400 and response.text == HTTP_REFUSAL:
+            return  # headers no HTTP server accepts: the HTTP layer answered, the app never ran
+        case.validate_response(response, excluded_checks=[positive_data_acceptance], headers=sent)
 
     check()
 
