@@ -137,7 +137,7 @@ def check_payload(
     them; refusing them everywhere keeps both backends answering alike.
     """
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json_text(value)
         encoded = text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(field, "contains text that is not valid Unicode") from None
@@ -148,7 +148,17 @@ def check_payload(
     size = len(encoded)
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes as JSON; the limit is {max_bytes}")
-    return json.loads(text)
+    return _decode_json(text)[0]  # our own text: one value, nothing after it
+
+
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_decode_json = json.JSONDecoder().raw_decode
+
+
+def json_text(value: Any) -> str:
+    """The compact JSON text duetime stores: UTF-8 as is, no NaN or infinities (one encoder for
+    every call: ``json.dumps`` with options builds a new one each time)."""
+    return _JSON_ENCODER.encode(value)
 
 
 def _has_nul(value: Any) -> bool:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
+from duetime.validation import json_text
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -27,7 +28,7 @@ def maybe_from_micros(micros: int | None) -> datetime | None:
 
 
 def dump_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json_text(value)
 
 
 def load_json(text: str) -> Any:
