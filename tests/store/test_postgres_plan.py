@@ -182,14 +182,14 @@ def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
     conn: psycopg.Connection[Any],
 ) -> None:
     """A batch of outcomes finds its timers by primary key, custom plan or generic, before and
-    after ANALYZE, and takes them out of running_timers by its primary key: never by reading a
-    whole table, nor by reading the running rows once per outcome (batch x running)."""
+    after ANALYZE: never by reading the whole table, and never from the index of leased rows,
+    whose estimate after an ANALYZE of a quiet table is one row (the plan then reads the running
+    rows once per outcome: batch x running comparisons)."""
     conn.execute(
         "UPDATE timers SET status = 'running', attempts = 1, lease_owner = 'n1', "
         "lease_expires_at = now() + interval '1 minute' "
         "WHERE namespace = 'ns1' AND status = 'scheduled' AND id <= 6000"
     )
-    conn.execute("INSERT INTO running_timers SELECT id FROM timers WHERE status = 'running'")
     conn.execute(
         "INSERT INTO attempts (timer_id, number, node_id, started_at) "
         "SELECT id, 1, 'n1', now() FROM timers WHERE status = 'running'"
@@ -205,65 +205,24 @@ def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
         for kind, plan in found.items():
             print(f"--- finish, {moment}, {kind} plan\n{plan}")
             assert re.search(r"Scan (using|on) timers_pkey\b", plan), plan
-            assert re.search(r"Scan (using|on) running_timers_pkey\b", plan), plan
+            assert "timers_leased" not in plan, plan
             assert "Seq Scan" not in plan, plan
         conn.execute("ANALYZE timers")
         conn.execute("ANALYZE attempts")
 
 
-def test_rescue_reads_only_the_running_rows(conn: psycopg.Connection[Any]) -> None:
-    """Expired leases are found through running_timers, each running row by primary key, not by
-    reading every row."""
+def test_rescue_walks_the_index_of_leased_rows(conn: psycopg.Connection[Any]) -> None:
+    """Expired leases are found through timers_leased (its predicate is the lease's presence,
+    which ``lease_expires_at < now`` implies), not by reading every row."""
     conn.execute(
         "UPDATE timers SET status = 'running', attempts = 1, lease_owner = 'n1', "
         "lease_expires_at = now() - interval '1 minute' "
         "WHERE namespace = 'ns1' AND status = 'scheduled' AND id <= 600"
     )
-    conn.execute("INSERT INTO running_timers SELECT id FROM timers WHERE status = 'running'")
     for moment in ("before ANALYZE", "after ANALYZE"):
-        with conn.transaction():  # as the store sends it: after finish_by_lookup
-            conn.execute(Q["finish_by_lookup"])
-            found = plans(conn, Q["rescue"], {"now": datetime.now(UTC)}, {"now": "timestamptz"})
+        found = plans(conn, Q["rescue"], {"now": datetime.now(UTC)}, {"now": "timestamptz"})
         for kind, plan in found.items():
             print(f"--- rescue, {moment}, {kind} plan\n{plan}")
-            assert "running_timers" in plan, plan
-            assert re.search(r"Index Scan using timers_pkey on timers\b", plan), plan
+            assert "timers_leased" in plan, plan
             assert "Seq Scan on timers" not in plan, plan
         conn.execute("ANALYZE timers")
-
-
-def test_a_claim_rewrites_its_rows_in_place(
-    pg_url: str, pg_schema: str, runner: asyncio.Runner
-) -> None:
-    """No index names a column a claim changes (migration 0010), so a claimed row whose page has
-    room is a HOT update: no entry in any index. One due row in ten, as timers due at scattered
-    instants are; each claimed id joins running_timers."""
-    store = PostgresStore(pg_url, listen=False)
-    runner.run(store.open())
-    runner.run(store.close())
-    with psycopg.connect(PG_URL, options=f"-c search_path={pg_schema}") as c:
-        c.execute(
-            """
-            INSERT INTO timers (namespace, key, type, payload, due_at, run_at, status,
-                                max_attempts, registered_at, updated_at)
-            SELECT 'ns1', 'k' || i, 't1', jsonb_build_object('n', i), at, at, 'scheduled', 3,
-                   now(), now()
-            FROM generate_series(1, 2000) AS i,
-            LATERAL (SELECT now() + CASE WHEN i % 10 = 0 THEN -1 ELSE 1 END
-                                  * interval '1 hour' AS at) AS t
-            """
-        )
-        c.commit()
-        params = claim_due_params(None)
-        params["limit"] = 500
-        c.execute(Q["claim_in_order"])
-        claimed = c.execute(Q["claim_due"], params).fetchall()
-        (updated, hot) = c.execute(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
-            " WHERE relname = 'timers' AND schemaname = current_schema()"
-        ).fetchone() or (0, 0)
-        (running,) = c.execute("SELECT count(*) FROM running_timers").fetchone() or (0,)
-        c.commit()
-    assert len(claimed) == updated == 200
-    assert hot == updated
-    assert running == 200

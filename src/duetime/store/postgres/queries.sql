@@ -141,14 +141,15 @@ ORDER BY archived
 LIMIT 1
 
 -- name: list_timers
--- Newest first over the hot table (timers_listing, or timers_subject) and the history (ids are
--- never reused: one cursor serves both). Pending, running and dead timers are never archived,
--- so asking for those skips it. Asking for the running ones reads running_timers (a walk of
--- its primary key, and one lookup of each timer: the LIMIT 1 keeps the planner from turning it
--- into a join, where it would trust "few running rows" and read the whole table for them).
+-- Newest first over the hot table and the history (ids are never reused: one cursor serves
+-- both). Pending, running and dead timers are never archived, so asking for those skips it.
+-- The hot rows not running come from timers_listing (or timers_subject), the running ones,
+-- which those leave out, from timers_leased (see migration 0009); the always-true bounds on
+-- the lease keep that index chosen even on a table never analysed.
 SELECT * FROM (
     (SELECT * FROM timers
      WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
        AND %(status)s::text IS DISTINCT FROM 'running'
        AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
        AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -157,18 +158,14 @@ SELECT * FROM (
      ORDER BY id DESC
      LIMIT %(limit)s)
     UNION ALL
-    (SELECT t.* FROM running_timers CROSS JOIN LATERAL (
-        SELECT * FROM timers
-        WHERE id = running_timers.id
-          AND namespace = %(namespace)s
-          AND status = 'running'
-          AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
-          AND (%(type)s::text IS NULL OR type = %(type)s::text)
-        LIMIT 1
-     ) AS t
-     WHERE %(status)s::text = 'running'
-       AND running_timers.id < %(before_id)s
-     ORDER BY running_timers.id DESC
+    (SELECT * FROM timers
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR %(status)s::text = 'running')
+       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
+       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND id < %(before_id)s
+     ORDER BY id DESC
      LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM timer_history
@@ -220,7 +217,7 @@ RETURNING *
 -- run_at puts both index columns in the index condition, as in claim_due: without it, a table
 -- that was never analysed gets a bitmap scan of every pending row of the namespace plus a sort.
 SELECT run_at FROM timers
-WHERE namespace = %(namespace)s AND completed_at IS NULL AND status IN ('scheduled', 'retrying')
+WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
   AND run_at <= 'infinity'
   AND (%(types)s::text[] IS NULL
       OR (destination IS NULL
@@ -256,15 +253,11 @@ SELECT set_config('enable_sort', 'off', true) AS enable_sort,
 -- routes.HANDLER: only for types it has a handler for). Rows no one takes are left to
 -- sweep_unsubscribed. The filter is plain ORs, no CASE, so a generic plan still estimates few
 -- rows (and keeps the nested loop on the primary key below).
--- The update changes no indexed column (migration 0010), so PostgreSQL rewrites each row in
--- place when its page has room, and the claimed ids join running_timers. Running rows are still
--- in the pending index (it holds every unfinished row): the status filter passes over them.
 WITH due AS (
     SELECT id FROM timers
     WHERE namespace = %(namespace)s
-      AND completed_at IS NULL
-      AND run_at <= %(now)s
       AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
       AND (%(types)s::text[] IS NULL
           OR (destination IS NULL
               AND (type = ANY (%(types)s::text[]) OR type LIKE ANY (%(patterns)s::text[])))
@@ -280,19 +273,17 @@ claimed AS (
         attempts = timers.attempts + 1,
         lease_owner = %(node_id)s,
         lease_expires_at = %(lease_until)s,
+        fired_at = coalesce(timers.fired_at, %(now)s),
         updated_at = %(now)s
     FROM due
     WHERE timers.id = due.id
     RETURNING timers.*
-),
-running AS (
-    INSERT INTO running_timers (id) SELECT id FROM claimed
 )
 SELECT * FROM claimed
 
 -- name: finish_by_lookup
--- Sent before finish and rescue, in their transaction: the only join left is each locked row
--- with its timer, one primary-key probe each; without this, a custom plan for a large batch may
+-- Sent before finish, in its transaction: the only join left is each locked outcome with its
+-- row, which is one primary-key probe each; without this, a custom plan for a large batch may
 -- hash the whole table instead (the cost model prices a probe as a random disk read). The
 -- generic plan is used, as in claim_in_order.
 SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
@@ -302,9 +293,8 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 -- name: finish
 -- The owner's outcomes, fenced by (id, attempt, owner, running): rows that are no longer the
 -- owner's are left alone and come back missing from the result (lost). Each ended attempt's
--- row is written (see claim_due); one released unstarted leaves none. Every one leaves
--- running_timers, and the first that ended (not released) sets fired_at to its start. (Arrays go
--- in binary, as in insert_timer.)
+-- row is written (see claim_due); one released unstarted leaves none. (Arrays go in binary, as
+-- in insert_timer.)
 -- The fence is checked and the row locked by one primary-key lookup per outcome (the LATERAL),
 -- and the update then joins only on the id (see finish_by_lookup): the planner is never asked
 -- to join the batch with "this node's running rows", whose estimate after an ANALYZE of a quiet
@@ -348,8 +338,8 @@ finished AS (
         max_attempts = timers.max_attempts + CASE WHEN f.outcome = 'snoozed' THEN 1 ELSE 0 END,
         attempts = timers.attempts - CASE WHEN f.outcome = 'released' THEN 1 ELSE 0 END,
         fired_at = CASE
-            WHEN f.outcome = 'released' THEN timers.fired_at
-            ELSE coalesce(timers.fired_at, f.started_at)
+            WHEN f.outcome = 'released' AND timers.attempts <= 1 THEN NULL
+            ELSE timers.fired_at
         END,
         updated_at = %(now)s,
         lease_owner = NULL,
@@ -357,9 +347,6 @@ finished AS (
     FROM mine AS f
     WHERE timers.id = f.timer_id
     RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at
-),
-stopped AS (
-    DELETE FROM running_timers WHERE id IN (SELECT id FROM finished)
 ),
 ended AS (
     INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
@@ -374,17 +361,11 @@ SELECT id FROM finished
 -- name: rescue
 -- Leases that ran out: the attempt is lost; the timer retries, or is dead when out of
 -- attempts. Rows another node is rescuing (or finishing) right now are skipped, not waited on.
--- The running rows are the few in running_timers, each checked by one primary-key lookup (the
--- LATERAL: a join would let the planner read the whole table when its statistics say "few
--- running rows").
 WITH expired AS (
-    SELECT t.*
-    FROM running_timers CROSS JOIN LATERAL (
-        SELECT id, lease_owner, updated_at AS started_at FROM timers
-        WHERE id = running_timers.id AND status = 'running' AND lease_expires_at < %(now)s
-        FOR UPDATE SKIP LOCKED
-    ) AS t
-    ORDER BY t.id
+    SELECT id, lease_owner, updated_at AS started_at FROM timers
+    WHERE status = 'running' AND lease_expires_at < %(now)s
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
 ),
 rescued AS (
     UPDATE timers
@@ -392,7 +373,6 @@ rescued AS (
         completed_at = CASE WHEN timers.attempts >= timers.max_attempts THEN %(now)s END,
         run_at = %(now)s,
         last_error = 'lease expired: node ' || timers.lease_owner || ' stopped renewing it',
-        fired_at = coalesce(timers.fired_at, expired.started_at),
         updated_at = %(now)s,
         lease_owner = NULL,
         lease_expires_at = NULL
@@ -400,9 +380,6 @@ rescued AS (
     WHERE timers.id = expired.id
     RETURNING timers.id, timers.attempts, timers.last_error, expired.lease_owner,
         expired.started_at
-),
-stopped AS (
-    DELETE FROM running_timers WHERE id IN (SELECT id FROM rescued)
 ),
 ended AS (
     INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
@@ -415,10 +392,7 @@ SELECT id FROM rescued ORDER BY id
 
 -- name: expire_leases_of
 UPDATE timers SET lease_expires_at = %(now)s
-FROM running_timers
-WHERE timers.id = running_timers.id
-  AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
-  AND timers.lease_expires_at > %(now)s
+WHERE lease_owner = %(node_id)s AND status = 'running' AND lease_expires_at > %(now)s
 
 -- name: register_node
 INSERT INTO nodes (id, host, pid, role, started_at, heartbeat_at, in_flight, subscriptions)
@@ -495,14 +469,10 @@ mine AS (
 roots AS (
     UPDATE timers
     SET status = 'done', completed_at = %(now)s, updated_at = %(now)s, last_error = NULL,
-        fired_at = coalesce(timers.fired_at, mine.started_at),
         lease_owner = NULL, lease_expires_at = NULL
     FROM mine
     WHERE timers.id = mine.timer_id
     RETURNING timers.*, mine.note, mine.started_at
-),
-stopped AS (
-    DELETE FROM running_timers WHERE id IN (SELECT id FROM roots)
 ),
 ended AS (
     INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
@@ -537,7 +507,6 @@ SELECT id, run_at FROM roots
 WITH oldest AS (
     SELECT id, type, destination FROM timers
     WHERE namespace = %(namespace)s
-      AND completed_at IS NULL
       AND status IN ('scheduled', 'retrying')
       AND run_at < %(before)s
     ORDER BY run_at
@@ -568,15 +537,17 @@ WHERE timers.id = stranded.id
 RETURNING timers.id
 
 -- name: history_namespaces
--- Every namespace with fired or finished timers in the hot table, one index probe each (a loose
--- scan of timers_events), whether or not the namespaces table lists it.
+-- Every namespace with fired or finished timers in the hot table, running ones aside (nothing
+-- to archive there), one index probe each (a loose scan of timers_events), whether or not the
+-- namespaces table lists it.
 WITH RECURSIVE found AS (
     (SELECT namespace FROM timers
-     WHERE coalesce(fired_at, completed_at) IS NOT NULL
+     WHERE coalesce(fired_at, completed_at) IS NOT NULL AND lease_expires_at IS NULL
      ORDER BY namespace LIMIT 1)
     UNION ALL
     SELECT (SELECT namespace FROM timers
             WHERE namespace > found.namespace AND coalesce(fired_at, completed_at) IS NOT NULL
+              AND lease_expires_at IS NULL
             ORDER BY namespace LIMIT 1)
     FROM found WHERE found.namespace IS NOT NULL
 )
@@ -671,12 +642,12 @@ FROM (SELECT event_at, id FROM batch ORDER BY event_at DESC, id DESC LIMIT 1) AS
 
 -- name: list_events
 -- The event log: timers that fired, newest fired_at first, from the hot table (timers_events,
--- and running_timers for first attempts still running, whose fired_at is their start: see
--- migration 0010) and the history. fired_at <= completed_at, so since also prunes older history
--- partitions.
+-- and timers_leased for the running ones, as in list_timers) and the history. fired_at <=
+-- completed_at, so since also prunes older history partitions.
 SELECT * FROM (
     (SELECT * FROM timers
      WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
        AND coalesce(fired_at, completed_at) >= %(since)s
        AND coalesce(fired_at, completed_at) < %(until)s
        AND (coalesce(fired_at, completed_at), id) < (%(before_at)s, %(before_id)s)
@@ -685,19 +656,14 @@ SELECT * FROM (
      ORDER BY coalesce(fired_at, completed_at) DESC, id DESC
      LIMIT %(limit)s)
     UNION ALL
-    (SELECT t.* FROM running_timers CROSS JOIN LATERAL (
-        SELECT * FROM timers
-        WHERE id = running_timers.id
-          AND namespace = %(namespace)s
-          AND status = 'running'
-          AND fired_at IS NULL
-          AND updated_at >= %(since)s
-          AND updated_at < %(until)s
-          AND (updated_at, id) < (%(before_at)s, %(before_id)s)
-          AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
-        LIMIT 1
-     ) AS t
-     ORDER BY t.updated_at DESC, t.id DESC
+    (SELECT * FROM timers
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND fired_at >= %(since)s
+       AND fired_at < %(until)s
+       AND (fired_at, id) < (%(before_at)s, %(before_id)s)
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+     ORDER BY fired_at DESC, id DESC
      LIMIT %(limit)s)
     UNION ALL
     (SELECT * FROM timer_history
@@ -710,7 +676,7 @@ SELECT * FROM (
      ORDER BY fired_at DESC, id DESC
      LIMIT %(limit)s)
 ) AS events
-ORDER BY coalesce(fired_at, updated_at) DESC, id DESC
+ORDER BY fired_at DESC, id DESC
 LIMIT %(limit)s
 
 -- name: list_deliveries

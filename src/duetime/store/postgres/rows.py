@@ -19,15 +19,6 @@ from duetime.store.codec import dump_json
 Row = dict[str, Any]
 
 
-def fired_at(status: str, fired: datetime | None, updated: datetime) -> datetime | None:
-    """When the timer first fired. A claim leaves the column alone (so that it can rewrite the
-    row in place: migration 0010) and the attempt's end writes it; until then a running timer
-    that never fired before fired when this attempt started, which is its ``updated_at``."""
-    if fired is None and status == "running":
-        return updated
-    return fired
-
-
 def timer_from_row(row: Row) -> Timer:
     return Timer(
         id=row["id"],
@@ -48,7 +39,7 @@ def timer_from_row(row: Row) -> Timer:
         local=row["local"],
         timezone=row["timezone"],
         disambiguation=row["disambiguation"],
-        fired_at=fired_at(row["status"], row["fired_at"], row["updated_at"]),
+        fired_at=row["fired_at"],
         completed_at=row["completed_at"],
         last_error=row["last_error"],
         lease_owner=row["lease_owner"],
@@ -60,8 +51,6 @@ def timer_from_row(row: Row) -> Timer:
 
 TIMER_FIELDS = tuple(f.name for f in fields(Timer))
 _STATUS_AT = TIMER_FIELDS.index("status")
-_FIRED_AT = TIMER_FIELDS.index("fired_at")
-_UPDATED_AT = TIMER_FIELDS.index("updated_at")
 _STATUSES = {status.value: status for status in Status}
 
 
@@ -155,12 +144,10 @@ def _timer_maker(names: list[str]) -> RowMaker[Timer]:
     if missing:
         raise KeyError(f"timer rows need the columns {', '.join(missing)}")
     pick = itemgetter(*(names.index(name) for name in TIMER_FIELDS))
-    at, fired, updated = _STATUS_AT, _FIRED_AT, _UPDATED_AT
+    at = _STATUS_AT
 
     def timer(values: Sequence[Any]) -> Timer:
         args: list[Any] = list(pick(values))
-        if args[fired] is None and args[at] == "running":
-            args[fired] = args[updated]  # see fired_at()
         args[at] = _STATUSES[args[at]]
         return Timer(*args)
 

@@ -41,8 +41,7 @@ RETURNING *
 -- name: release_occurrences
 -- Occurrences materialised ahead of time and not fired: made again from the revised schedule.
 DELETE FROM timers
-WHERE schedule_id = %(schedule_id)s AND completed_at IS NULL AND status = 'scheduled'
-  AND attempts = 0
+WHERE schedule_id = %(schedule_id)s AND status = 'scheduled' AND attempts = 0
   AND due_at > %(after)s
 
 -- name: delete_schedule
@@ -50,8 +49,7 @@ DELETE FROM schedules WHERE namespace = %(namespace)s AND name = %(name)s RETURN
 
 -- name: cancel_occurrences
 UPDATE timers SET status = 'cancelled', completed_at = %(now)s, updated_at = %(now)s
-WHERE schedule_id = %(schedule_id)s AND completed_at IS NULL
-  AND status IN ('scheduled', 'retrying')
+WHERE schedule_id = %(schedule_id)s AND status IN ('scheduled', 'retrying')
 
 -- name: due_schedules
 SELECT * FROM schedules
@@ -114,8 +112,7 @@ LIMIT %(limit)s
 
 -- name: pending_local_timers
 SELECT * FROM timers
-WHERE local IS NOT NULL AND completed_at IS NULL AND status IN ('scheduled', 'retrying')
-  AND id > %(after_id)s
+WHERE local IS NOT NULL AND status IN ('scheduled', 'retrying') AND id > %(after_id)s
 ORDER BY id
 LIMIT %(limit)s
 

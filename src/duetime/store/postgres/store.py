@@ -497,7 +497,6 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
 
     async def rescue(self, now: datetime) -> list[int]:
         async def run(conn: Conn) -> list[int]:
-            await fetch_all(conn, Q["finish_by_lookup"], {})
             rescued = [row["id"] for row in await fetch_all(conn, Q["rescue"], {"now": now})]
             if rescued:
                 await self._notify(conn, now)
