@@ -137,6 +137,8 @@ def test_claim_path_uses_the_partial_index_before_and_after_analyze(
                 for kind, plan in plans(conn, Q[name], params).items():
                     print(f"--- {name}, {moment}, {kind} plan, types={types}\n{plan}")
                     assert_uses_pending_index(plan)
+                    if name == "claim_due":  # each locked row updated where it was found
+                        assert "Tid Scan on timers" in plan, plan
         conn.execute("ANALYZE timers")
         conn.execute("ANALYZE attempts")
 

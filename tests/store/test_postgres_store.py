@@ -292,6 +292,26 @@ async def test_a_pipelined_claim_is_one_transaction(
     assert claimed.attempt == 1
 
 
+async def test_only_a_claim_commits_without_waiting_for_its_flush(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    """A claim may be lost in a server crash (its timers then run again), so its transaction
+    does not wait for the WAL flush; the setting is local to it: the outcome written next on the
+    same connection, and everything else, commits durably."""
+    store = await open_store(with_params(pg_url, pool_max="1"))
+    assert isinstance(store, PostgresStore)
+    await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    show = Statement("SELECT current_setting('synchronous_commit') AS s", {})
+    (_, during) = await store._db.atomic([Statement(Q["claim_in_order"], {}), show])
+    assert during == [{"s": "off"}]
+    (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", NOW + timedelta(seconds=30))
+    (after,) = await store._db.atomic([show])
+    assert after == [{"s": "on"}]
+    assert not await store.finish([Finish(claimed.timer.id, 1, Outcome.DONE)], "n1", NOW)
+    (after,) = await store._db.atomic([show])
+    assert after == [{"s": "on"}]
+
+
 async def test_timer_rows_name_the_columns_a_statement_lacks(
     pg_url: str, open_store: StoreFactory
 ) -> None:

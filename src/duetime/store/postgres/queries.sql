@@ -232,16 +232,23 @@ LIMIT 1
 -- in run_at order, never sorted. On a large table that was never analysed the planner's guess
 -- of the due rows is tiny, and without this it reads every due row with a bitmap scan and sorts
 -- them (seconds with 500,000 due) to keep 100; generic or custom, the walk takes milliseconds.
--- Each locked row is then updated through one primary-key probe, as in finish_by_lookup, never
--- by hashing the whole table (which a custom plan for a large batch of an analysed table does).
+-- Each locked row is then updated through one lookup of its ctid, never by hashing the whole
+-- table (which a custom plan for a large batch of an analysed table does).
 -- And the prepared statement's generic plan is used, not one planned anew at every call (which
 -- PostgreSQL keeps doing on an analysed table): both reach the rows the same way
 -- (tests/store/test_postgres_plan.py), and planning was about one part in twenty of the
 -- server's time per job.
+-- The claim commits without waiting for its WAL to reach the disk. A claim is the one write that
+-- may be lost: if the server crashes before the flush (a fraction of a second), the timers are
+-- pending again after its restart and run again, which at-least-once delivery allows, as it
+-- allows a re-run after a crash during the handler; every outcome is committed durably, and
+-- its flush carries the claim's WAL with it. At 10 million pending the flush of the pages a
+-- claim first touched after a checkpoint was a fifth of the claim's time.
 SELECT set_config('enable_sort', 'off', true) AS enable_sort,
        set_config('enable_hashjoin', 'off', true) AS hashjoin,
        set_config('enable_mergejoin', 'off', true) AS mergejoin,
-       set_config('plan_cache_mode', 'force_generic_plan', true) AS generic
+       set_config('plan_cache_mode', 'force_generic_plan', true) AS generic,
+       set_config('synchronous_commit', 'off', true) AS async_commit
 
 -- name: claim_due
 -- One statement: lock the due rows (skipping those another node is claiming) and mark them
@@ -252,9 +259,14 @@ SELECT set_config('enable_sort', 'off', true) AS enable_sort,
 -- a type it takes, exact or by LIKE pattern; deliveries to a destination it serves ('handler' =
 -- routes.HANDLER: only for types it has a handler for). Rows no one takes are left to
 -- sweep_unsubscribed. The filter is plain ORs, no CASE, so a generic plan still estimates few
--- rows (and keeps the nested loop on the primary key below).
+-- rows.
+-- Each locked row is updated where the lock found it (by ctid: no second walk down the primary
+-- key, about a fifth of the statement with 10 million pending). A row another transaction
+-- changed after this statement's snapshot was taken is locked in its new version, which the
+-- snapshot cannot see: it is then left out of this claim (and unlocked at its commit), never
+-- claimed twice.
 WITH due AS (
-    SELECT id FROM timers
+    SELECT ctid FROM timers
     WHERE namespace = %(namespace)s
       AND status IN ('scheduled', 'retrying')
       AND run_at <= %(now)s
@@ -276,7 +288,7 @@ claimed AS (
         fired_at = coalesce(timers.fired_at, %(now)s),
         updated_at = %(now)s
     FROM due
-    WHERE timers.id = due.id
+    WHERE timers.ctid = due.ctid
     RETURNING timers.*
 )
 SELECT * FROM claimed
