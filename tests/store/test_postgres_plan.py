@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from storekit import PG_URL
 
-from duetime.model import ClaimFilter, Finish, Outcome
+from duetime.model import ClaimFilter, FanOut, Finish, Outcome
 from duetime.store.postgres.rows import FinishBatch
-from duetime.store.postgres.store import PostgresStore, Q, claim_params
+from duetime.store.postgres.store import PostgresStore, Q, claim_params, fan_out_params
 
 PENDING = 100_000
 PARAM_TYPES = {
@@ -169,6 +169,16 @@ def test_claim_takes_the_earliest_with_real_data(
     assert earliest == run_ats[0]
 
 
+FAN_OUT_PARAM_TYPES = {
+    "timer_ids": "bigint[]",
+    "attempts": "integer[]",
+    "notes": "text[]",
+    "root_ids": "bigint[]",
+    "keys": "text[]",
+    "destinations": "text[]",
+    "node_id": "text",
+    "now": "timestamptz",
+}
 FINISH_PARAM_TYPES = {
     "timer_ids": "bigint[]",
     "attempts": "integer[]",
@@ -200,12 +210,20 @@ def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
     assert len(ids) > 1000
     now = datetime.now(UTC)
     params = FinishBatch.of([Finish(i, 1, Outcome.DONE) for i in ids[:500]], "n1", now).params
+    fans = [FanOut(i, 1, f"k{i}", ("a", "b")) for i in ids[500:1000]]
+    statements = [
+        ("finish", params, FINISH_PARAM_TYPES),
+        ("fan_out", fan_out_params(fans, "n1", now), FAN_OUT_PARAM_TYPES),
+    ]
     for moment in ("before ANALYZE", "after ANALYZE"):
-        with conn.transaction():  # as the store sends it: after finish_by_lookup
-            conn.execute(Q["finish_by_lookup"])
-            found = plans(conn, Q["finish"], params, FINISH_PARAM_TYPES)
+        found: dict[str, str] = {}
+        for name, values, types in statements:
+            with conn.transaction():  # as the store sends it: after finish_by_lookup
+                conn.execute(Q["finish_by_lookup"])
+                for kind, plan in plans(conn, Q[name], values, types).items():
+                    found[f"{name} {kind}"] = plan
         for kind, plan in found.items():
-            print(f"--- finish, {moment}, {kind} plan\n{plan}")
+            print(f"--- {moment}, {kind} plan\n{plan}")
             assert re.search(r"Scan (using|on) timers_pkey\b", plan), plan
             assert "timers_leased" not in plan, plan
             assert "Seq Scan" not in plan, plan

@@ -294,12 +294,13 @@ claimed AS (
 SELECT * FROM claimed
 
 -- name: finish_by_lookup
--- Sent before finish, in its transaction: the only join left is each locked outcome with its
--- row, which is one primary-key probe each; without this, a custom plan for a large batch may
--- hash the whole table instead (the cost model prices a probe as a random disk read). The
--- generic plan is used, as in claim_in_order.
+-- Sent before finish and fan_out, in their transaction: each outcome reaches its timer by one
+-- primary-key probe; without this, a custom plan for a large batch may hash or scan the whole
+-- table instead (the cost model prices a probe as a random disk read, and before an ANALYZE it
+-- knows nothing of the table). The generic plan is used, as in claim_in_order.
 SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
        set_config('enable_mergejoin', 'off', true) AS mergejoin,
+       set_config('enable_seqscan', 'off', true) AS seqscan,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS generic
 
 -- name: finish
@@ -307,10 +308,14 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 -- owner's are left alone and come back missing from the result (lost). Each ended attempt's
 -- row is written (see claim_due); one released unstarted leaves none. (Arrays go in binary, as
 -- in insert_timer.)
--- The fence is checked and the row locked by one primary-key lookup per outcome (the LATERAL),
--- and the update then joins only on the id (see finish_by_lookup): the planner is never asked
--- to join the batch with "this node's running rows", whose estimate after an ANALYZE of a quiet
--- table is one row and which it would then read once per outcome (batch × running). (Not by
+-- Each outcome reaches its row by one primary-key probe (the update's nested loop over the
+-- batch: see finish_by_lookup), and the fence is the update's own condition, which PostgreSQL
+-- checks again on the newest version when it had to wait for the row (a heartbeat committed
+-- meanwhile): no separate lock of each row first, which cost a WAL record an outcome. The
+-- planner is never asked to join the batch with "this node's running rows", whose estimate
+-- after an ANALYZE of a quiet table is one row and which it would then read once per outcome
+-- (batch × running). The attempt's start is the row's updated_at as this statement's snapshot
+-- sees it (the LATERAL, a read): nothing but the claim sets it while the timer runs. (Not by
 -- ctid: a heartbeat committed while the lock was awaited leaves a version this statement's
 -- snapshot cannot see, and the outcome would be lost.)
 WITH f AS (
@@ -322,10 +327,7 @@ WITH f AS (
 mine AS (
     SELECT f.*, t.started_at
     FROM f CROSS JOIN LATERAL (
-        SELECT updated_at AS started_at FROM timers
-        WHERE id = f.timer_id AND attempts = f.attempt AND lease_owner = %(node_id)s
-          AND status = 'running'
-        FOR UPDATE
+        SELECT updated_at AS started_at FROM timers WHERE id = f.timer_id
     ) AS t
 ),
 finished AS (
@@ -357,7 +359,8 @@ finished AS (
         lease_owner = NULL,
         lease_expires_at = NULL
     FROM mine AS f
-    WHERE timers.id = f.timer_id
+    WHERE timers.id = f.timer_id AND timers.attempts = f.attempt
+      AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
     RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at
 ),
 ended AS (
@@ -472,10 +475,7 @@ WITH f AS (
 mine AS (
     SELECT f.*, t.started_at
     FROM f CROSS JOIN LATERAL (
-        SELECT updated_at AS started_at FROM timers
-        WHERE id = f.timer_id AND attempts = f.attempt AND lease_owner = %(node_id)s
-          AND status = 'running'
-        FOR UPDATE
+        SELECT updated_at AS started_at FROM timers WHERE id = f.timer_id
     ) AS t
 ),
 roots AS (
@@ -483,7 +483,8 @@ roots AS (
     SET status = 'done', completed_at = %(now)s, updated_at = %(now)s, last_error = NULL,
         lease_owner = NULL, lease_expires_at = NULL
     FROM mine
-    WHERE timers.id = mine.timer_id
+    WHERE timers.id = mine.timer_id AND timers.attempts = mine.attempt
+      AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
     RETURNING timers.*, mine.note, mine.started_at
 ),
 ended AS (

@@ -468,6 +468,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         params = fan_out_params(fan_outs, node_id, now)
 
         async def run(conn: Conn) -> list[Row]:
+            await fetch_all(conn, Q["finish_by_lookup"], {})
             rows = await fetch_all(conn, Q["fan_out"], params)
             if rows:
                 await self._notify(conn, min(row["run_at"] for row in rows))
