@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date as date_type
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -266,34 +266,41 @@ class AsyncApp(ScheduleMethods):
         transaction: object | None = None,
     ) -> list[PutResult]:
         """Store many timers in one transaction: all of them, or (on bad input) none."""
-        timers = self.prepare(requests)
+        timers: Iterable[NewTimer] = self._resolve(requests)  # validated as the store reads them
+        if not self._opened:  # opening creates the namespace: not for a batch that is refused
+            timers = list(timers)
         return await self.put(timers, on_conflict=on_conflict, transaction=transaction)
 
     def prepare(self, requests: Iterable[TimerRequest]) -> list[NewTimer]:
         """Validate requests into storable timers (raises InvalidInput naming the field)."""
+        return list(self._resolve(requests))
+
+    def _resolve(self, requests: Iterable[TimerRequest]) -> Iterator[NewTimer]:
+        """Each request validated as it is read, so a store can send the timers read so far
+        while the rest are still being validated. A bad one raises InvalidInput naming its
+        field, behind its index (``[3].timezone``) unless it is the only request. "Now" is
+        read here, when the batch is given, not when the store gets to each request."""
         now = self.clock.now()
-        producer = self.producer_id()
-        timers = []
-        for index, request in enumerate(requests):
-            try:
-                timers.append(
-                    request.resolve(
-                        self.namespace,
-                        now,
-                        self.settings.max_attempts,
-                        self.settings.max_payload_bytes,
-                        producer=producer,
+        namespace, producer, settings = self.namespace, self.producer_id(), self.settings
+        max_attempts, max_payload_bytes = settings.max_attempts, settings.max_payload_bytes
+
+        def resolved() -> Iterator[NewTimer]:
+            items = iter(requests)
+            for index, request in enumerate(items):
+                try:
+                    yield request.resolve(
+                        namespace, now, max_attempts, max_payload_bytes, producer=producer
                     )
-                )
-            except InvalidInput as exc:
-                if index == 0 and not timers:
-                    raise
-                raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
-        return timers
+                except InvalidInput as exc:
+                    if index == 0 and next(items, None) is None:
+                        raise
+                    raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
+
+        return resolved()
 
     async def put(
         self,
-        timers: Sequence[NewTimer],
+        timers: Iterable[NewTimer],
         *,
         on_conflict: OnConflict = "update",
         transaction: object | None = None,

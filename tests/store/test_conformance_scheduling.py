@@ -5,13 +5,14 @@ Every test runs against each backend (SQLite and PostgreSQL) and must behave ide
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
 from storekit import NOW, new_timer
 
 from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
-from duetime.model import Finish, Outcome, Status, TimerFilter
+from duetime.model import Finish, NewTimer, Outcome, Status, TimerFilter
 from duetime.store import Store
 
 LATER = NOW + timedelta(minutes=5)
@@ -327,3 +328,38 @@ async def test_repeated_keys_among_others_keep_input_order(store: Store) -> None
         "b",
         "a",
     ]
+
+
+async def test_a_large_lazy_batch_keeps_input_order_and_repeats(store: Store) -> None:
+    # More timers than one statement takes, read from a generator; the second half writes
+    # the first half's keys again (backwards), so repeats cross the store's chunks.
+    keys = [f"k{n:03}" for n in range(200)] + [f"k{n:03}" for n in reversed(range(0, 200, 2))]
+
+    def batch() -> Iterator[NewTimer]:
+        for n, key in enumerate(keys):
+            yield new_timer(key, payload={"n": n})
+
+    results = await store.put_timers(batch(), "update", NOW)
+    assert [(r.action, r.timer.key) for r in results] == [
+        ("created" if n < 200 else "updated", key) for n, key in enumerate(keys)
+    ]
+    assert [r.timer.payload for r in results] == [{"n": n} for n in range(len(keys))]
+    ids = [r.timer.id for r in results[:200]]
+    assert ids == sorted(ids)
+    assert [r.timer.id for r in results[200:]] == [ids[n] for n in reversed(range(0, 200, 2))]
+    for result in results[200:]:  # the last write of each key is what is stored
+        assert await store.get_timer("ns", result.timer.key) == result.timer
+    assert await store.get_timer("ns", "k001") == results[1].timer
+
+
+async def test_a_lazy_batch_that_fails_midway_stores_nothing(store: Store) -> None:
+    def batch() -> Iterator[NewTimer]:
+        for n in range(250):
+            yield new_timer(f"k{n}")
+        raise InvalidInput("[250].timezone", "is not a known time zone")
+
+    with pytest.raises(InvalidInput) as raised:
+        await store.put_timers(batch(), "update", NOW)
+    assert raised.value.field == "[250].timezone"
+    assert sum((await store.count_by_status("ns")).values()) == 0
+    assert await store.get_timer("ns", "k0") is None

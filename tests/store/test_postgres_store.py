@@ -4,6 +4,7 @@ durable commits, and notifications that are sent only when the transaction commi
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -11,7 +12,7 @@ import pytest
 from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_params
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
-from duetime.model import FanOut, Finish, Outcome, Status
+from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
 from duetime.store import create_store
 from duetime.store.postgres.database import Statement
 from duetime.store.postgres.rows import timer_rows
@@ -362,3 +363,39 @@ async def test_an_outcome_waits_for_a_concurrent_heartbeat_and_applies(
     assert timer.status.value == "done"
     (attempt,) = await store.list_attempts(tid)
     assert attempt.finished_at == later
+
+
+async def test_a_batch_rolled_back_by_a_deadlock_is_sent_again(
+    pg_url: str, pg_schema: str, open_store: StoreFactory
+) -> None:
+    """A lazily validated batch that loses a deadlock is retried with the same timers: the
+    retry replays what the stream already gave (a generator cannot be read twice)."""
+    store = await open_store(pg_url)
+    await store.put_timers([new_timer("a"), new_timer("b")], "error", NOW)
+    reads: list[str] = []
+
+    def batch() -> Iterator[NewTimer]:
+        for key in ("a", "b"):
+            reads.append(key)
+            yield new_timer(key, payload={"from": "batch"})
+
+    other = await psycopg.AsyncConnection.connect(
+        PG_URL, options=f"-c search_path={pg_schema} -c deadlock_timeout=20s"
+    )
+    try:  # holds b, then asks for a: the batch (which holds a, waits for b) is the victim
+        await other.execute("UPDATE timers SET version = version + 1 WHERE key = 'b'")
+        writing = asyncio.ensure_future(store.put_timers(batch(), "update", NOW))
+        await asyncio.sleep(0.3)
+        assert not writing.done()
+        await other.execute("UPDATE timers SET version = version + 1 WHERE key = 'a'")
+        await other.commit()  # reached once PostgreSQL broke the deadlock (1 s) for the batch
+        results = await asyncio.wait_for(writing, 10)
+    finally:
+        await other.close()
+    assert reads == ["a", "b"]
+    assert [(r.action, r.timer.key, r.timer.payload) for r in results] == [
+        ("updated", "a", {"from": "batch"}),
+        ("updated", "b", {"from": "batch"}),
+    ]
+    for result in results:
+        assert await store.get_timer("ns", result.timer.key) == result.timer

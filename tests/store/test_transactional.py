@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from storekit import StoreFactory, new_timer
 
-from duetime import AsyncApp, Dead, Event, FrozenClock, InvalidInput, Status
+from duetime import AsyncApp, Dead, Event, FrozenClock, InvalidInput, Status, TimerRequest
 from duetime.errors import StoreUnavailable
 from duetime.model import Claimed, Finish, Outcome
 from duetime.store import Store
@@ -146,6 +146,20 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
     assert (await app.get("emitted")).payload == {"n": 2}
     page = await app.history()
     assert sorted(t.key for t in page.items) == ["emitted", "kept"]
+    async with await psycopg.AsyncConnection.connect(store.url.split("?")[0]) as conn:
+        # A batch longer than one statement, in the caller's transaction too.
+        batch = [TimerRequest("order.paid", {"n": n}, delay=5, key=f"b{n}") for n in range(250)]
+        try:
+            async with conn.transaction():
+                await app.schedule_many(batch, transaction=conn)
+                raise RuntimeError("the caller's own work failed")
+        except RuntimeError:
+            pass
+        assert await app.store.get_timer("shop", "b0") is None
+        async with conn.transaction():
+            results = await app.schedule_many(batch, transaction=conn)
+        assert [r.timer.key for r in results] == [f"b{n}" for n in range(250)]
+    assert await app.get("b249") == results[249].timer
     with pytest.raises(InvalidInput) as info:
         await app.schedule("x", delay=5, key="k", transaction="not a connection")
     assert info.value.field == "transaction"

@@ -9,7 +9,7 @@ lost its lease cannot overwrite the attempt that replaced it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -76,9 +76,12 @@ class Store(Protocol):
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(
-        self, timers: Sequence[NewTimer], on_conflict: OnConflict, now: datetime
+        self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
     ) -> list[PutResult]:
         """Insert or upsert by ``(namespace, key)`` in one transaction, results in input order.
+
+        ``timers`` may be lazy (the app's stream validates each request as it is read) and is
+        read once; an exception it raises rolls the whole batch back.
 
         ``update`` changes a key only while it is still pending; a fired one is kept as it is.
         ``keep`` never changes an existing key. ``error`` raises AlreadyExists (nothing stored).
@@ -296,7 +299,7 @@ class TransactionalStore(Protocol):
     async def put_timers_in(
         self,
         connection: object,
-        timers: Sequence[NewTimer],
+        timers: Iterable[NewTimer],
         on_conflict: OnConflict,
         now: datetime,
     ) -> list[PutResult]:

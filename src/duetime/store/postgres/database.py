@@ -19,7 +19,7 @@ import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
-from psycopg.errors import IdleInTransactionSessionTimeout, TransactionRollback
+from psycopg.errors import DeadlockDetected, IdleInTransactionSessionTimeout, TransactionRollback
 from psycopg.rows import AsyncRowFactory, DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -183,7 +183,7 @@ class Database:
                         del self._after_commit[id(conn)]
                     await _send_after_commit(conn, pending)
                     return result
-            except TransactionRollback as exc:
+            except (TransactionRollback, DeadlockDetected) as exc:  # psycopg: not a subclass
                 if attempt >= ROLLBACK_RETRIES:
                     raise StoreUnavailable(
                         f"PostgreSQL rolled the transaction back: {exc}"

@@ -52,8 +52,9 @@ SELECT name FROM namespaces ORDER BY name
 -- name: insert_timer
 -- A whole batch in one statement: one array per column (sent in binary: psycopg's text format
 -- for arrays costs ~10x more client CPU), unnested in input order, which the ids follow. A key
--- that exists already is left alone and comes back missing from the result. Only the columns
--- the server decides come back (rows.WRITTEN_COLUMNS): the caller has the rest.
+-- that exists already is left alone and comes back missing from the result. Only what the
+-- server decides comes back (rows.WRITTEN_COLUMNS): a new row is otherwise what was sent, with
+-- the statement's now (decoding every column of every row was a fifth of the client's time).
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
@@ -72,8 +73,7 @@ FROM unnest(
 )
 ORDER BY n
 ON CONFLICT (namespace, key) DO NOTHING
-RETURNING id, namespace, key, status, attempts, registered_at, updated_at, run_at, fired_at,
-    completed_at, last_error, lease_owner, lease_expires_at, destination, version
+RETURNING id, namespace, key, version
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
@@ -111,8 +111,18 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     producer = excluded.producer,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
-RETURNING id, namespace, key, status, attempts, registered_at, updated_at, run_at, fired_at,
-    completed_at, last_error, lease_owner, lease_expires_at, destination, version
+RETURNING id, namespace, key, version,
+    -- A new row (version 1) is what was sent: only a row that was there before sends the rest.
+    CASE WHEN version > 1 THEN status END AS status,
+    CASE WHEN version > 1 THEN attempts END AS attempts,
+    CASE WHEN version > 1 THEN registered_at END AS registered_at,
+    CASE WHEN version > 1 THEN run_at END AS run_at,
+    CASE WHEN version > 1 THEN fired_at END AS fired_at,
+    CASE WHEN version > 1 THEN completed_at END AS completed_at,
+    CASE WHEN version > 1 THEN last_error END AS last_error,
+    CASE WHEN version > 1 THEN lease_owner END AS lease_owner,
+    CASE WHEN version > 1 THEN lease_expires_at END AS lease_expires_at,
+    CASE WHEN version > 1 THEN destination END AS destination
 
 -- name: get_timers
 -- The timers of a batch of keys. A key archived since the caller's insert conflicted with it is

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import psycopg
 from psycopg import sql
+from psycopg.cursor_async import AsyncCursor
 from psycopg.pq import TransactionStatus
 
 from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
@@ -57,6 +58,7 @@ from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.wakeup import Listener, encode_payload
 from duetime.store.protocol import TransactionEffect, WakeupListener
 from duetime.store.queries import load_migrations, load_queries
+from duetime.store.streams import Replayable, chunked
 
 Q = load_queries("duetime.store.postgres")
 MIN_TRANSACTION_SECONDS = 1.0
@@ -65,6 +67,10 @@ SERVER_GRACE_SECONDS = 1.0
 """The server's limit on such a transaction is this much longer than the client's own, so a
 live process ends it cleanly first; the server's ends the transaction of a stalled one."""
 MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
+PUT_CHUNK = 100
+"""Timers a statement of ``put_timers``: small enough that the client validates and encodes the
+next chunk while the server writes this one, large enough that a statement's own cost is small
+(``bench/enqueue_probe.py``)."""
 
 
 class PostgresStore(PostgresSchedules, PostgresHistory):
@@ -191,15 +197,13 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(
-        self, timers: Sequence[NewTimer], on_conflict: OnConflict, now: datetime
+        self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
     ) -> list[PutResult]:
-        if not timers:
-            return []
-        check_text(timers)
         query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
+        source = Replayable(timers)  # a transaction PostgreSQL rolls back is run again
 
         async def run(conn: Conn) -> list[PutResult]:
-            return await self._put(conn, query, timers, on_conflict, now)
+            return await self._put(conn, query, source, on_conflict, now)
 
         try:
             results = await self._db.write(run)
@@ -214,32 +218,45 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         self,
         conn: Conn,
         query: str,
-        timers: Sequence[NewTimer],
+        timers: Iterable[NewTimer],
         on_conflict: OnConflict,
         now: datetime,
     ) -> list[PutResult]:
-        # One statement per round, normally one round. Round r holds the r-th occurrence of
-        # each key, in input order: a key given twice is written twice in order, as one
-        # statement per timer would (one statement cannot upsert the same row twice). Ids
-        # follow input order, so newest-first listings show a batch as it was given.
-        # (Two batches sharing keys in opposite orders may deadlock; PostgreSQL breaks it and
-        # the losing transaction is retried by Database.write.)
-        written: list[tuple[Timer, int] | None] = [None] * len(timers)
-        for positions in _rounds(timers):
-            batch = [timers[i] for i in positions]
-            async with conn.cursor(row_factory=written_timer_rows(batch)) as cursor:
-                await cursor.execute(query, timer_batch_params(batch, now))
+        # The timers go out in chunks in one pipeline: while the server writes a chunk, the
+        # next one is taken from ``timers`` — validated, when it is the app's lazy stream — and
+        # encoded, so the client's work and the server's overlap (one statement for the whole
+        # batch left each side idle while the other worked). A chunk is one statement a round:
+        # round r holds the r-th occurrence of each key in it, so a key given twice is written
+        # twice in order, as one statement per timer would (one statement cannot upsert the same
+        # row twice); chunks run in order too. Ids follow input order, so newest-first listings
+        # show a batch as it was given. (Two batches sharing keys in opposite orders may
+        # deadlock; PostgreSQL breaks it and the losing transaction is retried by
+        # Database.write.)
+        sent: list[NewTimer] = []
+        statements: list[tuple[list[int], AsyncCursor[tuple[Timer, int]]]] = []
+        async with conn.pipeline() as pipeline:
+            for chunk in chunked(timers, PUT_CHUNK):
+                check_text(chunk)
+                for positions in _rounds(chunk):
+                    batch = [chunk[i] for i in positions]
+                    cursor = conn.cursor(row_factory=written_timer_rows(batch, now))
+                    await cursor.execute(query, timer_batch_params(batch, now))
+                    statements.append(([len(sent) + i for i in positions], cursor))
+                sent.extend(chunk)
+            await pipeline.sync()
+            written: list[tuple[Timer, int] | None] = [None] * len(sent)
+            for positions, cursor in statements:
                 rows = await cursor.fetchall()
-            by_key = {(timer.namespace, timer.key): (timer, version) for timer, version in rows}
-            for i in positions:
-                written[i] = by_key.get((timers[i].namespace, timers[i].key))
+                by_key = {(timer.namespace, timer.key): (timer, v) for timer, v in rows}
+                for i in positions:
+                    written[i] = by_key.get((sent[i].namespace, sent[i].key))
         missing = [i for i, row in enumerate(written) if row is None]
         if missing and on_conflict == "error":
-            key = timers[missing[0]].key
+            key = sent[missing[0]].key
             raise AlreadyExists(f"a timer with key {key!r} already exists", field="key")
-        existing = await self._get_many(conn, [timers[i] for i in missing])
+        existing = await self._get_many(conn, [sent[i] for i in missing])
         results = [
-            PutResult("kept", existing[(timers[i].namespace, timers[i].key)])
+            PutResult("kept", existing[(sent[i].namespace, sent[i].key)])
             if row is None
             else PutResult("created" if row[1] == 1 else "updated", row[0])
             for i, row in enumerate(written)
@@ -252,7 +269,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
     async def put_timers_in(
         self,
         connection: object,
-        timers: Sequence[NewTimer],
+        timers: Iterable[NewTimer],
         on_conflict: OnConflict,
         now: datetime,
     ) -> list[PutResult]:
@@ -269,9 +286,6 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             raise InvalidInput(
                 "transaction", "has no open transaction: start one before scheduling in it"
             )
-        if not timers:
-            return []
-        check_text(timers)
         query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
         conn: Conn = connection
         saved = await fetch_value(conn, Q["current_search_path"], {})

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -301,8 +301,9 @@ class SqliteStore(SqliteSchedules, SqliteHistory):
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(
-        self, timers: Sequence[NewTimer], on_conflict: OnConflict, now: datetime
+        self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
     ) -> list[PutResult]:
+        timers = list(timers)  # every request validated before the write lock is taken
         now_us = to_micros(now)
         rows = [_timer_params(timer, now_us) for timer in timers]
 
@@ -525,7 +526,7 @@ class SqliteStore(SqliteSchedules, SqliteHistory):
     async def put_timers_in(
         self,
         connection: object,
-        timers: Sequence[NewTimer],
+        timers: Iterable[NewTimer],
         on_conflict: OnConflict,
         now: datetime,
     ) -> list[PutResult]:
