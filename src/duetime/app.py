@@ -266,7 +266,9 @@ class AsyncApp(ScheduleMethods):
         transaction: object | None = None,
     ) -> list[PutResult]:
         """Store many timers in one transaction: all of them, or (on bad input) none."""
-        timers: Iterable[NewTimer] = self._resolve(requests)  # validated as the store reads them
+        # Validated as the store reads them, each with its payload's JSON text (no caller
+        # sees these timers before they are stored).
+        timers: Iterable[NewTimer] = self._resolve(requests, keep_payload_json=True)
         if not self._opened:  # opening creates the namespace: not for a batch that is refused
             timers = list(timers)
         return await self.put(timers, on_conflict=on_conflict, transaction=transaction)
@@ -275,7 +277,9 @@ class AsyncApp(ScheduleMethods):
         """Validate requests into storable timers (raises InvalidInput naming the field)."""
         return list(self._resolve(requests))
 
-    def _resolve(self, requests: Iterable[TimerRequest]) -> Iterator[NewTimer]:
+    def _resolve(
+        self, requests: Iterable[TimerRequest], *, keep_payload_json: bool = False
+    ) -> Iterator[NewTimer]:
         """Each request validated as it is read, so a store can send the timers read so far
         while the rest are still being validated. A bad one raises InvalidInput naming its
         field, behind its index (``[3].timezone``) unless it is the only request. "Now" is
@@ -289,7 +293,12 @@ class AsyncApp(ScheduleMethods):
             for index, request in enumerate(items):
                 try:
                     yield request.resolve(
-                        namespace, now, max_attempts, max_payload_bytes, producer=producer
+                        namespace,
+                        now,
+                        max_attempts,
+                        max_payload_bytes,
+                        producer=producer,
+                        keep_payload_json=keep_payload_json,
                     )
                 except InvalidInput as exc:
                     if index == 0 and next(items, None) is None:

@@ -141,6 +141,15 @@ class NewTimer:
     timezone: str | None = None
     disambiguation: str = "compatible"
     producer: str | None = None
+    payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
+    """``payload`` as the JSON text validation made of it (:meth:`with_payload_json`), so the
+    store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts
+    without it, so it never describes a payload it was not made from."""
+
+    def with_payload_json(self, text: str) -> NewTimer:
+        """This timer, knowing its payload's JSON text (set once, right after validation)."""
+        object.__setattr__(self, "payload_json", text)
+        return self
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from duetime.validation import (
     check_expires_after,
     check_key,
     check_max_attempts,
-    check_payload,
     check_subject,
     check_type,
+    encode_payload,
 )
 from duetime.when import resolve_when
 
@@ -63,9 +63,12 @@ class TimerRequest:
         max_payload_bytes: int,
         *,
         producer: str | None = None,
+        keep_payload_json: bool = False,
     ) -> NewTimer:
         """Validate every field and turn the "when" into a UTC instant; ``producer`` is who
-        stores it (set by the facade, not by the caller's request)."""
+        stores it (set by the facade, not by the caller's request). ``keep_payload_json`` hands
+        the store validation's JSON text of the payload, for a timer that goes straight to it
+        (no caller holds it meanwhile, to change the payload under the text)."""
         when = resolve_when(
             now=now,
             at=self.at,
@@ -76,11 +79,13 @@ class TimerRequest:
             disambiguation=self.disambiguation,
         )
         max_attempts = default_max_attempts if self.max_attempts is None else self.max_attempts
-        return NewTimer(
+        key, type_ = check_key(self.key), check_type(self.type)  # checked in field order
+        payload, payload_json = encode_payload(self.payload, max_payload_bytes)
+        timer = NewTimer(
             namespace=namespace,
-            key=check_key(self.key),
-            type=check_type(self.type),
-            payload=check_payload(self.payload, max_payload_bytes),
+            key=key,
+            type=type_,
+            payload=payload,
             due_at=when.due_at,
             max_attempts=check_max_attempts(max_attempts),
             subject=check_subject(self.subject),
@@ -91,3 +96,4 @@ class TimerRequest:
             disambiguation=when.disambiguation,
             producer=producer,
         )
+        return timer.with_payload_json(payload_json) if keep_payload_json else timer

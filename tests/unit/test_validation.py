@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+import os
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from duetime.errors import InvalidInput
+from duetime.requests import TimerRequest
+from duetime.store.codec import payload_text
 from duetime.validation import (
     check_expires_after,
     check_key,
@@ -15,6 +22,7 @@ from duetime.validation import (
     check_payload,
     check_subject,
     check_type,
+    json_text,
     parse_payload_text,
 )
 
@@ -55,6 +63,23 @@ def test_missing_key_is_generated_and_unique() -> None:
     assert all(len(key) == 32 and set(key) <= set("0123456789abcdef") for key in keys)
 
 
+def test_a_forked_child_never_repeats_its_parents_keys() -> None:
+    check_key(None)  # the buffer of random bytes is filled and partly used
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next keys, to the parent
+        os.close(read)
+        os.write(write, " ".join(check_key(None) for _ in range(300)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    os.waitpid(pid, 0)
+    parent = {check_key(None) for _ in range(300)}
+    assert len(child) == 300
+    assert not child & parent
+
+
 def test_payload_round_trips_through_json() -> None:
     assert check_payload({"a": [1, 2.5, None, True], "b": "é"}) == {
         "a": [1, 2.5, None, True],
@@ -93,3 +118,42 @@ def test_text_no_backend_can_store_is_refused(call: object, field: str) -> None:
 
 def test_a_literal_backslash_u0000_is_fine() -> None:
     assert check_payload({"text": "\\u0000"}) == {"text": "\\u0000"}
+
+
+def test_a_kept_payload_text_belongs_to_that_payload_only() -> None:
+    request = TimerRequest("t", {"b": [1, "ü", 2.5], "a": None}, delay=0)
+    now = datetime(2025, 3, 1, tzinfo=UTC)
+    kept = request.resolve("ns", now, 3, 1000, keep_payload_json=True)
+    assert kept.payload_json == '{"b":[1,"ü",2.5],"a":null}' == json_text(kept.payload)
+    assert payload_text(kept) == kept.payload_json
+    assert request.resolve("ns", now, 3, 1000).payload_json is None  # e.g. AsyncApp.prepare
+    copy = replace(kept, payload={"other": 1})  # a copy starts without the text
+    assert copy.payload_json is None
+    assert payload_text(copy) == '{"other":1}'
+    assert copy == replace(kept, payload={"other": 1})
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+def test_json_text_is_the_standard_compact_encoding(value: object) -> None:
+    standard = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert json_text(value) == standard
+
+
+def test_values_json_cannot_hold_are_refused_as_payloads() -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    for value in (cyclic, {"x": float("nan")}, {"s": {1, 2}}, float("inf")):
+        with pytest.raises(InvalidInput) as raised:
+            check_payload(value)
+        assert raised.value.field == "payload"

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
+from duetime.model import NewTimer
 from duetime.validation import json_text
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -29,6 +30,11 @@ def maybe_from_micros(micros: int | None) -> datetime | None:
 
 def dump_json(value: Any) -> str:
     return json_text(value)
+
+
+def payload_text(timer: NewTimer) -> str:
+    """The JSON text to store for a timer's payload: validation's, when it kept it."""
+    return json_text(timer.payload) if timer.payload_json is None else timer.payload_json
 
 
 def load_json(text: str) -> Any:

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 
 from duetime.errors import InvalidInput
 from duetime.model import Attempt, Finish, NewTimer, Node, Outcome, Status, Subscription, Timer
-from duetime.store.codec import dump_json
+from duetime.store.codec import payload_text
 
 Row = dict[str, Any]
 
@@ -204,7 +204,7 @@ def timer_batch_params(timers: Sequence[NewTimer], now: datetime) -> Row:
         "namespaces": [t.namespace for t in timers],
         "keys": [t.key for t in timers],
         "types": [t.type for t in timers],
-        "payloads": [dump_json(t.payload) for t in timers],
+        "payloads": [payload_text(t) for t in timers],
         "subjects": [t.subject for t in timers],
         "correlation_ids": [t.correlation_id for t in timers],
         "due_ats": [t.due_at for t in timers],

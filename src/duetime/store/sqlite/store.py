@@ -48,6 +48,7 @@ from duetime.store.codec import (
     dump_json,
     encode_cursor,
     from_micros,
+    payload_text,
     to_micros,
 )
 from duetime.store.protocol import TransactionEffect, WakeupListener
@@ -794,7 +795,7 @@ def _timer_params(timer: NewTimer, now_us: int) -> dict[str, Any]:
         "namespace": timer.namespace,
         "key": timer.key,
         "type": timer.type,
-        "payload": dump_json(timer.payload),
+        "payload": payload_text(timer),
         "subject": timer.subject,
         "correlation_id": timer.correlation_id,
         "due_at": to_micros(timer.due_at),
