@@ -399,3 +399,32 @@ async def test_a_batch_rolled_back_by_a_deadlock_is_sent_again(
     ]
     for result in results:
         assert await store.get_timer("ns", result.timer.key) == result.timer
+
+
+async def test_a_batch_cancelled_midway_stores_nothing_and_frees_its_connection(
+    pg_url: str, pg_schema: str, open_store: StoreFactory
+) -> None:
+    """A caller that gives up on ``put_timers`` while its pipeline is half sent (here: waiting
+    for a row another transaction holds) rolls all of it back, and the pool's only connection
+    serves the next call."""
+    store = await open_store(with_params(pg_url, pool_max="1"))
+    await store.put_timers([new_timer("k150")], "error", NOW)
+    other = await psycopg.AsyncConnection.connect(PG_URL, options=f"-c search_path={pg_schema}")
+    try:
+        await other.execute("UPDATE timers SET version = version WHERE key = 'k150'")
+        batch = (new_timer(f"k{n}", payload={"n": n}) for n in range(300))
+        writing = asyncio.ensure_future(store.put_timers(batch, "update", NOW))
+        await asyncio.sleep(0.3)
+        assert not writing.done()  # chunks before k150 written, waiting for its row
+        writing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await writing
+    finally:
+        await other.rollback()
+        await other.close()
+    assert sum((await store.count_by_status("ns")).values()) == 1
+    timer = await store.get_timer("ns", "k150")
+    assert timer is not None
+    assert timer.payload == {"key": "k150"}
+    (after,) = await asyncio.wait_for(store.put_timers([new_timer("after")], "error", NOW), 10)
+    assert after.action == "created"
