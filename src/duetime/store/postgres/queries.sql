@@ -381,7 +381,11 @@ ended AS (
         node_id = excluded.node_id, started_at = excluded.started_at,
         finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
 )
-SELECT id FROM finished
+-- One row: NULL when every outcome applied (the common case, nothing to decode), else the ids
+-- of those that did (the rest were fenced out: lost).
+SELECT CASE WHEN count(*) = cardinality(%(timer_ids)b::bigint[]) THEN NULL
+            ELSE coalesce(array_agg(id), '{}') END AS applied
+FROM finished
 
 -- name: rescue
 -- Leases that ran out: the attempt is lost; the timer retries, or is dead when out of

@@ -279,5 +279,9 @@ class FinishBatch:
         """When the retries and snoozes of the batch are due again."""
         return [f.run_at for f in self.finishes if f.run_at is not None]
 
-    def lost(self, done: set[int]) -> set[int]:
+    def lost(self, applied: Sequence[int] | None) -> set[int]:
+        """The outcomes fenced out, from ``finish``'s answer (None: every one applied)."""
+        if applied is None:
+            return set(self.repeated)
+        done = set(applied)
         return {f.timer_id for f in self.finishes if f.timer_id not in done} | self.repeated

@@ -336,8 +336,8 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
                         f"the transactional handler was still running when its lease ran out "
                         f"({seconds:.1f} s); its writes were rolled back"
                     ) from None
-            done = await fetch_all(conn, Q["finish"], batch.params)
-            return bool(done)
+            (answer,) = await fetch_all(conn, Q["finish"], batch.params)
+            return not batch.lost(answer["applied"])
 
         return await self._db.write(run)
 
@@ -474,7 +474,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         _, rows = await self._db.atomic(statements, after)
         if again or batch.released:
             self._notify_listeners(min(again) if again else None)
-        return batch.lost({row["id"] for row in rows})
+        return batch.lost(rows[0]["applied"])
 
     async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
         if not fan_outs:
