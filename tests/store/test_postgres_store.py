@@ -428,3 +428,22 @@ async def test_a_batch_cancelled_midway_stores_nothing_and_frees_its_connection(
     assert timer.payload == {"key": "k150"}
     (after,) = await asyncio.wait_for(store.put_timers([new_timer("after")], "error", NOW), 10)
     assert after.action == "created"
+
+
+async def test_the_timers_table_is_vacuumed_like_a_queue(
+    pg_url: str, pg_schema: str, open_store: StoreFactory
+) -> None:
+    """Dead row versions from claims and outcomes are vacuumed after 1 % of the table, not
+    PostgreSQL's default 20 % (the claim walks the pending index over them until then)."""
+    await open_store(pg_url)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'timers'",
+            (pg_schema,),
+        ).fetchone()
+    assert row is not None
+    options = dict(option.split("=") for option in row[0])
+    assert options["autovacuum_vacuum_scale_factor"] == "0.01"
+    assert options["autovacuum_vacuum_threshold"] == "1000"
+    assert options["autovacuum_analyze_scale_factor"] == "0.02"
