@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -159,6 +160,17 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
         async with conn.transaction():
             results = await app.schedule_many(batch, transaction=conn)
         assert [r.timer.key for r in results] == [f"b{n}" for n in range(250)]
+        # A batch refused half-way leaves the caller's transaction as it was, free to commit.
+        async with conn.transaction():
+            await app.schedule("order.paid", {}, delay=5, key="mine", transaction=conn)
+            refused = [*batch[:200], TimerRequest("order.paid", {}, delay=5, timezone="Mars/X")]
+            with pytest.raises(InvalidInput) as info:
+                await app.schedule_many(
+                    [replace(r, key=f"r{n}") for n, r in enumerate(refused)], transaction=conn
+                )
+            assert info.value.field == "[200].timezone"
+        assert (await app.get("mine")).key == "mine"
+        assert await app.store.get_timer("shop", "r0") is None
     assert await app.get("b249") == results[249].timer
     with pytest.raises(InvalidInput) as info:
         await app.schedule("x", delay=5, key="k", transaction="not a connection")

@@ -291,7 +291,11 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         saved = await fetch_value(conn, Q["current_search_path"], {})
         await fetch_value(conn, Q["set_search_path"], {"search_path": self.schema})
         try:
-            return await self._put(conn, query, timers, on_conflict, now)
+            # A savepoint: the batch goes out in chunks, and one refused half-way (a bad
+            # request, a key that exists with on_conflict="error") must leave none of its rows in
+            # the caller's transaction, which carries on as it was.
+            async with conn.transaction():
+                return await self._put(conn, query, timers, on_conflict, now)
         finally:
             await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
 
