@@ -57,6 +57,10 @@ from duetime.worker import Worker, WorkerObserver, WorkerStats
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_END = object()
+"""What ``next`` returns past the last request (a request list may hold anything)."""
+
+
 class AsyncApp(ScheduleMethods):
     """duetime on one database and one namespace, for asyncio code."""
 
@@ -301,7 +305,7 @@ class AsyncApp(ScheduleMethods):
                         keep_payload_json=keep_payload_json,
                     )
                 except InvalidInput as exc:
-                    if index == 0 and next(items, None) is None:
+                    if index == 0 and next(items, _END) is _END:
                         raise
                     raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
 

@@ -88,8 +88,8 @@ def written_timer_rows(
     The statements return only what the server decided: a new row (version 1) is what was sent
     — taken from ``timers`` by key — as the statement stores it (scheduled, no attempts, due at
     its ``due_at``, registered and updated at ``now``); an updated one brings back the columns
-    it kept (:data:`UPDATED_COLUMNS`). Decoding every column of every row was a fifth of the
-    client's time a timer.
+    it kept (:data:`UPDATED_COLUMNS`), and the statement set its ``updated_at`` to ``now`` too.
+    Decoding every column of every row was a fifth of the client's time a timer.
     """
     sent = {(timer.namespace, timer.key): timer for timer in timers}
 
