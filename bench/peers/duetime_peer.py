@@ -8,10 +8,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from duetime import AsyncApp, Event, TimerRequest
+from duetime import AsyncApp, Event, TimerRequest, eventloop
 from peers import JOB_TYPE, Record, System, chunks, payload_due
 
 SCHEMA = "duetime"
+WANTS_UVLOOP = eventloop.chosen() == "uvloop"
+"""The worker runs on the loop ``duetime worker`` would use (DUETIME_EVENT_LOOP=asyncio: not
+uvloop)."""
 
 
 class Duetime(System):
@@ -33,7 +36,8 @@ class Duetime(System):
 
         extra = os.environ.get("PG_BENCH_DUETIME_PARAMS", "")
         params = f", URL params {extra}" if extra else ""
-        return f"duetime {version('duetime')} (psycopg {version('psycopg')}, asyncio{params})"
+        loop = eventloop.chosen()
+        return f"duetime {version('duetime')} (psycopg {version('psycopg')}, {loop}{params})"
 
     async def install(self, db: str) -> None:
         async with AsyncApp(self.url(db)):  # migrates and creates the namespace

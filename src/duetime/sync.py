@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.clock import Clock
 from duetime.config import Settings
@@ -37,7 +38,7 @@ class _LoopThread:
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
-                loop = asyncio.new_event_loop()
+                loop = eventloop.loop_factory()()
                 thread = threading.Thread(target=loop.run_forever, name="duetime-loop", daemon=True)
                 thread.start()
                 self._loop, self._thread = loop, thread
@@ -183,4 +184,4 @@ def run_worker_blocking(core: AsyncApp, **worker_options: Any) -> WorkerStats:
             await core.close()
         return worker.stats
 
-    return asyncio.run(main())
+    return eventloop.run(main())

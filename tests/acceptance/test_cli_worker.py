@@ -32,8 +32,10 @@ def handled(cli: Cli) -> list[str]:
 
 
 @contextmanager
-def running(cli: Cli, *args: str) -> Iterator[subprocess.Popen[str]]:
-    process = cli.popen(*args)
+def running(
+    cli: Cli, *args: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    process = cli.popen(*args, env=env)
     try:
         yield process
     finally:
@@ -42,9 +44,15 @@ def running(cli: Cli, *args: str) -> Iterator[subprocess.Popen[str]]:
             process.communicate()
 
 
-def test_worker_fires_timers_and_stops_cleanly_on_sigterm(cli: Cli, app_module: str) -> None:
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_worker_fires_timers_and_stops_cleanly_on_sigterm(
+    cli: Cli, app_module: str, loop: str
+) -> None:
     keys = [f"w{i}" for i in range(5)]
-    with running(cli, "worker", "--app", app_module, "--concurrency", "4", "--json") as worker:
+    args = ("worker", "--app", app_module, "--concurrency", "4", "--json")
+    # The default ("auto") is uvloop where it is installed, as it is with duetime's dependencies.
+    env = {"DUETIME_EVENT_LOOP": "auto" if loop == "uvloop" else loop}
+    with running(cli, *args, env=env) as worker:
         requests = [{"type": "greet", "delay": 0.5, "key": key} for key in keys]
         assert cli.ok("schedule", "--from-file", "-", input=jsonl(*requests))["created"] == 5
         wait_for(lambda: len(handled(cli)) == 5)
@@ -59,6 +67,7 @@ def test_worker_fires_timers_and_stops_cleanly_on_sigterm(cli: Cli, app_module: 
     assert worker.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert "starting" in stderr  # logs go to stderr at info level by default
+    assert f"event loop {loop}" in stderr
     assert json.loads(stdout)["outcomes"] == {"done": 5}
     assert sorted(handled(cli)) == keys
     done = cli.ok("ls", "--status", "done")["items"]
@@ -178,3 +187,14 @@ def test_worker_refuses_a_bad_setup(cli: Cli, app_module: str, args: list[str], 
     (cli.cwd / "fixed.py").write_text(fixed)
     error = cli.fails("worker", *args, code=2)
     assert error["field"] == field
+
+
+@pytest.mark.parametrize("command", [["worker"], ["tick"], ["ls"]])
+def test_an_unknown_event_loop_is_refused_by_name(
+    cli: Cli, app_module: str, command: list[str]
+) -> None:
+    args = [*command, "--app", app_module] if command != ["ls"] else command
+    error = cli.fails(*args, code=2, env={"DUETIME_EVENT_LOOP": "trio"})
+    assert error["field"] == "DUETIME_EVENT_LOOP"
+    assert "auto, asyncio, uvloop" in error["message"]
+    assert not cli.db_path.exists()  # refused before anything was opened

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 import threading
@@ -10,6 +9,8 @@ from collections.abc import Iterator
 
 import uvicorn
 from fastapi import FastAPI
+
+from duetime import eventloop
 
 SHUTDOWN_TIMEOUT = 10
 """Seconds open HTTP connections get to finish before the workers are stopped."""
@@ -51,6 +52,6 @@ def run(api: FastAPI, host: str, port: int, *, log_level: str, access_log: bool)
         timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
     )
     server = GracefulServer(config)
-    asyncio.run(server.serve())
+    eventloop.run(server.serve())
     if not server.started:
         raise SystemExit(3)

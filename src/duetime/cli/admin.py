@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import click
 
+from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config
@@ -17,7 +17,7 @@ from duetime.config import Settings
 @common_options
 def migrate() -> None:
     """Apply pending schema migrations and print the schema version."""
-    applied, version = asyncio.run(_closing(config().app(), "migrate"))
+    applied, version = eventloop.run(_closing(config().app(), "migrate"))
     if config().json:
         output.emit_json({"applied": applied, "schema_version": version})
         return
@@ -30,7 +30,7 @@ def migrate() -> None:
 def nodes() -> None:
     """Registered nodes: alive while their heartbeat is younger than the lease."""
     app = config().app()
-    found = asyncio.run(_closing(app, "nodes"))
+    found = eventloop.run(_closing(app, "nodes"))
     now = app.clock.now()
     lease = app.settings.lease
     rows = [(node, now - node.heartbeat_at <= lease) for node in found]
@@ -62,7 +62,7 @@ def prune(retention: str | None, archive_after: str | None) -> None:
         retention=retention,
         archive_after=archive_after,
     )
-    report = asyncio.run(_closing(AsyncApp(settings=settings), "maintain"))
+    report = eventloop.run(_closing(AsyncApp(settings=settings), "maintain"))
     if cfg.json:
         output.emit_json(report.to_dict())
         return

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.config import DEFAULT_DATABASE_URL, Settings
 
@@ -72,7 +72,7 @@ def run_app(
         finally:
             await app.close()
 
-    return asyncio.run(main())
+    return eventloop.run(main())
 
 
 # -- options ---------------------------------------------------------------------------------

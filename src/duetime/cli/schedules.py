@@ -5,7 +5,6 @@ Flags mirror ``AsyncApp.add_schedule``; every command takes ``--json``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
+from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
@@ -297,7 +297,7 @@ def next_occurrences(
 
 def _run_without_database(action: Callable[[AsyncApp], Any]) -> Any:
     """A preview of a rule needs no database: the app is never opened."""
-    return asyncio.run(action(config().app()))
+    return eventloop.run(action(config().app()))
 
 
 # -- output ----------------------------------------------------------------------------------

@@ -6,13 +6,13 @@ also creates its namespaces, since with auth on the API never creates namespaces
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import click
 from rich.table import Table
 
+from duetime import eventloop
 from duetime.auth import (
     ALL_NAMESPACES,
     IssuedToken,
@@ -42,7 +42,7 @@ def run_tokens(action: Callable[[Store, TokenStore], Awaitable[T]]) -> T:
         finally:
             await store.close()
 
-    return asyncio.run(main())
+    return eventloop.run(main())
 
 
 @click.group()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import CliConfig, common_options, config, log_level_option
@@ -256,7 +257,7 @@ def run_with_sources(core: AsyncApp, sources: list[Source], node_id: str) -> Wor
             await core.close()
         return worker.stats
 
-    return asyncio.run(main())
+    return eventloop.run(main())
 
 
 def print_stats(stats: WorkerStats, title: str) -> None:
@@ -300,13 +301,15 @@ def worker(
     node_id = new_node_id()
     settings = core.settings
     log.info(
-        "worker %s starting: namespace %s, handlers %s, routes %d, concurrency %d, lease %ss",
+        "worker %s starting: namespace %s, handlers %s, routes %d, concurrency %d, lease %ss, "
+        "event loop %s",
         node_id,
         core.namespace,
         ", ".join(core.registry.types) or "-",
         len(core.routes),
         settings.concurrency,
         settings.lease.total_seconds(),
+        eventloop.chosen(),
     )
     if sources:
         log.info("sources: %s", ", ".join(repr(source) for source in sources))
@@ -335,4 +338,4 @@ def tick(
         finally:
             await core.close()
 
-    print_stats(asyncio.run(main()), "tick")
+    print_stats(eventloop.run(main()), "tick")

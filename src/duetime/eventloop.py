@@ -1,0 +1,60 @@
+"""Which asyncio event loop duetime's own processes run on.
+
+uvloop runs the same asyncio code on libuv, with less CPU for each callback, task step and
+socket read. A worker's time goes mostly to exactly that (a claim, a task per handler, a
+write of outcomes), so on uvloop it needs about a quarter less CPU a job (bench/README.md).
+The commands that own their process (``duetime worker``, ``serve``, ``tick`` and the rest)
+and the sync :class:`~duetime.App`'s background thread use it when it is installed;
+``DUETIME_EVENT_LOOP=asyncio`` keeps the standard loop. An :class:`~duetime.AsyncApp` runs on
+whatever loop its caller runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
+
+from duetime.errors import InvalidInput
+
+T = TypeVar("T")
+
+ENV = "DUETIME_EVENT_LOOP"
+CHOICES = ("auto", "asyncio", "uvloop")
+"""``auto``: uvloop when it can be imported, else asyncio's own loop."""
+
+
+def loop_factory(env: Mapping[str, str] | None = None) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The constructor of the loop that ``DUETIME_EVENT_LOOP`` (default ``auto``) asks for."""
+    env = os.environ if env is None else env
+    choice = (env.get(ENV) or "auto").strip().lower()
+    if choice not in CHOICES:
+        raise InvalidInput(ENV, f"must be one of {', '.join(CHOICES)} (got {choice!r})")
+    if choice == "asyncio":
+        return asyncio.new_event_loop
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise InvalidInput(
+                ENV, "uvloop is not installed here (pip install uvloop, or choose asyncio)"
+            ) from None
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def chosen(env: Mapping[str, str] | None = None) -> str:
+    """``uvloop`` or ``asyncio``: the loop :func:`run` would use, for a start-up log line."""
+    return "asyncio" if loop_factory(env) is asyncio.new_event_loop else "uvloop"
+
+
+def run(main: Coroutine[Any, Any, T], *, env: Mapping[str, str] | None = None) -> T:
+    """``asyncio.run(main)`` on the chosen loop."""
+    try:
+        factory = loop_factory(env)
+    except BaseException:
+        main.close()  # never awaited: say so quietly instead of warning
+        raise
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
