@@ -60,6 +60,23 @@ quick handlers the next ones are at hand the moment a slot frees, not a claim's 
 later, and each claim carries more rows. With slow handlers the pace is low and so is the extra
 (1 s handlers, concurrency 100: 5 rows): a worker never holds back more work than it starts
 within this horizon while other workers idle. Rows never started are given back at shutdown."""
+CLAIMS_IN_FLIGHT = 2
+"""Claims a worker with a backlog keeps under way at once.
+
+With one, the server sits idle while the worker reads and starts a claim's rows, and the worker
+waits while the server looks for the next ones (on a 2-core machine, a quarter of the CPU was
+idle during a drain). A second claim overlaps the two. Their rows start in the order the
+claims were sent, whichever answer comes back first, so handlers start oldest first as long as
+the server runs the claims in that order (it may not when one connection lags: then two
+batches of overdue rows start out of order). Only a worker whose last claim came back full
+pipelines: the first claim after a sleep, or one held for a planned instant, is made alone."""
+WRITES_IN_FLIGHT = 2
+"""Writes of outcomes a worker keeps under way at once (one transaction each).
+
+An outcome write is the slowest step of a busy worker (it rewrites each row and waits for a
+durable commit), and with one at a time the worker's outcomes queue behind it while the server
+has a core to spare; with two, one write's commit overlaps the next one's work. Each write
+takes every outcome waiting when it starts, so under light load there is still one a moment."""
 SWEEP_SCAN = 1000
 """Oldest overdue rows a no-subscriber sweep looks at: bounded, so a backlog costs it little."""
 
@@ -135,15 +152,18 @@ class Worker:
         self._pace = 0.0  # attempts started per second, lately
         self._prefetch = 0  # rows a claim may take beyond the free slots (see _room)
         self._finishes: list[Finish] = []
-        self._writing: list[Finish] = []  # outcomes in the store.finish call under way
+        self._writes: dict[asyncio.Future[set[int]], list[Finish]] = {}  # under way: outcomes
+        self._writing = 0  # outcomes in self._writes
         self._finish_waiting = asyncio.Event()
-        self._flush_lock = asyncio.Lock()
+        self._write_slots = asyncio.Semaphore(WRITES_IN_FLIGHT)
         self._capacity = asyncio.Event()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._planned_wake: datetime | None = None
         self._target: datetime | None = None
         self._backlog = False
+        self._claims: list[asyncio.Task[None]] = []  # pipelined claims under way, oldest first
+        self._claiming = 0  # rows they may bring (counted against the room for more)
         if claim_ahead is None:
             # Only on the real clock: a test clock does not move while a held timer waits.
             claim_ahead = CLAIM_AHEAD if type(clock) is SystemClock else timedelta(0)
@@ -202,7 +222,7 @@ class Worker:
             *self._in_flight,
             *(r.claimed.timer.id for r in self._ready),
             *(f.timer_id for f in self._finishes),
-            *(f.timer_id for f in self._writing),
+            *(f.timer_id for batch in self._writes.values() for f in batch),
         ]
 
     def _free(self) -> int:
@@ -214,13 +234,13 @@ class Worker:
         batch_size`` timers started and not recorded — the most that run again if it dies — and
         a slow store slows the handlers down instead of piling outcomes up in memory.
         """
-        unwritten = len(self._finishes) + len(self._writing) - self.settings.batch_size
+        unwritten = len(self._finishes) + self._writing - self.settings.batch_size
         return self.settings.concurrency - len(self._in_flight) - max(0, unwritten)
 
     def _room(self) -> int:
         """Rows the next claim may take: the free slots, plus the prefetch allowance, less the
         rows already waiting for a slot."""
-        return self._free() + self._prefetch - len(self._ready)
+        return self._free() + self._prefetch - len(self._ready) - self._claiming
 
     async def tick(self) -> WorkerStats:
         """Fire everything due now once, wait for it to finish, and return what happened."""
@@ -266,7 +286,10 @@ class Worker:
         await self._refresh_subscriptions()
         await self._rescue()
         self._services = [
-            asyncio.create_task(self._flush_loop(), name="duetime-flush"),
+            *(
+                asyncio.create_task(self._flush_loop(), name=f"duetime-flush-{lane}")
+                for lane in range(WRITES_IN_FLIGHT)
+            ),
             asyncio.create_task(self._heartbeat_loop(), name="duetime-heartbeat"),
             asyncio.create_task(self._rescue_loop(), name="duetime-rescue"),
         ]
@@ -278,6 +301,8 @@ class Worker:
             return
         unwatch(self.clock, self._wake)
         self.store.remove_wakeup_listener(self._on_wakeup)
+        if self._claims:  # their rows are started or given back like any others
+            await asyncio.wait(list(self._claims))
         await self._drain(self.settings.shutdown_grace.total_seconds())
         for task in self._services:
             task.cancel()
@@ -320,12 +345,19 @@ class Worker:
         need = min(
             self.settings.batch_size, max(1, self.settings.concurrency // 10, self._prefetch // 2)
         )
+        if self._claims and (not self._backlog or len(self._claims) >= CLAIMS_IN_FLIGHT):
+            self._target = target  # a claim under way says what comes next: wait for it
+            await asyncio.wait(self._claims, return_when=asyncio.FIRST_COMPLETED)
+            return
         if room <= 0 or (self._backlog and room < need):
             self._target = target
             await self._wait_for_capacity(1 if room <= 0 else need)
             return
         self._wake.clear()
         want = min(self.settings.batch_size, room)
+        if self._backlog and target is None:
+            self._claim_in_pipeline(want)
+            return
         try:
             claimed = await self._claim(want, target)
         except Exception:
@@ -391,7 +423,8 @@ class Worker:
             self._start_ready()
             if self._room() >= need:
                 return
-            if self._stopping.is_set() or not (self._in_flight or self._finishes or self._writing):
+            busy = self._in_flight or self._finishes or self._writing or self._claims
+            if self._stopping.is_set() or not busy:
                 return
             self._capacity.clear()
             await self._capacity.wait()
@@ -416,8 +449,46 @@ class Worker:
                 "transaction with them"
             )
 
+    def _claim_in_pipeline(self, want: int) -> None:
+        """Claim ``want`` rows due now without waiting for the answer (see
+        :data:`CLAIMS_IN_FLIGHT`); the rows are taken after those of earlier claims."""
+        previous = self._claims[-1] if self._claims else None
+        self._claiming += want
+        task = asyncio.get_running_loop().create_task(self._pipelined_claim(want, previous))
+        self._claims.append(task)
+
+    async def _pipelined_claim(self, want: int, previous: asyncio.Task[None] | None) -> None:
+        counted = want  # rows still counted in self._claiming
+        try:
+            fetched: tuple[list[Claimed], float, datetime | None] | None = None
+            try:
+                fetched = await self._fetch_claim(want, None)
+            except Exception:
+                log.exception("claiming due timers failed; retrying shortly")
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])  # its rows are older: they start first
+            self._claiming -= counted
+            counted = 0
+            if fetched is None:
+                self._backlog = False  # the next claim is made alone (and waits if it fails)
+                return
+            claimed = self._take_claimed(*fetched)
+            if len(claimed) < want:
+                self._backlog = False  # nothing more due now: the cycle may go to sleep
+        finally:
+            self._claiming -= counted
+            current = asyncio.current_task()
+            self._claims = [task for task in self._claims if task is not current]
+            self._capacity.set()
+
     async def _claim(self, limit: int, target: datetime | None) -> list[Claimed]:
         """Claim what is due now, or if ``target`` is ahead, due by then (held until then)."""
+        return self._take_claimed(*await self._fetch_claim(limit, target))
+
+    async def _fetch_claim(
+        self, limit: int, target: datetime | None
+    ) -> tuple[list[Claimed], float, datetime | None]:
+        """The store's claim: (rows, seconds it took, the instant to hold them until)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         now = self.clock.now()
@@ -431,7 +502,13 @@ class Worker:
             self.node_id,
             now + self.settings.lease,
         )
-        elapsed = loop.time() - started
+        return claimed, loop.time() - started, cutoff if hold else None
+
+    def _take_claimed(
+        self, claimed: list[Claimed], elapsed: float, start_at: datetime | None
+    ) -> list[Claimed]:
+        """Start what a claim brought, as slots allow (the rest waits in order for a slot)."""
+        loop = asyncio.get_running_loop()
         self._claim_seconds.append(elapsed)
         self.stats.claimed += len(claimed)
         if claimed:
@@ -439,7 +516,6 @@ class Worker:
                 observer.claimed(self.namespace, len(claimed), elapsed)
         route = self.dispatch.target
         fans: list[tuple[Claimed, Fan]] = []
-        start_at = cutoff if hold else None
         free = self._free() if not self._ready else 0  # slots; the waiting rows go first
         begin = self._begin
         for item in claimed:
@@ -760,28 +836,38 @@ class Worker:
 
     # -- background duties ------------------------------------------------------------------
     async def _flush_loop(self) -> None:
+        """One of :data:`WRITES_IN_FLIGHT` lanes writing outcomes as they come."""
         while True:
             await self._finish_waiting.wait()
-            await self._flush_now()
+            await self._write_waiting()
 
     async def _flush_now(self) -> None:
-        """Write every finished attempt so far in one transaction; keep them if it fails.
+        """Write every finished attempt so far, and wait for the writes already under way."""
+        while True:
+            await self._write_waiting()
+            if not self._writes:
+                return
+            await asyncio.wait(list(self._writes))  # a failed one puts its outcomes back
+
+    async def _write_waiting(self) -> None:
+        """Write the outcomes waiting, in one transaction a batch; keep them if it fails.
 
         A write already sent is never abandoned half-way: cancelling the caller waits for it
         (shielded), so shutting down cannot drop outcomes that were taken off the queue.
         """
-        async with self._flush_lock:
+        async with self._write_slots:
             while self._finishes:
                 self._finish_waiting.clear()
                 batch, self._finishes = self._finishes, []
                 write = asyncio.ensure_future(
                     self.store.finish(batch, self.node_id, self.clock.now())
                 )
-                self._writing = batch
+                self._writes[write] = batch
+                self._writing += len(batch)
                 self._capacity.set()
                 self._start_ready()
                 try:
-                    lost = await asyncio.shield(write)
+                    lost: set[int] | None = await asyncio.shield(write)
                 except asyncio.CancelledError:
                     with contextlib.suppress(Exception):
                         await write
@@ -793,7 +879,8 @@ class Worker:
                     self._finishes[:0] = batch
                     lost = None
                 finally:
-                    self._writing = []  # written, or back in self._finishes
+                    del self._writes[write]  # written, or back in self._finishes
+                    self._writing -= len(batch)
                     self._capacity.set()
                 if lost is None:
                     self._finish_waiting.set()
