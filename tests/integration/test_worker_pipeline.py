@@ -33,6 +33,7 @@ class OverlapStore:
         self.most = {"claim_due": 0, "finish": 0}
         self.next_began = {"claim_due": asyncio.Event(), "finish": asyncio.Event()}
         self.held_timed_out: list[str] = []
+        self.overlapping_batches: list[int] = []  # outcomes of each write begun beside another
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -60,11 +61,15 @@ class OverlapStore:
         return claimed
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
+        if self.active["finish"]:
+            self.overlapping_batches.append(len(finishes))
         lost: set[int] = await self._call("finish", finishes, node_id, now)
         return lost
 
 
-async def drain(store: OverlapStore, url: str, concurrency: int, batch: int) -> list[int]:
+async def drain(
+    store: OverlapStore, url: str, concurrency: int, batch: int, stagger: float = 0.0
+) -> list[int]:
     """Schedule N timers due at distinct past instants, work until all are done; the order in
     which their handlers started (by their number, which follows the due instants)."""
     app = AsyncApp(url, store=store, concurrency=concurrency, batch_size=batch)
@@ -73,6 +78,8 @@ async def drain(store: OverlapStore, url: str, concurrency: int, batch: int) -> 
     @app.handler("job")
     async def job(event: Event) -> None:
         started.append(event.payload["n"])
+        if stagger:  # handlers end one by one, not all in one turn of the loop
+            await asyncio.sleep(stagger * (event.payload["n"] % 10))
 
     base = datetime.now(UTC) - timedelta(hours=1)
     async with app:
@@ -115,6 +122,22 @@ def test_a_second_outcome_write_starts_while_the_first_is_under_way(tmp_path: Pa
     in vain (and the test fails); every outcome is recorded, once."""
     started = held_drain(tmp_path / "writes.db", "finish", concurrency=10)
     assert sorted(started) == list(range(N))
+
+
+def test_a_second_outcome_write_waits_for_half_a_batch(tmp_path: Path) -> None:
+    """Beside a write under way, a second one starts only with half a batch_size of outcomes
+    to write, not with each outcome as it comes (which costs the server more per outcome)."""
+    url = f"sqlite:///{tmp_path / 'halves.db'}"
+
+    async def main() -> OverlapStore:
+        store = OverlapStore(create_store(url), hold_finish=1)
+        started = await drain(store, url, concurrency=40, batch=40, stagger=0.002)
+        assert sorted(started) == list(range(N))
+        return store
+
+    store = asyncio.run(main())
+    assert store.overlapping_batches, "no write ever began beside another"
+    assert min(store.overlapping_batches) >= 20, store.overlapping_batches
 
 
 def test_claims_overlap_with_a_backlog_and_handlers_still_start_oldest_first(
