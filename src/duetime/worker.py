@@ -475,7 +475,12 @@ class Worker:
             if fetched is None:
                 self._backlog = False  # the next claim is made alone (and waits if it fails)
                 return
-            claimed = self._take_claimed(*fetched)
+            try:
+                claimed = self._take_claimed(*fetched)
+            except Exception:  # as in _cycle: rows not started run out their lease, then retry
+                log.exception("claiming due timers failed; retrying shortly")
+                self._backlog = False
+                return
             if len(claimed) < want:
                 self._backlog = False  # nothing more due now: the cycle may go to sleep
         finally:

@@ -4,11 +4,13 @@ each overlaps the other's waiting, and handlers still start oldest first."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_worker_slots import wait_for
 
 from duetime import AsyncApp, Event, Status, TimerRequest
@@ -68,11 +70,19 @@ class OverlapStore:
 
 
 async def drain(
-    store: OverlapStore, url: str, concurrency: int, batch: int, stagger: float = 0.0
+    store: OverlapStore,
+    url: str,
+    concurrency: int,
+    batch: int,
+    stagger: float = 0.0,
+    observer: Any = None,
+    **settings: Any,
 ) -> list[int]:
     """Schedule N timers due at distinct past instants, work until all are done; the order in
     which their handlers started (by their number, which follows the due instants)."""
-    app = AsyncApp(url, store=store, concurrency=concurrency, batch_size=batch)
+    app = AsyncApp(url, store=store, concurrency=concurrency, batch_size=batch, **settings)
+    if observer is not None:
+        app.observers.append(observer)
     started: list[int] = []
 
     @app.handler("job")
@@ -162,3 +172,53 @@ def test_claims_never_overlap_without_a_backlog(tmp_path: Path) -> None:
         assert started == list(range(N))
 
     asyncio.run(main())
+
+
+class FailsOnce:
+    """A worker observer whose ``claimed`` hook raises once, on its ``failing``-th call."""
+
+    def __init__(self, failing: int) -> None:
+        self.calls = 0
+        self.failing = failing
+
+    def claimed(self, namespace: str, count: int, seconds: float) -> None:
+        self.calls += 1
+        if self.calls == self.failing:
+            raise RuntimeError("observer broke")
+
+    def started(self, timer: Any, attempt: int, lateness: timedelta) -> None:
+        pass
+
+    def finished(self, timer: Any, outcome: Any) -> None:
+        pass
+
+
+def test_a_pipelined_claim_that_fails_to_start_its_rows_is_logged_and_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Starting the rows of a pipelined claim (the second claim, made while the backlog lasts)
+    fails: the error is logged as any failed claim is, the worker goes on, and once their lease
+    runs out those rows are rescued and run; every timer ends done."""
+    url = f"sqlite:///{tmp_path / 'broken.db'}"
+
+    async def main() -> None:
+        store = OverlapStore(create_store(url))
+        started = await drain(
+            store,
+            url,
+            concurrency=200,
+            batch=20,
+            observer=FailsOnce(failing=2),
+            lease=timedelta(seconds=1),
+            heartbeat=timedelta(seconds=0.2),
+            rescue_interval=timedelta(seconds=0.2),
+        )
+        assert sorted(started) == list(range(N))  # each once: the failed claim started none
+        assert store.calls["claim_due"] >= 3
+
+    with caplog.at_level(logging.ERROR, logger="duetime"):
+        asyncio.run(main())
+    failures = [r for r in caplog.records if "claiming due timers failed" in r.getMessage()]
+    assert len(failures) == 1
+    assert failures[0].exc_info is not None
+    assert "observer broke" in str(failures[0].exc_info[1])
