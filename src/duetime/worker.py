@@ -156,7 +156,6 @@ class Worker:
         self._prefetch = 0  # rows a claim may take beyond the free slots (see _room)
         self._finishes: list[Finish] = []
         self._writes: dict[asyncio.Future[set[int]], list[Finish]] = {}  # under way: outcomes
-        self._writing = 0  # outcomes in self._writes
         self._finish_waiting = asyncio.Event()
         self._write_slots = asyncio.Semaphore(WRITES_IN_FLIGHT)
         self._capacity = asyncio.Event()
@@ -237,7 +236,8 @@ class Worker:
         batch_size`` timers started and not recorded — the most that run again if it dies — and
         a slow store slows the handlers down instead of piling outcomes up in memory.
         """
-        unwritten = len(self._finishes) + self._writing - self.settings.batch_size
+        writing = sum(map(len, self._writes.values()))
+        unwritten = len(self._finishes) + writing - self.settings.batch_size
         return self.settings.concurrency - len(self._in_flight) - max(0, unwritten)
 
     def _room(self) -> int:
@@ -426,7 +426,7 @@ class Worker:
             self._start_ready()
             if self._room() >= need:
                 return
-            busy = self._in_flight or self._finishes or self._writing or self._claims
+            busy = self._in_flight or self._finishes or self._writes or self._claims
             if self._stopping.is_set() or not busy:
                 return
             self._capacity.clear()
@@ -461,30 +461,18 @@ class Worker:
         self._claims.append(task)
 
     async def _pipelined_claim(self, want: int, previous: asyncio.Task[None] | None) -> None:
-        counted = want  # rows still counted in self._claiming
         try:
-            fetched: tuple[list[Claimed], float, datetime | None] | None = None
-            try:
-                fetched = await self._fetch_claim(want, None)
-            except Exception:
-                log.exception("claiming due timers failed; retrying shortly")
+            fetched = await self._fetch_claim(want, None)
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])  # its rows are older: they start first
-            self._claiming -= counted
-            counted = 0
-            if fetched is None:
-                self._backlog = False  # the next claim is made alone (and waits if it fails)
-                return
-            try:
-                claimed = self._take_claimed(*fetched)
-            except Exception:  # as in _cycle: rows not started run out their lease, then retry
-                log.exception("claiming due timers failed; retrying shortly")
-                self._backlog = False
-                return
+            claimed = self._take_claimed(*fetched)
             if len(claimed) < want:
                 self._backlog = False  # nothing more due now: the cycle may go to sleep
+        except Exception:  # as in _cycle: rows not started run out their lease, then retry
+            log.exception("claiming due timers failed; retrying shortly")
+            self._backlog = False  # the next claim is made alone (and waits if it fails)
         finally:
-            self._claiming -= counted
+            self._claiming -= want
             current = asyncio.current_task()
             self._claims = [task for task in self._claims if task is not current]
             self._capacity.set()
@@ -848,7 +836,7 @@ class Worker:
         overlap_from = max(1, self.settings.batch_size // 2)
         while True:
             await self._finish_waiting.wait()
-            if self._writes and len(self._finishes) < overlap_from:
+            if not self._worth_writing(overlap_from):
                 self._finish_waiting.clear()  # the write under way takes them when it ends
                 continue
             await self._write_waiting(overlap_from)
@@ -861,6 +849,10 @@ class Worker:
                 return
             await asyncio.wait(list(self._writes))  # a failed one puts its outcomes back
 
+    def _worth_writing(self, overlap_from: int) -> bool:
+        """Outcomes wait, and enough of them if another write is under way."""
+        return len(self._finishes) >= (overlap_from if self._writes else 1)
+
     async def _write_waiting(self, overlap_from: int = 1) -> None:
         """Write the outcomes waiting, in one transaction a batch; keep them if it fails. While
         another write is under way, only ``overlap_from`` or more (that write takes the rest).
@@ -869,14 +861,13 @@ class Worker:
         (shielded), so shutting down cannot drop outcomes that were taken off the queue.
         """
         async with self._write_slots:
-            while len(self._finishes) >= (overlap_from if self._writes else 1):
+            while self._worth_writing(overlap_from):
                 self._finish_waiting.clear()
                 batch, self._finishes = self._finishes, []
                 write = asyncio.ensure_future(
                     self.store.finish(batch, self.node_id, self.clock.now())
                 )
                 self._writes[write] = batch
-                self._writing += len(batch)
                 self._capacity.set()
                 self._start_ready()
                 try:
@@ -893,7 +884,6 @@ class Worker:
                     lost = None
                 finally:
                     del self._writes[write]  # written, or back in self._finishes
-                    self._writing -= len(batch)
                     self._capacity.set()
                 if lost is None:
                     self._finish_waiting.set()
