@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from duetime import validation
 from duetime.errors import InvalidInput
 from duetime.requests import TimerRequest
 from duetime.store.codec import payload_text
@@ -61,6 +62,20 @@ def test_missing_key_is_generated_and_unique() -> None:
     keys = {check_key(None) for _ in range(10_000)}
     assert len(keys) == 10_000
     assert all(len(key) == 32 and set(key) <= set("0123456789abcdef") for key in keys)
+
+
+def test_generated_keys_sort_by_the_time_they_were_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Later keys sort later (a unique index takes them at its right edge); keys of the same
+    # millisecond differ in their 80 random bits.
+    start = 1_764_000_000_000  # 2025-11-24, in milliseconds
+    made = []
+    for step in range(200):
+        now_ns = (start + step) * 1_000_000 + 999_999
+        monkeypatch.setattr(validation.time, "time_ns", lambda now_ns=now_ns: now_ns)
+        made.extend(check_key(None) for _ in range(3))
+    assert made[0][:12] == f"{start:012x}"
+    assert sorted(made[::3]) == made[::3]
+    assert len(set(made)) == len(made)
 
 
 def test_a_forked_child_never_repeats_its_parents_keys() -> None:
