@@ -6,6 +6,7 @@ Run by hand (not part of the test suite)::
     .venv/bin/python bench/pg_bench.py                               # full run (< 20 min)
     .venv/bin/python bench/pg_bench.py --only duetime,raw --scenarios mass,immediate
     .venv/bin/python bench/pg_bench.py --scenarios claim --claim-rows 1000000
+    .venv/bin/python bench/pg_bench.py --only duetime,pgqueuer,raw --rounds 3   # medians of 3
 
 Needs the ``bench`` extra (pgqueuer, procrastinate; asyncpg too for pgqueuer's usual driver) and
 a PostgreSQL where the user may CREATE DATABASE (default ``postgresql://postgres@127.0.0.1:5432``,
@@ -23,7 +24,9 @@ handler, the same ``--concurrency``). Scenarios:
 
 ``--tables fresh,analysed`` runs mass and immediate on never-analysed tables and again after an
 ANALYZE between enqueueing and working. Every wait is bounded (``--timeout``): a system that does
-not finish is reported with what it did. See bench/README.md.
+not finish is reported with what it did. ``--rounds N`` runs mass, immediate and lateness N
+times, the systems taking turns, and reports each figure's median with the range of its runs:
+on a busy 2-core machine one run of a drain can be a tenth off. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -73,7 +76,11 @@ class Figure:
     unit: str
     higher_is_better: bool
     values: dict[str, float | None] = field(default_factory=dict)
+    """Each system's figure: its one run's, or with ``--rounds`` the median of its runs'."""
     notes: dict[str, str] = field(default_factory=dict)
+    samples: dict[str, list[float | None]] = field(default_factory=dict)
+    """Every run's value, in order (None: the run had no figure, e.g. a timeout)."""
+    sample_notes: dict[str, list[str]] = field(default_factory=dict)
     peer_target: float | None = None
     """duetime must be this many times the best peer (throughput) — None: no such target."""
     raw_target: float | None = None
@@ -171,9 +178,35 @@ class Report:
         return fig
 
     def put(self, fig: Figure, system: str, value: float | None, note: str = "") -> None:
-        fig.values[system] = value
+        """Record one run's figure. Runs of the same figure (``--rounds``) are summed up as
+        their median, the range beside it: one run on a busy machine can be off by a tenth."""
+        samples = fig.samples.setdefault(system, [])
+        samples.append(value)
+        notes = fig.sample_notes.setdefault(system, [])
         if note:
+            notes.append(note)
+        measured = [v for v in samples if v is not None]
+        if len(samples) == 1:
+            fig.values[system] = value
             fig.notes[system] = note
+        else:
+            fig.values[system] = statistics.median(measured) if measured else None
+            spread = (
+                f"median of {len(measured)}, {fmt(min(measured), fig.unit)} to "
+                f"{fmt(max(measured), fig.unit)}"
+                if len(measured) > 1
+                else ""
+            )
+            missed = len(samples) - len(measured)
+            fig.notes[system] = "; ".join(
+                part
+                for part in (
+                    spread,
+                    f"{missed} of {len(samples)} runs without a figure" if missed else "",
+                    *notes,
+                )
+                if part
+            )
         print(
             f"    {fig.scenario:<22} {fig.measure:<34} {system:<14} {fmt(value, fig.unit):>14}"
             f"  {note}",
@@ -992,6 +1025,13 @@ def main() -> None:
         default="",
         help="extra duetime URL query parameters (experiments), e.g. pool_max=20",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run mass, immediate and lateness this many times, the systems in turn, and report "
+        "each figure's median (1)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the dtbench_* databases")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-db", help=argparse.SUPPRESS)
@@ -1006,6 +1046,8 @@ def main() -> None:
     os.environ["PG_BENCH_PGQ_DRIVER"] = args.pgq_driver
     os.environ["PG_BENCH_DUETIME_PARAMS"] = args.duetime_params
 
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     quick = args.quick
     systems = [s.strip() for s in args.only.split(",") if s.strip()]
     for s in systems:
@@ -1029,6 +1071,11 @@ def main() -> None:
         f"{args.workers} worker process(es) per system, concurrency {args.concurrency}, "
         f"duetime batch_size {args.batch_size}",
     ]
+    if args.rounds > 1:
+        header.append(
+            f"{args.rounds} rounds of mass, immediate and lateness, the systems in turn: "
+            "each figure is the median of its runs"
+        )
     header.append(f"duetime source: {source_state()}")
     report = Report(systems)
     for name in systems:
@@ -1048,7 +1095,7 @@ def main() -> None:
                             print(f"    ! claim failed: {exc!r}", flush=True)
                     continue
                 for tab in tables if scenario in ("mass", "immediate") else ["fresh"]:
-                    for name in systems:
+                    for name in [s for _ in range(args.rounds) for s in systems]:
                         if scenario == "lateness" and name == "raw":
                             continue
                         try:
