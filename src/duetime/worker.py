@@ -164,8 +164,9 @@ class Worker:
         self._planned_wake: datetime | None = None
         self._target: datetime | None = None
         self._backlog = False
-        self._claims: list[asyncio.Task[None]] = []  # pipelined claims under way, oldest first
-        self._claiming = 0  # rows they may bring (counted against the room for more)
+        # Pipelined claims under way, oldest first, each with the rows it may bring (counted
+        # against the room for more).
+        self._claims: dict[asyncio.Task[None], int] = {}
         if claim_ahead is None:
             # Only on the real clock: a test clock does not move while a held timer waits.
             claim_ahead = CLAIM_AHEAD if type(clock) is SystemClock else timedelta(0)
@@ -242,8 +243,9 @@ class Worker:
 
     def _room(self) -> int:
         """Rows the next claim may take: the free slots, plus the prefetch allowance, less the
-        rows already waiting for a slot."""
-        return self._free() + self._prefetch - len(self._ready) - self._claiming
+        rows already waiting for a slot and those the claims under way may bring."""
+        claiming = sum(self._claims.values())
+        return self._free() + self._prefetch - len(self._ready) - claiming
 
     async def tick(self) -> WorkerStats:
         """Fire everything due now once, wait for it to finish, and return what happened."""
@@ -350,7 +352,7 @@ class Worker:
         )
         if self._claims and (not self._backlog or len(self._claims) >= CLAIMS_IN_FLIGHT):
             self._target = target  # a claim under way says what comes next: wait for it
-            await asyncio.wait(self._claims, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(list(self._claims), return_when=asyncio.FIRST_COMPLETED)
             return
         if room <= 0 or (self._backlog and room < need):
             self._target = target
@@ -455,10 +457,9 @@ class Worker:
     def _claim_in_pipeline(self, want: int) -> None:
         """Claim ``want`` rows due now without waiting for the answer (see
         :data:`CLAIMS_IN_FLIGHT`); the rows are taken after those of earlier claims."""
-        previous = self._claims[-1] if self._claims else None
-        self._claiming += want
+        previous = next(reversed(self._claims), None)
         task = asyncio.get_running_loop().create_task(self._pipelined_claim(want, previous))
-        self._claims.append(task)
+        self._claims[task] = want
 
     async def _pipelined_claim(self, want: int, previous: asyncio.Task[None] | None) -> None:
         try:
@@ -472,9 +473,7 @@ class Worker:
             log.exception("claiming due timers failed; retrying shortly")
             self._backlog = False  # the next claim is made alone (and waits if it fails)
         finally:
-            self._claiming -= want
-            current = asyncio.current_task()
-            self._claims = [task for task in self._claims if task is not current]
+            self._claims.pop(cast(asyncio.Task[None], asyncio.current_task()), None)
             self._capacity.set()
 
     async def _claim(self, limit: int, target: datetime | None) -> list[Claimed]:
