@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -58,3 +59,19 @@ def run(main: Coroutine[Any, Any, T], *, env: Mapping[str, str] | None = None) -
         raise
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)
+
+
+def start_task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """A task for ``coro`` that, on Python 3.12 and newer, runs its first step right away.
+
+    Most handlers finish without suspending (a no-op, a quick computation, a cached answer): the
+    task is then done when this returns, and the caller records the outcome at once instead of
+    scheduling the step and the done callback through the loop (about 4 µs a job on uvloop,
+    10 on asyncio's own loop). The first step runs as the task itself, so
+    ``asyncio.current_task()``, ``asyncio.timeout()`` and task groups inside it see the handler's
+    task. Python 3.11 has no such start, and a loop with its own task factory keeps it: both get
+    an ordinary task, started by the loop.
+    """
+    if sys.version_info >= (3, 12) and loop.get_task_factory() is None:
+        return asyncio.Task(coro, loop=loop, eager_start=True)
+    return loop.create_task(coro)

@@ -28,6 +28,7 @@ from duetime.clock import Clock, SystemClock, unwatch, watch
 from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.dispatch import Dispatch, Target
+from duetime.eventloop import start_task
 from duetime.handlers import Event, Handler, HandlerRegistry
 from duetime.model import Claimed, FanOut, Finish, Node, Outcome, Timer
 from duetime.outcomes import Cancel, Dead, HandlerOutcome, Retry, Snooze
@@ -577,7 +578,10 @@ class Worker:
             except Exception as exc:  # e.g. a handler that takes no argument
                 self._record(timer, self._outcome(timer, attempt, None, exc))
                 return
-            task = loop.create_task(cast(Coroutine[Any, Any, Any], coro))
+            task = start_task(loop, cast(Coroutine[Any, Any, Any], coro))
+            if task.done():  # it never suspended (see start_task)
+                self._handler_done(claimed, task)
+                return
             task.add_done_callback(functools.partial(self._handler_done, claimed))
             self._in_flight[timer.id] = task
 
