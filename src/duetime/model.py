@@ -6,8 +6,8 @@ Instants are aware UTC datetimes and end in ``_at``; durations end in ``_after``
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
@@ -122,6 +122,29 @@ class Timer:
             "destination": self.destination,
             "producer": self.producer,
         }
+
+
+def _positional_maker(cls: type[T]) -> Callable[..., T]:
+    """``cls(*values)`` for a frozen, slotted dataclass with no ``__post_init__``, every field
+    given in order, in under half the time: each slot is set through its own descriptor, where
+    the frozen ``__init__`` calls ``object.__setattr__`` by name for each field. For the paths
+    that decode hundreds of rows a call (a claim, a batch's written rows), where ``Timer``'s
+    ``__init__`` was a tenth of a busy worker's CPU."""
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} checks its fields in __post_init__: use its __init__")
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    body = "".join(f"    _set_{name}(made, {name})\n" for name in names)
+    source = f"def make({', '.join(names)}):\n    made = _new(_cls)\n{body}    return made\n"
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    scope.update((f"_set_{name}", getattr(cls, name).__set__) for name in names)
+    exec(source, scope)
+    make: Callable[..., T] = scope["make"]
+    make.__qualname__ = make.__name__ = f"make_{cls.__name__.lower()}"
+    return make
+
+
+make_timer = _positional_maker(Timer)
+"""``Timer(*values)``, faster: every field, in the order they are declared."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,17 @@ from psycopg.rows import RowMaker
 from psycopg.types.json import Jsonb
 
 from duetime.errors import InvalidInput
-from duetime.model import Attempt, Finish, NewTimer, Node, Outcome, Status, Subscription, Timer
+from duetime.model import (
+    Attempt,
+    Finish,
+    NewTimer,
+    Node,
+    Outcome,
+    Status,
+    Subscription,
+    Timer,
+    make_timer,
+)
 from duetime.store.codec import payload_text
 
 Row = dict[str, Any]
@@ -108,32 +118,32 @@ def written_timer_rows(
                 status, attempts, registered_at, run_at, fired_at, completed_at = values[4:10]
                 last_error, owner, lease_until, destination = values[10:14]
                 status = _STATUSES[status]
-            return Timer(
-                id=id_,
-                namespace=namespace,
-                key=key,
-                type=t.type,
-                payload=t.payload,
-                subject=t.subject,
-                due_at=t.due_at,
-                status=status,
-                attempts=attempts,
-                max_attempts=t.max_attempts,
-                registered_at=registered_at,
-                updated_at=now,
-                run_at=run_at,
-                correlation_id=t.correlation_id,
-                expires_after=t.expires_after,
-                local=t.local,
-                timezone=t.timezone,
-                disambiguation=t.disambiguation,
-                fired_at=fired_at,
-                completed_at=completed_at,
-                last_error=last_error,
-                lease_owner=owner,
-                lease_expires_at=lease_until,
-                destination=destination,
-                producer=t.producer,
+            return make_timer(
+                id_,
+                namespace,
+                key,
+                t.type,
+                t.payload,
+                t.subject,
+                t.due_at,
+                status,
+                attempts,
+                t.max_attempts,
+                registered_at,
+                now,
+                run_at,
+                t.correlation_id,
+                t.expires_after,
+                t.local,
+                t.timezone,
+                t.disambiguation,
+                fired_at,
+                completed_at,
+                last_error,
+                owner,
+                lease_until,
+                destination,
+                t.producer,
             ), version
 
         return timer
@@ -155,7 +165,7 @@ def _timer_maker(names: list[str]) -> RowMaker[Timer]:
     def timer(values: Sequence[Any]) -> Timer:
         args: list[Any] = list(pick(values))
         args[at] = _STATUSES[args[at]]
-        return Timer(*args)
+        return make_timer(*args)
 
     return timer
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer
+from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer, make_timer
 from duetime.store.codec import from_micros, load_json, maybe_from_micros
 
 
@@ -159,7 +159,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         producer,
     ) = row
     at = InstantCache() if instants is None else instants
-    return Timer(
+    return make_timer(
         id,
         namespace,
         key,

@@ -1,0 +1,64 @@
+"""The model's fast positional constructor builds the same frozen records as ``__init__``."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from duetime.model import Status, Timer, make_timer
+
+NOW = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+
+
+def values() -> list[object]:
+    """One distinct value per field, in declaration order, so a swapped pair shows."""
+    by_name: dict[str, object] = {
+        "id": 7,
+        "namespace": "billing",
+        "key": "invoice-1",
+        "type": "InvoiceDue",
+        "payload": {"amount": 12},
+        "subject": "customer-9",
+        "due_at": NOW,
+        "status": Status.RUNNING,
+        "attempts": 2,
+        "max_attempts": 5,
+        "registered_at": NOW - timedelta(days=1),
+        "updated_at": NOW - timedelta(hours=1),
+        "run_at": NOW + timedelta(minutes=1),
+        "correlation_id": "corr",
+        "expires_after": timedelta(hours=2),
+        "local": datetime(2026, 3, 29, 2, 30),
+        "timezone": "Europe/London",
+        "disambiguation": "later",
+        "fired_at": NOW + timedelta(seconds=1),
+        "completed_at": NOW + timedelta(seconds=2),
+        "last_error": "boom",
+        "lease_owner": "node-1",
+        "lease_expires_at": NOW + timedelta(seconds=30),
+        "destination": "nats",
+        "producer": "api",
+    }
+    names = [f.name for f in dataclasses.fields(Timer)]
+    assert sorted(names) == sorted(by_name), "a field was added: give it a value here"
+    return [by_name[name] for name in names]
+
+
+def test_make_timer_builds_what_the_constructor_builds() -> None:
+    fast = make_timer(*values())
+    assert type(fast) is Timer
+    assert fast == Timer(*values())
+    assert fast.key == "invoice-1"
+    assert fast.lease_owner == "node-1"
+
+
+def test_a_made_timer_stays_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        make_timer(*values()).status = Status.DONE  # type: ignore[misc]
+
+
+def test_make_timer_wants_every_field() -> None:
+    with pytest.raises(TypeError):
+        make_timer(*values()[:-1])
