@@ -12,12 +12,15 @@ import pytest
 from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_params
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
+from duetime.history import EventFilter, RetentionPolicy
 from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
 from duetime.store import create_store
 from duetime.store.postgres.database import Statement
 from duetime.store.postgres.rows import timer_rows
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
+
+POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))
 
 
 def test_url_settings() -> None:
@@ -267,6 +270,64 @@ async def test_an_attempt_row_opened_by_an_earlier_version_is_closed_at_finish(
         later,
         "done",
     )
+
+
+async def test_a_first_attempt_that_completes_its_timer_is_kept_on_the_timer_row(
+    pg_url: str, pg_schema: str, open_store: StoreFactory
+) -> None:
+    """Nearly every timer is done at its first attempt: that attempt is read from the timer row
+    (done_by, fired_at, completed_at) instead of written to attempts, and reads the same as a
+    row would, in the listing, the event log's deliveries and the history. Any other attempt
+    still gets its row."""
+    store = await open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    await store.put_timers([new_timer("a", type="t"), new_timer("b", type="t")], "error", NOW)
+    lease = NOW + timedelta(seconds=30)
+    first = {c.timer.key: c for c in await store.claim_due("ns", None, NOW, 10, "n1", lease)}
+    later = NOW + timedelta(seconds=2)
+    retry_at = NOW + timedelta(seconds=5)
+    finishes = [
+        Finish(first["a"].timer.id, 1, Outcome.DONE),
+        Finish(first["b"].timer.id, 1, Outcome.RETRY, error="boom", run_at=retry_at),
+    ]
+    assert await store.finish(finishes, "n1", later) == set()
+    (again,) = await store.claim_due("ns", None, retry_at, 10, "n2", lease + timedelta(seconds=5))
+    done_at = retry_at + timedelta(seconds=1)
+    assert await store.finish([Finish(again.timer.id, 2, Outcome.DONE)], "n2", done_at) == set()
+
+    a, b = first["a"].timer.id, first["b"].timer.id
+    with psycopg.connect(PG_URL, autocommit=True, options=f"-c search_path={pg_schema}") as c:
+        rows = c.execute("SELECT timer_id, number FROM attempts ORDER BY 1, 2").fetchall()
+        kept = c.execute("SELECT key, done_by FROM timers ORDER BY key").fetchall()
+    assert rows == [(b, 1), (b, 2)]  # none for a's one attempt
+    assert kept == [("a", "n1"), ("b", None)]
+    (only,) = await store.list_attempts(a)
+    assert (only.timer_id, only.number, only.node_id) == (a, 1, "n1")
+    assert (only.started_at, only.finished_at, only.outcome, only.error) == (
+        NOW,
+        later,
+        Outcome.DONE,
+        None,
+    )
+    assert [(x.number, x.node_id, x.outcome) for x in await store.list_attempts(b)] == [
+        (1, "n1", Outcome.RETRY),
+        (2, "n2", Outcome.DONE),
+    ]
+    logged = {
+        e.timer.key: e.deliveries
+        for e in (await store.list_events("ns", EventFilter(), None, 10)).items
+    }
+    assert logged["a"] == (only,)
+    assert [(x.number, x.node_id) for x in logged["b"]] == [(1, "n1"), (2, "n2")]
+
+    await store.maintain(POLICY, done_at + timedelta(hours=2))  # both archived
+    with psycopg.connect(PG_URL, autocommit=True, options=f"-c search_path={pg_schema}") as c:
+        assert c.execute("SELECT count(*) FROM timers").fetchone() == (0,)
+        archived = c.execute(
+            "SELECT timer_id, number, node_id FROM attempt_history ORDER BY 1, 2"
+        ).fetchall()
+    assert archived == [(a, 1, "n1"), (b, 1, "n1"), (b, 2, "n2")]
+    assert await store.list_attempts(a) == [only]
 
 
 async def test_a_pipelined_claim_is_one_transaction(

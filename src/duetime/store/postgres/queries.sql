@@ -192,13 +192,18 @@ ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: list_attempts
--- A timer's attempts, in the hot table or archived with it, and the one it is running now.
+-- A timer's attempts, in the hot table or archived with it, the one it is running now, and the
+-- first attempt that completed it when that has no row of its own (see finish).
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
 WHERE timer_id = %(timer_id)s
 UNION ALL
 SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL FROM timers
 WHERE id = %(timer_id)s AND status = 'running'
   AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
+UNION ALL
+-- A first attempt that completed the timer lives on its row (migration 0011).
+SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL FROM timers
+WHERE id = %(timer_id)s AND done_by IS NOT NULL
 UNION ALL
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
 WHERE timer_id = %(timer_id)s
@@ -316,7 +321,10 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 -- name: finish
 -- The owner's outcomes, fenced by (id, attempt, owner, running): rows that are no longer the
 -- owner's are left alone and come back missing from the result (lost). Each ended attempt's
--- row is written (see claim_due); one released unstarted leaves none. (Arrays go in binary, as
+-- row is written (see claim_due); one released unstarted leaves none, and neither does a first
+-- attempt that completes its timer (nearly every attempt): done_by names its node, and with
+-- fired_at (its start, which the first claim set) and completed_at it is the attempt's row,
+-- which list_attempts, list_deliveries and archive_timers read from there (migration 0011). (Arrays go in binary, as
 -- in insert_timer.)
 -- Each outcome reaches its row by one primary-key probe (the update's nested loop over the
 -- batch: see finish_by_lookup), and the fence is the update's own condition, which PostgreSQL
@@ -367,16 +375,22 @@ finished AS (
         END,
         updated_at = %(now)s,
         lease_owner = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        done_by = CASE
+            WHEN f.outcome = 'done' AND f.attempt = 1 AND f.started_at = timers.fired_at
+                -- an earlier version opened the attempt's row at the claim: close that one
+                AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = f.timer_id AND number = 1)
+                THEN %(node_id)s::text
+        END
     FROM mine AS f
     WHERE timers.id = f.timer_id AND timers.attempts = f.attempt
       AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
-    RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at
+    RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at, timers.done_by
 ),
 ended AS (
     INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
     SELECT id, attempt, %(node_id)s, started_at, %(now)s, outcome, error FROM finished
-    WHERE outcome <> 'released'
+    WHERE outcome <> 'released' AND done_by IS NULL
     ON CONFLICT (timer_id, number) DO UPDATE SET
         node_id = excluded.node_id, started_at = excluded.started_at,
         finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
@@ -611,7 +625,7 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
 -- name: archive_timers
 -- One batch, one statement (its own transaction): terminal timers other than dead that finished
 -- before archive_before (but within the retention) move to the history, their attempts first
--- (and leave with it). The walk goes on after the previous batch's last row.
+-- (and leave with it), a first attempt kept on the timer row as a row of its own. The walk goes on after the previous batch's last row.
 -- Rows another node is moving are skipped, not waited on.
 WITH batch AS (
     SELECT id, coalesce(fired_at, completed_at) AS event_at FROM timers
@@ -632,8 +646,17 @@ moved_attempts AS (
     WHERE attempts.timer_id = batch.id AND timers.id = batch.id
     RETURNING timers.completed_at, attempts.*
 ),
+-- A first attempt that completed its timer, kept on the timer row (see finish), is written to
+-- the history as a row like the others.
+first_attempts AS (
+    SELECT timers.completed_at, timers.id, 1, timers.done_by, timers.fired_at,
+        timers.completed_at, 'done', NULL::text
+    FROM batch JOIN timers ON timers.id = batch.id
+    WHERE timers.done_by IS NOT NULL
+),
 kept_attempts AS (
-    INSERT INTO attempt_history SELECT * FROM moved_attempts
+    INSERT INTO attempt_history
+    SELECT * FROM moved_attempts UNION ALL SELECT * FROM first_attempts
 ),
 moved AS (
     DELETE FROM timers USING batch WHERE timers.id = batch.id RETURNING timers.*
@@ -707,14 +730,17 @@ ORDER BY fired_at DESC, id DESC
 LIMIT %(limit)s
 
 -- name: list_deliveries
--- The attempts of a page of events, hot or archived (none finished before since), and those
--- running now.
+-- The attempts of a page of events, hot or archived (none finished before since), those
+-- running now, and first attempts that completed their timer without a row (see finish).
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
 WHERE timer_id = ANY (%(ids)s::bigint[])
 UNION ALL
 SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL FROM timers
 WHERE id = ANY (%(ids)s::bigint[]) AND status = 'running'
   AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
+UNION ALL
+SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL FROM timers
+WHERE id = ANY (%(ids)s::bigint[]) AND done_by IS NOT NULL
 UNION ALL
 SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
 WHERE timer_id = ANY (%(ids)s::bigint[]) AND completed_at >= %(since)s
