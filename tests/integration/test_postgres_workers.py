@@ -268,7 +268,7 @@ def explain(db: Db, workers: Workers) -> Callable[[], str]:
 
     def describe() -> str:
         try:
-            attempts = db.rows("SELECT outcome, count(*) FROM attempts GROUP BY 1")
+            attempts = db.rows("SELECT outcome, count(*) FROM all_attempts GROUP BY 1")
             running = db.rows(
                 "SELECT lease_owner, count(*), min(lease_expires_at - now()), "
                 "max(lease_expires_at - now()) FROM timers WHERE status = 'running' GROUP BY 1"
@@ -316,8 +316,8 @@ def check_exactly_once(db: Db, keys: list[str]) -> None:
         """
     )
     assert mismatched == []
-    assert db.value("SELECT count(*) FROM attempts WHERE outcome = 'done'") == n
-    assert db.value("SELECT count(*) FROM attempts WHERE finished_at IS NULL") == 0
+    assert db.value("SELECT count(*) FROM all_attempts WHERE outcome = 'done'") == n
+    assert db.value("SELECT count(*) FROM all_attempts WHERE finished_at IS NULL") == 0
     assert db.value("SELECT count(*) FROM nodes") == 0
 
 
@@ -375,10 +375,10 @@ def test_sigkill_mid_run_keeps_effects_exactly_once(schema: str, workers: Worker
     check_exactly_once(db, keys)
     # The killed worker's work in flight was rescued: its attempts are recorded lost, and each of
     # those timers was then done by another worker in a later attempt.
-    lost = db.rows("SELECT node_id, count(*) FROM attempts WHERE outcome = 'lost' GROUP BY 1")
+    lost = db.rows("SELECT node_id, count(*) FROM all_attempts WHERE outcome = 'lost' GROUP BY 1")
     assert lost, "nothing was in flight at the kill?"
     assert {node_pid(node) for node, _ in lost} == {victim.pid}
-    rescued = db.value("SELECT count(DISTINCT timer_id) FROM attempts WHERE outcome = 'lost'")
+    rescued = db.value("SELECT count(DISTINCT timer_id) FROM all_attempts WHERE outcome = 'lost'")
     assert db.value("SELECT count(*) FROM timers WHERE attempts > 1") == rescued
     assert db.value("SELECT count(*) FROM fx WHERE pid = %s", (victim.pid,)) > 0
     db.close()
@@ -506,7 +506,7 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     settled = holds_for(lambda: time.monotonic() - stopped_at > 2.5 and only_locked_left(), 1.0)
     wait_until(settled, 30, "the others to take over", 0.05, explain(db, workers))
     taken = db.value(
-        "SELECT count(*) FROM attempts WHERE node_id = %s AND outcome = 'lost'", (paused_node,)
+        "SELECT count(*) FROM all_attempts WHERE node_id = %s AND outcome = 'lost'", (paused_node,)
     )
     assert taken > 0, "nothing was taken over from the paused worker"
     locked = db.value(
@@ -522,7 +522,7 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
 
     # One terminal state each: one attempt done (the last), every other one lost.
     assert db.statuses() == Counter({"done": total})
-    outcomes = Counter(dict(db.rows("SELECT outcome, count(*) FROM attempts GROUP BY 1")))
+    outcomes = Counter(dict(db.rows("SELECT outcome, count(*) FROM all_attempts GROUP BY 1")))
     assert set(outcomes) <= {"done", "lost"}, outcomes
     assert outcomes["done"] == total
     assert outcomes["lost"] == taken
@@ -534,7 +534,7 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     lost_plain = {
         row[0]
         for row in db.rows(
-            "SELECT t.key FROM timers t JOIN attempts a ON a.timer_id = t.id "
+            "SELECT t.key FROM timers t JOIN all_attempts a ON a.timer_id = t.id "
             "WHERE a.node_id = %s AND a.outcome = 'lost' AND t.type = %s",
             (paused_node, PLAIN),
         )
@@ -548,7 +548,8 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     assert db.value("SELECT count(DISTINCT key) FROM fx") == PAUSE_TIMERS
     assert set(keys) == {row[0] for row in db.rows("SELECT key FROM fx")}
     mismatched = db.rows(
-        "SELECT t.key FROM timers t JOIN attempts a ON a.timer_id = t.id AND a.outcome = 'done' "
+        "SELECT t.key FROM timers t "
+        "JOIN all_attempts a ON a.timer_id = t.id AND a.outcome = 'done' "
         "JOIN fx ON fx.key = t.key WHERE fx.attempt <> a.number OR fx.attempt <> t.attempts"
     )
     assert mismatched == []
@@ -557,7 +558,7 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     by_paused = db.value("SELECT count(*) FROM fx WHERE pid = %s", (paused.pid,))
     assert by_paused <= locked, (by_paused, locked)
     taken_tx = db.value(
-        "SELECT count(*) FROM attempts a JOIN timers t ON t.id = a.timer_id "
+        "SELECT count(*) FROM all_attempts a JOIN timers t ON t.id = a.timer_id "
         "WHERE a.node_id = %s AND a.outcome = 'lost' AND t.type = %s",
         (paused_node, TX),
     )
@@ -645,6 +646,6 @@ def test_timers_claimed_in_a_workers_name_it_never_heard_of_are_rescued(
         lambda: db.done() == len(keys), 10, "the orphaned timers done", 0.1, explain(db, workers)
     )
     workers.stop_all()
-    assert db.value("SELECT count(*) FROM attempts WHERE outcome = 'lost'") == len(keys)
+    assert db.value("SELECT count(*) FROM all_attempts WHERE outcome = 'lost'") == len(keys)
     check_exactly_once(db, keys)
     db.close()

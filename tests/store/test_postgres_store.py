@@ -299,6 +299,8 @@ async def test_a_first_attempt_that_completes_its_timer_is_kept_on_the_timer_row
     with psycopg.connect(PG_URL, autocommit=True, options=f"-c search_path={pg_schema}") as c:
         rows = c.execute("SELECT timer_id, number FROM attempts ORDER BY 1, 2").fetchall()
         kept = c.execute("SELECT key, done_by FROM timers ORDER BY key").fetchall()
+        viewed = c.execute("SELECT timer_id, number, node_id FROM all_attempts ORDER BY 1, 2")
+        assert viewed.fetchall() == [(a, 1, "n1"), (b, 1, "n1"), (b, 2, "n2")]
     assert rows == [(b, 1), (b, 2)]  # none for a's one attempt
     assert kept == [("a", "n1"), ("b", None)]
     (only,) = await store.list_attempts(a)
