@@ -324,8 +324,8 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 -- row is written (see claim_due); one released unstarted leaves none, and neither does a first
 -- attempt that completes its timer (nearly every attempt): done_by names its node, and with
 -- fired_at (its start, which the first claim set) and completed_at it is the attempt's row,
--- which list_attempts, list_deliveries and archive_timers read from there (migration 0011). (Arrays go in binary, as
--- in insert_timer.)
+-- which list_attempts, list_deliveries and archive_timers read from there (migration 0011).
+-- (Arrays go in binary, as in insert_timer.)
 -- Each outcome reaches its row by one primary-key probe (the update's nested loop over the
 -- batch: see finish_by_lookup), and the fence is the update's own condition, which PostgreSQL
 -- checks again on the newest version when it had to wait for the row (a heartbeat committed
@@ -625,7 +625,8 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
 -- name: archive_timers
 -- One batch, one statement (its own transaction): terminal timers other than dead that finished
 -- before archive_before (but within the retention) move to the history, their attempts first
--- (and leave with it), a first attempt kept on the timer row as a row of its own. The walk goes on after the previous batch's last row.
+-- (and leave with it), a first attempt kept on the timer row as a row of its own. The walk goes
+-- on after the previous batch's last row.
 -- Rows another node is moving are skipped, not waited on.
 WITH batch AS (
     SELECT id, coalesce(fired_at, completed_at) AS event_at FROM timers
