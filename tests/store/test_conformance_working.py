@@ -57,7 +57,7 @@ async def test_a_claimed_timer_carries_every_stored_field(store: Store) -> None:
         "full",
         NOW - timedelta(seconds=5),
         type="t",
-        payload={"nested": [1, "two", {"three": None}]},
+        payload={"nested": [1, "two", {"three": None}], "text": "grüße, 東京 🎉"},
         subject="user-1",
         correlation_id="corr-1",
         expires_after=timedelta(hours=2),

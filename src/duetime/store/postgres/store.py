@@ -461,7 +461,10 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         }
 
         _, timers = await self._db.atomic(
-            [Statement(Q["claim_in_order"], {}), Statement(Q["claim_due"], params, timer_rows)]
+            [
+                Statement(Q["claim_in_order"], {}),
+                Statement(Q["claim_due"], params, timer_rows, binary=True),
+            ]
         )
         timers.sort(key=lambda t: (t.run_at, t.id))
         return [Claimed(timer, timer.attempts) for timer in timers]
