@@ -718,7 +718,8 @@ def load_pending(conninfo: str, rows: int, due_now: int, budget: float = 1e9) ->
     stop early (between statements) once ``budget`` seconds have passed. Returns rows loaded.
 
     Every ``rows // due_now``-th row was due in the past hour; the rest are due over the next 30
-    days. Autovacuum is switched off on the table so "fresh" stays fresh.
+    days. Autovacuum is switched off on the table so "fresh" stays fresh. Where the schema has
+    ``timer_keys`` (migration 12), each row's key goes there too, as the store writes it.
     """
     step = max(1, rows // due_now) if due_now else rows + 1
     deadline = time.monotonic() + budget
@@ -726,6 +727,12 @@ def load_pending(conninfo: str, rows: int, due_now: int, budget: float = 1e9) ->
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("SET synchronous_commit = off")  # loading is not what is measured
         conn.execute("ALTER TABLE timers SET (autovacuum_enabled = off)")
+        keyed = conn.execute("SELECT to_regclass('timer_keys') IS NOT NULL").fetchone()
+        keys = (
+            "INSERT INTO timer_keys (namespace, key, timer_id) SELECT namespace, key, id FROM made"
+            if keyed and keyed[0]
+            else "SELECT 1"
+        )
         chunk = 500_000
         for start in range(1, rows + 1, chunk):
             if time.monotonic() > deadline:
@@ -734,16 +741,20 @@ def load_pending(conninfo: str, rows: int, due_now: int, budget: float = 1e9) ->
             stop = min(rows, start + chunk - 1)
             conn.execute(
                 """
-                INSERT INTO timers (namespace, key, type, payload, due_at, run_at, status,
-                                    max_attempts, registered_at, updated_at)
-                SELECT 'default', 'k' || g, 'bench.noop', jsonb_build_object('n', g), at, at,
-                       'scheduled', 20, now(), now()
-                FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g,
-                LATERAL (SELECT CASE WHEN g %% %(step)s = 0 AND g / %(step)s <= %(due)s
-                    THEN now() - random() * interval '1 hour'
-                    ELSE now() + interval '1 minute' + random() * interval '30 days' END AS at
-                ) AS t
-                """,
+                WITH made AS (
+                    INSERT INTO timers (namespace, key, type, payload, due_at, run_at, status,
+                                        max_attempts, registered_at, updated_at)
+                    SELECT 'default', 'k' || g, 'bench.noop', jsonb_build_object('n', g), at,
+                           at, 'scheduled', 20, now(), now()
+                    FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g,
+                    LATERAL (SELECT CASE WHEN g %% %(step)s = 0 AND g / %(step)s <= %(due)s
+                        THEN now() - random() * interval '1 hour'
+                        ELSE now() + interval '1 minute' + random() * interval '30 days' END AS at
+                    ) AS t
+                    RETURNING namespace, key, id
+                )
+                """
+                + keys,
                 {"start": start, "stop": stop, "step": step, "due": due_now},
             )
             loaded = stop

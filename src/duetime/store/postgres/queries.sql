@@ -51,86 +51,124 @@ SELECT name FROM namespaces ORDER BY name
 
 -- name: insert_timer
 -- A whole batch in one statement: one array per column (sent in binary: psycopg's text format
--- for arrays costs ~10x more client CPU), unnested in input order, which the ids follow. A key
--- that exists already is left alone and comes back missing from the result. Only what the
--- server decides comes back (rows.WRITTEN_COLUMNS): a new row is otherwise what was sent, with
--- the statement's now (decoding every column of every row was a fifth of the client's time).
+-- for arrays costs ~10x more client CPU), unnested in input order, which the ids follow. The key
+-- is taken first, in timer_keys (migration 0012), under a new timer id; a key that exists
+-- already is left alone and its timer comes back missing from the result. Only what the server
+-- decides comes back (rows.WRITTEN_COLUMNS): a new row is otherwise what was sent, with the
+-- statement's now (decoding every column of every row was a fifth of the client's time).
+WITH new AS (
+    SELECT * FROM unnest(
+        %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
+        %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
+        %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
+        %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
+    ) WITH ORDINALITY AS new (
+        namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
+        disambiguation, expires_after, max_attempts, producer, n
+    )
+),
+keyed AS (
+    INSERT INTO timer_keys (namespace, key, timer_id)
+    SELECT namespace, key, nextval('timers_id_seq') FROM new ORDER BY n
+    ON CONFLICT (namespace, key) DO NOTHING
+    RETURNING namespace, key, timer_id
+)
 INSERT INTO timers (
-    namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
+    id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
-)
-SELECT namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
-       timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
-       producer
-FROM unnest(
-    %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
-    %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
-    %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
-    %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
-) WITH ORDINALITY AS new (
-    namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
-    disambiguation, expires_after, max_attempts, producer, n
-)
-ORDER BY n
-ON CONFLICT (namespace, key) DO NOTHING
+) OVERRIDING SYSTEM VALUE
+SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject, correlation_id,
+       due_at, due_at, local, timezone, disambiguation, expires_after, 'scheduled', max_attempts,
+       %(now)s, %(now)s, producer
+FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
+ORDER BY new.n
 RETURNING id, namespace, key, version
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
--- existing timer is left alone and comes back missing from the result.
-INSERT INTO timers (
-    namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
+-- existing timer is left alone and comes back missing from the result. The key row of an
+-- existing timer is locked (ON CONFLICT ... DO UPDATE, its value unchanged) so that a timer a
+-- concurrent batch made is updated after that batch commits, as a conflict on the timer's own
+-- row would be; a timer this statement's snapshot cannot see yet (made by a batch that
+-- committed while this one waited for its key) comes back in "unseen", and the caller runs
+-- those requests again in a new statement, which sees it.
+WITH new AS (
+    SELECT * FROM unnest(
+        %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
+        %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
+        %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
+        %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
+    ) WITH ORDINALITY AS new (
+        namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
+        disambiguation, expires_after, max_attempts, producer, n
+    )
+),
+keyed AS (
+    INSERT INTO timer_keys AS k (namespace, key, timer_id)
+    SELECT namespace, key, nextval('timers_id_seq') FROM new ORDER BY n
+    ON CONFLICT (namespace, key) DO UPDATE SET timer_id = k.timer_id
+    RETURNING k.namespace, k.key, k.timer_id, k.xmax = 0 AS made
+),
+created AS (
+    INSERT INTO timers (
+        id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local,
+        timezone, disambiguation, expires_after, status, max_attempts, registered_at,
+        updated_at, producer
+    ) OVERRIDING SYSTEM VALUE
+    SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject,
+           correlation_id, due_at, due_at, local, timezone, disambiguation, expires_after,
+           'scheduled', max_attempts, %(now)s, %(now)s, producer
+    FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
+    WHERE keyed.made
+    ORDER BY new.n
+    RETURNING id, namespace, key, version
+),
+updated AS (
+    UPDATE timers
+    SET type = new.type,
+        payload = new.payload::jsonb,
+        subject = new.subject,
+        correlation_id = new.correlation_id,
+        due_at = new.due_at,
+        run_at = new.due_at,
+        local = new.local,
+        timezone = new.timezone,
+        disambiguation = new.disambiguation,
+        expires_after = new.expires_after,
+        max_attempts = new.max_attempts,
+        updated_at = %(now)s,
+        producer = new.producer,
+        version = timers.version + 1
+    FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
+    WHERE NOT keyed.made AND timers.id = keyed.timer_id
+      AND timers.status IN ('scheduled', 'retrying')
+    RETURNING timers.*
 )
-SELECT namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
-       timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
-       producer
-FROM unnest(
-    %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
-    %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
-    %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
-    %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
-) WITH ORDINALITY AS new (
-    namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
-    disambiguation, expires_after, max_attempts, producer, n
-)
-ORDER BY n
-ON CONFLICT (namespace, key) DO UPDATE SET
-    type = excluded.type,
-    payload = excluded.payload,
-    subject = excluded.subject,
-    correlation_id = excluded.correlation_id,
-    due_at = excluded.due_at,
-    run_at = excluded.run_at,
-    local = excluded.local,
-    timezone = excluded.timezone,
-    disambiguation = excluded.disambiguation,
-    expires_after = excluded.expires_after,
-    max_attempts = excluded.max_attempts,
-    updated_at = excluded.updated_at,
-    producer = excluded.producer,
-    version = timers.version + 1
-WHERE timers.status IN ('scheduled', 'retrying')
-RETURNING id, namespace, key, version,
-    -- A new row (version 1) is what was sent: only a row that was there before sends the rest.
-    CASE WHEN version > 1 THEN status END AS status,
-    CASE WHEN version > 1 THEN attempts END AS attempts,
-    CASE WHEN version > 1 THEN registered_at END AS registered_at,
-    CASE WHEN version > 1 THEN run_at END AS run_at,
-    CASE WHEN version > 1 THEN fired_at END AS fired_at,
-    CASE WHEN version > 1 THEN completed_at END AS completed_at,
-    CASE WHEN version > 1 THEN last_error END AS last_error,
-    CASE WHEN version > 1 THEN lease_owner END AS lease_owner,
-    CASE WHEN version > 1 THEN lease_expires_at END AS lease_expires_at,
-    CASE WHEN version > 1 THEN destination END AS destination
+-- A new row (version 1) is what was sent: only a row that was there before sends the rest.
+SELECT id, namespace, key, version, NULL AS status, NULL::integer AS attempts,
+    NULL::timestamptz AS registered_at, NULL::timestamptz AS run_at,
+    NULL::timestamptz AS fired_at, NULL::timestamptz AS completed_at, NULL AS last_error,
+    NULL AS lease_owner, NULL::timestamptz AS lease_expires_at, NULL AS destination,
+    false AS unseen
+FROM created
+UNION ALL
+SELECT id, namespace, key, version, status, attempts, registered_at, run_at, fired_at,
+    completed_at, last_error, lease_owner, lease_expires_at, destination, false
+FROM updated
+UNION ALL
+SELECT keyed.timer_id, keyed.namespace, keyed.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, true
+FROM keyed
+WHERE NOT keyed.made AND NOT EXISTS (SELECT FROM timers WHERE id = keyed.timer_id)
 
 -- name: get_timers
 -- The timers of a batch of keys. A key archived since the caller's insert conflicted with it is
 -- found in the history; when a key has both (reused after archiving), the hot row comes last.
 SELECT found.* FROM (
-    SELECT timers.*, 1 AS hot FROM timers
-    JOIN unnest(%(namespaces)s::text[], %(keys)s::text[]) AS wanted (namespace, key)
-        USING (namespace, key)
+    SELECT timers.*, 1 AS hot
+    FROM unnest(%(namespaces)s::text[], %(keys)s::text[]) AS wanted (namespace, key)
+    JOIN timer_keys ON timer_keys.namespace = wanted.namespace AND timer_keys.key = wanted.key
+    JOIN timers ON timers.id = timer_keys.timer_id
     UNION ALL
     SELECT timer_history.*, 0 FROM timer_history
     JOIN unnest(%(namespaces)s::text[], %(keys)s::text[]) AS wanted (namespace, key)
@@ -139,10 +177,12 @@ SELECT found.* FROM (
 ORDER BY hot, id
 
 -- name: get_timer
--- The hot table first, then the history: an archived timer is still found by its key (the
--- newest archived one, as a key may be used again once its timer is archived).
+-- The hot table first (its keys are in timer_keys), then the history: an archived timer is
+-- still found by its key (the newest archived one, as a key may be used again once its timer
+-- is archived).
 SELECT * FROM (
-    SELECT *, false AS archived FROM timers WHERE namespace = %(namespace)s AND key = %(key)s
+    SELECT timers.*, false AS archived FROM timer_keys JOIN timers ON timers.id = timer_id
+    WHERE timer_keys.namespace = %(namespace)s AND timer_keys.key = %(key)s
     UNION ALL
     (SELECT *, true FROM timer_history WHERE namespace = %(namespace)s AND key = %(key)s
      ORDER BY id DESC LIMIT 1)
@@ -215,7 +255,8 @@ SELECT status, count(*) AS count FROM timers WHERE namespace = %(namespace)s GRO
 -- name: cancel
 UPDATE timers
 SET status = 'cancelled', completed_at = %(now)s, updated_at = %(now)s
-WHERE namespace = %(namespace)s AND key = %(key)s AND status IN ('scheduled', 'retrying')
+WHERE id = (SELECT timer_id FROM timer_keys WHERE namespace = %(namespace)s AND key = %(key)s)
+  AND status IN ('scheduled', 'retrying')
 RETURNING *
 
 -- name: replay
@@ -224,7 +265,8 @@ RETURNING *
 UPDATE timers
 SET status = 'scheduled', run_at = %(now)s, completed_at = NULL,
     updated_at = %(now)s, max_attempts = max_attempts + attempts
-WHERE namespace = %(namespace)s AND key = %(key)s AND status = 'dead'
+WHERE id = (SELECT timer_id FROM timer_keys WHERE namespace = %(namespace)s AND key = %(key)s)
+  AND status = 'dead'
 RETURNING *
 
 -- name: next_run_at
@@ -495,7 +537,7 @@ SELECT set_config('search_path', %(search_path)s, true) AS search_path
 -- Owners hand claimed events on: each event still theirs (fenced, and reached, as in finish) is
 -- marked done, its attempt written as fanned_out with a note, and one delivery row per
 -- destination inserted with the event's content, due when the event was; a key that exists
--- already is kept as it is.
+-- already is kept as it is (the keys are taken in timer_keys first, as in insert_timer).
 WITH f AS (
     SELECT * FROM unnest(%(timer_ids)s::bigint[], %(attempts)s::integer[], %(notes)s::text[])
         AS f (timer_id, attempt, note)
@@ -526,17 +568,26 @@ d AS (
     SELECT * FROM unnest(%(root_ids)s::bigint[], %(keys)s::text[], %(destinations)s::text[])
         WITH ORDINALITY AS d (timer_id, key, destination, n)
 ),
-created AS (
-    INSERT INTO timers (
-        namespace, key, type, payload, subject, correlation_id, due_at, run_at, expires_after,
-        status, max_attempts, registered_at, updated_at, destination, producer
-    )
-    SELECT roots.namespace, d.key, roots.type, roots.payload, roots.subject,
-        roots.correlation_id, roots.due_at, roots.run_at, roots.expires_after, 'scheduled',
-        roots.max_attempts, roots.registered_at, %(now)s, d.destination, roots.producer
+keyed AS (
+    INSERT INTO timer_keys (namespace, key, timer_id)
+    SELECT roots.namespace, d.key, nextval('timers_id_seq')
     FROM d JOIN roots ON roots.id = d.timer_id
     ORDER BY d.n
     ON CONFLICT (namespace, key) DO NOTHING
+    RETURNING namespace, key, timer_id
+),
+created AS (
+    INSERT INTO timers (
+        id, namespace, key, type, payload, subject, correlation_id, due_at, run_at,
+        expires_after, status, max_attempts, registered_at, updated_at, destination, producer
+    ) OVERRIDING SYSTEM VALUE
+    SELECT keyed.timer_id, roots.namespace, d.key, roots.type, roots.payload, roots.subject,
+        roots.correlation_id, roots.due_at, roots.run_at, roots.expires_after, 'scheduled',
+        roots.max_attempts, roots.registered_at, %(now)s, d.destination, roots.producer
+    FROM d
+    JOIN roots ON roots.id = d.timer_id
+    JOIN keyed ON keyed.namespace = roots.namespace AND keyed.key = d.key
+    ORDER BY d.n
 )
 SELECT id, run_at FROM roots
 

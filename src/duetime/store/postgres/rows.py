@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg.cursor_async import AsyncCursor
 from psycopg.rows import RowMaker
@@ -90,26 +90,37 @@ UPDATED_COLUMNS = (
 """What ``upsert_timer`` adds for a row that was there before (version > 1); NULL for a new one."""
 
 
+class Unseen(NamedTuple):
+    """A key ``upsert_timer`` found held by a timer its snapshot could not see: one a concurrent
+    batch made and committed while this one waited for the key. Its request is run again."""
+
+    namespace: str
+    key: str
+
+
 def written_timer_rows(
     timers: Sequence[NewTimer], now: datetime
-) -> Callable[[AsyncCursor[Any]], RowMaker[tuple[Timer, int]]]:
+) -> Callable[[AsyncCursor[Any]], RowMaker[tuple[Timer, int] | Unseen]]:
     """A row factory for the rows a batch insert or upsert wrote, each with its ``version``.
 
     The statements return only what the server decided: a new row (version 1) is what was sent
     — taken from ``timers`` by key — as the statement stores it (scheduled, no attempts, due at
     its ``due_at``, registered and updated at ``now``); an updated one brings back the columns
     it kept (:data:`UPDATED_COLUMNS`), and the statement set its ``updated_at`` to ``now`` too.
-    Decoding every column of every row was a fifth of the client's time a timer.
+    Decoding every column of every row was a fifth of the client's time a timer. A row marked
+    ``unseen`` (upsert only) is an :class:`Unseen`.
     """
     sent = {(timer.namespace, timer.key): timer for timer in timers}
 
-    def factory(cursor: AsyncCursor[Any]) -> RowMaker[tuple[Timer, int]]:
+    def factory(cursor: AsyncCursor[Any]) -> RowMaker[tuple[Timer, int] | Unseen]:
         names = tuple(_column_names(cursor))
-        if names not in (WRITTEN_COLUMNS, WRITTEN_COLUMNS + UPDATED_COLUMNS):
+        if names not in (WRITTEN_COLUMNS, WRITTEN_COLUMNS + UPDATED_COLUMNS + ("unseen",)):
             raise KeyError(f"written timer rows need the columns {', '.join(WRITTEN_COLUMNS)}")
 
-        def timer(values: Sequence[Any]) -> tuple[Timer, int]:
+        def timer(values: Sequence[Any]) -> tuple[Timer, int] | Unseen:
             id_, namespace, key, version = values[:4]
+            if version is None:  # only an unseen row has none
+                return Unseen(namespace, key)
             t = sent[namespace, key]
             if version == 1:
                 status, attempts, registered_at, run_at = Status.SCHEDULED, 0, now, t.due_at

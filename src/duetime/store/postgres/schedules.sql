@@ -84,27 +84,53 @@ WHERE schedules.id = advance.id AND schedules.version = advance.version
 RETURNING schedules.id
 
 -- name: insert_occurrences
--- Idempotent by key. A key left cancelled (never fired) by a deleted schedule of the same name
--- is taken over by the new one.
-INSERT INTO timers (
-    namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
-    max_attempts, registered_at, updated_at, schedule_id
+-- Idempotent by key (taken in timer_keys first, as in insert_timer). A key left cancelled
+-- (never fired) by a deleted schedule of the same name is taken over by the new one. A
+-- schedule's occurrences are made by one node at a time (lock_due_schedules), so no other
+-- statement makes the same keys meanwhile.
+WITH t AS (
+    SELECT * FROM unnest(
+        %(namespaces)s::text[], %(keys)s::text[], %(types)s::text[], %(payloads)s::text[],
+        %(subjects)s::text[], %(due_ats)s::timestamptz[], %(max_attempts)s::integer[],
+        %(schedule_ids)s::bigint[]
+    ) WITH ORDINALITY AS t (
+        namespace, key, type, payload, subject, due_at, max_attempts, schedule_id, n
+    )
+),
+keyed AS (
+    INSERT INTO timer_keys (namespace, key, timer_id)
+    SELECT namespace, key, nextval('timers_id_seq') FROM t ORDER BY n
+    ON CONFLICT (namespace, key) DO NOTHING
+    RETURNING namespace, key, timer_id
+),
+created AS (
+    INSERT INTO timers (
+        id, namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
+        max_attempts, registered_at, updated_at, schedule_id
+    ) OVERRIDING SYSTEM VALUE
+    SELECT keyed.timer_id, t.namespace, t.key, type, payload::jsonb, subject, due_at, due_at,
+        'compatible', 'scheduled', max_attempts, %(now)s, %(now)s, schedule_id
+    FROM t JOIN keyed ON keyed.namespace = t.namespace AND keyed.key = t.key
+    ORDER BY t.n
+    RETURNING due_at
+),
+-- The keys that were there before (this statement's snapshot does not see the ones keyed
+-- just made).
+taken AS (
+    UPDATE timers
+    SET type = t.type, payload = t.payload::jsonb, subject = t.subject, due_at = t.due_at,
+        run_at = t.due_at, status = 'scheduled', max_attempts = t.max_attempts,
+        completed_at = NULL, updated_at = %(now)s, schedule_id = t.schedule_id,
+        version = timers.version + 1
+    FROM t JOIN timer_keys ON timer_keys.namespace = t.namespace AND timer_keys.key = t.key
+    WHERE timers.id = timer_keys.timer_id
+      AND timers.status = 'cancelled' AND timers.attempts = 0
+      AND timers.schedule_id IS DISTINCT FROM t.schedule_id
+    RETURNING timers.due_at
 )
-SELECT namespace, key, type, payload::jsonb, subject, due_at, due_at, 'compatible', 'scheduled',
-    max_attempts, %(now)s, %(now)s, schedule_id
-FROM unnest(
-    %(namespaces)s::text[], %(keys)s::text[], %(types)s::text[], %(payloads)s::text[],
-    %(subjects)s::text[], %(due_ats)s::timestamptz[], %(max_attempts)s::integer[],
-    %(schedule_ids)s::bigint[]
-) AS t (namespace, key, type, payload, subject, due_at, max_attempts, schedule_id)
-ON CONFLICT (namespace, key) DO UPDATE SET
-    type = excluded.type, payload = excluded.payload, subject = excluded.subject,
-    due_at = excluded.due_at, run_at = excluded.run_at, status = 'scheduled',
-    max_attempts = excluded.max_attempts, completed_at = NULL, updated_at = excluded.updated_at,
-    schedule_id = excluded.schedule_id, version = timers.version + 1
-WHERE timers.status = 'cancelled' AND timers.attempts = 0
-  AND timers.schedule_id IS DISTINCT FROM excluded.schedule_id
-RETURNING due_at
+SELECT due_at FROM created
+UNION ALL
+SELECT due_at FROM taken
 
 -- name: schedules_after
 SELECT * FROM schedules WHERE id > %(after_id)s AND cron IS NOT NULL ORDER BY id

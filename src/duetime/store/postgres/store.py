@@ -44,6 +44,7 @@ from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.rows import (
     FinishBatch,
     Row,
+    Unseen,
     attempt_from_row,
     check_text,
     node_from_row,
@@ -233,7 +234,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         # deadlock; PostgreSQL breaks it and the losing transaction is retried by
         # Database.write.)
         sent: list[NewTimer] = []
-        statements: list[tuple[list[int], AsyncCursor[tuple[Timer, int]]]] = []
+        statements: list[tuple[list[int], AsyncCursor[tuple[Timer, int] | Unseen]]] = []
         async with conn.pipeline() as pipeline:
             for chunk in chunked(timers, PUT_CHUNK):
                 check_text(chunk)
@@ -245,11 +246,14 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
                 sent.extend(chunk)
             await pipeline.sync()
             written: list[tuple[Timer, int] | None] = [None] * len(sent)
-            for positions, cursor in statements:
-                rows = await cursor.fetchall()
-                by_key = {(timer.namespace, timer.key): (timer, v) for timer, v in rows}
-                for i in positions:
-                    written[i] = by_key.get((sent[i].namespace, sent[i].key))
+            unseen = await _take_written(statements, sent, written)
+        if unseen:  # written again in order, each statement with a snapshot that sees them
+            again = [i for i, t in enumerate(sent) if (t.namespace, t.key) in unseen]
+            for positions in _rounds([sent[i] for i in again]):
+                batch = [sent[again[j]] for j in positions]
+                cursor = conn.cursor(row_factory=written_timer_rows(batch, now))
+                await cursor.execute(query, timer_batch_params(batch, now))
+                await _take_written([([again[j] for j in positions], cursor)], sent, written)
         missing = [i for i, row in enumerate(written) if row is None]
         if missing and on_conflict == "error":
             key = sent[missing[0]].key
@@ -567,6 +571,26 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             return [node_from_row(row) for row in await fetch_all(conn, Q["list_nodes"], {})]
 
         return await self._db.read(run)
+
+
+async def _take_written(
+    statements: Sequence[tuple[list[int], AsyncCursor[tuple[Timer, int] | Unseen]]],
+    sent: Sequence[NewTimer],
+    written: list[tuple[Timer, int] | None],
+) -> set[tuple[str, str]]:
+    """Put each statement's written timers at their input positions (None: kept as it was);
+    the keys an upsert reported :class:`Unseen`."""
+    unseen: set[tuple[str, str]] = set()
+    for positions, cursor in statements:
+        by_key: dict[tuple[str, str], tuple[Timer, int]] = {}
+        for row in await cursor.fetchall():
+            if isinstance(row, Unseen):
+                unseen.add((row.namespace, row.key))
+            else:
+                by_key[row[0].namespace, row[0].key] = row
+        for i in positions:
+            written[i] = by_key.get((sent[i].namespace, sent[i].key))
+    return unseen
 
 
 def _rounds(timers: Sequence[NewTimer]) -> list[list[int]]:
