@@ -100,7 +100,7 @@ async def probe(args: argparse.Namespace) -> None:
     await task
     await app.close()
     admin(args.base, f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    print(f"{n / seconds:,.0f} timers/s, worker CPU {cpu / n * 1e6:.0f} µs a job")
+    print(f"{n / seconds:,.0f} timers/s, worker CPU {cpu / n * 1e6:.1f} µs a job")
     print(f"  scheduled first: {enqueued:,.0f} timers/s (schedule_many, batches of 1,000)")
     for name, (calls, rows, spent) in stats.items():
         print(
