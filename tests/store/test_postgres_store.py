@@ -16,7 +16,7 @@ from duetime.history import EventFilter, RetentionPolicy
 from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
 from duetime.store import create_store
 from duetime.store.postgres.database import Statement
-from duetime.store.postgres.rows import timer_rows
+from duetime.store.postgres.rows import claimed_timer_rows
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
 
@@ -376,17 +376,27 @@ async def test_only_a_claim_commits_without_waiting_for_its_flush(
     assert after == [{"s": "on"}]
 
 
-async def test_timer_rows_name_the_columns_a_statement_lacks(
+async def test_claimed_timer_rows_name_the_columns_a_statement_lacks(
     pg_url: str, open_store: StoreFactory
 ) -> None:
+    """The claim's rows leave out what the caller knows; those values fill the timer in, and a
+    column that is neither returned nor known is named."""
     store = await open_store(pg_url)
     assert isinstance(store, PostgresStore)
     await store.put_timers([new_timer("a", type="t")], "error", NOW)
-    (timers,) = await store._db.atomic([Statement("SELECT * FROM timers", {}, timer_rows)])
-    assert [t.key for t in timers] == ["a"]
+    lease = NOW + timedelta(seconds=30)
+    known = {"lease_owner": "n1", "lease_expires_at": lease, "status": Status.RUNNING}
+    everything = Statement("SELECT * FROM timers", {}, claimed_timer_rows({}))
+    partial = Statement(
+        "SELECT * FROM timers", {}, claimed_timer_rows(known), binary=True
+    )  # known values win over the columns
+    (stored,), (filled,) = await store._db.atomic([everything, partial])
+    assert (stored.key, stored.status, stored.lease_owner) == ("a", Status.SCHEDULED, None)
+    assert (filled.key, filled.status, filled.lease_owner) == ("a", Status.RUNNING, "n1")
+    assert (filled.lease_expires_at, filled.payload) == (lease, stored.payload)
     lacking = "SELECT id, namespace, key FROM timers"
     with pytest.raises(KeyError, match="type, payload"):
-        await store._db.atomic([Statement(lacking, {}, timer_rows)])
+        await store._db.atomic([Statement(lacking, {}, claimed_timer_rows(known))])
 
 
 @pytest.mark.parametrize("operation", ["finish", "fan_out"])

@@ -346,7 +346,13 @@ claimed AS (
         updated_at = %(now)s
     FROM due
     WHERE timers.ctid = due.ctid
-    RETURNING timers.*
+    -- Not what the claim just set, nor the namespace: the caller knows those
+    -- (rows.claimed_timer_rows).
+    RETURNING timers.id, timers.key, timers.type, timers.payload, timers.subject,
+        timers.correlation_id, timers.due_at, timers.run_at, timers.local, timers.timezone,
+        timers.disambiguation, timers.expires_after, timers.attempts, timers.max_attempts,
+        timers.registered_at, timers.fired_at, timers.completed_at, timers.last_error,
+        timers.destination, timers.producer
 )
 SELECT * FROM claimed
 

@@ -47,11 +47,11 @@ from duetime.store.postgres.rows import (
     Unseen,
     attempt_from_row,
     check_text,
+    claimed_timer_rows,
     node_from_row,
     node_params,
     timer_batch_params,
     timer_from_row,
-    timer_rows,
     written_timer_rows,
 )
 from duetime.store.postgres.schedules import PostgresSchedules
@@ -463,11 +463,17 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             "node_id": node_id,
             "lease_until": lease_until,
         }
-
+        known = {
+            "namespace": namespace,
+            "status": Status.RUNNING,
+            "lease_owner": node_id,
+            "lease_expires_at": lease_until,
+            "updated_at": now,
+        }
         _, timers = await self._db.atomic(
             [
                 Statement(Q["claim_in_order"], {}),
-                Statement(Q["claim_due"], params, timer_rows, binary=True),
+                Statement(Q["claim_due"], params, claimed_timer_rows(known), binary=True),
             ]
         )
         timers.sort(key=lambda t: (t.run_at, t.id))
