@@ -385,7 +385,10 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 -- ctid: a heartbeat committed while the lock was awaited leaves a version this statement's
 -- snapshot cannot see, and the outcome would be lost.)
 WITH f AS (
-    SELECT * FROM unnest(
+    -- outcomes, errors and run_ats may come empty (rows.FinishBatch): unnest pads them with
+    -- NULLs, and a NULL outcome is done.
+    SELECT timer_id, attempt, coalesce(outcome, 'done') AS outcome, error, run_at
+    FROM unnest(
         %(timer_ids)b::bigint[], %(attempts)b::integer[], %(outcomes)b::text[],
         %(errors)b::text[], %(run_ats)b::timestamptz[]
     ) AS f (timer_id, attempt, outcome, error, run_at)

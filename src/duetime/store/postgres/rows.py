@@ -288,12 +288,18 @@ class FinishBatch:
             else:
                 first[item.timer_id] = item
         batch = [first[timer_id] for timer_id in sorted(first)]
+        # The last three arrays go empty when they would say nothing (every outcome done, no
+        # error, no new due time: nearly every batch), and unnest pads them with NULLs: encoding
+        # five arrays element by element was a tenth of a busy worker's CPU.
+        done = Outcome.DONE
         params = {
             "timer_ids": [f.timer_id for f in batch],
             "attempts": [f.attempt for f in batch],
-            "outcomes": [f.outcome.value for f in batch],
-            "errors": [f.error for f in batch],
-            "run_ats": [f.run_at or now for f in batch],
+            "outcomes": (
+                [] if all(f.outcome is done for f in batch) else [f.outcome.value for f in batch]
+            ),
+            "errors": [f.error for f in batch] if any(f.error for f in batch) else [],
+            "run_ats": [f.run_at or now for f in batch] if any(f.run_at for f in batch) else [],
             "node_id": node_id,
             "now": now,
         }
