@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from duetime.errors import InvalidInput
@@ -12,6 +14,43 @@ from duetime.store.queries import load_migrations, load_queries, parse_queries
 def test_parse_named_blocks() -> None:
     text = "-- name: one\nSELECT 1;\n\n-- name: two\nSELECT 2\n"
     assert parse_queries(text) == {"one": "SELECT 1", "two": "SELECT 2"}
+
+
+def test_whole_line_comments_stay_out_of_the_statements() -> None:
+    text = "-- name: one\n-- why it is so\nSELECT 1 -- kept: same line\n  -- indented\nFROM t\n"
+    assert parse_queries(text) == {"one": "SELECT 1 -- kept: same line\nFROM t"}
+
+
+@pytest.mark.parametrize(
+    ("package", "filename"),
+    [
+        ("duetime.store.postgres", "queries.sql"),
+        ("duetime.store.postgres", "schedules.sql"),
+        ("duetime.store.postgres", "tokens.sql"),
+    ],
+)
+def test_every_postgres_statement_is_short_enough_for_psycopg_to_cache(
+    package: str, filename: str
+) -> None:
+    """psycopg parses a statement's placeholders again on every execution when it is longer
+    than 4 KiB or has more than 50 parameters: scheduling and outcomes run hundreds a second."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH, MAX_CACHED_STATEMENT_PARAMS
+
+    for name, sql in load_queries(package, filename).items():
+        assert len(sql.encode()) <= MAX_CACHED_STATEMENT_LENGTH, name
+        assert len(set(re.findall(r"%\((\w+)\)", sql))) <= MAX_CACHED_STATEMENT_PARAMS, name
+
+
+def test_an_include_line_stands_for_the_named_block() -> None:
+    text = (
+        "-- name: rows\n-- shared\nunnest(%(a)s)\n  AS t (a)\n"
+        "-- name: one\nSELECT * FROM\n    -- include: rows\nWHERE true\n"
+    )
+    assert (
+        parse_queries(text)["one"] == "SELECT * FROM\n    unnest(%(a)s)\n      AS t (a)\nWHERE true"
+    )
+    with pytest.raises(ValueError, match="no query 'other' to include"):
+        parse_queries("-- name: one\nSELECT\n-- include: other\n")
 
 
 def test_duplicate_names_are_refused() -> None:

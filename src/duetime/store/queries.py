@@ -1,7 +1,11 @@
 """Named SQL queries: each backend keeps its SQL in one ``queries.sql``.
 
 A block starts with ``-- name: <method_name>`` and runs until the next one; the name is the
-store method that runs it, so SQL and Python can be read side by side.
+store method that runs it, so SQL and Python can be read side by side. Whole-line comments stay
+in the file and out of the statements: psycopg caches its parse of a statement only up to 4 KiB,
+and the comments had taken the busiest ones (scheduling's upsert, a worker's outcomes) past it.
+A line ``-- include: <name>`` stands for the block of that name, for SQL that several
+statements share word for word.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import re
 from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_COMMENT_LINE = re.compile(r"^[ \t]*--.*(?:\n|$)", re.MULTILINE)
+_INCLUDE = re.compile(r"^([ \t]*)--\s*include:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
 def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
@@ -20,12 +26,23 @@ def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
 
 def parse_queries(text: str) -> dict[str, str]:
     parts = _NAME.split(text)
-    queries: dict[str, str] = {}
+    bodies: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in queries:
+        if name in bodies:
             raise ValueError(f"query {name!r} is defined twice")
-        queries[name] = body.strip().rstrip(";").strip()
-    return queries
+        bodies[name] = body
+
+    def included(match: re.Match[str]) -> str:
+        indent, name = match[1], match[2]
+        if name not in bodies:
+            raise ValueError(f"no query {name!r} to include")
+        return "\n".join(indent + line for line in _statement(bodies[name]).splitlines())
+
+    return {name: _statement(_INCLUDE.sub(included, body)) for name, body in bodies.items()}
+
+
+def _statement(body: str) -> str:
+    return _COMMENT_LINE.sub("", body).strip().rstrip(";").strip()
 
 
 def load_migrations(package: str) -> list[tuple[int, str, str]]:
