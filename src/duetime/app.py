@@ -272,7 +272,7 @@ class AsyncApp(ScheduleMethods):
         """Store many timers in one transaction: all of them, or (on bad input) none."""
         # Validated as the store reads them, each with its payload's JSON text (no caller
         # sees these timers before they are stored).
-        timers: Iterable[NewTimer] = self._resolve(requests, keep_payload_json=True)
+        timers: Iterable[NewTimer] = self._resolve(requests, straight_to_store=True)
         if not self._opened:  # opening creates the namespace: not for a batch that is refused
             timers = list(timers)
         return await self.put(timers, on_conflict=on_conflict, transaction=transaction)
@@ -282,7 +282,7 @@ class AsyncApp(ScheduleMethods):
         return list(self._resolve(requests))
 
     def _resolve(
-        self, requests: Iterable[TimerRequest], *, keep_payload_json: bool = False
+        self, requests: Iterable[TimerRequest], *, straight_to_store: bool = False
     ) -> Iterator[NewTimer]:
         """Each request validated as it is read, so a store can send the timers read so far
         while the rest are still being validated. A bad one raises InvalidInput naming its
@@ -302,7 +302,7 @@ class AsyncApp(ScheduleMethods):
                         max_attempts,
                         max_payload_bytes,
                         producer=producer,
-                        keep_payload_json=keep_payload_json,
+                        straight_to_store=straight_to_store,
                     )
                 except InvalidInput as exc:
                     if index == 0 and next(items, _END) is _END:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
-from duetime.model import JSON, NewTimer
+from duetime.model import JSON, NewTimer, make_new_timer
 from duetime.validation import (
     check_correlation_id,
     check_expires_after,
@@ -63,12 +63,13 @@ class TimerRequest:
         max_payload_bytes: int,
         *,
         producer: str | None = None,
-        keep_payload_json: bool = False,
+        straight_to_store: bool = False,
     ) -> NewTimer:
         """Validate every field and turn the "when" into a UTC instant; ``producer`` is who
-        stores it (set by the facade, not by the caller's request). ``keep_payload_json`` hands
-        the store validation's JSON text of the payload, for a timer that goes straight to it
-        (no caller holds it meanwhile, to change the payload under the text)."""
+        stores it (set by the facade, not by the caller's request). ``straight_to_store`` is for
+        a timer no caller holds before it is stored: it hands the store validation's JSON text
+        of the payload (no one can change the payload under it) and, when the key is
+        generated here, marks it :attr:`~NewTimer.fresh_key` (no one can have sent it before)."""
         when = resolve_when(
             now=now,
             at=self.at,
@@ -81,19 +82,20 @@ class TimerRequest:
         max_attempts = default_max_attempts if self.max_attempts is None else self.max_attempts
         key, type_ = check_key(self.key), check_type(self.type)  # checked in field order
         payload, payload_json = encode_payload(self.payload, max_payload_bytes)
-        timer = NewTimer(
-            namespace=namespace,
-            key=key,
-            type=type_,
-            payload=payload,
-            due_at=when.due_at,
-            max_attempts=check_max_attempts(max_attempts),
-            subject=check_subject(self.subject),
-            correlation_id=check_correlation_id(self.correlation_id),
-            expires_after=check_expires_after(self.expires_after),
-            local=when.local,
-            timezone=when.timezone,
-            disambiguation=when.disambiguation,
-            producer=producer,
+        return make_new_timer(  # NewTimer's fields in order, checked in that order
+            namespace,
+            key,
+            type_,
+            payload,
+            when.due_at,
+            check_max_attempts(max_attempts),
+            check_subject(self.subject),
+            check_correlation_id(self.correlation_id),
+            check_expires_after(self.expires_after),
+            when.local,
+            when.timezone,
+            when.disambiguation,
+            producer,
+            payload_json if straight_to_store else None,
+            straight_to_store and self.key is None,
         )
-        return timer.with_payload_json(payload_json) if keep_payload_json else timer

@@ -87,30 +87,35 @@ def generate_key() -> str:
     unique index on (namespace, key) takes new keys at its right edge, as it does ids, instead
     of on a random leaf: with purely random keys every insert, and every new version of a row
     that a claim or an outcome writes, dirtied a leaf anywhere in an index that outgrows
-    memory. The random bits are read 4 KiB at a time rather than one system call a key: on a
-    batch that brings no keys, the call was a tenth of scheduling's time on a busy machine. A
-    forked child starts with an empty buffer, so it never hands out its parent's bytes again.
+    memory. The random source is read 4 KiB at a time, kept as hex, and the time's 12 digits
+    are written once a millisecond: a system call, a hex conversion and a formatted time a key
+    cost more than the rest of validating a request with no key. A forked child starts with
+    an empty buffer, so it never hands out its parent's bytes again.
     """
-    global _random_at
+    global _random_hex, _random_at, _millis, _millis_hex
     millis = time.time_ns() // 1_000_000
     with _random_lock:
-        if _random_at + _RANDOM_BYTES > len(_random):
-            _random[:] = os.urandom(len(_random))
-            _random_at = 0
-        tail = _random[_random_at : _random_at + _RANDOM_BYTES].hex()
-        _random_at += _RANDOM_BYTES
-    return f"{millis & 0xFFFF_FFFF_FFFF:012x}{tail}"
+        if millis != _millis:
+            _millis, _millis_hex = millis, f"{millis & 0xFFFF_FFFF_FFFF:012x}"
+        at = _random_at
+        if at + _RANDOM_DIGITS > len(_random_hex):
+            _random_hex, at = os.urandom(_RANDOM_READ).hex(), 0
+        _random_at = at + _RANDOM_DIGITS
+        return _millis_hex + _random_hex[at : at + _RANDOM_DIGITS]
 
 
-_RANDOM_BYTES = 10
-_random = bytearray(4096)
-_random_at = len(_random)  # empty: the first key reads the buffer
+_RANDOM_DIGITS = 20  # 80 bits
+_RANDOM_READ = 4096
+_random_hex = ""  # empty: the first key reads the source
+_random_at = 0
+_millis = -1
+_millis_hex = ""
 _random_lock = threading.Lock()
 
 
 def _forget_random_bytes() -> None:
-    global _random_at
-    _random_at = len(_random)
+    global _random_hex, _random_at
+    _random_hex, _random_at = "", 0
 
 
 os.register_at_fork(after_in_child=_forget_random_bytes)

@@ -58,7 +58,9 @@ def resolve_when(
     """
     if not is_aware(now):
         raise ValueError("resolve_when needs a timezone-aware now (ask the Clock)")
-    _check_exactly_one(at=at, delay=delay, local=local, date=date)
+    forms = (at, delay, local, date)
+    if forms.count(None) != 3:
+        _check_exactly_one(forms)
     choice = parse_disambiguation(disambiguation)
     zone = load_zone(timezone) if timezone is not None else None
     if at is not None:
@@ -93,9 +95,10 @@ def reresolve(when: When) -> When:
     return replace(when, due_at=due_at)
 
 
-def _check_exactly_one(**forms: object) -> None:
-    """One form only: two of them could disagree, and guessing which one was meant loses data."""
-    given = [name for name in _FORMS if forms[name] is not None]
+def _check_exactly_one(forms: tuple[object, ...]) -> None:
+    """One form only (at, delay, local, date, in that order): two of them could disagree, and
+    guessing which one was meant loses data."""
+    given = [name for name, form in zip(_FORMS, forms, strict=True) if form is not None]
     if not given:
         raise InvalidInput("at", "one of at, delay, local or date is required")
     if len(given) > 1:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from duetime import validation
 from duetime.errors import InvalidInput
+from duetime.model import NewTimer
 from duetime.requests import TimerRequest
 from duetime.store.codec import payload_text
 from duetime.validation import (
@@ -138,7 +139,7 @@ def test_a_literal_backslash_u0000_is_fine() -> None:
 def test_a_kept_payload_text_belongs_to_that_payload_only() -> None:
     request = TimerRequest("t", {"b": [1, "ü", 2.5], "a": None}, delay=0)
     now = datetime(2025, 3, 1, tzinfo=UTC)
-    kept = request.resolve("ns", now, 3, 1000, keep_payload_json=True)
+    kept = request.resolve("ns", now, 3, 1000, straight_to_store=True)
     assert kept.payload_json == '{"b":[1,"ü",2.5],"a":null}' == json_text(kept.payload)
     assert payload_text(kept) == kept.payload_json
     assert request.resolve("ns", now, 3, 1000).payload_json is None  # e.g. AsyncApp.prepare
@@ -146,6 +147,53 @@ def test_a_kept_payload_text_belongs_to_that_payload_only() -> None:
     assert copy.payload_json is None
     assert payload_text(copy) == '{"other":1}'
     assert copy == replace(kept, payload={"other": 1})
+
+
+def test_only_a_key_generated_on_the_way_to_the_store_is_fresh() -> None:
+    now = datetime(2025, 3, 1, tzinfo=UTC)
+    generated = TimerRequest("t", None, delay=0).resolve("ns", now, 3, 1000, straight_to_store=True)
+    assert generated.fresh_key
+    given = TimerRequest("t", None, delay=0, key="k").resolve(
+        "ns", now, 3, 1000, straight_to_store=True
+    )
+    assert not given.fresh_key
+    # Handed to a caller (AsyncApp.prepare), who may send it twice: not fresh.
+    assert not TimerRequest("t", None, delay=0).resolve("ns", now, 3, 1000).fresh_key
+    # A copy may carry anyone's key.
+    assert not replace(generated, key="k").fresh_key
+    assert not replace(generated).fresh_key
+
+
+def test_the_fast_new_timer_maker_matches_the_dataclass() -> None:
+    now = datetime(2025, 3, 1, tzinfo=UTC)
+    request = TimerRequest(
+        "t",
+        {"a": 1},
+        local="2025-03-30T02:30",
+        timezone="Europe/London",
+        key="k",
+        subject="s",
+        correlation_id="c",
+        max_attempts=4,
+        expires_after=60,
+    )
+    made = request.resolve("ns", now, 3, 1000, producer="p")
+    assert made == NewTimer(
+        namespace="ns",
+        key="k",
+        type="t",
+        payload={"a": 1},
+        due_at=made.due_at,
+        max_attempts=4,
+        subject="s",
+        correlation_id="c",
+        expires_after=timedelta(seconds=60),
+        local=datetime(2025, 3, 30, 2, 30),
+        timezone="Europe/London",
+        disambiguation="compatible",
+        producer="p",
+    )
+    assert made.due_at == datetime(2025, 3, 30, 1, 30, tzinfo=UTC)
 
 
 JSON_VALUES = st.recursive(
