@@ -49,23 +49,37 @@ SELECT 1 FROM namespaces WHERE name = %(name)s
 -- name: list_namespaces
 SELECT name FROM namespaces ORDER BY name
 
+-- name: timer_batch
+-- The rows of a scheduling batch, in input order (n), from one array per column (sent in binary:
+-- psycopg's text format for arrays costs ~10x more client CPU). A column other than key, payload
+-- and due time comes as one value when it is the same for the whole batch, or empty when it is
+-- NULL throughout (migration 0013, rows.timer_batch_params). Included by insert_timer,
+-- insert_fresh_timers and upsert_timer.
+unnest(
+    batch_column(%(namespaces)b::text[], %(rows)s::integer), %(keys)b::text[],
+    batch_column(%(types)b::text[], %(rows)s::integer), %(payloads)b::text[],
+    batch_column(%(subjects)b::text[], %(rows)s::integer),
+    batch_column(%(correlation_ids)b::text[], %(rows)s::integer), %(due_ats)b::timestamptz[],
+    batch_column(%(locals)b::timestamp[], %(rows)s::integer),
+    batch_column(%(timezones)b::text[], %(rows)s::integer),
+    batch_column(%(disambiguations)b::text[], %(rows)s::integer),
+    batch_column(%(expires_afters)b::interval[], %(rows)s::integer),
+    batch_column(%(max_attempts)b::integer[], %(rows)s::integer),
+    batch_column(%(producers)b::text[], %(rows)s::integer)
+) WITH ORDINALITY AS new (
+    namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
+    disambiguation, expires_after, max_attempts, producer, n
+)
+
 -- name: insert_timer
--- A whole batch in one statement: one array per column (sent in binary: psycopg's text format
--- for arrays costs ~10x more client CPU), unnested in input order, which the ids follow. The key
+-- A whole batch in one statement (timer_batch), in input order, which the ids follow. The key
 -- is taken first, in timer_keys (migration 0012), under a new timer id; a key that exists
 -- already is left alone and its timer comes back missing from the result. Only what the server
 -- decides comes back (rows.WRITTEN_COLUMNS): a new row is otherwise what was sent, with the
 -- statement's now (decoding every column of every row was a fifth of the client's time).
 WITH new AS (
-    SELECT * FROM unnest(
-        %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
-        %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
-        %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
-        %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
-    ) WITH ORDINALITY AS new (
-        namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
-        disambiguation, expires_after, max_attempts, producer, n
-    )
+    SELECT * FROM
+    -- include: timer_batch
 ),
 keyed AS (
     INSERT INTO timer_keys (namespace, key, timer_id)
@@ -84,6 +98,31 @@ FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
 ORDER BY new.n
 RETURNING id, namespace, key, version
 
+-- name: insert_fresh_timers
+-- As insert_timer, for a batch whose keys were all generated on their way here
+-- (NewTimer.fresh_key): no stored timer can hold one, so the keys go in without ON CONFLICT,
+-- whose speculative insertion (look for the key, insert, confirm) cost more than the plain
+-- insert itself, and the ids are drawn as the rows are read, in input order, with no join of
+-- the keys back to the batch. Should a generated key exist after all, the primary key of
+-- timer_keys refuses the batch.
+WITH new AS (
+    SELECT new.*, nextval('timers_id_seq') AS id FROM
+    -- include: timer_batch
+),
+keyed AS (
+    INSERT INTO timer_keys (namespace, key, timer_id) SELECT namespace, key, id FROM new
+)
+INSERT INTO timers (
+    id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
+) OVERRIDING SYSTEM VALUE
+SELECT id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
+       timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
+       producer
+FROM new
+ORDER BY n
+RETURNING id, namespace, key, version
+
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
 -- existing timer is left alone and comes back missing from the result. The key row of an
@@ -93,15 +132,8 @@ RETURNING id, namespace, key, version
 -- committed while this one waited for its key) comes back in "unseen", and the caller runs
 -- those requests again in a new statement, which sees it.
 WITH new AS (
-    SELECT * FROM unnest(
-        %(namespaces)b::text[], %(keys)b::text[], %(types)b::text[], %(payloads)b::text[],
-        %(subjects)b::text[], %(correlation_ids)b::text[], %(due_ats)b::timestamptz[],
-        %(locals)b::timestamp[], %(timezones)b::text[], %(disambiguations)b::text[],
-        %(expires_afters)b::interval[], %(max_attempts)b::integer[], %(producers)b::text[]
-    ) WITH ORDINALITY AS new (
-        namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
-        disambiguation, expires_after, max_attempts, producer, n
-    )
+    SELECT * FROM
+    -- include: timer_batch
 ),
 keyed AS (
     INSERT INTO timer_keys AS k (namespace, key, timer_id)

@@ -226,24 +226,38 @@ def timer_batch_params(timers: Sequence[NewTimer], now: datetime) -> Row:
     """The ``insert_timer`` / ``upsert_timer`` parameters: one array per column, in order.
 
     Payloads go as JSON text (cast to jsonb by the server): one text array is much cheaper to
-    send than an array of jsonb values.
+    send than an array of jsonb values. Key, payload and due time go whole; every other column
+    goes as :func:`batch_column` packs it.
     """
     return {
-        "namespaces": [t.namespace for t in timers],
+        "rows": len(timers),
+        "namespaces": batch_column([t.namespace for t in timers]),
         "keys": [t.key for t in timers],
-        "types": [t.type for t in timers],
+        "types": batch_column([t.type for t in timers]),
         "payloads": [payload_text(t) for t in timers],
-        "subjects": [t.subject for t in timers],
-        "correlation_ids": [t.correlation_id for t in timers],
+        "subjects": batch_column([t.subject for t in timers]),
+        "correlation_ids": batch_column([t.correlation_id for t in timers]),
         "due_ats": [t.due_at for t in timers],
-        "locals": [t.local for t in timers],
-        "timezones": [t.timezone for t in timers],
-        "disambiguations": [t.disambiguation for t in timers],
-        "expires_afters": [t.expires_after for t in timers],
-        "max_attempts": [t.max_attempts for t in timers],
-        "producers": [t.producer for t in timers],
+        "locals": batch_column([t.local for t in timers]),
+        "timezones": batch_column([t.timezone for t in timers]),
+        "disambiguations": batch_column([t.disambiguation for t in timers]),
+        "expires_afters": batch_column([t.expires_after for t in timers]),
+        "max_attempts": batch_column([t.max_attempts for t in timers]),
+        "producers": batch_column([t.producer for t in timers]),
         "now": now,
     }
+
+
+def batch_column(values: list[Any]) -> list[Any]:
+    """A column of a batch as the statements take it: empty when every value is NULL (unnest
+    pads it with NULLs), one value when all are the same (the server's ``batch_column``
+    repeats it), else one value a row. Namespace, type and options are nearly always the same
+    for a whole batch, and psycopg encodes an array element by element."""
+    if len(values) > 1:
+        distinct = set(values)
+        if len(distinct) == 1:
+            return [] if values[0] is None else values[:1]
+    return values
 
 
 def node_params(node: Node) -> Row:

@@ -210,6 +210,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             results = await self._db.write(run)
         except psycopg.DataError as exc:  # e.g. "\u0000" in a JSON string: jsonb refuses it
             raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
+        except psycopg.errors.UniqueViolation as exc:  # only insert_fresh_timers can raise it
+            raise AlreadyExists(
+                "a key generated for this batch is held by a stored timer (80 random bits met"
+                " their match): nothing of the batch was stored; schedule it again",
+                field="key",
+            ) from exc
         changed = [r.timer.run_at for r in results if r.action != "kept"]
         if changed:
             self._notify_listeners(min(changed))
@@ -234,6 +240,8 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         # deadlock; PostgreSQL breaks it and the losing transaction is retried by
         # Database.write.)
         sent: list[NewTimer] = []
+        written: list[tuple[Timer, int] | None] = []
+        unseen: set[tuple[str, str]] = set()
         statements: list[tuple[list[int], AsyncCursor[tuple[Timer, int] | Unseen]]] = []
         async with conn.pipeline() as pipeline:
             for chunk in chunked(timers, PUT_CHUNK):
@@ -241,12 +249,22 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
                 for positions in _rounds(chunk):
                     batch = [chunk[i] for i in positions]
                     cursor = conn.cursor(row_factory=written_timer_rows(batch, now))
-                    await cursor.execute(query, timer_batch_params(batch, now))
+                    fresh = all(timer.fresh_key for timer in batch)
+                    statement = Q["insert_fresh_timers"] if fresh else query
+                    await cursor.execute(statement, timer_batch_params(batch, now))
                     statements.append(([len(sent) + i for i in positions], cursor))
                 sent.extend(chunk)
+                written.extend([None] * len(chunk))
+                # The rows of the statements answered meanwhile (sending reads what has come
+                # back) are decoded now, while the server writes the later chunks, rather than
+                # all after the sync with the server idle.
+                answered = 0
+                while answered < len(statements) and statements[answered][1].pgresult is not None:
+                    answered += 1
+                unseen |= await _take_written(statements[:answered], sent, written)
+                del statements[:answered]
             await pipeline.sync()
-            written: list[tuple[Timer, int] | None] = [None] * len(sent)
-            unseen = await _take_written(statements, sent, written)
+            unseen |= await _take_written(statements, sent, written)
         if unseen:  # written again in order, each statement with a snapshot that sees them
             again = [i for i, t in enumerate(sent) if (t.namespace, t.key) in unseen]
             for positions in _rounds([sent[i] for i in again]):
