@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
@@ -147,6 +147,38 @@ make_timer = _positional_maker(Timer)
 """``Timer(*values)``, faster: every field, in the order they are declared."""
 
 
+C = TypeVar("C", bound=type)
+
+
+def slot_init(cls: C) -> C:
+    """Give a frozen, slotted dataclass an ``__init__`` with the same parameters and defaults
+    that sets each slot through its own descriptor, in about half the time of the frozen one
+    (which calls ``object.__setattr__`` by name for each field). For the classes made once a
+    request or a row, by callers too: ``TimerRequest`` took a microsecond."""
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} checks its fields in __post_init__: keep its __init__")
+    params: list[str] = []
+    body: list[str] = []
+    scope: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.default_factory is not MISSING or f.kw_only:
+            raise TypeError(f"{cls.__name__}.{f.name}: slot_init takes plain defaults only")
+        scope[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        if f.default is not MISSING:
+            scope[f"_default_{f.name}"] = f.default
+        if not f.init:  # set to its default, as the dataclass's __init__ does
+            body.append(f"    _set_{f.name}(self, _default_{f.name})\n")
+            continue
+        params.append(f.name if f.default is MISSING else f"{f.name}=_default_{f.name}")
+        body.append(f"    _set_{f.name}(self, {f.name})\n")
+    source = f"def __init__(self, {', '.join(params)}):\n{''.join(body)}"
+    exec(source, scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    setattr(cls, "__init__", init)  # noqa: B010 - the class's own, replaced on purpose
+    return cls
+
+
 @dataclass(frozen=True, slots=True)
 class NewTimer:
     """A validated request to store a timer; the store fills in id, status and bookkeeping."""
@@ -182,6 +214,7 @@ class NewTimer:
         return self
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class PutResult:
     """What scheduling did with a key: created it, updated it, or kept the stored one."""

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
-from duetime.model import JSON, NewTimer, make_new_timer
+from duetime.model import JSON, NewTimer, make_new_timer, slot_init
 from duetime.validation import (
     check_correlation_id,
     check_expires_after,
@@ -21,6 +21,7 @@ from duetime.validation import (
 from duetime.when import resolve_when
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class TimerRequest:
     """Everything ``schedule(...)`` accepts; exactly one of at / delay / local / date."""

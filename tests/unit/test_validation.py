@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from duetime import validation
 from duetime.errors import InvalidInput
-from duetime.model import NewTimer
+from duetime.model import NewTimer, slot_init
 from duetime.requests import TimerRequest
 from duetime.store.codec import payload_text
 from duetime.validation import (
@@ -220,3 +220,44 @@ def test_values_json_cannot_hold_are_refused_as_payloads() -> None:
         with pytest.raises(InvalidInput) as raised:
             check_payload(value)
         assert raised.value.field == "payload"
+
+
+def test_slot_init_keeps_the_dataclass_signature_defaults_and_freezing() -> None:
+    @slot_init
+    @dataclass(frozen=True, slots=True)
+    class Made:
+        a: int
+        b: str = "b"
+        c: list[int] | None = None
+        d: int = field(default=4, init=False)
+
+    assert Made(1) == Made(a=1, b="b", c=None)
+    assert (Made(1, "x", [2]).b, Made(1, c=[3]).c, Made(1).d) == ("x", [3], 4)
+    assert repr(Made(1)).endswith("Made(a=1, b='b', c=None, d=4)")
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a'"):
+        Made()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'e'"):
+        Made(1, e=2)  # type: ignore[call-arg]
+    with pytest.raises(FrozenInstanceError):
+        Made(1).a = 2  # type: ignore[misc]
+    assert replace(Made(1), b="y") == Made(1, "y")
+    assert TimerRequest("t", key="k") == TimerRequest(type="t", payload=None, key="k")
+
+
+def test_slot_init_refuses_what_it_cannot_copy() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="__post_init__"):
+        slot_init(Checked)
+
+    @dataclass(frozen=True, slots=True)
+    class Factory:
+        a: list[int] = field(default_factory=list)
+
+    with pytest.raises(TypeError, match="plain defaults"):
+        slot_init(Factory)
