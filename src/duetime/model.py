@@ -246,6 +246,7 @@ class Attempt:
         }
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """A timer a node has just claimed: the attempt number fences every later write."""
@@ -254,6 +255,7 @@ class Claimed:
     attempt: int
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Finish:
     """How the owner of one claimed attempt wants it to end.
