@@ -210,7 +210,9 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             results = await self._db.write(run)
         except psycopg.DataError as exc:  # e.g. "\u0000" in a JSON string: jsonb refuses it
             raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
-        except psycopg.errors.UniqueViolation as exc:  # only insert_fresh_timers can raise it
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "timer_keys_pkey":  # insert_fresh_timers' keys only
+                raise
             raise AlreadyExists(
                 "a key generated for this batch is held by a stored timer (80 random bits met"
                 " their match): nothing of the batch was stored; schedule it again",
