@@ -197,7 +197,7 @@ class NewTimer:
     disambiguation: str = "compatible"
     producer: str | None = None
     payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
-    """``payload`` as the JSON text validation made of it (:meth:`with_payload_json`), so the
+    """``payload`` as the JSON text validation made of it (``straight_to_store``), so the
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts
     without it, so it never describes a payload it was not made from."""
 
@@ -207,11 +207,6 @@ class NewTimer:
     store may take it without looking for one (PostgreSQL's conflict check was a quarter of its
     work a timer). Never set on timers a caller is handed (``prepare``), which may be sent
     twice; a copy (``dataclasses.replace``) starts without it, as its key may be anyone's."""
-
-    def with_payload_json(self, text: str) -> NewTimer:
-        """This timer, knowing its payload's JSON text (set once, right after validation)."""
-        object.__setattr__(self, "payload_json", text)
-        return self
 
 
 @slot_init

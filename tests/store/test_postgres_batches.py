@@ -166,7 +166,7 @@ async def test_a_generated_key_that_is_taken_refuses_the_whole_batch(
     (held,) = await store.put_timers([new_timer("taken", type="t")], "error", NOW)
     batch = _fresh(PUT_CHUNK + 5)
     clash = batch[PUT_CHUNK + 2]
-    taken = replace(clash, key="taken").with_payload_json('{"n":1}')
+    taken = replace(clash, key="taken")
     object.__setattr__(taken, "fresh_key", True)  # as if the generator had drawn "taken"
     batch[PUT_CHUNK + 2] = taken
     with pytest.raises(AlreadyExists, match="generated"):

@@ -253,10 +253,8 @@ def batch_column(values: list[Any]) -> list[Any]:
     pads it with NULLs), one value when all are the same (the server's ``batch_column``
     repeats it), else one value a row. Namespace, type and options are nearly always the same
     for a whole batch, and psycopg encodes an array element by element."""
-    if len(values) > 1:
-        distinct = set(values)
-        if len(distinct) == 1:
-            return [] if values[0] is None else values[:1]
+    if len(values) > 1 and len(set(values)) == 1:
+        return [] if values[0] is None else values[:1]
     return values
 
 
