@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from duetime.app_schedules import ScheduleMethods
-from duetime.clock import Clock, SystemClock
+from duetime.clock import Clock, DatabaseClock
 from duetime.config import Settings
 from duetime.destinations.base import Destination, check_name
 from duetime.destinations.registry import Destinations
@@ -84,8 +84,9 @@ class AsyncApp(ScheduleMethods):
             )
         self.settings = settings
         self.namespace = check_namespace(settings.namespace)
-        self.clock: Clock = clock or SystemClock()
         self.store: Store = store or create_store(settings.database_url)
+        self.clock: Clock = clock or DatabaseClock(self.store.db_now)
+        """The database's clock unless one is given (a test's): see docs/guarantees.md."""
         # A store passed in is shared (e.g. by the API's facades): not ours to close.
         self._owns_store = store is None
         self.registry = HandlerRegistry()
@@ -101,6 +102,7 @@ class AsyncApp(ScheduleMethods):
         if not self._opened:
             await self.store.open(migrate=self.settings.migrate)
             self._opened = True
+            await self._sync_clock()
             if create_namespace:
                 await self.store.ensure_namespace(self.namespace, self.clock.now())
             elif not await self.store.namespace_exists(self.namespace):
@@ -112,6 +114,13 @@ class AsyncApp(ScheduleMethods):
         if not self._opened:
             await self.store.open(migrate=migrate)
             self._opened = True
+            await self._sync_clock()
+
+    async def _sync_clock(self) -> None:
+        """Read the database's clock once, so "now" (a ``delay``, what is due) is its time
+        from the first request on; a worker's clock service keeps it fresh."""
+        if isinstance(self.clock, DatabaseClock) and self.clock.last is None:
+            await self.clock.sync()
 
     async def migrate(self) -> tuple[list[int], int]:
         """Apply pending migrations; return (versions applied now, schema version)."""
@@ -483,7 +492,7 @@ class AsyncApp(ScheduleMethods):
                 node_id=worker.node_id,
                 namespace=worker.namespace,
                 dispatch=worker.dispatch,
-                held=worker.held,
+                holder=worker,
                 materialize=materialize,
                 maintain=maintain,
             )

@@ -1,9 +1,17 @@
-"""The clock seam: everything asks a ``Clock`` for "now", so tests pin time instead of sleeping."""
+"""The clock seam: everything asks a ``Clock`` for "now", so tests pin time instead of sleeping.
+
+In production "now" is the database's clock (:class:`DatabaseClock`): on PostgreSQL every
+worker, API and producer compares due instants and leases with the same clock, whatever its own
+machine's says.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -19,6 +27,92 @@ class SystemClock:
 
     def now(self) -> datetime:
         return datetime.now(UTC)
+
+
+def elapsed_seconds() -> float:
+    """Seconds on a clock that only moves forward and is never stepped (NTP, ``date -s``), and
+    that goes on counting while the machine is suspended where the system offers one."""
+    return time.clock_gettime(_ELAPSED)
+
+
+_ELAPSED = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+SYNC_SAMPLES = 3
+"""Readings of the database's clock per sync: the one with the shortest round trip is kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClockReading:
+    """One sync: the database's clock against this machine's."""
+
+    offset: timedelta
+    """The database's clock minus this machine's wall clock (positive: ours is behind)."""
+    uncertainty: timedelta
+    """The round trip of the reading: the database's clock is known to within it."""
+
+
+class DatabaseClock:
+    """The database server's clock, as this process can know it.
+
+    :meth:`sync` reads the server's clock (``read``) and anchors it to a clock of this machine
+    that is never stepped: "now" is then that reading plus the time elapsed since, so neither
+    a skewed wall clock nor a step of it (NTP, suspend/resume) moves it. The reading is taken as
+    the server's value at the end of its round trip, which makes "now" a lower bound of the
+    server's clock by at most the round trip: a worker may start a timer a round trip late,
+    never early.
+
+    Until the first sync, and when ``read`` answers None (the database runs on this machine's
+    clock: SQLite), "now" is this machine's wall clock, read afresh each time.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], Awaitable[datetime | None]],
+        *,
+        elapsed: Callable[[], float] = elapsed_seconds,
+        wall: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._read = read
+        self._elapsed = elapsed
+        self._wall = wall or (lambda: datetime.now(UTC))
+        self._anchor: tuple[float, datetime] | None = None
+        self.last: ClockReading | None = None
+        """The latest sync (None before one, or when the database uses this machine's clock)."""
+
+    @property
+    def offset(self) -> timedelta | None:
+        return None if self.last is None else self.last.offset
+
+    def now(self) -> datetime:
+        anchor = self._anchor
+        if anchor is None:
+            return self._wall()
+        since, server = anchor
+        return server + timedelta(seconds=self._elapsed() - since)
+
+    async def sync(self, samples: int = SYNC_SAMPLES) -> ClockReading | None:
+        """Read the server's clock ``samples`` times and keep the tightest reading."""
+        best: tuple[float, float, datetime, datetime] | None = None
+        for _ in range(samples):
+            wall_before, sent = self._wall(), self._elapsed()
+            server = await self._read()
+            received = self._elapsed()
+            if server is None:
+                self._anchor = self.last = None
+                return None
+            trip = received - sent
+            if best is None or trip < best[0]:
+                best = (trip, received, server, wall_before + timedelta(seconds=trip / 2))
+        assert best is not None
+        trip, received, server, wall_midway = best
+        self._anchor = (received, server)
+        self.last = ClockReading(server - wall_midway, timedelta(seconds=trip))
+        return self.last
+
+
+def is_real(clock: Clock) -> bool:
+    """Whether ``clock`` follows real time on its own (a test clock moves only when told)."""
+    return isinstance(clock, SystemClock | DatabaseClock)
 
 
 class FrozenClock:

@@ -46,6 +46,9 @@ class Settings:
     """PostgreSQL: finished timers move from the hot table to the history this long after."""
     maintenance_interval: timedelta = timedelta(seconds=60)
     """How often a worker runs the retention step (archive, prune, history partitions)."""
+    clock_warn: timedelta = timedelta(seconds=1)
+    """A node warns when its wall clock is this far from the database's (it keeps working on
+    the database's clock either way)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -79,7 +82,7 @@ class Settings:
             raise InvalidInput("no_subscriber_grace", "must not be negative (0 turns it off)")
         if self.heartbeat >= self.lease:
             raise InvalidInput("heartbeat", "must be shorter than the lease it renews")
-        for name in ("retention", "archive_after", "maintenance_interval"):
+        for name in ("retention", "archive_after", "maintenance_interval", "clock_warn"):
             if getattr(self, name) <= timedelta(0):
                 raise InvalidInput(name, "must be a positive duration")
         if self.archive_after >= self.retention:
@@ -105,6 +108,7 @@ def _is_duration(name: str) -> bool:
         "retention",
         "archive_after",
         "maintenance_interval",
+        "clock_warn",
     }
 
 

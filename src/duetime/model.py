@@ -327,6 +327,9 @@ class Node:
     role: str = "worker"
     in_flight: int = 0
     subscriptions: tuple[Subscription, ...] = ()
+    clock_offset: timedelta | None = None
+    """The database's clock minus the node's wall clock at its last heartbeat (None: unknown,
+    or the database runs on the node's own clock)."""
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -338,6 +341,9 @@ class Node:
             "heartbeat_at": iso(self.heartbeat_at),
             "in_flight": self.in_flight,
             "subscriptions": [s.to_dict() for s in self.subscriptions],
+            "clock_offset_ms": (
+                None if self.clock_offset is None else self.clock_offset.total_seconds() * 1000
+            ),
         }
 
 

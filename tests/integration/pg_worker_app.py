@@ -11,6 +11,9 @@
   ``<key>,<attempt>,<pid>,<unix time>`` to ``--log`` (one ``write`` to an ``O_APPEND`` file,
   so it survives SIGKILL and lines never interleave). With ``--fail-first``, attempt 1 raises
   after logging (the worker then tries to record a retry).
+- ``clocked`` events have an ordinary handler that asks the database for its clock as it starts
+  and appends ``<key>,<attempt>,<pid>,<database time, ISO 8601>`` to ``--log``, then sleeps
+  ``--plain-delay`` seconds: a start measured by a clock the worker's own skew cannot move.
 
 The test creates ``fx`` before starting workers (``create_fx``). Settings come from the options
 below; everything else from ``DUETIME_*`` environment variables, as in production.
@@ -29,6 +32,7 @@ from duetime.runner import run_process
 
 TX = "tx"
 PLAIN = "plain"
+CLOCKED = "clocked"
 FX_TABLE = """
 CREATE TABLE IF NOT EXISTS fx (
     key text NOT NULL,
@@ -75,6 +79,16 @@ def worker(args: argparse.Namespace) -> int:
             os.write(fd, f"{event.key},{event.attempt},{pid},{time.time():.6f}\n".encode())
         if args.fail_first and event.attempt == 1:
             raise RuntimeError("first attempts fail in this worker")
+
+    @app.handler(CLOCKED)
+    async def clocked(event: Event) -> None:
+        started = await app.store.db_now()
+        assert started is not None
+        if fd is not None:
+            line = f"{event.key},{event.attempt},{pid},{started.isoformat()}\n"
+            os.write(fd, line.encode())
+        if args.plain_delay:
+            await asyncio.sleep(args.plain_delay)
 
     try:
         run_process(app)

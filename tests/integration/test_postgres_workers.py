@@ -151,10 +151,14 @@ class Workers:
         self.tmp_path = tmp_path
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, url: str, *options: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, url: str, *options: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """A worker with ``options``; ``env`` adds environment variables (e.g. libfaketime's)."""
         stderr = (self.tmp_path / f"worker-{len(self.procs)}.stderr").open("wb")
         cmd = [sys.executable, str(APP), "worker", "--url", url, "--namespace", NS, *options]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+        environment = None if env is None else {**os.environ, **env}
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=environment)
         stderr.close()
         self.procs.append(proc)
         return proc

@@ -16,12 +16,13 @@ from duetime.api import compat
 from duetime.api.config import ApiSettings
 from duetime.app import AsyncApp
 from duetime.auth import TokenInfo, TokenStore, token_store_for
-from duetime.clock import Clock, SystemClock
+from duetime.clock import Clock, DatabaseClock
 from duetime.errors import InvalidInput, NotFound
 from duetime.metrics import Metrics
 from duetime.model import Status
 from duetime.runner import Runner
 from duetime.services.nodes import NodeUpkeep
+from duetime.services.upkeep import clock_services
 from duetime.store.protocol import Store
 from duetime.worker import new_node_id
 
@@ -92,7 +93,7 @@ class Service:
         self.settings = settings
         self.store = store
         self.metrics = metrics
-        self.clock: Clock = clock or SystemClock()
+        self.clock: Clock = clock or DatabaseClock(store.db_now)
         self.namespaces = NamespaceApps(settings, store, self.clock)
         self.root = AsyncApp(settings=settings.core, store=store, clock=self.clock)
         """For what is not per namespace (nodes, health); never opened, so it creates nothing."""
@@ -123,9 +124,13 @@ class Service:
                     app.namespace,
                     ", ".join(app.registry.types) or "-",
                 )
-            api_node = NodeUpkeep(self.store, self.clock, self.settings.core, self.node_id, "api")
+            core = self.settings.core
+            api_node = NodeUpkeep(self.store, self.clock, core, self.node_id, "api")
             self._runner = Runner(
-                workers, sources=self.sources, sources_app=self.sources_app, services=[api_node]
+                workers,
+                sources=self.sources,
+                sources_app=self.sources_app,
+                services=[*clock_services(self.clock, core), api_node],
             )
             await self._runner.start()
         except BaseException:

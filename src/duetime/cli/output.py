@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
@@ -203,7 +203,17 @@ def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
     from duetime.routes import describe
 
     table = Table()
-    columns = ("id", "role", "host", "pid", "started", "last heartbeat", "in-flight", "state")
+    columns = (
+        "id",
+        "role",
+        "host",
+        "pid",
+        "started",
+        "last heartbeat",
+        "in-flight",
+        "clock",
+        "state",
+    )
     for name in (*columns, "subscriptions"):
         table.add_column(name, overflow="fold")
     for node, alive in nodes:
@@ -215,10 +225,19 @@ def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
             when(node.started_at),
             when(node.heartbeat_at),
             str(node.in_flight),
+            clock_offset(node.clock_offset),
             "[green]alive[/]" if alive else "[red]stale[/]",
             text(describe(node.subscriptions) or None),
         )
     return table
+
+
+def clock_offset(offset: timedelta | None) -> str:
+    """A node's wall clock against the database's: ``+1.250 s`` (ahead), ``-0.003 s`` (behind),
+    ``db`` when the database runs on the node's own clock or it has not said."""
+    if offset is None:
+        return "db"
+    return f"{-offset.total_seconds():+.3f} s"
 
 
 def counts_table(counts: dict[str, int], title: str | None = None, label: str = "outcome") -> Table:

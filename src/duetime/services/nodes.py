@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Protocol
 
-from duetime.clock import Clock
+from duetime.clock import Clock, DatabaseClock
 from duetime.config import Settings
 from duetime.dispatch import Dispatch
 from duetime.model import Node, Subscription
@@ -19,6 +20,18 @@ from duetime.services.base import Periodic
 from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.services")
+
+
+class LeaseHolder(Protocol):
+    """A worker, as its heartbeat sees it."""
+
+    def held_now(self) -> tuple[list[int], int]:
+        """The ids of the timers it holds, and a mark for :meth:`renewed`."""
+        ...
+
+    def renewed(self, mark: int, until: datetime) -> None:
+        """Every lease listed with ``mark`` now runs until ``until``."""
+        ...
 
 
 class NodeUpkeep(Periodic):
@@ -36,11 +49,12 @@ class NodeUpkeep(Periodic):
         role: str,
         *,
         subscriptions: tuple[Subscription, ...] = (),
-        held: Callable[[], Iterable[int]] = tuple,
+        holder: LeaseHolder | None = None,
         dispatch: Dispatch | None = None,
     ) -> None:
-        """``held`` lists the timers whose leases to renew; ``dispatch`` (a worker's) is
-        refreshed with the live nodes' subscriptions at start and at every heartbeat."""
+        """``holder`` (a worker) has the timers whose leases to renew; ``dispatch`` (a worker's) is
+        refreshed with the live nodes' subscriptions at start and at every heartbeat. A
+        :class:`DatabaseClock` ``clock`` reports its offset with each heartbeat."""
         super().__init__(settings.heartbeat.total_seconds())
         self.store = store
         self.clock = clock
@@ -48,7 +62,7 @@ class NodeUpkeep(Periodic):
         self.node_id = node_id
         self.role = role
         self.subscriptions = subscriptions
-        self.held = held
+        self.holder = holder
         self.dispatch = dispatch
 
     async def start(self) -> None:
@@ -62,6 +76,7 @@ class NodeUpkeep(Periodic):
                 now,
                 role=self.role,
                 subscriptions=self.subscriptions,
+                clock_offset=self._offset(),
             )
         )
         await self.refresh_subscriptions()
@@ -69,13 +84,20 @@ class NodeUpkeep(Periodic):
     async def step(self) -> None:
         now = self.clock.now()
         try:
-            await self.store.heartbeat(self.node_id, now, now + self.lease, list(self.held()))
+            held, mark = self.holder.held_now() if self.holder is not None else ([], 0)
+            until = now + self.lease
+            renewed = await self.store.heartbeat(self.node_id, now, until, held, self._offset())
+            if self.holder is not None and renewed == len(held):
+                self.holder.renewed(mark, until)
         except Exception:
             log.exception(self.failure)
         try:
             await self.refresh_subscriptions()
         except Exception:
             log.exception("reading the nodes' subscriptions failed; routing as before")
+
+    def _offset(self) -> timedelta | None:
+        return self.clock.offset if isinstance(self.clock, DatabaseClock) else None
 
     async def refresh_subscriptions(self) -> None:
         """Read the live nodes' subscriptions: where events are routed from now on."""

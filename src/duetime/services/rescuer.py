@@ -3,6 +3,10 @@
 Leases expire when their node stops renewing them (it died, or was paused past the lease);
 rescue is by lease expiry, never by a fixed long timeout. A node on this host whose process is
 gone cannot renew anything, so its leases are ended at once when a worker starts.
+
+When the clock that decides leases steps (the machine's wall clock on SQLite, set by NTP or
+after a suspend), every lease may look expired at once although its owner is alive: rescue then
+waits one lease, long enough for every live owner to renew, before it takes anything.
 """
 
 from __future__ import annotations
@@ -10,12 +14,18 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
+from datetime import timedelta
 
-from duetime.clock import Clock
+from duetime.clock import Clock, elapsed_seconds, is_real
 from duetime.services.base import Periodic
 from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.services")
+
+CLOCK_STEP = 1.0
+"""Seconds the clock may move against the elapsed time between two rounds before it counts as
+a step (a round's own jitter is far below it)."""
 
 
 class Rescuer(Periodic):
@@ -24,21 +34,54 @@ class Rescuer(Periodic):
     name = "rescue"
     failure = "rescuing expired leases failed"
 
-    def __init__(self, store: Store, clock: Clock, interval: float, node_id: str) -> None:
-        """``node_id`` is this process's own node, never taken for a dead one."""
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        interval: float,
+        node_id: str,
+        lease: timedelta,
+        *,
+        elapsed: Callable[[], float] = elapsed_seconds,
+    ) -> None:
+        """``node_id`` is this process's own node, never taken for a dead one; ``lease`` is how
+        long rescue waits after the clock stepped."""
         super().__init__(interval)
         self.store = store
         self.clock = clock
         self.node_id = node_id
+        self.lease = lease
+        self._elapsed = elapsed
+        self._mark: float | None = None  # the clock's reading minus the elapsed time
+        self._quiet_until = float("-inf")  # no rescue before this elapsed time
 
     async def start(self) -> None:
         await self.rescue_dead_local_nodes()
         await self.step()
 
     async def step(self) -> None:
+        if self._clock_stepped():
+            return
         rescued = await self.store.rescue(self.clock.now())
         if rescued:
             log.warning("rescued %d timers whose lease had expired", len(rescued))
+
+    def _clock_stepped(self) -> bool:
+        """True while rescue waits after a step of the clock (see the module's docstring)."""
+        if not is_real(self.clock):
+            return False  # a test clock moves by hand, on purpose
+        elapsed = self._elapsed()
+        mark = self.clock.now().timestamp() - elapsed
+        if self._mark is not None and abs(mark - self._mark) > CLOCK_STEP:
+            log.warning(
+                "the clock stepped by %+.1f s; rescue waits %s so that live nodes renew their "
+                "leases first",
+                mark - self._mark,
+                self.lease,
+            )
+            self._quiet_until = elapsed + self.lease.total_seconds()
+        self._mark = mark
+        return elapsed < self._quiet_until
 
     async def rescue_dead_local_nodes(self) -> None:
         """Nodes on this host whose process is gone cannot renew leases: end them now."""

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
-from duetime.clock import Clock
+from duetime.clock import Clock, DatabaseClock
 from duetime.config import Settings
 from duetime.dispatch import Dispatch
 from duetime.services.base import Service
+from duetime.services.clocksync import ClockSync
 from duetime.services.materializer import Materializer
-from duetime.services.nodes import NodeUpkeep
+from duetime.services.nodes import LeaseHolder, NodeUpkeep
 from duetime.services.rescuer import Rescuer
 from duetime.services.retention import Retention
 from duetime.services.sweeper import Sweeper
 from duetime.store.protocol import HistoryStore, Store
+
+
+def clock_services(clock: Clock, settings: Settings) -> list[Service]:
+    """Keeping a :class:`DatabaseClock` synced, every heartbeat (none for another clock)."""
+    if not isinstance(clock, DatabaseClock):
+        return []
+    return [ClockSync(clock, settings.heartbeat.total_seconds(), settings.clock_warn)]
 
 
 def worker_services(
@@ -24,13 +30,14 @@ def worker_services(
     node_id: str,
     namespace: str,
     dispatch: Dispatch,
-    held: Callable[[], Iterable[int]],
+    holder: LeaseHolder,
     materialize: bool = True,
     maintain: bool = True,
 ) -> list[Service]:
-    """Rescue (first: what dead nodes left goes back before anything is claimed), the node's
-    heartbeat, the no-subscriber sweep, and — unless turned off — the schedules' materializer
-    and the retention step every ``settings.maintenance_interval``."""
+    """The database's clock first (every decision after it compares with it), rescue (what
+    dead nodes left goes back before anything is claimed), the node's heartbeat, the
+    no-subscriber sweep, and — unless turned off — the schedules' materializer and the
+    retention step every ``settings.maintenance_interval``."""
     upkeep = NodeUpkeep(
         store,
         clock,
@@ -38,12 +45,13 @@ def worker_services(
         node_id,
         "worker",
         subscriptions=dispatch.subscriptions,
-        held=held,
+        holder=holder,
         dispatch=dispatch,
     )
     rescue_every = settings.rescue_interval.total_seconds()
     services: list[Service] = [
-        Rescuer(store, clock, rescue_every, node_id),
+        *clock_services(clock, settings),
+        Rescuer(store, clock, rescue_every, node_id, settings.lease),
         upkeep,
         Sweeper(
             store,

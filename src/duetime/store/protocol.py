@@ -10,7 +10,7 @@ lost its lease cannot overwrite the attempt that replaced it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from duetime.errors import InvalidInput
@@ -58,6 +58,11 @@ class Store(Protocol):
         ...
 
     async def schema_version(self) -> int: ...
+
+    async def db_now(self) -> datetime | None:
+        """The database server's clock, which decides what is due and when leases end; None
+        when the database runs on this machine's clock (SQLite)."""
+        ...
 
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         """Hear about timers stored by this process or any other using the same database."""
@@ -170,11 +175,17 @@ class Store(Protocol):
     async def register_node(self, node: Node) -> None: ...
 
     async def heartbeat(
-        self, node_id: str, now: datetime, lease_until: datetime, held: Sequence[int]
+        self,
+        node_id: str,
+        now: datetime,
+        lease_until: datetime,
+        held: Sequence[int],
+        clock_offset: timedelta | None = None,
     ) -> int:
         """Refresh the node's heartbeat and extend its leases on ``held`` (the timer ids it knows
         it is working on); returns leases extended. A lease the node does not list is not renewed,
-        so work whose claim answer never reached it is rescued when the lease runs out."""
+        so work whose claim answer never reached it is rescued when the lease runs out.
+        ``clock_offset``: the node's latest measure of its clock against the database's."""
         ...
 
     async def deregister_node(self, node_id: str) -> None: ...

@@ -26,9 +26,13 @@ from duetime.outcomes import HandlerOutcome
 from duetime.store.protocol import TransactionalStore
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
+from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
 
 log = logging.getLogger("duetime.worker")
+
+MIN_HOLD = 0.0005
+"""Seconds: the shortest sleep while holding a row for its instant (no busy loop)."""
 
 _TAKEN_OVER = Finish(0, 0, Outcome.LOST)
 """Marks an attempt another node took over before a transactional handler could commit."""
@@ -68,13 +72,15 @@ class Executor:
         target: Target,
         start_at: datetime | None,
         loop: asyncio.AbstractEventLoop,
+        held: Held,
     ) -> None:
-        """Start one attempt: now, or (claimed ahead) held until ``start_at``."""
+        """Start one attempt: now, or (claimed ahead) held until ``start_at`` and started only
+        if its lease is still good then."""
         if start_at is None:
             self._launch(claimed, loop, target)
         else:
             self.in_flight[claimed.timer.id] = loop.create_task(
-                self._run_one(claimed, start_at, target=target)
+                self._run_one(claimed, start_at, target=target, held=held)
             )
 
     async def drain(self, grace: float | None) -> None:
@@ -143,6 +149,7 @@ class Executor:
         handler: Handler | None = None,
         *,
         target: Target = None,
+        held: Held | None = None,
     ) -> None:
         """One attempt, after waiting (when asked) for the instant it was claimed ahead of;
         ``handler`` when :meth:`_before` already ran, else ``target`` is where the row goes (see
@@ -152,12 +159,17 @@ class Executor:
         try:
             if start_at is not None:
                 await self._hold(start_at)
+                if held is not None and not self._usable(held):
+                    raise _LeaseLost
             started = True
             before = handler or self._before(timer, attempt, target)
             if isinstance(before, Finish):
                 finish: Finish | None = before
             else:
                 finish = await self._invoke(before, timer, attempt)
+        except _LeaseLost:
+            log.warning("timer %s waited past its lease: given back unstarted", timer.key)
+            finish = Finish(timer.id, attempt, Outcome.RELEASED)
         except asyncio.CancelledError:
             if started:
                 finish = attempts.interrupted(timer, attempt, self.clock.now())
@@ -178,12 +190,16 @@ class Executor:
         self.completer.record(timer, finish)
 
     async def _hold(self, until: datetime) -> None:
-        """Sleep until ``until`` by the worker's clock (asyncio timers may fire a hair early)."""
-        for _ in range(100):
+        """Sleep until ``until`` by the worker's clock, read again after every sleep: asyncio
+        timers may fire a hair early, and the clock may have been set back meanwhile."""
+        while True:
             remaining = (until - self.clock.now()).total_seconds()
             if remaining <= 0:
                 return
-            await asyncio.sleep(remaining)
+            await asyncio.sleep(max(remaining, MIN_HOLD))
+
+    def _usable(self, held: Held) -> bool:
+        return self.shared.leases.usable(held.lease_until, held.generation, self.clock.now())
 
     async def _invoke(self, handler: Handler, timer: Timer, attempt: int) -> Finish | None:
         """Run the handler; None when a transactional handler already recorded its outcome."""
@@ -245,6 +261,10 @@ class Executor:
         return attempts.finish_for(
             timer, attempt, result, error, self.clock.now(), self.retry_delay
         )
+
+
+class _LeaseLost(Exception):
+    """A held row's lease ran out before its instant came: it must not start."""
 
 
 async def _keep_result(awaitable: Awaitable[Any], returned: list[Any]) -> None:

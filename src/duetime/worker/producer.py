@@ -25,6 +25,7 @@ from duetime.routes import Fan
 from duetime.worker.completer import Completer
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
+from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
 
 log = logging.getLogger("duetime.worker")
@@ -63,12 +64,13 @@ FAILURE_PAUSE = 1.0
 
 @dataclass(frozen=True, slots=True)
 class _Ready:
-    """A claimed timer waiting for a free slot: where it goes, and the instant it was claimed
-    ahead of (None: start it at once)."""
+    """A claimed timer waiting for a free slot: where it goes, the instant it was claimed ahead
+    of (None: start it at once), and its lease."""
 
     claimed: Claimed
     target: Target
     start_at: datetime | None
+    held: Held
 
 
 class Producer:
@@ -155,9 +157,7 @@ class Producer:
     def release_waiting(self) -> None:
         """Give back the rows claimed but never started, as they were (shutdown)."""
         while self._ready:
-            ready = self._ready.popleft()
-            timer, attempt = ready.claimed.timer, ready.claimed.attempt
-            self._completer.record(timer, Finish(timer.id, attempt, Outcome.RELEASED))
+            self._release(self._ready.popleft().claimed)
 
     # -- the main cycle ---------------------------------------------------------------------
     async def cycle(self) -> None:
@@ -300,28 +300,35 @@ class Producer:
 
     async def _fetch_claim(
         self, limit: int, target: datetime | None
-    ) -> tuple[list[Claimed], float, datetime | None]:
-        """The store's claim: (rows, seconds it took, the instant to hold them until)."""
+    ) -> tuple[list[Claimed], float, datetime | None, datetime]:
+        """The store's claim: (rows, seconds it took, the instant to hold them until, their
+        lease)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         now = self.clock.now()
         hold = target is not None and target > now
         cutoff = target if hold and target is not None else now
+        lease_until = now + self.settings.lease
         claimed = await self.store.claim_due(
             self.namespace,
             self.dispatch.claim_filter,
             cutoff,
             limit,
             self.shared.node_id,
-            now + self.settings.lease,
+            lease_until,
         )
-        return claimed, loop.time() - started, cutoff if hold else None
+        return claimed, loop.time() - started, cutoff if hold else None, lease_until
 
     def _take_claimed(
-        self, claimed: list[Claimed], elapsed: float, start_at: datetime | None
+        self,
+        claimed: list[Claimed],
+        elapsed: float,
+        start_at: datetime | None,
+        lease_until: datetime,
     ) -> list[Claimed]:
         """Start what a claim brought, as slots allow (the rest waits in order for a slot)."""
         loop = asyncio.get_running_loop()
+        held = Held(lease_until, self.shared.leases.generation)
         self._claim_seconds.append(elapsed)
         self.shared.stats.claimed += len(claimed)
         if claimed:
@@ -338,9 +345,9 @@ class Producer:
             elif free > 0:
                 free -= 1
                 self._started_count += 1
-                start(item, goes, start_at, loop)
+                start(item, goes, start_at, loop, held)
             else:
-                self._ready.append(_Ready(item, goes, start_at))
+                self._ready.append(_Ready(item, goes, start_at, held))
         self.start_ready()
         if fans:
             task = loop.create_task(self._fan_outer.fan_out(fans))
@@ -368,11 +375,29 @@ class Producer:
             return
         loop = asyncio.get_running_loop()
         start = self._executor.start
+        usable = self.shared.leases.usable
+        now = self.clock.now()
+        stale = 0
         while ready and free > 0:
             item = ready.popleft()
+            if not usable(item.held.lease_until, item.held.generation, now):
+                stale += 1
+                self._release(item.claimed)
+                continue
             free -= 1
             self._started_count += 1
-            start(item.claimed, item.target, item.start_at, loop)
+            start(item.claimed, item.target, item.start_at, loop, item.held)
+        if stale:
+            log.warning(
+                "%d claimed timers waited past their lease (was this process paused?): given "
+                "back unstarted, in case another node has taken them over",
+                stale,
+            )
+
+    def _release(self, claimed: Claimed) -> None:
+        """Give a row back as it was, unstarted (fenced: a no-op if it was taken over)."""
+        timer = claimed.timer
+        self._completer.record(timer, Finish(timer.id, claimed.attempt, Outcome.RELEASED))
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

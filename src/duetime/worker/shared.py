@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from duetime.clock import Clock
 from duetime.store.protocol import Store
+from duetime.worker.leases import Leases
 from duetime.worker.observing import WorkerObserver, WorkerStats
 
 
@@ -21,3 +22,4 @@ class Shared:
     observers: Sequence[WorkerObserver]
     capacity: asyncio.Event
     """Set whenever a slot may have come free (an attempt ended, a write finished)."""
+    leases: Leases

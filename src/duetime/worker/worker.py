@@ -15,11 +15,11 @@ import random
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from duetime.backoff import Backoff
-from duetime.clock import Clock, SystemClock, unwatch, watch
+from duetime.clock import Clock, is_real, unwatch, watch
 from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.dispatch import Dispatch
@@ -31,6 +31,7 @@ from duetime.store.protocol import Store, TransactionalStore
 from duetime.worker.completer import Completer
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
+from duetime.worker.leases import Leases
 from duetime.worker.observing import WorkerObserver, WorkerStats
 from duetime.worker.producer import CLAIM_AHEAD, Producer
 from duetime.worker.shared import Shared
@@ -78,11 +79,14 @@ class Worker:
         self.services: list[Service] = []
         if claim_ahead is None:
             # Only on the real clock: a test clock does not move while a held timer waits.
-            claim_ahead = CLAIM_AHEAD if type(clock) is SystemClock else timedelta(0)
+            claim_ahead = CLAIM_AHEAD if is_real(clock) else timedelta(0)
         self._capacity = asyncio.Event()  # a slot may have come free
         self._wake = asyncio.Event()  # a wake-up hint, or stop
         self._stopping = asyncio.Event()
-        shared = Shared(store, clock, self.node_id, self.stats, self.observers, self._capacity)
+        self.leases = Leases(settings.lease)
+        shared = Shared(
+            store, clock, self.node_id, self.stats, self.observers, self._capacity, self.leases
+        )
         self.producer = Producer(
             shared, settings, self.namespace, self.dispatch, claim_ahead, self._wake, self._stopping
         )
@@ -165,6 +169,15 @@ class Worker:
         recorded. Only these leases are renewed — a claim whose answer was lost (the connection
         died after the commit) is left to expire and be rescued, not kept alive forever."""
         return [*self.executor.in_flight, *self.producer.held(), *self.completer.held()]
+
+    def held_now(self) -> tuple[list[int], int]:
+        """What a heartbeat renews: the ids :meth:`held` lists, with the mark that tells later
+        whether a row was among them (see :class:`~.leases.Leases`)."""
+        return self.held(), self.leases.mark()
+
+    def renewed(self, mark: int, until: datetime) -> None:
+        """Every lease the heartbeat of ``mark`` listed now runs until ``until``."""
+        self.leases.renewed(mark, until)
 
     async def _start(self) -> ServiceGroup:
         if self._group is not None:

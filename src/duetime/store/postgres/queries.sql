@@ -521,16 +521,21 @@ UPDATE timers SET lease_expires_at = %(now)s
 WHERE lease_owner = %(node_id)s AND status = 'running' AND lease_expires_at > %(now)s
 
 -- name: register_node
-INSERT INTO nodes (id, host, pid, role, started_at, heartbeat_at, in_flight, subscriptions)
+INSERT INTO nodes (
+    id, host, pid, role, started_at, heartbeat_at, in_flight, subscriptions, clock_offset_ms
+)
 VALUES (
     %(id)s, %(host)s, %(pid)s, %(role)s, %(started_at)s, %(heartbeat_at)s, %(in_flight)s,
-    %(subscriptions)s
+    %(subscriptions)s, %(clock_offset_ms)s
 )
 ON CONFLICT (id) DO UPDATE SET
-    heartbeat_at = excluded.heartbeat_at, subscriptions = excluded.subscriptions
+    heartbeat_at = excluded.heartbeat_at, subscriptions = excluded.subscriptions,
+    clock_offset_ms = excluded.clock_offset_ms
 
 -- name: heartbeat_node
-UPDATE nodes SET heartbeat_at = %(now)s, in_flight = %(in_flight)s WHERE id = %(node_id)s
+UPDATE nodes SET heartbeat_at = %(now)s, in_flight = %(in_flight)s,
+    clock_offset_ms = coalesce(%(clock_offset_ms)s, clock_offset_ms)
+WHERE id = %(node_id)s
 
 -- name: extend_leases
 -- Locks the node's rows in id order, as finish does, so the two never deadlock. Rows locked by

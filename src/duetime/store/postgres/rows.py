@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -210,6 +210,7 @@ def node_from_row(row: Row) -> Node:
         heartbeat_at=row["heartbeat_at"],
         in_flight=row["in_flight"],
         subscriptions=tuple(Subscription.from_dict(s) for s in row["subscriptions"]),
+        clock_offset=offset_from_ms(row["clock_offset_ms"]),
     )
 
 
@@ -268,7 +269,16 @@ def node_params(node: Node) -> Row:
         "heartbeat_at": node.heartbeat_at,
         "in_flight": node.in_flight,
         "subscriptions": Jsonb([s.to_dict() for s in node.subscriptions]),
+        "clock_offset_ms": offset_ms(node.clock_offset),
     }
+
+
+def offset_ms(offset: timedelta | None) -> float | None:
+    return None if offset is None else offset.total_seconds() * 1000
+
+
+def offset_from_ms(milliseconds: float | None) -> timedelta | None:
+    return None if milliseconds is None else timedelta(milliseconds=milliseconds)
 
 
 FINISH_OUTCOMES = frozenset(Outcome) - {Outcome.LOST, Outcome.FANNED_OUT}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 from psycopg import sql
@@ -50,6 +50,7 @@ from duetime.store.postgres.rows import (
     claimed_timer_rows,
     node_from_row,
     node_params,
+    offset_ms,
     timer_batch_params,
     timer_from_row,
     written_timer_rows,
@@ -110,8 +111,8 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             self._listener = None
         await self._db.close()
 
-    async def db_now(self) -> datetime:
-        """The database server's clock, so a worker can measure its own clock's offset."""
+    async def db_now(self) -> datetime | None:
+        """The database server's clock, which decides what is due and when leases end."""
 
         async def run(conn: Conn) -> datetime:
             now: datetime = await fetch_value(conn, Q["db_now"], {})
@@ -573,7 +574,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         await self._db.read(lambda conn: conn.execute(Q["register_node"], params))
 
     async def heartbeat(
-        self, node_id: str, now: datetime, lease_until: datetime, held: Sequence[int]
+        self,
+        node_id: str,
+        now: datetime,
+        lease_until: datetime,
+        held: Sequence[int],
+        clock_offset: timedelta | None = None,
     ) -> int:
         params = {
             "node_id": node_id,
@@ -581,6 +587,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             "lease_until": lease_until,
             "in_flight": len(held),
             "held": list(held),
+            "clock_offset_ms": offset_ms(clock_offset),
         }
 
         async def run(conn: Conn) -> int:

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -283,6 +283,11 @@ class SqliteStore(SqliteSchedules, SqliteHistory):
             return max(versions, default=0)
 
         return await self._run(run)
+
+    async def db_now(self) -> datetime | None:
+        """None: the database is a file on this machine, whose wall clock every process shares
+        (so no process can be skewed against another)."""
+        return None
 
     # -- namespaces -------------------------------------------------------------------------
     async def ensure_namespace(self, namespace: str, now: datetime) -> None:
@@ -623,8 +628,14 @@ class SqliteStore(SqliteSchedules, SqliteHistory):
         await self._run(lambda c: c.execute(Q["register_node"], params))
 
     async def heartbeat(
-        self, node_id: str, now: datetime, lease_until: datetime, held: Sequence[int]
+        self,
+        node_id: str,
+        now: datetime,
+        lease_until: datetime,
+        held: Sequence[int],
+        clock_offset: timedelta | None = None,
     ) -> int:
+        """``clock_offset`` is not kept: on SQLite every node runs on the database's clock."""
         params = {
             "node_id": node_id,
             "now": to_micros(now),
