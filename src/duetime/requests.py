@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
-from duetime.model import JSON, NewTimer, make_new_timer, slot_init
+from duetime.model import JSON, NewTimer
+from duetime.slots import make_new_timer
 from duetime.validation import (
     check_correlation_id,
     check_expires_after,
@@ -21,7 +22,6 @@ from duetime.validation import (
 from duetime.when import resolve_when
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class TimerRequest:
     """Everything ``schedule(...)`` accepts; exactly one of at / delay / local / date."""
@@ -69,8 +69,9 @@ class TimerRequest:
         """Validate every field and turn the "when" into a UTC instant; ``producer`` is who
         stores it (set by the facade, not by the caller's request). ``straight_to_store`` is for
         a timer no caller holds before it is stored: it hands the store validation's JSON text
-        of the payload (no one can change the payload under it) and, when the key is
-        generated here, marks it :attr:`~NewTimer.fresh_key` (no one can have sent it before)."""
+        of the payload (no one can change the payload under it) and leaves a key the caller
+        did not give to the store. Otherwise such a key is generated here, so that the timer
+        can be sent twice (``prepare``) and stay one timer."""
         when = resolve_when(
             now=now,
             at=self.at,
@@ -81,7 +82,8 @@ class TimerRequest:
             disambiguation=self.disambiguation,
         )
         max_attempts = default_max_attempts if self.max_attempts is None else self.max_attempts
-        key, type_ = check_key(self.key), check_type(self.type)  # checked in field order
+        key = None if straight_to_store and self.key is None else check_key(self.key)
+        type_ = check_type(self.type)  # checked in field order
         payload, payload_json = encode_payload(self.payload, max_payload_bytes)
         return make_new_timer(  # NewTimer's fields in order, checked in that order
             namespace,
@@ -98,5 +100,4 @@ class TimerRequest:
             when.disambiguation,
             producer,
             payload_json if straight_to_store else None,
-            straight_to_store and self.key is None,
         )

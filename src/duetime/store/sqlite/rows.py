@@ -8,7 +8,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer, make_timer
+from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer
+from duetime.slots import make_timer
 from duetime.store.codec import from_micros, load_json, maybe_from_micros
 
 
