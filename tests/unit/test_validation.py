@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from duetime import validation
 from duetime.errors import InvalidInput
+from duetime.jsontext import json_text
 from duetime.model import NewTimer
 from duetime.requests import TimerRequest
 from duetime.store.codec import payload_text
@@ -24,7 +25,6 @@ from duetime.validation import (
     check_payload,
     check_subject,
     check_type,
-    json_text,
     parse_payload_text,
 )
 
