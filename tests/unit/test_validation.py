@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
 from dataclasses import replace
@@ -217,3 +219,15 @@ def test_values_json_cannot_hold_are_refused_as_payloads() -> None:
         with pytest.raises(InvalidInput) as raised:
             check_payload(value)
         assert raised.value.field == "payload"
+
+
+def test_a_timer_request_takes_its_fields_in_order_with_their_defaults() -> None:
+    parameters = list(inspect.signature(TimerRequest).parameters.values())
+    fields = dataclasses.fields(TimerRequest)
+    assert [p.name for p in parameters] == [f.name for f in fields]
+    assert [p.default for p in parameters[1:]] == [f.default for f in fields[1:]]
+    made = TimerRequest("t", {"a": 1}, key="k", expires_after=5)
+    assert (made.type, made.payload, made.key, made.expires_after) == ("t", {"a": 1}, "k", 5)
+    assert made == TimerRequest(type="t", payload={"a": 1}, key="k", expires_after=5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.key = "other"  # type: ignore[misc]
