@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
 JSON = Any
@@ -182,10 +182,37 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """A timer a node has just claimed: the attempt number fences every later write."""
+    """A timer a node has just claimed: the attempt number fences every later write.
+
+    ``problem`` says why its stored row could not be read (``timer`` then holds only what
+    could: see :func:`unreadable_timer`); the worker ends that timer alone, dead with the
+    reason, and the rest of its claim runs as usual."""
 
     timer: Timer
     attempt: int
+    problem: str | None = None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def unreadable_timer(id: int, namespace: str, key: object, type: object, attempt: int) -> Timer:
+    """The little that is known of a claimed row that could not be read, enough to end it."""
+    return Timer(
+        id,
+        namespace,
+        key if isinstance(key, str) else "?",
+        type if isinstance(type, str) else "?",
+        None,
+        None,
+        _EPOCH,
+        Status.RUNNING,
+        attempt,
+        attempt,
+        _EPOCH,
+        _EPOCH,
+        _EPOCH,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,26 @@ def finish_for(
     now: datetime,
     retry_delay: RetryDelay,
 ) -> Finish:
-    """The outcome of ``attempt`` whose handler returned ``result`` or raised ``error``."""
+    """The outcome of ``attempt`` whose handler returned ``result`` or raised ``error``.
+
+    Never raises: a next attempt that cannot be placed in time (a delay past the year 9999)
+    ends the timer dead, with the reason."""
+    try:
+        return _finish_for(timer, attempt, result, error, now, retry_delay)
+    except (OverflowError, ValueError) as exc:
+        return Finish(
+            timer.id, attempt, Outcome.DEAD, error=f"no next attempt could be set: {describe(exc)}"
+        )
+
+
+def _finish_for(
+    timer: Timer,
+    attempt: int,
+    result: Any,
+    error: BaseException | None,
+    now: datetime,
+    retry_delay: RetryDelay,
+) -> Finish:
     if error is None:
         if isinstance(result, HandlerOutcome):
             return explicit(result, timer, attempt, now, retry_delay)
@@ -75,8 +94,14 @@ def failed(
 
 
 def is_stale(timer: Timer, now: datetime) -> bool:
-    """Past its ``expires_after``: it is recorded expired instead of running (seed 004)."""
-    return timer.expires_after is not None and now > timer.due_at + timer.expires_after
+    """Past its ``expires_after``: it is recorded expired instead of running (seed 004). A
+    window that reaches past the last instant a datetime holds never closes."""
+    if timer.expires_after is None:
+        return False
+    try:
+        return now > timer.due_at + timer.expires_after
+    except OverflowError:
+        return False
 
 
 def expired(timer: Timer, attempt: int, now: datetime) -> Finish:
@@ -101,5 +126,41 @@ def interrupted(timer: Timer, attempt: int, now: datetime) -> Finish:
 
 
 def describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    """``Type: message``, cut to :data:`MAX_ERROR_LENGTH`, without NUL characters (which no
+    database text column takes: one such message must not keep its outcome from being
+    written)."""
+    text = f"{type(exc).__name__}: {exc}".replace("\x00", "\\x00")
     return text[:MAX_ERROR_LENGTH]
+
+
+def unreadable(claimed_id: int, attempt: int, problem: str) -> Finish:
+    """A claimed row that could not be read: dead, saying why (replay it once fixed)."""
+    return Finish(
+        claimed_id,
+        attempt,
+        Outcome.DEAD,
+        error=f"the stored timer could not be read: {problem}"[:MAX_ERROR_LENGTH],
+    )
+
+
+def unstartable(timer: Timer, attempt: int, exc: BaseException) -> Finish:
+    """Preparing an attempt failed before its handler could run (a bug, not the handler's)."""
+    return Finish(
+        timer.id,
+        attempt,
+        Outcome.DEAD,
+        error=f"the attempt could not be started: {describe(exc)}"[:MAX_ERROR_LENGTH],
+    )
+
+
+def unrecordable(finish: Finish, exc: BaseException) -> Finish:
+    """An outcome the store refused to write (alone, not with its batch): recorded instead as
+    dead, with the store's reason and what the outcome was."""
+    return Finish(
+        finish.timer_id,
+        finish.attempt,
+        Outcome.DEAD,
+        error=(f"the outcome {finish.outcome.value} could not be recorded: {describe(exc)}")[
+            :MAX_ERROR_LENGTH
+        ],
+    )

@@ -1,8 +1,10 @@
 """Outcomes of finished attempts, written back in batches: the worker's completer.
 
 Each write is one transaction taking every outcome waiting when it starts, fenced by (timer id,
-attempt, owner) in the store. A failed write keeps its outcomes and retries them; a write
-already sent is never abandoned half-way.
+attempt, owner) in the store. A write the store cannot take while it answers (not an outage)
+is split in halves until the one outcome it refuses is found: that one is recorded dead with
+the store's reason, the others as they were. A write that failed because the store is down
+keeps its outcomes and retries them; a write already sent is never abandoned half-way.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 
+from duetime.errors import StoreUnavailable
 from duetime.model import Finish, Timer
+from duetime.worker import attempts
 from duetime.worker.shared import Shared
 
 log = logging.getLogger("duetime.worker")
@@ -106,6 +110,22 @@ class Completer:
                 continue
             await self._write_waiting(overlap_from)
 
+    async def _write(self, batch: list[Finish]) -> set[int]:
+        """Write ``batch``; one outcome the store refuses does not keep the others unwritten."""
+        shared = self.shared
+        try:
+            return await shared.store.finish(batch, shared.node_id, shared.clock.now())
+        except StoreUnavailable:
+            raise  # an outage: every outcome waits for the store to come back
+        except Exception as exc:
+            if len(batch) > 1:
+                half = len(batch) // 2
+                return await self._write(batch[:half]) | await self._write(batch[half:])
+            (finish,) = batch
+            log.error("the store refused the outcome of timer id %d", finish.timer_id, exc_info=exc)
+            instead = attempts.unrecordable(finish, exc)
+            return await shared.store.finish([instead], shared.node_id, shared.clock.now())
+
     def _worth_writing(self, overlap_from: int) -> bool:
         """Outcomes wait, and enough of them if another write is under way."""
         return len(self._finishes) >= (overlap_from if self._writes else 1)
@@ -122,9 +142,7 @@ class Completer:
                 self._waiting.clear()
                 batch, self._finishes = self._finishes, []
                 shared = self.shared
-                write = asyncio.ensure_future(
-                    shared.store.finish(batch, shared.node_id, shared.clock.now())
-                )
+                write = asyncio.ensure_future(self._write(batch))
                 self._writes[write] = batch
                 self._capacity.set()
                 self._start_ready()

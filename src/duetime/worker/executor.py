@@ -101,7 +101,10 @@ class Executor:
         """Start one attempt now: the hot path of a busy worker, so it avoids wrapping an async
         handler in more coroutines — the handler's own coroutine is the task."""
         timer, attempt = claimed.timer, claimed.attempt
-        before = self._before(timer, attempt, target)
+        try:
+            before = self._before(timer, attempt, target)
+        except Exception as exc:
+            before = self._unstartable(timer, attempt, exc)
         if isinstance(before, Finish):
             self.completer.record(timer, before)
         elif not before.is_async or before.transactional:
@@ -170,6 +173,8 @@ class Executor:
         except _LeaseLost:
             log.warning("timer %s waited past its lease: given back unstarted", timer.key)
             finish = Finish(timer.id, attempt, Outcome.RELEASED)
+        except Exception as exc:  # not the handler's (its errors are its outcome): ours
+            finish = self._unstartable(timer, attempt, exc)
         except asyncio.CancelledError:
             if started:
                 finish = attempts.interrupted(timer, attempt, self.clock.now())
@@ -188,6 +193,10 @@ class Executor:
             self._start_ready()
             return
         self.completer.record(timer, finish)
+
+    def _unstartable(self, timer: Timer, attempt: int, exc: Exception) -> Finish:
+        log.error("could not start %s (key %s)", timer.type, timer.key, exc_info=exc)
+        return attempts.unstartable(timer, attempt, exc)
 
     async def _hold(self, until: datetime) -> None:
         """Sleep until ``until`` by the worker's clock, read again after every sleep: asyncio

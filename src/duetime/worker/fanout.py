@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
+from duetime.errors import StoreUnavailable
 from duetime.model import Claimed, FanOut, Finish, Outcome
 from duetime.routes import Fan
 from duetime.worker import attempts
@@ -38,6 +40,26 @@ class FanOuter:
         """Events this worker fanned out (their deliveries are due too: a tick claims again)."""
         self._done = done
 
+    async def _hand_on(
+        self, todo: list[FanOut], now: datetime
+    ) -> tuple[set[int], dict[int, Exception]]:
+        """Write the deliveries of ``todo``: (events taken over meanwhile, events the store
+        refused with its reason). A batch the store refuses while it answers is split in halves
+        until the event it refuses is found; the others are handed on as usual."""
+        shared = self.shared
+        try:
+            return await shared.store.fan_out(todo, shared.node_id, now), {}
+        except StoreUnavailable:
+            raise  # an outage: every event of the batch retries
+        except Exception as exc:
+            if len(todo) == 1:
+                log.error("the store refused the fan-out of timer id %d", todo[0].timer_id)
+                return set(), {todo[0].timer_id: exc}
+            half = len(todo) // 2
+            lost, refused = await self._hand_on(todo[:half], now)
+            more_lost, more_refused = await self._hand_on(todo[half:], now)
+            return lost | more_lost, refused | more_refused
+
     async def fan_out(self, fans: Sequence[tuple[Claimed, Fan]]) -> None:
         """Hand claimed events on as one delivery row per destination, in one transaction.
 
@@ -56,8 +78,7 @@ class FanOuter:
                 todo.append(FanOut(timer.id, claimed.attempt, timer.key, fan.destinations))
         wanted = {f.timer_id for f in todo}
         try:
-            shared = self.shared
-            lost = await shared.store.fan_out(todo, shared.node_id, now) if todo else set()
+            lost, refused = await self._hand_on(todo, now) if todo else (set(), {})
         except asyncio.CancelledError:
             for claimed, _ in fans:
                 if claimed.timer.id in wanted:
@@ -77,7 +98,12 @@ class FanOuter:
             return
         finally:
             self._done(fans)
-        handed = [f for f in todo if f.timer_id not in lost]
+        for claimed, _ in fans:
+            if (reason := refused.get(claimed.timer.id)) is not None:
+                timer, attempt = claimed.timer, claimed.attempt
+                error = f"fan-out failed: {attempts.describe(reason)}"
+                record(timer, attempts.failed(timer, attempt, error, None, now, self.retry_delay))
+        handed = [f for f in todo if f.timer_id not in lost and f.timer_id not in refused]
         if handed:
             self.fanned_out += len(handed)
             self.shared.stats.outcomes[Outcome.FANNED_OUT.value] += len(handed)

@@ -22,6 +22,7 @@ from duetime.config import Settings
 from duetime.dispatch import Dispatch, Target
 from duetime.model import Claimed, Finish, Outcome
 from duetime.routes import Fan
+from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
@@ -339,6 +340,9 @@ class Producer:
         free = self.free() if not self._ready else 0  # slots; the waiting rows go first
         start = self._executor.start
         for item in claimed:
+            if item.problem is not None:
+                self._unreadable(item)
+                continue
             goes = route(item.timer)
             if type(goes) is Fan:
                 fans.append((item, goes))
@@ -393,6 +397,15 @@ class Producer:
                 "back unstarted, in case another node has taken them over",
                 stale,
             )
+
+    def _unreadable(self, claimed: Claimed) -> None:
+        """A row the store could not read ends alone, dead with the reason."""
+        problem = claimed.problem or "unknown"
+        log.error(
+            "timer id %d (key %s) cannot be read: %s", claimed.timer.id, claimed.timer.key, problem
+        )
+        finish = attempts.unreadable(claimed.timer.id, claimed.attempt, problem)
+        self._completer.record(claimed.timer, finish)
 
     def _release(self, claimed: Claimed) -> None:
         """Give a row back as it was, unstarted (fenced: a no-op if it was taken over)."""

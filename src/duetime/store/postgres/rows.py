@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from duetime.errors import InvalidInput
 from duetime.model import (
     Attempt,
+    Claimed,
     Finish,
     NewTimer,
     Node,
@@ -22,6 +23,7 @@ from duetime.model import (
     Status,
     Subscription,
     Timer,
+    unreadable_timer,
 )
 from duetime.slots import make_timer
 from duetime.store.codec import payload_text
@@ -90,6 +92,34 @@ def claimed_timer_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]],
             return make_timer(*args)
 
         return timer
+
+    return factory
+
+
+def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMaker[Claimed]]:
+    """:func:`claimed_timer_rows` for ``claim_due``, each row a :class:`Claimed`; a row that
+    cannot be made into a Timer becomes a Claimed that says why (see ``Claimed.problem``), so
+    that it ends alone instead of failing the whole claim."""
+    timers = claimed_timer_rows(known)
+    namespace = str(known["namespace"])
+
+    def factory(cursor: AsyncCursor[Any]) -> RowMaker[Claimed]:
+        make = timers(cursor)
+        at = {name: i for i, name in enumerate(_column_names(cursor))}
+        id_at, key_at, type_at, attempts_at = at["id"], at["key"], at["type"], at["attempts"]
+
+        def claimed(values: Sequence[Any]) -> Claimed:
+            try:
+                timer = make(values)
+            except Exception as exc:
+                attempt = values[attempts_at]
+                timer = unreadable_timer(
+                    values[id_at], namespace, values[key_at], values[type_at], attempt
+                )
+                return Claimed(timer, attempt, f"{type(exc).__name__}: {exc}")
+            return Claimed(timer, timer.attempts)
+
+        return claimed
 
     return factory
 

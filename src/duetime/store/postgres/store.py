@@ -47,7 +47,7 @@ from duetime.store.postgres.rows import (
     Unseen,
     attempt_from_row,
     check_text,
-    claimed_timer_rows,
+    claimed_rows,
     node_from_row,
     node_params,
     offset_ms,
@@ -504,14 +504,14 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             "lease_expires_at": lease_until,
             "updated_at": now,
         }
-        _, timers = await self._db.atomic(
+        _, claimed = await self._db.atomic(
             [
                 Statement(Q["claim_in_order"], {}),
-                Statement(Q["claim_due"], params, claimed_timer_rows(known), binary=True),
+                Statement(Q["claim_due"], params, claimed_rows(known), binary=True),
             ]
         )
-        timers.sort(key=lambda t: (t.run_at, t.id))
-        return [Claimed(timer, timer.attempts) for timer in timers]
+        claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
+        return claimed
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
         batch = FinishBatch.of(finishes, node_id, now)

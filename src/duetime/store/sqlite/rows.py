@@ -6,7 +6,16 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer
+from duetime.model import (
+    Attempt,
+    Claimed,
+    Node,
+    Outcome,
+    Status,
+    Subscription,
+    Timer,
+    unreadable_timer,
+)
 from duetime.slots import make_timer
 from duetime.store.codec import from_micros, load_json, maybe_from_micros
 
@@ -173,3 +182,13 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         destination,
         producer,
     )
+
+
+def claimed_from_tuple(row: tuple[Any, ...], instants: InstantCache) -> Claimed:
+    """A claimed row → Claimed; one that cannot be read becomes a Claimed that says why, so
+    that it ends alone instead of failing its whole claim."""
+    try:
+        return Claimed(timer_from_tuple(row, instants), row[8])
+    except Exception as exc:
+        timer = unreadable_timer(row[0], row[1], row[2], row[3], row[8])
+        return Claimed(timer, row[8], f"{type(exc).__name__}: {exc}")

@@ -58,6 +58,7 @@ from duetime.store.sqlite.rows import (
     TIMER_COLUMNS,
     InstantCache,
     attempt_from_row,
+    claimed_from_tuple,
     node_from_row,
     timer_from_row,
     timer_from_tuple,
@@ -457,7 +458,7 @@ class SqliteStore(SqliteSchedules, SqliteHistory):
             batch = dump_json([(row[0], row[8]) for row in rows])
             conn.execute(Q["open_attempts"], {"batch": batch, "node_id": node_id, "now": now_us})
             instants = InstantCache()
-            return [Claimed(timer_from_tuple(row, instants), row[8]) for row in rows]
+            return [claimed_from_tuple(row, instants) for row in rows]
 
         return await self._run(self._write(run))
 

@@ -1,0 +1,158 @@
+"""One bad timer never harms another: a failure injected into one row at each step of the
+worker's pipeline — reading the claimed row, starting the attempt, the handler, writing its
+outcome, fanning it out — ends that timer alone, with its reason, and every other timer of the
+same claim is done. On SQLite and PostgreSQL, through one ``tick`` (one claim)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_destinations_webhook import Receiver
+from tests.waiting import run
+
+from duetime import AsyncApp, Cancel, Event, FrozenClock, Outcome, Status, Timer
+from duetime.destinations import WebhookDestination
+from duetime.model import FanOut
+from duetime.store import Store, create_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
+
+START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+GOOD = [f"good-{i}" for i in range(12)]
+FANNED = [f"fan-{i}" for i in range(3)]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'poison.db'}"
+        return
+    require_pg()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield with_params(PG_URL, schema=schema)
+    drop_schema(schema)
+
+
+class RefusingFanOut:
+    """The real store, which refuses (as a database refuses a value) any fan-out of one event."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+        self.refuse: int | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
+        if any(f.timer_id == self.refuse for f in fan_outs):
+            raise ValueError("this delivery row cannot be stored")
+        return await self._inner.fan_out(fan_outs, node_id, now)
+
+
+class StartObserver:
+    """A metrics hook with a bug that shows for one timer only, as its attempt starts."""
+
+    def claimed(self, namespace: str, count: int, seconds: float) -> None:
+        pass
+
+    def started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
+        if timer.key == "poison-start":
+            raise RuntimeError("the lateness histogram has no bucket for this")
+
+    def finished(self, timer: Timer, outcome: Outcome) -> None:
+        pass
+
+
+def stored_row(url: str, key: str) -> tuple[str, str]:
+    """(status, last_error) read with SQL: the row is past what a Timer can be read from."""
+    with sqlite3.connect(url[len("sqlite:///") :]) as conn:
+        row = conn.execute("SELECT status, last_error FROM timers WHERE key = ?", (key,)).fetchone()
+    return row[0], row[1] or ""
+
+
+def test_a_failure_at_each_step_ends_only_its_own_timer(url: str) -> None:
+    sqlite = url.startswith("sqlite")
+    store = RefusingFanOut(create_store(url))
+
+    async def main() -> None:
+        app = AsyncApp(url, clock=FrozenClock(START), store=store)  # type: ignore[arg-type]
+        app.observers.append(StartObserver())
+        ran: list[str] = []
+
+        @app.handler("job")
+        async def job(event: Event) -> Any:
+            if event.key == "poison-handler":
+                raise ConnectionError("the handler's service is down")
+            if event.key == "poison-record":
+                return Cancel("a reason no text column takes: \x00")
+            ran.append(event.key)
+            return None
+
+        @app.handler("fan")
+        async def fanned(event: Event) -> None:
+            ran.append(f"{event.key}@handler")
+
+        async with Receiver() as hook:
+            app.route("fan", to=WebhookDestination("hook", hook.url))
+            async with app:
+                keys = ["poison-decode", "poison-start", "poison-handler", "poison-record"]
+                for key in [*GOOD[:6], *keys, *GOOD[6:]]:
+                    await app.schedule("job", {"k": key}, at=START, key=key, max_attempts=1)
+                for key in [*FANNED, "poison-fan"]:
+                    await app.schedule("fan", {"k": key}, at=START, key=key)
+                store.refuse = (await app.get("poison-fan")).id
+                if sqlite:  # a row no reader can decode: its payload is no longer JSON
+                    path = url[len("sqlite:///") :]
+                    with sqlite3.connect(path) as conn:
+                        conn.execute(
+                            "UPDATE timers SET payload = '{broken' WHERE key = ?",
+                            ("poison-decode",),
+                        )
+                else:  # PostgreSQL's jsonb cannot hold broken JSON: the row is read as usual
+                    keys.remove("poison-decode")
+                    GOOD.append("poison-decode")
+
+                await app.tick()
+
+                for key in GOOD:
+                    assert (await app.get(key)).status is Status.DONE, key
+                for key in FANNED:
+                    assert (await app.get(key)).status is Status.DONE, key
+                assert sorted(k for k in ran if k.endswith("@handler")) == sorted(
+                    f"{key}@handler" for key in FANNED
+                )
+                assert len(hook.requests) == len(FANNED)
+
+                if sqlite:
+                    status, error = stored_row(url, "poison-decode")
+                    assert status == "dead"
+                    assert "could not be read" in error
+                    keys.remove("poison-decode")
+                failures = {key: await app.get(key) for key in keys}
+                assert failures["poison-start"].status is Status.DEAD
+                assert "could not be started" in (failures["poison-start"].last_error or "")
+                assert failures["poison-handler"].status is Status.DEAD
+                assert "the handler's service is down" in (
+                    failures["poison-handler"].last_error or ""
+                )
+                record = failures["poison-record"]
+                if sqlite:  # SQLite keeps the NUL: the outcome is written as it was
+                    assert record.status is Status.CANCELLED
+                else:
+                    assert record.status is Status.DEAD
+                    assert "could not be recorded" in (record.last_error or "")
+                poisoned_fan = await app.get("poison-fan")
+                assert poisoned_fan.status is Status.RETRYING
+                assert "cannot be stored" in (poisoned_fan.last_error or "")
+            await store.close()
+
+    run(main)

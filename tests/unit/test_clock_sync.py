@@ -1,0 +1,78 @@
+"""The database's clock as a process knows it, and whether a waiting row's lease still holds:
+both pure, on injected clocks."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from duetime.clock import DatabaseClock, is_real
+from duetime.worker.leases import Leases
+
+SERVER = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+class Machine:
+    """This machine: an elapsed clock that only moves forward, and a wall clock that is off."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self.elapsed = 100.0
+        self.skew = skew
+        self.trips = [0.010, 0.002, 0.006]  # round trips of successive reads
+
+    def wall(self) -> datetime:
+        return SERVER + timedelta(seconds=self.elapsed - 100.0) + self.skew
+
+    async def read(self) -> datetime:
+        """The server's clock, read in the middle of a round trip."""
+        trip = self.trips.pop(0) if self.trips else 0.004
+        self.elapsed += trip / 2
+        server = SERVER + timedelta(seconds=self.elapsed - 100.0)
+        self.elapsed += trip / 2
+        return server
+
+
+def test_now_follows_the_server_whatever_the_wall_clock_says() -> None:
+    machine = Machine(skew=timedelta(seconds=120))
+    clock = DatabaseClock(machine.read, elapsed=lambda: machine.elapsed, wall=machine.wall)
+    assert clock.now() == machine.wall()  # not synced yet: the wall clock
+    reading = asyncio.run(clock.sync())
+    assert reading is not None
+    assert reading.uncertainty == timedelta(seconds=0.002)  # the tightest of three reads
+    assert abs(reading.offset + timedelta(seconds=120)) < timedelta(milliseconds=3)
+    true_now = SERVER + timedelta(seconds=machine.elapsed - 100.0)
+    assert true_now - timedelta(seconds=0.002) <= clock.now() <= true_now  # never ahead
+    machine.skew = timedelta(hours=-5)  # the wall clock is stepped: nothing moves
+    machine.elapsed += 30
+    true_now = SERVER + timedelta(seconds=machine.elapsed - 100.0)
+    assert true_now - timedelta(seconds=0.002) <= clock.now() <= true_now
+
+
+def test_a_database_on_this_machines_clock_means_the_wall_clock() -> None:
+    machine = Machine(skew=timedelta(seconds=3))
+
+    async def local() -> datetime | None:
+        return None
+
+    clock = DatabaseClock(local, elapsed=lambda: machine.elapsed, wall=machine.wall)
+    assert asyncio.run(clock.sync()) is None
+    assert clock.offset is None
+    machine.skew = timedelta(seconds=-60)  # stepped: SQLite's clock is the wall clock
+    assert clock.now() == machine.wall()
+    assert is_real(clock)
+
+
+def test_a_waiting_row_starts_only_with_a_tenth_of_its_lease_left() -> None:
+    leases = Leases(timedelta(seconds=30))
+    claimed_until = SERVER + timedelta(seconds=30)
+    taken = leases.generation
+    assert leases.usable(claimed_until, taken, SERVER + timedelta(seconds=26))
+    assert not leases.usable(claimed_until, taken, SERVER + timedelta(seconds=27))
+    # A heartbeat that listed the row renews it; one it began before the row was taken does not.
+    mark = leases.mark()
+    later = leases.generation
+    leases.renewed(mark, SERVER + timedelta(seconds=50))
+    assert leases.usable(claimed_until, taken, SERVER + timedelta(seconds=40))
+    assert not leases.usable(claimed_until, later, SERVER + timedelta(seconds=40))
+    leases.renewed(mark - 1, SERVER + timedelta(seconds=90))  # an older heartbeat: ignored
+    assert not leases.usable(claimed_until, taken, SERVER + timedelta(seconds=48))
