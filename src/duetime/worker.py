@@ -35,7 +35,7 @@ from duetime.outcomes import Cancel, Dead, HandlerOutcome, Retry, Snooze
 from duetime.routes import Fan, Route
 from duetime.services.materializer import Materializer
 from duetime.services.retention import Retention
-from duetime.store.protocol import HistoryStore, Store, TransactionalStore
+from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.worker")
 
@@ -181,9 +181,7 @@ class Worker:
             Materializer(store, clock, self.namespace) if materialize else None
         )
         self.retention: Retention | None = (
-            Retention.from_settings(store, clock, settings)
-            if maintain and isinstance(store, HistoryStore)
-            else None
+            Retention.from_settings(store, clock, settings) if maintain else None
         )
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -275,7 +273,6 @@ class Worker:
             return
         self._started = True
         self._loop = asyncio.get_running_loop()
-        self._check_transactional_handlers()
         now = self.clock.now()
         await self.store.register_node(
             Node(
@@ -444,16 +441,6 @@ class Worker:
                 self._wake.set()
             elif not loop.is_closed():
                 loop.call_soon_threadsafe(self._wake.set)
-
-    def _check_transactional_handlers(self) -> None:
-        """Refuse to start with transactional handlers the store cannot run, rather than fail
-        each of their timers later."""
-        wanted = [h.type for h in self.registry.all() if h.transactional]
-        if wanted and not isinstance(self.store, TransactionalStore):
-            raise ValueError(
-                f"transactional handlers ({', '.join(wanted)}) need a store that can share its "
-                "transaction with them"
-            )
 
     def _claim_in_pipeline(self, want: int) -> None:
         """Claim ``want`` rows due now without waiting for the answer (see
@@ -694,7 +681,6 @@ class Worker:
         Any other outcome (an exception, Snooze, Dead…) rolls the handler's writes back and is
         recorded like any handler's.
         """
-        assert isinstance(self.store, TransactionalStore)
         returned: list[Any] = []
 
         def effect(connection: Any) -> Any:
@@ -707,7 +693,7 @@ class Worker:
             return None
 
         try:
-            ours = await self.store.complete_in_transaction(
+            ours = await self.store.transactions.complete_in_transaction(
                 timer.id, attempt, self.node_id, self.clock.now(), effect
             )
         except Exception as exc:

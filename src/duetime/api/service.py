@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING
 
 from duetime.api import compat
 from duetime.api.config import ApiSettings
-from duetime.app import AsyncApp
-from duetime.auth import TokenInfo, TokenStore, token_store_for
+from duetime.app import AsyncApp, Store
+from duetime.auth import TokenInfo, TokenStore
 from duetime.clock import Clock, SystemClock
-from duetime.errors import InvalidInput, NotFound
+from duetime.errors import NotFound
 from duetime.metrics import Metrics
 from duetime.model import Status
-from duetime.store.protocol import Store
 from duetime.worker import Worker, new_node_id
 
 if TYPE_CHECKING:
@@ -190,12 +189,7 @@ class Service:
         wanted = self.settings.auth
         if wanted is False:
             return False
-        try:
-            self.tokens = token_store_for(self.store)
-        except InvalidInput:
-            if wanted:
-                raise
-            return False
+        self.tokens = self.store.tokens
         return True if wanted else await self.tokens.has_active_tokens()
 
     async def _heartbeat_loop(self) -> None:

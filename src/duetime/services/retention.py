@@ -17,7 +17,7 @@ from datetime import timedelta
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.history import MaintenanceReport, RetentionPolicy
-from duetime.store.protocol import Store, history_store
+from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.retention")
 
@@ -43,7 +43,7 @@ class Retention:
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError("the maintenance interval must be positive")
-        self.store = history_store(store)
+        self.history = store.history
         self.clock = clock
         self.policy = policy
         self.interval = interval
@@ -57,7 +57,7 @@ class Retention:
 
     async def run_once(self) -> MaintenanceReport:
         """One maintenance round at the clock's now."""
-        report = await self.store.maintain(self.policy, self.clock.now())
+        report = await self.history.maintain(self.policy, self.clock.now())
         self.rounds += 1
         self.total += report
         if report.changed:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.errors import InvalidInput
 from duetime.model import NewTimer
 from duetime.validation import json_text
 
@@ -41,20 +39,9 @@ def load_json(text: str) -> Any:
     return json.loads(text)
 
 
-def encode_cursor(last_id: int) -> str:
-    """An opaque page cursor: callers pass it back, they do not build it."""
-    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int | None:
-    if cursor is None or cursor == "":
-        return None
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        text = base64.urlsafe_b64decode(padded.encode()).decode()
-        prefix, _, number = text.partition(":")
-        if prefix != "id":
-            raise ValueError(text)
-        return int(number)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+def like_pattern(pattern: str) -> str:
+    """A route's glob ``pattern`` as an SQL ``LIKE`` pattern (backslash escapes): ``*`` → ``%``,
+    the rest literal — ``_``, which event types may contain, is a ``LIKE`` wildcard, so it is
+    escaped."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%")

@@ -10,15 +10,12 @@ hears it in every process.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import psycopg
 from psycopg import sql
 from psycopg.cursor_async import AsyncCursor
-from psycopg.pq import TransactionStatus
 
 from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from duetime.model import (
@@ -30,17 +27,19 @@ from duetime.model import (
     NewTimer,
     Node,
     OnConflict,
-    Outcome,
     Page,
     PutResult,
     Status,
     Timer,
     TimerFilter,
 )
-from duetime.routes import delivery_key, fan_out_note, like_pattern
-from duetime.store.codec import decode_cursor, encode_cursor
+from duetime.model.deliveries import delivery_key, fan_out_note
+from duetime.store.codec import like_pattern
+from duetime.store.cursors import decode_cursor, encode_cursor
+from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.history import PostgresHistory
+from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import (
     FinishBatch,
     Row,
@@ -56,17 +55,13 @@ from duetime.store.postgres.rows import (
 )
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.settings import parse_url
-from duetime.store.postgres.wakeup import Listener, encode_payload
-from duetime.store.protocol import TransactionEffect, WakeupListener
+from duetime.store.postgres.tokens import PostgresTokens
+from duetime.store.postgres.transactions import PostgresOutbox, PostgresTransactions
+from duetime.store.postgres.wakeup import Listener
 from duetime.store.queries import load_migrations, load_queries
 from duetime.store.streams import Replayable, chunked
 
 Q = load_queries("duetime.store.postgres")
-MIN_TRANSACTION_SECONDS = 1.0
-"""A transactional handler's least time, even when its lease is (nearly) spent."""
-SERVER_GRACE_SECONDS = 1.0
-"""The server's limit on such a transaction is this much longer than the client's own, so a
-live process ends it cleanly first; the server's ends the transaction of a stalled one."""
 MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
 PUT_CHUNK = 100
 """Timers a statement of ``put_timers``: small enough that the client validates and encodes the
@@ -74,7 +69,7 @@ next chunk while the server writes this one, large enough that a statement's own
 (``bench/enqueue_probe.py``)."""
 
 
-class PostgresStore(PostgresSchedules, PostgresHistory):
+class PostgresStore:
     """Store backed by PostgreSQL (``synchronous_commit=on``), its tables in one schema."""
 
     def __init__(self, url: str, *, listen: bool | None = None) -> None:
@@ -83,9 +78,14 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         self.settings = parse_url(url)
         self.schema = self.settings.schema
         self._db = Database(self.settings)
+        self._notices = Notices(self._db, self.settings.channel)
         self._listen = self.settings.listen if listen is None else listen
         self._listener: Listener | None = None
-        self._listeners: list[WakeupListener] = []
+        self.schedules = PostgresSchedules(self._db, self._notices)
+        self.history = PostgresHistory(self._db, self.schema)
+        self.tokens = PostgresTokens(self._db)
+        self.transactions = PostgresTransactions(self._db)
+        self.outbox = PostgresOutbox(self.schema, self._put)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def open(self, *, migrate: bool = True) -> None:
@@ -97,7 +97,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
                 await self.migrate()
             if self._listen:
                 self._listener = Listener(
-                    self.settings.conninfo, self.settings.channel, self._notify_listeners
+                    self.settings.conninfo, self.settings.channel, self._notices.listeners
                 )
                 await self._listener.start()
         except BaseException:
@@ -120,31 +120,10 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         return await self._db.read(run)
 
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
-        self._listeners.append(listener)
+        self._notices.listeners.add(listener)
 
     def remove_wakeup_listener(self, listener: WakeupListener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
-    def _notify_listeners(self, earliest: datetime | None) -> None:
-        for listener in list(self._listeners):
-            listener(earliest)
-
-    async def _notify(self, conn: Conn, earliest: datetime | None) -> None:
-        """Tell every process, once the transaction on ``conn`` commits, that work is due at
-        ``earliest`` (None: re-read). In the store's own transactions the NOTIFY follows the
-        commit (see :meth:`Database.after_commit`); in a caller's, it is part of it."""
-        if not self._db.after_commit(conn, self._notice(earliest)):
-            notice = self._notice(earliest, after_commit=False)
-            await conn.execute(notice.query, notice.params)
-
-    def _notice(self, earliest: datetime | None, *, after_commit: bool = True) -> Statement:
-        """The statement of :meth:`_notify`: on its own after a commit, or inside a caller's
-        transaction (see ``notify_after_commit`` in queries.sql)."""
-        query = Q["notify_after_commit"] if after_commit else Q["notify"]
-        return Statement(
-            query, {"channel": self.settings.channel, "payload": encode_payload(earliest)}
-        )
+        self._notices.listeners.remove(listener)
 
     # -- schema -----------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
@@ -220,7 +199,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             ) from exc
         changed = [r.timer.run_at for r in results if r.action != "kept"]
         if changed:
-            self._notify_listeners(min(changed))
+            self._notices.here(min(changed))
         return results
 
     async def _put(
@@ -287,87 +266,8 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         ]
         changed = [r.timer.run_at for r in results if r.action != "kept"]
         if changed:
-            await self._notify(conn, min(changed))
+            await self._notices.notify(conn, min(changed))
         return results
-
-    async def put_timers_in(
-        self,
-        connection: object,
-        timers: Iterable[NewTimer],
-        on_conflict: OnConflict,
-        now: datetime,
-    ) -> list[PutResult]:
-        """Store timers inside the caller's own open transaction (the outbox pattern).
-
-        They become visible, and wake workers (the NOTIFY is part of the transaction), only if
-        the caller commits; a rollback takes them away with the caller's own writes.
-        """
-        if not isinstance(connection, psycopg.AsyncConnection):
-            raise InvalidInput(
-                "transaction", "must be a psycopg.AsyncConnection inside an open transaction"
-            )
-        if connection.info.transaction_status != TransactionStatus.INTRANS:
-            raise InvalidInput(
-                "transaction", "has no open transaction: start one before scheduling in it"
-            )
-        query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
-        conn: Conn = connection
-        saved = await fetch_value(conn, Q["current_search_path"], {})
-        await fetch_value(conn, Q["set_search_path"], {"search_path": self.schema})
-        try:
-            # A savepoint: the batch goes out in chunks, and one refused half-way (a bad
-            # request, a key that exists with on_conflict="error") must leave none of its rows in
-            # the caller's transaction, which carries on as it was.
-            async with conn.transaction():
-                return await self._put(conn, query, timers, on_conflict, now)
-        finally:
-            await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
-
-    async def complete_in_transaction(
-        self,
-        timer_id: int,
-        attempt: int,
-        node_id: str,
-        now: datetime,
-        effect: TransactionEffect,
-    ) -> bool:
-        """Run a handler's writes and mark its timer done in one transaction (exactly-once).
-
-        The attempt's row is locked first; if it is no longer ours nothing runs and False comes
-        back. ``effect`` receives the connection (an ``AsyncConnection`` with dict rows).
-
-        While the row is locked its lease cannot be renewed and rescue skips it, so the
-        transaction gets the lease it has left (at least :data:`MIN_TRANSACTION_SECONDS`): an
-        async effect still running then is cancelled (TimeoutError; the writes roll back and
-        the attempt fails like any handler), and the server ends the transaction of a process
-        that stalled altogether a moment later, which frees the row for rescue.
-        """
-        batch = FinishBatch.of([Finish(timer_id, attempt, Outcome.DONE)], node_id, now)
-
-        async def run(conn: Conn) -> bool:
-            params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
-            locked = await fetch_all(conn, Q["lock_attempt"], params)
-            if not locked:
-                return False
-            seconds = max(locked[0]["lease_left_ms"] / 1000, MIN_TRANSACTION_SECONDS)
-            server_ms = round((seconds + SERVER_GRACE_SECONDS) * 1000)
-            await fetch_all(conn, Q["limit_transaction"], {"ms": str(server_ms)})
-            result = effect(conn)
-            if inspect.isawaitable(result):
-                try:
-                    async with asyncio.timeout(seconds) as limit:
-                        await result
-                except TimeoutError:
-                    if not limit.expired():
-                        raise  # the handler's own
-                    raise TimeoutError(
-                        f"the transactional handler was still running when its lease ran out "
-                        f"({seconds:.1f} s); its writes were rolled back"
-                    ) from None
-            (answer,) = await fetch_all(conn, Q["finish"], batch.params)
-            return not batch.lost(answer["applied"])
-
-        return await self._db.write(run)
 
     async def _get_many(
         self, conn: Conn, timers: Sequence[NewTimer]
@@ -427,7 +327,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
 
     async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
         timer = await self._transition("replay", "replayed", namespace, key, now)
-        self._notify_listeners(timer.run_at)
+        self._notices.here(timer.run_at)
         return timer
 
     async def _transition(
@@ -442,7 +342,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             if rows:
                 timer = timer_from_row(rows[0])
                 if name == "replay":
-                    await self._notify(conn, timer.run_at)
+                    await self._notices.notify(conn, timer.run_at)
                 return timer
             existing = await fetch_all(conn, Q["get_timer"], params)
             if not existing:
@@ -507,10 +407,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         # Retries and released timers are due again: wake the workers after the commit (for all
         # of them; one fenced out makes the hint early, never late).
         again = batch.retried()
-        after = [self._notice(min(again) if again else None)] if again or batch.released else []
+        after = (
+            [self._notices.notice(min(again) if again else None)] if again or batch.released else []
+        )
         _, rows = await self._db.atomic(statements, after)
         if again or batch.released:
-            self._notify_listeners(min(again) if again else None)
+            self._notices.here(min(again) if again else None)
         return batch.lost(rows[0]["applied"])
 
     async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
@@ -522,12 +424,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             await fetch_all(conn, Q["finish_by_lookup"], {})
             rows = await fetch_all(conn, Q["fan_out"], params)
             if rows:
-                await self._notify(conn, min(row["run_at"] for row in rows))
+                await self._notices.notify(conn, min(row["run_at"] for row in rows))
             return rows
 
         rows = await self._db.write(run)
         if rows:
-            self._notify_listeners(min(row["run_at"] for row in rows))
+            self._notices.here(min(row["run_at"] for row in rows))
         done = {row["id"] for row in rows}
         return {f.timer_id for f in fan_outs if f.timer_id not in done}
 
@@ -551,12 +453,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         async def run(conn: Conn) -> list[int]:
             rescued = [row["id"] for row in await fetch_all(conn, Q["rescue"], {"now": now})]
             if rescued:
-                await self._notify(conn, now)
+                await self._notices.notify(conn, now)
             return rescued
 
         rescued = await self._db.write(run)
         if rescued:
-            self._notify_listeners(now)
+            self._notices.here(now)
         return rescued
 
     async def expire_leases_of(self, node_id: str, now: datetime) -> int:
