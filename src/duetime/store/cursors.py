@@ -1,18 +1,50 @@
-"""Opaque page cursors: what a listing hands back so the next page starts after its last row.
+"""Pages of listings, and their opaque cursors: where the next page starts, after the last row.
 
-Callers pass them back and never build them; each says which listing it belongs to (``id:``,
+Callers pass cursors back and never build them; each says which listing it belongs to (``id:``,
 ``event:``, ``name:``), so one listing's cursor given to another is refused as not issued here.
+A listing fetches one row more than the page holds, to know whether another page follows.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 from duetime.errors import InvalidInput
+from duetime.model import Page, TimerFilter
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+MAX_ID = 2**63 - 1
+Row = TypeVar("Row")
+T = TypeVar("T")
+
+
+def page(
+    rows: Sequence[Row], limit: int, item: Callable[[Row], T], cursor: Callable[[T], str]
+) -> Page[T]:
+    """The page of the first ``limit`` of ``rows`` (fetched ``limit + 1``): with the cursor of
+    its last item when more rows follow."""
+    items = [item(row) for row in rows[:limit]]
+    return Page(items, cursor(items[-1]) if len(rows) > limit and items else None)
+
+
+def timer_listing(
+    namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+) -> dict[str, Any]:
+    """The parameters of ``list_timers``, the same on both backends: newest first, before the
+    cursor's id."""
+    before = decode_cursor(cursor)
+    return {
+        "namespace": namespace,
+        "subject": filter.subject,
+        "status": filter.status.value if filter.status else None,
+        "type": filter.type,
+        "before_id": before if before is not None else MAX_ID,
+        "limit": limit + 1,
+    }
 
 
 def _encode(text: str) -> str:

@@ -25,7 +25,7 @@ from duetime.model.schedules import (
     schedule_from_new,
 )
 from duetime.store.codec import dump_json
-from duetime.store.cursors import decode_name_cursor, encode_name_cursor
+from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
 from duetime.store.parts import SchedulePlan
 from duetime.store.postgres.database import Conn, Database, Work, fetch_all, fetch_value
 from duetime.store.postgres.notices import Notices
@@ -92,9 +92,7 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> Page[Schedule]:
             rows = await fetch_all(conn, Q["list_schedules"], params)
-            items = [schedule_from_row(row) for row in rows[:limit]]
-            more = len(rows) > limit and items
-            return Page(items, encode_name_cursor(items[-1].name) if more else None)
+            return page(rows, limit, schedule_from_row, _name_cursor)
 
         return await self._db.read(run)
 
@@ -350,3 +348,7 @@ def schedule_from_row(row: Row) -> Schedule:
 
 def _exists(name: str) -> AlreadyExists:
     return AlreadyExists(f"a schedule named {name!r} already exists", field="name")
+
+
+def _name_cursor(schedule: Schedule) -> str:
+    return encode_name_cursor(schedule.name)

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 from psycopg.cursor_async import AsyncCursor
 
-from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import (
     Attempt,
     Claimed,
@@ -35,7 +35,7 @@ from duetime.model import (
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import like_pattern
-from duetime.store.cursors import decode_cursor, encode_cursor
+from duetime.store.cursors import encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.history import PostgresHistory
@@ -60,6 +60,7 @@ from duetime.store.postgres.transactions import PostgresOutbox, PostgresTransact
 from duetime.store.postgres.wakeup import Listener
 from duetime.store.queries import load_migrations, load_queries
 from duetime.store.streams import Replayable, chunked
+from duetime.store.transitions import Transition, refused
 
 Q = load_queries("duetime.store.postgres")
 MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
@@ -288,21 +289,11 @@ class PostgresStore:
     async def list_timers(
         self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
     ) -> Page[Timer]:
-        before = decode_cursor(cursor)
-        params = {
-            "namespace": namespace,
-            "subject": filter.subject,
-            "status": filter.status.value if filter.status else None,
-            "type": filter.type,
-            "before_id": before if before is not None else 2**63 - 1,
-            "limit": limit + 1,
-        }
+        params = timer_listing(namespace, filter, cursor, limit)
 
         async def run(conn: Conn) -> Page[Timer]:
             rows = await fetch_all(conn, Q["list_timers"], params)
-            items = [timer_from_row(row) for row in rows[:limit]]
-            more = len(rows) > limit
-            return Page(items, encode_cursor(items[-1].id) if more and items else None)
+            return page(rows, limit, timer_from_row, _timer_cursor)
 
         return await self._db.read(run)
 
@@ -323,19 +314,16 @@ class PostgresStore:
         return await self._db.read(run)
 
     async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
-        return await self._transition("cancel", "cancelled", namespace, key, now)
+        return await self._transition("cancel", namespace, key, now)
 
     async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
-        timer = await self._transition("replay", "replayed", namespace, key, now)
+        timer = await self._transition("replay", namespace, key, now)
         self._notices.here(timer.run_at)
         return timer
 
-    async def _transition(
-        self, name: str, verb: str, namespace: str, key: str, now: datetime
-    ) -> Timer:
-        """Cancel or replay one timer; NotFound / Conflict name the key, as SQLite does."""
+    async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
+        """Cancel or replay one timer; NotFound / Conflict name the key."""
         params = {"namespace": namespace, "key": key, "now": now}
-        needed = "scheduled" if name == "cancel" else "dead"
 
         async def run(conn: Conn) -> Timer:
             rows = await fetch_all(conn, Q[name], params)
@@ -345,12 +333,7 @@ class PostgresStore:
                     await self._notices.notify(conn, timer.run_at)
                 return timer
             existing = await fetch_all(conn, Q["get_timer"], params)
-            if not existing:
-                raise NotFound(f"no timer with key {key!r}", field="key")
-            raise Conflict(
-                f"timer {key!r} is {existing[0]['status']}: only a {needed} timer can be {verb}",
-                field="key",
-            )
+            raise refused(name, key, existing[0]["status"] if existing else None)
 
         return await self._db.write(run)
 
@@ -571,3 +554,7 @@ def fan_out_params(fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> R
         "node_id": node_id,
         "now": now,
     }
+
+
+def _timer_cursor(timer: Timer) -> str:
+    return encode_cursor(timer.id)

@@ -23,7 +23,7 @@ from duetime.model.schedules import (
     schedule_from_new,
 )
 from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
-from duetime.store.cursors import decode_name_cursor, encode_name_cursor
+from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
 from duetime.store.parts import SchedulePlan
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
@@ -79,9 +79,7 @@ class SqliteSchedules:
 
         def run(conn: sqlite3.Connection) -> Page[Schedule]:
             rows = conn.execute(Q["list_schedules"], params).fetchall()
-            items = [schedule_from_row(row) for row in rows[:limit]]
-            more = len(rows) > limit and items
-            return Page(items, encode_name_cursor(items[-1].name) if more else None)
+            return page(rows, limit, schedule_from_row, _name_cursor)
 
         return await self._db.read(run)
 
@@ -340,3 +338,7 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
 
 def _exists(name: str) -> AlreadyExists:
     return AlreadyExists(f"a schedule named {name!r} already exists", field="name")
+
+
+def _name_cursor(schedule: Schedule) -> str:
+    return encode_name_cursor(schedule.name)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from duetime.errors import AlreadyExists, Conflict, NotFound
+from duetime.errors import AlreadyExists
 from duetime.model import (
     Attempt,
     Claimed,
@@ -34,7 +34,7 @@ from duetime.model import (
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import dump_json, from_micros, payload_text, to_micros
-from duetime.store.cursors import decode_cursor, encode_cursor
+from duetime.store.cursors import encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_migrations, load_queries
 from duetime.store.sqlite.database import SqliteDatabase, begin_immediate, path_from_url
@@ -51,6 +51,7 @@ from duetime.store.sqlite.rows import (
 from duetime.store.sqlite.schedules import SqliteSchedules
 from duetime.store.sqlite.tokens import SqliteTokens
 from duetime.store.sqlite.transactions import SqliteTransactions
+from duetime.store.transitions import Transition, refused
 
 Q = load_queries("duetime.store.sqlite")
 MIGRATIONS = load_migrations("duetime.store.sqlite.migrations")
@@ -179,21 +180,11 @@ class SqliteStore:
     async def list_timers(
         self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
     ) -> Page[Timer]:
-        before = decode_cursor(cursor)
-        params = {
-            "namespace": namespace,
-            "subject": filter.subject,
-            "status": filter.status.value if filter.status else None,
-            "type": filter.type,
-            "before_id": before if before is not None else 2**63 - 1,
-            "limit": limit + 1,
-        }
+        params = timer_listing(namespace, filter, cursor, limit)
 
         def run(conn: sqlite3.Connection) -> Page[Timer]:
             rows = conn.execute(Q["list_timers"], params).fetchall()
-            items = [timer_from_row(row) for row in rows[:limit]]
-            more = len(rows) > limit
-            return Page(items, encode_cursor(items[-1].id) if more and items else None)
+            return page(rows, limit, timer_from_row, _timer_cursor)
 
         return await self._db.read(run)
 
@@ -213,40 +204,24 @@ class SqliteStore:
         return await self._db.read(run)
 
     async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
-        params = {"namespace": namespace, "key": key, "now": to_micros(now)}
-
-        def run(conn: sqlite3.Connection) -> Timer:
-            row = conn.execute(Q["cancel"], params).fetchone()
-            if row is not None:
-                return timer_from_row(row)
-            existing = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
-            if existing is None:
-                raise NotFound(f"no timer with key {key!r}", field="key")
-            raise Conflict(
-                f"timer {key!r} is {existing['status']}: only a scheduled timer can be cancelled",
-                field="key",
-            )
-
-        return await self._db.write(run)
+        return await self._transition("cancel", namespace, key, now)
 
     async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
+        timer = await self._transition("replay", namespace, key, now)
+        self._db.announce(timer.run_at)
+        return timer
+
+    async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
         params = {"namespace": namespace, "key": key, "now": to_micros(now)}
 
         def run(conn: sqlite3.Connection) -> Timer:
-            row = conn.execute(Q["replay"], params).fetchone()
+            row = conn.execute(Q[name], params).fetchone()
             if row is not None:
                 return timer_from_row(row)
             existing = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
-            if existing is None:
-                raise NotFound(f"no timer with key {key!r}", field="key")
-            raise Conflict(
-                f"timer {key!r} is {existing['status']}: only a dead timer can be replayed",
-                field="key",
-            )
+            raise refused(name, key, None if existing is None else existing["status"])
 
-        timer = await self._db.write(run)
-        self._db.announce(timer.run_at)
-        return timer
+        return await self._db.write(run)
 
     # -- working ----------------------------------------------------------------------------
     async def next_run_at(
@@ -499,3 +474,7 @@ def _now_micros() -> int:
     from duetime.clock import SystemClock
 
     return to_micros(SystemClock().now())
+
+
+def _timer_cursor(timer: Timer) -> str:
+    return encode_cursor(timer.id)
