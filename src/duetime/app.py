@@ -325,7 +325,8 @@ class AsyncApp(ScheduleMethods, TokenMethods):
                 "outbox",
                 self.store,
                 field="transaction",
-                doing="scheduling inside your own transaction (PostgreSQL can)",
+                doing="scheduling inside your own transaction",
+                hint="the PostgreSQL store has one",
             )
             return await outbox.put_timers_in(transaction, timers, on_conflict, self.clock.now())
         return await self.store.put_timers(timers, on_conflict, self.clock.now())

@@ -57,8 +57,10 @@ async def test_a_missing_part_is_refused_naming_it_and_the_field(store: Store) -
     with pytest.raises(InvalidInput) as refused:
         await app.schedule("t", delay=5, key="k", transaction=object())
     assert refused.value.field == "transaction"
-    assert "store.outbox" in refused.value.message
-    assert "SqliteStore on sqlite has none" in refused.value.message
+    assert refused.value.message == (
+        "transaction: scheduling inside your own transaction needs store.outbox, which"
+        " SqliteStore (sqlite) does not have; the PostgreSQL store has one"
+    )
     assert await store.get_timer("ns", "k") is None
 
 
@@ -69,7 +71,7 @@ def test_require_names_the_part_the_store_and_what_needed_it() -> None:
     with pytest.raises(InvalidInput) as refused:
         require(None, "history", Bare(), field="database_url", doing="the event log")
     assert refused.value.field == "database_url"
-    assert refused.value.message.endswith(
-        "the event log needs a store with history (store.history); Bare on memory has none"
+    assert refused.value.message == (
+        "database_url: the event log needs store.history, which Bare (memory) does not have"
     )
     assert require("a part", "history", Bare(), field="database_url", doing="x") == "a part"

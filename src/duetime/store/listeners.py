@@ -23,6 +23,9 @@ class Listeners:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
+    def __len__(self) -> int:
+        return len(self._listeners)
+
     def __call__(self, earliest: datetime | None) -> None:
         for listener in list(self._listeners):
             listener(earliest)

@@ -200,15 +200,17 @@ class TokenStore(Protocol):
     async def has_active_tokens(self) -> bool: ...
 
 
-def require(part: P | None, name: str, store: object, *, field: str, doing: str) -> P:
+def require(
+    part: P | None, name: str, store: object, *, field: str, doing: str, hint: str = ""
+) -> P:
     """``part`` (the store's ``name`` part), or InvalidInput naming ``field`` and the missing
     part when the store has none, e.g. ``require(store.outbox, "outbox", store,
     field="transaction", doing="scheduling inside your own transaction")``."""
     if part is None:
         raise InvalidInput(
             field,
-            f"{doing} needs a store with {name} (store.{name}); "
-            f"{type(store).__name__} on {_scheme(store)} has none",
+            f"{doing} needs store.{name}, which {type(store).__name__} ({_scheme(store)}) "
+            f"does not have{'; ' + hint if hint else ''}",
         )
     return part
 
