@@ -36,8 +36,8 @@ from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import dump_json, from_micros, payload_text, to_micros
 from duetime.store.cursors import encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
-from duetime.store.queries import load_migrations, load_queries
-from duetime.store.sqlite.database import SqliteDatabase, begin_immediate, path_from_url
+from duetime.store.queries import load_queries
+from duetime.store.sqlite.database import SqliteDatabase, path_from_url
 from duetime.store.sqlite.finishing import apply_finish, finish_done
 from duetime.store.sqlite.history import SqliteHistory
 from duetime.store.sqlite.rows import (
@@ -49,12 +49,12 @@ from duetime.store.sqlite.rows import (
     timer_from_tuple,
 )
 from duetime.store.sqlite.schedules import SqliteSchedules
+from duetime.store.sqlite.schema import migrate, schema_version
 from duetime.store.sqlite.tokens import SqliteTokens
 from duetime.store.sqlite.transactions import SqliteTransactions
 from duetime.store.transitions import Transition, refused
 
 Q = load_queries("duetime.store.sqlite")
-MIGRATIONS = load_migrations("duetime.store.sqlite.migrations")
 
 
 class SqliteStore:
@@ -91,34 +91,10 @@ class SqliteStore:
 
     # -- schema -----------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
-        def run(conn: sqlite3.Connection) -> list[int]:
-            conn.execute(Q["create_migrations_table"])
-            begin_immediate(conn)
-            try:
-                done = {row[0] for row in conn.execute(Q["applied_migrations"])}
-                applied = []
-                for version, name, sql in MIGRATIONS:
-                    if version in done:
-                        continue
-                    for statement in _split_statements(sql):
-                        conn.execute(statement)
-                    conn.execute(Q["record_migration"], (version, name, _now_micros()))
-                    applied.append(version)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return applied
-
-        return await self._db.read(run)
+        return await self._db.read(migrate)
 
     async def schema_version(self) -> int:
-        def run(conn: sqlite3.Connection) -> int:
-            conn.execute(Q["create_migrations_table"])
-            versions = [row[0] for row in conn.execute(Q["applied_migrations"])]
-            return max(versions, default=0)
-
-        return await self._db.read(run)
+        return await self._db.read(schema_version)
 
     # -- namespaces -------------------------------------------------------------------------
     async def ensure_namespace(self, namespace: str, now: datetime) -> None:
@@ -462,18 +438,6 @@ def _claim_params(namespace: str, types: Sequence[str] | ClaimFilter | None) -> 
         "destinations": dump_json(claim.destinations),
         "handler_types": dump_json(claim.handler_types),
     }
-
-
-def _split_statements(sql: str) -> list[str]:
-    """Split a migration into statements (migrations hold no semicolons inside literals)."""
-    lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
-    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
-
-
-def _now_micros() -> int:
-    from duetime.clock import SystemClock
-
-    return to_micros(SystemClock().now())
 
 
 def _timer_cursor(timer: Timer) -> str:
