@@ -12,7 +12,8 @@ import psycopg
 from storekit import NOW, PG_URL, StoreFactory, new_timer
 
 from duetime.model import Finish, Outcome, Status
-from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
+from duetime.store.postgres.schema import MIGRATIONS
+from duetime.store.postgres.store import PostgresStore, Q
 
 
 def _connect(schema: str) -> psycopg.Connection[Any]:

@@ -17,8 +17,9 @@ from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
 from duetime.store import create_store
 from duetime.store.postgres.database import Statement
 from duetime.store.postgres.rows import claimed_timer_rows
+from duetime.store.postgres.schema import MIGRATIONS
 from duetime.store.postgres.settings import parse_url
-from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
+from duetime.store.postgres.store import PostgresStore, Q
 
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))
 

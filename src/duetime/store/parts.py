@@ -45,7 +45,7 @@ class ScheduleStore(Protocol):
         """Insert new schedules in one transaction; None where the name is already taken.
 
         ``error`` raises AlreadyExists instead (nothing stored); ``keep`` and ``update`` leave
-        an existing schedule as it is (the caller revises it)).
+        an existing schedule as it is (the caller revises it).
         """
         ...
 
@@ -121,7 +121,7 @@ class ScheduleStore(Protocol):
 
 
 class HistoryStore(Protocol):
-    """Backends that keep finished timers off the hot path and read them back as an event log.
+    """Finished timers kept off the hot path, and read back as an event log.
 
     ``maintain`` is safe to run on several nodes at once: rows are taken in batches with
     ``FOR UPDATE SKIP LOCKED`` (PostgreSQL) or under the write lock (SQLite), and partitions are

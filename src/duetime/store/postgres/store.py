@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import psycopg
-from psycopg import sql
 from psycopg.cursor_async import AsyncCursor
 
 from duetime.errors import AlreadyExists, InvalidInput
@@ -54,16 +53,16 @@ from duetime.store.postgres.rows import (
     written_timer_rows,
 )
 from duetime.store.postgres.schedules import PostgresSchedules
+from duetime.store.postgres.schema import migrate, schema_version
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.tokens import PostgresTokens
 from duetime.store.postgres.transactions import PostgresOutbox, PostgresTransactions
 from duetime.store.postgres.wakeup import Listener
-from duetime.store.queries import load_migrations, load_queries
+from duetime.store.queries import load_queries
 from duetime.store.streams import Replayable, chunked
 from duetime.store.transitions import Transition, refused
 
 Q = load_queries("duetime.store.postgres")
-MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
 PUT_CHUNK = 100
 """Timers a statement of ``put_timers``: small enough that the client validates and encodes the
 next chunk while the server writes this one, large enough that a statement's own cost is small
@@ -129,35 +128,10 @@ class PostgresStore:
     # -- schema -----------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
         """Apply pending migrations under an advisory lock, so concurrent starters queue up."""
-
-        async def run(conn: Conn) -> list[int]:
-            await conn.execute(Q["lock_migrations"], {"lock": f"duetime:migrate:{self.schema}"})
-            create = sql.SQL(Q["create_schema"]).format(schema=sql.Identifier(self.schema))
-            await conn.execute(create)
-            await conn.execute(Q["create_migrations_table"])
-            done = {row["version"] for row in await fetch_all(conn, Q["applied_migrations"], {})}
-            applied = []
-            for version, name, text in MIGRATIONS:
-                if version not in done:
-                    await conn.execute(text)
-                    await conn.execute(Q["record_migration"], {"version": version, "name": name})
-                    applied.append(version)
-            return applied
-
-        return await self._db.write(run)
+        return await self._db.write(lambda conn: migrate(conn, self.schema))
 
     async def schema_version(self) -> int:
-        table = f'"{self.schema}".schema_migrations'
-
-        async def run(conn: Conn) -> int:
-            if not await fetch_value(conn, Q["migrations_table_exists"], {"table": table}):
-                return 0
-            return max(
-                (r["version"] for r in await fetch_all(conn, Q["applied_migrations"], {})),
-                default=0,
-            )
-
-        return await self._db.read(run)
+        return await self._db.read(lambda conn: schema_version(conn, self.schema))
 
     # -- namespaces -------------------------------------------------------------------------
     async def ensure_namespace(self, namespace: str, now: datetime) -> None:
