@@ -268,7 +268,7 @@ async def history_figures(args: argparse.Namespace) -> None:
         reset_claims(args)
 
         started = time.perf_counter()
-        report = await store.maintain(POLICY, datetime.now(UTC))
+        report = await store.history.maintain(POLICY, datetime.now(UTC))
         elapsed = time.perf_counter() - started
         print(
             f"archived {report.archived:,} timers (+ attempts) in {elapsed:.1f} s: "
@@ -283,7 +283,7 @@ async def history_figures(args: argparse.Namespace) -> None:
         print(f"claims of {args.batch}, archived and vacuumed: {summary(after)}")
 
         started = time.perf_counter()
-        idle = await store.maintain(POLICY, datetime.now(UTC))
+        idle = await store.history.maintain(POLICY, datetime.now(UTC))
         print(
             f"a round with nothing to do: {(time.perf_counter() - started) * 1000:.1f} ms "
             f"({idle.archived} archived)"

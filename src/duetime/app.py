@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from duetime.app_schedules import ScheduleMethods
+from duetime.app_tokens import TokenMethods
 from duetime.clock import Clock, DatabaseClock
 from duetime.config import Settings
 from duetime.destinations.base import Destination, check_name
@@ -39,11 +40,9 @@ from duetime.model import (
 from duetime.requests import TimerRequest
 from duetime.routes import HANDLER, Route, check_pattern
 from duetime.services.upkeep import worker_services
-from duetime.store import Store, create_store
-from duetime.store.protocol import (
-    TransactionalStore,
-    history_store,
-)
+from duetime.store import Store as Store
+from duetime.store import create_store as create_store
+from duetime.store.parts import require
 from duetime.validation import (
     check_limit,
     check_lookup_key,
@@ -62,7 +61,7 @@ _END = object()
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
-class AsyncApp(ScheduleMethods):
+class AsyncApp(ScheduleMethods, TokenMethods):
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(
@@ -331,13 +330,15 @@ class AsyncApp(ScheduleMethods):
         check_on_conflict(on_conflict)
         await self.open()
         if transaction is not None:
-            if not isinstance(self.store, TransactionalStore):
-                raise InvalidInput(
-                    "transaction", "scheduling inside a transaction needs the PostgreSQL store"
-                )
-            return await self.store.put_timers_in(
-                transaction, timers, on_conflict, self.clock.now()
+            outbox = require(
+                self.store.outbox,
+                "outbox",
+                self.store,
+                field="transaction",
+                doing="scheduling inside your own transaction",
+                hint="the PostgreSQL store has one",
             )
+            return await outbox.put_timers_in(transaction, timers, on_conflict, self.clock.now())
         return await self.store.put_timers(timers, on_conflict, self.clock.now())
 
     async def emit(
@@ -444,9 +445,7 @@ class AsyncApp(ScheduleMethods):
         check_limit(limit)
         log_filter = event_filter(type, since, until, self.clock.now())
         await self.open()
-        return await history_store(self.store).list_events(
-            self.namespace, log_filter, cursor, limit
-        )
+        return await self.store.history.list_events(self.namespace, log_filter, cursor, limit)
 
     async def maintain(self) -> MaintenanceReport:
         """The retention step once, now (workers run it every ``maintenance_interval``): move
@@ -455,7 +454,7 @@ class AsyncApp(ScheduleMethods):
         await self._open_store(migrate=self.settings.migrate)
         from duetime.services.retention import policy_of
 
-        return await history_store(self.store).maintain(policy_of(self.settings), self.clock.now())
+        return await self.store.history.maintain(policy_of(self.settings), self.clock.now())
 
     # -- working ----------------------------------------------------------------------------
     def worker(

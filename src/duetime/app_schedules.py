@@ -27,7 +27,7 @@ from duetime.schedules import (
     revise,
 )
 from duetime.store import Store
-from duetime.store.protocol import SchedulingStore, scheduling_store
+from duetime.store.parts import ScheduleStore
 from duetime.validation import check_limit, check_on_conflict, check_type
 
 if TYPE_CHECKING:
@@ -50,9 +50,9 @@ class ScheduleMethods:
             """Provided by the app: connects (and migrates) on first use."""
 
     @property
-    def schedules(self) -> SchedulingStore:
-        """The store, as the keeper of schedules."""
-        return scheduling_store(self.store)
+    def schedules(self) -> ScheduleStore:
+        """The store's schedules part."""
+        return self.store.schedules
 
     async def add_schedule(
         self,

@@ -3,7 +3,8 @@
 A token is ``dt_`` + 32 random bytes (URL-safe base64), shown once when it is created and stored
 only as its SHA-256 hash, so a copy of the database does not hand out access. Each token is
 scoped to one or more namespaces (or ``*`` for all of them) and is read-only or read-write.
-This module is pure logic plus the :class:`TokenStore` protocol each backend implements.
+This module is pure logic: the hashes live in the store's ``tokens`` part
+(:class:`~duetime.store.parts.TokenStore`), the record in :mod:`duetime.model.tokens`.
 """
 
 from __future__ import annotations
@@ -11,21 +12,18 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
 
 from duetime.errors import DuetimeError, InvalidInput
-from duetime.model import JSON, iso
+from duetime.model.tokens import ALL_NAMESPACES as ALL_NAMESPACES
+from duetime.model.tokens import TokenInfo as TokenInfo
+from duetime.store.parts import TokenStore as TokenStore
 from duetime.validation import check_namespace
-
-if TYPE_CHECKING:
-    from duetime.store.protocol import Store
 
 TOKEN_PREFIX = "dt_"
 TOKEN_BYTES = 32
-ALL_NAMESPACES = "*"
 MAX_TOKEN_NAME = 100
 _TOKEN = re.compile(r"dt_[A-Za-z0-9_-]{43}")
 
@@ -43,79 +41,11 @@ class Forbidden(DuetimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class TokenInfo:
-    """What is stored about a token: never the token itself, only its hash (kept out of here)."""
-
-    id: int
-    name: str | None
-    namespaces: tuple[str, ...]
-    read_only: bool
-    created_at: datetime
-    revoked_at: datetime | None = None
-    last_used_at: datetime | None = None
-
-    @property
-    def all_namespaces(self) -> bool:
-        return ALL_NAMESPACES in self.namespaces
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
-
-    def can_read(self, namespace: str) -> bool:
-        """Whether the token may see ``namespace`` at all (otherwise it looks unknown)."""
-        return self.active and (self.all_namespaces or namespace in self.namespaces)
-
-    def can_write(self, namespace: str) -> bool:
-        return self.can_read(namespace) and not self.read_only
-
-    def to_dict(self) -> dict[str, JSON]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "namespaces": list(self.namespaces),
-            "read_only": self.read_only,
-            "created_at": iso(self.created_at),
-            "revoked_at": iso(self.revoked_at),
-            "last_used_at": iso(self.last_used_at),
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class IssuedToken:
     """A token just created: ``secret`` is shown to the caller once and never stored."""
 
     secret: str
     info: TokenInfo
-
-
-class TokenStore(Protocol):
-    """Durable storage of token hashes; every backend (SQLite, PostgreSQL) implements it."""
-
-    async def add_token(
-        self,
-        name: str | None,
-        token_hash: str,
-        namespaces: Sequence[str],
-        read_only: bool,
-        now: datetime,
-    ) -> TokenInfo: ...
-
-    async def find_token(self, token_hash: str) -> TokenInfo | None:
-        """The active (not revoked) token with this hash, or None."""
-        ...
-
-    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]: ...
-
-    async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
-        """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""
-        ...
-
-    async def touch_token(self, token_id: int, now: datetime) -> None:
-        """Record that the token was just used (callers throttle this write)."""
-        ...
-
-    async def has_active_tokens(self) -> bool: ...
 
 
 def generate_token() -> str:
@@ -197,22 +127,3 @@ async def issue_token(
     secret = generate_token()
     info = await tokens.add_token(name, hash_token(secret), scope, read_only, now)
     return IssuedToken(secret, info)
-
-
-def token_store_for(store: Store) -> TokenStore:
-    """The token store sharing ``store``'s database (InvalidInput for backends without one)."""
-    from duetime.store.sqlite.store import SqliteStore
-
-    if isinstance(store, SqliteStore):
-        from duetime.store.sqlite.tokens import SqliteTokenStore
-
-        return SqliteTokenStore(store)
-    if store.url.startswith(("postgresql://", "postgres://")):
-        from duetime.store.postgres.store import PostgresStore
-        from duetime.store.postgres.tokens import PostgresTokenStore
-
-        if isinstance(store, PostgresStore):
-            return PostgresTokenStore(store)
-    raise InvalidInput(
-        "database_url", f"API tokens are not supported on {store.url.split(':', 1)[0]} yet"
-    )

@@ -171,6 +171,23 @@ def add_months(wall: datetime, months: int) -> datetime:
     return wall.replace(year=year, month=month, day=day)
 
 
+def month_start(instant: datetime) -> datetime:
+    """The first instant (UTC) of ``instant``'s month: history partitions are UTC months."""
+    utc = instant.astimezone(UTC)
+    return datetime(utc.year, utc.month, 1, tzinfo=UTC)
+
+
+def months_between(first: datetime, last: datetime) -> list[datetime]:
+    """The starts of every UTC month from ``first``'s through ``last``'s."""
+    months = []
+    current = month_start(first)
+    end = month_start(last)
+    while current <= end:
+        months.append(current)
+        current = add_months(current, 1)
+    return months
+
+
 def add_duration(
     start: datetime,
     d: CalendarDuration,

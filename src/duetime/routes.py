@@ -20,13 +20,14 @@ from dataclasses import dataclass
 
 from duetime.errors import InvalidInput
 from duetime.model import ClaimFilter, Subscription
+from duetime.model.deliveries import DELIVERY_SEPARATOR as DELIVERY_SEPARATOR
+from duetime.model.deliveries import delivery_key as delivery_key
+from duetime.model.deliveries import event_key as event_key
+from duetime.model.deliveries import fan_out_note as fan_out_note
 from duetime.validation import MAX_TYPE_LENGTH
 
 HANDLER = "handler"
 """The destination name of Python handlers; reserved, so no configured destination takes it."""
-
-DELIVERY_SEPARATOR = "@"
-"""Between an event's key and a destination's name in the key of a delivery row."""
 
 _PATTERN = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.:/*-]*")
 
@@ -83,32 +84,6 @@ def matches(pattern: str, type: str) -> bool:
     if "*" not in pattern:
         return pattern == type
     return _regex(pattern).fullmatch(type) is not None
-
-
-def like_pattern(pattern: str) -> str:
-    """``pattern`` as an SQL ``LIKE`` pattern (backslash escapes): ``*`` → ``%``, the rest
-    literal — ``_``, which event types may contain, is a ``LIKE`` wildcard, so it is escaped."""
-    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped.replace("*", "%")
-
-
-def delivery_key(key: str, destination: str) -> str:
-    """The key of the delivery row of event ``key`` to ``destination``."""
-    return f"{key}{DELIVERY_SEPARATOR}{destination}"
-
-
-def event_key(key: str, destination: str | None) -> str:
-    """The event's own key, from a row's key: a delivery row's minus its destination suffix."""
-    if destination is None:
-        return key
-    suffix = DELIVERY_SEPARATOR + destination
-    return key[: -len(suffix)] if key.endswith(suffix) else key
-
-
-def fan_out_note(destinations: Sequence[str]) -> str:
-    """What the event's attempt records when it fans out."""
-    count = len(destinations)
-    return f"fanned out to {count} deliver{'y' if count == 1 else 'ies'}: {', '.join(destinations)}"
 
 
 def subscriptions_of(

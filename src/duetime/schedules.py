@@ -15,7 +15,6 @@ stored schedule (:func:`revise`) keeps the rules of the state machine in one pla
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import enum
 import re
@@ -24,7 +23,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
 from duetime.errors import InvalidInput
-from duetime.model import JSON, CatchUp, NewTimer, Schedule, iso
+from duetime.model import JSON, Schedule, iso
+from duetime.model.schedules import Materialized as Materialized
+from duetime.model.schedules import NewSchedule as NewSchedule
+from duetime.model.schedules import ScheduleAdvance as ScheduleAdvance
+from duetime.model.schedules import ScheduleFilter as ScheduleFilter
+from duetime.model.schedules import schedule_from_new as schedule_from_new
 from duetime.recurrence import (
     OnGap,
     OnOverlap,
@@ -140,60 +144,6 @@ def recurrence_of(schedule: Schedule) -> Recurrence:
 def anchor_for(now: datetime) -> datetime:
     """An interval's grid without ``start_at``: the first whole second after ``now``."""
     return now.replace(microsecond=0) + timedelta(seconds=1)
-
-
-@dataclass(frozen=True, slots=True)
-class NewSchedule:
-    """A validated schedule to store; the store fills in id, version and bookkeeping."""
-
-    namespace: str
-    name: str
-    type: str
-    payload: JSON
-    subject: str | None
-    recurrence: Recurrence
-    catch_up: CatchUp
-    active: bool
-    max_attempts: int
-    anchor_at: datetime
-    after_at: datetime
-    next_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleFilter:
-    """Which schedules a listing returns; every field narrows it."""
-
-    subject: str | None = None
-    type: str | None = None
-    active: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleAdvance:
-    """One materialisation step of one schedule: the timers to create and its new position.
-
-    The store applies it only if the row still has ``version`` (optimistic concurrency): a
-    schedule someone else advanced or changed meanwhile is skipped, its timers not inserted.
-    """
-
-    schedule_id: int
-    version: int
-    next_at: datetime | None
-    after_at: datetime
-    last_at: datetime | None
-    timers: tuple[NewTimer, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Materialized:
-    """What one materialisation batch did."""
-
-    due: int = 0
-    """Schedules read as due."""
-    advanced: int = 0
-    timers: int = 0
-    """Timers created (an occurrence that already had its timer is not counted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,36 +292,6 @@ def first_after(rule: Recurrence, anchor_at: datetime, after: datetime) -> datet
     return next_after(rule, after)
 
 
-def schedule_from_new(new: NewSchedule, id: int, now: datetime, version: int = 1) -> Schedule:
-    """The stored row of a new schedule (what the stores return)."""
-    rule = new.recurrence
-    return Schedule(
-        id=id,
-        namespace=new.namespace,
-        name=new.name,
-        type=new.type,
-        payload=new.payload,
-        subject=new.subject,
-        cron=rule.cron,
-        every=rule.every,
-        timezone=rule.timezone,
-        start_at=rule.start_at,
-        end_at=rule.end_at,
-        catch_up=new.catch_up,
-        on_gap=rule.on_gap,
-        on_overlap=rule.on_overlap,
-        active=new.active,
-        max_attempts=new.max_attempts,
-        next_at=new.next_at,
-        after_at=new.after_at,
-        anchor_at=new.anchor_at,
-        last_at=None,
-        created_at=now,
-        updated_at=now,
-        version=version,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Revision:
     """A stored schedule's next state, and from when its early timers must be released."""
@@ -424,25 +344,6 @@ def revise(
     revised = replace(candidate, anchor_at=anchor_at, after_at=after_at)
     revised = replace(revised, next_at=first_after(recurrence_of(revised), anchor_at, after_at))
     return Revision(revised, release_after, changed=True)
-
-
-def encode_name_cursor(name: str) -> str:
-    """An opaque page cursor for listings by name."""
-    return base64.urlsafe_b64encode(f"name:{name}".encode()).decode().rstrip("=")
-
-
-def decode_name_cursor(cursor: str | None) -> str:
-    """The name to list after ('' from the start)."""
-    if cursor is None or cursor == "":
-        return ""
-    try:
-        text = base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("cursor", "not a cursor this server issued") from exc
-    prefix, _, name = text.partition(":")
-    if prefix != "name":
-        raise InvalidInput("cursor", "not a cursor this server issued")
-    return name
 
 
 def preview_occurrences(

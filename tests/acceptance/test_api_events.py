@@ -23,7 +23,7 @@ from starlette.exceptions import StarletteDeprecationWarning
 
 from duetime import AsyncApp, Dead, Event, FrozenClock, Retry
 from duetime.api import ApiSettings, create_api
-from duetime.auth import issue_token, token_store_for
+from duetime.auth import issue_token
 from duetime.config import Settings
 from duetime.store import create_store
 
@@ -71,7 +71,7 @@ async def _issue_tokens(url: str) -> dict[str, str]:
     try:
         for namespace in ("shop", "other"):
             await store.ensure_namespace(namespace, NOW)
-        tokens = token_store_for(store)
+        tokens = store.tokens
         scopes = {"rw": (["shop"], False), "ro": (["shop"], True), "other": (["other"], False)}
         return {
             who: (await issue_token(tokens, ns, read_only=ro, name=who, now=NOW)).secret

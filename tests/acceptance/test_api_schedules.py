@@ -20,7 +20,7 @@ from starlette.exceptions import StarletteDeprecationWarning
 
 from duetime import FrozenClock
 from duetime.api import ApiSettings, create_api
-from duetime.auth import issue_token, token_store_for
+from duetime.auth import issue_token
 from duetime.config import Settings
 from duetime.store import create_store
 
@@ -65,7 +65,7 @@ async def _issue_tokens(url: str) -> dict[str, str]:
     try:
         for namespace in ("shop", "other"):
             await store.ensure_namespace(namespace, NOW)
-        tokens = token_store_for(store)
+        tokens = store.tokens
         scopes = {"rw": (["shop"], False), "ro": (["shop"], True), "other": (["other"], False)}
         issued = {}
         for who, (namespaces, read_only) in scopes.items():

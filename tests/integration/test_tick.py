@@ -52,7 +52,7 @@ def ping_app(db_url: str, clock: FrozenClock) -> tuple[AsyncApp, list[str]]:
 
 def listener_counts(app: AsyncApp, clock: FrozenClock) -> tuple[int, int]:
     """(clock, store) wake-up listeners: each running worker and materializer holds one of each."""
-    return len(clock._listeners), len(app.store._listeners)  # type: ignore[attr-defined]
+    return len(clock._listeners), len(app.store._db.listeners)  # type: ignore[attr-defined]
 
 
 def test_repeated_ticks_leave_no_wakeup_listeners_behind(db_url: str, clock: FrozenClock) -> None:

@@ -18,7 +18,7 @@ from duetime.errors import InvalidInput
 from duetime.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
 from duetime.model import Attempt, FanOut, Finish, Outcome, Page, Status, Timer, TimerFilter
 from duetime.store import Store
-from duetime.store.protocol import HistoryStore, history_store
+from duetime.store.parts import HistoryStore
 
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))
 LATER = NOW + timedelta(hours=2)
@@ -29,7 +29,7 @@ LEASE = NOW + timedelta(minutes=5)
 
 
 def hist(store: Store) -> HistoryStore:
-    return history_store(store)
+    return store.history
 
 
 async def finish(store: Store, key: str, outcome: Outcome, at: timedelta = timedelta(0)) -> None:

@@ -121,17 +121,17 @@ def test_timer_history_mirrors_timers_column_for_column(conn: psycopg.Connection
 
 
 async def test_partitions_are_made_ahead_and_old_months_dropped(store: PostgresStore) -> None:
-    report = await store.maintain(POLICY, NOW)  # retention reaches back to 2025-02-19
+    report = await store.history.maintain(POLICY, NOW)  # retention reaches back to 2025-02-19
     months = ["2025_02", "2025_03", "2025_04", "2025_05"]
     made = [f"{parent}_{m}" for m in months for parent in history.PARENTS]
     assert report.partitions_created == tuple(made)
-    assert await store._partitions() == set(made)
-    assert (await store.maintain(POLICY, NOW)).partitions_created == ()
+    assert await store.history._partitions() == set(made)
+    assert (await store.history.maintain(POLICY, NOW)).partitions_created == ()
     # 2025-04-15: February ended before the retention's start (2025-03-16); March did not.
-    report = await store.maintain(POLICY, datetime(2025, 4, 15, tzinfo=UTC))
+    report = await store.history.maintain(POLICY, datetime(2025, 4, 15, tzinfo=UTC))
     assert report.partitions_created == ("timer_history_2025_06", "attempt_history_2025_06")
     assert report.partitions_dropped == ("attempt_history_2025_02", "timer_history_2025_02")
-    assert "timer_history_2025_03" in await store._partitions()
+    assert "timer_history_2025_03" in await store.history._partitions()
 
 
 async def test_nodes_making_partitions_at_once_make_each_once(
@@ -141,12 +141,12 @@ async def test_nodes_making_partitions_at_once_make_each_once(
     for other in others:
         await other.open(migrate=False)
     try:
-        reports = await asyncio.gather(*(s.maintain(POLICY, NOW) for s in [store, *others]))
+        reports = await asyncio.gather(*(s.history.maintain(POLICY, NOW) for s in [store, *others]))
     finally:
         for other in others:
             await other.close()
     made = [name for report in reports for name in report.partitions_created]
-    assert sorted(made) == sorted(await store._partitions())
+    assert sorted(made) == sorted(await store.history._partitions())
     assert len(made) == 8
 
 
@@ -154,16 +154,16 @@ async def test_a_month_in_use_is_dropped_in_a_later_round(
     store: PostgresStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(history, "PARTITION_LOCK_TIMEOUT", "50ms")
-    await store.maintain(POLICY, NOW)
-    before = await store._partitions()
+    await store.history.maintain(POLICY, NOW)
+    before = await store.history._partitions()
     later = datetime(2025, 4, 15, tzinfo=UTC)
     with psycopg.connect(PG_URL, options=f"-c search_path={pg_schema}") as reader:
         # a long read of the history: holds its locks until it ends
         reader.execute("SELECT count(*) FROM timer_history, attempt_history")
-        report = await store.maintain(POLICY, later)
+        report = await store.history.maintain(POLICY, later)
         assert (report.partitions_created, report.partitions_dropped) == ((), ())
-        assert await store._partitions() == before
-    report = await store.maintain(POLICY, later)
+        assert await store.history._partitions() == before
+    report = await store.history.maintain(POLICY, later)
     assert report.partitions_created == ("timer_history_2025_06", "attempt_history_2025_06")
     assert report.partitions_dropped == ("attempt_history_2025_02", "timer_history_2025_02")
 
@@ -175,7 +175,7 @@ async def test_archived_rows_keep_their_attempts_and_partition(
     claimed = await store.claim_due("ns", None, NOW, 2, "n1", NOW + timedelta(minutes=1))
     finishes = [Finish(c.timer.id, c.attempt, Outcome.DONE) for c in claimed]
     await store.finish(finishes, "n1", NOW + timedelta(seconds=1))
-    await store.maintain(POLICY, NOW + timedelta(hours=2))
+    await store.history.maintain(POLICY, NOW + timedelta(hours=2))
     assert conn.execute("SELECT count(*) FROM timers").fetchone() == (0,)
     rows = conn.execute(
         "SELECT tableoid::regclass::text, key FROM timer_history ORDER BY key"
@@ -211,7 +211,7 @@ async def test_plans_with_a_large_history(
     ).fetchone() or (0, 0)
     assert archivable > 30_000
     assert expired > 20_000
-    report = await store.maintain(POLICY, NOW)
+    report = await store.history.maintain(POLICY, NOW)
     assert (report.archived, report.deleted) == (archivable, expired)
     for moment in ("archived, not analysed", "archived, analysed"):
         check_claim_path(conn, moment)
@@ -219,7 +219,8 @@ async def test_plans_with_a_large_history(
         check_history_reads(conn, moment)
         for table in ("timers", "attempts", "timer_history", "attempt_history"):
             conn.execute(f"ANALYZE {table}")
-    assert len((await store.list_events("ns1", EventFilter(type="t*"), None, 500)).items) == 500
+    listed = await store.history.list_events("ns1", EventFilter(type="t*"), None, 500)
+    assert len(listed.items) == 500
     archived = await store.get_timer("ns1", ARCHIVED_KEY)
     assert archived is not None
     assert [a.outcome for a in await store.list_attempts(archived.id)] == [Outcome.DONE]

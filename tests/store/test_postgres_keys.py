@@ -12,7 +12,8 @@ import psycopg
 from storekit import NOW, PG_URL, StoreFactory, new_timer
 
 from duetime.model import Finish, Outcome, Status
-from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
+from duetime.store.postgres.schema import MIGRATIONS
+from duetime.store.postgres.store import PostgresStore, Q
 
 
 def _connect(schema: str) -> psycopg.Connection[Any]:
@@ -95,7 +96,7 @@ async def test_an_update_racing_a_new_key_lands_on_the_timer_the_other_batch_mad
     other = await psycopg.AsyncConnection.connect(store.settings.conninfo)
     try:
         async with other.transaction():
-            await store.put_timers_in(
+            await store.outbox.put_timers_in(
                 other, [new_timer("k", type="t", payload={"v": 1})], "update", NOW
             )
             racing = asyncio.ensure_future(

@@ -17,8 +17,9 @@ from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
 from duetime.store import create_store
 from duetime.store.postgres.database import Statement
 from duetime.store.postgres.rows import claimed_timer_rows
+from duetime.store.postgres.schema import MIGRATIONS
 from duetime.store.postgres.settings import parse_url
-from duetime.store.postgres.store import MIGRATIONS, PostgresStore, Q
+from duetime.store.postgres.store import PostgresStore, Q
 
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))
 
@@ -188,7 +189,7 @@ async def test_the_stores_own_notifies_follow_the_commit_a_callers_are_part_of_i
         "notify": reporting(Q["notify"]),
         "notify_after_commit": reporting(Q["notify_after_commit"]),
     }
-    monkeypatch.setattr("duetime.store.postgres.store.Q", reported)
+    monkeypatch.setattr("duetime.store.postgres.notices.Q", reported)
     async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as listener:
         await listener.execute(f"LISTEN {store.settings.channel}")
         heard: list[str] = []
@@ -205,7 +206,7 @@ async def test_the_stores_own_notifies_follow_the_commit_a_callers_are_part_of_i
         retry = Finish(claimed.timer.id, 1, Outcome.RETRY, error="x", run_at=NOW)
         assert await store.finish([retry], "n1", NOW) == set()  # a pipelined write
         async with await psycopg.AsyncConnection.connect(PG_URL) as own, own.transaction():
-            await store.put_timers_in(own, [new_timer("b", type="t")], "error", NOW)
+            await store.outbox.put_timers_in(own, [new_timer("b", type="t")], "error", NOW)
         await hear(3)
     assert heard[:2] == ["none off", "none off"]  # wrote nothing, needs no flush
     xid, flushed = heard[2].split()
@@ -317,12 +318,12 @@ async def test_a_first_attempt_that_completes_its_timer_is_kept_on_the_timer_row
     ]
     logged = {
         e.timer.key: e.deliveries
-        for e in (await store.list_events("ns", EventFilter(), None, 10)).items
+        for e in (await store.history.list_events("ns", EventFilter(), None, 10)).items
     }
     assert logged["a"] == (only,)
     assert [(x.number, x.node_id) for x in logged["b"]] == [(1, "n1"), (2, "n2")]
 
-    await store.maintain(POLICY, done_at + timedelta(hours=2))  # both archived
+    await store.history.maintain(POLICY, done_at + timedelta(hours=2))  # both archived
     with psycopg.connect(PG_URL, autocommit=True, options=f"-c search_path={pg_schema}") as c:
         assert c.execute("SELECT count(*) FROM timers").fetchone() == (0,)
         archived = c.execute(

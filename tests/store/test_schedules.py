@@ -21,7 +21,7 @@ from duetime.schedules import (
     occurrence_key,
 )
 from duetime.store import Store
-from duetime.store.protocol import SchedulingStore, scheduling_store
+from duetime.store.parts import ScheduleStore
 
 HOUR = timedelta(hours=1)
 
@@ -34,8 +34,8 @@ def new_schedule(name: str, namespace: str = "ns", **fields: object) -> NewSched
     return request.resolve(namespace, NOW, 5, 1024)
 
 
-def s(store: Store) -> SchedulingStore:
-    return scheduling_store(store)
+def s(store: Store) -> ScheduleStore:
+    return store.schedules
 
 
 async def add(store: Store, *schedules: NewSchedule) -> list[Schedule]:

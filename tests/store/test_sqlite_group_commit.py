@@ -23,7 +23,6 @@ from storekit import NOW, StoreFactory
 from duetime.auth import TokenInfo
 from duetime.store import Store
 from duetime.store.sqlite.store import SqliteStore
-from duetime.store.sqlite.tokens import SqliteTokenStore
 
 WAIT = 10.0
 """Seconds any one step may take; a write whose caller never hears back fails the test."""
@@ -46,7 +45,7 @@ def store(open_store: StoreFactory, tmp_path: Path, runner: asyncio.Runner) -> S
 async def traced(store: SqliteStore) -> list[str]:
     """Every statement the store's connection runs from now on, in order."""
     statements: list[str] = []
-    await store._run(lambda conn: conn.set_trace_callback(statements.append))
+    await store._db.read(lambda conn: conn.set_trace_callback(statements.append))
     return statements
 
 
@@ -59,7 +58,7 @@ async def connection_held(store: SqliteStore) -> AsyncIterator[None]:
         entered.set()
         release.wait(WAIT)
 
-    holding = asyncio.ensure_future(store._run(hold))
+    holding = asyncio.ensure_future(store._db.read(hold))
     try:
         assert await asyncio.to_thread(entered.wait, WAIT)
         yield
@@ -71,7 +70,7 @@ async def connection_held(store: SqliteStore) -> AsyncIterator[None]:
 async def queue_behind(store: SqliteStore, calls: Sequence[asyncio.Future[Any]]) -> None:
     """Let every call queue its write behind the held thread (each does in its first step)."""
     await asyncio.sleep(0)
-    assert len(store._writes) == len(calls)
+    assert len(store._db._writes) == len(calls)
 
 
 def started(statements: list[str], prefix: str) -> list[str]:
@@ -86,9 +85,7 @@ def committed_rows(path: Path, sql: str) -> list[Any]:
 
 
 async def make_probe_table(store: SqliteStore) -> None:
-    await store._run(
-        store._write(lambda conn: conn.execute("CREATE TABLE probe (n INTEGER PRIMARY KEY)"))
-    )
+    await store._db.write(lambda conn: conn.execute("CREATE TABLE probe (n INTEGER PRIMARY KEY)"))
 
 
 def insert(*numbers: int) -> Write:
@@ -107,7 +104,7 @@ def outcomes(calls: Sequence[asyncio.Future[Any]]) -> list[Any]:
 async def test_concurrent_writes_share_one_transaction_and_answer_after_its_commit(
     store: SqliteStore,
 ) -> None:
-    tokens = SqliteTokenStore(store)
+    tokens = store.tokens
     statements = await traced(store)
     async with connection_held(store):
         calls: list[asyncio.Future[Any]] = [
@@ -152,7 +149,7 @@ async def test_a_failing_write_is_rolled_back_alone_and_the_others_commit(
     ]
     statements = await traced(store)
     async with connection_held(store):
-        calls = [asyncio.ensure_future(store._run(store._write(w))) for w in writes]
+        calls = [asyncio.ensure_future(store._db.write(w)) for w in writes]
         await queue_behind(store, calls)
     await asyncio.wait(calls, timeout=WAIT)
 
@@ -194,7 +191,7 @@ async def test_when_sqlite_abandons_the_transaction_the_rest_are_run_again_once(
         counted("last", insert(2)),
     ]
     async with connection_held(store):
-        calls = [asyncio.ensure_future(store._run(store._write(w))) for w in writes]
+        calls = [asyncio.ensure_future(store._db.write(w)) for w in writes]
         await queue_behind(store, calls)
     _, pending = await asyncio.wait(calls, timeout=WAIT)
     assert not pending, "a caller never heard back"
@@ -206,6 +203,6 @@ async def test_when_sqlite_abandons_the_transaction_the_rest_are_run_again_once(
     assert results[3] == 1
     assert runs == {"first": 2, "duplicate": 1, "lost": 1, "last": 1}
     assert committed_rows(store.path, "SELECT n FROM probe ORDER BY n") == [1, 2]
-    assert await store._run(lambda conn: conn.in_transaction) is False
+    assert await store._db.read(lambda conn: conn.in_transaction) is False
     # and the store still takes writes
-    assert await asyncio.wait_for(store._run(store._write(insert(4))), WAIT) == 1
+    assert await asyncio.wait_for(store._db.write(insert(4)), WAIT) == 1

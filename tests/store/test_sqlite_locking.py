@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from storekit import NOW, new_timer
 
-from duetime.store.sqlite.store import SqliteStore, _enter_wal
+from duetime.store.sqlite.database import enter_wal
+from duetime.store.sqlite.store import SqliteStore
 
 
 def hold_write_lock(path: Path) -> sqlite3.Connection:
@@ -40,7 +41,7 @@ def test_a_write_waits_for_the_other_writer_then_commits(tmp_path: Path) -> None
                 release.join()
                 other.close()
             # the connection's busy timeout is back to what it was configured to be
-            timeout = await store._run(
+            timeout = await store._db.read(
                 lambda conn: conn.execute("PRAGMA busy_timeout").fetchone()[0]
             )
             assert timeout == 30_000
@@ -94,7 +95,7 @@ class SwitchingRace:
 
 def test_switching_a_new_file_to_wal_is_tried_again_while_another_process_does() -> None:
     race = SwitchingRace(busy=3)
-    assert _enter_wal(race, patience=5.0) == "wal"  # type: ignore[arg-type]
+    assert enter_wal(race, patience=5.0) == "wal"  # type: ignore[arg-type]
     assert race.tries == 4
 
 
@@ -104,4 +105,4 @@ def test_switching_a_new_file_to_wal_is_tried_again_while_another_process_does()
 )
 def test_other_errors_and_a_spent_patience_are_raised(race: SwitchingRace, patience: float) -> None:
     with pytest.raises(sqlite3.OperationalError, match="locked"):
-        _enter_wal(race, patience)  # type: ignore[arg-type]
+        enter_wal(race, patience)  # type: ignore[arg-type]

@@ -11,19 +11,18 @@ import pytest
 from storekit import NOW, StoreFactory
 
 from duetime.auth import (
-    TokenStore,
     authenticate,
     generate_token,
     hash_token,
     issue_token,
-    token_store_for,
 )
 from duetime.errors import Conflict, NotFound
 from duetime.store import Store
+from duetime.store.parts import TokenStore
 
 
 def tokens(store: Store) -> TokenStore:
-    return token_store_for(store)
+    return store.tokens
 
 
 async def test_a_new_store_has_no_tokens(store: Store) -> None:

@@ -111,7 +111,7 @@ async def test_a_taken_over_attempt_writes_nothing(store: Store, backend: str) -
     def effect(conn: Any) -> Any:
         raise AssertionError("must not run for an attempt that is no longer ours")
 
-    assert not await store.complete_in_transaction(  # type: ignore[attr-defined]
+    assert not await store.transactions.complete_in_transaction(
         claimed.timer.id, claimed.attempt, "old-node", clock.now(), effect
     )
     assert await effect_rows(app, backend) == []
@@ -185,7 +185,7 @@ def stalled_process(url: str, claimed: Claimed, release: threading.Event) -> Bas
         store = PostgresStore(url, listen=False)
         await store.open(migrate=False)
         try:
-            return await store.complete_in_transaction(
+            return await store.transactions.complete_in_transaction(
                 claimed.timer.id,
                 claimed.attempt,
                 "stalled",
@@ -250,7 +250,7 @@ async def test_a_hung_async_effect_is_cancelled_when_the_lease_runs_out(
 
     assert isinstance(store, PostgresStore)
     with pytest.raises(TimeoutError, match="lease ran out"):
-        await store.complete_in_transaction(
+        await store.transactions.complete_in_transaction(
             claimed.timer.id, claimed.attempt, "n1", datetime.now(UTC), hang
         )
     assert cancelled.is_set()

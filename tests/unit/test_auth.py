@@ -21,7 +21,6 @@ from duetime.auth import (
     hash_token,
     issue_token,
     looks_like_token,
-    token_store_for,
 )
 from duetime.errors import Conflict, InvalidInput, NotFound
 from duetime.store import create_store
@@ -101,7 +100,7 @@ def test_sqlite_token_store_round_trip(db_url: str) -> None:
         store = create_store(db_url)
         await store.open()
         try:
-            tokens = token_store_for(store)
+            tokens = store.tokens
             assert not await tokens.has_active_tokens()
             issued = await issue_token(
                 tokens, ["shop", "billing"], read_only=True, name="reports", now=NOW

@@ -7,16 +7,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.config import Settings
+from duetime.durations import months_between
 from duetime.errors import InvalidInput
 from duetime.history import (
     EventFilter,
     RetentionPolicy,
-    decode_event_cursor,
-    encode_event_cursor,
     event_filter,
     instant_or_ago,
-    months_between,
 )
+from duetime.store.cursors import decode_event_cursor, encode_event_cursor
 
 NOW = datetime(2025, 3, 31, 12, 0, tzinfo=UTC)
 

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from duetime.errors import InvalidInput
-from duetime.store.codec import decode_cursor, encode_cursor, from_micros, to_micros
+from duetime.store.codec import from_micros, to_micros
+from duetime.store.cursors import decode_cursor, encode_cursor
 from duetime.store.queries import load_migrations, load_queries, parse_queries
 
 

@@ -23,11 +23,11 @@ from duetime.routes import (
     destinations_for,
     event_key,
     fan_out_note,
-    like_pattern,
     matches,
     plan,
     subscriptions_of,
 )
+from duetime.store.codec import like_pattern
 
 TYPE_CHARS = "ab_.:/-"
 types = st.text(TYPE_CHARS, min_size=1, max_size=12).filter(lambda t: t[0] not in ".:/-")

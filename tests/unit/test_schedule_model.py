@@ -12,13 +12,12 @@ from duetime.model import Schedule
 from duetime.schedules import (
     ScheduleRequest,
     check_schedule_name,
-    decode_name_cursor,
-    encode_name_cursor,
     occurrence_key,
     preview_occurrences,
     revise,
     schedule_from_new,
 )
+from duetime.store.cursors import decode_name_cursor, encode_name_cursor
 
 NOW = datetime(2025, 3, 8, 12, 0, 0, 250_000, tzinfo=UTC)
 

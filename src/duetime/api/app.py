@@ -15,10 +15,9 @@ from duetime.api import events, schedules, system, timers
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.service import Service
-from duetime.app import AsyncApp
+from duetime.app import AsyncApp, Store, create_store
 from duetime.clock import Clock
 from duetime.metrics import Metrics
-from duetime.store import Store, create_store
 
 if TYPE_CHECKING:
     from duetime.sources import Source

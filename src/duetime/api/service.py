@@ -14,16 +14,15 @@ from typing import TYPE_CHECKING
 
 from duetime.api import compat
 from duetime.api.config import ApiSettings
-from duetime.app import AsyncApp
-from duetime.auth import TokenInfo, TokenStore, token_store_for
+from duetime.app import AsyncApp, Store
+from duetime.auth import TokenInfo, TokenStore
 from duetime.clock import Clock, DatabaseClock
-from duetime.errors import InvalidInput, NotFound
+from duetime.errors import NotFound
 from duetime.metrics import Metrics
 from duetime.model import Status
 from duetime.runner import Runner
 from duetime.services.nodes import NodeUpkeep
 from duetime.services.upkeep import clock_services
-from duetime.store.protocol import Store
 from duetime.worker import new_node_id
 
 if TYPE_CHECKING:
@@ -152,12 +151,7 @@ class Service:
         wanted = self.settings.auth
         if wanted is False:
             return False
-        try:
-            self.tokens = token_store_for(self.store)
-        except InvalidInput:
-            if wanted:
-                raise
-            return False
+        self.tokens = self.store.tokens
         return True if wanted else await self.tokens.has_active_tokens()
 
     # -- helpers for requests ---------------------------------------------------------------

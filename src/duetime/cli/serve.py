@@ -13,7 +13,7 @@ import click
 
 from duetime.api import ApiSettings, create_api, server
 from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
-from duetime.app import AsyncApp
+from duetime.app import AsyncApp, Store, create_store
 from duetime.cli.context import config, database_url_option, log_level_option
 from duetime.cli.worker import (
     load_app,
@@ -25,7 +25,6 @@ from duetime.cli.worker import (
 from duetime.config import Settings
 from duetime.errors import InvalidInput
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
-from duetime.store import Store, create_store
 
 log = logging.getLogger("duetime.cli")
 

@@ -6,43 +6,13 @@ also creates its namespaces, since with auth on the API never creates namespaces
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
 import click
 from rich.table import Table
 
-from duetime import eventloop
-from duetime.auth import (
-    ALL_NAMESPACES,
-    IssuedToken,
-    TokenInfo,
-    TokenStore,
-    check_token_namespaces,
-    issue_token,
-    token_store_for,
-)
+from duetime.app import AsyncApp
+from duetime.auth import ALL_NAMESPACES, IssuedToken, TokenInfo, check_token_namespaces
 from duetime.cli import output
-from duetime.cli.context import config, database_url_option, json_option
-from duetime.clock import SystemClock
-from duetime.store import Store, create_store
-
-T = TypeVar("T")
-
-
-def run_tokens(action: Callable[[Store, TokenStore], Awaitable[T]]) -> T:
-    """Open the configured database (migrating it), run ``action``, close it."""
-    settings = config().settings()
-
-    async def main() -> T:
-        store = create_store(settings.database_url)
-        await store.open(migrate=settings.migrate)
-        try:
-            return await action(store, token_store_for(store))
-        finally:
-            await store.close()
-
-    return eventloop.run(main())
+from duetime.cli.context import config, database_url_option, json_option, run_app
 
 
 @click.group()
@@ -69,14 +39,10 @@ def create(
     """Create a token and print it (the only time it is shown)."""
     scope = check_token_namespaces((*namespaces, ALL_NAMESPACES) if all_namespaces else namespaces)
 
-    async def action(store: Store, token_store: TokenStore) -> IssuedToken:
-        now = SystemClock().now()
-        for namespace in scope:
-            if namespace != ALL_NAMESPACES:
-                await store.ensure_namespace(namespace, now)
-        return await issue_token(token_store, scope, read_only=read_only, name=name, now=now)
+    async def action(app: AsyncApp) -> IssuedToken:
+        return await app.issue_token(scope, read_only=read_only, name=name)
 
-    issued = run_tokens(action)
+    issued = run_app(action)
     if config().json:
         output.emit_json({"token": issued.secret, **issued.info.to_dict()})
         return
@@ -98,10 +64,10 @@ def create(
 def list_tokens(include_revoked: bool) -> None:
     """List tokens (never the secrets)."""
 
-    async def action(store: Store, token_store: TokenStore) -> list[TokenInfo]:
-        return await token_store.list_tokens(include_revoked=include_revoked)
+    async def action(app: AsyncApp) -> list[TokenInfo]:
+        return await app.list_tokens(include_revoked=include_revoked)
 
-    found = run_tokens(action)
+    found = run_app(action)
     if config().json:
         output.emit_json({"tokens": [info.to_dict() for info in found]})
         return
@@ -131,10 +97,10 @@ def list_tokens(include_revoked: bool) -> None:
 def revoke(token_id: int) -> None:
     """Revoke token ID at once (requests with it get 401 from then on)."""
 
-    async def action(store: Store, token_store: TokenStore) -> TokenInfo:
-        return await token_store.revoke_token(token_id, SystemClock().now())
+    async def action(app: AsyncApp) -> TokenInfo:
+        return await app.revoke_token(token_id)
 
-    info = run_tokens(action)
+    info = run_app(action)
     if config().json:
         output.emit_json({"action": "revoked", **info.to_dict()})
     else:

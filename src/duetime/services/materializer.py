@@ -26,7 +26,7 @@ from duetime.recurrence import Recurrence, catch_up_due, next_after
 from duetime.schedules import Materialized, ScheduleAdvance, occurrence_key, recurrence_of
 from duetime.services.base import Service
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
-from duetime.store.protocol import Store, scheduling_store
+from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.materializer")
 
@@ -139,7 +139,8 @@ class Materializer(Service):
             raise ValueError("lookahead and grace must not be negative, recheck positive")
         if batch_size < 1 or per_schedule < 1:
             raise ValueError("batch_size and per_schedule must be at least 1")
-        self.store = scheduling_store(store)
+        self.store = store
+        self.schedules = store.schedules
         self.clock = clock
         self.namespace = namespace
         self.lookahead = lookahead
@@ -180,7 +181,7 @@ class Materializer(Service):
             return advances
 
         while True:
-            result: Materialized = await self.store.materialize(
+            result: Materialized = await self.schedules.materialize(
                 self.namespace, horizon, self.batch_size, plan, now
             )
             created += result.timers
@@ -195,7 +196,7 @@ class Materializer(Service):
         if not self.check_tzdata or self.tzdata is not None:
             return
         try:
-            self.tzdata = await reresolve_if_changed(self.store, self.clock.now())
+            self.tzdata = await reresolve_if_changed(self.schedules, self.clock.now())
         except Exception:
             log.exception("re-resolving for new tz data failed; will retry on next start")
 
@@ -228,7 +229,7 @@ class Materializer(Service):
             self.next_wake = None
             try:
                 await self.tick(self.clock.now())
-                upcoming = await self.store.next_schedule_at(self.namespace)
+                upcoming = await self.schedules.next_schedule_at(self.namespace)
             except Exception:
                 log.exception("materialising schedules failed; retrying shortly")
                 await self._sleep(stop_event, 1.0)

@@ -18,7 +18,7 @@ from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.history import MaintenanceReport, RetentionPolicy
 from duetime.services.base import Service
-from duetime.store.protocol import Store, history_store
+from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.retention")
 
@@ -46,7 +46,7 @@ class Retention(Service):
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError("the maintenance interval must be positive")
-        self.store = history_store(store)
+        self.history = store.history
         self.clock = clock
         self.policy = policy
         self.interval = interval
@@ -60,7 +60,7 @@ class Retention(Service):
 
     async def run_once(self) -> MaintenanceReport:
         """One maintenance round at the clock's now."""
-        report = await self.store.maintain(self.policy, self.clock.now())
+        report = await self.history.maintain(self.policy, self.clock.now())
         self.rounds += 1
         self.total += report
         if report.changed:

@@ -18,7 +18,7 @@ from duetime.errors import InvalidInput
 from duetime.model import Timer
 from duetime.recurrence import next_after
 from duetime.schedules import ScheduleAdvance, recurrence_of
-from duetime.store.protocol import ScheduleStore
+from duetime.store.parts import ScheduleStore
 from duetime.when import When, reresolve
 
 log = logging.getLogger("duetime.tzdata")

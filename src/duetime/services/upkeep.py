@@ -12,7 +12,7 @@ from duetime.services.nodes import LeaseHolder, NodeUpkeep
 from duetime.services.rescuer import Rescuer
 from duetime.services.retention import Retention
 from duetime.services.sweeper import Sweeper
-from duetime.store.protocol import HistoryStore, Store
+from duetime.store.protocol import Store
 
 
 def clock_services(clock: Clock, settings: Settings) -> list[Service]:
@@ -65,6 +65,6 @@ def worker_services(
     ]
     if materialize:
         services.append(Materializer(store, clock, namespace))
-    if maintain and isinstance(store, HistoryStore):
+    if maintain:
         services.append(Retention.from_settings(store, clock, settings))
     return services

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.errors import InvalidInput
 from duetime.jsontext import json_text
 from duetime.jsontext import load_json as load_json  # the stores' decoder, here with the rest
 from duetime.model import NewTimer
@@ -37,20 +35,9 @@ def payload_text(timer: NewTimer) -> str:
     return json_text(timer.payload) if timer.payload_json is None else timer.payload_json
 
 
-def encode_cursor(last_id: int) -> str:
-    """An opaque page cursor: callers pass it back, they do not build it."""
-    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int | None:
-    if cursor is None or cursor == "":
-        return None
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        text = base64.urlsafe_b64decode(padded.encode()).decode()
-        prefix, _, number = text.partition(":")
-        if prefix != "id":
-            raise ValueError(text)
-        return int(number)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+def like_pattern(pattern: str) -> str:
+    """A route's glob ``pattern`` as an SQL ``LIKE`` pattern (backslash escapes): ``*`` → ``%``,
+    the rest literal — ``_``, which event types may contain, is a ``LIKE`` wildcard, so it is
+    escaped."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%")

@@ -1,20 +1,22 @@
 """The Store protocol: the one seam between duetime's logic and a database.
 
-Every backend (SQLite, PostgreSQL) implements it with SQL kept in its own ``queries.sql``; the
-worker, app and services talk only to this protocol. Write paths are named after the state
-transitions they make (``claim_due``, ``finish``, ``cancel``, ``rescue``), and every write that
-concerns a claimed attempt is fenced by ``(timer id, attempt number, owner node)`` so a node that
-lost its lease cannot overwrite the attempt that replaced it.
+Every backend (SQLite, PostgreSQL) implements it with SQL kept in its own ``.sql`` files; the
+worker, app and services talk only to this protocol. What a store keeps besides timers and
+nodes — schedules, history, API tokens, shared transactions — are its parts
+(:mod:`duetime.store.parts`), reached as attributes: ``store.schedules``, ``store.history``…
+
+Write paths are named after the state transitions they make (``claim_due``, ``finish``,
+``cancel``, ``rescue``), and every write that concerns a claimed attempt is fenced by ``(timer
+id, attempt number, owner node)`` so a node that lost its lease cannot overwrite the attempt
+that replaced it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol
 
-from duetime.errors import InvalidInput
-from duetime.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
 from duetime.model import (
     Attempt,
     Claimed,
@@ -26,26 +28,51 @@ from duetime.model import (
     OnConflict,
     Page,
     PutResult,
-    Schedule,
     Status,
     Timer,
     TimerFilter,
 )
-from duetime.schedules import Materialized, NewSchedule, ScheduleAdvance, ScheduleFilter
-
-TransactionEffect = Callable[[Any], Any]
-"""A transactional handler's writes: called with the backend's connection inside the transaction
-that also completes the timer (SQLite: a ``sqlite3.Connection``, must not return an awaitable;
-PostgreSQL: a psycopg ``AsyncConnection``, may return one)."""
-
-WakeupListener = Callable[[datetime | None], None]
-"""Called with the earliest ``run_at`` just stored (None = unknown: re-read the next due time)."""
+from duetime.store.listeners import WakeupListener
+from duetime.store.parts import (
+    HistoryStore,
+    OutboxStore,
+    ScheduleStore,
+    TokenStore,
+    TransactionEffect,
+    TransactionStore,
+)
 
 
 class Store(Protocol):
     """Durable storage of timers, attempts and nodes."""
 
     url: str
+
+    # -- parts ------------------------------------------------------------------------------
+    @property
+    def schedules(self) -> ScheduleStore:
+        """Recurring schedules, their materialisation, and the tz-data bookkeeping."""
+        ...
+
+    @property
+    def history(self) -> HistoryStore:
+        """Retention of finished timers, and the event log read from them."""
+        ...
+
+    @property
+    def tokens(self) -> TokenStore:
+        """The REST API's token hashes."""
+        ...
+
+    @property
+    def transactions(self) -> TransactionStore:
+        """A transactional handler's writes in the transaction that completes its timer."""
+        ...
+
+    @property
+    def outbox(self) -> OutboxStore | None:
+        """Timers stored inside the caller's own transaction; None where it cannot be done."""
+        ...
 
     async def open(self, *, migrate: bool = True) -> None:
         """Connect, and bring the schema up to date unless ``migrate`` is False."""
@@ -133,7 +160,7 @@ class Store(Protocol):
 
         ``types`` filters what is taken: None everything; a list of types their events and
         ``handler`` deliveries (:meth:`ClaimFilter.of_types`); a :class:`ClaimFilter` what a
-        node's subscriptions take (:func:`duetime.routes.claims` is the rule). The pending
+        node's subscriptions take (``duetime.routes.claims`` is the rule). The pending
         index stays the access path. One statement; each claim also opens an attempt row.
         """
         ...
@@ -143,7 +170,7 @@ class Store(Protocol):
 
         Each event whose attempt is still ``node_id``'s (fenced as in :meth:`finish`) is marked
         done, its attempt closed as ``fanned_out``, and one delivery row inserted per
-        destination: key :func:`duetime.routes.delivery_key`, the event's type, payload,
+        destination: key :func:`duetime.model.deliveries.delivery_key`, the event's type, payload,
         subject, correlation id, due time, ``run_at``, ``expires_after``, ``max_attempts``,
         ``registered_at`` and producer. A delivery key that exists already is kept as it is.
         """
@@ -193,165 +220,13 @@ class Store(Protocol):
     async def list_nodes(self) -> list[Node]: ...
 
 
-SchedulePlan = Callable[[Sequence[Schedule]], Sequence[ScheduleAdvance]]
-"""Pure: due schedules → how to advance each (run inside the materialising transaction)."""
-
-
-class ScheduleStore(Protocol):
-    """Durable schedules, their materialisation into timers, and the tz-data bookkeeping.
-
-    Every timer a schedule creates carries the schedule's id, so deleting the schedule cancels
-    its pending occurrences; occurrence keys (``schedule:<name>:<instant>``) make creating one
-    twice impossible.
-    """
-
-    async def put_schedules(
-        self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
-    ) -> list[Schedule | None]:
-        """Insert new schedules in one transaction; None where the name is already taken.
-
-        ``error`` raises AlreadyExists instead (nothing stored); ``keep`` and ``update`` leave
-        an existing schedule as it is (the caller revises it: :func:`duetime.schedules.revise`).
-        """
-        ...
-
-    async def get_schedule(self, namespace: str, name: str) -> Schedule | None: ...
-
-    async def list_schedules(
-        self, namespace: str, filter: ScheduleFilter, cursor: str | None, limit: int
-    ) -> Page[Schedule]:
-        """By name, cursor-paginated."""
-        ...
-
-    async def save_schedule(
-        self, schedule: Schedule, now: datetime, release_after: datetime | None
-    ) -> Schedule | None:
-        """Write a revised schedule if its row still has ``schedule.version`` (else None).
-
-        In the same transaction, occurrences materialised ahead of time (not fired, due after
-        ``release_after``) are deleted, so the materialiser creates them again as revised.
-        """
-        ...
-
-    async def delete_schedule(
-        self, namespace: str, name: str, now: datetime
-    ) -> tuple[Schedule, int] | None:
-        """Delete a schedule and cancel its pending occurrences (how many); None if unknown."""
-        ...
-
-    async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
-        """Active schedules whose next occurrence is at or before ``horizon``, earliest first."""
-        ...
-
-    async def advance_schedules(
-        self, advances: Sequence[ScheduleAdvance], now: datetime
-    ) -> list[int]:
-        """Create the timers and move each schedule on, in one transaction; the ids advanced.
-
-        An advance whose version no longer matches is skipped, its timers not inserted. Timers
-        are inserted idempotently by key.
-        """
-        ...
-
-    async def materialize(
-        self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
-    ) -> Materialized:
-        """``due_schedules`` + ``plan`` + ``advance_schedules`` in one transaction.
-
-        The due rows are locked while planned (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so many
-        workers share the work instead of racing for the same rows).
-        """
-        ...
-
-    async def next_schedule_at(self, namespace: str) -> datetime | None:
-        """The earliest ``next_at`` of the namespace's active schedules."""
-        ...
-
-    async def schedules_after(self, after_id: int, limit: int) -> list[Schedule]:
-        """Cron schedules of every namespace by id (tz-data re-resolution walks them all)."""
-        ...
-
-    async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
-        """Pending timers given as local wall-clock time, of every namespace, by id."""
-        ...
-
-    async def reresolve_timers(
-        self, changes: Sequence[tuple[int, datetime, datetime]], now: datetime
-    ) -> int:
-        """Move pending local-form timers ``(id, old due_at, new due_at)``; how many moved."""
-        ...
-
-    async def get_meta(self, key: str) -> str | None: ...
-
-    async def set_meta(self, key: str, value: str, now: datetime) -> None: ...
-
-
-class SchedulingStore(Store, ScheduleStore, Protocol):
-    """A store of timers that also keeps schedules (both built-in backends are)."""
-
-
-def scheduling_store(store: Store) -> SchedulingStore:
-    """``store`` as a :class:`SchedulingStore`, or TypeError naming what it lacks."""
-    missing = [
-        name
-        for name in ScheduleStore.__dict__
-        if not name.startswith("_") and callable(ScheduleStore.__dict__[name])
-        if not callable(getattr(store, name, None))
-    ]
-    if missing:
-        raise TypeError(f"{type(store).__name__} does not keep schedules (no {missing[0]})")
-    return store  # type: ignore[return-value]
-
-
-@runtime_checkable
-class TransactionalStore(Protocol):
-    """Backends that can share a transaction with user code (exactly-once effects, outbox)."""
-
-    async def put_timers_in(
-        self,
-        connection: object,
-        timers: Iterable[NewTimer],
-        on_conflict: OnConflict,
-        now: datetime,
-    ) -> list[PutResult]:
-        """Store timers inside the caller's open transaction: they exist only if it commits."""
-        ...
-
-    async def complete_in_transaction(
-        self,
-        timer_id: int,
-        attempt: int,
-        node_id: str,
-        now: datetime,
-        effect: TransactionEffect,
-    ) -> bool:
-        """Run ``effect`` and mark the attempt done in one transaction; False if not ours."""
-        ...
-
-
-@runtime_checkable
-class HistoryStore(Protocol):
-    """Backends that keep finished timers off the hot path and read them back as an event log.
-
-    ``maintain`` is safe to run on several nodes at once: rows are taken in batches with
-    ``FOR UPDATE SKIP LOCKED`` (PostgreSQL) or under the write lock (SQLite), and partitions are
-    created and dropped under an advisory lock.
-    """
-
-    async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
-        """One round: make the history partitions, archive what finished ``archive_after`` ago,
-        delete what finished ``retention`` ago (dead timers included)."""
-        ...
-
-    async def list_events(
-        self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
-    ) -> Page[LoggedEvent]:
-        """Timers that fired, newest ``fired_at`` first, with their attempts; hot and archived."""
-        ...
-
-
-def history_store(store: Store) -> HistoryStore:
-    """``store`` as a :class:`HistoryStore`, or InvalidInput when it keeps no history."""
-    if not isinstance(store, HistoryStore):
-        raise InvalidInput("database_url", f"{type(store).__name__} keeps no event log")
-    return store
+__all__ = [
+    "HistoryStore",
+    "OutboxStore",
+    "ScheduleStore",
+    "Store",
+    "TokenStore",
+    "TransactionEffect",
+    "TransactionStore",
+    "WakeupListener",
+]

@@ -23,7 +23,6 @@ from duetime.eventloop import start_task
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
-from duetime.store.protocol import TransactionalStore
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
@@ -229,8 +228,7 @@ class Executor:
         Any other outcome (an exception, Snooze, Dead…) rolls the handler's writes back and is
         recorded like any handler's.
         """
-        store = self.shared.store
-        assert isinstance(store, TransactionalStore)
+        transactions = self.shared.store.transactions
         returned: list[Any] = []
 
         def effect(connection: Any) -> Any:
@@ -243,7 +241,7 @@ class Executor:
             return None
 
         try:
-            ours = await store.complete_in_transaction(
+            ours = await transactions.complete_in_transaction(
                 timer.id, attempt, self.shared.node_id, self.clock.now(), effect
             )
         except Exception as exc:

@@ -27,7 +27,7 @@ from duetime.handlers import HandlerRegistry
 from duetime.model import ClaimFilter
 from duetime.routes import Route
 from duetime.services.base import Service, ServiceGroup
-from duetime.store.protocol import Store, TransactionalStore
+from duetime.store.protocol import Store
 from duetime.worker.completer import Completer
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
@@ -182,7 +182,6 @@ class Worker:
     async def _start(self) -> ServiceGroup:
         if self._group is not None:
             raise RuntimeError("this worker is already running")
-        self._check_transactional_handlers()
         group = ServiceGroup(self.services)
         await group.start()
         self._group = group
@@ -210,13 +209,3 @@ class Worker:
         self.producer.release_waiting()
         await self.executor.drain(grace)
         await self.completer.flush()
-
-    def _check_transactional_handlers(self) -> None:
-        """Refuse to start with transactional handlers the store cannot run, rather than fail
-        each of their timers later."""
-        wanted = [h.type for h in self.registry.all() if h.transactional]
-        if wanted and not isinstance(self.store, TransactionalStore):
-            raise ValueError(
-                f"transactional handlers ({', '.join(wanted)}) need a store that can share its "
-                "transaction with them"
-            )

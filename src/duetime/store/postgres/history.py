@@ -1,5 +1,5 @@
-"""History in PostgreSQL: the :class:`~duetime.store.protocol.HistoryStore` half of
-:class:`~duetime.store.postgres.store.PostgresStore`, which inherits this mixin.
+"""History in PostgreSQL: the :class:`~duetime.store.parts.HistoryStore` part of
+:class:`~duetime.store.postgres.store.PostgresStore`.
 
 Finished timers move from ``timers`` to ``timer_history`` (and their attempts to
 ``attempt_history``), tables partitioned by UTC month, so the hot table — the one every claim
@@ -15,24 +15,16 @@ import logging
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg import sql
 from psycopg.errors import LockNotAvailable
 
-from duetime.durations import add_months
-from duetime.history import (
-    EventFilter,
-    LoggedEvent,
-    MaintenanceReport,
-    RetentionPolicy,
-    decode_event_cursor,
-    encode_event_cursor,
-    month_start,
-    months_between,
-)
+from duetime.durations import add_months, month_start, months_between
 from duetime.model import Attempt, Page, Timer
-from duetime.routes import like_pattern
+from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
+from duetime.store.codec import like_pattern
+from duetime.store.cursors import decode_event_cursor, encode_event_cursor
 from duetime.store.postgres.database import Conn, Database, fetch_all
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
 from duetime.store.queries import load_queries
@@ -52,11 +44,11 @@ MAX_ID = 2**63 - 1
 
 
 class PostgresHistory:
-    """Retention and the event log for :class:`PostgresStore` (mixed in; uses its pool)."""
+    """Retention and the event log in one PostgreSQL schema."""
 
-    if TYPE_CHECKING:
-        _db: Database
-        schema: str
+    def __init__(self, db: Database, schema: str) -> None:
+        self._db = db
+        self.schema = schema
 
     # -- maintenance ------------------------------------------------------------------------
     async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:

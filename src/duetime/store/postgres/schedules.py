@@ -1,5 +1,5 @@
-"""Schedules in PostgreSQL: the :class:`~duetime.store.protocol.ScheduleStore` half of
-:class:`~duetime.store.postgres.store.PostgresStore`, which inherits this mixin.
+"""Schedules in PostgreSQL: the :class:`~duetime.store.parts.ScheduleStore` part of
+:class:`~duetime.store.postgres.store.PostgresStore`.
 
 Materialising locks the due rows with ``FOR UPDATE SKIP LOCKED``, so several workers share the
 due schedules instead of all planning the same ones; the version check and the unique timer key
@@ -10,26 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TypeVar, cast
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
-from duetime.schedules import (
+from duetime.model.schedules import (
     Materialized,
     NewSchedule,
     ScheduleAdvance,
     ScheduleFilter,
-    decode_name_cursor,
-    encode_name_cursor,
     schedule_from_new,
 )
 from duetime.store.codec import dump_json
+from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
+from duetime.store.parts import SchedulePlan
 from duetime.store.postgres.database import Conn, Database, Work, fetch_all, fetch_value
+from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import Row, timer_from_row
-from duetime.store.protocol import SchedulePlan
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "schedules.sql")
@@ -37,14 +37,11 @@ R = TypeVar("R")
 
 
 class PostgresSchedules:
-    """Schedule storage for :class:`PostgresStore` (mixed in; uses its pool and notifications)."""
+    """Schedule storage in one PostgreSQL schema (its pool, its notifications)."""
 
-    if TYPE_CHECKING:
-        _db: Database
-
-        async def _notify(self, conn: Conn, earliest: datetime | None) -> None: ...
-
-        def _notify_listeners(self, earliest: datetime | None) -> None: ...
+    def __init__(self, db: Database, notices: Notices) -> None:
+        self._db = db
+        self._notices = notices
 
     async def put_schedules(
         self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
@@ -63,11 +60,13 @@ class PostgresSchedules:
                         raise _exists(rows[len(stored)]["name"])
                     stored.append(None if row is None else schedule_from_row(row))
                     cur.nextset()
-            await self._wake(conn, [s.next_at for s in stored if s is not None and s.active])
+            await self._notices.notify_earliest(
+                conn, [s.next_at for s in stored if s is not None and s.active]
+            )
             return stored
 
         stored = await self._write(run)
-        self._wake_here([s.next_at for s in stored if s is not None and s.active])
+        self._notices.here_earliest([s.next_at for s in stored if s is not None and s.active])
         return stored
 
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
@@ -93,9 +92,7 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> Page[Schedule]:
             rows = await fetch_all(conn, Q["list_schedules"], params)
-            items = [schedule_from_row(row) for row in rows[:limit]]
-            more = len(rows) > limit and items
-            return Page(items, encode_name_cursor(items[-1].name) if more else None)
+            return page(rows, limit, schedule_from_row, _name_cursor)
 
         return await self._db.read(run)
 
@@ -114,12 +111,12 @@ class PostgresSchedules:
                 await conn.execute(Q["release_occurrences"], release)
             saved = schedule_from_row(rows[0])
             if saved.active:
-                await self._wake(conn, [saved.next_at])
+                await self._notices.notify_earliest(conn, [saved.next_at])
             return saved
 
         saved = await self._write(run)
         if saved is not None and saved.active:
-            self._wake_here([saved.next_at])
+            self._notices.here_earliest([saved.next_at])
         return saved
 
     async def delete_schedule(
@@ -151,11 +148,13 @@ class PostgresSchedules:
     ) -> list[int]:
         async def run(conn: Conn) -> list[int]:
             advanced, due = await _advance(conn, advances, now)
-            await self._wake(conn, due)
+            await self._notices.notify_earliest(conn, due)
             return advanced
 
         advanced = await self._write(run)
-        self._wake_here([t.due_at for a in advances if a.schedule_id in advanced for t in a.timers])
+        self._notices.here_earliest(
+            [t.due_at for a in advances if a.schedule_id in advanced for t in a.timers]
+        )
         return advanced
 
     async def materialize(
@@ -173,11 +172,11 @@ class PostgresSchedules:
             advances = plan(due)
             advanced, created = await _advance(conn, advances, now)
             earliest[:] = created
-            await self._wake(conn, created)
+            await self._notices.notify_earliest(conn, created)
             return Materialized(len(due), len(advanced), len(created))
 
         result = await self._write(run)
-        self._wake_here(earliest)
+        self._notices.here_earliest(earliest)
         return result
 
     async def next_schedule_at(self, namespace: str) -> datetime | None:
@@ -223,12 +222,12 @@ class PostgresSchedules:
         async def run(conn: Conn) -> int:
             moved = (await conn.execute(Q["reresolve_timers"], params)).rowcount
             if moved:
-                await self._notify(conn, earliest)
+                await self._notices.notify(conn, earliest)
             return moved
 
         moved = await self._write(run)
         if moved:
-            self._notify_listeners(earliest)
+            self._notices.here(earliest)
         return moved
 
     async def get_meta(self, key: str) -> str | None:
@@ -252,16 +251,6 @@ class PostgresSchedules:
             return await self._db.write(work)
         except psycopg.DataError as exc:  # e.g. "\u0000" in a JSON string: jsonb refuses it
             raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
-
-    async def _wake(self, conn: Conn, instants: Sequence[datetime | None]) -> None:
-        known = [instant for instant in instants if instant is not None]
-        if known:
-            await self._notify(conn, min(known))
-
-    def _wake_here(self, instants: Sequence[datetime | None]) -> None:
-        known = [instant for instant in instants if instant is not None]
-        if known:
-            self._notify_listeners(min(known))
 
 
 async def _advance(
@@ -359,3 +348,7 @@ def schedule_from_row(row: Row) -> Schedule:
 
 def _exists(name: str) -> AlreadyExists:
     return AlreadyExists(f"a schedule named {name!r} already exists", field="name")
+
+
+def _name_cursor(schedule: Schedule) -> str:
+    return encode_name_cursor(schedule.name)

@@ -10,17 +10,13 @@ hears it in every process.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 import psycopg
-from psycopg import sql
 from psycopg.cursor_async import AsyncCursor
-from psycopg.pq import TransactionStatus
 
-from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import (
     Attempt,
     Claimed,
@@ -30,17 +26,19 @@ from duetime.model import (
     NewTimer,
     Node,
     OnConflict,
-    Outcome,
     Page,
     PutResult,
     Status,
     Timer,
     TimerFilter,
 )
-from duetime.routes import delivery_key, fan_out_note, like_pattern
-from duetime.store.codec import decode_cursor, encode_cursor
+from duetime.model.deliveries import delivery_key, fan_out_note
+from duetime.store.codec import like_pattern
+from duetime.store.cursors import encode_cursor, page, timer_listing
+from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.history import PostgresHistory
+from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import (
     FinishBatch,
     Row,
@@ -56,27 +54,24 @@ from duetime.store.postgres.rows import (
     written_timer_rows,
 )
 from duetime.store.postgres.schedules import PostgresSchedules
+from duetime.store.postgres.schema import migrate, schema_version
 from duetime.store.postgres.settings import parse_url
-from duetime.store.postgres.wakeup import Listener, encode_payload
-from duetime.store.protocol import TransactionEffect, WakeupListener
-from duetime.store.queries import load_migrations, load_queries
+from duetime.store.postgres.tokens import PostgresTokens
+from duetime.store.postgres.transactions import PostgresOutbox, PostgresTransactions
+from duetime.store.postgres.wakeup import Listener
+from duetime.store.queries import load_queries
 from duetime.store.streams import Replayable, chunked
+from duetime.store.transitions import Transition, refused
 from duetime.validation import generate_key
 
 Q = load_queries("duetime.store.postgres")
-MIN_TRANSACTION_SECONDS = 1.0
-"""A transactional handler's least time, even when its lease is (nearly) spent."""
-SERVER_GRACE_SECONDS = 1.0
-"""The server's limit on such a transaction is this much longer than the client's own, so a
-live process ends it cleanly first; the server's ends the transaction of a stalled one."""
-MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
 PUT_CHUNK = 100
 """Timers a statement of ``put_timers``: small enough that the client validates and encodes the
 next chunk while the server writes this one, large enough that a statement's own cost is small
 (``bench/enqueue_probe.py``)."""
 
 
-class PostgresStore(PostgresSchedules, PostgresHistory):
+class PostgresStore:
     """Store backed by PostgreSQL (``synchronous_commit=on``), its tables in one schema."""
 
     def __init__(self, url: str, *, listen: bool | None = None) -> None:
@@ -85,9 +80,14 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         self.settings = parse_url(url)
         self.schema = self.settings.schema
         self._db = Database(self.settings)
+        self._notices = Notices(self._db, self.settings.channel)
         self._listen = self.settings.listen if listen is None else listen
         self._listener: Listener | None = None
-        self._listeners: list[WakeupListener] = []
+        self.schedules = PostgresSchedules(self._db, self._notices)
+        self.history = PostgresHistory(self._db, self.schema)
+        self.tokens = PostgresTokens(self._db)
+        self.transactions = PostgresTransactions(self._db)
+        self.outbox = PostgresOutbox(self.schema, self._put_in_savepoint)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def open(self, *, migrate: bool = True) -> None:
@@ -99,7 +99,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
                 await self.migrate()
             if self._listen:
                 self._listener = Listener(
-                    self.settings.conninfo, self.settings.channel, self._notify_listeners
+                    self.settings.conninfo, self.settings.channel, self._notices.listeners
                 )
                 await self._listener.start()
         except BaseException:
@@ -122,64 +122,18 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         return await self._db.read(run)
 
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
-        self._listeners.append(listener)
+        self._notices.listeners.add(listener)
 
     def remove_wakeup_listener(self, listener: WakeupListener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
-
-    def _notify_listeners(self, earliest: datetime | None) -> None:
-        for listener in list(self._listeners):
-            listener(earliest)
-
-    async def _notify(self, conn: Conn, earliest: datetime | None) -> None:
-        """Tell every process, once the transaction on ``conn`` commits, that work is due at
-        ``earliest`` (None: re-read). In the store's own transactions the NOTIFY follows the
-        commit (see :meth:`Database.after_commit`); in a caller's, it is part of it."""
-        if not self._db.after_commit(conn, self._notice(earliest)):
-            notice = self._notice(earliest, after_commit=False)
-            await conn.execute(notice.query, notice.params)
-
-    def _notice(self, earliest: datetime | None, *, after_commit: bool = True) -> Statement:
-        """The statement of :meth:`_notify`: on its own after a commit, or inside a caller's
-        transaction (see ``notify_after_commit`` in queries.sql)."""
-        query = Q["notify_after_commit"] if after_commit else Q["notify"]
-        return Statement(
-            query, {"channel": self.settings.channel, "payload": encode_payload(earliest)}
-        )
+        self._notices.listeners.remove(listener)
 
     # -- schema -----------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
         """Apply pending migrations under an advisory lock, so concurrent starters queue up."""
-
-        async def run(conn: Conn) -> list[int]:
-            await conn.execute(Q["lock_migrations"], {"lock": f"duetime:migrate:{self.schema}"})
-            create = sql.SQL(Q["create_schema"]).format(schema=sql.Identifier(self.schema))
-            await conn.execute(create)
-            await conn.execute(Q["create_migrations_table"])
-            done = {row["version"] for row in await fetch_all(conn, Q["applied_migrations"], {})}
-            applied = []
-            for version, name, text in MIGRATIONS:
-                if version not in done:
-                    await conn.execute(text)
-                    await conn.execute(Q["record_migration"], {"version": version, "name": name})
-                    applied.append(version)
-            return applied
-
-        return await self._db.write(run)
+        return await self._db.write(lambda conn: migrate(conn, self.schema))
 
     async def schema_version(self) -> int:
-        table = f'"{self.schema}".schema_migrations'
-
-        async def run(conn: Conn) -> int:
-            if not await fetch_value(conn, Q["migrations_table_exists"], {"table": table}):
-                return 0
-            return max(
-                (r["version"] for r in await fetch_all(conn, Q["applied_migrations"], {})),
-                default=0,
-            )
-
-        return await self._db.read(run)
+        return await self._db.read(lambda conn: schema_version(conn, self.schema))
 
     # -- namespaces -------------------------------------------------------------------------
     async def ensure_namespace(self, namespace: str, now: datetime) -> None:
@@ -214,7 +168,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
         changed = [r.timer.run_at for r in results if r.action != "kept"]
         if changed:
-            self._notify_listeners(min(changed))
+            self._notices.here(min(changed))
         return results
 
     async def _put(
@@ -295,92 +249,26 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         ]
         changed = [r.timer.run_at for r in results if r.action != "kept"]
         if changed:
-            await self._notify(conn, min(changed))
+            await self._notices.notify(conn, min(changed))
         return results
 
-    async def put_timers_in(
+    async def _put_in_savepoint(
         self,
-        connection: object,
+        conn: Conn,
+        query: str,
         timers: Iterable[NewTimer],
         on_conflict: OnConflict,
         now: datetime,
     ) -> list[PutResult]:
-        """Store timers inside the caller's own open transaction (the outbox pattern).
+        """The outbox's write: in a savepoint of the caller's transaction, drawn again should
+        a key the store generated be taken (see :func:`_drawing_keys`)."""
+        source = Replayable(timers)
 
-        They become visible, and wake workers (the NOTIFY is part of the transaction), only if
-        the caller commits; a rollback takes them away with the caller's own writes.
-        """
-        if not isinstance(connection, psycopg.AsyncConnection):
-            raise InvalidInput(
-                "transaction", "must be a psycopg.AsyncConnection inside an open transaction"
-            )
-        if connection.info.transaction_status != TransactionStatus.INTRANS:
-            raise InvalidInput(
-                "transaction", "has no open transaction: start one before scheduling in it"
-            )
-        query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
-        conn: Conn = connection
-        saved = await fetch_value(conn, Q["current_search_path"], {})
-        await fetch_value(conn, Q["set_search_path"], {"search_path": self.schema})
-        try:
-            # A savepoint: the batch goes out in chunks, and one refused half-way (a bad
-            # request, a key that exists with on_conflict="error") must leave none of its rows in
-            # the caller's transaction, which carries on as it was.
-            source = Replayable(timers)
+        async def run() -> list[PutResult]:
+            async with conn.transaction():
+                return await self._put(conn, query, source, on_conflict, now)
 
-            async def run() -> list[PutResult]:
-                async with conn.transaction():
-                    return await self._put(conn, query, source, on_conflict, now)
-
-            return await _drawing_keys(run)
-        finally:
-            await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
-
-    async def complete_in_transaction(
-        self,
-        timer_id: int,
-        attempt: int,
-        node_id: str,
-        now: datetime,
-        effect: TransactionEffect,
-    ) -> bool:
-        """Run a handler's writes and mark its timer done in one transaction (exactly-once).
-
-        The attempt's row is locked first; if it is no longer ours nothing runs and False comes
-        back. ``effect`` receives the connection (an ``AsyncConnection`` with dict rows).
-
-        While the row is locked its lease cannot be renewed and rescue skips it, so the
-        transaction gets the lease it has left (at least :data:`MIN_TRANSACTION_SECONDS`): an
-        async effect still running then is cancelled (TimeoutError; the writes roll back and
-        the attempt fails like any handler), and the server ends the transaction of a process
-        that stalled altogether a moment later, which frees the row for rescue.
-        """
-        batch = FinishBatch.of([Finish(timer_id, attempt, Outcome.DONE)], node_id, now)
-
-        async def run(conn: Conn) -> bool:
-            params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
-            locked = await fetch_all(conn, Q["lock_attempt"], params)
-            if not locked:
-                return False
-            seconds = max(locked[0]["lease_left_ms"] / 1000, MIN_TRANSACTION_SECONDS)
-            server_ms = round((seconds + SERVER_GRACE_SECONDS) * 1000)
-            await fetch_all(conn, Q["limit_transaction"], {"ms": str(server_ms)})
-            result = effect(conn)
-            if inspect.isawaitable(result):
-                try:
-                    async with asyncio.timeout(seconds) as limit:
-                        await result
-                except TimeoutError:
-                    if not limit.expired():
-                        raise  # the handler's own
-                    raise TimeoutError(
-                        f"the transactional handler was still running when its lease ran out "
-                        f"({seconds:.1f} s); its writes were rolled back"
-                    ) from None
-            (answer,) = await fetch_all(conn, Q["finish"], batch.params)
-            return not batch.lost(answer["applied"])
-
-        return await self._db.write(run)
+        return await _drawing_keys(run)
 
     async def _get_many(
         self, conn: Conn, keys: Sequence[tuple[str, str]]
@@ -402,21 +290,11 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
     async def list_timers(
         self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
     ) -> Page[Timer]:
-        before = decode_cursor(cursor)
-        params = {
-            "namespace": namespace,
-            "subject": filter.subject,
-            "status": filter.status.value if filter.status else None,
-            "type": filter.type,
-            "before_id": before if before is not None else 2**63 - 1,
-            "limit": limit + 1,
-        }
+        params = timer_listing(namespace, filter, cursor, limit)
 
         async def run(conn: Conn) -> Page[Timer]:
             rows = await fetch_all(conn, Q["list_timers"], params)
-            items = [timer_from_row(row) for row in rows[:limit]]
-            more = len(rows) > limit
-            return Page(items, encode_cursor(items[-1].id) if more and items else None)
+            return page(rows, limit, timer_from_row, _timer_cursor)
 
         return await self._db.read(run)
 
@@ -437,34 +315,26 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         return await self._db.read(run)
 
     async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
-        return await self._transition("cancel", "cancelled", namespace, key, now)
+        return await self._transition("cancel", namespace, key, now)
 
     async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
-        timer = await self._transition("replay", "replayed", namespace, key, now)
-        self._notify_listeners(timer.run_at)
+        timer = await self._transition("replay", namespace, key, now)
+        self._notices.here(timer.run_at)
         return timer
 
-    async def _transition(
-        self, name: str, verb: str, namespace: str, key: str, now: datetime
-    ) -> Timer:
-        """Cancel or replay one timer; NotFound / Conflict name the key, as SQLite does."""
+    async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
+        """Cancel or replay one timer; NotFound / Conflict name the key."""
         params = {"namespace": namespace, "key": key, "now": now}
-        needed = "scheduled" if name == "cancel" else "dead"
 
         async def run(conn: Conn) -> Timer:
             rows = await fetch_all(conn, Q[name], params)
             if rows:
                 timer = timer_from_row(rows[0])
                 if name == "replay":
-                    await self._notify(conn, timer.run_at)
+                    await self._notices.notify(conn, timer.run_at)
                 return timer
             existing = await fetch_all(conn, Q["get_timer"], params)
-            if not existing:
-                raise NotFound(f"no timer with key {key!r}", field="key")
-            raise Conflict(
-                f"timer {key!r} is {existing[0]['status']}: only a {needed} timer can be {verb}",
-                field="key",
-            )
+            raise refused(name, key, existing[0]["status"] if existing else None)
 
         return await self._db.write(run)
 
@@ -521,10 +391,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         # Retries and released timers are due again: wake the workers after the commit (for all
         # of them; one fenced out makes the hint early, never late).
         again = batch.retried()
-        after = [self._notice(min(again) if again else None)] if again or batch.released else []
+        after = (
+            [self._notices.notice(min(again) if again else None)] if again or batch.released else []
+        )
         _, rows = await self._db.atomic(statements, after)
         if again or batch.released:
-            self._notify_listeners(min(again) if again else None)
+            self._notices.here(min(again) if again else None)
         return batch.lost(rows[0]["applied"])
 
     async def fan_out(self, fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> set[int]:
@@ -536,12 +408,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             await fetch_all(conn, Q["finish_by_lookup"], {})
             rows = await fetch_all(conn, Q["fan_out"], params)
             if rows:
-                await self._notify(conn, min(row["run_at"] for row in rows))
+                await self._notices.notify(conn, min(row["run_at"] for row in rows))
             return rows
 
         rows = await self._db.write(run)
         if rows:
-            self._notify_listeners(min(row["run_at"] for row in rows))
+            self._notices.here(min(row["run_at"] for row in rows))
         done = {row["id"] for row in rows}
         return {f.timer_id for f in fan_outs if f.timer_id not in done}
 
@@ -565,12 +437,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         async def run(conn: Conn) -> list[int]:
             rescued = [row["id"] for row in await fetch_all(conn, Q["rescue"], {"now": now})]
             if rescued:
-                await self._notify(conn, now)
+                await self._notices.notify(conn, now)
             return rescued
 
         rescued = await self._db.write(run)
         if rescued:
-            self._notify_listeners(now)
+            self._notices.here(now)
         return rescued
 
     async def expire_leases_of(self, node_id: str, now: datetime) -> int:
@@ -720,3 +592,7 @@ def fan_out_params(fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> R
         "node_id": node_id,
         "now": now,
     }
+
+
+def _timer_cursor(timer: Timer) -> str:
+    return encode_cursor(timer.id)

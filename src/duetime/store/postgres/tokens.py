@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
-from duetime.auth import TokenInfo
-from duetime.store.postgres.database import Conn, fetch_all, fetch_value
-from duetime.store.postgres.store import PostgresStore
+from psycopg.rows import dict_row
+
+from duetime.store.postgres.database import Conn, Database
 from duetime.store.queries import load_queries
-from duetime.store.token_rows import TokenColumns, can_name_a_token, no_such_token, revoke_refused
+from duetime.store.tokens import TokenColumns, TokenRow, Tokens
 
 Q = load_queries("duetime.store.postgres", "tokens.sql")
 T = TypeVar("T")
@@ -30,67 +29,16 @@ COLUMNS = TokenColumns(
 """psycopg adapts every column itself: timestamptz, text[] and boolean pass through as they are."""
 
 
-class PostgresTokenStore:
-    """The :class:`~duetime.auth.TokenStore` of a :class:`PostgresStore` (open it first)."""
+class PostgresTokens(Tokens):
+    """The tokens part of a :class:`~duetime.store.postgres.store.PostgresStore`."""
 
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
+    def __init__(self, db: Database) -> None:
+        async def run(name: str, params: Mapping[str, Any], writes: bool) -> list[TokenRow]:
+            async def rows(conn: Conn) -> list[TokenRow]:
+                async with conn.cursor(row_factory=dict_row) as cur:
+                    await cur.execute(Q[name], params)
+                    return list(await cur.fetchall()) if cur.description else []
 
-    async def add_token(
-        self,
-        name: str | None,
-        token_hash: str,
-        namespaces: Sequence[str],
-        read_only: bool,
-        now: datetime,
-    ) -> TokenInfo:
-        params = COLUMNS.new_token(name, token_hash, namespaces, read_only, now)
+            return await (db.write(rows) if writes else db.read(rows))
 
-        async def run(conn: Conn) -> TokenInfo:
-            return COLUMNS.token((await fetch_all(conn, Q["add_token"], params))[0])
-
-        return await self.store._db.write(run)
-
-    async def find_token(self, token_hash: str) -> TokenInfo | None:
-        async def run(conn: Conn) -> TokenInfo | None:
-            rows = await fetch_all(conn, Q["find_token"], {"hash": token_hash})
-            return COLUMNS.token(rows[0]) if rows else None
-
-        return await self.store._db.read(run)
-
-    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
-        async def run(conn: Conn) -> list[TokenInfo]:
-            rows = await fetch_all(conn, Q["list_tokens"], {"include_revoked": include_revoked})
-            return [COLUMNS.token(row) for row in rows]
-
-        return await self.store._db.read(run)
-
-    async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
-        if not can_name_a_token(token_id):
-            raise no_such_token(token_id)
-        params = COLUMNS.stamp(token_id, now)
-
-        async def run(conn: Conn) -> TokenInfo:
-            rows = await fetch_all(conn, Q["revoke_token"], params)
-            if rows:
-                return COLUMNS.token(rows[0])
-            exists = bool(await fetch_all(conn, Q["get_token"], params))
-            raise revoke_refused(token_id, exists=exists)
-
-        return await self.store._db.write(run)
-
-    async def touch_token(self, token_id: int, now: datetime) -> None:
-        if not can_name_a_token(token_id):
-            return
-        params = COLUMNS.stamp(token_id, now)
-
-        async def run(conn: Conn) -> None:
-            await conn.execute(Q["touch_token"], params)
-
-        await self.store._db.read(run)
-
-    async def has_active_tokens(self) -> bool:
-        async def run(conn: Conn) -> bool:
-            return bool(await fetch_value(conn, Q["has_active_tokens"], {}))
-
-        return await self.store._db.read(run)
+        super().__init__(COLUMNS, run)

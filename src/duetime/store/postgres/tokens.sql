@@ -1,4 +1,5 @@
--- All SQL of PostgresTokenStore. Each block's name is the method that runs it.
+-- All SQL of the tokens part (duetime.store.tokens.Tokens): each block's name is the method
+-- that runs it.
 -- Placeholders are psycopg's %(name)s; instants are timestamptz.
 
 -- name: add_token
@@ -23,4 +24,4 @@ RETURNING *
 UPDATE tokens SET last_used_at = %(now)s WHERE id = %(id)s
 
 -- name: has_active_tokens
-SELECT EXISTS (SELECT 1 FROM tokens WHERE revoked_at IS NULL)
+SELECT EXISTS (SELECT 1 FROM tokens WHERE revoked_at IS NULL) AS active

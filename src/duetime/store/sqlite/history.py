@@ -1,5 +1,5 @@
-"""History in the SQLite file: the :class:`~duetime.store.protocol.HistoryStore` half of
-:class:`~duetime.store.sqlite.store.SqliteStore`, which inherits this mixin.
+"""History in the SQLite file: the :class:`~duetime.store.parts.HistoryStore` part of
+:class:`~duetime.store.sqlite.store.SqliteStore`.
 
 One table holds pending work and history alike, so retention is pruning: timers that finished
 more than ``retention`` ago are deleted with their attempts, a batch per write transaction, so
@@ -10,25 +10,19 @@ the whole prune. (``archive_after`` is for PostgreSQL's history tables; SQLite h
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-from duetime.history import (
-    EventFilter,
-    LoggedEvent,
-    MaintenanceReport,
-    RetentionPolicy,
-    decode_event_cursor,
-    encode_event_cursor,
-)
 from duetime.model import Attempt, Page, Timer
+from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
 from duetime.store.codec import dump_json, to_micros
+from duetime.store.cursors import decode_event_cursor, encode_event_cursor
 from duetime.store.queries import load_queries
+from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import attempt_from_row, timer_from_row
 
 Q = load_queries("duetime.store.sqlite")
-R = TypeVar("R")
 
 EARLIEST = to_micros(datetime(1, 1, 1, tzinfo=UTC))
 LATEST = to_micros(datetime(9999, 12, 31, tzinfo=UTC))
@@ -36,19 +30,14 @@ MAX_ID = 2**63 - 1
 
 
 class SqliteHistory:
-    """Pruning and the event log for :class:`SqliteStore` (mixed in; uses its connection)."""
+    """Pruning and the event log on a SQLite file."""
 
-    if TYPE_CHECKING:
-
-        async def _run(self, fn: Callable[[sqlite3.Connection], R]) -> R: ...
-
-        def _write(
-            self, fn: Callable[[sqlite3.Connection], R]
-        ) -> Callable[[sqlite3.Connection], R]: ...
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
 
     async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
         """Delete what finished before ``now - retention``, namespace by namespace."""
-        namespaces = await self._run(
+        namespaces = await self._db.read(
             lambda conn: [row[0] for row in conn.execute(Q["history_namespaces"])]
         )
         deleted = 0
@@ -74,7 +63,7 @@ class SqliteHistory:
             return conn.execute(Q["prune_timers"], {"ids": ids}).rowcount
 
         total = 0
-        while (count := await self._run(self._write(batch))) is not None:
+        while (count := await self._db.write(batch)) is not None:
             total += count
         return total
 
@@ -104,7 +93,7 @@ class SqliteHistory:
                 next_cursor = encode_event_cursor(last.fired_at, last.id)
             return Page(items, next_cursor)
 
-        return await self._run(run)
+        return await self._db.read(run)
 
 
 def _deliveries(conn: sqlite3.Connection, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:

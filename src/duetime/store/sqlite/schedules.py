@@ -1,5 +1,5 @@
-"""Schedules in the SQLite file: the :class:`~duetime.store.protocol.ScheduleStore` half of
-:class:`~duetime.store.sqlite.store.SqliteStore`, which inherits this mixin.
+"""Schedules in the SQLite file: the :class:`~duetime.store.parts.ScheduleStore` part of
+:class:`~duetime.store.sqlite.store.SqliteStore`.
 
 Calls run on the store's own connection thread, in its transactions (``BEGIN IMMEDIATE``), so
 materialising a batch (read the due rows, plan, insert timers, advance rows) is one transaction
@@ -9,42 +9,34 @@ that no other process interleaves with.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, cast
 
 from duetime.errors import AlreadyExists
 from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
-from duetime.schedules import (
+from duetime.model.schedules import (
     Materialized,
     NewSchedule,
     ScheduleAdvance,
     ScheduleFilter,
-    decode_name_cursor,
-    encode_name_cursor,
     schedule_from_new,
 )
 from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
-from duetime.store.protocol import SchedulePlan
+from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
+from duetime.store.parts import SchedulePlan
 from duetime.store.queries import load_queries
+from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import timer_from_row
 
 Q = load_queries("duetime.store.sqlite", "schedules.sql")
-R = TypeVar("R")
 
 
 class SqliteSchedules:
-    """Schedule storage for :class:`SqliteStore` (mixed in; uses its connection thread)."""
+    """Schedule storage on a SQLite file (the calls run on its connection thread)."""
 
-    if TYPE_CHECKING:
-
-        async def _run(self, fn: Callable[[sqlite3.Connection], R]) -> R: ...
-
-        def _write(
-            self, fn: Callable[[sqlite3.Connection], R]
-        ) -> Callable[[sqlite3.Connection], R]: ...
-
-        def _announce(self, earliest: datetime | None) -> None: ...
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
 
     async def put_schedules(
         self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
@@ -60,7 +52,7 @@ class SqliteSchedules:
                 stored.append(None if row is None else schedule_from_row(row))
             return stored
 
-        stored = await self._run(self._write(run))
+        stored = await self._db.write(run)
         _announce_next(self, [s.next_at for s in stored if s is not None and s.active])
         return stored
 
@@ -71,7 +63,7 @@ class SqliteSchedules:
             row = conn.execute(Q["get_schedule"], params).fetchone()
             return None if row is None else schedule_from_row(row)
 
-        return await self._run(run)
+        return await self._db.read(run)
 
     async def list_schedules(
         self, namespace: str, filter: ScheduleFilter, cursor: str | None, limit: int
@@ -87,11 +79,9 @@ class SqliteSchedules:
 
         def run(conn: sqlite3.Connection) -> Page[Schedule]:
             rows = conn.execute(Q["list_schedules"], params).fetchall()
-            items = [schedule_from_row(row) for row in rows[:limit]]
-            more = len(rows) > limit and items
-            return Page(items, encode_name_cursor(items[-1].name) if more else None)
+            return page(rows, limit, schedule_from_row, _name_cursor)
 
-        return await self._run(run)
+        return await self._db.read(run)
 
     async def save_schedule(
         self, schedule: Schedule, now: datetime, release_after: datetime | None
@@ -107,7 +97,7 @@ class SqliteSchedules:
                 conn.execute(Q["release_occurrences"], release)
             return schedule_from_row(row)
 
-        saved = await self._run(self._write(run))
+        saved = await self._db.write(run)
         if saved is not None and saved.active:
             _announce_next(self, [saved.next_at])
         return saved
@@ -125,11 +115,11 @@ class SqliteSchedules:
             cancel = {"schedule_id": schedule.id, "now": to_micros(now)}
             return schedule, conn.execute(Q["cancel_occurrences"], cancel).rowcount
 
-        return await self._run(self._write(run))
+        return await self._db.write(run)
 
     async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
         params = {"namespace": namespace, "horizon": to_micros(horizon), "limit": limit}
-        return await self._run(lambda conn: _due(conn, params))
+        return await self._db.read(lambda conn: _due(conn, params))
 
     async def advance_schedules(
         self, advances: Sequence[ScheduleAdvance], now: datetime
@@ -139,7 +129,7 @@ class SqliteSchedules:
         def run(conn: sqlite3.Connection) -> list[int]:
             return _advance(conn, advances, now_us)[0]
 
-        advanced = await self._run(self._write(run))
+        advanced = await self._db.write(run)
         _announce_timers(self, advances, set(advanced))
         return advanced
 
@@ -158,7 +148,7 @@ class SqliteSchedules:
             advanced, created = _advance(conn, planned, now_us)
             return Materialized(len(due), len(advanced), created)
 
-        result = await self._run(self._write(run))
+        result = await self._db.write(run)
         if result.timers:
             _announce_timers(self, planned, {a.schedule_id for a in planned})
         return result
@@ -168,17 +158,17 @@ class SqliteSchedules:
             value = conn.execute(Q["next_schedule_at"], {"namespace": namespace}).fetchone()[0]
             return maybe_from_micros(value)
 
-        return await self._run(run)
+        return await self._db.read(run)
 
     async def schedules_after(self, after_id: int, limit: int) -> list[Schedule]:
         params = {"after_id": after_id, "limit": limit}
-        return await self._run(
+        return await self._db.read(
             lambda conn: [schedule_from_row(r) for r in conn.execute(Q["schedules_after"], params)]
         )
 
     async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
         params = {"after_id": after_id, "limit": limit}
-        return await self._run(
+        return await self._db.read(
             lambda conn: [
                 timer_from_row(r) for r in conn.execute(Q["pending_local_timers"], params)
             ]
@@ -198,9 +188,9 @@ class SqliteSchedules:
         def run(conn: sqlite3.Connection) -> int:
             return sum(conn.execute(Q["reresolve_timer"], row).rowcount for row in rows)
 
-        moved = await self._run(self._write(run))
+        moved = await self._db.write(run)
         if moved:
-            self._announce(min(new for _, _, new in changes))
+            self._db.announce(min(new for _, _, new in changes))
         return moved
 
     async def get_meta(self, key: str) -> str | None:
@@ -208,11 +198,11 @@ class SqliteSchedules:
             row = conn.execute(Q["get_meta"], {"key": key}).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._run(run)
+        return await self._db.read(run)
 
     async def set_meta(self, key: str, value: str, now: datetime) -> None:
         params = {"key": key, "value": value, "now": to_micros(now)}
-        await self._run(self._write(lambda conn: conn.execute(Q["set_meta"], params)))
+        await self._db.write(lambda conn: conn.execute(Q["set_meta"], params))
 
 
 def _due(conn: sqlite3.Connection, params: dict[str, Any]) -> list[Schedule]:
@@ -268,7 +258,7 @@ def _announce_next(store: SqliteSchedules, instants: Sequence[datetime | None]) 
     """Wake materialisers (and workers, harmlessly) for a schedule due soon."""
     known = [instant for instant in instants if instant is not None]
     if known:
-        store._announce(min(known))
+        store._db.announce(min(known))
 
 
 def _announce_timers(
@@ -276,7 +266,7 @@ def _announce_timers(
 ) -> None:
     due = [t.due_at for a in advances if a.schedule_id in advanced for t in a.timers]
     if due:
-        store._announce(min(due))
+        store._db.announce(min(due))
 
 
 def _new_params(schedule: NewSchedule, now: datetime) -> dict[str, Any]:
@@ -348,3 +338,7 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
 
 def _exists(name: str) -> AlreadyExists:
     return AlreadyExists(f"a schedule named {name!r} already exists", field="name")
+
+
+def _name_cursor(schedule: Schedule) -> str:
+    return encode_name_cursor(schedule.name)

@@ -1,4 +1,5 @@
--- All SQL of SqliteTokenStore. Each block's name is the method that runs it.
+-- All SQL of the tokens part (duetime.store.tokens.Tokens): each block's name is the method
+-- that runs it.
 -- Instants are integer microseconds since the epoch, UTC.
 
 -- name: add_token
@@ -7,13 +8,13 @@ VALUES (:name, :hash, :namespaces, :read_only, :now)
 RETURNING *
 
 -- name: find_token
-SELECT * FROM tokens WHERE hash = ? AND revoked_at IS NULL
+SELECT * FROM tokens WHERE hash = :hash AND revoked_at IS NULL
 
 -- name: list_tokens
 SELECT * FROM tokens WHERE :include_revoked OR revoked_at IS NULL ORDER BY id
 
 -- name: get_token
-SELECT * FROM tokens WHERE id = ?
+SELECT * FROM tokens WHERE id = :id
 
 -- name: revoke_token
 UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL
@@ -23,4 +24,4 @@ RETURNING *
 UPDATE tokens SET last_used_at = :now WHERE id = :id
 
 -- name: has_active_tokens
-SELECT EXISTS (SELECT 1 FROM tokens WHERE revoked_at IS NULL)
+SELECT EXISTS (SELECT 1 FROM tokens WHERE revoked_at IS NULL) AS active

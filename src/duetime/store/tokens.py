@@ -1,19 +1,20 @@
-"""API token rows ↔ :class:`~duetime.auth.TokenInfo`, shared by the SQLite and PostgreSQL stores.
+"""API token hashes, the same on both backends: the ``tokens`` part of a store.
 
 Both backends keep the same columns and the same rules (id range, revoke errors); they differ
-only in how an instant, a flag and the namespace list are stored. Each backend passes a
-:class:`TokenColumns` with its own conversions, so the mapping itself is written once.
+only in how an instant, a flag and the namespace list are stored, and in how a named query of
+their ``tokens.sql`` is run. Each passes a :class:`TokenColumns` with its conversions and a
+:data:`RunQuery`, so the logic of :class:`Tokens` is written once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from duetime.auth import TokenInfo
 from duetime.errors import Conflict, DuetimeError, NotFound
+from duetime.model.tokens import TokenInfo
 
 MAX_ID = 2**63 - 1
 """Ids are 64-bit in both backends: a larger one cannot name a token (and would fail to bind)."""
@@ -23,6 +24,11 @@ class TokenRow(Protocol):
     """A fetched row, read by column name (``sqlite3.Row`` or a psycopg dict row)."""
 
     def __getitem__(self, column: str, /) -> Any: ...
+
+
+RunQuery = Callable[[str, Mapping[str, Any], bool], Awaitable[list[TokenRow]]]
+"""Run the named query of the backend's ``tokens.sql`` with these parameters (in a write
+transaction when the flag says it writes); its rows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +92,50 @@ def revoke_refused(token_id: int, *, exists: bool) -> DuetimeError:
     if not exists:
         return no_such_token(token_id)
     return Conflict(f"token {token_id} is already revoked", field="id")
+
+
+class Tokens:
+    """The :class:`~duetime.store.parts.TokenStore` of a backend, given its columns and queries."""
+
+    def __init__(self, columns: TokenColumns, run: RunQuery) -> None:
+        self._columns = columns
+        self._run = run
+
+    async def add_token(
+        self,
+        name: str | None,
+        token_hash: str,
+        namespaces: Sequence[str],
+        read_only: bool,
+        now: datetime,
+    ) -> TokenInfo:
+        params = self._columns.new_token(name, token_hash, namespaces, read_only, now)
+        (row,) = await self._run("add_token", params, True)
+        return self._columns.token(row)
+
+    async def find_token(self, token_hash: str) -> TokenInfo | None:
+        rows = await self._run("find_token", {"hash": token_hash}, False)
+        return self._columns.token(rows[0]) if rows else None
+
+    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
+        params = {"include_revoked": self._columns.flag_to_column(include_revoked)}
+        return [self._columns.token(row) for row in await self._run("list_tokens", params, False)]
+
+    async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
+        """A token is never deleted, so when the revoke changes no row, whether it exists
+        tells an unknown id (NotFound) from one revoked already (Conflict)."""
+        if not can_name_a_token(token_id):
+            raise no_such_token(token_id)
+        rows = await self._run("revoke_token", self._columns.stamp(token_id, now), True)
+        if rows:
+            return self._columns.token(rows[0])
+        exists = bool(await self._run("get_token", {"id": token_id}, False))
+        raise revoke_refused(token_id, exists=exists)
+
+    async def touch_token(self, token_id: int, now: datetime) -> None:
+        if can_name_a_token(token_id):
+            await self._run("touch_token", self._columns.stamp(token_id, now), True)
+
+    async def has_active_tokens(self) -> bool:
+        (row,) = await self._run("has_active_tokens", {}, False)
+        return bool(row["active"])

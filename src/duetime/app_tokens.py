@@ -1,0 +1,54 @@
+"""The facade's API tokens: issue, list and revoke the REST API's bearer tokens.
+
+They live in the store's ``tokens`` part; the rules (format, scope, hashing) are
+:mod:`duetime.auth`'s. Tokens serve every namespace of a database, so these methods do not
+create the app's own namespace — issuing a token creates the namespaces it names, since with
+auth on the API never creates namespaces by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from duetime.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
+from duetime.clock import Clock
+from duetime.config import Settings
+from duetime.model.tokens import TokenInfo
+from duetime.store import Store
+
+
+class TokenMethods:
+    """The API tokens of the app's database (mixed into the facade)."""
+
+    store: Store
+    clock: Clock
+    settings: Settings
+
+    if TYPE_CHECKING:
+
+        async def _open_store(self, *, migrate: bool) -> None:
+            """Provided by the app: connects (and migrates) without creating a namespace."""
+
+    async def issue_token(
+        self, namespaces: Iterable[str], *, read_only: bool = False, name: str | None = None
+    ) -> IssuedToken:
+        """Create a token for ``namespaces`` (``*`` for all) and the namespaces it names; the
+        secret it returns is the only copy there will ever be."""
+        scope = check_token_namespaces(namespaces)
+        await self._open_store(migrate=self.settings.migrate)
+        now = self.clock.now()
+        for namespace in scope:
+            if namespace != ALL_NAMESPACES:
+                await self.store.ensure_namespace(namespace, now)
+        return await issue_token(self.store.tokens, scope, read_only=read_only, name=name, now=now)
+
+    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
+        """Every active token (and the revoked ones with ``include_revoked``), oldest first."""
+        await self._open_store(migrate=self.settings.migrate)
+        return await self.store.tokens.list_tokens(include_revoked=include_revoked)
+
+    async def revoke_token(self, token_id: int) -> TokenInfo:
+        """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""
+        await self._open_store(migrate=self.settings.migrate)
+        return await self.store.tokens.revoke_token(token_id, self.clock.now())

@@ -1,0 +1,106 @@
+"""Pages of listings, and their opaque cursors: where the next page starts, after the last row.
+
+Callers pass cursors back and never build them; each says which listing it belongs to (``id:``,
+``event:``, ``name:``), so one listing's cursor given to another is refused as not issued here.
+A listing fetches one row more than the page holds, to know whether another page follows.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from duetime.errors import InvalidInput
+from duetime.model import Page, TimerFilter
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+MAX_ID = 2**63 - 1
+Row = TypeVar("Row")
+T = TypeVar("T")
+
+
+def page(
+    rows: Sequence[Row], limit: int, item: Callable[[Row], T], cursor: Callable[[T], str]
+) -> Page[T]:
+    """The page of the first ``limit`` of ``rows`` (fetched ``limit + 1``): with the cursor of
+    its last item when more rows follow."""
+    items = [item(row) for row in rows[:limit]]
+    return Page(items, cursor(items[-1]) if len(rows) > limit and items else None)
+
+
+def timer_listing(
+    namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+) -> dict[str, Any]:
+    """The parameters of ``list_timers``, the same on both backends: newest first, before the
+    cursor's id."""
+    before = decode_cursor(cursor)
+    return {
+        "namespace": namespace,
+        "subject": filter.subject,
+        "status": filter.status.value if filter.status else None,
+        "type": filter.type,
+        "before_id": before if before is not None else MAX_ID,
+        "limit": limit + 1,
+    }
+
+
+def _encode(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str, prefix: str) -> str:
+    """The text after ``prefix:``; InvalidInput naming ``cursor`` for anything else."""
+    try:
+        text = base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+    found, _, rest = text.partition(":")
+    if found != prefix:
+        raise InvalidInput("cursor", "not a cursor this server issued")
+    return rest
+
+
+def encode_cursor(last_id: int) -> str:
+    """After the row ``last_id`` of a listing by id."""
+    return _encode(f"id:{last_id}")
+
+
+def decode_cursor(cursor: str | None) -> int | None:
+    """The id to list before (None: from the newest)."""
+    if cursor is None or cursor == "":
+        return None
+    try:
+        return int(_decode(cursor, "id"))
+    except ValueError as exc:
+        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+
+
+def encode_event_cursor(fired_at: datetime, timer_id: int) -> str:
+    """After the event ``(fired_at, id)``: the event log is ordered by both."""
+    return _encode(f"event:{(fired_at - _EPOCH) // _MICROSECOND}:{timer_id}")
+
+
+def decode_event_cursor(cursor: str | None) -> tuple[datetime, int] | None:
+    """``(fired_at, id)`` to list before (None: from the newest)."""
+    if cursor is None or cursor == "":
+        return None
+    try:
+        micros, timer_id = _decode(cursor, "event").split(":")
+        return _EPOCH + int(micros) * _MICROSECOND, int(timer_id)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+
+
+def encode_name_cursor(name: str) -> str:
+    """After ``name`` in a listing by name."""
+    return _encode(f"name:{name}")
+
+
+def decode_name_cursor(cursor: str | None) -> str:
+    """The name to list after ('' from the start)."""
+    if cursor is None or cursor == "":
+        return ""
+    return _decode(cursor, "name")

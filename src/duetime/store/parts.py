@@ -1,0 +1,220 @@
+"""The parts of a store: what a backend keeps besides timers, each a small protocol of its own.
+
+A :class:`~duetime.store.protocol.Store` is composed of them — ``store.schedules``,
+``store.history``, ``store.tokens``, ``store.transactions`` and ``store.outbox`` — so what a
+backend can do is read off its attributes, never guessed from its class or its URL. A part both
+built-in backends keep is always there; one a backend lacks is None (SQLite has no ``outbox``),
+and :func:`require` turns that None into an error naming the missing part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from duetime.errors import InvalidInput
+from duetime.model import NewTimer, OnConflict, Page, PutResult, Schedule, Timer
+from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
+from duetime.model.schedules import Materialized, NewSchedule, ScheduleAdvance, ScheduleFilter
+from duetime.model.tokens import TokenInfo
+
+P = TypeVar("P")
+
+TransactionEffect = Callable[[Any], Any]
+"""A transactional handler's writes: called with the backend's connection inside the transaction
+that also completes the timer (SQLite: a ``sqlite3.Connection``, must not return an awaitable;
+PostgreSQL: a psycopg ``AsyncConnection``, may return one)."""
+
+
+SchedulePlan = Callable[[Sequence[Schedule]], Sequence[ScheduleAdvance]]
+"""Pure: due schedules → how to advance each (run inside the materialising transaction)."""
+
+
+class ScheduleStore(Protocol):
+    """Durable schedules, their materialisation into timers, and the tz-data bookkeeping.
+
+    Every timer a schedule creates carries the schedule's id, so deleting the schedule cancels
+    its pending occurrences; occurrence keys (``schedule:<name>:<instant>``) make creating one
+    twice impossible.
+    """
+
+    async def put_schedules(
+        self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
+    ) -> list[Schedule | None]:
+        """Insert new schedules in one transaction; None where the name is already taken.
+
+        ``error`` raises AlreadyExists instead (nothing stored); ``keep`` and ``update`` leave
+        an existing schedule as it is (the caller revises it).
+        """
+        ...
+
+    async def get_schedule(self, namespace: str, name: str) -> Schedule | None: ...
+
+    async def list_schedules(
+        self, namespace: str, filter: ScheduleFilter, cursor: str | None, limit: int
+    ) -> Page[Schedule]:
+        """By name, cursor-paginated."""
+        ...
+
+    async def save_schedule(
+        self, schedule: Schedule, now: datetime, release_after: datetime | None
+    ) -> Schedule | None:
+        """Write a revised schedule if its row still has ``schedule.version`` (else None).
+
+        In the same transaction, occurrences materialised ahead of time (not fired, due after
+        ``release_after``) are deleted, so the materialiser creates them again as revised.
+        """
+        ...
+
+    async def delete_schedule(
+        self, namespace: str, name: str, now: datetime
+    ) -> tuple[Schedule, int] | None:
+        """Delete a schedule and cancel its pending occurrences (how many); None if unknown."""
+        ...
+
+    async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
+        """Active schedules whose next occurrence is at or before ``horizon``, earliest first."""
+        ...
+
+    async def advance_schedules(
+        self, advances: Sequence[ScheduleAdvance], now: datetime
+    ) -> list[int]:
+        """Create the timers and move each schedule on, in one transaction; the ids advanced.
+
+        An advance whose version no longer matches is skipped, its timers not inserted. Timers
+        are inserted idempotently by key.
+        """
+        ...
+
+    async def materialize(
+        self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
+    ) -> Materialized:
+        """``due_schedules`` + ``plan`` + ``advance_schedules`` in one transaction.
+
+        The due rows are locked while planned (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so many
+        workers share the work instead of racing for the same rows).
+        """
+        ...
+
+    async def next_schedule_at(self, namespace: str) -> datetime | None:
+        """The earliest ``next_at`` of the namespace's active schedules."""
+        ...
+
+    async def schedules_after(self, after_id: int, limit: int) -> list[Schedule]:
+        """Cron schedules of every namespace by id (tz-data re-resolution walks them all)."""
+        ...
+
+    async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
+        """Pending timers given as local wall-clock time, of every namespace, by id."""
+        ...
+
+    async def reresolve_timers(
+        self, changes: Sequence[tuple[int, datetime, datetime]], now: datetime
+    ) -> int:
+        """Move pending local-form timers ``(id, old due_at, new due_at)``; how many moved."""
+        ...
+
+    async def get_meta(self, key: str) -> str | None: ...
+
+    async def set_meta(self, key: str, value: str, now: datetime) -> None: ...
+
+
+class HistoryStore(Protocol):
+    """Finished timers kept off the hot path, and read back as an event log.
+
+    ``maintain`` is safe to run on several nodes at once: rows are taken in batches with
+    ``FOR UPDATE SKIP LOCKED`` (PostgreSQL) or under the write lock (SQLite), and partitions are
+    created and dropped under an advisory lock.
+    """
+
+    async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
+        """One round: make the history partitions, archive what finished ``archive_after`` ago,
+        delete what finished ``retention`` ago (dead timers included)."""
+        ...
+
+    async def list_events(
+        self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
+    ) -> Page[LoggedEvent]:
+        """Timers that fired, newest ``fired_at`` first, with their attempts; hot and archived."""
+        ...
+
+
+class TransactionStore(Protocol):
+    """Running a transactional handler's writes in the transaction that completes its timer
+    (exactly-once effects); both built-in backends can."""
+
+    async def complete_in_transaction(
+        self,
+        timer_id: int,
+        attempt: int,
+        node_id: str,
+        now: datetime,
+        effect: TransactionEffect,
+    ) -> bool:
+        """Run ``effect`` and mark the attempt done in one transaction; False if not ours."""
+        ...
+
+
+class OutboxStore(Protocol):
+    """Storing timers inside the caller's own open transaction (the outbox pattern): only
+    PostgreSQL can, since only there the caller holds a connection to the same database."""
+
+    async def put_timers_in(
+        self,
+        connection: object,
+        timers: Iterable[NewTimer],
+        on_conflict: OnConflict,
+        now: datetime,
+    ) -> list[PutResult]:
+        """Store timers inside the caller's open transaction: they exist only if it commits."""
+        ...
+
+
+class TokenStore(Protocol):
+    """Durable storage of token hashes; both built-in backends keep them."""
+
+    async def add_token(
+        self,
+        name: str | None,
+        token_hash: str,
+        namespaces: Sequence[str],
+        read_only: bool,
+        now: datetime,
+    ) -> TokenInfo: ...
+
+    async def find_token(self, token_hash: str) -> TokenInfo | None:
+        """The active (not revoked) token with this hash, or None."""
+        ...
+
+    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]: ...
+
+    async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
+        """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""
+        ...
+
+    async def touch_token(self, token_id: int, now: datetime) -> None:
+        """Record that the token was just used (callers throttle this write)."""
+        ...
+
+    async def has_active_tokens(self) -> bool: ...
+
+
+def require(
+    part: P | None, name: str, store: object, *, field: str, doing: str, hint: str = ""
+) -> P:
+    """``part`` (the store's ``name`` part), or InvalidInput naming ``field`` and the missing
+    part when the store has none, e.g. ``require(store.outbox, "outbox", store,
+    field="transaction", doing="scheduling inside your own transaction")``."""
+    if part is None:
+        raise InvalidInput(
+            field,
+            f"{doing} needs store.{name}, which {type(store).__name__} ({_scheme(store)}) "
+            f"does not have{'; ' + hint if hint else ''}",
+        )
+    return part
+
+
+def _scheme(store: object) -> str:
+    url = getattr(store, "url", None)
+    return url.split(":", 1)[0] if isinstance(url, str) else "this database"

@@ -1,0 +1,24 @@
+"""Why a cancel or a replay changed no row: the same answer, in the same words, on every backend.
+
+Each is one fenced statement (``cancel`` takes only a scheduled timer, ``replay`` only a dead
+one); when it changes nothing, the timer's row — or its absence — says why.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from duetime.errors import Conflict, DuetimeError, NotFound
+
+Transition = Literal["cancel", "replay"]
+
+_NEEDS = {"cancel": ("scheduled", "cancelled"), "replay": ("dead", "replayed")}
+"""The status each transition takes a timer from, and what it calls the timer after."""
+
+
+def refused(transition: Transition, key: str, status: str | None) -> DuetimeError:
+    """NotFound for an unknown key (``status`` None), else Conflict naming its status."""
+    if status is None:
+        return NotFound(f"no timer with key {key!r}", field="key")
+    needed, done = _NEEDS[transition]
+    return Conflict(f"timer {key!r} is {status}: only a {needed} timer can be {done}", field="key")
