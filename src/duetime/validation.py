@@ -7,7 +7,6 @@ refuses the same things with the same words.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import threading
@@ -252,26 +251,18 @@ def check_max_attempts(value: object, field: str = "max_attempts") -> int:
 
 
 def check_expires_after(value: object, field: str = "expires_after") -> timedelta | None:
+    """A positive span of at most 100 years, as seconds, ISO 8601 text or a timedelta (a month
+    counts 31 days): bounded so that ``due_at + expires_after`` never overflows."""
     if value is None:
         return None
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str):
-        from duetime.durations import parse_duration
-
-        parsed = parse_duration(value, field=field)
-        if parsed.is_calendar:
-            seconds = parsed.months * 31 * 86400 + parsed.days * 86400
-            seconds += parsed.clock.total_seconds()
-        else:
-            seconds = parsed.clock.total_seconds()
-    else:
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float | str):
         raise InvalidInput(field, "must be a duration: seconds, or ISO 8601 like 'PT1H'")
-    if not math.isfinite(seconds) or seconds <= 0:
+    from duetime.durations import parse_span
+
+    span = parse_span(value, field)
+    if span <= timedelta(0):
         raise InvalidInput(field, "must be a positive duration")
-    return timedelta(seconds=seconds)
+    return span
 
 
 def check_limit(value: object, field: str = "limit", maximum: int = 1000) -> int:

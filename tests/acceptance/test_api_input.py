@@ -44,12 +44,21 @@ LIMIT = 256 * 1024
           "disambiguation": "reject"}, 422, "nonexistent_local_time", "local"),
         ({"type": "x", "delay": 1, "at": "2031-03-15T09:00:00Z"}, 422, "invalid_input", None),
         (["not", "an", "object"], 422, "invalid_input", "body"),
+        ({"type": "x", "delay": 0, "expires_after": 1e12}, 422, "invalid_input", "expires_after"),
+        ({"type": "x", "delay": 0, "expires_after": 8.6e13}, 422, "invalid_input",
+         "expires_after"),
+        ({"type": "x", "delay": 0, "expires_after": "P200Y"}, 422, "invalid_input",
+         "expires_after"),
+        ({"type": "x", "delay": 1e300}, 422, "invalid_input", "delay"),
+        ({"type": "x", "at": "9500-01-01T00:00:00Z"}, 422, "invalid_input", "at"),
+        ({"type": "x", "at": "2025-02-29T09:00:00Z"}, 422, "invalid_input", "at"),
     ],
     ids=[
         "naive-at", "unknown-timezone", "invalid-date", "date-out-of-range", "payload-over-limit",
         "body-over-limit", "empty-key", "300-char-key", "empty-type", "missing-type",
         "unknown-field", "bad-on-conflict", "zero-attempts", "reject-in-gap", "two-whens",
-        "not-an-object",
+        "not-an-object", "expires-after-1e12", "expires-after-8.6e13", "expires-after-200y",
+        "delay-1e300", "at-past-9000", "at-nonexistent-day",
     ],
 )  # fmt: skip
 def test_bad_timer_bodies_are_refused_and_store_nothing(

@@ -63,6 +63,14 @@ def seeded(cli: Cli) -> Cli:
         pytest.param(
             ["--max-attempts", "many", *LATER], "max_attempts", "invalid_input", id="not-a-number"
         ),
+        pytest.param(
+            ["--expires-after", "1000000000000", *LATER],
+            "expires_after",
+            "invalid_input",
+            id="expires-after-over-100-years",
+        ),
+        pytest.param(["--delay", "P101Y"], "delay", "invalid_input", id="delay-over-100-years"),
+        pytest.param(["--at", "9000-01-01T00:00:00Z"], "at", "invalid_input", id="at-past-9000"),
     ],
 )
 def test_schedule_rejects(seeded: Cli, args: list[str], field: str, code: str) -> None:
@@ -71,6 +79,12 @@ def test_schedule_rejects(seeded: Cli, args: list[str], field: str, code: str) -
     assert error["code"] == code
     assert error["message"]
     assert seeded.stored_keys() == ["seed"]
+
+
+def test_a_day_that_does_not_exist_says_so(seeded: Cli) -> None:
+    error = seeded.fails("schedule", "greet", "--at", "2025-02-29T09:00:00Z", code=2)
+    assert error["field"] == "at"
+    assert "does not exist" in error["message"]
 
 
 def test_payload_over_the_configured_size(seeded: Cli) -> None:
