@@ -15,7 +15,7 @@ from duetime.bounds import check_instant, check_year
 from duetime.durations import add_duration, parse_duration
 from duetime.errors import InvalidInput
 from duetime.model import slot_init
-from duetime.tzmath import is_aware, load_zone, parse_disambiguation, to_utc
+from duetime.tzmath import is_aware, load_zone, parse_disambiguation, stored_zone, to_utc
 
 __all__ = ["When", "check_day_exists", "reresolve", "resolve_when"]
 _MAX_TEXT = 64
@@ -89,7 +89,7 @@ def reresolve(when: When) -> When:
     if when.local is None or when.timezone is None:
         return when
     choice = parse_disambiguation(when.disambiguation)
-    zone = load_zone(when.timezone)
+    zone = stored_zone(when.timezone)
     due_at = to_utc(when.local, zone, choice, "local")
     if due_at == when.due_at:
         return when
