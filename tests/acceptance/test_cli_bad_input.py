@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from duetime import App
@@ -85,6 +87,27 @@ def test_a_day_that_does_not_exist_says_so(seeded: Cli) -> None:
     error = seeded.fails("schedule", "greet", "--at", "2025-02-29T09:00:00Z", code=2)
     assert error["field"] == "at"
     assert "does not exist" in error["message"]
+
+
+def test_a_deeply_nested_payload_file_is_refused(seeded: Cli, tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    error = seeded.fails("schedule", "greet", "--payload", f"@{deep}", *LATER, code=2)
+    assert error["field"] == "payload"
+    assert "deeper than 64 levels" in error["message"]
+    assert seeded.stored_keys() == ["seed"]
+
+
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [("--subject", "subject"), ("--key", "key"), ("--correlation-id", "correlation_id")],
+)
+def test_control_characters_in_identifiers_are_refused(
+    seeded: Cli, option: str, field: str
+) -> None:
+    error = seeded.fails("schedule", "greet", option, "ada\n\x1b[2Jforged", *LATER, code=2)
+    assert error["field"] == field
+    assert seeded.stored_keys() == ["seed"]
 
 
 def test_payload_over_the_configured_size(seeded: Cli) -> None:

@@ -16,6 +16,7 @@ import click
 from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.config import DEFAULT_DATABASE_URL, Settings
+from duetime.controls import install_log_escaping
 
 T = TypeVar("T")
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -47,6 +48,7 @@ class CliConfig:
             level=getattr(logging, level),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        install_log_escaping()
 
 
 def config() -> CliConfig:
