@@ -18,6 +18,8 @@ from duetime.errors import InvalidInput
 from duetime.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_namespace
 
 DEFAULT_DATABASE_URL = "sqlite:///duetime.db"
+DEFAULT_NAMESPACE = "default"
+"""Exists in every database: opening it creates it, so a fresh database needs no set-up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +27,7 @@ class Settings:
     """How a duetime process connects and works; see docs/operating.md for each one."""
 
     database_url: str = DEFAULT_DATABASE_URL
-    namespace: str = "default"
+    namespace: str = DEFAULT_NAMESPACE
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     max_attempts: int = 20
     concurrency: int = 100

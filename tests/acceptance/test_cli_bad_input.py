@@ -127,10 +127,19 @@ def test_bad_event_type(seeded: Cli) -> None:
     assert seeded.stored_keys() == ["seed"]
 
 
-def test_unknown_namespace_for_reads_is_not_found(seeded: Cli) -> None:
-    for command in (["ls"], ["show", "seed"], ["cancel", "seed"], ["dead", "ls"]):
+def test_an_unknown_namespace_is_an_error_for_reads_and_writes(seeded: Cli) -> None:
+    for command in (
+        ["ls"],
+        ["show", "seed"],
+        ["cancel", "seed"],
+        ["dead", "ls"],
+        ["schedule", "greet", *LATER],
+        ["emit", "greet"],
+        ["schedules", "add", "daily", "greet", "--cron", "@daily"],
+    ):
         error = seeded.fails(*command, "--namespace", "nope", code=3)
-        assert (error["code"], error["field"]) == ("not_found", "namespace")
+        assert (error["code"], error["field"]) == ("unknown_namespace", "namespace")
+    assert "nope" not in seeded.ok("namespaces", "ls")["namespaces"]
     # a read never creates the namespace it was asked about
     assert seeded.fails("ls", code=3, env={"DUETIME_NAMESPACE": "nope"})["field"] == "namespace"
 

@@ -18,7 +18,7 @@ from duetime.api.config import ApiSettings
 from duetime.app import AsyncApp
 from duetime.auth import TokenInfo, TokenStore, token_store_for
 from duetime.clock import Clock, SystemClock
-from duetime.errors import InvalidInput, NotFound
+from duetime.errors import InvalidInput
 from duetime.metrics import Metrics
 from duetime.model import Status
 from duetime.store.protocol import Store
@@ -36,7 +36,10 @@ COUNTS_TTL = 2.0
 
 
 class NamespaceApps:
-    """One facade per existing namespace, all on the shared store, created on first use."""
+    """One facade per existing namespace, all on the shared store, made on first use.
+
+    A facade here never creates its namespace (``POST /v1/namespaces`` does), except
+    ``default``, which every database has."""
 
     def __init__(self, settings: ApiSettings, store: Store, clock: Clock) -> None:
         self._settings = settings
@@ -47,29 +50,22 @@ class NamespaceApps:
     def new(self, namespace: str) -> AsyncApp:
         """A facade not yet opened (InvalidInput naming ``namespace`` for a malformed name)."""
         core = replace(self._settings.core, namespace=namespace)
-        return AsyncApp(settings=core, store=self._store, clock=self._clock, producer="api")
+        return AsyncApp(
+            settings=core,
+            store=self._store,
+            clock=self._clock,
+            producer="api",
+            create_namespace=False,
+        )
 
     async def existing(self, namespace: str) -> AsyncApp:
-        """The facade of a namespace that exists; NotFound naming ``namespace`` otherwise."""
+        """The facade of a namespace that exists; UnknownNamespace otherwise."""
         app = self._apps.get(namespace)
         if app is None:
             app = self.new(namespace)
             await app.open(create_namespace=False)
             self._apps[namespace] = app
         return app
-
-    async def for_write(self, namespace: str, *, create: bool) -> AsyncApp:
-        """Like :meth:`existing`, but ``create`` lets a write bring a new namespace into being.
-
-        The facade returned for an unknown namespace is not opened: it creates the namespace only
-        once the write has passed validation, so bad input leaves nothing behind.
-        """
-        try:
-            return await self.existing(namespace)
-        except NotFound:
-            if not create:
-                raise
-            return self.new(namespace)
 
 
 class Service:
