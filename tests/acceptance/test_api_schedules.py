@@ -335,7 +335,9 @@ def test_bad_schedules_are_422_naming_the_field_and_store_nothing(
 
 def test_malformed_json_is_400(api: Api) -> None:
     answer = api.client.post(
-        f"{NS}/schedules", content=b"{nope", headers={**api.as_("rw"), "content-type": "json"}
+        f"{NS}/schedules",
+        content=b"{nope",
+        headers={**api.as_("rw"), "content-type": "application/json"},
     )
     assert answer.status_code == 400
     assert answer.json()["code"] == "invalid_json"

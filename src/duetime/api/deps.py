@@ -42,7 +42,7 @@ async def get_principal(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> TokenInfo | None:
     """The caller's token, or None when auth is off; Unauthorized when it is on and missing."""
-    if not service.auth:
+    if not await service.auth_required():
         return None
     if service.tokens is None:  # pragma: no cover - auth on implies a token store
         raise Unauthorized("this server has no token store")

@@ -31,6 +31,9 @@ log = logging.getLogger("duetime.api")
 
 TOUCH_EVERY = 60.0
 """Seconds between two ``last_used_at`` writes for one token (a write per request is waste)."""
+AUTH_TTL = 2.0
+"""Seconds the answer "does any active token exist?" is reused: a token created while the
+server runs turns auth on within this long, without a restart."""
 COUNTS_TTL = 2.0
 """Seconds a scrape's pending/dead snapshot is reused, so dashboards polling do not pile up."""
 
@@ -97,6 +100,7 @@ class Service:
         self.node_id = new_node_id()
         self._touched: dict[int, float] = {}
         self._counts_at = -COUNTS_TTL
+        self._auth_at = -AUTH_TTL
         self._workers: list[tuple[Worker, asyncio.Task[None]]] = []
         self._heartbeat: asyncio.Task[None] | None = None
         self.sources = list(sources)
@@ -192,7 +196,10 @@ class Service:
             if wanted:
                 raise
             return False
-        return True if wanted else await self.tokens.has_active_tokens()
+        if wanted:
+            return True
+        self._auth_at = asyncio.get_running_loop().time()
+        return await self.tokens.has_active_tokens()
 
     async def _heartbeat_loop(self) -> None:
         interval = self.settings.core.heartbeat.total_seconds()
@@ -204,6 +211,17 @@ class Service:
                 log.exception("api heartbeat failed")
 
     # -- helpers for requests ---------------------------------------------------------------
+    async def auth_required(self) -> bool:
+        """Whether a request needs a token. Forced on or off by the settings; otherwise on
+        while any active token exists, re-read at most every :data:`AUTH_TTL` seconds."""
+        if self.settings.auth is not None or self.tokens is None:
+            return self.auth
+        now = asyncio.get_running_loop().time()
+        if now - self._auth_at >= AUTH_TTL:
+            self._auth_at = now
+            self.auth = await self.tokens.has_active_tokens()
+        return self.auth
+
     async def touch(self, token: TokenInfo) -> None:
         """Record a token's use, at most once a minute per token."""
         if self.tokens is None:

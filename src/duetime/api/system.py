@@ -106,7 +106,7 @@ async def list_nodes(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
 @router.get("/v1/info", tags=["system"], summary="Version and whether auth is on")
 async def info(service: ServiceDep) -> InfoOut:
     """Open to all, so the dashboard knows whether to ask for a token."""
-    return InfoOut(version=__version__, auth=service.auth)
+    return InfoOut(version=__version__, auth=await service.auth_required())
 
 
 @router.get(
@@ -144,7 +144,14 @@ async def metrics(service: ServiceDep, who: PrincipalDep) -> Response:
     return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
 
+DASHBOARD_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+"""The dashboard loads only its own files and talks only to its own server."""
+
+
 @router.get("/", include_in_schema=False)
 async def dashboard() -> HTMLResponse:
     page = resources.files("duetime.api").joinpath("static/index.html").read_text("utf-8")
-    return HTMLResponse(page)
+    return HTMLResponse(page, headers={"Content-Security-Policy": DASHBOARD_CSP})
