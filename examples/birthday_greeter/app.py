@@ -8,6 +8,8 @@ repository root, or ``python -m examples.birthday_greeter``. The database comes 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -67,7 +69,8 @@ def create_app(
         # Next year's greeting first. Its key makes this idempotent: if sending fails below and
         # this attempt is retried, the second call keeps the timer the first one stored.
         # (The async facade, app.core, runs on the worker's own event loop.)
-        await app.core.schedule_many([greeting_request(user, year + 1)], on_conflict="keep")
+        series = str(event.payload.get("series", ""))
+        await schedule_greeting(app.core, user, year + 1, series, fallback=digest(event.key))
         if not is_still_birthday(user, year, app.core.clock.now()):
             # The worker was down through the whole birthday: a greeting a day late reads
             # oddly, so skip it (next year's is scheduled). expires_after would not do here:
@@ -82,15 +85,56 @@ def create_app(
     return app
 
 
+async def schedule_greeting(
+    core: duetime.AsyncApp, user: User, year: int, series: str, *, fallback: str
+) -> duetime.PutResult:
+    """Store ``user``'s greeting in ``year`` in chain ``series``, or keep the one stored.
+
+    A key already taken by a greeting that was sent or cancelled (the user changed and changed
+    back) is kept by duetime as it is, which would end the yearly chain: the greeting then goes
+    in chain ``fallback`` instead. Retried, this makes the same choices, so it stores one."""
+    for chain in (series, fallback):
+        request = greeting_request(user, year, chain)
+        (result,) = await core.schedule_many([request], on_conflict="update")
+        if result.timer.status in PENDING:
+            return result
+    return result
+
+
+def digest(text: str) -> str:
+    """A short, stable name for a new chain of greetings, made from ``text``."""
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
 def add_user(app: duetime.App, user: User) -> duetime.PutResult:
     """Schedule ``user``'s next greeting; call it again after they change birth date or zone.
 
-    ``on_conflict="update"`` moves a pending greeting to the user's new zone; one that has
-    already been sent is left as it is (and the answer says ``kept``).
+    The user's pending greeting moves to the new details (its key stays when the year does),
+    and every other greeting of theirs not yet sent is cancelled, so exactly one is pending and
+    the yearly chain continues from the new birthday. Calling it twice changes nothing.
     """
-    year = next_greeting_year(user, app.core.clock.now())
-    (result,) = app.schedule_many([greeting_request(user, year)], on_conflict="update")
+    now = app.core.clock.now()
+    year = next_greeting_year(user, now)
+    pending = upcoming(app, user.id)
+    series = next((str(t.payload.get("series", "")) for t in pending if _year(t) == year), "")
+    fallback = digest(f"{user}:{now.isoformat()}")
+    for chain in (series, fallback):  # as schedule_greeting does, from blocking code
+        (result,) = app.schedule_many([greeting_request(user, year, chain)], on_conflict="update")
+        if result.timer.status in PENDING:
+            break
+    for timer in pending:
+        if timer.key != result.timer.key:
+            with contextlib.suppress(duetime.Conflict):  # it started meanwhile: let it be
+                app.cancel(timer.key)
     return result
+
+
+def _year(timer: duetime.Timer) -> int | None:
+    year = timer.payload.get("year") if isinstance(timer.payload, dict) else None
+    return year if isinstance(year, int) else None
+
+
+PENDING = (duetime.Status.SCHEDULED, duetime.Status.RETRYING)
 
 
 def upcoming(app: duetime.App, user_id: str) -> list[duetime.Timer]:

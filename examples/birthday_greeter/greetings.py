@@ -56,9 +56,13 @@ def birthday_in(birth_date: date, year: int) -> date:
     return birth_date.replace(year=year)
 
 
-def greeting_key(user_id: str, year: int) -> str:
-    """The idempotency key of one user's greeting in one year: scheduling it twice is harmless."""
-    return f"birthday:{user_id}:{year}"
+def greeting_key(user_id: str, year: int, series: str = "") -> str:
+    """The idempotency key of one user's greeting in one year: scheduling it twice is harmless.
+
+    ``series`` tells apart a chain of greetings started after the user changed their birthday
+    or zone: the old chain's keys may belong to greetings already sent or cancelled, which
+    duetime keeps as they are, so the new chain needs keys of its own."""
+    return f"birthday:{user_id}:{year}" + (f":{series}" if series else "")
 
 
 def greeting_local_time(user: User, year: int) -> datetime:
@@ -79,7 +83,7 @@ def next_greeting_year(user: User, now: datetime) -> int:
     return year
 
 
-def greeting_request(user: User, year: int) -> TimerRequest:
+def greeting_request(user: User, year: int, series: str = "") -> TimerRequest:
     """The timer for ``user``'s greeting in ``year``, in the form duetime stores it.
 
     It is given as a local time with the zone name (not as a UTC instant), so if the zone's rules
@@ -87,10 +91,10 @@ def greeting_request(user: User, year: int) -> TimerRequest:
     """
     return TimerRequest(
         type=GREETING,
-        payload={**user.to_payload(), "year": year},
+        payload={**user.to_payload(), "year": year, **({"series": series} if series else {})},
         local=greeting_local_time(user, year).isoformat(timespec="minutes"),
         timezone=user.timezone,
-        key=greeting_key(user.id, year),
+        key=greeting_key(user.id, year, series),
         subject=user.id,
     )
 

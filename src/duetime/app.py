@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 from duetime.app_schedules import ScheduleMethods
 from duetime.app_tokens import TokenMethods
 from duetime.clock import Clock, DatabaseClock
-from duetime.config import Settings
+from duetime.config import DEFAULT_NAMESPACE, Settings
 from duetime.destinations.base import Destination, check_name
 from duetime.destinations.registry import Destinations
 from duetime.dispatch import check_routes
-from duetime.errors import InvalidInput, NotFound
+from duetime.errors import InvalidInput, NotFound, UnknownNamespace
 from duetime.handlers import HandlerRegistry
 from duetime.history import LoggedEvent, MaintenanceReport, event_filter
 from duetime.model import (
@@ -73,10 +73,14 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         settings: Settings | None = None,
         store: Store | None = None,
         producer: str | None = None,
+        create_namespace: bool = True,
         **overrides: Any,
     ) -> None:
         """``producer`` names who stores this app's timers and events (the envelope's
-        ``producer``); by default ``<host>-<pid>``, which this process's node ids start with."""
+        ``producer``); by default ``<host>-<pid>``, which this process's node ids start with.
+        ``create_namespace`` is whether opening creates the app's namespace (an app opens its
+        own); the CLI and the REST API pass False, so a typo in a namespace is an
+        ``unknown_namespace`` error and never timers no worker serves."""
         if settings is None:
             settings = Settings.from_env(
                 database_url=database_url, namespace=namespace, **overrides
@@ -94,19 +98,40 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         """Destinations routes may name (see :meth:`route`, :meth:`add_destination`)."""
         self.routes: list[Route] = []
         self.producer = None if producer is None else check_producer(producer)
+        self.create_namespace = create_namespace
         self._opened = False
 
     # -- lifecycle --------------------------------------------------------------------------
-    async def open(self, *, create_namespace: bool = True) -> AsyncApp:
+    async def open(self, *, create_namespace: bool | None = None) -> AsyncApp:
+        """Connect (and migrate) on first use. The namespace is created when
+        ``create_namespace`` (else the app's own policy) says so, and ``default`` always, so a
+        fresh database works with no set-up; any other unknown one is
+        :class:`~duetime.errors.UnknownNamespace`."""
         if not self._opened:
             await self.store.open(migrate=self.settings.migrate)
             self._opened = True
             await self._sync_clock()
-            if create_namespace:
+            create = self.create_namespace if create_namespace is None else create_namespace
+            if create or self.namespace == DEFAULT_NAMESPACE:
                 await self.store.ensure_namespace(self.namespace, self.clock.now())
             elif not await self.store.namespace_exists(self.namespace):
-                raise NotFound(f"unknown namespace {self.namespace!r}", field="namespace")
+                raise UnknownNamespace(self.namespace)
         return self
+
+    async def add_namespace(self, name: str) -> bool:
+        """Create namespace ``name`` (True) unless it exists (False): ``duetime namespaces
+        create`` and ``POST /v1/namespaces``."""
+        name = check_namespace(name)
+        await self._open_store(migrate=self.settings.migrate)
+        if await self.store.namespace_exists(name):
+            return False
+        await self.store.ensure_namespace(name, self.clock.now())
+        return True
+
+    async def namespaces(self) -> list[str]:
+        """Every namespace of the database, by name."""
+        await self._open_store(migrate=self.settings.migrate)
+        return await self.store.list_namespaces()
 
     async def _open_store(self, *, migrate: bool) -> None:
         """Open the store without creating this app's namespace (admin commands)."""
@@ -125,6 +150,7 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         """Apply pending migrations; return (versions applied now, schema version)."""
         await self._open_store(migrate=False)
         applied = await self.store.migrate()
+        await self.store.ensure_namespace(DEFAULT_NAMESPACE, self.clock.now())
         return applied, await self.store.schema_version()
 
     async def nodes(self) -> list[Node]:

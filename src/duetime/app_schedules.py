@@ -46,7 +46,7 @@ class ScheduleMethods:
 
     if TYPE_CHECKING:
 
-        async def open(self, *, create_namespace: bool = True) -> object:
+        async def open(self, *, create_namespace: bool | None = None) -> object:
             """Provided by the app: connects (and migrates) on first use."""
 
     @property

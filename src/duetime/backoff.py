@@ -11,6 +11,8 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
+from duetime.bounds import MAX_DURATION
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -25,6 +27,8 @@ class Backoff:
             raise ValueError("backoff base must be positive")
         if self.cap < self.base:
             raise ValueError("backoff cap must be at least the base")
+        if self.cap > MAX_DURATION:
+            raise ValueError("backoff cap must not be longer than 100 years")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError("backoff jitter must be between 0 and 1")
 

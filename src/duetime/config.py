@@ -12,11 +12,14 @@ from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from duetime.durations import parse_duration
+from duetime.bounds import check_timedelta
+from duetime.durations import parse_span
 from duetime.errors import InvalidInput
 from duetime.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_namespace
 
 DEFAULT_DATABASE_URL = "sqlite:///duetime.db"
+DEFAULT_NAMESPACE = "default"
+"""Exists in every database: opening it creates it, so a fresh database needs no set-up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +27,7 @@ class Settings:
     """How a duetime process connects and works; see docs/operating.md for each one."""
 
     database_url: str = DEFAULT_DATABASE_URL
-    namespace: str = "default"
+    namespace: str = DEFAULT_NAMESPACE
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     max_attempts: int = 20
     concurrency: int = 100
@@ -62,22 +65,25 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         for name, value in list(values.items()):
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
-            if numeric and _is_duration(name):
-                values[name] = timedelta(seconds=value)
-            elif isinstance(value, str) and _is_duration(name):
-                values[name] = _duration(name, value)
+            if (numeric or isinstance(value, str)) and _is_duration(name):
+                values[name] = parse_span(value, name)
         settings = replace(cls(), **values)
         settings.check()
         return settings
 
     def check(self) -> None:
         check_namespace(self.namespace)
+        for f in fields(self):
+            if _is_duration(f.name):
+                check_timedelta(getattr(self, f.name), f.name)
         for name in ("max_payload_bytes", "max_attempts", "concurrency", "batch_size"):
             if getattr(self, name) < 1:
                 raise InvalidInput(name, "must be at least 1")
         for name in ("lease", "heartbeat", "recheck", "rescue_interval", "backoff_base"):
             if getattr(self, name) <= timedelta(0):
                 raise InvalidInput(name, "must be a positive duration")
+        if self.backoff_cap < self.backoff_base:
+            raise InvalidInput("backoff_cap", "must not be shorter than backoff_base")
         if self.no_subscriber_grace < timedelta(0):
             raise InvalidInput("no_subscriber_grace", "must not be negative (0 turns it off)")
         if self.heartbeat >= self.lease:
@@ -115,7 +121,7 @@ def _is_duration(name: str) -> bool:
 def _parse(name: str, raw: str, annotation: object) -> Any:
     field = f"DUETIME_{name.upper()}"
     if _is_duration(name):
-        return _duration(field, raw)
+        return parse_span(raw, field)
     if annotation in (bool, "bool"):
         lowered = raw.strip().lower()
         if lowered in {"1", "true", "yes", "on"}:
@@ -129,17 +135,3 @@ def _parse(name: str, raw: str, annotation: object) -> Any:
         except ValueError:
             raise InvalidInput(field, f"must be a whole number, not {raw!r}") from None
     return raw
-
-
-def _duration(field: str, raw: str) -> timedelta:
-    """Seconds (``90``, ``2.5``) or ISO 8601 (``PT90S``, ``P30D``; a month counts 31 days)."""
-    text = raw.strip()
-    if not text.upper().startswith("P"):
-        try:
-            return timedelta(seconds=float(text))
-        except (ValueError, OverflowError):
-            raise InvalidInput(
-                field, f"must be a number of seconds or an ISO 8601 duration, not {raw!r}"
-            ) from None
-    parsed = parse_duration(text, field)
-    return timedelta(days=parsed.months * 31 + parsed.days) + parsed.clock

@@ -9,18 +9,18 @@ are the *exact* (``clock``) part, added in real elapsed time (as TC39 Temporal a
 from __future__ import annotations
 
 import calendar
-import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from zoneinfo import ZoneInfo
 
+from duetime.bounds import DURATION_LIMIT_TEXT, MAX_DURATION_DAYS, check_seconds, check_timedelta
 from duetime.errors import InvalidInput
 from duetime.tzmath import Disambiguation, is_aware, to_local, to_utc
 
 # "More than 100 years" counts a month as an average Gregorian month.
-_MAX_DAYS = Decimal(36525)
+_MAX_DAYS = Decimal(MAX_DURATION_DAYS)
 _DAYS_PER_MONTH = Decimal("365.2425") / 12
 _MAX_TEXT = 64
 _MICRO = Decimal("0.000001")
@@ -78,9 +78,9 @@ def parse_duration(value: str | int | float | timedelta, field: str = "delay") -
     if isinstance(value, bool):
         raise InvalidInput(field, "must be an ISO 8601 duration or a number of seconds, not a bool")
     if isinstance(value, timedelta):
-        return _checked(CalendarDuration(clock=_non_negative(value, field)), field)
+        return CalendarDuration(clock=check_timedelta(value, field))
     if isinstance(value, int | float):
-        return CalendarDuration(clock=_seconds(value, field))
+        return CalendarDuration(clock=check_seconds(value, field))
     if isinstance(value, str):
         return _parse_text(value, field)
     raise InvalidInput(
@@ -88,22 +88,6 @@ def parse_duration(value: str | int | float | timedelta, field: str = "delay") -
         "must be an ISO 8601 duration, a number of seconds or a timedelta, "
         f"not {type(value).__name__}",
     )
-
-
-def _non_negative(value: timedelta, field: str) -> timedelta:
-    if value < timedelta(0):
-        raise InvalidInput(field, f"must not be negative, got {value}")
-    return value
-
-
-def _seconds(value: int | float, field: str) -> timedelta:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidInput(field, f"must be a finite number of seconds, got {value}")
-    if value < 0:
-        raise InvalidInput(field, f"must not be negative, got {value} seconds")
-    if value > float(_MAX_DAYS) * 86400:
-        raise InvalidInput(field, "must not be longer than 100 years")
-    return timedelta(seconds=value)
 
 
 def _parse_text(text: str, field: str) -> CalendarDuration:
@@ -116,7 +100,7 @@ def _parse_text(text: str, field: str) -> CalendarDuration:
     if cleaned.startswith("-"):
         raise InvalidInput(field, f"must not be negative, got {text!r}")
     if _PLAIN_SECONDS.fullmatch(cleaned):
-        return CalendarDuration(clock=_seconds(float(cleaned), field))
+        return CalendarDuration(clock=check_seconds(float(cleaned), field))
     match = _ISO_DURATION.fullmatch(cleaned)
     if match is None or cleaned.endswith(("P", "T")):
         raise InvalidInput(
@@ -150,14 +134,15 @@ def _check_size(numbers: dict[str, Decimal], field: str) -> None:
         + (numbers["hours"] * 3600 + numbers["minutes"] * 60 + numbers["seconds"]) / 86400
     )
     if approx_days > _MAX_DAYS:
-        raise InvalidInput(field, "must not be longer than 100 years")
+        raise InvalidInput(field, DURATION_LIMIT_TEXT)
 
 
-def _checked(duration: CalendarDuration, field: str) -> CalendarDuration:
-    """Apply the 100-year ceiling to a timedelta, as the text and number forms do."""
-    if duration.clock > timedelta(days=int(_MAX_DAYS)):
-        raise InvalidInput(field, "must not be longer than 100 years")
-    return duration
+def parse_span(value: str | int | float | timedelta, field: str) -> timedelta:
+    """A duration in real time, for spans that belong to no zone (``expires_after``, the
+    configuration's durations): a month counts 31 days, a day 24 hours, at most 100 years."""
+    parsed = parse_duration(value, field)
+    span = timedelta(days=parsed.months * 31 + parsed.days) + parsed.clock
+    return check_timedelta(span, field)
 
 
 def add_months(wall: datetime, months: int) -> datetime:

@@ -53,6 +53,19 @@ class NotFound(DuetimeError):
     code = "not_found"
 
 
+class UnknownNamespace(NotFound):
+    """A namespace nobody created: writes through the CLI and REST never create one by
+    accident (a typo would leave timers that no worker serves)."""
+
+    code = "unknown_namespace"
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(
+            f"unknown namespace {namespace!r}: create it first (duetime namespaces create)",
+            field="namespace",
+        )
+
+
 class Conflict(DuetimeError):
     """The request is well-formed but the stored state forbids it (e.g. cancel after firing)."""
 

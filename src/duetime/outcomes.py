@@ -8,32 +8,32 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from duetime.bounds import duration_value
+
 
 class HandlerOutcome(Exception):
     """Base of the explicit outcomes; raise it or return it from a handler."""
 
 
 class Snooze(HandlerOutcome):
-    """Try again after ``delay`` without spending an attempt (the work is not ready yet)."""
+    """Try again after ``delay`` without spending an attempt (the work is not ready yet).
+
+    ``delay`` (a timedelta or seconds) is 0 to 100 years; anything else raises InvalidInput."""
 
     def __init__(self, delay: timedelta | float) -> None:
-        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-        if not seconds >= 0:
-            raise ValueError("Snooze delay must be zero or positive")
-        super().__init__(f"snoozed for {seconds:g}s")
-        self.delay = timedelta(seconds=seconds)
+        self.delay = duration_value(delay, "delay")  # 0..100 years: now + delay stays in range
+        super().__init__(f"snoozed for {self.delay.total_seconds():g}s")
 
 
 class Retry(HandlerOutcome):
-    """Fail this attempt and retry, after ``delay`` or after the backoff policy's delay."""
+    """Fail this attempt and retry, after ``delay`` or after the backoff policy's delay.
+
+    ``delay`` (a timedelta or seconds) is 0 to 100 years; anything else raises InvalidInput."""
 
     def __init__(self, reason: str = "retry requested", delay: timedelta | float | None = None):
         super().__init__(reason)
         self.reason = reason
-        if delay is None:
-            self.delay: timedelta | None = None
-        else:
-            self.delay = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+        self.delay = None if delay is None else duration_value(delay, "delay")
 
 
 class Cancel(HandlerOutcome):

@@ -19,9 +19,10 @@ import contextlib
 import enum
 import re
 from dataclasses import dataclass, fields, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
+from duetime.bounds import check_instant
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Schedule, iso
 from duetime.model.schedules import Materialized as Materialized
@@ -45,7 +46,7 @@ from duetime.validation import (
     check_subject,
     check_type,
 )
-from duetime.when import MAX_YEAR, MIN_YEAR
+from duetime.when import check_day_exists
 
 KEY_PREFIX = "schedule:"
 MAX_NAME_LENGTH = 200
@@ -54,9 +55,6 @@ MAX_NAME_LENGTH = 200
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
 _TINY = timedelta(microseconds=1)
 _MAX_TEXT = 64
-_EARLIEST = datetime(MIN_YEAR, 1, 1, tzinfo=UTC)
-_LATEST = datetime(MAX_YEAR + 1, 1, 1, tzinfo=UTC)
-"""Instants a schedule may name: the range a timer's ``at`` accepts (SPEC §6)."""
 
 ScheduleAction = Literal["created", "updated", "kept"]
 RuleCache = dict[tuple[object, ...], tuple[Recurrence, "datetime | None"]]
@@ -107,6 +105,7 @@ def parse_instant(value: object, field: str) -> datetime | None:
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError as exc:
+            check_day_exists(text, value, field)
             raise InvalidInput(
                 field, f"{value!r} is not an ISO 8601 instant such as '2025-03-15T13:00:00Z'"
             ) from exc
@@ -116,13 +115,7 @@ def parse_instant(value: object, field: str) -> datetime | None:
         )
     if not is_aware(parsed):
         raise InvalidInput(field, f"{value!s} has no UTC offset; add one, e.g. 'Z'")
-    try:
-        instant = parsed.astimezone(UTC)
-    except OverflowError:  # e.g. 0001-01-01T00:00+01:00: before the first representable UTC
-        instant = None
-    if instant is None or not _EARLIEST <= instant < _LATEST:
-        raise InvalidInput(field, f"{value!s} is out of range ({MIN_YEAR}..{MAX_YEAR} UTC)")
-    return instant
+    return check_instant(parsed, field)
 
 
 def recurrence_of(schedule: Schedule) -> Recurrence:

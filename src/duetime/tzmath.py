@@ -45,7 +45,20 @@ def parse_disambiguation(value: object, field: str = "disambiguation") -> Disamb
 
 
 def load_zone(name: str, field: str = "timezone") -> ZoneInfo:
-    """Validate an IANA zone name and load it, so a bad name is a 4xx error and never a crash."""
+    """Validate a user's IANA zone name and load it, so a bad name is a 4xx error and never a
+    crash. Legacy names without an area (``EST``, ``EST5EDT``, ``CET``, ``Japan``) are refused
+    as abbreviations are: ``EST`` is a fixed -05:00 that never follows New York's DST, which is
+    rarely what its writer meant. ``UTC`` and ``Etc/*`` stay."""
+    if not isinstance(name, str):
+        raise InvalidInput(field, f"must be an IANA timezone name, not {type(name).__name__}")
+    if "/" not in name and name != "UTC" and _plausible_zone_name(name):
+        raise UnknownTimezone(field, f"{name!r} is not an IANA Area/City name{_legacy_hint(name)}")
+    return stored_zone(name, field)
+
+
+def stored_zone(name: str, field: str = "timezone") -> ZoneInfo:
+    """Load a zone name as tzdata knows it, legacy names included: what a stored timer or
+    schedule names was accepted when it was written and must keep resolving."""
     if not isinstance(name, str):
         raise InvalidInput(field, f"must be an IANA timezone name, not {type(name).__name__}")
     if not _plausible_zone_name(name):
@@ -93,6 +106,30 @@ def _tzdata_zone_names() -> frozenset[str] | None:
         return None
     text = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
     return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
+_LEGACY_HINTS = {
+    "EST": "America/New_York",
+    "EST5EDT": "America/New_York",
+    "CST6CDT": "America/Chicago",
+    "MST": "America/Denver, or America/Phoenix (no DST)",
+    "MST7MDT": "America/Denver",
+    "PST8PDT": "America/Los_Angeles",
+    "HST": "Pacific/Honolulu",
+    "CET": "Europe/Paris or Europe/Berlin",
+    "MET": "Europe/Paris or Europe/Berlin",
+    "EET": "Europe/Athens or Europe/Helsinki",
+    "WET": "Europe/Lisbon",
+    "GMT": "UTC, or Europe/London for the UK's clock",
+}
+
+
+def _legacy_hint(name: str) -> str:
+    """Which name to use instead of a legacy one, or the general rule."""
+    hint = _LEGACY_HINTS.get(name.upper())
+    if hint is not None:
+        return f": use {hint}"
+    return ": use a name such as America/New_York, UTC, or Etc/GMT+5 for a fixed offset"
 
 
 def _suggest(name: str, known: frozenset[str]) -> str:

@@ -7,7 +7,6 @@ refuses the same things with the same words.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import threading
@@ -27,7 +26,12 @@ MAX_TYPE_LENGTH = 200
 MAX_SUBJECT_LENGTH = 255
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_ATTEMPTS_LIMIT = 1000
+MAX_PAYLOAD_DEPTH = 64
+"""Arrays and objects nested deeper than this are refused: no reader recurses out of stack."""
+_TOO_DEEP = f"nests arrays and objects deeper than {MAX_PAYLOAD_DEPTH} levels"
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0, DEL, C1 and Unicode's line separators: refused in identifiers, which terminals show."""
 _NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 
@@ -51,9 +55,7 @@ def check_key(value: object, field: str = "key") -> str:
         raise InvalidInput(field, "must not be empty")
     if len(value) > MAX_KEY_LENGTH:
         raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_KEY_LENGTH}")
-    if any(ord(ch) < 32 for ch in value):
-        raise InvalidInput(field, "must not contain control characters")
-    return check_text(value, field)
+    return check_identifier_text(value, field)
 
 
 def check_lookup_key(value: object, field: str = "key") -> str:
@@ -62,16 +64,18 @@ def check_lookup_key(value: object, field: str = "key") -> str:
         raise InvalidInput(field, "must be a non-empty string")
     if len(value) > MAX_STORED_KEY_LENGTH:
         raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_STORED_KEY_LENGTH}")
-    return check_key(value, field) if len(value) <= MAX_KEY_LENGTH else check_text(value, field)
+    return (
+        check_key(value, field)
+        if len(value) <= MAX_KEY_LENGTH
+        else check_identifier_text(value, field)
+    )
 
 
 def check_producer(value: object, field: str = "producer") -> str:
     """Who stores timers (a node id, ``api``, ``cli``…), as the envelope shows it."""
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_PRODUCER_LENGTH:
         raise InvalidInput(field, f"must be a string of 1-{MAX_PRODUCER_LENGTH} characters")
-    if any(ord(ch) < 32 for ch in value):
-        raise InvalidInput(field, "must not contain control characters")
-    return check_text(value, field)
+    return check_identifier_text(value, field)
 
 
 def type_name(value: object) -> str:
@@ -142,7 +146,7 @@ def check_subject(value: object, field: str = "subject") -> str | None:
         raise InvalidInput(field, "must be a non-empty string (e.g. a user id)")
     if len(value) > MAX_SUBJECT_LENGTH:
         raise InvalidInput(field, f"is {len(value)} characters; at most {MAX_SUBJECT_LENGTH}")
-    return check_text(value, field)
+    return check_identifier_text(value, field)
 
 
 def check_correlation_id(value: object, field: str = "correlation_id") -> str | None:
@@ -150,6 +154,14 @@ def check_correlation_id(value: object, field: str = "correlation_id") -> str | 
         return None
     if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH:
         raise InvalidInput(field, f"must be a string of 1-{MAX_KEY_LENGTH} characters")
+    return check_identifier_text(value, field)
+
+
+def check_identifier_text(value: str, field: str) -> str:
+    """An identifier: :func:`check_text`, and no control characters (a newline or an escape
+    sequence in a subject would reach every terminal that lists it)."""
+    if _CONTROL.search(value) is not None:
+        raise InvalidInput(field, "must not contain control characters")
     return check_text(value, field)
 
 
@@ -185,14 +197,33 @@ def encode_payload(
         encoded = text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(field, "contains text that is not valid Unicode") from None
-    except (TypeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise InvalidInput(field, _TOO_DEEP) from None  # deeper than Python recurses, or a cycle
+    except (TypeError, ValueError) as exc:
         raise InvalidInput(field, f"is not JSON: {exc}") from exc
+    # Only a text with more brackets than the limit can nest deeper: the walk is for those.
+    if text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH and _too_deep(value):
+        raise InvalidInput(field, _TOO_DEEP)
     if "\\u0000" in text and _has_nul(value):
         raise InvalidInput(field, "must not contain NUL characters (\\u0000)")
     size = len(encoded)
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes as JSON; the limit is {max_bytes}")
     return load_json(text), text
+
+
+def _too_deep(value: Any) -> bool:
+    """True when arrays and objects nest more than :data:`MAX_PAYLOAD_DEPTH` levels."""
+    if not isinstance(value, dict | list | tuple):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_PAYLOAD_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def _has_nul(value: Any) -> bool:
@@ -209,6 +240,8 @@ def parse_payload_text(text: str, field: str = "payload") -> JSON:
     """A payload given as JSON text (CLI, files)."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise InvalidInput(field, _TOO_DEEP) from None
     except json.JSONDecodeError as exc:
         raise InvalidInput(field, f"is not valid JSON: {exc.msg} at position {exc.pos}") from exc
 
@@ -222,26 +255,18 @@ def check_max_attempts(value: object, field: str = "max_attempts") -> int:
 
 
 def check_expires_after(value: object, field: str = "expires_after") -> timedelta | None:
+    """A positive span of at most 100 years, as seconds, ISO 8601 text or a timedelta (a month
+    counts 31 days): bounded so that ``due_at + expires_after`` never overflows."""
     if value is None:
         return None
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str):
-        from duetime.durations import parse_duration
-
-        parsed = parse_duration(value, field=field)
-        if parsed.is_calendar:
-            seconds = parsed.months * 31 * 86400 + parsed.days * 86400
-            seconds += parsed.clock.total_seconds()
-        else:
-            seconds = parsed.clock.total_seconds()
-    else:
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float | str):
         raise InvalidInput(field, "must be a duration: seconds, or ISO 8601 like 'PT1H'")
-    if not math.isfinite(seconds) or seconds <= 0:
+    from duetime.durations import parse_span
+
+    span = parse_span(value, field)
+    if span <= timedelta(0):
         raise InvalidInput(field, "must be a positive duration")
-    return timedelta(seconds=seconds)
+    return span
 
 
 def check_limit(value: object, field: str = "limit", maximum: int = 1000) -> int:

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from datetime import date as calendar_date
+from datetime import datetime, timedelta
 
+from duetime.bounds import check_instant, check_year
 from duetime.durations import add_duration, parse_duration
 from duetime.errors import InvalidInput
-from duetime.tzmath import is_aware, load_zone, parse_disambiguation, to_utc
+from duetime.tzmath import is_aware, load_zone, parse_disambiguation, stored_zone, to_utc
 
-MIN_YEAR = 1970
-MAX_YEAR = 9998
-_EARLIEST_AT = datetime(MIN_YEAR, 1, 1, tzinfo=UTC)
-_LATEST_AT = datetime(MAX_YEAR + 1, 1, 1, tzinfo=UTC)
+__all__ = ["When", "check_day_exists", "reresolve", "resolve_when"]
 _MAX_TEXT = 64
 
 _LOCAL = re.compile(
@@ -68,19 +66,20 @@ def resolve_when(
     if delay is not None:
         duration = parse_duration(delay, "delay")
         due_at = add_duration(now, duration, zone, choice, "delay")
-        return When(_in_range(due_at, "delay"), None, timezone, choice)
+        return When(check_instant(due_at, "delay"), None, timezone, choice)
     if local is not None:
         if timezone is None or zone is None:
             raise InvalidInput(
                 "timezone", "is required with local= (an IANA name such as 'Asia/Tokyo')"
             )
         wall = _parse_local(local)
-        return When(_in_range(to_utc(wall, zone, choice, "local"), "local"), wall, timezone, choice)
+        due_at = check_instant(to_utc(wall, zone, choice, "local"), "local")
+        return When(due_at, wall, timezone, choice)
     assert date is not None  # _check_exactly_one guarantees one form
     name = timezone if timezone is not None else "UTC"
     wall = _parse_date(date)
     due_at = to_utc(wall, zone or load_zone(name), choice, "date")
-    return When(_in_range(due_at, "date"), wall, name, choice)
+    return When(check_instant(due_at, "date"), wall, name, choice)
 
 
 def reresolve(when: When) -> When:
@@ -88,7 +87,7 @@ def reresolve(when: When) -> When:
     if when.local is None or when.timezone is None:
         return when
     choice = parse_disambiguation(when.disambiguation)
-    zone = load_zone(when.timezone)
+    zone = stored_zone(when.timezone)
     due_at = to_utc(when.local, zone, choice, "local")
     if due_at == when.due_at:
         return when
@@ -121,10 +120,11 @@ def _parse_at(value: str | datetime) -> datetime:
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError as exc:
+            check_day_exists(text, value, "at")
             raise InvalidInput(
                 "at", f"{value!r} is not an ISO 8601 timestamp such as '2025-03-15T13:00:00Z'"
             ) from exc
-        _check_year(parsed.year, "at")
+        check_year(parsed.year, "at")
     else:
         raise InvalidInput(
             "at", f"must be an ISO 8601 string or an aware datetime, not {type(value).__name__}"
@@ -133,11 +133,19 @@ def _parse_at(value: str | datetime) -> datetime:
         raise InvalidInput(
             "at", f"{value!s} has no UTC offset; add one or use local= with timezone="
         )
+    return check_instant(parsed, "at")
+
+
+def check_day_exists(text: str, value: object, field: str) -> None:
+    """A timestamp that reads well but names a day the calendar lacks (2025-02-29) says so."""
+    match = _DATE.match(text)
+    if match is None:
+        return
+    check_year(int(match["year"]), field)
     try:
-        due_at = parsed.astimezone(UTC)
-    except OverflowError as exc:
-        raise InvalidInput("at", f"{value!s} is out of range") from exc
-    return _in_range(due_at, "at")
+        calendar_date(int(match["year"]), int(match["month"]), int(match["day"]))
+    except ValueError as exc:
+        raise InvalidInput(field, f"{value!r} does not exist: {exc}") from exc
 
 
 def _parse_local(value: str | datetime) -> datetime:
@@ -147,7 +155,7 @@ def _parse_local(value: str | datetime) -> datetime:
             raise InvalidInput(
                 "local", "must be a naive wall-clock time; use at= for an aware datetime"
             )
-        _check_year(value.year, "local")
+        check_year(value.year, "local")
         return value.replace(fold=0)
     if not isinstance(value, str):
         raise InvalidInput(
@@ -165,7 +173,7 @@ def _parse_local(value: str | datetime) -> datetime:
             f"{value!r} is not a wall-clock time like '2025-03-15T09:00' or '2025-03-15T09:00:30'",
         )
     parts = match.groupdict()
-    _check_year(int(parts["year"]), "local")
+    check_year(int(parts["year"]), "local")
     fraction = (parts["fraction"] or "").ljust(6, "0")
     try:
         return datetime(
@@ -192,26 +200,12 @@ def _parse_date(value: str | calendar_date) -> datetime:
         match = _DATE.fullmatch(text)
         if match is None:
             raise InvalidInput("date", f"{value!r} is not a date like '2025-03-15'")
-        _check_year(int(match["year"]), "date")
+        check_year(int(match["year"]), "date")
         try:
             day = calendar_date(int(match["year"]), int(match["month"]), int(match["day"]))
         except ValueError as exc:
             raise InvalidInput("date", f"{value!r} does not exist: {exc}") from exc
     else:
         raise InvalidInput("date", f"must be a 'YYYY-MM-DD' string, not {type(value).__name__}")
-    _check_year(day.year, "date")
+    check_year(day.year, "date")
     return datetime(day.year, day.month, day.day)
-
-
-def _check_year(year: int, field: str) -> None:
-    if not MIN_YEAR <= year <= MAX_YEAR:
-        raise InvalidInput(field, f"year {year} is out of range ({MIN_YEAR}..{MAX_YEAR})")
-
-
-def _in_range(due_at: datetime, field: str) -> datetime:
-    """Keep every stored instant inside the years the stores and clients can represent."""
-    if not _EARLIEST_AT <= due_at < _LATEST_AT:
-        raise InvalidInput(
-            field, f"{due_at.isoformat()} is out of range ({MIN_YEAR}..{MAX_YEAR} UTC)"
-        )
-    return due_at.astimezone(UTC)

@@ -232,12 +232,30 @@ def test_stats_and_metrics_report_what_the_worker_did(client: httpx.Client) -> N
     assert all(node["alive"] for node in nodes)
 
 
-def test_with_auth_off_a_first_timer_creates_its_namespace(client: httpx.Client) -> None:
+def test_a_write_never_creates_a_namespace_post_v1_namespaces_does(client: httpx.Client) -> None:
     assert client.get("/v1/namespaces/fresh/timers").status_code == 404
-    bad = client.post("/v1/namespaces/fresh/timers", json={"type": "x", "at": "2031-01-01"})
-    assert bad.status_code == 422
-    assert client.get("/v1/namespaces/fresh/timers").status_code == 404  # nothing created
+    typo = client.post("/v1/namespaces/fresh/timers", json={"type": "x", "delay": "P1D"})
+    assert typo.status_code == 404
+    assert (typo.json()["code"], typo.json()["field"]) == ("unknown_namespace", "namespace")
+    for path in ("events", "schedules"):
+        refused = client.post(f"/v1/namespaces/fresh/{path}", json={"type": "x"})
+        assert (refused.status_code, refused.json()["code"]) == (404, "unknown_namespace")
+    assert "fresh" not in client.get("/v1/namespaces").json()["items"]
+
+    bad = client.post("/v1/namespaces", json={"name": "Not A Name"})
+    assert (bad.status_code, bad.json()["field"]) == (422, "name")
+    assert client.post("/v1/namespaces", json={"nom": "fresh"}).json()["field"] == "name"
+    created = client.post("/v1/namespaces", json={"name": "fresh"})
+    assert (created.status_code, created.json()) == (201, {"name": "fresh", "created": True})
+    again = client.post("/v1/namespaces", json={"name": "fresh"})
+    assert (again.status_code, again.json()["created"]) == (200, False)
+    assert "fresh" in client.get("/v1/namespaces").json()["items"]
+
     made = client.post("/v1/namespaces/fresh/timers", json={"type": "x", "delay": "P1D"})
     assert made.status_code == 201
     assert client.get("/v1/namespaces/fresh/timers").json()["items"][0]["namespace"] == "fresh"
-    assert "fresh" in client.get("/v1/namespaces").json()["items"]
+
+
+def test_the_default_namespace_needs_no_creating(client: httpx.Client) -> None:
+    made = client.post("/v1/namespaces/default/timers", json={"type": "x", "delay": "P1D"})
+    assert made.status_code == 201

@@ -6,11 +6,16 @@ with a read-only token, and revocation that takes effect at once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
+
+from duetime import AsyncApp
+from duetime.model import Node, Subscription
 
 from .test_api_serve import Server, Tokens, secured_server
 
@@ -83,11 +88,14 @@ def test_a_token_cannot_see_another_namespace(secured: tuple[Server, Tokens]) ->
             # Exactly what a namespace that does not exist answers: the name does not leak.
             missing = beta.request(method, path.replace("alpha", "nosuch"), json=body)
             assert across.json() == {
-                "code": "not_found",
-                "message": "unknown namespace 'alpha'",
+                "code": "unknown_namespace",
+                "message": "unknown namespace 'alpha': create it first (duetime namespaces create)",
                 "field": "namespace",
             }
-            assert missing.json()["message"] == "unknown namespace 'nosuch'"
+            assert missing.json() == {
+                **across.json(),
+                "message": across.json()["message"].replace("alpha", "nosuch"),
+            }
         assert alpha.get("/v1/namespaces/alpha/timers/secret").json()["timer"]["status"] == (
             "scheduled"
         )
@@ -152,3 +160,40 @@ def test_tokens_are_stored_only_as_hashes(secured: tuple[Server, Tokens]) -> Non
     for token in (tokens.alpha, tokens.beta, tokens.admin):
         assert token.startswith("dt_")
         assert token.encode() not in database
+
+
+def test_a_scoped_token_sees_only_its_namespaces_nodes(secured: tuple[Server, Tokens]) -> None:
+    server, tokens = secured
+    now = datetime.now(UTC)
+    both = (Subscription("alpha", "order.*", ("handler",)), Subscription("beta", "pay.*", ("q",)))
+    nodes = [
+        Node("n-both", "host-ab", 11, now, now, subscriptions=both),
+        Node("n-beta", "host-b", 12, now, now, subscriptions=both[1:]),
+    ]
+
+    async def register() -> None:
+        async with AsyncApp(server.env["DUETIME_DATABASE_URL"], "alpha") as app:
+            for node in nodes:
+                await app.store.register_node(node)
+
+    asyncio.run(register())
+    with server.client(tokens.alpha) as alpha, server.client(tokens.admin) as admin:
+        seen = alpha.get("/v1/nodes").json()["items"]
+        assert [node["id"] for node in seen] == ["n-both"]
+        assert seen[0]["subscriptions"] == [
+            {"namespace": "alpha", "type": "order.*", "to": ["handler"]}
+        ]
+        everything = {node["id"] for node in admin.get("/v1/nodes").json()["items"]}
+        assert {"n-both", "n-beta"} <= everything
+        assert any(node["role"] == "api" for node in admin.get("/v1/nodes").json()["items"])
+
+
+def test_a_token_may_create_only_the_namespaces_it_can_write(
+    secured: tuple[Server, Tokens],
+) -> None:
+    server, tokens = secured
+    with server.client(tokens.beta) as beta, server.client(tokens.alpha_ro) as reader:
+        refused = beta.post("/v1/namespaces", json={"name": "gamma"})
+        assert (refused.status_code, refused.json()["field"]) == (403, "name")
+        assert reader.post("/v1/namespaces", json={"name": "alpha"}).status_code == 403
+        assert beta.post("/v1/namespaces", json={"name": "beta"}).status_code in (200, 201)

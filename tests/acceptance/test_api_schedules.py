@@ -335,7 +335,9 @@ def test_bad_schedules_are_422_naming_the_field_and_store_nothing(
 
 def test_malformed_json_is_400(api: Api) -> None:
     answer = api.client.post(
-        f"{NS}/schedules", content=b"{nope", headers={**api.as_("rw"), "content-type": "json"}
+        f"{NS}/schedules",
+        content=b"{nope",
+        headers={**api.as_("rw"), "content-type": "application/json"},
     )
     assert answer.status_code == 400
     assert answer.json()["code"] == "invalid_json"
@@ -449,13 +451,16 @@ def test_the_schema_documents_the_schedule_operations(api: Api) -> None:
 
 
 # -- without auth ----------------------------------------------------------------------------
-def test_without_auth_the_first_schedule_creates_its_namespace(tmp_path: Path) -> None:
+def test_a_schedule_needs_its_namespace_created_first(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'open.db'}"
     app = create_api(ApiSettings(core=Settings(database_url=url)), clock=FrozenClock(NOW))
     with TestClient(app) as client:
+        typo = client.post("/v1/namespaces/fresh/schedules", json=birthday())
+        assert (typo.status_code, typo.json()["code"]) == (404, "unknown_namespace")
+        assert client.get("/v1/namespaces").json()["items"] == []  # the typo left nothing
+        assert client.post("/v1/namespaces", json={"name": "fresh"}).status_code == 201
         bad = client.post("/v1/namespaces/fresh/schedules", json=birthday(cron="nope"))
         assert bad.status_code == 422
-        assert client.get("/v1/namespaces").json()["items"] == []  # bad input left nothing
         answer = client.post("/v1/namespaces/fresh/schedules", json=birthday())
         assert answer.status_code == 201, answer.text
         assert client.get("/v1/namespaces").json()["items"] == ["fresh"]

@@ -259,6 +259,7 @@ def test_migrate_prints_the_schema_version(cli: Cli) -> None:
 
 
 def test_namespaces_are_separate(cli: Cli) -> None:
+    assert cli.ok("namespaces", "create", "tenant-a") == {"name": "tenant-a", "created": True}
     cli.ok("schedule", "greet", "--delay", "60", "--key", "k", "--namespace", "tenant-a")
     assert [t["key"] for t in cli.ok("--namespace", "tenant-a", "ls")["items"]] == ["k"]
     env = {"DUETIME_NAMESPACE": "tenant-a"}

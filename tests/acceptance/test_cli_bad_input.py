@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from duetime import App
@@ -63,6 +65,14 @@ def seeded(cli: Cli) -> Cli:
         pytest.param(
             ["--max-attempts", "many", *LATER], "max_attempts", "invalid_input", id="not-a-number"
         ),
+        pytest.param(
+            ["--expires-after", "1000000000000", *LATER],
+            "expires_after",
+            "invalid_input",
+            id="expires-after-over-100-years",
+        ),
+        pytest.param(["--delay", "P101Y"], "delay", "invalid_input", id="delay-over-100-years"),
+        pytest.param(["--at", "9000-01-01T00:00:00Z"], "at", "invalid_input", id="at-past-9000"),
     ],
 )
 def test_schedule_rejects(seeded: Cli, args: list[str], field: str, code: str) -> None:
@@ -70,6 +80,33 @@ def test_schedule_rejects(seeded: Cli, args: list[str], field: str, code: str) -
     assert error["field"] == field
     assert error["code"] == code
     assert error["message"]
+    assert seeded.stored_keys() == ["seed"]
+
+
+def test_a_day_that_does_not_exist_says_so(seeded: Cli) -> None:
+    error = seeded.fails("schedule", "greet", "--at", "2025-02-29T09:00:00Z", code=2)
+    assert error["field"] == "at"
+    assert "does not exist" in error["message"]
+
+
+def test_a_deeply_nested_payload_file_is_refused(seeded: Cli, tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    error = seeded.fails("schedule", "greet", "--payload", f"@{deep}", *LATER, code=2)
+    assert error["field"] == "payload"
+    assert "deeper than 64 levels" in error["message"]
+    assert seeded.stored_keys() == ["seed"]
+
+
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [("--subject", "subject"), ("--key", "key"), ("--correlation-id", "correlation_id")],
+)
+def test_control_characters_in_identifiers_are_refused(
+    seeded: Cli, option: str, field: str
+) -> None:
+    error = seeded.fails("schedule", "greet", option, "ada\n\x1b[2Jforged", *LATER, code=2)
+    assert error["field"] == field
     assert seeded.stored_keys() == ["seed"]
 
 
@@ -90,10 +127,19 @@ def test_bad_event_type(seeded: Cli) -> None:
     assert seeded.stored_keys() == ["seed"]
 
 
-def test_unknown_namespace_for_reads_is_not_found(seeded: Cli) -> None:
-    for command in (["ls"], ["show", "seed"], ["cancel", "seed"], ["dead", "ls"]):
+def test_an_unknown_namespace_is_an_error_for_reads_and_writes(seeded: Cli) -> None:
+    for command in (
+        ["ls"],
+        ["show", "seed"],
+        ["cancel", "seed"],
+        ["dead", "ls"],
+        ["schedule", "greet", *LATER],
+        ["emit", "greet"],
+        ["schedules", "add", "daily", "greet", "--cron", "@daily"],
+    ):
         error = seeded.fails(*command, "--namespace", "nope", code=3)
-        assert (error["code"], error["field"]) == ("not_found", "namespace")
+        assert (error["code"], error["field"]) == ("unknown_namespace", "namespace")
+    assert "nope" not in seeded.ok("namespaces", "ls")["namespaces"]
     # a read never creates the namespace it was asked about
     assert seeded.fails("ls", code=3, env={"DUETIME_NAMESPACE": "nope"})["field"] == "namespace"
 

@@ -153,6 +153,7 @@ def test_dead_letters_list_show_and_replay(cli: Cli, app_module: str) -> None:
 
 def test_explicit_flags_reach_an_app_built_from_the_environment(cli: Cli, app_module: str) -> None:
     other = ("--database-url", f"sqlite:///{cli.cwd / 'other.db'}", "--namespace", "other")
+    cli.ok("namespaces", "create", "other", *other)
     cli.ok("emit", "greet", "--key", "elsewhere", *other)
     stats = cli.ok("tick", "--app", app_module, *other)
     assert stats["outcomes"] == {"done": 1}

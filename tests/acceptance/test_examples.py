@@ -150,6 +150,64 @@ def test_adding_a_user_twice_keeps_one_greeting_and_a_move_updates_it(greeter: H
     assert timer.due_at.isoformat() == "2025-03-15T08:00:00+00:00"  # 09:00 CET
 
 
+def test_a_birth_date_change_moves_the_pending_greeting_and_the_chain(
+    greeter: Harness, outbox: Outbox
+) -> None:
+    greeter.travel_to("2025-06-01T00:00:00Z")  # this year's 15 March has passed
+    add_user(greeter.app, ADA)
+    greeter.assert_scheduled(key="birthday:ada:2026", due_at="2026-03-15T13:00:00Z")
+    december = User(ADA.id, ADA.name, date(1990, 12, 20), ADA.timezone)
+    add_user(greeter.app, december)
+    (pending,) = greeter.scheduled(subject="ada")  # one greeting, on the new date
+    assert pending.key == "birthday:ada:2025"
+    assert pending.due_at.isoformat() == "2025-12-20T14:00:00+00:00"  # 09:00 EST
+    assert add_user(greeter.app, december).action == "updated"  # twice: still one
+    assert len(greeter.scheduled(subject="ada")) == 1
+
+    greeter.travel_to("2025-12-20T14:00:00Z")
+    greeter.run_due(fail_on_error=True)
+    greeter.travel_to("2026-03-15T13:00:00Z")  # the old date: nothing
+    assert greeter.run_due() == []
+    (following,) = greeter.scheduled(subject="ada")  # the chain stays on 20 December
+    assert following.due_at.isoformat() == "2026-12-20T14:00:00+00:00"
+    greeter.travel_to(following.due_at)
+    greeter.run_due(fail_on_error=True)
+    assert [g.user.birth_date for g in outbox.sent] == [december.birth_date] * 2
+    (after,) = greeter.scheduled(subject="ada")
+    assert after.due_at.isoformat() == "2027-12-20T14:00:00+00:00"
+
+
+def test_changing_back_starts_a_chain_of_its_own(greeter: Harness, outbox: Outbox) -> None:
+    greeter.travel_to("2025-06-01T00:00:00Z")
+    add_user(greeter.app, ADA)  # 2026-03-15
+    december = User(ADA.id, ADA.name, date(1990, 12, 20), ADA.timezone)
+    add_user(greeter.app, december)  # 2025-12-20; the 2026 greeting is cancelled
+    greeter.travel_to("2025-12-20T14:00:00Z")
+    greeter.run_due(fail_on_error=True)  # sent, and 2026-12-20 is scheduled
+    add_user(greeter.app, ADA)  # back to 15 March: 2026's key is taken by a cancelled greeting
+    (pending,) = greeter.scheduled(subject="ada")
+    assert pending.key.startswith("birthday:ada:2026:")
+    assert pending.due_at.isoformat() == "2026-03-15T13:00:00+00:00"
+    greeter.travel_to(pending.due_at)
+    greeter.run_due(fail_on_error=True)
+    (following,) = greeter.scheduled(subject="ada")
+    assert following.key == pending.key.replace(":2026:", ":2027:")
+    assert following.due_at.isoformat() == "2027-03-15T13:00:00+00:00"
+    assert [g.user.birth_date.month for g in outbox.sent] == [12, 3]
+
+
+def test_a_zone_change_moves_every_pending_greeting(greeter: Harness) -> None:
+    greeter.travel_to("2025-06-01T00:00:00Z")
+    add_user(greeter.app, ADA)
+    december = User(ADA.id, ADA.name, date(1990, 12, 20), ADA.timezone)
+    add_user(greeter.app, december)
+    tokyo = User(ADA.id, ADA.name, december.birth_date, "Asia/Tokyo")
+    add_user(greeter.app, tokyo)
+    (pending,) = greeter.scheduled(subject="ada")
+    assert pending.timezone == "Asia/Tokyo"
+    assert pending.due_at.isoformat() == "2025-12-20T00:00:00+00:00"  # 09:00 JST
+
+
 def test_a_user_whose_greeting_passed_this_year_gets_next_years(greeter: Harness) -> None:
     greeter.travel_to("2025-03-15T13:00:01Z")
     assert next_greeting_year(ADA, greeter.now) == 2026

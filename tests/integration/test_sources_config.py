@@ -71,6 +71,9 @@ def test_timer_mapping_takes_the_request_and_fills_a_missing_key(app: AsyncApp) 
         ),
         (body({"type": "a", "date": "2025-02-29"}), "date", "invalid_input"),
         (body({"type": "a", "delay": 1, "key": ""}), "key", "invalid_input"),
+        (body({"type": "a", "delay": 0, "expires_after": 1e12}), "expires_after", "invalid_input"),
+        (body({"type": "a", "delay": 0, "expires_after": 9e13}), "expires_after", "invalid_input"),
+        (body({"type": "a", "at": "9500-01-01T00:00:00Z"}), "at", "invalid_input"),
     ],
 )
 def test_timer_mapping_refuses_bad_messages_naming_the_field(
@@ -128,6 +131,7 @@ def test_seed003_accepts_the_adr_envelope_and_epoch_millis(app: AsyncApp) -> Non
         ({"tenantId": "t", "serviceCallId": "s", "dueAt": "1900-01-01T00:00:00Z"}, "dueAt"),
         ({"tenantId": "t", "serviceCallId": "s", "dueTimeMs": "soon"}, "dueTimeMs"),
         ({"tenantId": "t", "serviceCallId": "s", "dueTimeMs": 10**20}, "dueTimeMs"),
+        ({"tenantId": "t", "serviceCallId": "s", "dueTimeMs": 25 * 10**13}, "dueTimeMs"),
         (
             {"tenantId": "t", "serviceCallId": "s" * 300, "dueAt": "2025-03-15T13:00:00Z"},
             "serviceCallId",

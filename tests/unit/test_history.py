@@ -122,11 +122,27 @@ def test_retention_settings_from_the_environment() -> None:
         ({"DUETIME_RETENTION": "P1X"}, "DUETIME_RETENTION"),
         ({"DUETIME_RETENTION": "0"}, "retention"),
         ({"DUETIME_ARCHIVE_AFTER": "P31D"}, "archive_after"),
-        ({"DUETIME_MAINTENANCE_INTERVAL": "-5"}, "maintenance_interval"),
+        ({"DUETIME_MAINTENANCE_INTERVAL": "-5"}, "DUETIME_MAINTENANCE_INTERVAL"),
+        ({"DUETIME_RETENTION": "P101Y"}, "DUETIME_RETENTION"),
+        ({"DUETIME_BACKOFF_CAP": "86000000000000"}, "DUETIME_BACKOFF_CAP"),
         ({"DUETIME_MAINTENANCE_INTERVAL": "nan"}, "DUETIME_MAINTENANCE_INTERVAL"),
     ],
 )
 def test_bad_retention_settings_name_the_field(env: dict[str, str], field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         Settings.from_env(env)
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"backoff_cap": timedelta(days=40_000)}, "backoff_cap"),
+        ({"backoff_cap": 8.6e13}, "backoff_cap"),
+        ({"retention": -timedelta(seconds=1)}, "retention"),
+    ],
+)
+def test_duration_settings_are_bounded(overrides: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        Settings.from_env({}, **overrides)
     assert caught.value.field == field

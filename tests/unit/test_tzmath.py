@@ -15,6 +15,7 @@ from duetime.tzmath import (
     is_aware,
     load_zone,
     parse_disambiguation,
+    stored_zone,
     to_local,
     to_utc,
     tzdata_version,
@@ -383,6 +384,38 @@ def test_unknown_zone_message() -> None:
     assert info.value.field == "timezone"
     with pytest.raises(UnknownTimezone, match="did you mean 'America/New_York'"):
         load_zone("america/new_york")
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("EST", "America/New_York"),
+        ("EST5EDT", "America/New_York"),
+        ("CST6CDT", "America/Chicago"),
+        ("MST", "America/Denver"),
+        ("HST", "Pacific/Honolulu"),
+        ("PST8PDT", "America/Los_Angeles"),
+        ("CET", "Europe/Paris"),
+        ("GMT", "UTC"),
+        ("Japan", "such as America/New_York"),
+        ("Factory", "such as America/New_York"),
+    ],
+)
+def test_legacy_abbreviation_like_zones_are_refused_with_a_hint(name: str, hint: str) -> None:
+    with pytest.raises(UnknownTimezone, match="not an IANA Area/City name") as info:
+        load_zone(name)
+    assert hint in info.value.message
+    assert info.value.field == "timezone"
+
+
+@pytest.mark.parametrize("name", ["UTC", "Etc/UTC", "Etc/GMT+5", "America/New_York", "US/Eastern"])
+def test_utc_etc_and_area_names_are_accepted(name: str) -> None:
+    assert load_zone(name).key == name
+
+
+def test_a_stored_legacy_zone_still_loads() -> None:
+    # A timer written before legacy names were refused keeps resolving.
+    assert stored_zone("EST").utcoffset(datetime(2025, 7, 1)) == timedelta(hours=-5)
 
 
 def test_load_zone_rejects_non_strings() -> None:

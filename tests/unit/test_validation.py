@@ -231,3 +231,47 @@ def test_a_timer_request_takes_its_fields_in_order_with_their_defaults() -> None
     assert made == TimerRequest(type="t", payload={"a": 1}, key="k", expires_after=5)
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.key = "other"  # type: ignore[misc]
+
+
+def _nested(levels: int) -> object:
+    value: object = 1
+    for level in range(levels):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [64, 65, 1500, 100_000])
+def test_payload_nesting_is_bounded(levels: int) -> None:
+    value = _nested(levels)
+    if levels <= validation.MAX_PAYLOAD_DEPTH:
+        assert check_payload(value) == value
+        return
+    with pytest.raises(InvalidInput, match="deeper than 64 levels") as raised:
+        check_payload(value)
+    assert raised.value.field == "payload"
+
+
+def test_deeply_nested_payload_text_is_refused_naming_the_field() -> None:
+    with pytest.raises(InvalidInput, match="deeper than 64 levels") as raised:
+        parse_payload_text("[" * 100_000 + "]" * 100_000)
+    assert raised.value.field == "payload"
+    wide = "[" + ",".join("[[1]]" for _ in range(1000)) + "]"  # many brackets, 3 levels
+    assert check_payload(parse_payload_text(wide)) == json.loads(wide)
+
+
+@pytest.mark.parametrize("char", ["\n", "\r", "\x1b", "\x7f", "\x85", "\x9b", "\u2028", "\t"])
+@pytest.mark.parametrize(
+    ("check", "field"),
+    [
+        (check_key, "key"),
+        (check_subject, "subject"),
+        (validation.check_correlation_id, "correlation_id"),
+        (validation.check_producer, "producer"),
+        (check_type, "type"),
+        (check_namespace, "namespace"),
+    ],
+)
+def test_identifiers_refuse_control_characters(char: str, check: object, field: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        check(f"user{char}42")  # type: ignore[operator]
+    assert raised.value.field == field

@@ -14,6 +14,7 @@ from duetime import __version__
 from duetime.api import events, schedules, system, timers
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
+from duetime.api.guard import RequestGuard
 from duetime.api.service import Service
 from duetime.app import AsyncApp, Store, create_store
 from duetime.clock import Clock
@@ -79,6 +80,7 @@ def create_api(
         openapi_url="/openapi.json",
     )
     api.state.duetime = service
+    api.add_middleware(RequestGuard, service=service)
     install_error_handlers(api)
     api.include_router(timers.router)
     api.include_router(events.router)

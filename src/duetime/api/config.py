@@ -25,6 +25,9 @@ class ApiSettings:
     auth: bool | None = None
     max_body_bytes: int | None = None
     upcoming_limit: int = 20
+    allowed_hosts: tuple[str, ...] | None = None
+    r"""With auth off, the ``Host`` names (and browser ``Origin``\ s) answered; None checks
+    neither (an API mounted in another application). ``duetime serve`` sets them."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> ApiSettings:

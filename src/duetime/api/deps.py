@@ -16,7 +16,7 @@ from duetime.api.errors import InvalidJson, PayloadTooLarge
 from duetime.api.service import Service
 from duetime.app import AsyncApp
 from duetime.auth import Forbidden, TokenInfo, Unauthorized, authenticate, bearer_token
-from duetime.errors import NotFound
+from duetime.errors import NotFound, UnknownNamespace
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -42,7 +42,7 @@ async def get_principal(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> TokenInfo | None:
     """The caller's token, or None when auth is off; Unauthorized when it is on and missing."""
-    if not service.auth:
+    if not await service.auth_required():
         return None
     if service.tokens is None:  # pragma: no cover - auth on implies a token store
         raise Unauthorized("this server has no token store")
@@ -60,7 +60,7 @@ PrincipalDep = Annotated[TokenInfo | None, Depends(get_principal)]
 
 
 def unknown_namespace(namespace: str) -> NotFound:
-    return NotFound(f"unknown namespace {namespace!r}", field="namespace")
+    return UnknownNamespace(namespace)
 
 
 def require_visible(principal: TokenInfo | None, namespace: str) -> None:
@@ -86,15 +86,8 @@ async def writable(namespace: NamespacePath, service: ServiceDep, who: Principal
     return await service.namespaces.existing(namespace)
 
 
-async def schedulable(namespace: NamespacePath, service: ServiceDep, who: PrincipalDep) -> AsyncApp:
-    """Like :func:`writable`; with auth off a new namespace is created by its first timer."""
-    require_writable(who, namespace)
-    return await service.namespaces.for_write(namespace, create=not service.auth)
-
-
 ReadApp = Annotated[AsyncApp, Depends(readable)]
 WriteApp = Annotated[AsyncApp, Depends(writable)]
-ScheduleApp = Annotated[AsyncApp, Depends(schedulable)]
 
 
 def _no_constants(name: str) -> Any:

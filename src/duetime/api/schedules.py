@@ -15,7 +15,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from duetime.api.deps import PrincipalDep, ReadApp, ScheduleApp, ServiceDep, WriteApp, read_json
+from duetime.api.deps import PrincipalDep, ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.schedule_schemas import (
     SCHEDULE_NAME_PATTERN,
     OnGapName,
@@ -107,7 +107,7 @@ async def _object(request: Request, service: ServiceDep) -> dict[str, Any]:
     ),
     openapi_extra=_body(ScheduleBody),
 )
-async def add_schedule(request: Request, app: ScheduleApp, service: ServiceDep) -> JSONResponse:
+async def add_schedule(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Create (201), or bring an existing name to this definition (200); `action` says which.
 
     Without `active`, a new schedule starts active and an existing one stays paused or running.

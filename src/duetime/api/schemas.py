@@ -174,6 +174,15 @@ class NamespacesOut(BaseModel):
     items: list[str]
 
 
+class NamespaceIn(BaseModel):
+    name: str = Field(examples=["shop"], description="1-63 characters of a-z 0-9 _ . -")
+
+
+class NamespaceOut(BaseModel):
+    name: str
+    created: bool
+
+
 class InfoOut(BaseModel):
     version: str
     auth: bool

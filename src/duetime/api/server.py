@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from duetime import eventloop
+from duetime.controls import install_log_escaping
 
 SHUTDOWN_TIMEOUT = 10
 """Seconds open HTTP connections get to finish before the workers are stopped."""
@@ -51,6 +53,9 @@ def run(api: FastAPI, host: str, port: int, *, log_level: str, access_log: bool)
         server_header=False,
         timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
     )
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):  # set up by uvicorn.Config
+        install_log_escaping(logging.getLogger(name))
+    install_log_escaping()
     server = GracefulServer(config)
     eventloop.run(server.serve())
     if not server.started:

@@ -17,7 +17,6 @@ from duetime.api.config import ApiSettings
 from duetime.app import AsyncApp, Store
 from duetime.auth import TokenInfo, TokenStore
 from duetime.clock import Clock, DatabaseClock
-from duetime.errors import NotFound
 from duetime.metrics import Metrics
 from duetime.model import Status
 from duetime.runner import Runner
@@ -32,12 +31,18 @@ log = logging.getLogger("duetime.api")
 
 TOUCH_EVERY = 60.0
 """Seconds between two ``last_used_at`` writes for one token (a write per request is waste)."""
+AUTH_TTL = 2.0
+"""Seconds the answer "does any active token exist?" is reused: a token created while the
+server runs turns auth on within this long, without a restart."""
 COUNTS_TTL = 2.0
 """Seconds a scrape's pending/dead snapshot is reused, so dashboards polling do not pile up."""
 
 
 class NamespaceApps:
-    """One facade per existing namespace, all on the shared store, created on first use."""
+    """One facade per existing namespace, all on the shared store, made on first use.
+
+    A facade here never creates its namespace (``POST /v1/namespaces`` does), except
+    ``default``, which every database has."""
 
     def __init__(self, settings: ApiSettings, store: Store, clock: Clock) -> None:
         self._settings = settings
@@ -48,29 +53,22 @@ class NamespaceApps:
     def new(self, namespace: str) -> AsyncApp:
         """A facade not yet opened (InvalidInput naming ``namespace`` for a malformed name)."""
         core = replace(self._settings.core, namespace=namespace)
-        return AsyncApp(settings=core, store=self._store, clock=self._clock, producer="api")
+        return AsyncApp(
+            settings=core,
+            store=self._store,
+            clock=self._clock,
+            producer="api",
+            create_namespace=False,
+        )
 
     async def existing(self, namespace: str) -> AsyncApp:
-        """The facade of a namespace that exists; NotFound naming ``namespace`` otherwise."""
+        """The facade of a namespace that exists; UnknownNamespace otherwise."""
         app = self._apps.get(namespace)
         if app is None:
             app = self.new(namespace)
             await app.open(create_namespace=False)
             self._apps[namespace] = app
         return app
-
-    async def for_write(self, namespace: str, *, create: bool) -> AsyncApp:
-        """Like :meth:`existing`, but ``create`` lets a write bring a new namespace into being.
-
-        The facade returned for an unknown namespace is not opened: it creates the namespace only
-        once the write has passed validation, so bad input leaves nothing behind.
-        """
-        try:
-            return await self.existing(namespace)
-        except NotFound:
-            if not create:
-                raise
-            return self.new(namespace)
 
 
 class Service:
@@ -102,6 +100,7 @@ class Service:
         self.node_id = new_node_id()
         self._touched: dict[int, float] = {}
         self._counts_at = -COUNTS_TTL
+        self._auth_at = -AUTH_TTL
         self.sources = list(sources)
         self.sources_app = sources_app
         self._runner: Runner | None = None
@@ -152,9 +151,23 @@ class Service:
         if wanted is False:
             return False
         self.tokens = self.store.tokens
-        return True if wanted else await self.tokens.has_active_tokens()
+        if wanted:
+            return True
+        self._auth_at = asyncio.get_running_loop().time()
+        return await self.tokens.has_active_tokens()
 
     # -- helpers for requests ---------------------------------------------------------------
+    async def auth_required(self) -> bool:
+        """Whether a request needs a token. Forced on or off by the settings; otherwise on
+        while any active token exists, re-read at most every :data:`AUTH_TTL` seconds."""
+        if self.settings.auth is not None or self.tokens is None:
+            return self.auth
+        now = asyncio.get_running_loop().time()
+        if now - self._auth_at >= AUTH_TTL:
+            self._auth_at = now
+            self.auth = await self.tokens.has_active_tokens()
+        return self.auth
+
     async def touch(self, token: TokenInfo) -> None:
         """Record a token's use, at most once a minute per token."""
         if self.tokens is None:

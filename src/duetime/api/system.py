@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import resources
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from duetime import __version__
 from duetime.api import compat
-from duetime.api.deps import PrincipalDep, ServiceDep
+from duetime.api.deps import PrincipalDep, ServiceDep, read_json
 from duetime.api.errors import error_response
-from duetime.api.schemas import HealthOut, InfoOut, NamespacesOut, NodesOut, errors
-from duetime.auth import Forbidden
-from duetime.errors import DuetimeError
+from duetime.api.schemas import (
+    HealthOut,
+    InfoOut,
+    NamespaceIn,
+    NamespaceOut,
+    NamespacesOut,
+    NodesOut,
+    errors,
+)
+from duetime.auth import Forbidden, TokenInfo
+from duetime.errors import DuetimeError, InvalidInput
 from duetime.metrics import CONTENT_TYPE
+from duetime.model import Node
+from duetime.validation import check_namespace
 
 router = APIRouter()
 
@@ -32,6 +43,45 @@ async def list_namespaces(service: ServiceDep, who: PrincipalDep) -> JSONRespons
     return JSONResponse({"items": visible})
 
 
+@router.post(
+    "/v1/namespaces",
+    tags=["namespaces"],
+    summary="Create a namespace",
+    status_code=201,
+    response_model=NamespaceOut,
+    responses=errors(400, 401, 403, 404, 422, extra={200: {"description": "It existed"}}),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": NamespaceIn.model_json_schema()}},
+        }
+    },
+)
+async def create_namespace(
+    request: Request, service: ServiceDep, who: PrincipalDep
+) -> JSONResponse:
+    """Namespaces are made here (or by the CLI, or by an app opening its own), never by a
+    write that names one: a typo would leave timers no worker serves. 201 when created, 200
+    when it existed; a token may create the namespaces it can write."""
+    data = await read_json(request, service.settings.body_limit)
+    if not isinstance(data, dict) or set(data) - {"name"} or "name" not in data:
+        raise InvalidInput("name", 'send {"name": "<namespace>"}')
+    name = check_namespace(data["name"], "name")
+    if who is not None and not who.can_write(name):
+        raise Forbidden(f"this token may not create namespace {name!r}", field="name")
+    created = await service.root.add_namespace(name)
+    return JSONResponse({"name": name, "created": created}, status_code=201 if created else 200)
+
+
+def _visible_node(node: Node, who: TokenInfo | None) -> Node | None:
+    """The node as a token sees it: only its namespaces' subscriptions, and only nodes that
+    subscribe to one of them (a node's host, pid and event types are its tenants' business)."""
+    if who is None or who.all_namespaces:
+        return node
+    mine = tuple(s for s in node.subscriptions if who.can_read(s.namespace))
+    return replace(node, subscriptions=mine) if mine else None
+
+
 @router.get(
     "/v1/nodes",
     tags=["nodes"],
@@ -40,10 +90,15 @@ async def list_namespaces(service: ServiceDep, who: PrincipalDep) -> JSONRespons
     responses=errors(401),
 )
 async def list_nodes(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
-    """Alive while the heartbeat is younger than the lease."""
+    """Alive while the heartbeat is younger than the lease. A token scoped to namespaces sees
+    the nodes that subscribe to them, with those subscriptions only."""
     now = service.clock.now()
     lease = service.settings.core.lease
-    nodes = await compat.list_nodes(service.root)
+    nodes = [
+        shown
+        for node in await compat.list_nodes(service.root)
+        if (shown := _visible_node(node, who)) is not None
+    ]
     items = [{**node.to_dict(), "alive": now - node.heartbeat_at <= lease} for node in nodes]
     return JSONResponse({"items": items})
 
@@ -51,7 +106,7 @@ async def list_nodes(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
 @router.get("/v1/info", tags=["system"], summary="Version and whether auth is on")
 async def info(service: ServiceDep) -> InfoOut:
     """Open to all, so the dashboard knows whether to ask for a token."""
-    return InfoOut(version=__version__, auth=service.auth)
+    return InfoOut(version=__version__, auth=await service.auth_required())
 
 
 @router.get(
@@ -89,7 +144,14 @@ async def metrics(service: ServiceDep, who: PrincipalDep) -> Response:
     return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
 
+DASHBOARD_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+"""The dashboard loads only its own files and talks only to its own server."""
+
+
 @router.get("/", include_in_schema=False)
 async def dashboard() -> HTMLResponse:
     page = resources.files("duetime.api").joinpath("static/index.html").read_text("utf-8")
-    return HTMLResponse(page)
+    return HTMLResponse(page, headers={"Content-Security-Policy": DASHBOARD_CSP})

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from duetime.api import compat
-from duetime.api.deps import ReadApp, ScheduleApp, ServiceDep, WriteApp, read_json
+from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.schemas import (
     ChangedOut,
     EventBody,
@@ -82,7 +82,7 @@ def _page(page: Page[Timer]) -> dict[str, Any]:
     ),
     openapi_extra=_body(TimerBody),
 )
-async def schedule_timer(request: Request, app: ScheduleApp, service: ServiceDep) -> JSONResponse:
+async def schedule_timer(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Create (201), or update / keep an existing key (200); `action` says which."""
     data = await read_json(request, service.settings.body_limit)
     on_conflict: object = "update"
@@ -156,7 +156,7 @@ async def cancel_timer(app: WriteApp, key: Key, service: ServiceDep) -> JSONResp
     ),
     openapi_extra=_body(EventBody),
 )
-async def emit_event(request: Request, app: ScheduleApp, service: ServiceDep) -> JSONResponse:
+async def emit_event(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """A timer due at once (201); an existing key is kept as it is (200)."""
     data = await read_json(request, service.settings.body_limit)
     if not isinstance(data, dict):

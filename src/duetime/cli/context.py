@@ -16,6 +16,7 @@ import click
 from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.config import DEFAULT_DATABASE_URL, Settings
+from duetime.controls import install_log_escaping
 
 T = TypeVar("T")
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -39,7 +40,7 @@ class CliConfig:
         return Settings.from_env(database_url=self.database_url, namespace=self.namespace)
 
     def app(self) -> AsyncApp:
-        return AsyncApp(settings=self.settings(), producer="cli")
+        return AsyncApp(settings=self.settings(), producer="cli", create_namespace=False)
 
     def setup_logging(self, default: str = "warning") -> None:
         level = (self.log_level or default).upper()
@@ -47,6 +48,7 @@ class CliConfig:
             level=getattr(logging, level),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        install_log_escaping()
 
 
 def config() -> CliConfig:
@@ -59,8 +61,9 @@ def run_app(
     """Run ``action`` with an app on the configured database, then close it.
 
     ``create_namespace=None`` lets the facade open itself on first use (after it has validated
-    the input, so bad input never touches the database); ``False`` is for commands that read or
-    change what exists: an unknown namespace is then a ``not_found`` error naming ``namespace``.
+    the input, so bad input never touches the database). The CLI never creates a namespace
+    but with ``duetime namespaces create`` (and ``default``, which every database has): an
+    unknown one is an ``unknown_namespace`` error naming ``namespace``.
     """
     app = config().app()
 

@@ -66,7 +66,8 @@ def events_table(items: list[LoggedEvent]) -> Table:
         timer = event.timer
         outcomes = [d.outcome.value if d.outcome else "running" for d in event.deliveries]
         target = f" → {timer.destination}" if timer.destination else ""
-        table.add_row(
+        output.add_row(
+            table,
             output.when(timer.fired_at),
             timer.type + target,
             timer.key,

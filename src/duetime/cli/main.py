@@ -25,6 +25,7 @@ from duetime.cli.context import (
 )
 from duetime.cli.dead import dead
 from duetime.cli.events import events
+from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.worker import tick, worker
@@ -114,6 +115,7 @@ cli.add_command(schedules)
 cli.add_command(next_occurrences)
 cli.add_command(events)
 cli.add_command(prune)
+cli.add_command(namespaces)
 
 
 def _short(text: str, limit: int) -> str:

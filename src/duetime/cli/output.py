@@ -13,12 +13,14 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from duetime.controls import escape_controls
 from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
 from duetime.model import JSON, Attempt, Node, PutResult, Timer
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faster --json)
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -64,7 +66,7 @@ def emit_json(document: JSON) -> None:
 def error_line(code: str, message: str, field: str | None) -> str:
     if field and not message.startswith(f"{field}: "):
         message = f"{field}: {message}"
-    return f"error [{code}] {message}"
+    return escape_controls(f"error [{code}] {message}")
 
 
 def report_error(
@@ -86,6 +88,18 @@ def report_duetime_error(error: DuetimeError, *, as_json: bool) -> int:
 
 
 # -- human formatting ------------------------------------------------------------------------
+def shown(value: str) -> str:
+    """Stored text as a table shows it: control characters escaped, Rich markup inert."""
+    from rich.markup import escape
+
+    return escape(escape_controls(value))
+
+
+def add_row(table: Table, *cells: str | Text) -> None:
+    """One row of stored values; text cells are :func:`shown`, styled ``Text`` kept as is."""
+    table.add_row(*(shown(cell) if isinstance(cell, str) else cell for cell in cells))
+
+
 def when(instant: datetime | None) -> str:
     """A UTC instant to the second, e.g. ``2025-03-15T13:00:00Z`` (JSON output keeps micros)."""
     if instant is None:
@@ -110,7 +124,7 @@ def details(rows: Iterable[tuple[str, str]]) -> Table:
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     for name, value in rows:
-        grid.add_row(name, value)
+        add_row(grid, name, value)
     return grid
 
 
@@ -175,7 +189,7 @@ def timers_table(timers: Sequence[Timer], *, with_error: bool = False) -> Table:
         ]
         if with_error:
             row.append(text(timer.last_error))
-        table.add_row(*row)
+        add_row(table, *row)
     return table
 
 
@@ -186,7 +200,8 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
     for name in ("#", "node", "started", "finished", "outcome", "error"):
         table.add_column(name, overflow="fold")
     for attempt in attempts:
-        table.add_row(
+        add_row(
+            table,
             str(attempt.number),
             attempt.node_id,
             when(attempt.started_at),
@@ -199,6 +214,7 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
 
 def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     from duetime.routes import describe
 
@@ -217,7 +233,8 @@ def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
     for name in (*columns, "subscriptions"):
         table.add_column(name, overflow="fold")
     for node, alive in nodes:
-        table.add_row(
+        add_row(
+            table,
             node.id,
             node.role,
             node.host,
@@ -226,7 +243,7 @@ def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
             when(node.heartbeat_at),
             str(node.in_flight),
             clock_offset(node.clock_offset),
-            "[green]alive[/]" if alive else "[red]stale[/]",
+            Text("alive", style="green") if alive else Text("stale", style="red"),
             text(describe(node.subscriptions) or None),
         )
     return table
@@ -247,5 +264,5 @@ def counts_table(counts: dict[str, int], title: str | None = None, label: str = 
     table.add_column(label)
     table.add_column("count", justify="right")
     for name, count in counts.items():
-        table.add_row(name, str(count))
+        add_row(table, name, str(count))
     return table

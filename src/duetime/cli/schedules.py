@@ -351,7 +351,8 @@ def schedules_table(items: Sequence[Schedule]) -> Table:
     for name in ("name", "type", "rule", "subject", "state", "next_at (UTC)"):
         table.add_column(name, overflow="fold")
     for schedule in items:
-        table.add_row(
+        output.add_row(
+            table,
             schedule.name,
             schedule.type,
             rule_text(schedule),

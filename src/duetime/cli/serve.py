@@ -13,6 +13,7 @@ import click
 
 from duetime.api import ApiSettings, create_api, server
 from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
+from duetime.api.guard import allowed_hosts_for
 from duetime.app import AsyncApp, Store, create_store
 from duetime.cli.context import config, database_url_option, log_level_option
 from duetime.cli.worker import (
@@ -117,6 +118,15 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     help="Require bearer tokens [env DUETIME_AUTH; default: on when tokens exist; always on "
     "off loopback]",
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    envvar="DUETIME_ALLOWED_HOSTS",
+    metavar="NAME",
+    help="With auth off, a Host name answered besides localhost, 127.0.0.1, [::1] and --host; "
+    "repeatable [env DUETIME_ALLOWED_HOSTS, space-separated]",
+)
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @routes_option
 @sources_option
@@ -128,6 +138,7 @@ def serve(
     app_specs: tuple[str, ...],
     no_worker: bool,
     auth: bool | None,
+    allowed_hosts: tuple[str, ...],
     access_log: bool,
     routes_spec: str | None,
     sources_spec: str | None,
@@ -142,7 +153,9 @@ def serve(
     cfg = config()
     cfg.setup_logging(default="info")
     auth = decide_auth(host, auth)
-    settings = ApiSettings(core=cfg.settings(), auth=auth)
+    settings = ApiSettings(
+        core=cfg.settings(), auth=auth, allowed_hosts=allowed_hosts_for(host, allowed_hosts)
+    )
     routes = read_routes(routes_spec) if routes_spec else None
     store = create_store(settings.core.database_url)
     workers: list[AsyncApp] = []

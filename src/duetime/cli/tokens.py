@@ -78,7 +78,8 @@ def list_tokens(include_revoked: bool) -> None:
     for column in ("id", "name", "namespaces", "access", "created", "last used", "state"):
         table.add_column(column, overflow="fold")
     for info in found:
-        table.add_row(
+        output.add_row(
+            table,
             str(info.id),
             output.text(info.name),
             ", ".join(info.namespaces),

@@ -12,7 +12,7 @@ from cronsim import CronSim, CronSimError
 from duetime.durations import parse_duration
 from duetime.errors import InvalidCron, InvalidInput
 from duetime.recurrence.cron import HORIZON_YEARS, OnGap, OnOverlap, cron_instants, is_fixed_time
-from duetime.tzmath import is_aware, load_zone
+from duetime.tzmath import is_aware, load_zone, stored_zone
 
 CatchUpPolicy = Literal["latest", "all", "none"]
 
@@ -72,7 +72,7 @@ class Recurrence:
 
     @property
     def zone(self) -> ZoneInfo:
-        return load_zone(self.timezone)
+        return stored_zone(self.timezone)
 
 
 def parse_recurrence(

@@ -1,0 +1,104 @@
+"""Browser-facing defences of the API, as one ASGI middleware around every request.
+
+With auth off, any web page the user visits could talk to ``127.0.0.1:8080``: a cross-site
+``text/plain`` POST needs no CORS pre-flight (CSRF), and a hostile name resolving to 127.0.0.1
+lets a page read the answers (DNS rebinding). So:
+
+- a request body must be ``application/json`` (415 otherwise): a browser sends that type
+  cross-site only after a pre-flight, which this API never grants;
+- with auth off and ``allowed_hosts`` set (``duetime serve`` sets them from the bound address),
+  the ``Host`` must be one of them (400), and a state-changing request's ``Origin``, when a
+  browser sends one, too (403);
+- every answer says ``X-Content-Type-Options: nosniff`` and ``X-Frame-Options: DENY``; the
+  dashboard adds its Content-Security-Policy (system.py).
+
+With auth on, a request needs a token that no other site holds, so only the body type applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from duetime.api.errors import error_response
+
+if TYPE_CHECKING:
+    from duetime.api.service import Service
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+JSON_TYPE = "application/json"
+_ALWAYS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY")]
+
+
+def host_name(value: str) -> str:
+    """The name of a ``Host`` header or an address, without port or brackets, lower case."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    if value.count(":") == 1:
+        return value.split(":", 1)[0]
+    return value
+
+
+def allowed_hosts_for(bound: str, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The loopback names, the address the server is bound to, and the configured ones."""
+    names = [*LOCAL_HOSTS, host_name(bound), *(host_name(name) for name in extra)]
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
+class RequestGuard:
+    """See the module: body type, Host and Origin checks, and the headers every answer has."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.service = service
+        hosts = service.settings.allowed_hosts
+        self.allowed = None if hosts is None else frozenset(host_name(h) for h in hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = await self._refusal(scope, Headers(scope=scope))
+        if refusal is not None:
+            status, code, message, field = refusal
+            response = error_response(status, code, message, field)
+            response.headers.update({k.decode(): v.decode() for k, v in _ALWAYS})
+            await response(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_ALWAYS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    async def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, str, str, str] | None:
+        unsafe = scope["method"] not in SAFE_METHODS
+        if unsafe and _has_body(headers):
+            media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if media != JSON_TYPE:
+                shown = media or "none"
+                return 415, "unsupported_media_type", f"send {JSON_TYPE}, not {shown}", "body"
+        if self.allowed is None or await self.service.auth_required():
+            return None
+        host = host_name(headers.get("host", ""))
+        if host not in self.allowed:
+            return 400, "host_not_allowed", f"this server does not answer to {host!r}", "host"
+        origin = headers.get("origin")
+        if unsafe and origin is not None:
+            name = host_name(urlsplit(origin).netloc) if origin != "null" else "null"
+            if name not in self.allowed:
+                return 403, "origin_not_allowed", "cross-site requests are refused", "origin"
+        return None
+
+
+def _has_body(headers: Headers) -> bool:
+    length = headers.get("content-length")
+    return "transfer-encoding" in headers or (length is not None and length.strip() != "0")

@@ -1,0 +1,117 @@
+"""The API against the browser: CSRF, DNS rebinding, framing, and auth that follows the tokens.
+
+A ``duetime serve`` with auth off listens on loopback, where any page the user visits can reach
+it. Real requests with the headers a browser (or an attacker's rebinding page) would send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .test_api_serve import Server, make_server, wait_for
+
+BODY = {"type": "x", "delay": "P1D"}
+TIMERS = "/v1/namespaces/default/timers"
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """Auth off (no token), bound to 127.0.0.1, answering one extra host name too."""
+    server = make_server(tmp_path_factory.mktemp("guard"))
+    server.start("--no-worker", "--allowed-host", "timers.internal")
+    yield server
+    assert server.stop() == 0, server.log()
+
+
+def keys(client: httpx.Client) -> list[str]:
+    return [t["key"] for t in client.get(TIMERS, params={"limit": 1000}).json()["items"]]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "content"),
+    [
+        ("text/plain", b'{"type": "x", "delay": "P1D", "key": "csrf"}'),
+        ("application/x-www-form-urlencoded", b"type=x&delay=P1D&key=csrf"),
+        ("multipart/form-data; boundary=b", b"--b\r\n\r\n--b--"),
+        (None, b'{"type": "x", "delay": "P1D", "key": "csrf"}'),
+    ],
+)
+def test_a_body_must_be_json(open_server: Server, content_type: str | None, content: bytes) -> None:
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    with open_server.client() as client:
+        answer = client.post(TIMERS, content=content, headers=headers)
+        assert answer.status_code == 415
+        assert (answer.json()["code"], answer.json()["field"]) == ("unsupported_media_type", "body")
+        assert "csrf" not in keys(client)
+        with_charset = {"Content-Type": "application/json; charset=utf-8"}
+        assert client.post(TIMERS, content=b'{"type": "x", "delay": 1}', headers=with_charset)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8080", "10.0.0.7", "[fe80::1]"])
+def test_a_foreign_host_header_is_refused(open_server: Server, host: str) -> None:
+    with open_server.client() as client:
+        for method, path in [("GET", TIMERS), ("POST", TIMERS), ("GET", "/")]:
+            answer = client.request(method, path, json=BODY, headers={"Host": host})
+            assert answer.status_code == 400, (method, path)
+            assert answer.json()["code"] == "host_not_allowed"
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "127.0.0.1", "[::1]", "timers.internal", "LOCALHOST:8080"]
+)
+def test_loopback_names_the_bound_address_and_configured_hosts_are_answered(
+    open_server: Server, host: str
+) -> None:
+    with open_server.client() as client:
+        assert client.get(TIMERS, headers={"Host": host}).status_code == 200
+
+
+def test_a_cross_site_origin_cannot_change_anything(open_server: Server) -> None:
+    own = f"http://127.0.0.1:{open_server.port}"
+    with open_server.client() as client:
+        for origin in ("https://evil.example", "null", "http://127.0.0.1.evil.example"):
+            body = {**BODY, "key": "cross"}
+            answer = client.post(TIMERS, json=body, headers={"Origin": origin})
+            assert (answer.status_code, answer.json()["code"]) == (403, "origin_not_allowed")
+        assert "cross" not in keys(client)
+        assert client.get(TIMERS, headers={"Origin": "https://evil.example"}).status_code == 200
+        made = client.post(TIMERS, json={**BODY, "key": "same"}, headers={"Origin": own})
+        assert made.status_code == 201
+
+
+def test_every_answer_refuses_sniffing_and_framing_and_the_dashboard_has_a_csp(
+    open_server: Server,
+) -> None:
+    with open_server.client() as client:
+        for path in ("/healthz", TIMERS, "/", "/static/app.js", "/v1/namespaces/nope/timers"):
+            answer = client.get(path)
+            assert answer.headers["x-content-type-options"] == "nosniff", path
+            assert answer.headers["x-frame-options"] == "DENY", path
+        csp = client.get("/").headers["content-security-policy"]
+        assert "default-src 'self'" in csp
+        assert "frame-ancestors 'none'" in csp
+        assert "'unsafe-inline'" not in csp
+
+
+def test_a_token_created_while_serving_turns_auth_on(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    server.start("--no-worker")
+    try:
+        with server.client() as anonymous:
+            assert anonymous.get("/v1/info").json()["auth"] is False
+            assert anonymous.get(TIMERS).status_code == 200
+            token = server.create_token("default")
+            wait_for(lambda: anonymous.get(TIMERS).status_code == 401)
+            assert anonymous.get("/v1/info").json()["auth"] is True
+            refused = anonymous.post(TIMERS, json=BODY)
+            assert refused.status_code == 401
+            # auth is on: the Host check is the token's job now
+            assert anonymous.get(TIMERS, headers={"Host": "evil.example"}).status_code == 401
+        with server.client(token) as holder:
+            assert holder.post(TIMERS, json=BODY).status_code == 201
+    finally:
+        assert server.stop() == 0, server.log()
