@@ -108,7 +108,9 @@ def render(report: Report, command: str, seed: int, elapsed: float, log: list[st
         ("handler starts", report.starts),
         ("acknowledged and started", report.ran),
         ("done / expired", f"{report.done} / {report.expired}"),
+        ("  expired, by the skew of the node", _counts(report.expired_by_skew)),
         ("LOST", report.lost),
+        ("  of which expired while their window was open", report.expired_early),
         ("EARLY (keys)", report.early),
         ("  earliest, ms before due_at", f"{report.earliest_ms:.1f}"),
         ("  by the skew of the node", _counts(report.early_by_skew)),
@@ -117,11 +119,10 @@ def render(report: Report, command: str, seed: int, elapsed: float, log: list[st
         ("duplicated (started twice or more)", report.duplicated),
         ("  by cause", _counts(report.duplicate_causes)),
         ("unfinished after the drain", report.unfinished),
-        ("  of which expired while their window was open", report.expired_early),
         ("lateness p50 / p95 / p99 / max, ms", " / ".join(f"{late.get(k, 0):.1f}" for k in
                                                           ("p50", "p95", "p99", "max"))),
         ("faults injected", _counts(report.faults)),
-        ("nodes (clock skew, s)", len(report.nodes)),
+        ("worker processes (nodes)", len(report.nodes)),
     ]  # fmt: skip
     width = max(len(name) for name, _ in rows)
     lines = [f"$ {command}  (seed {seed}, {elapsed:.0f} s)", ""]

@@ -73,6 +73,8 @@ class Report:
     overwritten: int = 0
     expired_early: int = 0
     """Counted in ``lost`` too: expired without running while the window was still open."""
+    expired_by_skew: dict[str, int] = field(default_factory=dict)
+    """Expired attempts by the clock skew of the node that judged them too late."""
     lateness_ms: dict[str, float] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=dict)
     nodes: dict[str, float] = field(default_factory=dict)
@@ -125,6 +127,9 @@ def classify(
     _fates(report, acks, by_key, timers, checked_us)
     _duplicates(report, by_key, rows, nodes, faults)
     _overwritten(report, by_key, timers, rows)
+    expiring = [nodes[r.node].skew if r.node in nodes else 0.0 for r in attempts
+                if r.outcome == "expired"]  # fmt: skip
+    report.expired_by_skew = dict(Counter(f"{skew:+g}s" for skew in expiring))
     return report
 
 
