@@ -112,7 +112,7 @@ def render(report: Report, command: str, seed: int, elapsed: float, log: list[st
         ("LOST", report.lost),
         ("  of which expired while their window was open", report.expired_early),
         ("EARLY (keys)", report.early),
-        ("  earliest, ms before due_at", f"{report.earliest_ms:.1f}"),
+        ("  earliest, ms before due_at", f"{report.earliest_ms:.3f}"),
         ("  by the skew of the node", _counts(report.early_by_skew)),
         ("UNEXPECTED", report.unexpected),
         ("OVERWRITTEN attempts", report.overwritten),

@@ -174,7 +174,7 @@ def _early_and_late(
             report.earliest_ms = max(report.earliest_ms, ahead_ms)
             skew = nodes[first.node].skew if first.node in nodes else 0.0
             early_by_skew[f"{skew:+g}s"] += 1
-            report.example("early", f"{key}: {ahead_ms:.1f} ms early on {first.node}")
+            report.example("early", f"{key}: {ahead_ms:.3f} ms early on {first.node}")
     report.early_by_skew = dict(early_by_skew)
     report.lateness_ms = percentiles(lateness)
 
@@ -260,6 +260,8 @@ def _cause(
     rescuer = nodes.get(later.node)
     if rescuer is not None and rescuer.skew > 0:
         return f"clock skew of the next node ({rescuer.skew:+g} s: leases look expired)"
+    if outcome == "lost":
+        return "rescued, no fault on its node (its lease ran out)"
     return f"other (attempt {earlier.attempt} outcome {outcome})"
 
 
