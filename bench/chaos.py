@@ -1,0 +1,145 @@
+"""The chaos battery: N workers under kill -9, SIGSTOP, database restarts, dropped connections
+and clock skew while a producer schedules; then a total-queue check of every acknowledged timer.
+
+    .venv/bin/python bench/chaos.py --store sqlite --workers 3 --duration 60 --faults kill,stop,skew
+    .venv/bin/python bench/chaos.py --store postgres --workers 4 --duration 120 \\
+        --faults kill,stop,dbrestart,dropconn,skew --json
+
+PostgreSQL runs on a private throwaway cluster (initdb on a free port, removed afterwards), so
+restarting it harms no one; SQLite on a file in a temporary folder. Prints a table (or JSON)
+and exits 1 when a timer was lost, started early, unexpected, or an attempt was overwritten.
+See bench/README.md for what each fault does and how to read the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.chaoslib import ChaosConfig, Report, run
+from bench.chaoslib.faults import EVENT_FAULTS
+
+ALL_FAULTS = (*EVENT_FAULTS, "skew")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of production")
+    parser.add_argument("--rate", type=float, default=200.0, help="timers scheduled a second")
+    parser.add_argument("--faults", default="kill,stop", help=f"any of {','.join(ALL_FAULTS)}")
+    parser.add_argument("--skew", type=float, default=120.0, help="seconds, for the skew fault")
+    parser.add_argument("--seed", type=int, default=None, help="default: the time")
+    parser.add_argument("--lease", type=float, default=4.0, help="the workers' lease, seconds")
+    parser.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between")
+    parser.add_argument("--handler-seconds", type=float, default=0.01)
+    parser.add_argument("--horizon", type=float, default=8.0, help="timers due within, seconds")
+    parser.add_argument("--drain-timeout", type=float, default=180.0)
+    parser.add_argument("--keep", type=Path, help="copy the records and worker logs here")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args()
+    faults = {f.strip() for f in args.faults.split(",") if f.strip()}
+    unknown = faults - set(ALL_FAULTS)
+    if unknown:
+        parser.error(f"--faults: unknown {', '.join(sorted(unknown))}")
+    args.faults = frozenset(faults)
+    if args.seed is None:
+        args.seed = int(time.time())
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    config = ChaosConfig(
+        workers=args.workers,
+        duration=args.duration,
+        rate=args.rate,
+        faults=args.faults,
+        skew=args.skew,
+        seed=args.seed,
+        lease=args.lease,
+        handler_seconds=args.handler_seconds,
+        horizon=args.horizon,
+        fault_every=args.fault_every,
+        drain_timeout=args.drain_timeout,
+        keep=args.keep,
+    )
+    started = time.monotonic()
+    if args.store == "postgres":
+        report = run_on_private_cluster(config)
+    else:
+        with tempfile.TemporaryDirectory(prefix="duetime-chaos-db-") as folder:
+            report = run(config, f"sqlite:///{folder}/chaos.db")
+    elapsed = time.monotonic() - started
+    command = " ".join(["bench/chaos.py", *sys.argv[1:]])
+    if args.json:
+        print(json.dumps({"command": command, "seed": args.seed, **report.to_json()}, indent=2))
+    else:
+        print(render(report, command, args.seed, elapsed, config.log))
+    return 0 if report.ok else 1
+
+
+def run_on_private_cluster(config: ChaosConfig) -> Report:
+    from tests.integration.pg_cluster import PgCluster, cluster_problem
+
+    problem = cluster_problem()
+    if problem:
+        raise SystemExit(f"cannot make a private PostgreSQL cluster: {problem}")
+    cluster = PgCluster.create()
+    try:
+        cluster.start()
+        return run(config, cluster.url(schema="chaos"), cluster)
+    finally:
+        cluster.remove()
+
+
+def render(report: Report, command: str, seed: int, elapsed: float, log: list[str]) -> str:
+    late = report.lateness_ms
+    rows = [
+        ("acknowledged timers", report.acknowledged),
+        ("in doubt (a batch given up on)", report.in_doubt),
+        ("handler starts", report.starts),
+        ("acknowledged and started", report.ran),
+        ("done / expired", f"{report.done} / {report.expired}"),
+        ("  expired, by the skew of the node", _counts(report.expired_by_skew)),
+        ("LOST", report.lost),
+        ("  of which expired while their window was open", report.expired_early),
+        ("EARLY (keys)", report.early),
+        ("  earliest, ms before due_at", f"{report.earliest_ms:.3f}"),
+        ("  by the skew of the node", _counts(report.early_by_skew)),
+        ("UNEXPECTED", report.unexpected),
+        ("OVERWRITTEN attempts", report.overwritten),
+        ("duplicated (started twice or more)", report.duplicated),
+        ("  by cause", _counts(report.duplicate_causes)),
+        ("unfinished after the drain", report.unfinished),
+        ("lateness p50 / p95 / p99 / max, ms", " / ".join(f"{late.get(k, 0):.1f}" for k in
+                                                          ("p50", "p95", "p99", "max"))),
+        ("faults injected", _counts(report.faults)),
+        ("worker processes (nodes)", len(report.nodes)),
+    ]  # fmt: skip
+    width = max(len(name) for name, _ in rows)
+    lines = [f"$ {command}  (seed {seed}, {elapsed:.0f} s)", ""]
+    lines += [f"{name:<{width}}  {value}" for name, value in rows]
+    for category, found in report.examples.items():
+        lines.append(f"\n{category}, for example:")
+        lines += [f"  {text}" for text in found]
+    lines.append("")
+    lines.append("VERDICT: " + ("ok" if report.ok else "FAILED: " + ", ".join(report.problems())))
+    if log and log[0]:
+        lines.append(log[0])
+    return "\n".join(lines)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "-"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""The chaos battery's total-queue check (bench/chaoslib/classify.py) on made-up records."""
+
+from __future__ import annotations
+
+from bench.chaoslib.classify import FaultEvent, NodeFate, Report, classify
+from bench.chaoslib.records import Ack, Start
+from bench.chaoslib.tables import AttemptRow, TimerRow
+
+S = 1_000_000  # µs in a second
+DUE = 1_000 * S
+CHECKED = DUE + 60 * S
+
+
+def ack(n: int, due: int = DUE, expires_after: int = 0) -> Ack:
+    return Ack(f"k{n:07d}", due, expires_after, acked=True)
+
+
+def start(n: int, at: int, attempt: int = 1, node: str = "w0-1", payload: str = "") -> Start:
+    return Start(f"k{n:07d}", attempt, node, at, payload or f'{{"n":{n}}}')
+
+
+def done(n: int, attempts: int = 1) -> TimerRow:
+    return TimerRow(f"k{n:07d}", "done", attempts, DUE)
+
+
+def row(n: int, number: int, outcome: str, node: str = "w0-1") -> AttemptRow:
+    return AttemptRow(f"k{n:07d}", number, node, outcome)
+
+
+def check(
+    acks: list[Ack],
+    starts: list[Start],
+    timers: list[TimerRow],
+    attempts: list[AttemptRow],
+    nodes: list[NodeFate] | None = None,
+    faults: list[FaultEvent] | None = None,
+) -> Report:
+    fates = {n.node: n for n in nodes or [NodeFate("w0-1", 0.0, 0)]}
+    return classify(
+        {a.key: a for a in acks},
+        starts,
+        {t.key: t for t in timers},
+        attempts,
+        fates,
+        faults or [],
+        CHECKED,
+    )
+
+
+def test_a_clean_run_is_ok_with_its_lateness() -> None:
+    report = check(
+        [ack(1), ack(2)],
+        [start(1, DUE + 2_000), start(2, DUE + 4_000)],
+        [done(1), done(2)],
+        [row(1, 1, "done"), row(2, 1, "done")],
+    )
+    assert report.ok, report.problems()
+    assert (report.acknowledged, report.ran, report.done) == (2, 2, 2)
+    assert report.lateness_ms == {"p50": 4.0, "p95": 4.0, "p99": 4.0, "max": 4.0}
+
+
+def test_never_started_is_lost_unless_it_expired_after_its_window() -> None:
+    window = 10 * S
+    report = check(
+        [ack(1), ack(2, expires_after=window), ack(3, due=CHECKED, expires_after=window)],
+        [],
+        [
+            TimerRow("k0000001", "scheduled", 0, DUE),
+            TimerRow("k0000002", "expired", 1, DUE),
+            TimerRow("k0000003", "expired", 1, CHECKED),
+        ],
+        [row(2, 1, "expired"), row(3, 1, "expired")],
+    )
+    assert report.lost == 2  # the pending one, and the one expired inside its window
+    assert report.expired_early == 1
+    assert report.problems() == ["lost 2"]
+
+
+def test_a_start_before_due_at_is_early_by_the_reference_clock() -> None:
+    skewed = NodeFate("w0-1", 120.0, 0)
+    report = check([ack(1)], [start(1, DUE - 1_500)], [done(1)], [row(1, 1, "done")], [skewed])
+    assert report.early == 1
+    assert report.earliest_ms == 1.5
+    assert report.early_by_skew == {"+120s": 1}
+
+
+def test_unknown_keys_and_wrong_payloads_are_unexpected() -> None:
+    report = check(
+        [ack(1)],
+        [start(1, DUE, payload='{"n":2}'), start(9, DUE)],
+        [done(1)],
+        [row(1, 1, "done")],
+    )
+    assert report.unexpected == 2
+
+
+def test_a_second_start_after_a_kill_is_a_duplicate_caused_by_the_kill() -> None:
+    killed = NodeFate("w0-1", 0.0, 0, killed_us=DUE + S)
+    other = NodeFate("w1-2", 0.0, 0)
+    report = check(
+        [ack(1)],
+        [start(1, DUE), start(1, DUE + 5 * S, attempt=2, node="w1-2")],
+        [done(1, attempts=2)],
+        [row(1, 1, "lost"), row(1, 2, "done", node="w1-2")],
+        [killed, other],
+    )
+    assert report.ok, report.problems()
+    assert report.duplicated == 1
+    assert report.duplicate_causes == {"kill -9": 1}
+
+
+def test_a_finishing_outcome_on_a_taken_over_attempt_is_overwritten() -> None:
+    nodes = [NodeFate("w0-1", 0.0, 0), NodeFate("w1-2", 0.0, 0)]
+    starts = [start(1, DUE), start(1, DUE + 5 * S, attempt=2, node="w1-2")]
+    report = check(
+        [ack(1)],
+        starts,
+        [done(1, attempts=2)],
+        [row(1, 1, "done"), row(1, 2, "done", node="w1-2")],
+        nodes,
+    )
+    assert report.overwritten == 1
+    assert "finishing outcomes on attempts [1, 2]" in report.examples["overwritten"][0]
+
+
+def test_one_attempt_on_two_nodes_is_overwritten() -> None:
+    nodes = [NodeFate("w0-1", 0.0, 0), NodeFate("w1-2", 0.0, 0)]
+    report = check(
+        [ack(1)],
+        [start(1, DUE, node="w1-2")],
+        [done(1)],
+        [row(1, 1, "done", node="w0-1")],
+        nodes,
+    )
+    assert report.problems() == ["overwritten 1"]
