@@ -38,6 +38,7 @@ import asyncio, os, signal, sys
 from datetime import UTC, datetime, timedelta
 
 from duetime import AsyncApp
+from duetime.services.materializer import Materializer
 
 
 class ShiftedClock:
@@ -62,26 +63,16 @@ async def main() -> None:
     worker = app.worker()
     lookahead = timedelta(seconds=float(os.environ["LOOKAHEAD"]))
     grace = timedelta(seconds=float(os.environ["GRACE"]))
-    hooked = getattr(worker, "materializer", None)  # once the worker runs one itself
-    if hooked is not None:
-        hooked.lookahead, hooked.grace = lookahead, grace
-        materializer = None
-    else:
-        materializer = app.materializer(lookahead=lookahead, grace=grace)
-    stop = asyncio.Event()
+    materializer = worker.service(Materializer)  # every worker runs one
+    assert materializer is not None
+    materializer.lookahead, materializer.grace = lookahead, grace
 
     def on_term() -> None:
-        stop.set()
         worker.stop()
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_term)
-    if materializer is not None:
-        materializing = asyncio.create_task(materializer.run(stop))
     print("ready", flush=True)
     await worker.run()
-    stop.set()
-    if materializer is not None:
-        await materializing
     await app.close()
 
 

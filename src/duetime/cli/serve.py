@@ -23,6 +23,7 @@ from duetime.cli.worker import (
     same_database,
     sources_option,
 )
+from duetime.clock import DatabaseClock
 from duetime.config import Settings
 from duetime.errors import InvalidInput
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
@@ -39,7 +40,10 @@ def worker_app(spec: str, store: Store, database_url: str) -> AsyncApp:
             f"{spec} uses {user.settings.database_url} but the server uses {database_url}; "
             "set DUETIME_DATABASE_URL once for both",
         )
-    app = AsyncApp(settings=user.settings, store=store, clock=user.clock, producer=user.producer)
+    # The user's own clock only if it is not its database's: that one reads the user's store,
+    # which the server replaces with its own.
+    clock = None if isinstance(user.clock, DatabaseClock) else user.clock
+    app = AsyncApp(settings=user.settings, store=store, clock=clock, producer=user.producer)
     app.registry = user.registry
     app.destinations = user.destinations
     app.routes = list(user.routes)
