@@ -23,6 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from duetime.clock import Clock, DatabaseClock
 from duetime.model import JSON, Outcome, Status, Timer
 
 if TYPE_CHECKING:
@@ -133,6 +134,27 @@ class _SourceCounters(Collector):
         return self.collect()
 
 
+class _ClockGauge(Collector):
+    """This process's wall clock against the database's, as its clock read it last."""
+
+    def __init__(self) -> None:
+        self.clock: DatabaseClock | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(
+            "duetime_clock_offset_seconds",
+            "The database's clock minus this machine's wall clock at the last sync (positive: "
+            "this machine is behind); due times and leases follow the database either way",
+        )
+        offset = None if self.clock is None else self.clock.offset
+        if offset is not None:
+            gauge.add_metric([], offset.total_seconds())
+        yield gauge
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+
 class Metrics:
     """The metrics of one process; also the observer that feeds them from workers."""
 
@@ -179,6 +201,8 @@ class Metrics:
         self.registry.register(self._gauges)
         self._sources = _SourceCounters()
         self.registry.register(self._sources)
+        self._clock = _ClockGauge()
+        self.registry.register(self._clock)
 
     # -- WorkerObserver ---------------------------------------------------------------------
     def claimed(self, namespace: str, count: int, seconds: float) -> None:
@@ -204,6 +228,10 @@ class Metrics:
     def set_counts(self, counts: Mapping[str, Mapping[Status, int]]) -> None:
         """Replace the pending/dead snapshot (call right before rendering a scrape)."""
         self._gauges.snapshot = {ns: dict(by_status) for ns, by_status in counts.items()}
+
+    def watch_clock(self, clock: Clock) -> None:
+        """Export the offset ``clock`` measures, when it is the database's."""
+        self._clock.clock = clock if isinstance(clock, DatabaseClock) else None
 
     def watch_sources(self, sources: Iterable[Source]) -> None:
         """Export the message counts of ``sources`` (one without ``stats`` is skipped)."""

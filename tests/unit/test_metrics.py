@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from prometheus_client import REGISTRY
 
 from duetime.metrics import LATENESS_BUCKETS, Metrics
@@ -146,3 +147,22 @@ def test_source_messages_are_counted_by_source_and_outcome_at_scrape_time() -> N
     )
     text = metrics.render().decode()
     assert 'duetime_source_messages_total{outcome="created",source="orders"} 3.0' in text
+
+
+def test_the_clock_offset_is_exported_once_the_databases_clock_is_read() -> None:
+    from duetime.clock import DatabaseClock
+
+    async def server() -> datetime:
+        return datetime.now(UTC) + timedelta(seconds=90)
+
+    metrics = Metrics()
+    clock = DatabaseClock(server)
+    metrics.watch_clock(clock)
+    assert b"duetime_clock_offset_seconds " not in metrics.render()  # not measured yet
+    asyncio.run(clock.sync())
+    line = next(
+        row
+        for row in metrics.render().decode().splitlines()
+        if row.startswith("duetime_clock_offset_seconds ")
+    )
+    assert float(line.split()[1]) == pytest.approx(90, abs=1)

@@ -105,6 +105,7 @@ class Service:
         self.sources_app = sources_app
         self._runner: Runner | None = None
         metrics.watch_sources(self.sources)
+        metrics.watch_clock(self.clock)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
