@@ -158,7 +158,7 @@ def test_the_clock_offset_is_exported_once_the_databases_clock_is_read() -> None
     metrics = Metrics()
     clock = DatabaseClock(server)
     metrics.watch_clock(clock)
-    assert b"duetime_clock_offset_seconds " not in metrics.render()  # not measured yet
+    assert b"\nduetime_clock_offset_seconds " not in metrics.render()  # not measured yet
     asyncio.run(clock.sync())
     line = next(
         row
