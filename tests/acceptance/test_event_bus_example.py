@@ -204,7 +204,9 @@ async def stream_messages(config: Config) -> list[Any]:
         js = nc.jetstream()
         sub = await js.pull_subscribe(f"{config.prefix}.>", stream=config.stream)
         messages: list[Any] = []
-        with contextlib.suppress(nats.errors.TimeoutError):
+        # The end of the stream: nats-py says so with its TimeoutError, or on some paths with
+        # asyncio's (the builtin TimeoutError).
+        with contextlib.suppress(nats.errors.TimeoutError, TimeoutError):
             while True:
                 batch = await sub.fetch(100, timeout=1)
                 messages.extend(batch)

@@ -53,11 +53,23 @@ def with_params(url: str, **params: str) -> str:
 
 
 def drop_schema(schema: str) -> None:
+    """Drop a test's schema. A process the test killed may still have a server backend finishing
+    its last statement in it, which can deadlock with the drop: that is tried again."""
+    import time
+
     import psycopg
     from psycopg import sql
 
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+    for attempt in range(5):
+        try:
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(drop)
+            return
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
+            if attempt == 4:
+                raise
+            time.sleep(0.5)
 
 
 async def wait_until(predicate: Callable[[], bool], within: float = 5.0) -> None:
