@@ -37,8 +37,15 @@ def elapsed_seconds() -> float:
 
 _ELAPSED = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
-SYNC_SAMPLES = 3
-"""Readings of the database's clock per sync: the one with the shortest round trip is kept."""
+SYNC_SAMPLES = 5
+"""Readings of the database's clock per sync."""
+MAX_DRIFT = 50e-6
+"""The most this machine's elapsed clock may run fast against the database's (50 ppm: an
+undisciplined crystal; NTP keeps both far closer): a reading kept for a while is aged by it, so
+it stays a lower bound."""
+KEEP_READING = 60.0
+"""Seconds a reading may stay the anchor while newer ones are looser (a busy moment's round
+trips are long; an older, tight one, aged by :data:`MAX_DRIFT`, is the better bound)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +55,7 @@ class ClockReading:
     offset: timedelta
     """The database's clock minus this machine's wall clock (positive: ours is behind)."""
     uncertainty: timedelta
-    """The round trip of the reading: the database's clock is known to within it."""
+    """The shortest round trip of the sync: the database's clock is known to within it."""
 
 
 class DatabaseClock:
@@ -56,10 +63,12 @@ class DatabaseClock:
 
     :meth:`sync` reads the server's clock (``read``) and anchors it to a clock of this machine
     that is never stepped: "now" is then that reading plus the time elapsed since, so neither
-    a skewed wall clock nor a step of it (NTP, suspend/resume) moves it. The reading is taken as
-    the server's value at the end of its round trip, which makes "now" a lower bound of the
-    server's clock by at most the round trip: a worker may start a timer a round trip late,
-    never early.
+    a skewed wall clock nor a step of it (NTP, suspend/resume) moves it. Each reading is taken
+    as the server's value at the *end* of its round trip and aged by :data:`MAX_DRIFT`, which
+    makes "now" a lower bound of the server's clock: a worker may start a timer a round trip
+    late, never early. Of the readings of the last :data:`KEEP_READING` seconds the tightest
+    bound is the anchor, so one sync at a busy moment (long round trips) does not make every
+    timer start late until the next.
 
     Until the first sync, and when ``read`` answers None (the database runs on this machine's
     clock: SQLite), "now" is this machine's wall clock, read afresh each time.
@@ -75,7 +84,7 @@ class DatabaseClock:
         self._read = read
         self._elapsed = elapsed
         self._wall = wall or (lambda: datetime.now(UTC))
-        self._anchor: tuple[float, datetime] | None = None
+        self._anchor: tuple[float, datetime] | None = None  # (elapsed at reading, server then)
         self.last: ClockReading | None = None
         """The latest sync (None before one, or when the database uses this machine's clock)."""
 
@@ -87,11 +96,10 @@ class DatabaseClock:
         anchor = self._anchor
         if anchor is None:
             return self._wall()
-        since, server = anchor
-        return server + timedelta(seconds=self._elapsed() - since)
+        return _bound(anchor, self._elapsed())
 
     async def sync(self, samples: int = SYNC_SAMPLES) -> ClockReading | None:
-        """Read the server's clock ``samples`` times and keep the tightest reading."""
+        """Read the server's clock ``samples`` times; keep the tightest bound as the anchor."""
         best: tuple[float, float, datetime, datetime] | None = None
         for _ in range(samples):
             wall_before, sent = self._wall(), self._elapsed()
@@ -105,9 +113,23 @@ class DatabaseClock:
                 best = (trip, received, server, wall_before + timedelta(seconds=trip / 2))
         assert best is not None
         trip, received, server, wall_midway = best
-        self._anchor = (received, server)
+        fresh = (received, server)
+        kept = self._anchor
+        if (
+            kept is None
+            or received - kept[0] > KEEP_READING
+            or _bound(fresh, received) >= _bound(kept, received)
+        ):
+            self._anchor = fresh
         self.last = ClockReading(server - wall_midway, timedelta(seconds=trip))
         return self.last
+
+
+def _bound(anchor: tuple[float, datetime], elapsed: float) -> datetime:
+    """The server's clock at ``elapsed``, at least: the anchor's reading plus the time since,
+    less the most this machine's clock may have gained meanwhile."""
+    since, server = anchor
+    return server + timedelta(seconds=(elapsed - since) * (1 - MAX_DRIFT))
 
 
 def is_real(clock: Clock) -> bool:

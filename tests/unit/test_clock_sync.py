@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from duetime.clock import DatabaseClock, is_real
+from duetime.clock import MAX_DRIFT, DatabaseClock, is_real
 from duetime.worker.leases import Leases
 
 SERVER = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -45,7 +45,27 @@ def test_now_follows_the_server_whatever_the_wall_clock_says() -> None:
     machine.skew = timedelta(hours=-5)  # the wall clock is stepped: nothing moves
     machine.elapsed += 30
     true_now = SERVER + timedelta(seconds=machine.elapsed - 100.0)
-    assert true_now - timedelta(seconds=0.002) <= clock.now() <= true_now
+    aged = timedelta(seconds=30 * MAX_DRIFT)  # what this machine's clock may have gained
+    assert true_now - timedelta(seconds=0.002) - aged <= clock.now() <= true_now
+
+
+def test_a_sync_at_a_busy_moment_keeps_the_tighter_reading() -> None:
+    machine = Machine(skew=timedelta(0))
+    clock = DatabaseClock(machine.read, elapsed=lambda: machine.elapsed, wall=machine.wall)
+    asyncio.run(clock.sync())  # tight: best round trip 2 ms
+    machine.elapsed += 10
+    machine.trips = [0.080] * 5  # every read slow now
+    reading = asyncio.run(clock.sync())
+    assert reading is not None
+    assert reading.uncertainty == timedelta(seconds=0.080)
+    true_now = SERVER + timedelta(seconds=machine.elapsed - 100.0)
+    assert true_now - clock.now() < timedelta(seconds=0.003)  # not 40 ms behind
+    assert clock.now() <= true_now
+    machine.elapsed += 61  # too old to trust over a fresh reading: the fresh one wins
+    machine.trips = [0.080] * 5
+    asyncio.run(clock.sync())
+    true_now = SERVER + timedelta(seconds=machine.elapsed - 100.0)
+    assert timedelta(seconds=0.03) < true_now - clock.now() <= timedelta(seconds=0.08)
 
 
 def test_a_database_on_this_machines_clock_means_the_wall_clock() -> None:
