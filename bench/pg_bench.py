@@ -952,7 +952,10 @@ def source_state() -> str:
 
     root = Path(__file__).resolve().parent.parent
     src = Path(duetime.__file__).resolve().parent
-    files = [src / "worker.py", src / "app.py", *sorted((src / "store" / "postgres").rglob("*.*"))]
+    worker = (
+        [src / "worker.py"] if (src / "worker.py").exists() else sorted(src.glob("worker/*.py"))
+    )
+    files = [*worker, src / "app.py", *sorted((src / "store" / "postgres").rglob("*.*"))]
     digest = hashlib.sha1()
     for path in files:
         if path.suffix in (".py", ".sql"):

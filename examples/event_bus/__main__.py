@@ -23,7 +23,7 @@ import psycopg
 
 import duetime
 from duetime.routes import describe, subscriptions_of
-from duetime.sync import run_worker_blocking
+from duetime.runner import run_process
 from examples._demo import DEMO_TIMEOUT
 from examples.event_bus import operate, shop
 from examples.event_bus.app import (
@@ -55,7 +55,7 @@ def run_node(config: Config, role: str) -> int:
     me = node_id(role)
     subscriptions = subscriptions_of(config.namespace, app.registry.types, app.routes)
     print(f"node {me} takes {describe(subscriptions)}", flush=True)
-    stats = run_worker_blocking(app, node_id=me)
+    stats = run_process(app, node_id=me)
     print(f"node {me} stopped: {dict(stats.outcomes)}", flush=True)
     return 0
 

@@ -38,6 +38,7 @@ from duetime.model import (
 )
 from duetime.requests import TimerRequest
 from duetime.routes import HANDLER, Route, check_pattern
+from duetime.services.upkeep import worker_services
 from duetime.store import Store, create_store
 from duetime.store.protocol import (
     TransactionalStore,
@@ -448,12 +449,21 @@ class AsyncApp(ScheduleMethods):
         return await history_store(self.store).maintain(policy_of(self.settings), self.clock.now())
 
     # -- working ----------------------------------------------------------------------------
-    def worker(self, *, types: Sequence[str] | None = None, node_id: str | None = None) -> Worker:
-        """A worker for this app's namespace, handlers and routes (``run()`` or ``tick()``).
+    def worker(
+        self,
+        *,
+        types: Sequence[str] | None = None,
+        node_id: str | None = None,
+        materialize: bool = True,
+        maintain: bool = True,
+    ) -> Worker:
+        """A worker for this app's namespace, handlers and routes (``run()`` or ``tick()``),
+        with its node's services: rescue, heartbeat, sweep, and unless turned off the
+        schedules' materializer and the retention step.
 
         InvalidInput naming ``routes[i].to[j]`` when a route names an unknown destination.
         """
-        return Worker(
+        worker = Worker(
             self.store,
             self.registry,
             self.settings,
@@ -465,6 +475,20 @@ class AsyncApp(ScheduleMethods):
             routes=self.routes,
             destinations={d.name: d for d in self.destinations},
         )
+        worker.add_services(
+            worker_services(
+                self.store,
+                self.clock,
+                self.settings,
+                node_id=worker.node_id,
+                namespace=worker.namespace,
+                dispatch=worker.dispatch,
+                held=worker.held,
+                materialize=materialize,
+                maintain=maintain,
+            )
+        )
+        return worker
 
     async def run_worker(self, **kwargs: Any) -> None:
         await self.open()

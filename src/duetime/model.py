@@ -6,8 +6,8 @@ Instants are aware UTC datetimes and end in ``_at``; durations end in ``_after``
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
@@ -124,67 +124,14 @@ class Timer:
         }
 
 
-def _positional_maker(cls: type[T]) -> Callable[..., T]:
-    """``cls(*values)`` for a frozen, slotted dataclass with no ``__post_init__``, every field
-    given in order, in under half the time: each slot is set through its own descriptor, where
-    the frozen ``__init__`` calls ``object.__setattr__`` by name for each field. For the paths
-    that decode hundreds of rows a call (a claim, a batch's written rows), where ``Timer``'s
-    ``__init__`` was a tenth of a busy worker's CPU."""
-    if hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} checks its fields in __post_init__: use its __init__")
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    body = "".join(f"    _set_{name}(made, {name})\n" for name in names)
-    source = f"def make({', '.join(names)}):\n    made = _new(_cls)\n{body}    return made\n"
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    scope.update((f"_set_{name}", getattr(cls, name).__set__) for name in names)
-    exec(source, scope)
-    make: Callable[..., T] = scope["make"]
-    make.__qualname__ = make.__name__ = f"make_{cls.__name__.lower()}"
-    return make
-
-
-make_timer = _positional_maker(Timer)
-"""``Timer(*values)``, faster: every field, in the order they are declared."""
-
-
-C = TypeVar("C", bound=type)
-
-
-def slot_init(cls: C) -> C:
-    """Give a frozen, slotted dataclass an ``__init__`` with the same parameters and defaults
-    that sets each slot through its own descriptor, in about half the time of the frozen one
-    (which calls ``object.__setattr__`` by name for each field). For the classes made once a
-    request or a row, by callers too: ``TimerRequest`` took a microsecond."""
-    if hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} checks its fields in __post_init__: keep its __init__")
-    params: list[str] = []
-    body: list[str] = []
-    scope: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.default_factory is not MISSING or f.kw_only:
-            raise TypeError(f"{cls.__name__}.{f.name}: slot_init takes plain defaults only")
-        scope[f"_set_{f.name}"] = getattr(cls, f.name).__set__
-        if f.default is not MISSING:
-            scope[f"_default_{f.name}"] = f.default
-        if not f.init:  # set to its default, as the dataclass's __init__ does
-            body.append(f"    _set_{f.name}(self, _default_{f.name})\n")
-            continue
-        params.append(f.name if f.default is MISSING else f"{f.name}=_default_{f.name}")
-        body.append(f"    _set_{f.name}(self, {f.name})\n")
-    source = f"def __init__(self, {', '.join(params)}):\n{''.join(body)}"
-    exec(source, scope)
-    init = scope["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    setattr(cls, "__init__", init)  # noqa: B010 - the class's own, replaced on purpose
-    return cls
-
-
 @dataclass(frozen=True, slots=True)
 class NewTimer:
     """A validated request to store a timer; the store fills in id, status and bookkeeping."""
 
     namespace: str
-    key: str
+    key: str | None
+    """None: the store generates one (:func:`~duetime.validation.generate_key`), which no
+    stored timer holds, so the timer is never merged with another."""
     type: str
     payload: JSON
     due_at: datetime
@@ -201,15 +148,7 @@ class NewTimer:
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts
     without it, so it never describes a payload it was not made from."""
 
-    fresh_key: bool = field(default=False, init=False, compare=False, repr=False)
-    """True when ``key`` was generated for this timer by the validation that made it, on its way
-    straight to the store: no caller has seen the key, so no stored timer holds it, and the
-    store may take it without looking for one (PostgreSQL's conflict check was a quarter of its
-    work a timer). Never set on timers a caller is handed (``prepare``), which may be sent
-    twice; a copy (``dataclasses.replace``) starts without it, as its key may be anyone's."""
 
-
-@slot_init
 @dataclass(frozen=True, slots=True)
 class PutResult:
     """What scheduling did with a key: created it, updated it, or kept the stored one."""
@@ -241,7 +180,6 @@ class Attempt:
         }
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """A timer a node has just claimed: the attempt number fences every later write."""
@@ -250,7 +188,6 @@ class Claimed:
     attempt: int
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class Finish:
     """How the owner of one claimed attempt wants it to end.
@@ -433,8 +370,3 @@ class Schedule:
             "updated_at": iso(self.updated_at),
             "version": self.version,
         }
-
-
-make_new_timer = _positional_maker(NewTimer)
-"""``NewTimer(*values, payload_json, fresh_key)``, faster: every field, in the order they are
-declared. For validation, which makes one a request."""

@@ -7,7 +7,6 @@ One thin wrapper instead of twin ``x``/``x_async`` methods: every method of ``Ap
 from __future__ import annotations
 
 import asyncio
-import signal
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
@@ -19,6 +18,7 @@ from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.routes import Route
+from duetime.runner import run_process
 from duetime.store import Store
 from duetime.worker import WorkerStats
 
@@ -161,27 +161,4 @@ class App:
 
     def run_worker(self) -> WorkerStats:
         """Work until SIGINT/SIGTERM, then finish in-flight handlers and return."""
-        return run_worker_blocking(self.core)
-
-
-def run_worker_blocking(core: AsyncApp, **worker_options: Any) -> WorkerStats:
-    """Run a worker in this thread until SIGINT or SIGTERM; in-flight work is finished first."""
-
-    async def main() -> WorkerStats:
-        await core.open()
-        worker = core.worker(**worker_options)
-        loop = asyncio.get_running_loop()
-        installed = []
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, worker.stop)
-                installed.append(sig)
-        try:
-            await worker.run()
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
-            await core.close()
-        return worker.stats
-
-    return eventloop.run(main())
+        return run_process(self.core)

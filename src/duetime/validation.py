@@ -12,11 +12,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
+from duetime.jsontext import json_text, load_json
 from duetime.model import JSON
 
 MAX_KEY_LENGTH = 255
@@ -192,37 +192,7 @@ def encode_payload(
     size = len(encoded)
     if size > max_bytes:
         raise InvalidInput(field, f"is {size} bytes as JSON; the limit is {max_bytes}")
-    return _decode_json(text)[0], text  # our own text: one value, nothing after it
-
-
-_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_decode_json = json.JSONDecoder().raw_decode
-_make_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # the json module's own
-_c_encoder: Callable[[Any, int], Sequence[str]] | None = (
-    None
-    if _make_c_encoder is None
-    else _make_c_encoder(
-        None,  # no check for cycles: a cyclic value ends in RecursionError (refused as not JSON)
-        _JSON_ENCODER.default,
-        json.encoder.encode_basestring,  # UTF-8 as is (ensure_ascii=False)
-        None,  # no indent
-        ":",
-        ",",
-        False,  # keys as given
-        False,  # no key skipped
-        False,  # no NaN or infinities
-    )
-)
-
-
-def json_text(value: Any) -> str:
-    """The compact JSON text duetime stores: UTF-8 as is, no NaN or infinities.
-
-    One C encoder serves every call (``JSONEncoder.encode`` makes a new one each time, which was
-    half the cost of a small payload, and ``json.dumps`` with options a whole new encoder)."""
-    if _c_encoder is None:  # a Python without the json module's C speed-ups
-        return _JSON_ENCODER.encode(value)
-    return "".join(_c_encoder(value, 0))
+    return load_json(text), text
 
 
 def _has_nul(value: Any) -> bool:

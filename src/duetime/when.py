@@ -13,7 +13,6 @@ from datetime import date as calendar_date
 
 from duetime.durations import add_duration, parse_duration
 from duetime.errors import InvalidInput
-from duetime.model import slot_init
 from duetime.tzmath import is_aware, load_zone, parse_disambiguation, to_utc
 
 MIN_YEAR = 1970
@@ -31,7 +30,6 @@ _HAS_OFFSET = re.compile(r"(?:Z|[+-]\d{2}(?::?\d{2})?)$", re.IGNORECASE)
 _FORMS = ("at", "delay", "local", "date")
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class When:
     """A resolved due time, plus the wall time and zone it came from when the user gave one."""

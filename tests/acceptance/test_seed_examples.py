@@ -29,6 +29,7 @@ if not os.environ.get("CI"):  # under CI a missing client library is an error, n
 import nats
 import nats.js.errors
 from redis.asyncio import Redis
+from tests.waiting import run as run_within
 
 from duetime import Outcome, Status
 
@@ -52,10 +53,7 @@ TOLERANCE = timedelta(seconds=1.5)
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:
-    async def bounded() -> None:
-        await asyncio.wait_for(main(), 25)
-
-    asyncio.run(bounded())
+    run_within(main, 25)
 
 
 def iso_in(seconds: float) -> str:

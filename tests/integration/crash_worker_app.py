@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from duetime import AsyncApp, Event, TimerRequest
-from duetime.sync import run_worker_blocking
+from duetime.runner import run_process
 
 WORK = "work"
 
@@ -50,7 +50,7 @@ def worker(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.delay)
         log("end", event)
 
-    run_worker_blocking(app)
+    run_process(app)
     os.close(fd)
     return 0
 

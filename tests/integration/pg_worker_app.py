@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from duetime import AsyncApp, Event
-from duetime.sync import run_worker_blocking
+from duetime.runner import run_process
 
 TX = "tx"
 PLAIN = "plain"
@@ -77,7 +77,7 @@ def worker(args: argparse.Namespace) -> int:
             raise RuntimeError("first attempts fail in this worker")
 
     try:
-        run_worker_blocking(app)
+        run_process(app)
     finally:
         if fd is not None:
             os.close(fd)

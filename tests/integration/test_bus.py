@@ -19,6 +19,7 @@ import nats
 import pytest
 from brokers import require_nats
 from test_destinations_webhook import Receiver, Reply
+from tests.waiting import run
 
 from duetime import AsyncApp, Event, FrozenClock, InvalidInput, NotFound, Outcome, Status
 from duetime.destinations import WebhookDestination
@@ -44,13 +45,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     schema = f"t_{uuid.uuid4().hex[:16]}"
     yield with_params(PG_URL, schema=schema)
     drop_schema(schema)
-
-
-def run(main: Callable[[], Awaitable[None]], within: float = 60) -> None:
-    async def bounded() -> None:
-        await asyncio.wait_for(main(), within)
-
-    asyncio.run(bounded())
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:

@@ -13,13 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from tests.waiting import wait_until
 
 from duetime import App, Status
 
@@ -32,14 +32,6 @@ HERE = Path(__file__).resolve().parent
 DUETIME = str(Path(sys.executable).parent / "duetime")
 EVENTS = 300
 GRACE = 8.0
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture

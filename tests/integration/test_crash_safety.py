@@ -19,12 +19,13 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from tests.waiting import wait_until
 
 from duetime import App, Outcome, Status, TimerRequest
 
@@ -56,14 +57,6 @@ def count_starts(path: Path) -> int:
         return 0
     with path.open("rb") as f:
         return sum(1 for line in f if line.startswith(b"start,"))
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 class Workers:

@@ -24,6 +24,7 @@ import aio_pika
 import nats
 from brokers import closed_port, require_nats, require_rabbitmq, require_redis, with_port
 from redis.asyncio import Redis
+from tests.waiting import run as run_within
 
 from duetime import Dead, Event, Retry
 from duetime.destinations import (
@@ -65,10 +66,7 @@ def unique(prefix: str) -> str:
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:
-    async def bounded() -> None:
-        await asyncio.wait_for(main(), 60)
-
-    asyncio.run(bounded())
+    run_within(main, 60)
 
 
 async def failure_of(destination: Destination, delivery: Delivery) -> DeliveryFailed:

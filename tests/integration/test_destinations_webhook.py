@@ -12,6 +12,7 @@ from email.utils import format_datetime
 from typing import Any
 
 import pytest
+from tests.waiting import run as run_within
 
 from duetime import AsyncApp, Dead, Event, Retry, Status
 from duetime.destinations import (
@@ -113,10 +114,7 @@ class Receiver:
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:
-    async def bounded() -> None:
-        await asyncio.wait_for(main(), 30)
-
-    asyncio.run(bounded())
+    run_within(main, 30)
 
 
 async def failure_of(destination: WebhookDestination, delivery: Delivery) -> DeliveryFailed:

@@ -13,24 +13,17 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from tests.waiting import wait_until
 
 from duetime import App, Status
 
 APP = Path(__file__).with_name("crash_worker_app.py")
 TIMERS = 3_000
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def query(db_url: str, sql: str) -> list[tuple[object, ...]]:

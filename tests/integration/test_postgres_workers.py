@@ -32,6 +32,7 @@ import psycopg
 import pytest
 from pg_cluster import PgCluster, cluster_problem
 from pg_worker_app import FX_TABLE, PLAIN, TX
+from tests.waiting import wait_until
 
 from duetime import App, TimerRequest
 from duetime.store import create_store
@@ -56,19 +57,6 @@ FAST_LEASE = ("--lease", "2", "--heartbeat", "0.5", "--rescue-interval", "0.5")
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def wait_until(
-    check: Callable[[], bool],
-    timeout: float,
-    what: str,
-    every: float = 0.05,
-    explain: Callable[[], str] | None = None,
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            detail = f"\n{explain()}" if explain is not None else ""
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}{detail}")
-        time.sleep(every)
 
 
 def wait_for_all_done(db: Db, total: int, explain: Callable[[], str], stall: float = 60) -> None:

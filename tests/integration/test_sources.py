@@ -30,6 +30,7 @@ import nats.js.errors
 from brokers import require_nats, require_redis
 from nats.js import JetStreamContext
 from redis.asyncio import Redis
+from tests.waiting import run as run_within
 
 from duetime import AsyncApp, Status
 from duetime.errors import StoreUnavailable
@@ -58,10 +59,7 @@ def unique(prefix: str) -> str:
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:
-    async def bounded() -> None:
-        await asyncio.wait_for(main(), 25)
-
-    asyncio.run(bounded())
+    run_within(main, 25)
 
 
 def request(key: str | None, **extra: Any) -> bytes:

@@ -71,7 +71,7 @@ async def wait_until(predicate: Callable[[], bool], within: float = 5.0) -> None
 
 
 def new_timer(
-    key: str,
+    key: str | None,
     due: datetime | timedelta = NOW,
     *,
     namespace: str = "ns",
@@ -80,7 +80,8 @@ def new_timer(
     max_attempts: int = 3,
     **fields: Any,
 ) -> NewTimer:
-    """A NewTimer due at ``due`` (or NOW + ``due``); its type is ``t.<key>`` unless given."""
+    """A NewTimer due at ``due`` (or NOW + ``due``); its type is ``t.<key>`` unless given.
+    Without a key (None) the store generates one."""
     due_at = NOW + due if isinstance(due, timedelta) else due
     return NewTimer(
         namespace=namespace,

@@ -5,14 +5,18 @@ Every test runs against each backend (SQLite and PostgreSQL) and must behave ide
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
 from storekit import NOW, new_timer
 
+import duetime.store.postgres.store
+import duetime.store.sqlite.store
+from duetime import validation
 from duetime.errors import AlreadyExists, Conflict, InvalidInput, NotFound
-from duetime.model import Finish, NewTimer, Outcome, Status, TimerFilter
+from duetime.model import Finish, NewTimer, OnConflict, Outcome, Status, TimerFilter
 from duetime.store import Store
 
 LATER = NOW + timedelta(minutes=5)
@@ -363,3 +367,72 @@ async def test_a_lazy_batch_that_fails_midway_stores_nothing(store: Store) -> No
     assert raised.value.field == "[250].timezone"
     assert sum((await store.count_by_status("ns")).values()) == 0
     assert await store.get_timer("ns", "k0") is None
+
+
+@pytest.mark.parametrize("on_conflict", ["update", "keep", "error"])
+async def test_a_key_not_given_is_generated_by_the_store(
+    store: Store, on_conflict: OnConflict
+) -> None:
+    """Keys the store generates are new: each timer without one is created under a key of its
+    own — unlike every stored key and every other key of the batch — in input order, among
+    timers with keys given and more than a statement's worth of them."""
+    stored = [
+        r.timer for r in await store.put_timers([new_timer("a"), new_timer("b")], "error", NOW)
+    ]
+    keyless = [new_timer(None, type="t", payload={"n": n}) for n in range(230)]
+    batch = [*keyless[:100], new_timer("c"), *keyless[100:]]
+    results = await store.put_timers(batch, on_conflict, NOW)
+    assert [r.action for r in results] == ["created"] * len(batch)
+    generated = [r.timer.key for n, r in enumerate(results) if n != 100]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", key) for key in generated)
+    assert len(set(generated)) == len(generated)
+    assert not set(generated) & {"a", "b", "c"}
+    assert [r.timer.payload for n, r in enumerate(results) if n != 100] == [
+        {"n": n} for n in range(230)
+    ]
+    ids = [r.timer.id for r in results]
+    assert ids == sorted(ids)
+    for result in (results[0], results[101], results[-1]):
+        assert await store.get_timer("ns", result.timer.key) == result.timer
+    for timer in stored:  # untouched
+        assert await store.get_timer("ns", timer.key) == timer
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["generated only", "mixed"])
+async def test_a_generated_key_never_takes_a_stored_timers_key(
+    store: Store, monkeypatch: pytest.MonkeyPatch, mixed: bool
+) -> None:
+    """Should the generator ever draw a key a stored timer holds (80 random bits a millisecond:
+    forced here), the store draws another: the new timer is created under a key of its own and
+    the stored one is neither updated nor handed back as if it were the new one."""
+    (held,) = await store.put_timers([new_timer("taken", type="t")], "error", NOW)
+    draws = iter(["taken"])
+
+    def drawing() -> str:
+        return next(draws, None) or validation.generate_key()
+
+    for module in (duetime.store.sqlite.store, duetime.store.postgres.store):
+        monkeypatch.setattr(module, "generate_key", drawing)
+    keyless = [new_timer(None, type="t", payload={"n": n}) for n in range(3)]
+    batch = [new_timer("given"), *keyless] if mixed else keyless
+    results = await store.put_timers(batch, "update", NOW)
+    assert [r.action for r in results] == ["created"] * len(batch)
+    assert "taken" not in {r.timer.key for r in results}
+    assert await store.get_timer("ns", "taken") == held.timer
+    assert sum((await store.count_by_status("ns")).values()) == len(batch) + 1
+
+
+async def test_a_generator_stuck_on_a_stored_key_is_reported_and_stores_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generator that kept drawing a held key would be a fault: the batch is refused, as a
+    key that exists, with nothing of it stored, rather than drawing forever."""
+    (held,) = await store.put_timers([new_timer("taken", type="t")], "error", NOW)
+    for module in (duetime.store.sqlite.store, duetime.store.postgres.store):
+        monkeypatch.setattr(module, "generate_key", lambda: "taken")
+    batch = [new_timer("given"), new_timer(None, type="t")]
+    with pytest.raises(AlreadyExists) as raised:
+        await store.put_timers(batch, "update", NOW)
+    assert raised.value.field == "key"
+    assert await store.get_timer("ns", "taken") == held.timer
+    assert await store.get_timer("ns", "given") is None

@@ -1,6 +1,6 @@
 """How PostgreSQL scheduling sends a batch: columns the whole batch shares go as one value (or
-none), keys generated on the way to the store go in without a conflict check, and the rows
-written come back right however the answers interleave with the chunks still being sent."""
+none), keys the store generates go in without a conflict check, and the rows written come back
+right however the answers interleave with the chunks still being sent."""
 
 from __future__ import annotations
 
@@ -8,19 +8,18 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
-from storekit import NOW, PG_URL, StoreFactory, new_timer
+from storekit import NOW, StoreFactory, new_timer
 
 from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, Timer
 from duetime.requests import TimerRequest
 from duetime.store.postgres.rows import batch_column
-from duetime.store.postgres.store import PUT_CHUNK, PostgresStore
+from duetime.store.postgres.store import PUT_CHUNK
 
 
 def _fresh(count: int, **fields: Any) -> list[NewTimer]:
-    """Timers as schedule/schedule_many hand them to the store: validated, keys generated."""
+    """Timers as schedule/schedule_many hand them to the store: validated, no keys given."""
     return [
         TimerRequest("t", {"n": n}, at=NOW + timedelta(minutes=n), **fields).resolve(
             "ns", NOW, 3, 10_000, producer="p", straight_to_store=True
@@ -106,22 +105,23 @@ async def test_every_column_is_stored_as_sent_whether_the_batch_shares_it_or_not
 async def test_generated_keys_go_in_unchecked_in_input_order_and_stay_keys(
     pg_url: str, open_store: StoreFactory
 ) -> None:
-    """Many chunks of fresh keys: every timer made, ids in input order, each found by its key
-    and scheduled again by it (an update: the key is an ordinary key once stored)."""
+    """Many chunks of generated keys: every timer made, ids in input order, each found by its
+    key and scheduled again by it (an update: the key is an ordinary key once stored)."""
     store = await open_store(pg_url)
     timers = _fresh(PUT_CHUNK * 10 + 7)
-    assert all(t.fresh_key for t in timers)
+    assert all(t.key is None for t in timers)
     results = await store.put_timers(timers, "update", NOW)
     assert [r.action for r in results] == ["created"] * len(timers)
-    assert [r.timer.key for r in results] == [t.key for t in timers]
+    keys = [r.timer.key for r in results]
+    assert len(set(keys)) == len(keys)
     ids = [r.timer.id for r in results]
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     for n in (0, PUT_CHUNK, len(timers) - 1):
-        found = await store.get_timer("ns", timers[n].key)
+        found = await store.get_timer("ns", keys[n])
         assert found is not None
         assert (found.id, found.payload) == (ids[n], {"n": n})
-    again = replace(timers[3], payload={"n": "again"})  # a copy: not fresh
+    again = replace(timers[3], key=keys[3], payload={"n": "again"})
     (updated,) = await store.put_timers([again], "update", NOW)
     assert (updated.action, updated.timer.id) == ("updated", ids[3])
     assert updated.timer.payload == {"n": "again"}
@@ -149,31 +149,8 @@ async def test_timers_prepared_for_a_caller_can_be_sent_twice(
     failure: they are checked like any key, so the second send finds the first."""
     store = await open_store(pg_url)
     prepared = [TimerRequest("t", {"n": n}, delay=60).resolve("ns", NOW, 3, 1000) for n in range(3)]
-    assert not any(t.fresh_key for t in prepared)
+    assert all(t.key is not None for t in prepared)
     first = await store.put_timers(prepared, "update", NOW)
     second = await store.put_timers(prepared, "keep", NOW)
     assert [r.action for r in second] == ["kept"] * 3
     assert [r.timer.id for r in second] == [r.timer.id for r in first]
-
-
-async def test_a_generated_key_that_is_taken_refuses_the_whole_batch(
-    pg_url: str, pg_schema: str, open_store: StoreFactory
-) -> None:
-    """80 random bits will not repeat; should they, the key's primary key refuses the batch
-    and nothing of it is stored, rather than two timers sharing a key."""
-    store = await open_store(pg_url)
-    assert isinstance(store, PostgresStore)
-    (held,) = await store.put_timers([new_timer("taken", type="t")], "error", NOW)
-    batch = _fresh(PUT_CHUNK + 5)
-    clash = batch[PUT_CHUNK + 2]
-    taken = replace(clash, key="taken")
-    object.__setattr__(taken, "fresh_key", True)  # as if the generator had drawn "taken"
-    batch[PUT_CHUNK + 2] = taken
-    with pytest.raises(AlreadyExists, match="generated"):
-        await store.put_timers(batch, "update", NOW)
-    with psycopg.connect(PG_URL, options=f"-c search_path={pg_schema}") as conn:
-        assert conn.execute("SELECT count(*) FROM timers").fetchone() == (1,)
-        assert conn.execute("SELECT count(*) FROM timer_keys").fetchone() == (1,)
-    got = await store.get_timer("ns", "taken")
-    assert got is not None
-    assert got.id == held.timer.id

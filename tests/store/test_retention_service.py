@@ -13,15 +13,13 @@ from datetime import timedelta
 import pytest
 from storekit import NOW, new_timer, wait_until
 
-from duetime import App
+from duetime import App, AsyncApp
 from duetime.clock import FrozenClock
 from duetime.config import Settings
-from duetime.handlers import HandlerRegistry
 from duetime.history import MaintenanceReport, RetentionPolicy
 from duetime.model import Finish, Outcome
 from duetime.services.retention import Retention, policy_of
 from duetime.store import Store
-from duetime.worker import Worker
 
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))
 QUICK = timedelta(milliseconds=20)
@@ -96,17 +94,18 @@ async def test_a_worker_maintains_as_its_settings_say(store: Store, store_url: s
     )
     assert policy_of(settings) == RetentionPolicy(timedelta(days=7), timedelta(minutes=5))
     clock = FrozenClock(NOW + timedelta(days=8))
-    worker = Worker(store, HandlerRegistry(), settings, clock, materialize=False)
-    assert worker.retention is not None
-    assert worker.retention.policy == policy_of(settings)
+    app = AsyncApp(settings=settings, store=store, clock=clock)
+    worker = app.worker(materialize=False)
+    retention = worker.service(Retention)
+    assert retention is not None
+    assert retention.policy == policy_of(settings)
     task = asyncio.create_task(worker.run())
-    await wait_until(lambda: worker.retention is not None and worker.retention.rounds >= 1)
+    await wait_until(lambda: retention.rounds >= 1)
     assert await store.get_timer("ns", "old") is None
-    assert worker.retention.total.deleted + worker.retention.total.archived >= 1
+    assert retention.total.deleted + retention.total.archived >= 1
     worker.stop()
     await asyncio.wait_for(task, 5.0)
-    idle = Worker(store, HandlerRegistry(), settings, clock, maintain=False)
-    assert idle.retention is None
+    assert app.worker(maintain=False).service(Retention) is None
 
 
 def test_an_empty_report_adds_up() -> None:

@@ -1,4 +1,4 @@
-"""The model's fast positional constructor builds the same frozen records as ``__init__``."""
+"""The fast constructors build the same frozen records as ``__init__``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from duetime.model import Status, Timer, make_timer
+from duetime.model import NewTimer, Status, Timer
+from duetime.slots import make_new_timer, make_timer, slot_setter
 
 NOW = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
 
@@ -61,4 +62,34 @@ def test_a_made_timer_stays_frozen() -> None:
 
 def test_make_timer_wants_every_field() -> None:
     with pytest.raises(TypeError):
-        make_timer(*values()[:-1])
+        make_timer(*values()[:-1])  # type: ignore[call-arg]
+
+
+def test_make_new_timer_sets_every_field_the_constructor_does() -> None:
+    by_name: dict[str, object] = {
+        "namespace": "billing",
+        "key": None,
+        "type": "InvoiceDue",
+        "payload": {"amount": 12},
+        "due_at": NOW,
+        "max_attempts": 5,
+        "subject": "customer-9",
+        "correlation_id": "corr",
+        "expires_after": timedelta(hours=2),
+        "local": datetime(2026, 3, 29, 2, 30),
+        "timezone": "Europe/London",
+        "disambiguation": "later",
+        "producer": "api",
+        "payload_json": '{"amount":12}',
+    }
+    names = [f.name for f in dataclasses.fields(NewTimer)]
+    assert names == list(by_name), "a field was added or moved: give it a value here"
+    made = make_new_timer(*by_name.values())  # type: ignore[arg-type]
+    assert type(made) is NewTimer
+    assert made == NewTimer(*list(by_name.values())[:-1])  # type: ignore[arg-type]
+    assert {name: getattr(made, name) for name in names} == by_name
+
+
+def test_slot_setter_names_a_field() -> None:
+    with pytest.raises(AttributeError, match="no field 'to_dict'"):
+        slot_setter(Timer, "to_dict")

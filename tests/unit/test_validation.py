@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
-from dataclasses import FrozenInstanceError, dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +15,8 @@ from hypothesis import strategies as st
 
 from duetime import validation
 from duetime.errors import InvalidInput
-from duetime.model import NewTimer, slot_init
+from duetime.jsontext import json_text
+from duetime.model import NewTimer
 from duetime.requests import TimerRequest
 from duetime.store.codec import payload_text
 from duetime.validation import (
@@ -24,7 +27,6 @@ from duetime.validation import (
     check_payload,
     check_subject,
     check_type,
-    json_text,
     parse_payload_text,
 )
 
@@ -149,19 +151,16 @@ def test_a_kept_payload_text_belongs_to_that_payload_only() -> None:
     assert copy == replace(kept, payload={"other": 1})
 
 
-def test_only_a_key_generated_on_the_way_to_the_store_is_fresh() -> None:
+def test_a_key_not_given_is_left_to_the_store_only_on_the_way_there() -> None:
     now = datetime(2025, 3, 1, tzinfo=UTC)
-    generated = TimerRequest("t", None, delay=0).resolve("ns", now, 3, 1000, straight_to_store=True)
-    assert generated.fresh_key
-    given = TimerRequest("t", None, delay=0, key="k").resolve(
-        "ns", now, 3, 1000, straight_to_store=True
-    )
-    assert not given.fresh_key
-    # Handed to a caller (AsyncApp.prepare), who may send it twice: not fresh.
-    assert not TimerRequest("t", None, delay=0).resolve("ns", now, 3, 1000).fresh_key
-    # A copy may carry anyone's key.
-    assert not replace(generated, key="k").fresh_key
-    assert not replace(generated).fresh_key
+    request = TimerRequest("t", None, delay=0)
+    assert request.resolve("ns", now, 3, 1000, straight_to_store=True).key is None
+    keyed = TimerRequest("t", None, delay=0, key="k")
+    assert keyed.resolve("ns", now, 3, 1000, straight_to_store=True).key == "k"
+    # Handed to a caller (AsyncApp.prepare), who may send it twice: a key of its own.
+    prepared = request.resolve("ns", now, 3, 1000)
+    assert prepared.key is not None
+    assert len(prepared.key) == 32
 
 
 def test_the_fast_new_timer_maker_matches_the_dataclass() -> None:
@@ -222,42 +221,13 @@ def test_values_json_cannot_hold_are_refused_as_payloads() -> None:
         assert raised.value.field == "payload"
 
 
-def test_slot_init_keeps_the_dataclass_signature_defaults_and_freezing() -> None:
-    @slot_init
-    @dataclass(frozen=True, slots=True)
-    class Made:
-        a: int
-        b: str = "b"
-        c: list[int] | None = None
-        d: int = field(default=4, init=False)
-
-    assert Made(1) == Made(a=1, b="b", c=None)
-    assert (Made(1, "x", [2]).b, Made(1, c=[3]).c, Made(1).d) == ("x", [3], 4)
-    assert repr(Made(1)).endswith("Made(a=1, b='b', c=None, d=4)")
-    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a'"):
-        Made()  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match="unexpected keyword argument 'e'"):
-        Made(1, e=2)  # type: ignore[call-arg]
-    with pytest.raises(FrozenInstanceError):
-        Made(1).a = 2  # type: ignore[misc]
-    assert replace(Made(1), b="y") == Made(1, "y")
-    assert TimerRequest("t", key="k") == TimerRequest(type="t", payload=None, key="k")
-
-
-def test_slot_init_refuses_what_it_cannot_copy() -> None:
-    @dataclass(frozen=True, slots=True)
-    class Checked:
-        a: int
-
-        def __post_init__(self) -> None:
-            pass
-
-    with pytest.raises(TypeError, match="__post_init__"):
-        slot_init(Checked)
-
-    @dataclass(frozen=True, slots=True)
-    class Factory:
-        a: list[int] = field(default_factory=list)
-
-    with pytest.raises(TypeError, match="plain defaults"):
-        slot_init(Factory)
+def test_a_timer_request_takes_its_fields_in_order_with_their_defaults() -> None:
+    parameters = list(inspect.signature(TimerRequest).parameters.values())
+    fields = dataclasses.fields(TimerRequest)
+    assert [p.name for p in parameters] == [f.name for f in fields]
+    assert [p.default for p in parameters[1:]] == [f.default for f in fields[1:]]
+    made = TimerRequest("t", {"a": 1}, key="k", expires_after=5)
+    assert (made.type, made.payload, made.key, made.expires_after) == ("t", {"a": 1}, "k", 5)
+    assert made == TimerRequest(type="t", payload={"a": 1}, key="k", expires_after=5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.key = "other"  # type: ignore[misc]

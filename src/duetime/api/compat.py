@@ -1,14 +1,11 @@
 """What the API needs that the facade does not offer yet: namespaces, health, upcoming, nodes.
 
 They reach ``app.store`` here, and only here, until :class:`~duetime.AsyncApp` grows
-``namespaces()``, ``ping()``, ``upcoming()`` and registration of an API node; then each
+``namespaces()``, ``ping()`` and ``upcoming()``; then each
 function becomes a one-line call to the facade.
 """
 
 from __future__ import annotations
-
-import os
-import socket
 
 from duetime.app import AsyncApp
 from duetime.model import Node, Status, Timer
@@ -28,22 +25,6 @@ async def list_namespaces(app: AsyncApp) -> list[str]:
 async def schema_version(app: AsyncApp) -> int:
     """A cheap read that proves the database answers."""
     return await app.store.schema_version()
-
-
-async def register_node(app: AsyncApp, node_id: str, role: str) -> None:
-    now = app.clock.now()
-    await app.store.register_node(
-        Node(node_id, socket.gethostname(), os.getpid(), now, now, role=role)
-    )
-
-
-async def heartbeat(app: AsyncApp, node_id: str) -> None:
-    now = app.clock.now()
-    await app.store.heartbeat(node_id, now, now + app.settings.lease, [])
-
-
-async def deregister_node(app: AsyncApp, node_id: str) -> None:
-    await app.store.deregister_node(node_id)
 
 
 async def upcoming(app: AsyncApp, limit: int) -> list[Timer]:

@@ -7,7 +7,6 @@ built on it with ``store=`` and is never closed itself (closing a facade closes 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,8 +20,10 @@ from duetime.clock import Clock, SystemClock
 from duetime.errors import InvalidInput, NotFound
 from duetime.metrics import Metrics
 from duetime.model import Status
+from duetime.runner import Runner
+from duetime.services.nodes import NodeUpkeep
 from duetime.store.protocol import Store
-from duetime.worker import Worker, new_node_id
+from duetime.worker import new_node_id
 
 if TYPE_CHECKING:
     from duetime.sources import Source
@@ -101,12 +102,9 @@ class Service:
         self.node_id = new_node_id()
         self._touched: dict[int, float] = {}
         self._counts_at = -COUNTS_TTL
-        self._workers: list[tuple[Worker, asyncio.Task[None]]] = []
-        self._heartbeat: asyncio.Task[None] | None = None
         self.sources = list(sources)
         self.sources_app = sources_app
-        self._sources_stop = asyncio.Event()
-        self._sources_task: asyncio.Task[None] | None = None
+        self._runner: Runner | None = None
         metrics.watch_sources(self.sources)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -114,77 +112,36 @@ class Service:
         await self.store.open(migrate=self.settings.core.migrate)
         try:
             self.auth = await self._decide_auth()
-            await compat.register_node(self.root, self.node_id, "api")
-            self._heartbeat = asyncio.create_task(self._heartbeat_loop(), name="duetime-api-beat")
+            workers = []
             for app in self.worker_apps:
                 await app.open()
                 if self.metrics not in app.observers:
                     app.observers.append(self.metrics)
-                worker = app.worker()
-                task = asyncio.create_task(worker.run(), name=f"duetime-worker-{app.namespace}")
-                self._workers.append((worker, task))
+                workers.append(app.worker())
                 log.info(
                     "worker for namespace %s: types %s",
                     app.namespace,
                     ", ".join(app.registry.types) or "-",
                 )
-            if self.sources and self.sources_app is not None:
-                await self._start_sources(self.sources_app)
+            api_node = NodeUpkeep(self.store, self.clock, self.settings.core, self.node_id, "api")
+            self._runner = Runner(
+                workers, sources=self.sources, sources_app=self.sources_app, services=[api_node]
+            )
+            await self._runner.start()
         except BaseException:
             await self.stop()
             raise
         log.info("auth %s; api node %s", "on" if self.auth else "off", self.node_id)
 
     async def stop(self) -> None:
-        """Stop consuming sources and claiming, let in-flight handlers finish, close the store.
-
-        Sources stop first: a message taken in after the workers stopped would wait for the
-        next start (it is stored, so not lost, but there is no reason to accept it late).
-        """
-        await self._stop_sources()
-        for worker, _ in self._workers:
-            worker.stop()
-        for worker, task in self._workers:
-            try:
-                await task
-            except Exception:
-                log.exception("worker %s failed", worker.node_id)
-        self._workers = []
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
-            try:
-                await compat.deregister_node(self.root, self.node_id)
-            except Exception:
-                log.exception("could not deregister api node %s", self.node_id)
+        """Stop consuming sources and claiming, let in-flight handlers finish, close the store
+        (see :class:`~duetime.runner.Runner` for the order)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.stop()  # what failed is logged there
         for app in self.worker_apps:
             await app.destinations.close()  # the facades share the store: not closed one by one
         await self.store.close()
-
-    async def _start_sources(self, app: AsyncApp) -> None:
-        from duetime.sources import run_sources
-
-        await app.open()
-        self._sources_stop = asyncio.Event()
-        self._sources_task = asyncio.create_task(
-            run_sources(app, self.sources, self._sources_stop), name="duetime-sources"
-        )
-        self._sources_task.add_done_callback(_log_failure)
-        log.info(
-            "sources into namespace %s: %s",
-            app.namespace,
-            ", ".join(source.name for source in self.sources),
-        )
-
-    async def _stop_sources(self) -> None:
-        task, self._sources_task = self._sources_task, None
-        if task is None:
-            return
-        self._sources_stop.set()
-        with contextlib.suppress(Exception):  # already logged by _log_failure
-            await task
 
     async def _decide_auth(self) -> bool:
         wanted = self.settings.auth
@@ -197,15 +154,6 @@ class Service:
                 raise
             return False
         return True if wanted else await self.tokens.has_active_tokens()
-
-    async def _heartbeat_loop(self) -> None:
-        interval = self.settings.core.heartbeat.total_seconds()
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await compat.heartbeat(self.root, self.node_id)
-            except Exception:
-                log.exception("api heartbeat failed")
 
     # -- helpers for requests ---------------------------------------------------------------
     async def touch(self, token: TokenInfo) -> None:
@@ -232,10 +180,3 @@ class Service:
             counts[namespace] = await app.counts()
         self.metrics.set_counts(counts)
         self._counts_at = now
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    """Say at once when the sources stopped on an error, not only at shutdown."""
-    error = None if task.cancelled() else task.exception()
-    if error is not None:
-        log.error("sources stopped: %s", error, exc_info=error)

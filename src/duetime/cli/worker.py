@@ -16,11 +16,9 @@ for the app's namespace: events of those types go to those destinations too. Wit
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -36,7 +34,8 @@ from duetime.cli import output
 from duetime.cli.context import CliConfig, common_options, config, log_level_option
 from duetime.errors import InvalidInput
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
-from duetime.sync import App, run_worker_blocking
+from duetime.runner import run_process
+from duetime.sync import App
 from duetime.worker import WorkerStats, new_node_id
 
 if TYPE_CHECKING:
@@ -238,28 +237,6 @@ def load_sources(value: str | None, app: AsyncApp) -> list[Source]:
     return sources
 
 
-def run_with_sources(core: AsyncApp, sources: list[Source], node_id: str) -> WorkerStats:
-    """Run the worker and the sources until SIGINT or SIGTERM; then both stop, work finished."""
-    from duetime.sources import run_worker_with_sources
-
-    async def main() -> WorkerStats:
-        await core.open()
-        worker = core.worker(node_id=node_id)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await run_worker_with_sources(core, sources, stop, worker=worker)
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-            await core.close()
-        return worker.stats
-
-    return eventloop.run(main())
-
-
 def print_stats(stats: WorkerStats, title: str) -> None:
     outcomes = dict(sorted(stats.outcomes.items()))
     if config().json:
@@ -313,9 +290,7 @@ def worker(
     )
     if sources:
         log.info("sources: %s", ", ".join(repr(source) for source in sources))
-        stats = run_with_sources(core, sources, node_id)
-    else:
-        stats = run_worker_blocking(core, node_id=node_id)
+    stats = run_process(core, sources=sources, node_id=node_id)
     log.info("worker %s stopped", node_id)
     print_stats(stats, "worker stopped")
 

@@ -24,6 +24,7 @@ from duetime.clock import Clock, unwatch, watch
 from duetime.model import NewTimer, Schedule
 from duetime.recurrence import Recurrence, catch_up_due, next_after
 from duetime.schedules import Materialized, ScheduleAdvance, occurrence_key, recurrence_of
+from duetime.services.base import Service
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
 from duetime.store.protocol import Store, scheduling_store
 
@@ -114,10 +115,12 @@ def _advance(
     )
 
 
-class Materializer:
+class Materializer(Service):
     """Materialises one namespace's due schedules: :meth:`tick` once, or :meth:`run` until
     stopped (sleeping until the next schedule is nearly due, woken early by the store's
     wake-up hints: a schedule added or changed anywhere)."""
+
+    name = "materializer"
 
     def __init__(
         self,
@@ -200,6 +203,9 @@ class Materializer:
         """:meth:`prepare`, then one :meth:`tick` now (``duetime tick``, serverless)."""
         await self.prepare()
         return await self.tick(self.clock.now())
+
+    async def once(self) -> None:
+        await self.run_once()
 
     async def run(self, stop_event: asyncio.Event) -> None:
         """Work until ``stop_event`` is set (after :meth:`prepare`).

@@ -17,6 +17,7 @@ from datetime import timedelta
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.history import MaintenanceReport, RetentionPolicy
+from duetime.services.base import Service
 from duetime.store.protocol import Store, history_store
 
 log = logging.getLogger("duetime.retention")
@@ -29,8 +30,10 @@ def policy_of(settings: Settings) -> RetentionPolicy:
     return RetentionPolicy(retention=settings.retention, archive_after=settings.archive_after)
 
 
-class Retention:
+class Retention(Service):
     """Maintains the store's history: :meth:`run_once` now, or :meth:`run` until stopped."""
+
+    name = "retention"
 
     def __init__(
         self,

@@ -141,18 +141,7 @@ async def run_worker_with_sources(
     If the worker itself fails, the sources are stopped too and the error is raised: storing
     timers that nothing fires would only hide the failure.
     """
+    from duetime.runner import Runner
+
     await app.open()
-    worker = worker or app.worker()
-    working = asyncio.create_task(worker.run(), name="duetime-worker")
-    consuming = asyncio.create_task(run_sources(app, sources, stop), name="duetime-sources")
-    stopping = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({working, consuming, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop.set()
-        worker.stop()
-        stopping.cancel()
-        results = await asyncio.gather(consuming, working, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+    await Runner([worker or app.worker()], sources=sources, sources_app=app).run(stop)

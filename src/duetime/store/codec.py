@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import base64
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
+from duetime.jsontext import json_text
+from duetime.jsontext import load_json as load_json  # the stores' decoder, here with the rest
 from duetime.model import NewTimer
-from duetime.validation import json_text
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -35,10 +35,6 @@ def dump_json(value: Any) -> str:
 def payload_text(timer: NewTimer) -> str:
     """The JSON text to store for a timer's payload: validation's, when it kept it."""
     return json_text(timer.payload) if timer.payload_json is None else timer.payload_json
-
-
-def load_json(text: str) -> Any:
-    return json.loads(text)
 
 
 def encode_cursor(last_id: int) -> str:

@@ -10,7 +10,6 @@ failure (the server rolled the transaction back) is retried a few times before i
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
@@ -24,6 +23,7 @@ from psycopg.rows import AsyncRowFactory, DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from duetime.errors import StoreUnavailable
+from duetime.jsontext import load_json
 from duetime.store.postgres.settings import PostgresSettings
 
 log = logging.getLogger("duetime.store.postgres")
@@ -45,7 +45,6 @@ class Statement(NamedTuple):
 
 
 ROLLBACK_RETRIES = 3
-_decode_json = json.JSONDecoder().raw_decode
 
 
 class JsonbBinaryLoader(Loader):
@@ -54,18 +53,15 @@ class JsonbBinaryLoader(Loader):
     format = psycopg.pq.Format.BINARY
 
     def load(self, data: Buffer) -> Any:
-        return _decode_json(str(memoryview(data)[1:], "utf-8"))[0]
+        return load_json(str(memoryview(data)[1:], "utf-8"))
 
 
 class JsonbLoader(Loader):
-    """jsonb text → Python, as psycopg's own loader but about 2 µs a value cheaper.
-
-    The server writes exactly one JSON value, so ``json.loads``' encoding detection and
-    trailing-whitespace scan are waste; every claimed timer's payload passes through here.
-    """
+    """jsonb text → Python, as psycopg's own loader but cheaper (:func:`load_json`): every
+    claimed timer's payload passes through here."""
 
     def load(self, data: Buffer) -> Any:
-        return _decode_json(str(data, "utf-8"))[0]
+        return load_json(str(data, "utf-8"))
 
 
 async def configure(conn: Conn) -> None:

@@ -71,12 +71,18 @@ unnest(
     disambiguation, expires_after, max_attempts, producer, n
 )
 
+-- name: written_columns
+-- What insert_timer, insert_fresh_timers and upsert_timer return for each row they write
+-- (rows.WRITTEN_COLUMNS): every column the statement decides, where the rest (type, payload,
+-- due time, options) are stored as sent. Decoding every column of every row was a fifth of the
+-- client's time a timer.
+id, namespace, key, version, status, attempts, registered_at, updated_at, run_at, fired_at,
+completed_at, last_error, lease_owner, lease_expires_at, destination
+
 -- name: insert_timer
 -- A whole batch in one statement (timer_batch), in input order, which the ids follow. The key
 -- is taken first, in timer_keys (migration 0012), under a new timer id; a key that exists
--- already is left alone and its timer comes back missing from the result. Only what the server
--- decides comes back (rows.WRITTEN_COLUMNS): a new row is otherwise what was sent, with the
--- statement's now (decoding every column of every row was a fifth of the client's time).
+-- already is left alone and its timer comes back missing from the result.
 WITH new AS (
     SELECT * FROM
     -- include: timer_batch
@@ -96,11 +102,12 @@ SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject, co
        %(now)s, %(now)s, producer
 FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
 ORDER BY new.n
-RETURNING id, namespace, key, version
+RETURNING
+    -- include: written_columns
 
 -- name: insert_fresh_timers
--- As insert_timer, for a batch whose keys were all generated on their way here
--- (NewTimer.fresh_key): no stored timer can hold one, so the keys go in without ON CONFLICT,
+-- As insert_timer, for a batch whose keys the store generated (every NewTimer.key None): no
+-- stored timer can hold one, so the keys go in without ON CONFLICT,
 -- whose speculative insertion (look for the key, insert, confirm) cost more than the plain
 -- insert itself, and the ids are drawn as the rows are read, in input order, with no join of
 -- the keys back to the batch. Should a generated key exist after all, the primary key of
@@ -121,7 +128,8 @@ SELECT id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at
        producer
 FROM new
 ORDER BY n
-RETURNING id, namespace, key, version
+RETURNING
+    -- include: written_columns
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
@@ -153,7 +161,8 @@ created AS (
     FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
     WHERE keyed.made
     ORDER BY new.n
-    RETURNING id, namespace, key, version
+    RETURNING
+        -- include: written_columns
 ),
 updated AS (
     UPDATE timers
@@ -176,20 +185,15 @@ updated AS (
       AND timers.status IN ('scheduled', 'retrying')
     RETURNING timers.*
 )
--- A new row (version 1) is what was sent: only a row that was there before sends the rest.
-SELECT id, namespace, key, version, NULL AS status, NULL::integer AS attempts,
-    NULL::timestamptz AS registered_at, NULL::timestamptz AS run_at,
-    NULL::timestamptz AS fired_at, NULL::timestamptz AS completed_at, NULL AS last_error,
-    NULL AS lease_owner, NULL::timestamptz AS lease_expires_at, NULL AS destination,
-    false AS unseen
-FROM created
+SELECT *, false AS unseen FROM created
 UNION ALL
-SELECT id, namespace, key, version, status, attempts, registered_at, run_at, fired_at,
-    completed_at, last_error, lease_owner, lease_expires_at, destination, false
+SELECT
+    -- include: written_columns
+    , false
 FROM updated
 UNION ALL
 SELECT keyed.timer_id, keyed.namespace, keyed.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, true
+    NULL, NULL, NULL, NULL, NULL, true
 FROM keyed
 WHERE NOT keyed.made AND NOT EXISTS (SELECT FROM timers WHERE id = keyed.timer_id)
 

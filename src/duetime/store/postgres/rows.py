@@ -22,8 +22,8 @@ from duetime.model import (
     Status,
     Subscription,
     Timer,
-    make_timer,
 )
+from duetime.slots import make_timer
 from duetime.store.codec import payload_text
 
 Row = dict[str, Any]
@@ -94,13 +94,15 @@ def claimed_timer_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]],
     return factory
 
 
-WRITTEN_COLUMNS = ("id", "namespace", "key", "version")
-"""What ``insert_timer`` / ``upsert_timer`` return for every row they write."""
-
-UPDATED_COLUMNS = (
+WRITTEN_COLUMNS = (
+    "id",
+    "namespace",
+    "key",
+    "version",
     "status",
     "attempts",
     "registered_at",
+    "updated_at",
     "run_at",
     "fired_at",
     "completed_at",
@@ -109,7 +111,8 @@ UPDATED_COLUMNS = (
     "lease_expires_at",
     "destination",
 )
-"""What ``upsert_timer`` adds for a row that was there before (version > 1); NULL for a new one."""
+"""What ``insert_timer``, ``insert_fresh_timers`` and ``upsert_timer`` return for every row they
+write (``written_columns`` in queries.sql): each column the statement decides."""
 
 
 class Unseen(NamedTuple):
@@ -121,36 +124,29 @@ class Unseen(NamedTuple):
 
 
 def written_timer_rows(
-    timers: Sequence[NewTimer], now: datetime
+    timers: Sequence[NewTimer], keys: Sequence[str]
 ) -> Callable[[AsyncCursor[Any]], RowMaker[tuple[Timer, int] | Unseen]]:
     """A row factory for the rows a batch insert or upsert wrote, each with its ``version``.
 
-    The statements return only what the server decided: a new row (version 1) is what was sent
-    — taken from ``timers`` by key — as the statement stores it (scheduled, no attempts, due at
-    its ``due_at``, registered and updated at ``now``); an updated one brings back the columns
-    it kept (:data:`UPDATED_COLUMNS`), and the statement set its ``updated_at`` to ``now`` too.
-    Decoding every column of every row was a fifth of the client's time a timer. A row marked
-    ``unseen`` (upsert only) is an :class:`Unseen`.
+    ``timers`` were sent with ``keys`` (a key the store generated where a timer had none).
+    Every column the statement decides — id, version, status, attempts, the instants, the
+    lease — comes from the row it returns (:data:`WRITTEN_COLUMNS`); the values the caller sent
+    (type, payload, due time, options), which the statement stores as they are, come from the
+    timer sent with that key. A row marked ``unseen`` (upsert only) is an :class:`Unseen`.
     """
-    sent = {(timer.namespace, timer.key): timer for timer in timers}
+    sent = {(timer.namespace, key): timer for timer, key in zip(timers, keys, strict=True)}
 
     def factory(cursor: AsyncCursor[Any]) -> RowMaker[tuple[Timer, int] | Unseen]:
         names = tuple(_column_names(cursor))
-        if names not in (WRITTEN_COLUMNS, WRITTEN_COLUMNS + UPDATED_COLUMNS + ("unseen",)):
+        if names not in (WRITTEN_COLUMNS, (*WRITTEN_COLUMNS, "unseen")):
             raise KeyError(f"written timer rows need the columns {', '.join(WRITTEN_COLUMNS)}")
 
         def timer(values: Sequence[Any]) -> tuple[Timer, int] | Unseen:
-            id_, namespace, key, version = values[:4]
+            id_, namespace, key, version, status, attempts, registered_at = values[:7]
             if version is None:  # only an unseen row has none
                 return Unseen(namespace, key)
+            updated_at, run_at, fired_at, completed_at, last_error, owner = values[7:13]
             t = sent[namespace, key]
-            if version == 1:
-                status, attempts, registered_at, run_at = Status.SCHEDULED, 0, now, t.due_at
-                fired_at = completed_at = last_error = owner = lease_until = destination = None
-            else:
-                status, attempts, registered_at, run_at, fired_at, completed_at = values[4:10]
-                last_error, owner, lease_until, destination = values[10:14]
-                status = _STATUSES[status]
             return make_timer(
                 id_,
                 namespace,
@@ -159,11 +155,11 @@ def written_timer_rows(
                 t.payload,
                 t.subject,
                 t.due_at,
-                status,
+                _STATUSES[status],
                 attempts,
                 t.max_attempts,
                 registered_at,
-                now,
+                updated_at,
                 run_at,
                 t.correlation_id,
                 t.expires_after,
@@ -174,8 +170,8 @@ def written_timer_rows(
                 completed_at,
                 last_error,
                 owner,
-                lease_until,
-                destination,
+                values[13],
+                values[14],
                 t.producer,
             ), version
 
@@ -222,8 +218,9 @@ def check_text(timers: Sequence[NewTimer]) -> None:
                 raise InvalidInput(field, "must not contain NUL characters")
 
 
-def timer_batch_params(timers: Sequence[NewTimer], now: datetime) -> Row:
-    """The ``insert_timer`` / ``upsert_timer`` parameters: one array per column, in order.
+def timer_batch_params(timers: Sequence[NewTimer], keys: list[str], now: datetime) -> Row:
+    """The ``insert_timer`` / ``upsert_timer`` parameters: one array per column, in order, the
+    timers' keys given apart (a key the store generated where a timer had none).
 
     Payloads go as JSON text (cast to jsonb by the server): one text array is much cheaper to
     send than an array of jsonb values. Key, payload and due time go whole; every other column
@@ -232,7 +229,7 @@ def timer_batch_params(timers: Sequence[NewTimer], now: datetime) -> Row:
     return {
         "rows": len(timers),
         "namespaces": batch_column([t.namespace for t in timers]),
-        "keys": [t.key for t in timers],
+        "keys": keys,
         "types": batch_column([t.type for t in timers]),
         "payloads": [payload_text(t) for t in timers],
         "subjects": batch_column([t.subject for t in timers]),

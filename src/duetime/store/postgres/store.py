@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 
 import psycopg
@@ -60,6 +60,7 @@ from duetime.store.postgres.wakeup import Listener, encode_payload
 from duetime.store.protocol import TransactionEffect, WakeupListener
 from duetime.store.queries import load_migrations, load_queries
 from duetime.store.streams import Replayable, chunked
+from duetime.validation import generate_key
 
 Q = load_queries("duetime.store.postgres")
 MIN_TRANSACTION_SECONDS = 1.0
@@ -207,17 +208,9 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             return await self._put(conn, query, source, on_conflict, now)
 
         try:
-            results = await self._db.write(run)
+            results = await _drawing_keys(lambda: self._db.write(run))
         except psycopg.DataError as exc:  # e.g. "\u0000" in a JSON string: jsonb refuses it
             raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
-        except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name != "timer_keys_pkey":  # insert_fresh_timers' keys only
-                raise
-            raise AlreadyExists(
-                "a key generated for this batch is held by a stored timer (80 random bits met"
-                " their match): nothing of the batch was stored; schedule it again",
-                field="key",
-            ) from exc
         changed = [r.timer.run_at for r in results if r.action != "kept"]
         if changed:
             self._notify_listeners(min(changed))
@@ -241,21 +234,30 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         # show a batch as it was given. (Two batches sharing keys in opposite orders may
         # deadlock; PostgreSQL breaks it and the losing transaction is retried by
         # Database.write.)
+        # A timer without a key gets one here (``generate_key``): a round all of whose keys
+        # the store generated is inserted without a conflict check (``insert_fresh_timers``);
+        # in any other round such a key must come back created, or the batch is refused.
         sent: list[NewTimer] = []
+        keys: list[str] = []
         written: list[tuple[Timer, int] | None] = []
         unseen: set[tuple[str, str]] = set()
         statements: list[tuple[list[int], AsyncCursor[tuple[Timer, int] | Unseen]]] = []
         async with conn.pipeline() as pipeline:
             for chunk in chunked(timers, PUT_CHUNK):
                 check_text(chunk)
-                for positions in _rounds(chunk):
+                chunk_keys = [generate_key() if t.key is None else t.key for t in chunk]
+                for positions in _rounds(chunk, chunk_keys):
                     batch = [chunk[i] for i in positions]
-                    cursor = conn.cursor(row_factory=written_timer_rows(batch, now))
-                    fresh = all(timer.fresh_key for timer in batch)
-                    statement = Q["insert_fresh_timers"] if fresh else query
-                    await cursor.execute(statement, timer_batch_params(batch, now))
+                    batch_keys = [chunk_keys[i] for i in positions]
+                    generated = all(timer.key is None for timer in batch)
+                    statement = Q["insert_fresh_timers"] if generated else query
+                    cursor = conn.cursor(
+                        row_factory=written_timer_rows(batch, batch_keys), binary=True
+                    )
+                    await cursor.execute(statement, timer_batch_params(batch, batch_keys, now))
                     statements.append(([len(sent) + i for i in positions], cursor))
                 sent.extend(chunk)
+                keys.extend(chunk_keys)
                 written.extend([None] * len(chunk))
                 # The rows of the statements answered meanwhile (sending reads what has come
                 # back) are decoded now, while the server writes the later chunks, rather than
@@ -263,24 +265,29 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
                 answered = 0
                 while answered < len(statements) and statements[answered][1].pgresult is not None:
                     answered += 1
-                unseen |= await _take_written(statements[:answered], sent, written)
+                unseen |= await _take_written(statements[:answered], sent, keys, written)
                 del statements[:answered]
             await pipeline.sync()
-            unseen |= await _take_written(statements, sent, written)
+            unseen |= await _take_written(statements, sent, keys, written)
         if unseen:  # written again in order, each statement with a snapshot that sees them
-            again = [i for i, t in enumerate(sent) if (t.namespace, t.key) in unseen]
-            for positions in _rounds([sent[i] for i in again]):
+            again = [i for i, t in enumerate(sent) if (t.namespace, keys[i]) in unseen]
+            again_keys = [keys[i] for i in again]
+            for positions in _rounds([sent[i] for i in again], again_keys):
                 batch = [sent[again[j]] for j in positions]
-                cursor = conn.cursor(row_factory=written_timer_rows(batch, now))
-                await cursor.execute(query, timer_batch_params(batch, now))
-                await _take_written([([again[j] for j in positions], cursor)], sent, written)
+                batch_keys = [again_keys[j] for j in positions]
+                cursor = conn.cursor(row_factory=written_timer_rows(batch, batch_keys), binary=True)
+                await cursor.execute(query, timer_batch_params(batch, batch_keys, now))
+                await _take_written([([again[j] for j in positions], cursor)], sent, keys, written)
+        for timer, row in zip(sent, written, strict=True):
+            if timer.key is None and (row is None or row[1] != 1):
+                raise GeneratedKeyTaken
         missing = [i for i, row in enumerate(written) if row is None]
         if missing and on_conflict == "error":
-            key = sent[missing[0]].key
+            key = keys[missing[0]]
             raise AlreadyExists(f"a timer with key {key!r} already exists", field="key")
-        existing = await self._get_many(conn, [sent[i] for i in missing])
+        existing = await self._get_many(conn, [(sent[i].namespace, keys[i]) for i in missing])
         results = [
-            PutResult("kept", existing[(sent[i].namespace, sent[i].key)])
+            PutResult("kept", existing[(sent[i].namespace, keys[i])])
             if row is None
             else PutResult("created" if row[1] == 1 else "updated", row[0])
             for i, row in enumerate(written)
@@ -318,8 +325,13 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
             # A savepoint: the batch goes out in chunks, and one refused half-way (a bad
             # request, a key that exists with on_conflict="error") must leave none of its rows in
             # the caller's transaction, which carries on as it was.
-            async with conn.transaction():
-                return await self._put(conn, query, timers, on_conflict, now)
+            source = Replayable(timers)
+
+            async def run() -> list[PutResult]:
+                async with conn.transaction():
+                    return await self._put(conn, query, source, on_conflict, now)
+
+            return await _drawing_keys(run)
         finally:
             await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
 
@@ -370,11 +382,12 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
         return await self._db.write(run)
 
     async def _get_many(
-        self, conn: Conn, timers: Sequence[NewTimer]
+        self, conn: Conn, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], Timer]:
-        if not timers:
+        """The timers of ``(namespace, key)`` pairs."""
+        if not keys:
             return {}
-        params = {"namespaces": [t.namespace for t in timers], "keys": [t.key for t in timers]}
+        params = {"namespaces": [ns for ns, _ in keys], "keys": [key for _, key in keys]}
         rows = await fetch_all(conn, Q["get_timers"], params)
         return {(row["namespace"], row["key"]): timer_from_row(row) for row in rows}
 
@@ -602,6 +615,7 @@ class PostgresStore(PostgresSchedules, PostgresHistory):
 async def _take_written(
     statements: Sequence[tuple[list[int], AsyncCursor[tuple[Timer, int] | Unseen]]],
     sent: Sequence[NewTimer],
+    keys: Sequence[str],
     written: list[tuple[Timer, int] | None],
 ) -> set[tuple[str, str]]:
     """Put each statement's written timers at their input positions (None: kept as it was);
@@ -615,21 +629,51 @@ async def _take_written(
             else:
                 by_key[row[0].namespace, row[0].key] = row
         for i in positions:
-            written[i] = by_key.get((sent[i].namespace, sent[i].key))
+            written[i] = by_key.get((sent[i].namespace, keys[i]))
     return unseen
 
 
-def _rounds(timers: Sequence[NewTimer]) -> list[list[int]]:
+def _rounds(timers: Sequence[NewTimer], keys: Sequence[str]) -> list[list[int]]:
     """Input positions in rounds: the first occurrence of every key, then the second, …"""
     seen: dict[tuple[str, str], int] = {}
     rounds: list[list[int]] = []
-    for i, timer in enumerate(timers):
-        n = seen.get((timer.namespace, timer.key), 0)
-        seen[(timer.namespace, timer.key)] = n + 1
+    for i, (timer, key) in enumerate(zip(timers, keys, strict=True)):
+        n = seen.get((timer.namespace, key), 0)
+        seen[(timer.namespace, key)] = n + 1
         if n == len(rounds):
             rounds.append([])
         rounds[n].append(i)
     return rounds
+
+
+class GeneratedKeyTaken(Exception):
+    """A key the store generated for a batch is held by a stored timer: the batch is rolled
+    back and written again with keys drawn anew."""
+
+
+KEY_DRAWS = 3
+"""Times a batch is written with newly drawn keys before its clash is reported. 80 random bits
+a millisecond do not repeat; a generator that did would be a fault to report, not to hide."""
+
+
+async def _drawing_keys(put: Callable[[], Awaitable[list[PutResult]]]) -> list[PutResult]:
+    """``put()``, run again while a key the store generated turns out to be taken: by
+    ``insert_fresh_timers``' primary key on timer_keys, or by :class:`GeneratedKeyTaken`."""
+    taken: Exception | None = None
+    for _ in range(KEY_DRAWS):
+        try:
+            return await put()
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != "timer_keys_pkey":  # only generated keys meet it
+                raise
+            taken = exc
+        except GeneratedKeyTaken as exc:
+            taken = exc
+    raise AlreadyExists(
+        f"keys generated for this batch were held by stored timers in {KEY_DRAWS} draws:"
+        " nothing of the batch was stored",
+        field="key",
+    ) from taken
 
 
 def claim_params(types: Sequence[str] | ClaimFilter | None) -> Row:

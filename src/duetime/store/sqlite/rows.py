@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer, make_timer
+from duetime.model import Attempt, Node, Outcome, Status, Subscription, Timer
+from duetime.slots import make_timer
 from duetime.store.codec import from_micros, load_json, maybe_from_micros
 
 
@@ -64,7 +63,7 @@ def node_from_row(row: sqlite3.Row) -> Node:
         started_at=from_micros(row["started_at"]),
         heartbeat_at=from_micros(row["heartbeat_at"]),
         in_flight=row["in_flight"],
-        subscriptions=tuple(Subscription.from_dict(s) for s in json.loads(row["subscriptions"])),
+        subscriptions=tuple(Subscription.from_dict(s) for s in load_json(row["subscriptions"])),
     )
 
 
@@ -103,18 +102,6 @@ Those queries spell the list out; the store checks at import that they agree wit
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STATUS = {status.value: status for status in Status}
-_scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-"""The C scanner under ``json.loads``, without its three layers of Python wrappers."""
-
-
-def _json(text: str) -> Any:
-    if text == "null":
-        return None
-    try:
-        value, end = _scan_json(text, 0)
-    except StopIteration:
-        return load_json(text)
-    return value if end == len(text) else load_json(text)
 
 
 class InstantCache(dict[int, datetime]):
@@ -164,7 +151,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         namespace,
         key,
         type,
-        _json(payload),
+        load_json(payload),
         subject,
         at[due_at],
         _STATUS[status],

@@ -64,6 +64,7 @@ from duetime.store.sqlite.rows import (
 )
 from duetime.store.sqlite.schedules import SqliteSchedules
 from duetime.store.sqlite.wakeup import WakeupChannel
+from duetime.validation import generate_key
 
 Q = load_queries("duetime.store.sqlite")
 MIGRATIONS = load_migrations("duetime.store.sqlite.migrations")
@@ -315,7 +316,10 @@ class SqliteStore(SqliteSchedules, SqliteHistory):
             cursor.row_factory = None  # TIMER_COLUMNS + version, as plain tuples
             instants = InstantCache()
             for timer, params in zip(timers, rows, strict=True):
-                row = cursor.execute(query, params).fetchone()
+                if timer.key is None:  # a key of the store's, drawn again should it be held
+                    row = _insert_generated(cursor, params)
+                else:
+                    row = cursor.execute(query, params).fetchone()
                 if row is not None:
                     action: PutAction = "created" if row[-1] == 1 else "updated"
                     results.append(PutResult(action, timer_from_tuple(row[:-1], instants)))
@@ -790,10 +794,29 @@ def _apply_finish(conn: sqlite3.Connection, outcome: Outcome, params: dict[str, 
     return bool(changed)
 
 
+KEY_DRAWS = 3
+"""Keys drawn for a timer before a clash is reported. 80 random bits a millisecond do not
+repeat; a generator that did would be a fault to report, not to hide."""
+
+
+def _insert_generated(cursor: sqlite3.Cursor, params: dict[str, Any]) -> tuple[Any, ...]:
+    """Insert a timer under the key the store generated for it, or under another one drawn
+    while a stored timer holds it (never merged with that timer)."""
+    for _ in range(KEY_DRAWS):
+        row: tuple[Any, ...] | None = cursor.execute(Q["insert_timer"], params).fetchone()
+        if row is not None:
+            return row
+        params["key"] = generate_key()
+    raise AlreadyExists(
+        f"keys generated for a timer were held by stored timers in {KEY_DRAWS} draws",
+        field="key",
+    )
+
+
 def _timer_params(timer: NewTimer, now_us: int) -> dict[str, Any]:
     return {
         "namespace": timer.namespace,
-        "key": timer.key,
+        "key": generate_key() if timer.key is None else timer.key,
         "type": timer.type,
         "payload": payload_text(timer),
         "subject": timer.subject,

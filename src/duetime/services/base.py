@@ -1,0 +1,111 @@
+"""A service: one background duty of a working node, beside the worker's own loop.
+
+Each is started before the worker's first claim (:meth:`Service.start`: e.g. register the node,
+rescue what a dead one left), runs until stopped (:meth:`Service.run`), and is closed after the
+worker's last outcome is written (:meth:`Service.close`: e.g. deregister). ``duetime tick``
+calls :meth:`Service.once` instead of waiting for a round (e.g. materialise schedules now).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+from collections.abc import Sequence
+
+log = logging.getLogger("duetime.services")
+
+
+class Service:
+    """Does nothing by default: a duty overrides what it needs."""
+
+    name = "service"
+
+    async def start(self) -> None:
+        """Before the worker's first claim."""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Beside the worker, until ``stop`` is set (or the task is cancelled)."""
+
+    async def once(self) -> None:
+        """One round now, before a ``tick`` claims (default: nothing)."""
+
+    async def close(self) -> None:
+        """After the worker's last outcome is written."""
+
+
+class Periodic(Service, abc.ABC):
+    """Calls :meth:`step` every ``interval`` seconds; a failing step is logged and retried at
+    the next round, never ends the loop."""
+
+    failure = "a background duty failed"
+
+    def __init__(self, interval: float) -> None:
+        if not interval > 0:
+            raise ValueError("the interval must be positive")
+        self.interval = interval
+
+    @abc.abstractmethod
+    async def step(self) -> None:
+        """One round of the duty."""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not await _stopped_within(stop, self.interval):
+            try:
+                await self.step()
+            except Exception:
+                log.exception("%s; retrying in %gs", self.failure, self.interval)
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait up to ``seconds``; True when ``stop`` was set meanwhile."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        return stop.is_set()
+    return True
+
+
+class ServiceGroup:
+    """Starts, runs, stops and closes services in order, each on its own task."""
+
+    def __init__(self, services: Sequence[Service]) -> None:
+        self.services = list(services)
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        for service in self.services:
+            await service.start()
+
+    async def once(self) -> None:
+        for service in self.services:
+            await service.once()
+
+    def run(self) -> None:
+        self._stop = asyncio.Event()
+        self._tasks = [
+            asyncio.create_task(service.run(self._stop), name=f"duetime-{service.name}")
+            for service in self.services
+        ]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("%s failed", task.get_name())
+        self._tasks = []
+
+    async def close(self) -> None:
+        """Close every service, last started first; one failing does not stop the others."""
+        for service in reversed(self.services):
+            try:
+                await service.close()
+            except Exception:
+                log.exception("closing %s failed", service.name)

@@ -1,0 +1,255 @@
+"""Running one attempt: the worker's executor.
+
+It decides what a claimed row needs (a handler, or an outcome without one: expired, no
+destination), runs the handler — an async one as its own task, a sync one in a thread, a
+transactional one inside the store's transaction — and hands the outcome to the completer.
+What a result means is :mod:`duetime.worker.attempts`' pure mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import random
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from duetime.backoff import Backoff
+from duetime.dispatch import Dispatch, Target
+from duetime.eventloop import start_task
+from duetime.handlers import Event, Handler
+from duetime.model import Claimed, Finish, Outcome, Timer
+from duetime.outcomes import HandlerOutcome
+from duetime.store.protocol import TransactionalStore
+from duetime.worker import attempts
+from duetime.worker.completer import Completer
+from duetime.worker.shared import Shared
+
+log = logging.getLogger("duetime.worker")
+
+_TAKEN_OVER = Finish(0, 0, Outcome.LOST)
+"""Marks an attempt another node took over before a transactional handler could commit."""
+
+
+class Executor:
+    """Starts attempts and keeps the tasks of those running (:attr:`in_flight`, by timer id)."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        dispatch: Dispatch,
+        backoff: Backoff,
+        rng: random.Random,
+        completer: Completer,
+        start_ready: Callable[[], None],
+    ) -> None:
+        """``shared.capacity`` is set whenever an attempt ends (its slot is free again);
+        ``start_ready`` starts claimed rows waiting for a slot."""
+        self.shared = shared
+        self.clock = shared.clock
+        self.observers = shared.observers
+        self.dispatch = dispatch
+        self.completer = completer
+        self.in_flight: dict[int, asyncio.Task[None]] = {}
+        self._backoff = backoff
+        self._rng = rng
+        self._capacity = shared.capacity
+        self._start_ready = start_ready
+
+    def retry_delay(self, attempt: int) -> timedelta:
+        return self._backoff.delay(attempt, self._rng)
+
+    def start(
+        self,
+        claimed: Claimed,
+        target: Target,
+        start_at: datetime | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """Start one attempt: now, or (claimed ahead) held until ``start_at``."""
+        if start_at is None:
+            self._launch(claimed, loop, target)
+        else:
+            self.in_flight[claimed.timer.id] = loop.create_task(
+                self._run_one(claimed, start_at, target=target)
+            )
+
+    async def drain(self, grace: float | None) -> None:
+        """Wait for the running attempts; after ``grace`` seconds cancel them (they retry)."""
+        if not self.in_flight:
+            return
+        tasks = list(self.in_flight.values())
+        _, pending = await asyncio.wait(tasks, timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    # -- starting ---------------------------------------------------------------------------
+    def _launch(
+        self, claimed: Claimed, loop: asyncio.AbstractEventLoop, target: Target = None
+    ) -> None:
+        """Start one attempt now: the hot path of a busy worker, so it avoids wrapping an async
+        handler in more coroutines — the handler's own coroutine is the task."""
+        timer, attempt = claimed.timer, claimed.attempt
+        before = self._before(timer, attempt, target)
+        if isinstance(before, Finish):
+            self.completer.record(timer, before)
+        elif not before.is_async or before.transactional:
+            self.in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, before))
+        else:
+            try:
+                coro = before.func(Event.from_timer(timer, attempt, before.destination))
+            except Exception as exc:  # e.g. a handler that takes no argument
+                self.completer.record(timer, self._judge(timer, attempt, None, exc))
+                return
+            task = start_task(loop, cast(Coroutine[Any, Any, Any], coro))
+            if task.done():  # it never suspended (see start_task)
+                self._handler_done(claimed, task)
+                return
+            task.add_done_callback(functools.partial(self._handler_done, claimed))
+            self.in_flight[timer.id] = task
+
+    def _handler_done(self, claimed: Claimed, task: asyncio.Task[Any]) -> None:
+        timer, attempt = claimed.timer, claimed.attempt
+        self.in_flight.pop(timer.id, None)
+        self._capacity.set()
+        if task.cancelled():
+            finish = attempts.interrupted(timer, attempt, self.clock.now())
+        else:
+            error = task.exception()
+            finish = self._judge(timer, attempt, None if error else task.result(), error)
+        self.completer.record(timer, finish)
+
+    def _before(self, timer: Timer, attempt: int, target: Target) -> Finish | Handler:
+        """The handler to run now, or the outcome when there is none to run."""
+        now = self.clock.now()
+        if attempts.is_stale(timer, now):
+            return attempts.expired(timer, attempt, now)
+        if not isinstance(target, Handler):  # None; a fan-out never comes this way
+            return Finish(timer.id, attempt, Outcome.DEAD, error=self.dispatch.missing(timer))
+        for observer in self.observers:
+            observer.started(timer, attempt, now - timer.due_at)
+        return target
+
+    # -- one attempt ------------------------------------------------------------------------
+    async def _run_one(
+        self,
+        claimed: Claimed,
+        start_at: datetime | None = None,
+        handler: Handler | None = None,
+        *,
+        target: Target = None,
+    ) -> None:
+        """One attempt, after waiting (when asked) for the instant it was claimed ahead of;
+        ``handler`` when :meth:`_before` already ran, else ``target`` is where the row goes (see
+        :meth:`Dispatch.target`)."""
+        timer, attempt = claimed.timer, claimed.attempt
+        started = False
+        try:
+            if start_at is not None:
+                await self._hold(start_at)
+            started = True
+            before = handler or self._before(timer, attempt, target)
+            if isinstance(before, Finish):
+                finish: Finish | None = before
+            else:
+                finish = await self._invoke(before, timer, attempt)
+        except asyncio.CancelledError:
+            if started:
+                finish = attempts.interrupted(timer, attempt, self.clock.now())
+            else:  # claimed ahead, never started: give it back as it was
+                finish = Finish(timer.id, attempt, Outcome.RELEASED)
+        finally:
+            self.in_flight.pop(timer.id, None)
+            self._capacity.set()
+        if finish is _TAKEN_OVER:
+            self._start_ready()
+            return
+        if finish is None:  # a transactional handler's completion committed with its writes
+            self.shared.stats.outcomes[Outcome.DONE.value] += 1
+            for observer in self.observers:
+                observer.finished(timer, Outcome.DONE)
+            self._start_ready()
+            return
+        self.completer.record(timer, finish)
+
+    async def _hold(self, until: datetime) -> None:
+        """Sleep until ``until`` by the worker's clock (asyncio timers may fire a hair early)."""
+        for _ in range(100):
+            remaining = (until - self.clock.now()).total_seconds()
+            if remaining <= 0:
+                return
+            await asyncio.sleep(remaining)
+
+    async def _invoke(self, handler: Handler, timer: Timer, attempt: int) -> Finish | None:
+        """Run the handler; None when a transactional handler already recorded its outcome."""
+        event = Event.from_timer(timer, attempt, handler.destination)
+        if handler.transactional:
+            return await self._invoke_in_transaction(handler, event, timer, attempt)
+        try:
+            result: Any = await handler(event)
+        except Exception as exc:
+            return self._judge(timer, attempt, None, exc)
+        return self._judge(timer, attempt, result, None)
+
+    async def _invoke_in_transaction(
+        self, handler: Handler, event: Event, timer: Timer, attempt: int
+    ) -> Finish | None:
+        """The handler's writes and the completion commit together (exactly-once effects).
+
+        Any other outcome (an exception, Snooze, Dead…) rolls the handler's writes back and is
+        recorded like any handler's.
+        """
+        store = self.shared.store
+        assert isinstance(store, TransactionalStore)
+        returned: list[Any] = []
+
+        def effect(connection: Any) -> Any:
+            result = handler.func(event, connection)
+            if inspect.isawaitable(result):
+                return _keep_result(result, returned)
+            returned.append(result)
+            if isinstance(result, HandlerOutcome):
+                raise result  # roll the writes back; recorded below
+            return None
+
+        try:
+            ours = await store.complete_in_transaction(
+                timer.id, attempt, self.shared.node_id, self.clock.now(), effect
+            )
+        except Exception as exc:
+            return self._judge(timer, attempt, None, exc)
+        if not ours:
+            self.shared.stats.lost += 1
+            log.warning("attempt %d of %s was taken over; nothing was written", attempt, timer.key)
+            return _TAKEN_OVER
+        if returned and isinstance(returned[-1], HandlerOutcome):
+            return self._judge(timer, attempt, returned[-1], None)
+        return None
+
+    def _judge(
+        self, timer: Timer, attempt: int, result: Any, error: BaseException | None
+    ) -> Finish:
+        """:func:`attempts.finish_for`, saying in the log when a handler failed."""
+        if error is not None and not isinstance(error, HandlerOutcome):
+            log.warning(
+                "handler for %s (key %s) failed: %s",
+                timer.type,
+                timer.key,
+                attempts.describe(error),
+            )
+        return attempts.finish_for(
+            timer, attempt, result, error, self.clock.now(), self.retry_delay
+        )
+
+
+async def _keep_result(awaitable: Awaitable[Any], returned: list[Any]) -> None:
+    """Await an async transactional handler; an explicit outcome rolls its writes back."""
+    result = await awaitable
+    returned.append(result)
+    if isinstance(result, HandlerOutcome):
+        raise result

@@ -1,0 +1,94 @@
+"""Handing claimed events on to their destinations: one delivery row per destination.
+
+An event several destinations want (across every live node's handlers and routes) is not run
+here: it becomes deliveries, each retried and dead-lettered on its own, claimed like timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from duetime.model import Claimed, FanOut, Finish, Outcome
+from duetime.routes import Fan
+from duetime.worker import attempts
+from duetime.worker.completer import Completer
+from duetime.worker.shared import Shared
+
+log = logging.getLogger("duetime.worker")
+
+
+class FanOuter:
+    """Writes the deliveries of claimed events, in one transaction a batch."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        completer: Completer,
+        retry_delay: attempts.RetryDelay,
+        done: Callable[[Sequence[tuple[Claimed, Fan]]], None],
+    ) -> None:
+        """``done`` is called once the batch is written or failed (its rows' slots are free)."""
+        self.shared = shared
+        self.clock = shared.clock
+        self.completer = completer
+        self.retry_delay = retry_delay
+        self.fanned_out = 0
+        """Events this worker fanned out (their deliveries are due too: a tick claims again)."""
+        self._done = done
+
+    async def fan_out(self, fans: Sequence[tuple[Claimed, Fan]]) -> None:
+        """Hand claimed events on as one delivery row per destination, in one transaction.
+
+        An event already stale is expired instead. If the write fails the events retry with
+        backoff; if this task is cancelled (shutdown) they are released. Both outcomes are
+        fenced, so they are dropped as lost should the fan-out have committed after all.
+        """
+        now = self.clock.now()
+        record = self.completer.record
+        todo: list[FanOut] = []
+        for claimed, fan in fans:
+            timer = claimed.timer
+            if attempts.is_stale(timer, now):
+                record(timer, attempts.expired(timer, claimed.attempt, now))
+            else:
+                todo.append(FanOut(timer.id, claimed.attempt, timer.key, fan.destinations))
+        wanted = {f.timer_id for f in todo}
+        try:
+            shared = self.shared
+            lost = await shared.store.fan_out(todo, shared.node_id, now) if todo else set()
+        except asyncio.CancelledError:
+            for claimed, _ in fans:
+                if claimed.timer.id in wanted:
+                    released = Finish(claimed.timer.id, claimed.attempt, Outcome.RELEASED)
+                    record(claimed.timer, released)
+            raise
+        except Exception as exc:
+            log.exception("fanning out %d events failed; they will be retried", len(todo))
+            error = f"fan-out failed: {attempts.describe(exc)}"
+            for claimed, _ in fans:
+                if claimed.timer.id in wanted:
+                    timer, attempt = claimed.timer, claimed.attempt
+                    failed = attempts.failed(
+                        timer, attempt, error, None, self.clock.now(), self.retry_delay
+                    )
+                    record(timer, failed)
+            return
+        finally:
+            self._done(fans)
+        handed = [f for f in todo if f.timer_id not in lost]
+        if handed:
+            self.fanned_out += len(handed)
+            self.shared.stats.outcomes[Outcome.FANNED_OUT.value] += len(handed)
+        if lost:
+            self.shared.stats.lost += len(lost)
+            log.warning(
+                "%d events had been taken over by other nodes before fanning out", len(lost)
+            )
+        observers = self.shared.observers
+        if observers:
+            by_id = {claimed.timer.id: claimed.timer for claimed, _ in fans}
+            for f in handed:
+                for observer in observers:
+                    observer.finished(by_id[f.timer_id], Outcome.FANNED_OUT)

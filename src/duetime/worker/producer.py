@@ -1,0 +1,382 @@
+"""Claiming due timers: the worker's producer.
+
+It never polls on a fixed interval: it sleeps until the next due instant and is woken early
+when a timer due sooner is stored (by this process or another). A bounded safety re-check runs
+anyway, so a lost wake-up costs latency, never a timer. With a backlog it keeps
+:data:`CLAIMS_IN_FLIGHT` claims under way and a little more work in hand than its free slots
+(:data:`PREFETCH_HORIZON`); before a planned instant it claims ahead (:data:`CLAIM_AHEAD`) and
+holds the rows until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import cast
+
+from duetime.config import Settings
+from duetime.dispatch import Dispatch, Target
+from duetime.model import Claimed, Finish, Outcome
+from duetime.routes import Fan
+from duetime.worker.completer import Completer
+from duetime.worker.executor import Executor
+from duetime.worker.fanout import FanOuter
+from duetime.worker.shared import Shared
+
+log = logging.getLogger("duetime.worker")
+
+CLAIM_AHEAD = timedelta(milliseconds=25)
+"""How long before a planned due instant the worker claims it, at least (real clocks only).
+
+The claim is a durable (fsynced) write; made ahead, its latency — a fraction of a millisecond
+on an idle SSD, tens on a busy disk — is not added to the timer's lateness: the claimed timers
+are held in memory and their handlers start at the due instant, never before it. When recent
+claims took longer, the worker claims twice their worst time ahead, up to
+:data:`MAX_CLAIM_AHEAD`. (Meanwhile the timer shows as ``running``: cancelling it that close to
+its due instant is a conflict, as it would be a moment later.)"""
+MAX_CLAIM_AHEAD = timedelta(milliseconds=250)
+PREFETCH_HORIZON = 0.05
+"""Seconds of work, at the worker's recent pace, it may claim beyond its free slots.
+
+The extra rows wait in memory (under this node's lease, shown ``running``) for a slot, so with
+quick handlers the next ones are at hand the moment a slot frees, not a claim's round trip
+later, and each claim carries more rows. With slow handlers the pace is low and so is the extra
+(1 s handlers, concurrency 100: 5 rows): a worker never holds back more work than it starts
+within this horizon while other workers idle. Rows never started are given back at shutdown."""
+CLAIMS_IN_FLIGHT = 2
+"""Claims a worker with a backlog keeps under way at once.
+
+With one, the server sits idle while the worker reads and starts a claim's rows, and the worker
+waits while the server looks for the next ones (on a 2-core machine, a quarter of the CPU was
+idle during a drain). A second claim overlaps the two. Their rows start in the order the
+claims were sent, whichever answer comes back first, so handlers start oldest first as long as
+the server runs the claims in that order (it may not when one connection lags: then two
+batches of overdue rows start out of order). Only a worker whose last claim came back full
+pipelines: the first claim after a sleep, or one held for a planned instant, is made alone."""
+FAILURE_PAUSE = 1.0
+"""Seconds before claiming again after a claim or a next-due read failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """A claimed timer waiting for a free slot: where it goes, and the instant it was claimed
+    ahead of (None: start it at once)."""
+
+    claimed: Claimed
+    target: Target
+    start_at: datetime | None
+
+
+class Producer:
+    """Claims due rows for one namespace and starts them as slots allow."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        settings: Settings,
+        namespace: str,
+        dispatch: Dispatch,
+        claim_ahead: timedelta,
+        wake: asyncio.Event,
+        stopping: asyncio.Event,
+    ) -> None:
+        """``wake`` is set by a wake-up hint or stop; the executor, completer and fan-out are
+        attached with :meth:`attach`."""
+        self.shared = shared
+        self.store = shared.store
+        self.clock = shared.clock
+        self.settings = settings
+        self.namespace = namespace
+        self.dispatch = dispatch
+        self.claim_ahead = claim_ahead
+        self._capacity = shared.capacity
+        self._wake = wake
+        self._stopping = stopping
+        self._ready: deque[_Ready] = deque()  # claimed beyond the free slots, not started
+        self._started_count = 0  # attempts started (the pace of PREFETCH_HORIZON) …
+        self._pace_mark = (0, 0.0)  # … and (count, loop time) when the pace was last measured
+        self._pace = 0.0  # attempts started per second, lately
+        self._prefetch = 0  # rows a claim may take beyond the free slots (see room)
+        self._planned_wake: datetime | None = None
+        self._target: datetime | None = None
+        self._backlog = False  # the last claim came back full: more may be due right now
+        # Pipelined claims under way, oldest first, each with the rows it may bring (counted
+        # against the room for more).
+        self._claims: dict[asyncio.Task[None], int] = {}
+        self._claim_seconds: deque[float] = deque(maxlen=32)  # how long recent claims took
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: Executor
+        self._completer: Completer
+        self._fan_outer: FanOuter
+
+    def attach(self, executor: Executor, completer: Completer, fan_outer: FanOuter) -> None:
+        self._executor, self._completer, self._fan_outer = executor, completer, fan_outer
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    # -- what the worker asks ---------------------------------------------------------------
+    @property
+    def waiting(self) -> int:
+        """Rows claimed and waiting for a slot."""
+        return len(self._ready)
+
+    def held(self) -> Iterator[int]:
+        """Ids of the rows claimed and not started yet."""
+        return (r.claimed.timer.id for r in self._ready)
+
+    def free(self) -> int:
+        """Slots for handlers to start in.
+
+        ``concurrency`` bounds the handlers running at once. Their outcomes are written in
+        batches while more handlers run; once ``batch_size`` outcomes wait for their write, every
+        further one takes a slot until it is written. So a worker has at most ``concurrency +
+        batch_size`` timers started and not recorded — the most that run again if it dies — and
+        a slow store slows the handlers down instead of piling outcomes up in memory.
+        """
+        unwritten = self._completer.unwritten() - self.settings.batch_size
+        return self.settings.concurrency - len(self._executor.in_flight) - max(0, unwritten)
+
+    def room(self) -> int:
+        """Rows the next claim may take: the free slots, plus the prefetch allowance, less the
+        rows already waiting for a slot and those the claims under way may bring."""
+        claiming = sum(self._claims.values())
+        return self.free() + self._prefetch - len(self._ready) - claiming
+
+    async def settle(self) -> None:
+        """Wait for the claims under way (their rows are started or given back like others)."""
+        if self._claims:
+            await asyncio.wait(list(self._claims))
+
+    def release_waiting(self) -> None:
+        """Give back the rows claimed but never started, as they were (shutdown)."""
+        while self._ready:
+            ready = self._ready.popleft()
+            timer, attempt = ready.claimed.timer, ready.claimed.attempt
+            self._completer.record(timer, Finish(timer.id, attempt, Outcome.RELEASED))
+
+    # -- the main cycle ---------------------------------------------------------------------
+    async def cycle(self) -> None:
+        """One step: claim what is due (or pipeline a claim), or sleep until something is."""
+        self.start_ready()
+        target, self._target = self._target, None
+        self._prefetch = 0 if target is not None else self._prefetch_allowance()
+        room = self.room()
+        # With a backlog, wait for a useful number of free slots rather than claiming (one
+        # transaction each) every time a single handler returns; with rows waiting for a
+        # slot, until half the prefetch allowance is free, so each claim takes many.
+        need = min(
+            self.settings.batch_size, max(1, self.settings.concurrency // 10, self._prefetch // 2)
+        )
+        if self._claims and (not self._backlog or len(self._claims) >= CLAIMS_IN_FLIGHT):
+            self._target = target  # a claim under way says what comes next: wait for it
+            await asyncio.wait(list(self._claims), return_when=asyncio.FIRST_COMPLETED)
+            return
+        if room <= 0 or (self._backlog and room < need):
+            self._target = target
+            await self.wait_for_capacity(1 if room <= 0 else need)
+            return
+        self._wake.clear()
+        want = min(self.settings.batch_size, room)
+        if self._backlog and target is None:
+            self._claim_in_pipeline(want)
+            return
+        try:
+            claimed = await self.claim(want, target)
+        except Exception:
+            log.exception("claiming due timers failed; retrying shortly")
+            self._backlog = False
+            await self._sleep(FAILURE_PAUSE)
+            return
+        self._backlog = len(claimed) == want
+        if self._backlog:
+            return  # there may be more due right now
+        await self._sleep_until_due()
+
+    async def _sleep_until_due(self) -> None:
+        """Sleep until the next due row (claimed a little ahead), a hint, or the re-check."""
+        try:
+            next_run = await self.store.next_run_at(self.namespace, self.dispatch.claim_filter)
+        except Exception:
+            log.exception("reading the next due time failed; retrying shortly")
+            await self._sleep(FAILURE_PAUSE)
+            return
+        now = self.clock.now()
+        deadline = now + self.settings.recheck
+        wake_at = deadline
+        if next_run is not None and next_run < deadline:
+            deadline = next_run
+            wake_at = next_run - self._ahead()
+        self._planned_wake = deadline
+        woken = await self._sleep((wake_at - now).total_seconds())
+        self._planned_wake = None
+        if not woken and deadline == next_run and self.claim_ahead:
+            self._target = deadline  # claim what is due then, now, and hold it until then
+
+    def _ahead(self) -> timedelta:
+        """How long before a due instant to claim it: see :data:`CLAIM_AHEAD`."""
+        if not self.claim_ahead:
+            return self.claim_ahead
+        slowest = timedelta(seconds=2 * max(self._claim_seconds, default=0.0))
+        return min(max(self.claim_ahead, slowest), max(self.claim_ahead, MAX_CLAIM_AHEAD))
+
+    async def _sleep(self, seconds: float) -> bool:
+        """Sleep until woken or ``seconds`` have passed; True when woken (by a hint or stop)."""
+        if self._wake.is_set():
+            return True
+        if seconds <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    def _prefetch_allowance(self) -> int:
+        """See :data:`PREFETCH_HORIZON`: the rows started lately per second, times it."""
+        loop = self._loop
+        if loop is None:
+            return 0
+        now = loop.time()
+        count, since = self._pace_mark
+        if now - since >= 0.01:  # shorter spans say little
+            pace = (self._started_count - count) / (now - since)
+            self._pace = pace if now - since > 1.0 else (self._pace + pace) / 2
+            self._pace_mark = (self._started_count, now)
+        return min(self.settings.batch_size, int(self._pace * PREFETCH_HORIZON))
+
+    async def wait_for_capacity(self, need: int = 1) -> None:
+        """Until the next claim may take ``need`` rows (or nothing is running to free any)."""
+        while True:
+            self.start_ready()
+            if self.room() >= need:
+                return
+            busy = self._executor.in_flight or self._completer.busy or self._claims
+            if self._stopping.is_set() or not busy:
+                return
+            self._capacity.clear()
+            await self._capacity.wait()
+
+    def on_wakeup(self, earliest: datetime | None) -> None:
+        """A store heard of new work; called on any thread (e.g. a sync App's own loop)."""
+        planned = self._planned_wake
+        if earliest is None or planned is None or earliest < planned:
+            loop = self._loop
+            if loop is None or _on_loop(loop):
+                self._wake.set()
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(self._wake.set)
+
+    # -- claiming ---------------------------------------------------------------------------
+    def _claim_in_pipeline(self, want: int) -> None:
+        """Claim ``want`` rows due now without waiting for the answer (see
+        :data:`CLAIMS_IN_FLIGHT`); the rows are taken after those of earlier claims."""
+        previous = next(reversed(self._claims), None)
+        task = asyncio.get_running_loop().create_task(self._pipelined_claim(want, previous))
+        self._claims[task] = want
+
+    async def _pipelined_claim(self, want: int, previous: asyncio.Task[None] | None) -> None:
+        try:
+            fetched = await self._fetch_claim(want, None)
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])  # its rows are older: they start first
+            claimed = self._take_claimed(*fetched)
+            if len(claimed) < want:
+                self._backlog = False  # nothing more due now: the cycle may go to sleep
+        except Exception:  # as in cycle: rows not started run out their lease, then retry
+            log.exception("claiming due timers failed; retrying shortly")
+            self._backlog = False  # the next claim is made alone (and waits if it fails)
+        finally:
+            self._claims.pop(cast(asyncio.Task[None], asyncio.current_task()), None)
+            self._capacity.set()
+
+    async def claim(self, limit: int, target: datetime | None) -> list[Claimed]:
+        """Claim what is due now, or if ``target`` is ahead, due by then (held until then)."""
+        return self._take_claimed(*await self._fetch_claim(limit, target))
+
+    async def _fetch_claim(
+        self, limit: int, target: datetime | None
+    ) -> tuple[list[Claimed], float, datetime | None]:
+        """The store's claim: (rows, seconds it took, the instant to hold them until)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        now = self.clock.now()
+        hold = target is not None and target > now
+        cutoff = target if hold and target is not None else now
+        claimed = await self.store.claim_due(
+            self.namespace,
+            self.dispatch.claim_filter,
+            cutoff,
+            limit,
+            self.shared.node_id,
+            now + self.settings.lease,
+        )
+        return claimed, loop.time() - started, cutoff if hold else None
+
+    def _take_claimed(
+        self, claimed: list[Claimed], elapsed: float, start_at: datetime | None
+    ) -> list[Claimed]:
+        """Start what a claim brought, as slots allow (the rest waits in order for a slot)."""
+        loop = asyncio.get_running_loop()
+        self._claim_seconds.append(elapsed)
+        self.shared.stats.claimed += len(claimed)
+        if claimed:
+            for observer in self.shared.observers:
+                observer.claimed(self.namespace, len(claimed), elapsed)
+        route = self.dispatch.target
+        fans: list[tuple[Claimed, Fan]] = []
+        free = self.free() if not self._ready else 0  # slots; the waiting rows go first
+        start = self._executor.start
+        for item in claimed:
+            goes = route(item.timer)
+            if type(goes) is Fan:
+                fans.append((item, goes))
+            elif free > 0:
+                free -= 1
+                self._started_count += 1
+                start(item, goes, start_at, loop)
+            else:
+                self._ready.append(_Ready(item, goes, start_at))
+        self.start_ready()
+        if fans:
+            task = loop.create_task(self._fan_outer.fan_out(fans))
+            in_flight = self._executor.in_flight
+            for item, _ in fans:
+                in_flight[item.timer.id] = task
+        return claimed
+
+    def fanned(self, fans: Sequence[tuple[Claimed, Fan]]) -> None:
+        """A fan-out's batch is written (or failed): its rows' slots are free."""
+        in_flight = self._executor.in_flight
+        for claimed, _ in fans:
+            in_flight.pop(claimed.timer.id, None)
+        self._capacity.set()
+        self.start_ready()
+
+    def start_ready(self) -> None:
+        """Start timers waiting for a slot (see :data:`PREFETCH_HORIZON`), oldest claim first,
+        while slots are free."""
+        ready = self._ready
+        if not ready:
+            return
+        free = self.free()
+        if free <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        start = self._executor.start
+        while ready and free > 0:
+            item = ready.popleft()
+            free -= 1
+            self._started_count += 1
+            start(item.claimed, item.target, item.start_at, loop)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -1,0 +1,209 @@
+"""The worker: claim due timers → run their handlers → record the outcomes, in batches.
+
+A :class:`Worker` is four parts on one event loop — the :class:`~.producer.Producer` claims,
+the :class:`~.executor.Executor` runs one attempt, the :class:`~.fanout.FanOuter` hands events
+on to destinations, the :class:`~.completer.Completer` writes outcomes back — plus the node's
+services (heartbeat, rescue, sweeps, schedules, retention), which the app builds and the worker
+starts and stops around its own loop. It knows the Store protocol and the handlers, never SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TypeVar
+
+from duetime.backoff import Backoff
+from duetime.clock import Clock, SystemClock, unwatch, watch
+from duetime.config import Settings
+from duetime.destinations.base import Destination
+from duetime.dispatch import Dispatch
+from duetime.handlers import HandlerRegistry
+from duetime.model import ClaimFilter
+from duetime.routes import Route
+from duetime.services.base import Service, ServiceGroup
+from duetime.store.protocol import Store, TransactionalStore
+from duetime.worker.completer import Completer
+from duetime.worker.executor import Executor
+from duetime.worker.fanout import FanOuter
+from duetime.worker.observing import WorkerObserver, WorkerStats
+from duetime.worker.producer import CLAIM_AHEAD, Producer
+from duetime.worker.shared import Shared
+
+S = TypeVar("S", bound=Service)
+
+
+def new_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Runs the handlers of one namespace. Start with :meth:`run`, stop with :meth:`stop`."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: HandlerRegistry,
+        settings: Settings,
+        clock: Clock,
+        *,
+        namespace: str | None = None,
+        types: Sequence[str] | None = None,
+        node_id: str | None = None,
+        observers: Sequence[WorkerObserver] = (),
+        rng: random.Random | None = None,
+        claim_ahead: timedelta | None = None,
+        routes: Sequence[Route] = (),
+        destinations: Mapping[str, Destination] | None = None,
+    ) -> None:
+        """``types`` narrows the handlers it subscribes to (default: every registered one);
+        ``routes`` send events to ``destinations`` (by name), fanning out where needed. The
+        node's services are added with :meth:`add_services` (``AsyncApp.worker`` does)."""
+        self.store = store
+        self.registry = registry
+        self.settings = settings
+        self.clock = clock
+        self.namespace = namespace or settings.namespace
+        self.node_id = node_id or new_node_id()
+        self.dispatch = Dispatch(
+            self.namespace, self.node_id, registry, routes, destinations, types=types
+        )
+        self.observers = list(observers)
+        self.stats = WorkerStats()
+        self.services: list[Service] = []
+        if claim_ahead is None:
+            # Only on the real clock: a test clock does not move while a held timer waits.
+            claim_ahead = CLAIM_AHEAD if type(clock) is SystemClock else timedelta(0)
+        self._capacity = asyncio.Event()  # a slot may have come free
+        self._wake = asyncio.Event()  # a wake-up hint, or stop
+        self._stopping = asyncio.Event()
+        shared = Shared(store, clock, self.node_id, self.stats, self.observers, self._capacity)
+        self.producer = Producer(
+            shared, settings, self.namespace, self.dispatch, claim_ahead, self._wake, self._stopping
+        )
+        start_ready = self.producer.start_ready
+        self.completer = Completer(shared, settings.batch_size, start_ready)
+        self.executor = Executor(
+            shared,
+            self.dispatch,
+            Backoff(settings.backoff_base, settings.backoff_cap),
+            rng or random.Random(),
+            self.completer,
+            start_ready,
+        )
+        self.fan_outer = FanOuter(
+            shared, self.completer, self.executor.retry_delay, self.producer.fanned
+        )
+        self.producer.attach(self.executor, self.completer, self.fan_outer)
+        self._group: ServiceGroup | None = None
+
+    @property
+    def claim_filter(self) -> ClaimFilter:
+        return self.dispatch.claim_filter
+
+    def add_services(self, services: Sequence[Service]) -> None:
+        """Duties to run beside the worker, started in this order before its first claim."""
+        self.services.extend(services)
+
+    def service(self, kind: type[S]) -> S | None:
+        """The first service of ``kind``, if any (to look at what it did)."""
+        return next((s for s in self.services if isinstance(s, kind)), None)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Work until :meth:`stop`; then finish in-flight handlers (within the grace) and exit."""
+        group = await self._start()
+        try:
+            group.run()
+            while not self._stopping.is_set():
+                await self.producer.cycle()
+        finally:
+            await self._shutdown(group)
+
+    def stop(self) -> None:
+        """Stop claiming; :meth:`run` returns once in-flight work is finished or released."""
+        self._stopping.set()
+        self._wake.set()
+        self._capacity.set()
+
+    async def tick(self) -> WorkerStats:
+        """Fire everything due now once, wait for it to finish, and return what happened."""
+        group = await self._start()
+        try:  # from here on, whatever fails, the node deregisters and its listeners go
+            await group.once()
+            group.run()
+            producer, batch_size = self.producer, self.settings.batch_size
+            fanned = -1
+            while fanned != self.fan_outer.fanned_out:  # deliveries made by a fan-out are due
+                fanned = self.fan_outer.fanned_out
+                while True:
+                    free = producer.free()
+                    if free <= 0:
+                        await producer.wait_for_capacity()
+                        continue
+                    claimed = await producer.claim(min(batch_size, free), None)
+                    if len(claimed) < min(batch_size, free):
+                        break
+                await self._drain(None)
+        finally:
+            await self._shutdown(group)
+        return self.stats
+
+    @property
+    def in_flight(self) -> int:
+        """Timers this worker holds and has not recorded an outcome for: running, or claimed
+        and waiting for a free slot."""
+        return len(self.executor.in_flight) + self.producer.waiting
+
+    def held(self) -> list[int]:
+        """Ids of the timers this worker knows it holds: running, or with an outcome not yet
+        recorded. Only these leases are renewed — a claim whose answer was lost (the connection
+        died after the commit) is left to expire and be rescued, not kept alive forever."""
+        return [*self.executor.in_flight, *self.producer.held(), *self.completer.held()]
+
+    async def _start(self) -> ServiceGroup:
+        if self._group is not None:
+            raise RuntimeError("this worker is already running")
+        self._check_transactional_handlers()
+        group = ServiceGroup(self.services)
+        await group.start()
+        self._group = group
+        self.producer.start()
+        self.completer.start()
+        watch(self.clock, self._wake)  # undone in _shutdown: an app ticks many workers
+        self.store.add_wakeup_listener(self.producer.on_wakeup)
+        return group
+
+    async def _shutdown(self, group: ServiceGroup) -> None:
+        unwatch(self.clock, self._wake)
+        self.store.remove_wakeup_listener(self.producer.on_wakeup)
+        try:
+            await self.producer.settle()
+            await self._drain(self.settings.shutdown_grace.total_seconds())
+            await group.stop()  # heartbeats renewed the leases while handlers finished
+            await self.completer.stop()
+        finally:
+            await group.close()  # e.g. deregister the node
+            self._group = None
+
+    async def _drain(self, grace: float | None) -> None:
+        """Wait for in-flight handlers; after ``grace`` seconds cancel them (they retry later).
+        Timers claimed but never started are given back as they were."""
+        self.producer.release_waiting()
+        await self.executor.drain(grace)
+        await self.completer.flush()
+
+    def _check_transactional_handlers(self) -> None:
+        """Refuse to start with transactional handlers the store cannot run, rather than fail
+        each of their timers later."""
+        wanted = [h.type for h in self.registry.all() if h.transactional]
+        if wanted and not isinstance(self.store, TransactionalStore):
+            raise ValueError(
+                f"transactional handlers ({', '.join(wanted)}) need a store that can share its "
+                "transaction with them"
+            )

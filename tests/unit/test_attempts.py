@@ -1,0 +1,117 @@
+"""What one attempt's result means: the executor's pure mapping, without a store or a loop."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from duetime.model import Finish, Outcome, Status, Timer
+from duetime.outcomes import Cancel, Dead, HandlerOutcome, Retry, Snooze
+from duetime.worker import attempts
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+DUE = NOW - timedelta(seconds=3)
+
+
+def timer(max_attempts: int = 3, expires_after: timedelta | None = None) -> Timer:
+    return Timer(
+        7,
+        "ns",
+        "k",
+        "t",
+        None,
+        None,
+        DUE,
+        Status.RUNNING,
+        1,
+        max_attempts,
+        DUE,
+        NOW,
+        DUE,
+        expires_after=expires_after,
+    )
+
+
+def backoff(attempt: int) -> timedelta:
+    return timedelta(seconds=10 * attempt)
+
+
+def judge(result: object = None, error: BaseException | None = None, attempt: int = 1) -> Finish:
+    return attempts.finish_for(timer(), attempt, result, error, NOW, backoff)
+
+
+def test_a_return_is_done() -> None:
+    finish = judge("anything")
+    assert (finish.timer_id, finish.attempt, finish.outcome) == (7, 1, Outcome.DONE)
+    assert finish.error is None
+    assert finish.run_at is None
+
+
+def test_an_exception_retries_after_the_backoff_with_its_description() -> None:
+    finish = judge(error=ConnectionError("refused"), attempt=2)
+    assert finish.outcome is Outcome.RETRY
+    assert finish.error == "ConnectionError: refused"
+    assert finish.run_at == NOW + timedelta(seconds=20)
+
+
+def test_the_last_attempt_is_dead_and_says_how_many_were_made() -> None:
+    finish = judge(error=ValueError("bad"), attempt=3)
+    assert finish.outcome is Outcome.DEAD
+    assert finish.error == "gave up after 3 attempts: ValueError: bad"
+    assert finish.run_at is None
+
+
+@pytest.mark.parametrize("raised", [True, False])
+def test_explicit_outcomes_are_the_same_raised_or_returned(raised: bool) -> None:
+    cases: list[tuple[HandlerOutcome, Outcome]] = [
+        (Snooze(30), Outcome.SNOOZED),
+        (Cancel("unsubscribed"), Outcome.CANCELLED),
+        (Dead("poison"), Outcome.DEAD),
+        (Retry("later", delay=5), Outcome.RETRY),
+    ]
+    for outcome, expected in cases:
+        finish = judge(error=outcome) if raised else judge(outcome)
+        assert finish.outcome is expected
+    assert judge(Snooze(30)).run_at == NOW + timedelta(seconds=30)
+    assert judge(Retry("later", delay=5)).run_at == NOW + timedelta(seconds=5)
+    assert judge(Retry("later")).run_at == NOW + timedelta(seconds=10)
+    assert judge(Cancel("unsubscribed")).error == "unsubscribed"
+    assert judge(Dead("poison")).error == "poison"
+
+
+def test_a_retry_on_the_last_attempt_is_dead() -> None:
+    finish = judge(Retry("later", delay=5), attempt=3)
+    assert finish.outcome is Outcome.DEAD
+    assert finish.error == "gave up after 3 attempts: later"
+
+
+def test_long_errors_are_cut() -> None:
+    finish = judge(error=RuntimeError("x" * 10_000), attempt=3)
+    assert finish.error is not None
+    assert len(finish.error) == attempts.MAX_ERROR_LENGTH
+
+
+def test_stale_means_past_expires_after() -> None:
+    assert not attempts.is_stale(timer(), NOW)
+    assert not attempts.is_stale(timer(expires_after=timedelta(seconds=3)), NOW)
+    stale = timer(expires_after=timedelta(seconds=2))
+    assert attempts.is_stale(stale, NOW)
+    finish = attempts.expired(stale, 1, NOW)
+    assert finish.outcome is Outcome.EXPIRED
+    assert finish.error is not None
+    assert "stale" in finish.error
+
+
+def test_an_interrupted_attempt_retries_at_once() -> None:
+    finish = attempts.interrupted(timer(), 2, NOW)
+    assert (finish.outcome, finish.run_at) == (Outcome.RETRY, NOW)
+
+
+@given(attempt=st.integers(min_value=1, max_value=50), max_attempts=st.integers(1, 50))
+def test_a_failure_is_dead_exactly_when_no_attempt_is_left(attempt: int, max_attempts: int) -> None:
+    finish = attempts.finish_for(timer(max_attempts), attempt, None, OSError("down"), NOW, backoff)
+    assert (finish.outcome is Outcome.DEAD) == (attempt >= max_attempts)
+    assert (finish.run_at is None) == (attempt >= max_attempts)

@@ -1,0 +1,92 @@
+"""Node services: started in order, closed in reverse, a failing round never ends the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from duetime.services.base import Periodic, Service, ServiceGroup
+
+
+class Recorder(Service):
+    def __init__(self, name: str, log: list[str], *, fail_close: bool = False) -> None:
+        self.name = name
+        self.log = log
+        self.fail_close = fail_close
+
+    async def start(self) -> None:
+        self.log.append(f"start {self.name}")
+
+    async def once(self) -> None:
+        self.log.append(f"once {self.name}")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.log.append(f"run {self.name}")
+        await stop.wait()
+        self.log.append(f"stopped {self.name}")
+
+    async def close(self) -> None:
+        self.log.append(f"close {self.name}")
+        if self.fail_close:
+            raise RuntimeError("cannot close")
+
+
+class Flaky(Periodic):
+    name = "flaky"
+    failure = "flaky round failed"
+
+    def __init__(self) -> None:
+        super().__init__(0.001)
+        self.rounds = 0
+        self.enough = asyncio.Event()
+
+    async def step(self) -> None:
+        self.rounds += 1
+        if self.rounds == 3:
+            self.enough.set()
+        if self.rounds % 2:
+            raise ConnectionError("database went away")
+
+
+def test_a_group_starts_in_order_and_closes_in_reverse_whatever_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log: list[str] = []
+
+    async def main() -> None:
+        group = ServiceGroup([Recorder("a", log, fail_close=True), Recorder("b", log)])
+        await group.start()
+        await group.once()
+        group.run()
+        await asyncio.sleep(0)
+        await group.stop()
+        await group.close()
+
+    asyncio.run(main())
+    assert log[:4] == ["start a", "start b", "once a", "once b"]
+    assert sorted(log[4:6]) == ["run a", "run b"]
+    assert log[-2:] == ["close b", "close a"]
+    assert "closing a failed" in caplog.text
+
+
+def test_a_failing_round_is_logged_and_the_next_one_runs(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, "duetime.services")
+
+    async def main() -> int:
+        flaky = Flaky()
+        stop = asyncio.Event()
+        task = asyncio.create_task(flaky.run(stop))
+        await asyncio.wait_for(flaky.enough.wait(), 10)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        return flaky.rounds
+
+    assert asyncio.run(main()) >= 3
+    assert "flaky round failed" in caplog.text
+
+
+def test_an_interval_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Periodic.__init__(Flaky(), 0)
