@@ -56,6 +56,8 @@ from kafka_broker import committed, consume_all, group_config, kafka_servers  # 
 
 __all__ = ["kafka_servers"]  # the session fixture, imported for pytest
 
+SEED003_ENVELOPE_FIELDS = ("id", "type", "tenantId", "correlationId", "timestampMs", "payload")
+
 TOLERANCE = timedelta(seconds=1.5)
 """How late a firing may be observed: worker wake-up plus broker round trips, on a busy CI box."""
 
@@ -175,15 +177,20 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
             for call, command in (("call-1", call_1), ("call-2", call_2)):
                 received, envelope, msg_id = arrivals[call]
                 due = instant(command["dueAt"])
+                # seed 003's own envelope, exactly its fields
+                assert sorted(envelope) == sorted(SEED003_ENVELOPE_FIELDS)
                 assert envelope["type"] == "DueTimeReached"
-                assert envelope["key"] == f"t1:{call}"
-                assert envelope["correlation_id"] == call
+                assert envelope["tenantId"] == "t1"
+                assert envelope["correlationId"] == call
+                sent = datetime.fromtimestamp(envelope["timestampMs"] / 1000, UTC)
+                assert due - timedelta(milliseconds=1) <= sent <= received  # ms precision
                 payload = envelope["payload"]
                 assert payload["tenantId"] == "t1"
+                assert payload["serviceCallId"] == call
                 assert instant(payload["dueAt"]) == due
                 assert instant(payload["firedAt"]) >= due
                 assert due <= received <= due + TOLERANCE, (call, received - due)
-                assert msg_id == envelope["delivery_id"]
+                assert msg_id == envelope["id"]  # JetStream deduplicates on the envelope id
             assert arrivals["call-1"][2] != arrivals["call-2"][2]
             # once each: nothing else reached the events stream
             assert (await js.stream_info(topology.events_stream)).state.messages == 2
@@ -239,7 +246,13 @@ def test_service_call_timer_runs_as_a_program(tmp_path: Path, nats_topology: Nat
         asyncio.run(delete_nats_streams(nats_topology))
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stdout.count("DueTimeReached {") == 2
+    envelopes = [
+        json.loads(line.removeprefix("DueTimeReached ").rsplit(" Nats-Msg-Id=", 1)[0])
+        for line in done.stdout.splitlines()
+        if line.startswith("DueTimeReached ")
+    ]
+    assert len(envelopes) == 2
+    assert all(sorted(e) == sorted(SEED003_ENVELOPE_FIELDS) for e in envelopes)
     assert "dead-lettered" in done.stdout
     assert "no UTC offset" in done.stdout
 
@@ -382,7 +395,9 @@ def test_delayed_notifications_on_kafka_sent_on_time_as_the_original_event(
                 while service.source.stats.total_stored() < 1:
                     assert time.monotonic() < deadline, "the source never stored a record"
                     await asyncio.sleep(0.05)
-                soon = schedule_event("soon", iso_in(1.5), createdDate=iso_in(0))
+                soon = schedule_event(
+                    "soon", iso_in(3), createdDate=iso_in(0)
+                )  # after a poll and a commit
                 late = schedule_event("late", iso_in(-60))  # a minute late: inside the window
                 stale = schedule_event("stale", iso_in(-600))  # ten minutes late: expired
                 broken = b'{"id": "broken", "executionDate": "tomorrow"}'
