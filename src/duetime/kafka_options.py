@@ -13,7 +13,10 @@ Security options (all optional):
 - ``ssl_ca_location``, ``ssl_certificate_location``, ``ssl_key_location`` (file paths),
   ``ssl_key_password_env``;
 - ``client_config``: any other librdkafka property (``{"socket.keepalive.enable": true}``),
-  except those duetime sets itself for its guarantees (offsets, idempotence, acks).
+  except those duetime sets itself for its guarantees (offsets, idempotence, acks). Each client
+  gets the properties that apply to it: a consumer-only one (``session.timeout.ms``) goes to
+  the source's consumer, not to its dead-letter producer or a destination, and a producer-only
+  one (``linger.ms``) the other way round, so librdkafka has nothing to warn about.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import os
 import re
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from duetime.destinations.base import Delivery, check_template
 from duetime.errors import InvalidInput
@@ -48,6 +51,88 @@ OWNED_PROPERTIES = frozenset(
     }
 )
 """Properties ``client_config`` may not set: duetime's delivery guarantees rest on them."""
+
+Role = Literal["consumer", "producer"]
+
+CONSUMER_ONLY = frozenset(
+    {
+        "auto.commit.enable",
+        "auto.commit.interval.ms",
+        "auto.offset.reset",
+        "check.crcs",
+        "consume.callback.max.messages",
+        "consume_cb",
+        "coordinator.query.interval.ms",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "enable.partition.eof",
+        "fetch.error.backoff.ms",
+        "fetch.max.bytes",
+        "fetch.message.max.bytes",
+        "fetch.min.bytes",
+        "fetch.queue.backoff.ms",
+        "fetch.wait.max.ms",
+        "group.id",
+        "group.instance.id",
+        "group.protocol",
+        "group.protocol.type",
+        "group.remote.assignor",
+        "heartbeat.interval.ms",
+        "isolation.level",
+        "max.partition.fetch.bytes",
+        "max.poll.interval.ms",
+        "max.poll.records",
+        "offset.store.method",
+        "offset.store.path",
+        "offset.store.sync.interval.ms",
+        "offset_commit_cb",
+        "partition.assignment.strategy",
+        "queued.max.messages.kbytes",
+        "queued.min.messages",
+        "rebalance_cb",
+        "session.timeout.ms",
+        "share.acknowledgement.mode",
+    }
+)
+"""librdkafka's consumer-only properties (``C`` in its CONFIGURATION.md)."""
+
+PRODUCER_ONLY = frozenset(
+    {
+        "acks",
+        "batch.num.messages",
+        "batch.size",
+        "compression.codec",
+        "compression.level",
+        "compression.type",
+        "delivery.report.only.error",
+        "delivery.timeout.ms",
+        "dr_cb",
+        "dr_msg_cb",
+        "enable.gapless.guarantee",
+        "enable.idempotence",
+        "linger.ms",
+        "message.send.max.retries",
+        "message.timeout.ms",
+        "msg_order_cmp",
+        "partitioner",
+        "partitioner_cb",
+        "produce.offset.report",
+        "queue.buffering.backpressure.threshold",
+        "queue.buffering.max.kbytes",
+        "queue.buffering.max.messages",
+        "queue.buffering.max.ms",
+        "queuing.strategy",
+        "request.required.acks",
+        "request.timeout.ms",
+        "retries",
+        "sticky.partitioning.linger.ms",
+        "transaction.timeout.ms",
+        "transactional.id",
+    }
+)
+"""librdkafka's producer-only properties (``P`` in its CONFIGURATION.md)."""
+
+_NOT_FOR: Mapping[Role, frozenset[str]] = {"consumer": PRODUCER_ONLY, "producer": CONSUMER_ONLY}
 
 _TOPIC = re.compile(r"[A-Za-z0-9._-]+")
 _SERVER = re.compile(r"[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}")
@@ -172,12 +257,17 @@ _PROPERTY = {
 
 
 def client_config(
-    servers: list[str], security: Mapping[str, Any], env: Mapping[str, str] | None = None
+    servers: list[str],
+    security: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    *,
+    role: Role,
 ) -> dict[str, Any]:
-    """librdkafka properties for ``servers`` and the checked security options.
+    """librdkafka properties for a ``role`` client of ``servers`` with the security options.
 
     Passwords named by ``*_env`` are read from ``env`` (the process's environment) here, so
-    a missing variable fails at start-up, naming it.
+    a missing variable fails at start-up, naming it. Of ``client_config``, only the properties
+    that apply to ``role`` are kept.
     """
     environ = os.environ if env is None else env
     config: dict[str, Any] = {"bootstrap.servers": ",".join(servers)}
@@ -193,7 +283,7 @@ def client_config(
             name = "sasl.password" if option == "sasl_password_env" else "ssl.key.password"
             config[name] = secret
         elif option == "client_config":
-            config.update(value)
+            config.update((k, v) for k, v in value.items() if k not in _NOT_FOR[role])
         elif option not in SECURITY:
             raise InvalidInput(option, "is not a Kafka security option")
     return config

@@ -100,7 +100,7 @@ class KafkaDestination:
         self.format: Format = make_format(format, ce_source=ce_source)
         self.timeout = check_timeout(timeout)
         self.config: dict[str, Any] = {
-            **client_config(self.servers, security, env),
+            **client_config(self.servers, security, env, role="producer"),
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 2,
