@@ -137,23 +137,28 @@ def test_killed_between_storing_timers_and_committing_offsets(setup: Any) -> Non
 
 def test_killed_at_random_moments_while_a_producer_sends(setup: Any) -> None:
     servers, topic, group, consumers = setup
-    total, chunk = 400, 20
+    total, chunk = 600, 10
     rng = random.Random(os.environ.get("DUETIME_TEST_SEED", "kafka-crash"))
 
-    def producer() -> None:
+    def producer() -> None:  # about 12 s of traffic: several consumers come and go meanwhile
         for start in range(0, total, chunk):
             produce(servers, topic, records(start, chunk))
-            time.sleep(0.05)
+            time.sleep(0.2)
 
     sending = threading.Thread(target=producer)
     sending.start()
+    kills = 0
     try:
-        for _ in range(3):
+        while sending.is_alive() and kills < 3:
             proc = consumers.start("--batch", "7")
-            # wait for it to be consuming, then kill it at a random moment
             before = committed(servers, topic, group)[0]
+
+            def consuming(before: int = before) -> bool:
+                return committed(servers, topic, group)[0] > before or not sending.is_alive()
+
+            # once it is consuming (it committed a batch), kill it at a random moment
             wait_until(
-                lambda b=before: committed(servers, topic, group)[0] > b,  # type: ignore[misc]
+                consuming,
                 30,
                 "the consumer committing a batch",
                 every=0.1,
@@ -162,8 +167,10 @@ def test_killed_at_random_moments_while_a_producer_sends(setup: Any) -> None:
             time.sleep(rng.uniform(0.0, 0.3))
             proc.kill()
             proc.wait()
+            kills += 1
     finally:
         sending.join()
+    assert kills >= 1
     last = consumers.start("--batch", "7")
     wait_until(
         lambda: committed(servers, topic, group) == [total],

@@ -109,9 +109,8 @@ class KafkaSource:
         self.start = check_start(start, "start")
         self.timeout = check_timeout(timeout)
         self.name = check_name(name or f"kafka-{self.group}")
-        base = client_config(self.servers, security, env)
         self.consumer_config: dict[str, Any] = {
-            **base,
+            **client_config(self.servers, security, env, role="consumer"),
             "group.id": self.group,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -119,7 +118,7 @@ class KafkaSource:
             "client.id": f"duetime-{self.name}",
         }
         self.producer_config: dict[str, Any] = {
-            **base,
+            **client_config(self.servers, security, env, role="producer"),
             "enable.idempotence": True,
             "acks": "all",
             "message.timeout.ms": int(self.timeout * 1000),
@@ -191,9 +190,7 @@ class KafkaSource:
 
     async def _consume(self, consumer: Consumer, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            polled: list[Message] = await self._call(
-                consumer.consume, self.batch, self.poll_timeout
-            )
+            polled: list[Message] = await self._call(self._read, consumer)
             records: list[Message] = []
             for message in polled:
                 error = message.error()
@@ -205,6 +202,21 @@ class KafkaSource:
                     log.warning("source %s: %s", self.name, error.str())
             if records and not await self.handle(consumer, records):
                 await sleep_until_stopped(stop, self.retry_delay)
+
+    def _read(self, consumer: Consumer) -> list[Message]:
+        """Wait up to ``poll_timeout`` for one record, then take what has already arrived.
+
+        ``consume(batch, timeout)`` alone would hold a lone record until ``batch`` arrived or
+        the timeout ran out (a second by default) before storing it; librdkafka prefetches, so
+        under load the batch still fills from what is buffered.
+        """
+        first: Message | None = consumer.poll(self.poll_timeout)
+        if first is None:
+            return []
+        if self.batch == 1:
+            return [first]
+        rest: list[Message] = consumer.consume(self.batch - 1, 0)
+        return [first, *rest]
 
     # -- one batch --------------------------------------------------------------------------
     async def handle(self, consumer: Consumer, records: Sequence[Message]) -> bool:

@@ -23,7 +23,11 @@ from pathlib import Path
 
 START_TIMEOUT = 10.0
 
-GROUP_CONFIG: Mapping[str, int] = {"max.poll.interval.ms": 3000, "session.timeout.ms": 3000}
+GROUP_CONFIG: Mapping[str, int] = {
+    "max.poll.interval.ms": 3000,
+    "session.timeout.ms": 3000,
+    "heartbeat.interval.ms": 1000,
+}
 """Consumer settings that let a group form on Tansu in seconds (pass as ``client_config``)."""
 
 
