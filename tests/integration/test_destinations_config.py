@@ -78,7 +78,7 @@ def test_a_full_config_parses_into_typed_specs_from_json() -> None:
         ({"d": "https://x"}, "destinations.d"),
         ({"bad name!": {"kind": "webhook"}}, "destinations.bad name!"),
         ({"d": {"url": "https://x"}}, "destinations.d.kind"),
-        ({"d": {"kind": "kafka"}}, "destinations.d.kind"),
+        ({"d": {"kind": "kinesis"}}, "destinations.d.kind"),
     ],
 )
 def test_the_shape_and_kind_are_checked(raw: Any, field: str) -> None:

@@ -255,7 +255,7 @@ def test_parse_and_build_sources(app: AsyncApp) -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"kind": "kafka"}, "sources.service-calls.kind"),
+        ({"kind": "kinesis"}, "sources.service-calls.kind"),
         ({"subjet": "x"}, "sources.service-calls.subjet"),
         ({"subject": None}, "sources.service-calls.subject"),
         ({"subject": "a..b"}, "sources.service-calls.subject"),

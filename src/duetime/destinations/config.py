@@ -41,14 +41,28 @@ from duetime.destinations.base import (
     check_template,
     check_timeout,
     check_url,
-    redact_url,
     url_origin,
 )
+from duetime.destinations.formats import check_ce_source, check_format
 from duetime.errors import InvalidInput
+from duetime.kafka_options import (
+    SECURITY,
+    check_key_template,
+    check_servers,
+    check_topic_template,
+)
 from duetime.model import JSON
-from duetime.options import Option, at, check_against
+from duetime.options import (
+    Option,
+    at,
+    check_against,
+    check_env_name,
+    parse_named,
+    redacted,
+    split_spec,
+)
 
-Kind = Literal["webhook", "nats", "redis", "rabbitmq"]
+Kind = Literal["webhook", "nats", "redis", "rabbitmq", "kafka"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 WEBHOOK_SCHEMES = ("http", "https")
@@ -73,8 +87,7 @@ RESERVED_HEADERS = frozenset(
 """Headers a webhook sets itself; configured ``headers`` may not replace them."""
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SECRET_KEYS = frozenset({"secret"})
+_SECRET_KEYS = frozenset({"secret", "sasl_password"})
 
 
 # -- option checks, shared by the parser and the destinations' constructors -------------------
@@ -148,12 +161,6 @@ def check_secret(value: object, field: str = "secret") -> str | None:
     return value
 
 
-def check_env_name(value: object, field: str) -> str:
-    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
-        raise InvalidInput(field, f"{value!r} is not an environment variable name")
-    return value
-
-
 def check_headers(value: object, field: str = "headers") -> dict[str, str]:
     """Extra webhook request headers (e.g. ``Authorization``); they may not replace duetime's."""
     if value is None:
@@ -179,6 +186,11 @@ def check_path(value: object, field: str) -> str:
 
 
 # -- the schema -------------------------------------------------------------------------------
+_FORMAT: Mapping[str, Option] = {
+    "format": Option(check_format),
+    "ce_source": Option(check_ce_source),
+}
+
 SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
     "webhook": {
         "url": Option(check_webhook_url, required=True),
@@ -186,39 +198,47 @@ SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
         "secret_env": Option(check_env_name),
         "timeout": Option(check_timeout),
         "headers": Option(check_headers),
+        **_FORMAT,
     },
     "nats": {
         "url": Option(check_nats_urls, required=True),
         "subject": Option(check_subject, required=True),
         "timeout": Option(check_timeout),
         "credentials": Option(check_path),
+        **_FORMAT,
     },
     "redis": {
         "url": Option(check_redis_url, required=True),
         "stream": Option(check_stream, required=True),
         "maxlen": Option(check_maxlen),
         "timeout": Option(check_timeout),
+        **_FORMAT,
     },
     "rabbitmq": {
         "url": Option(check_rabbitmq_url, required=True),
         "exchange": Option(check_exchange, required=True),
         "routing_key": Option(check_routing_key),
         "timeout": Option(check_timeout),
+        **_FORMAT,
+    },
+    "kafka": {
+        "bootstrap_servers": Option(check_servers, required=True),
+        "topic": Option(check_topic_template, required=True),
+        "key": Option(check_key_template),
+        "headers": Option(check_headers),
+        "timeout": Option(check_timeout),
+        **_FORMAT,
+        **SECURITY,
     },
 }
-
-
-def check_kind(value: object, field: str = "kind") -> Kind:
-    if value not in KINDS:
-        raise InvalidInput(field, f"unknown destination kind {value!r}; expected one of {KINDS}")
-    return value
 
 
 def check_options(kind: Kind, options: Mapping[str, object], path: str = "") -> dict[str, Any]:
     """Check every option of ``kind``: unknown ones are refused, required ones must be there."""
     checked = check_against(SCHEMAS[kind], options, path, kind, "destination")
-    if "secret" in checked and "secret_env" in checked:
-        raise InvalidInput(at(path, "secret"), "give either secret or secret_env, not both")
+    for secret in ("secret", "sasl_password"):
+        if secret in checked and f"{secret}_env" in checked:
+            raise InvalidInput(at(path, secret), f"give either {secret} or {secret}_env, not both")
     return checked
 
 
@@ -236,32 +256,18 @@ class DestinationSpec:
 
         ``path`` prefixes every error field, e.g. ``"destinations.hook1"``.
         """
-        if not isinstance(raw, Mapping):
-            raise InvalidInput(path or "destination", "expected an object with a 'kind'")
-        if name is None:
-            name = raw.get("name")
-        name = check_name(name, at(path, "name"))
-        if "kind" not in raw:
-            raise InvalidInput(at(path, "kind"), f"is required; one of {KINDS}")
-        kind = check_kind(raw["kind"], at(path, "kind"))
-        options = {k: v for k, v in raw.items() if k not in ("kind", "name")}
-        for key in options:
-            if not isinstance(key, str):
-                raise InvalidInput(path or "destination", f"option names are strings, not {key!r}")
-        return cls(kind, name, check_options(kind, options, path))
+        kind, checked_name, options = split_spec(raw, name, path, KINDS, "destination", check_name)
+        typed: Kind = kind  # type: ignore[assignment]  # split_spec checked it is one of KINDS
+        return cls(typed, checked_name, check_options(typed, options, path))
 
     def to_dict(self, *, redact: bool = True) -> dict[str, JSON]:
         """The spec as JSON, the shape :meth:`from_dict` reads; secrets hidden unless asked."""
         options = dict(self.options)
         if redact:
-            options = {k: "***" if k in _SECRET_KEYS else v for k, v in options.items()}
-            url = options.get("url")
+            options = redacted(options, _SECRET_KEYS)
+            url = self.options.get("url")
             if isinstance(url, str) and self.kind == "webhook":
                 options["url"] = url_origin(url)  # webhook paths and queries often hold tokens
-            elif isinstance(url, str):
-                options["url"] = redact_url(url)
-            elif isinstance(url, list):
-                options["url"] = [redact_url(u) for u in url]
         return {"name": self.name, "kind": self.kind, **options}
 
     def __repr__(self) -> str:
@@ -270,11 +276,8 @@ class DestinationSpec:
 
 def parse_destinations(raw: object, path: str = "destinations") -> dict[str, DestinationSpec]:
     """Parse ``{name: {"kind": ..., <options>}, ...}``; errors name ``<path>.<name>.<option>``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidInput(path, "expected an object of destination name → destination")
-    specs: dict[str, DestinationSpec] = {}
-    for name, item in raw.items():
-        field_path = at(path, str(name))
-        check_name(name, field_path)
-        specs[name] = DestinationSpec.from_dict(item, name=name, path=field_path)
-    return specs
+
+    def parse(item: object, name: str, field_path: str) -> DestinationSpec:
+        return DestinationSpec.from_dict(item, name=name, path=field_path)
+
+    return parse_named(raw, path, "destination", parse, check_name)

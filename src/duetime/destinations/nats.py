@@ -34,11 +34,11 @@ from duetime.destinations.base import (
     check_name,
     check_timeout,
     describe_error,
-    envelope_json,
     redact_url,
     render_template,
 )
 from duetime.destinations.config import check_nats_urls, check_path, check_subject
+from duetime.destinations.formats import Format, make_format
 
 log = logging.getLogger("duetime.destinations.nats")
 
@@ -56,12 +56,15 @@ class NatsDestination:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         credentials: str | None = None,
+        format: object = "duetime",
+        ce_source: str | None = None,
     ) -> None:
         self.name = check_name(name)
         self.servers = check_nats_urls(url if isinstance(url, str) else list(url))
         self.subject = check_subject(subject)
         self.timeout = check_timeout(timeout)
         self.credentials = None if credentials is None else check_path(credentials, "credentials")
+        self.format: Format = make_format(format, ce_source=ce_source)
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._connecting: SingleFlight[Client] = SingleFlight()
@@ -73,11 +76,13 @@ class NatsDestination:
 
     async def deliver(self, delivery: Delivery) -> None:
         """Publish and wait for the PubAck; raise :class:`DeliveryFailed` otherwise."""
-        body = envelope_json(delivery)
+        message = self.format.render(delivery, "nats")
+        body = message.body
         subject = render_template(self.subject, delivery)
         headers = {
+            **message.headers,
             "Nats-Msg-Id": delivery.delivery_id,
-            "Content-Type": "application/json",
+            "Content-Type": message.content_type,
             "Duetime-Event-Type": delivery.event.type,
             "Duetime-Attempt": str(delivery.event.attempt),
         }

@@ -29,7 +29,6 @@ from duetime.destinations.base import (
     check_name,
     check_timeout,
     describe_error,
-    envelope_json,
     redact_url,
     render_template,
 )
@@ -39,6 +38,7 @@ from duetime.destinations.config import (
     check_rabbitmq_url,
     check_routing_key,
 )
+from duetime.destinations.formats import Format, make_format
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_ROUTING_KEY = "{type}"
@@ -57,9 +57,12 @@ class RabbitMQDestination:
         *,
         routing_key: str = DEFAULT_ROUTING_KEY,
         timeout: float = DEFAULT_TIMEOUT,
+        format: object = "duetime",
+        ce_source: str | None = None,
     ) -> None:
         self.name = check_name(name)
         self.url = check_rabbitmq_url(url)
+        self.format: Format = make_format(format, ce_source=ce_source)
         self.exchange = check_exchange(exchange)
         self.routing_key = check_routing_key(routing_key)
         self.timeout = check_timeout(timeout)
@@ -77,15 +80,20 @@ class RabbitMQDestination:
         routing_key = render_template(self.routing_key, delivery)
         if len(routing_key.encode("utf-8")) > MAX_SHORTSTR:
             raise DeliveryFailed(f"routing key {routing_key[:60]!r}... is over 255 bytes", False)
+        rendered = self.format.render(delivery, "amqp")
         message = aio_pika.Message(
-            envelope_json(delivery),
-            content_type="application/json",
+            rendered.body,
+            content_type=rendered.content_type,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             message_id=delivery.delivery_id,
             type=event.type,
             correlation_id=event.correlation_id,
             app_id="duetime",
-            headers={"Duetime-Event-Type": event.type, "Duetime-Attempt": event.attempt},
+            headers={
+                **rendered.headers,
+                "Duetime-Event-Type": event.type,
+                "Duetime-Attempt": event.attempt,
+            },
         )
         target = f"exchange {self.exchange!r} with routing key {routing_key!r}"
         exchange = await self._ready_exchange()

@@ -5,7 +5,9 @@ Entry fields (all strings)::
     id           the timer's id            type      the event type
     key          the caller's key          attempt   1, 2, ...
     namespace    the namespace             delivery_id  "<namespace>:<id>:<destination>"
-    envelope     the JSON envelope (see duetime.destinations.base)
+    envelope     the JSON envelope (see duetime.destinations.base); with another ``format``
+                 the field is ``body`` and holds that format's message
+    content_type application/json (application/cloudevents+json for ``cloudevents``)
 
 Redis has no server-side deduplication for streams (before Redis 8.2's IDMP), so a retry whose
 first XADD succeeded but whose reply was lost adds a second entry: consumers dedupe on
@@ -30,11 +32,12 @@ from duetime.destinations.base import (
     check_name,
     check_timeout,
     describe_error,
-    envelope_json,
     redact_url,
     render_template,
 )
 from duetime.destinations.config import check_maxlen, check_redis_url, check_stream
+from duetime.destinations.formats import CloudEventsFormat, Format, make_format
+from duetime.errors import InvalidInput
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -50,12 +53,20 @@ class RedisStreamDestination:
         *,
         maxlen: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        format: object = "duetime",
+        ce_source: str | None = None,
     ) -> None:
         self.name = check_name(name)
         self.url = check_redis_url(url)
         self.stream = check_stream(stream)
         self.maxlen = check_maxlen(maxlen)
         self.timeout = check_timeout(timeout)
+        self.format: Format = make_format(format, ce_source=ce_source)
+        if isinstance(self.format, CloudEventsFormat) and self.format.binary:
+            raise InvalidInput(
+                "format", "Redis streams have no CloudEvents binary mode; use 'cloudevents'"
+            )
+        self._body_field = "envelope" if self.format.name == "duetime" else "body"
         self._client: Redis | None = None
 
     def __repr__(self) -> str:
@@ -72,8 +83,10 @@ class RedisStreamDestination:
             "key": event.key,
             "attempt": str(event.attempt),
             "delivery_id": delivery.delivery_id,
-            "envelope": envelope_json(delivery),
         }
+        message = self.format.render(delivery, "redis")
+        fields["content_type"] = message.content_type
+        fields[self._body_field] = message.body
         try:
             await self._redis().xadd(stream, fields, maxlen=self.maxlen, approximate=True)
         except ResponseError as exc:

@@ -1,6 +1,7 @@
 """Build destinations from their specs, importing a broker's client only when it is used.
 
-``nats-py``, ``redis`` and ``aio-pika`` are optional (``pip install 'duetime[brokers]'``): a
+``nats-py``, ``redis`` and ``aio-pika`` are optional (``pip install 'duetime[brokers]'``), and so
+is ``confluent-kafka`` (``duetime[kafka]``): a
 process that only sends webhooks never imports them, and one that is configured for a broker
 without its client gets a clear error naming the missing package, at start-up.
 """
@@ -19,7 +20,12 @@ from duetime.errors import InvalidInput, NotFound
 
 log = logging.getLogger("duetime.destinations")
 
-_CLIENT_PACKAGES = {"nats": "nats-py", "redis": "redis", "rabbitmq": "aio-pika"}
+_CLIENT_PACKAGES = {
+    "nats": "nats-py",
+    "redis": "redis",
+    "rabbitmq": "aio-pika",
+    "kafka": "confluent-kafka",
+}
 
 
 def build_destination(spec: DestinationSpec, env: Mapping[str, str] | None = None) -> Destination:
@@ -44,15 +50,20 @@ def build_destination(spec: DestinationSpec, env: Mapping[str, str] | None = Non
             from duetime.destinations.redis_stream import RedisStreamDestination
 
             return RedisStreamDestination(spec.name, **options)
+        if spec.kind == "kafka":
+            from duetime.destinations.kafka import KafkaDestination
+
+            return KafkaDestination(spec.name, env=env, **options)
         from duetime.destinations.rabbitmq import RabbitMQDestination
 
         return RabbitMQDestination(spec.name, **options)
     except ImportError as exc:
         package = _CLIENT_PACKAGES.get(spec.kind, exc.name or "?")
+        extra = "kafka" if spec.kind == "kafka" else "brokers"
         raise InvalidInput(
             "kind",
             f"{spec.kind} destinations need the {package!r} package: "
-            "pip install 'duetime[brokers]'",
+            f"pip install 'duetime[{extra}]'",
         ) from exc
 
 

@@ -56,10 +56,10 @@ from duetime.destinations.base import (
     check_name,
     check_timeout,
     describe_error,
-    envelope_json,
     url_origin,
 )
 from duetime.destinations.config import check_headers, check_secret, check_webhook_url
+from duetime.destinations.formats import Format, make_format
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_TOLERANCE = 300.0
@@ -142,6 +142,8 @@ class WebhookDestination:
         secret: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
+        format: object = "duetime",
+        ce_source: str | None = None,
         clock: Callable[[], float] = time.time,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -152,6 +154,7 @@ class WebhookDestination:
         self.secret = check_secret(secret)
         self.timeout = check_timeout(timeout)
         self.headers = check_headers(headers)
+        self.format: Format = make_format(format, ce_source=ce_source)
         self._clock = clock
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
@@ -160,11 +163,13 @@ class WebhookDestination:
         return f"WebhookDestination({self.name!r}, {self.shown_url!r})"
 
     async def deliver(self, delivery: Delivery) -> None:
-        """POST the envelope; return on 2xx, raise :class:`DeliveryFailed` otherwise."""
-        body = envelope_json(delivery)
+        """POST the message; return on 2xx, raise :class:`DeliveryFailed` otherwise."""
+        message = self.format.render(delivery, "http")
+        body = message.body
         headers = {
             **self.headers,
-            "Content-Type": "application/json",
+            **message.headers,
+            "Content-Type": message.content_type,
             "Idempotency-Key": delivery.delivery_id,
             "Duetime-Event-Type": delivery.event.type,
             "Duetime-Attempt": str(delivery.event.attempt),

@@ -1,4 +1,4 @@
-"""Sources: schedule requests arriving as broker messages (NATS JetStream, Redis Streams).
+"""Sources: schedule requests arriving as broker messages (NATS JetStream, Redis Streams, Kafka).
 
 A source consumes messages, maps each to a timer (see :mod:`duetime.sources.base` for the
 mappings: a TimerRequest object, seed 003's ScheduleTimer command, seed 004's schedule-event),
@@ -13,8 +13,8 @@ Run sources in a worker process::
     await run_worker_with_sources(app, sources, stop)
 
 or build them from configuration with :func:`parse_sources` and :func:`build_sources`.
-The broker sources live in :mod:`.nats_source` and :mod:`.redis_source` and need
-``duetime[brokers]``; this package imports neither client until one is built.
+The broker sources live in :mod:`.nats_source` and :mod:`.redis_source` (``duetime[brokers]``)
+and :mod:`.kafka_source` (``duetime[kafka]``); this package imports no client until one is built.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ __all__ = [
     "sources_from_json",
 ]
 
-_CLIENT_PACKAGES = {"nats": "nats-py", "redis": "redis"}
+_CLIENT_PACKAGES = {"nats": "nats-py", "redis": "redis", "kafka": "confluent-kafka"}
 MAX_RESTART_DELAY = 30.0
 
 
@@ -74,14 +74,19 @@ def build_source(spec: SourceSpec, app: AsyncApp) -> Source:
             from duetime.sources.nats_source import NatsSource
 
             return NatsSource(app, command=spec.command, name=spec.name, **options)
+        if spec.kind == "kafka":
+            from duetime.sources.kafka_source import KafkaSource
+
+            return KafkaSource(app, command=spec.command, name=spec.name, **options)
         from duetime.sources.redis_source import RedisSource
 
         return RedisSource(app, command=spec.command, name=spec.name, **options)
     except ImportError as exc:
         package = _CLIENT_PACKAGES.get(spec.kind, exc.name or "?")
+        extra = "kafka" if spec.kind == "kafka" else "brokers"
         raise InvalidInput(
             "kind",
-            f"{spec.kind} sources need the {package!r} package: pip install 'duetime[brokers]'",
+            f"{spec.kind} sources need the {package!r} package: pip install 'duetime[{extra}]'",
         ) from exc
 
 

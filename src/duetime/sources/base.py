@@ -25,16 +25,24 @@ A :class:`ScheduleCommand` decodes the body (UTF-8 JSON) and maps it to a
 
 - ``timer`` (default, :class:`TimerRequestMapping`): the body *is* a TimerRequest object,
   ``{"type": ..., "at": ..., "key": ..., "payload": ...}``, as the REST API accepts.
-- ``seed003`` (:class:`ServiceCallTimerMapping`): the ScheduleTimer command
+- ``schedule_timer`` (:class:`ServiceCallTimerMapping`; formerly ``seed003``, still accepted):
+  a service call's ScheduleTimer command
   ``{"tenantId", "serviceCallId", "dueAt"}`` (or ``dueTimeMs``, epoch milliseconds), bare or
   inside an envelope ``{"type": "ScheduleTimer", "tenantId", "payload": {...}}`` → key
   ``"<tenantId>:<serviceCallId>"``, type ``DueTimeReached``, upserted.
-- ``seed004`` (:class:`DelayedNotificationMapping`): the schedule-event
+- ``schedule_event`` (:class:`DelayedNotificationMapping`; formerly ``seed004``, still
+  accepted): a delayed notification's schedule-event
   ``{"id", "executionDate", "userId", ...}`` → key ``"notification:<id>"``, the whole event as
   payload, the optional acceptance window as ``expires_after`` (a notification found due later
   than that is recorded ``expired``, not sent and not silently dropped).
 
 Errors name the field *of the message* (``dueAt``, ``executionDate``), not duetime's own.
+
+Acceptance window
+-----------------
+``accept_within`` (any mapping) refuses a request due further ahead than the window when it
+arrives: it is dead-lettered with the code ``outside_window``, like a malformed message, instead
+of being stored. Left unset (the default), every valid request is kept whatever its due time.
 """
 
 from __future__ import annotations
@@ -61,8 +69,10 @@ log = logging.getLogger("duetime.sources")
 
 M = TypeVar("M")
 
-MappingName = Literal["timer", "seed003", "seed004"]
+MappingName = Literal["timer", "schedule_timer", "schedule_event", "seed003", "seed004"]
 MAPPINGS: tuple[MappingName, ...] = get_args(MappingName)
+ALIASES: Mapping[str, str] = {"seed003": "schedule_timer", "seed004": "schedule_event"}
+"""Earlier names of the mappings, still accepted."""
 ON_CONFLICT: tuple[OnConflict, ...] = ("update", "keep", "error")
 
 MAX_REASON_LENGTH = 1000
@@ -191,7 +201,7 @@ class ServiceCallTimerMapping:
 
     @property
     def name(self) -> str:
-        return "seed003"
+        return "schedule_timer"
 
     def to_request(self, body: JSON) -> TimerRequest:
         command = _object(body, "body")
@@ -261,7 +271,7 @@ class DelayedNotificationMapping:
 
     @property
     def name(self) -> str:
-        return "seed004"
+        return "schedule_event"
 
     def to_request(self, body: JSON) -> TimerRequest:
         event = _object(body, "body")
@@ -351,19 +361,28 @@ def make_mapping(
     """The mapping called ``name``, with its options; options it does not take are errors."""
     if name not in MAPPINGS:
         raise InvalidInput("mapping", f"unknown mapping {name!r}; expected one of {MAPPINGS}")
+    name = ALIASES.get(str(name), name)
     if name == "timer":
         if type is not None:
             raise InvalidInput("type", "the timer mapping takes the type from each message")
     elif type is not None:
         check_type(type)
-    if acceptance_window is not None and name != "seed004":
-        raise InvalidInput("acceptance_window", "only the seed004 mapping has an acceptance window")
+    if acceptance_window is not None and name != "schedule_event":
+        raise InvalidInput(
+            "acceptance_window", "only the schedule_event mapping has an acceptance window"
+        )
     if name == "timer":
         return TimerRequestMapping()
-    if name == "seed003":
+    if name == "schedule_timer":
         return ServiceCallTimerMapping(type or SERVICE_CALL_TYPE)
     window = check_expires_after(acceptance_window, "acceptance_window")
     return DelayedNotificationMapping(type or NOTIFICATION_TYPE, window)
+
+
+class OutsideWindow(InvalidInput):
+    """A request due further ahead than the source's ``accept_within``: refused, dead-lettered."""
+
+    code = "outside_window"
 
 
 # -- the parser -------------------------------------------------------------------------------
@@ -373,10 +392,14 @@ class ScheduleCommand:
 
     mapping: CommandMapping = field(default_factory=TimerRequestMapping)
     on_conflict: OnConflict = "update"
+    accept_within: timedelta | None = None
+    """Refuse (dead-letter as ``outside_window``) requests due further ahead than this."""
 
     def __post_init__(self) -> None:
         if self.on_conflict not in ON_CONFLICT:
             raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
+        if self.accept_within is not None:
+            check_accept_within(self.accept_within)
 
     @classmethod
     def named(
@@ -386,10 +409,12 @@ class ScheduleCommand:
         type: str | None = None,
         acceptance_window: str | float | timedelta | None = None,
         on_conflict: OnConflict = "update",
+        accept_within: str | float | timedelta | None = None,
     ) -> ScheduleCommand:
-        """``ScheduleCommand.named("seed004", acceptance_window="PT5M")``."""
+        """``ScheduleCommand.named("schedule_event", accept_within="PT5M")``."""
         chosen = make_mapping(mapping, type=type, acceptance_window=acceptance_window)
-        return cls(chosen, on_conflict)
+        window = None if accept_within is None else check_accept_within(accept_within)
+        return cls(chosen, on_conflict, window)
 
     @staticmethod
     def decode(data: bytes) -> JSON:
@@ -421,6 +446,13 @@ class ScheduleCommand:
             (timer,) = app.prepare([request])
         except InvalidInput as exc:
             raise renamed(exc, self.mapping.message_field(exc.field or "body")) from None
+        if self.accept_within is not None:
+            ahead = timer.due_at - app.clock.now()
+            if ahead > self.accept_within:
+                raise OutsideWindow(
+                    self.mapping.message_field("at"),
+                    f"due in {ahead}, further ahead than accept_within {self.accept_within}",
+                )
         return timer
 
 
@@ -545,6 +577,14 @@ def check_seconds(
     if not minimum < seconds <= maximum:
         raise InvalidInput(field, f"must be more than {minimum:g} and at most {maximum:g} seconds")
     return seconds
+
+
+def check_accept_within(value: object, field: str = "accept_within") -> timedelta:
+    """How far ahead a request may be due when it arrives: a positive duration."""
+    window = check_expires_after(value, field)
+    if window is None:
+        raise InvalidInput(field, "expected a duration such as 'PT5M'")
+    return window
 
 
 def check_count(value: object, field: str, *, maximum: int = 10_000) -> int:

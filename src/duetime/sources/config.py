@@ -38,15 +38,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from duetime.destinations.base import check_name, check_timeout, redact_url
+from duetime.destinations.base import check_name, check_timeout
 from duetime.destinations.config import check_nats_urls, check_path, check_redis_url
 from duetime.errors import InvalidInput
+from duetime.kafka_options import SECRET_OPTIONS, SECURITY, check_choice, check_servers, check_topic
 from duetime.model import JSON
-from duetime.options import Option, at, check_against
+from duetime.options import Option, at, check_against, parse_named, redacted, split_spec
 from duetime.sources.base import (
     MAPPINGS,
     ON_CONFLICT,
     ScheduleCommand,
+    check_accept_within,
     check_count,
     check_seconds,
     renamed,
@@ -61,10 +63,10 @@ from duetime.sources.checks import (
 )
 from duetime.validation import check_expires_after, check_type
 
-Kind = Literal["nats", "redis"]
+Kind = Literal["nats", "redis", "kafka"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
-_MAPPING_OPTIONS = ("mapping", "type", "acceptance_window", "on_conflict")
+_MAPPING_OPTIONS = ("mapping", "type", "acceptance_window", "on_conflict", "accept_within")
 
 
 def check_bool(value: object, field: str) -> bool:
@@ -109,6 +111,11 @@ def _plain(what: str) -> Callable[[object, str], str]:
     return check
 
 
+def _accept_within(value: object, field: str) -> object:
+    check_accept_within(value, field)
+    return value
+
+
 def _window(value: object, field: str) -> object:
     check_expires_after(value, field)
     return value
@@ -119,6 +126,7 @@ _COMMON: Mapping[str, Option] = {
     "type": Option(check_type),
     "acceptance_window": Option(_window),
     "on_conflict": Option(check_on_conflict),
+    "accept_within": Option(_accept_within),
 }
 
 SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
@@ -153,14 +161,20 @@ SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
         "timeout": Option(check_timeout),
         **_COMMON,
     },
+    "kafka": {
+        "bootstrap_servers": Option(check_servers, required=True),
+        "topic": Option(check_topic, required=True),
+        "group": Option(_plain("consumer group")),
+        "dead_topic": Option(check_topic),
+        "batch": Option(_count(10_000)),
+        "poll_timeout": Option(_seconds(60)),
+        "retry_delay": Option(_seconds(3600)),
+        "start": Option(check_choice(("earliest", "latest"))),
+        "timeout": Option(check_timeout),
+        **_COMMON,
+        **SECURITY,
+    },
 }
-
-
-def check_kind(value: object, field: str = "kind") -> Kind:
-    """A source kind this build knows: ``nats`` or ``redis``."""
-    if value not in KINDS:
-        raise InvalidInput(field, f"unknown source kind {value!r}; expected one of {KINDS}")
-    return value
 
 
 def check_options(kind: Kind, options: Mapping[str, object], path: str = "") -> dict[str, Any]:
@@ -178,6 +192,7 @@ def command_of(options: Mapping[str, Any], path: str = "") -> ScheduleCommand:
             type=options.get("type"),
             acceptance_window=options.get("acceptance_window"),
             on_conflict=options.get("on_conflict", "update"),
+            accept_within=options.get("accept_within"),
         )
     except InvalidInput as exc:
         raise renamed(exc, at(path, exc.field or "mapping")) from None
@@ -194,19 +209,9 @@ class SourceSpec:
     @classmethod
     def from_dict(cls, raw: object, *, name: str | None = None, path: str = "") -> SourceSpec:
         """Parse ``{"kind": ..., <options>}`` (with ``"name"`` unless ``name`` is given)."""
-        if not isinstance(raw, Mapping):
-            raise InvalidInput(path or "source", "expected an object with a 'kind'")
-        if name is None:
-            name = raw.get("name")
-        name = check_name(name, at(path, "name"))
-        if "kind" not in raw:
-            raise InvalidInput(at(path, "kind"), f"is required; one of {KINDS}")
-        kind = check_kind(raw["kind"], at(path, "kind"))
-        options = {k: v for k, v in raw.items() if k not in ("kind", "name")}
-        for key in options:
-            if not isinstance(key, str):
-                raise InvalidInput(path or "source", f"option names are strings, not {key!r}")
-        return cls(kind, name, check_options(kind, options, path))
+        kind, checked_name, options = split_spec(raw, name, path, KINDS, "source", check_name)
+        typed: Kind = kind  # type: ignore[assignment]  # split_spec checked it is one of KINDS
+        return cls(typed, checked_name, check_options(typed, options, path))
 
     @property
     def command(self) -> ScheduleCommand:
@@ -220,12 +225,7 @@ class SourceSpec:
 
     def to_dict(self) -> dict[str, JSON]:
         """The spec as JSON, the shape :meth:`from_dict` reads, with passwords in URLs hidden."""
-        options = dict(self.options)
-        url = options.get("url")
-        if isinstance(url, str):
-            options["url"] = redact_url(url)
-        elif isinstance(url, list):
-            options["url"] = [redact_url(u) for u in url]
+        options = redacted(self.options, SECRET_OPTIONS)
         return {"name": self.name, "kind": self.kind, **options}
 
     def __repr__(self) -> str:
@@ -234,11 +234,8 @@ class SourceSpec:
 
 def parse_sources(raw: object, path: str = "sources") -> dict[str, SourceSpec]:
     """Parse ``{name: {"kind": ..., <options>}, ...}``; errors name ``<path>.<name>.<option>``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidInput(path, "expected an object of source name → source")
-    specs: dict[str, SourceSpec] = {}
-    for name, item in raw.items():
-        field_path = at(path, str(name))
-        check_name(name, field_path)
-        specs[name] = SourceSpec.from_dict(item, name=name, path=field_path)
-    return specs
+
+    def parse(item: object, name: str, field_path: str) -> SourceSpec:
+        return SourceSpec.from_dict(item, name=name, path=field_path)
+
+    return parse_named(raw, path, "source", parse, check_name)
