@@ -84,7 +84,9 @@ class DatabaseClock:
         self._read = read
         self._elapsed = elapsed
         self._wall = wall or (lambda: datetime.now(UTC))
-        self._anchor: tuple[float, datetime] | None = None  # (elapsed at reading, server then)
+        # (elapsed at a reading, the server's clock then as a POSIX timestamp): floats, because
+        # "now" is read a few times a job and a float sum is cheaper than datetime arithmetic.
+        self._anchor: tuple[float, float] | None = None
         self.last: ClockReading | None = None
         """The latest sync (None before one, or when the database uses this machine's clock)."""
 
@@ -96,7 +98,8 @@ class DatabaseClock:
         anchor = self._anchor
         if anchor is None:
             return self._wall()
-        return _bound(anchor, self._elapsed())
+        # Less a microsecond: fromtimestamp rounds to the nearest one, never up past the bound.
+        return datetime.fromtimestamp(_bound(anchor, self._elapsed()) - 1e-6, UTC)
 
     async def sync(self, samples: int = SYNC_SAMPLES) -> ClockReading | None:
         """Read the server's clock ``samples`` times; keep the tightest bound as the anchor."""
@@ -113,7 +116,7 @@ class DatabaseClock:
                 best = (trip, received, server, wall_before + timedelta(seconds=trip / 2))
         assert best is not None
         trip, received, server, wall_midway = best
-        fresh = (received, server)
+        fresh = (received, server.timestamp())
         kept = self._anchor
         if (
             kept is None
@@ -125,11 +128,11 @@ class DatabaseClock:
         return self.last
 
 
-def _bound(anchor: tuple[float, datetime], elapsed: float) -> datetime:
-    """The server's clock at ``elapsed``, at least: the anchor's reading plus the time since,
-    less the most this machine's clock may have gained meanwhile."""
+def _bound(anchor: tuple[float, float], elapsed: float) -> float:
+    """The server's clock at ``elapsed``, at least (a POSIX timestamp): the anchor's reading
+    plus the time since, less the most this machine's clock may have gained meanwhile."""
     since, server = anchor
-    return server + timedelta(seconds=(elapsed - since) * (1 - MAX_DRIFT))
+    return server + (elapsed - since) * (1 - MAX_DRIFT)
 
 
 def is_real(clock: Clock) -> bool:
