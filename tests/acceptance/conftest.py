@@ -129,6 +129,15 @@ def greet(event):
 @app.handler("doomed")
 def doomed(event):
     raise Dead("this one never works")
+
+
+def look_up(payload):
+    return payload["missing"]
+
+
+@app.handler("broken")
+def broken(event):
+    look_up(event.payload)
 """
 
 

@@ -198,3 +198,19 @@ def test_an_unknown_event_loop_is_refused_by_name(
     assert error["field"] == "DUETIME_EVENT_LOOP"
     assert "auto, asyncio, uvloop" in error["message"]
     assert not cli.db_path.exists()  # refused before anything was opened
+
+
+def test_show_prints_the_traceback_of_a_failed_attempt(cli: Cli, app_module: str) -> None:
+    request = {"type": "broken", "delay": 0, "key": "b1", "payload": {}, "max_attempts": 1}
+    cli.ok("schedule", "--from-file", "-", input=jsonl(request))
+    assert cli.ok("tick", "--app", app_module)["outcomes"] == {"dead": 1}
+    (attempt,) = cli.ok("show", "b1")["attempts"]
+    assert attempt["error"] == "gave up after 1 attempts: KeyError: 'missing'"
+    trace = attempt["traceback"]
+    assert trace.startswith("Traceback (most recent call last):")
+    assert 'userapp.py", line' in trace
+    assert "in look_up" in trace
+    assert trace.endswith("KeyError: 'missing'\n")
+    human = cli("show", "b1").stdout
+    assert "traceback of attempt 1:" in human
+    assert "in look_up" in human

@@ -197,6 +197,18 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
     return table
 
 
+def print_last_traceback(console: Console, attempts: Sequence[Attempt]) -> None:
+    """The newest failed attempt's traceback, where the on-call engineer looks first (every
+    attempt's is in ``--json``)."""
+    failed = [a for a in attempts if a.traceback]
+    if not failed:
+        return
+    last = failed[-1]
+    earlier = f" ({len(failed) - 1} earlier in --json)" if len(failed) > 1 else ""
+    console.print(f"traceback of attempt {last.number}{earlier}:", style="bold")
+    console.out(last.traceback or "", end="")
+
+
 def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
     from rich.table import Table
 
