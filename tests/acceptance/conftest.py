@@ -114,6 +114,7 @@ def cli(tmp_path: Path) -> Cli:
 
 APP_MODULE = """
 import os
+import threading
 
 from duetime import App, Dead
 
@@ -138,6 +139,13 @@ def look_up(payload):
 @app.handler("broken")
 def broken(event):
     look_up(event.payload)
+
+
+@app.handler("stuck")
+def stuck(event):
+    with open(os.environ["DUETIME_TEST_OUT"], "a") as out:
+        out.write(event.key + "\\n")
+    threading.Event().wait()  # a call that never returns
 """
 
 

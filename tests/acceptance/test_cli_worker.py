@@ -214,3 +214,22 @@ def test_show_prints_the_traceback_of_a_failed_attempt(cli: Cli, app_module: str
     human = cli("show", "b1").stdout
     assert "traceback of attempt 1:" in human
     assert "in look_up" in human
+
+
+def test_a_blocked_sync_handler_does_not_hold_exit_past_shutdown_grace(
+    cli: Cli, app_module: str
+) -> None:
+    env = {"DUETIME_SHUTDOWN_GRACE": "0.5"}
+    with running(cli, "worker", "--app", app_module, "--json", env=env) as worker:
+        cli.ok("schedule", "stuck", "--delay", "0", "--key", "s1")
+        wait_for(lambda: handled(cli) == ["s1"])
+        worker.send_signal(signal.SIGTERM)
+        # the handler never returns: without the grace, this would wait forever
+        stdout, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 0, stderr
+    assert json.loads(stdout)["outcomes"] == {"retry": 1}
+    timer = cli.ok("show", "s1")["timer"]
+    assert (timer["status"], timer["last_error"]) == (
+        "retrying",
+        "worker shut down before the handler finished",
+    )
