@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -233,3 +236,51 @@ def test_a_blocked_sync_handler_does_not_hold_exit_past_shutdown_grace(
         "retrying",
         "worker shut down before the handler finished",
     )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_a_worker_serves_its_metrics_and_health(cli: Cli, app_module: str) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"DUETIME_METRICS_PORT": str(port)}
+    with running(cli, "worker", "--app", app_module, env=env) as worker:
+        cli.ok("schedule", "greet", "--delay", "0", "--key", "g1")
+        cli.ok("schedule", "greet", "--delay", "PT1H", "--key", "later")
+        wait_for(lambda: handled(cli) == ["g1"], timeout=30.0)
+
+        def scraped() -> str:
+            try:
+                return get(f"{base}/metrics")[1]
+            except OSError:  # not listening yet
+                return ""
+
+        done = 'duetime_attempts_total{namespace="default",outcome="done",type="greet"} 1.0'
+        wait_for(lambda: done in scraped())
+        text = scraped()
+        assert 'duetime_handler_duration_seconds_count{namespace="default",type="greet"} 1.0' in (
+            text
+        )
+        assert 'duetime_attempts_in_flight{namespace="default"} 0.0' in text
+        assert 'duetime_timers{namespace="default",status="scheduled"} 1.0' in text
+        assert 'duetime_oldest_overdue_seconds{namespace="default"} 0.0' in text
+        assert "_created" not in text
+        assert get(f"{base}/healthz") == (200, '{"status": "ok"}')
+        assert get(f"{base}/readyz") == (200, '{"status": "ok"}')
+        assert get(f"{base}/nope")[0] == 404
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=15)
+    assert worker.returncode == 0
