@@ -60,7 +60,7 @@ def test_worker_fires_timers_and_stops_cleanly_on_sigterm(
         assert cli.ok("schedule", "--from-file", "-", input=jsonl(*requests))["created"] == 5
         wait_for(lambda: len(handled(cli)) == 5)
 
-        nodes = cli.ok("nodes")["nodes"]
+        nodes = cli.ok("nodes")["items"]
         assert [(n["pid"], n["alive"], n["role"]) for n in nodes] == [(worker.pid, True, "worker")]
         table = cli("nodes")
         assert "alive" in table.stdout
@@ -75,17 +75,17 @@ def test_worker_fires_timers_and_stops_cleanly_on_sigterm(
     assert sorted(handled(cli)) == keys
     done = cli.ok("ls", "--status", "done")["items"]
     assert sorted(t["key"] for t in done) == keys
-    assert cli.ok("nodes")["nodes"] == []  # deregistered on the way out
+    assert cli.ok("nodes")["items"] == []  # deregistered on the way out
 
 
 def test_nodes_shows_a_killed_worker_as_stale(cli: Cli, app_module: str) -> None:
     with running(cli, "worker", "--app", app_module) as worker:
-        wait_for(lambda: bool(cli.ok("nodes")["nodes"]), timeout=30.0)
+        wait_for(lambda: bool(cli.ok("nodes")["items"]), timeout=30.0)
         worker.kill()
         worker.communicate()
     short_lease = {"DUETIME_LEASE": "0.3", "DUETIME_HEARTBEAT": "0.1"}
     time.sleep(0.4)
-    (node,) = cli.ok("nodes", env=short_lease)["nodes"]
+    (node,) = cli.ok("nodes", env=short_lease)["items"]
     assert (node["pid"], node["alive"]) == (worker.pid, False)
     assert "stale" in cli("nodes", env=short_lease).stdout
 

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import click
-from rich.table import Table
 
 from duetime import eventloop
 from duetime.auth import (
@@ -103,12 +102,12 @@ def list_tokens(include_revoked: bool) -> None:
 
     found = run_tokens(action)
     if config().json:
-        output.emit_json({"tokens": [info.to_dict() for info in found]})
+        output.emit_json({"items": [info.to_dict() for info in found]})
         return
     if not found:
         output.stdout().print("no tokens")
         return
-    table = Table()
+    table = output.new_table()
     for column in ("id", "name", "namespaces", "access", "created", "last used", "state"):
         table.add_column(column, overflow="fold")
     for info in found:
