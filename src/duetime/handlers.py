@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
@@ -11,6 +10,7 @@ from typing import Any
 
 from duetime.model import JSON, Timer, iso
 from duetime.routes import HANDLER, event_key
+from duetime.threads import HANDLER_THREADS
 from duetime.validation import check_type
 
 
@@ -160,7 +160,7 @@ class Handler:
     async def __call__(self, event: Event) -> Any:
         if self.is_async:
             return await self.func(event)
-        return await asyncio.to_thread(self.func, event)
+        return await HANDLER_THREADS.run(self.func, event)
 
 
 class HandlerRegistry:

@@ -3,21 +3,27 @@
 :class:`Metrics` owns a private :class:`~prometheus_client.CollectorRegistry` (never the global
 one, so several apps or tests in one process do not collide) and is a
 :class:`~duetime.worker.WorkerObserver`: append it to ``app.observers`` before starting a worker.
-The pending and dead gauges come from ``count_by_status`` snapshots taken at scrape time.
+The by-status and overdue gauges come from database snapshots taken at scrape time, so any
+process (an API without workers, one worker of many) exports the same figures. Each metric is
+listed in docs/operating.md#metrics.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, cast
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -28,6 +34,7 @@ from duetime.model import JSON, Outcome, Status, Timer
 
 if TYPE_CHECKING:
     from duetime.sources.base import Source, SourceStats
+    from duetime.store.protocol import Store
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -56,24 +63,46 @@ LATENESS_BUCKETS = (
 
 CLAIM_SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 CLAIM_SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+HANDLER_SECONDS_BUCKETS = (0.0005, *LATENESS_BUCKETS[: LATENESS_BUCKETS.index(300.0) + 1])
+"""From half a millisecond (a no-op) to 5 minutes (a long job)."""
 
-_OUTCOME_COUNTERS = {
-    Outcome.DONE: "done",
-    Outcome.RETRY: "retried",
-    Outcome.DEAD: "dead",
-    Outcome.EXPIRED: "expired",
-    Outcome.CANCELLED: "cancelled",
-    Outcome.SNOOZED: "snoozed",
-}
+# No ``_created`` series: they double a scrape and say nothing a counter's reset does not.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-class _StatusGauges(Collector):
-    """Pending and dead timers per namespace, from the latest ``count_by_status`` snapshot."""
+@dataclass
+class DatabaseSnapshot:
+    """What the database says of one namespace, read at scrape time (any process can)."""
+
+    counts: Mapping[Status, int]
+    oldest_due: datetime | None = None
+    """The earliest ``run_at`` of pending work (overdue when before the snapshot's now)."""
+    now: datetime | None = None
+
+
+async def read_snapshot(store: Store, clock: Clock, namespace: str) -> DatabaseSnapshot:
+    """One namespace's snapshot: its counts by status and its earliest pending run time (one
+    probe of the claim index)."""
+    counts = await store.count_by_status(namespace)
+    oldest = await store.next_run_at(namespace, None)
+    return DatabaseSnapshot(counts, oldest, clock.now())
+
+
+class _DatabaseGauges(Collector):
+    """Timers by status and the age of the oldest overdue one, per namespace, and this
+    process's clock offset to the database: read when a scrape comes, not counted in memory,
+    so every process exports the same figures whichever ran the work."""
 
     def __init__(self) -> None:
-        self.snapshot: dict[str, dict[Status, int]] = {}
+        self.snapshot: dict[str, DatabaseSnapshot] = {}
+        self.clock: DatabaseClock | None = None
 
     def collect(self) -> Iterable[Metric]:
+        by_status = GaugeMetricFamily(
+            "duetime_timers",
+            "Timers in the hot table by status (finished ones until archived or deleted)",
+            labels=["namespace", "status"],
+        )
         pending = GaugeMetricFamily(
             "duetime_pending_timers",
             "Timers waiting to fire (scheduled or retrying)",
@@ -82,11 +111,32 @@ class _StatusGauges(Collector):
         dead = GaugeMetricFamily(
             "duetime_dead_timers", "Timers in the dead-letter queue now", labels=["namespace"]
         )
-        for namespace, counts in sorted(self.snapshot.items()):
+        overdue = GaugeMetricFamily(
+            "duetime_oldest_overdue_seconds",
+            "How long the oldest due but unclaimed timer has waited (0 when none is overdue)",
+            labels=["namespace"],
+        )
+        for namespace, snap in sorted(self.snapshot.items()):
+            counts = snap.counts
+            for status in Status:
+                by_status.add_metric([namespace, status.value], counts.get(status, 0))
             waiting = counts.get(Status.SCHEDULED, 0) + counts.get(Status.RETRYING, 0)
             pending.add_metric([namespace], waiting)
             dead.add_metric([namespace], counts.get(Status.DEAD, 0))
-        return [pending, dead]
+            age = 0.0
+            if snap.oldest_due is not None and snap.now is not None:
+                age = max((snap.now - snap.oldest_due).total_seconds(), 0.0)
+            overdue.add_metric([namespace], age)
+        families: list[Metric] = [by_status, pending, dead, overdue]
+        offset = self.clock.offset if self.clock is not None else None
+        if offset is not None:
+            clock = GaugeMetricFamily(
+                "duetime_clock_offset_seconds",
+                "How far this machine's clock is behind the database's (negative: ahead)",
+            )
+            clock.add_metric([], offset.total_seconds())
+            families.append(clock)
+        return families
 
     def describe(self) -> Iterable[Metric]:
         return self.collect()
@@ -134,25 +184,20 @@ class _SourceCounters(Collector):
         return self.collect()
 
 
-class _ClockGauge(Collector):
-    """This process's wall clock against the database's, as its clock read it last."""
+class _TypeChildren:
+    """The labelled children one (namespace, type) feeds on every attempt, looked up once:
+    ``labels()`` costs more than the increment itself."""
 
-    def __init__(self) -> None:
-        self.clock: DatabaseClock | None = None
+    __slots__ = ("duration", "in_flight", "lateness", "outcomes", "started")
 
-    def collect(self) -> Iterable[Metric]:
-        gauge = GaugeMetricFamily(
-            "duetime_clock_offset_seconds",
-            "The database's clock minus this machine's wall clock at the last sync (positive: "
-            "this machine is behind); due times and leases follow the database either way",
-        )
-        offset = None if self.clock is None else self.clock.offset
-        if offset is not None:
-            gauge.add_metric([], offset.total_seconds())
-        yield gauge
-
-    def describe(self) -> Iterable[Metric]:
-        return self.collect()
+    def __init__(self, metrics: Metrics, namespace: str, type: str) -> None:
+        self.started = metrics.started_total.labels(namespace, type)
+        self.lateness = metrics.lateness.labels(namespace, type)
+        self.duration = metrics.handler_seconds.labels(namespace, type)
+        self.in_flight = metrics.in_flight.labels(namespace)
+        self.outcomes = {
+            outcome: metrics.attempts.labels(namespace, type, outcome.value) for outcome in Outcome
+        }
 
 
 class Metrics:
@@ -161,18 +206,22 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         labels = ["namespace", "type"]
-        self.counters: dict[str, Counter] = {
-            name: Counter(
-                f"duetime_timers_{name}",
-                f"Timer attempts that ended {name}",
-                labels,
-                registry=self.registry,
-            )
-            for name in ("done", "retried", "dead", "expired", "cancelled", "snoozed")
-        }
-        self.fired = Counter(
-            "duetime_timers_fired",
+        self.attempts = Counter(
+            "duetime_attempts",
+            "Attempts that ended, by outcome (done, retry, dead, expired, cancelled, snoozed, "
+            "lost, released, fanned_out)",
+            [*labels, "outcome"],
+            registry=self.registry,
+        )
+        self.started_total = Counter(
+            "duetime_attempts_started",
             "Attempts started: a handler was given the timer",
+            labels,
+            registry=self.registry,
+        )
+        self.cancelled_by_request = Counter(
+            "duetime_cancelled_by_request",
+            "Pending timers cancelled by a request (API, CLI or App.cancel through the API)",
             labels,
             registry=self.registry,
         )
@@ -181,6 +230,25 @@ class Metrics:
             "How late an attempt started: start time minus due time",
             labels,
             buckets=LATENESS_BUCKETS,
+            registry=self.registry,
+        )
+        self.handler_seconds = Histogram(
+            "duetime_handler_duration_seconds",
+            "How long a handler ran, from its start to its outcome",
+            labels,
+            buckets=HANDLER_SECONDS_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "duetime_attempts_in_flight",
+            "Handlers running now in this process",
+            ["namespace"],
+            registry=self.registry,
+        )
+        self.destinations = Counter(
+            "duetime_destination_deliveries",
+            "Deliveries to a destination that ended, by outcome",
+            ["namespace", "destination", "outcome"],
             registry=self.registry,
         )
         self.claim_size = Histogram(
@@ -192,17 +260,26 @@ class Metrics:
         )
         self.claim_seconds = Histogram(
             "duetime_claim_duration_seconds",
-            "How long one claim of due timers took",
+            "How long one claim of due timers took (its database round trip)",
             ["namespace"],
             buckets=CLAIM_SECONDS_BUCKETS,
             registry=self.registry,
         )
-        self._gauges = _StatusGauges()
+        self._gauges = _DatabaseGauges()
         self.registry.register(self._gauges)
         self._sources = _SourceCounters()
         self.registry.register(self._sources)
-        self._clock = _ClockGauge()
-        self.registry.register(self._clock)
+        self._children: dict[str, dict[str, _TypeChildren]] = {}
+        self._running: dict[int, float] = {}  # timer id → when its handler started
+
+    def _of(self, timer: Timer) -> _TypeChildren:
+        by_type = self._children.get(timer.namespace)
+        if by_type is None:
+            by_type = self._children[timer.namespace] = {}
+        children = by_type.get(timer.type)
+        if children is None:
+            children = by_type[timer.type] = _TypeChildren(self, timer.namespace, timer.type)
+        return children
 
     # -- WorkerObserver ---------------------------------------------------------------------
     def claimed(self, namespace: str, count: int, seconds: float) -> None:
@@ -210,28 +287,39 @@ class Metrics:
         self.claim_seconds.labels(namespace).observe(max(seconds, 0.0))
 
     def started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
-        self.fired.labels(timer.namespace, timer.type).inc()
-        self.lateness.labels(timer.namespace, timer.type).observe(
-            max(lateness.total_seconds(), 0.0)
-        )
+        children = self._of(timer)
+        children.started.inc()
+        children.lateness.observe(max(lateness.total_seconds(), 0.0))
+        children.in_flight.inc()
+        self._running[timer.id] = time.perf_counter()
 
     def finished(self, timer: Timer, outcome: Outcome) -> None:
-        name = _OUTCOME_COUNTERS.get(outcome)
-        if name is not None:
-            self.counters[name].labels(timer.namespace, timer.type).inc()
+        children = self._of(timer)
+        children.outcomes[outcome].inc()
+        began = self._running.pop(timer.id, None)
+        if began is not None:  # a handler ran (not: expired, no handler, released unstarted)
+            children.duration.observe(time.perf_counter() - began)
+            children.in_flight.dec()
+        if timer.destination is not None:
+            self.destinations.labels(timer.namespace, timer.destination, outcome.value).inc()
 
     # -- other sources ----------------------------------------------------------------------
     def cancelled(self, namespace: str, type: str) -> None:
-        """A cancel by request (API or CLI), counted with the handlers' cancellations."""
-        self.counters["cancelled"].labels(namespace, type).inc()
+        """A cancel by request (API or CLI)."""
+        self.cancelled_by_request.labels(namespace, type).inc()
 
     def set_counts(self, counts: Mapping[str, Mapping[Status, int]]) -> None:
-        """Replace the pending/dead snapshot (call right before rendering a scrape)."""
-        self._gauges.snapshot = {ns: dict(by_status) for ns, by_status in counts.items()}
+        """Replace the by-status snapshot (call right before rendering a scrape)."""
+        self.set_snapshot({ns: DatabaseSnapshot(dict(c)) for ns, c in counts.items()})
+
+    def set_snapshot(self, snapshot: Mapping[str, DatabaseSnapshot]) -> None:
+        """Replace what the database said (call right before rendering a scrape)."""
+        self._gauges.snapshot = dict(snapshot)
 
     def watch_clock(self, clock: Clock) -> None:
-        """Export the offset ``clock`` measures, when it is the database's."""
-        self._clock.clock = clock if isinstance(clock, DatabaseClock) else None
+        """Export ``clock``'s offset to the database, when it is a database clock."""
+        if isinstance(clock, DatabaseClock):
+            self._gauges.clock = clock
 
     def watch_sources(self, sources: Iterable[Source]) -> None:
         """Export the message counts of ``sources`` (one without ``stats`` is skipped)."""

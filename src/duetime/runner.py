@@ -23,6 +23,7 @@ from duetime.worker import Worker, WorkerStats
 
 if TYPE_CHECKING:
     from duetime.app import AsyncApp
+    from duetime.metrics import Metrics
     from duetime.sources import Source
 
 log = logging.getLogger("duetime.runner")
@@ -124,6 +125,17 @@ class Runner:
             raise errors[0]
 
 
+def _observed(app: AsyncApp, sources: Sequence[Source]) -> Metrics:
+    """Metrics fed by ``app``'s workers (made after this) and ``sources``."""
+    from duetime.metrics import Metrics
+
+    metrics = Metrics()
+    app.observers.append(metrics)
+    metrics.watch_clock(app.clock)
+    metrics.watch_sources(sources)
+    return metrics
+
+
 def _failure(result: object) -> BaseException | None:
     """The error a task ended with, if it failed (being cancelled is not failing)."""
     if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
@@ -139,15 +151,29 @@ def _log_failure(task: asyncio.Task[None]) -> None:
 
 
 def run_process(
-    app: AsyncApp, *, sources: Sequence[Source] = (), node_id: str | None = None
+    app: AsyncApp,
+    *,
+    sources: Sequence[Source] = (),
+    node_id: str | None = None,
+    metrics: tuple[str, int] | None = None,
 ) -> WorkerStats:
     """Run ``app``'s worker (and ``sources``) in this thread until SIGINT or SIGTERM; in-flight
-    work is finished first. Returns what the worker did."""
+    work is finished first. Returns what the worker did. ``metrics`` (host, port) serves the
+    process's metrics and health there (:mod:`duetime.metrics_http`)."""
 
     async def main() -> WorkerStats:
         await app.open()
+        served = None if metrics is None else _observed(app, sources)
         worker = app.worker(node_id=node_id)
-        runner = Runner([worker], sources=sources, sources_app=app if sources else None)
+        services: list[Service] = []
+        if served is not None and metrics is not None:
+            from duetime.metrics_http import MetricsServer
+
+            host, port = metrics
+            services.append(MetricsServer(app, served, host, port, alive=lambda: worker.running))
+        runner = Runner(
+            [worker], sources=sources, sources_app=app if sources else None, services=services
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         installed = []

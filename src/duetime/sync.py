@@ -7,6 +7,7 @@ One thin wrapper instead of twin ``x``/``x_async`` methods: every method of ``Ap
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
@@ -67,7 +68,10 @@ def _blocking(
         return self._portal.call(run())
 
     call.__name__ = method.__name__
+    call.__qualname__ = f"App.{method.__name__}"
     call.__doc__ = method.__doc__
+    # help() and editors show the async method's parameters, not (*args, **kwargs)
+    call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
     return call
 
 

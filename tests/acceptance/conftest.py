@@ -114,6 +114,7 @@ def cli(tmp_path: Path) -> Cli:
 
 APP_MODULE = """
 import os
+import threading
 
 from duetime import App, Dead
 
@@ -129,6 +130,22 @@ def greet(event):
 @app.handler("doomed")
 def doomed(event):
     raise Dead("this one never works")
+
+
+def look_up(payload):
+    return payload["missing"]
+
+
+@app.handler("broken")
+def broken(event):
+    look_up(event.payload)
+
+
+@app.handler("stuck")
+def stuck(event):
+    with open(os.environ["DUETIME_TEST_OUT"], "a") as out:
+        out.write(event.key + "\\n")
+    threading.Event().wait()  # a call that never returns
 """
 
 

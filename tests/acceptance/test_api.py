@@ -219,8 +219,9 @@ def test_stats_and_metrics_report_what_the_worker_did(client: httpx.Client) -> N
     assert stats["lateness"]["buckets"][-1]["le"] is None
 
     text = client.get("/metrics").text
-    assert 'duetime_timers_fired_total{namespace="shop",type="followup.email"}' in text
-    assert 'duetime_timers_done_total{namespace="shop",type="followup.email"}' in text
+    assert 'duetime_attempts_started_total{namespace="shop",type="followup.email"}' in text
+    assert 'duetime_attempts_total{namespace="shop",outcome="done",type="followup.email"}' in text
+    assert 'duetime_oldest_overdue_seconds{namespace="shop"}' in text
     assert 'duetime_lateness_seconds_bucket{le="0.001",namespace="shop"' in text
     assert 'duetime_claim_batch_size_count{namespace="shop"}' in text
     assert 'duetime_claim_duration_seconds_count{namespace="shop"}' in text

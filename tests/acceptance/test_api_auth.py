@@ -144,7 +144,7 @@ def test_a_revoked_token_is_refused_at_once(secured: tuple[Server, Tokens]) -> N
         assert client.get("/v1/namespaces/beta/timers").status_code == 200
         listed = server.cli("tokens", "ls", "--json")
         assert listed.returncode == 0, listed.stderr
-        listing = json.loads(listed.stdout)["tokens"]
+        listing = json.loads(listed.stdout)["items"]
         token_id = max(t["id"] for t in listing)
         assert next(t for t in listing if t["id"] == token_id)["last_used_at"] is not None
         revoked = server.cli("tokens", "revoke", str(token_id), "--json")

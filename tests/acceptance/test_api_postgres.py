@@ -53,12 +53,12 @@ def test_tokens_create_ls_revoke_on_postgres(pg_server: Server) -> None:
     assert (created["namespaces"], created["name"], created["read_only"]) == (["shop"], "ci", False)
     listed = tokens_cli(pg_server, "ls")
     assert isinstance(listed, dict)
-    assert [t["id"] for t in listed["tokens"]] == [created["id"]]
-    assert "token" not in listed["tokens"][0]
+    assert [t["id"] for t in listed["items"]] == [created["id"]]
+    assert "token" not in listed["items"][0]
     revoked = tokens_cli(pg_server, "revoke", str(created["id"]))
     assert isinstance(revoked, dict)
     assert revoked["revoked_at"] is not None
-    assert tokens_cli(pg_server, "ls") == {"tokens": []}
+    assert tokens_cli(pg_server, "ls") == {"items": []}
     again = pg_server.cli("tokens", "revoke", str(created["id"]), "--json")
     assert again.returncode != 0
     assert json.loads(again.stderr.splitlines()[-1])["code"] == "conflict"
@@ -88,6 +88,6 @@ def test_serve_on_postgres_with_a_token_fires_a_timer(pg_server: Server) -> None
         assert client.get("/v1/namespaces").json()["items"] == ["shop"]
     listed = tokens_cli(pg_server, "ls")
     assert isinstance(listed, dict)
-    used = {t["id"]: t["last_used_at"] for t in listed["tokens"]}
+    used = {t["id"]: t["last_used_at"] for t in listed["items"]}
     assert all(value is not None for value in used.values()), used
     assert pg_server.stop() == 0, pg_server.log()

@@ -93,12 +93,14 @@ def test_a_worker_with_an_app_and_routes_fans_out_and_shows_its_subscriptions(
         },
     )
     with running(cli, "worker", "--app", app_module, "--routes", routes) as worker:
-        wait_for(lambda: bool(cli.ok("nodes")["nodes"]))
-        (node,) = cli.ok("nodes")["nodes"]
+        wait_for(lambda: bool(cli.ok("nodes")["items"]))
+        (node,) = cli.ok("nodes")["items"]
         assert node["pid"] == worker.pid
         assert node["subscriptions"] == [
+            {"namespace": "default", "type": "broken", "to": ["handler"]},
             {"namespace": "default", "type": "doomed", "to": ["handler"]},
             {"namespace": "default", "type": "greet", "to": ["handler"]},
+            {"namespace": "default", "type": "stuck", "to": ["handler"]},
             {"namespace": "default", "type": "*", "to": ["audit"]},
         ]
         assert "greet → handler" in cli("nodes").stdout

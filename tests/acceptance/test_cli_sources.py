@@ -113,7 +113,7 @@ def test_a_bad_sources_file_is_refused_before_anything_runs(
     (cli.cwd / "sources.json").write_text(content)
     error = cli.fails("worker", "--app", app_module, "--sources", "sources.json", code=2)
     assert error["field"] == field
-    assert cli.ok("nodes")["nodes"] == []  # no worker ever started
+    assert cli.ok("nodes")["items"] == []  # no worker ever started
 
 
 def test_a_missing_sources_file_names_the_option(cli: Cli, app_module: str) -> None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -57,7 +60,7 @@ def test_worker_fires_timers_and_stops_cleanly_on_sigterm(
         assert cli.ok("schedule", "--from-file", "-", input=jsonl(*requests))["created"] == 5
         wait_for(lambda: len(handled(cli)) == 5)
 
-        nodes = cli.ok("nodes")["nodes"]
+        nodes = cli.ok("nodes")["items"]
         assert [(n["pid"], n["alive"], n["role"]) for n in nodes] == [(worker.pid, True, "worker")]
         table = cli("nodes")
         assert "alive" in table.stdout
@@ -72,17 +75,17 @@ def test_worker_fires_timers_and_stops_cleanly_on_sigterm(
     assert sorted(handled(cli)) == keys
     done = cli.ok("ls", "--status", "done")["items"]
     assert sorted(t["key"] for t in done) == keys
-    assert cli.ok("nodes")["nodes"] == []  # deregistered on the way out
+    assert cli.ok("nodes")["items"] == []  # deregistered on the way out
 
 
 def test_nodes_shows_a_killed_worker_as_stale(cli: Cli, app_module: str) -> None:
     with running(cli, "worker", "--app", app_module) as worker:
-        wait_for(lambda: bool(cli.ok("nodes")["nodes"]), timeout=30.0)
+        wait_for(lambda: bool(cli.ok("nodes")["items"]), timeout=30.0)
         worker.kill()
         worker.communicate()
     short_lease = {"DUETIME_LEASE": "0.3", "DUETIME_HEARTBEAT": "0.1"}
     time.sleep(0.4)
-    (node,) = cli.ok("nodes", env=short_lease)["nodes"]
+    (node,) = cli.ok("nodes", env=short_lease)["items"]
     assert (node["pid"], node["alive"]) == (worker.pid, False)
     assert "stale" in cli("nodes", env=short_lease).stdout
 
@@ -199,3 +202,86 @@ def test_an_unknown_event_loop_is_refused_by_name(
     assert error["field"] == "DUETIME_EVENT_LOOP"
     assert "auto, asyncio, uvloop" in error["message"]
     assert not cli.db_path.exists()  # refused before anything was opened
+
+
+def test_show_prints_the_traceback_of_a_failed_attempt(cli: Cli, app_module: str) -> None:
+    request = {"type": "broken", "delay": 0, "key": "b1", "payload": {}, "max_attempts": 1}
+    cli.ok("schedule", "--from-file", "-", input=jsonl(request))
+    assert cli.ok("tick", "--app", app_module)["outcomes"] == {"dead": 1}
+    (attempt,) = cli.ok("show", "b1")["attempts"]
+    assert attempt["error"] == "gave up after 1 attempts: KeyError: 'missing'"
+    trace = attempt["traceback"]
+    assert trace.startswith("Traceback (most recent call last):")
+    assert 'userapp.py", line' in trace
+    assert "in look_up" in trace
+    assert trace.endswith("KeyError: 'missing'\n")
+    human = cli("show", "b1").stdout
+    assert "traceback of attempt 1:" in human
+    assert "in look_up" in human
+
+
+def test_a_blocked_sync_handler_does_not_hold_exit_past_shutdown_grace(
+    cli: Cli, app_module: str
+) -> None:
+    env = {"DUETIME_SHUTDOWN_GRACE": "0.5"}
+    with running(cli, "worker", "--app", app_module, "--json", env=env) as worker:
+        cli.ok("schedule", "stuck", "--delay", "0", "--key", "s1")
+        wait_for(lambda: handled(cli) == ["s1"])
+        worker.send_signal(signal.SIGTERM)
+        # the handler never returns: without the grace, this would wait forever
+        stdout, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 0, stderr
+    assert json.loads(stdout)["outcomes"] == {"retry": 1}
+    timer = cli.ok("show", "s1")["timer"]
+    assert (timer["status"], timer["last_error"]) == (
+        "retrying",
+        "worker shut down before the handler finished",
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_a_worker_serves_its_metrics_and_health(cli: Cli, app_module: str) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"DUETIME_METRICS_PORT": str(port)}
+    with running(cli, "worker", "--app", app_module, env=env) as worker:
+        cli.ok("schedule", "greet", "--delay", "0", "--key", "g1")
+        cli.ok("schedule", "greet", "--delay", "PT1H", "--key", "later")
+        wait_for(lambda: handled(cli) == ["g1"], timeout=30.0)
+
+        def scraped() -> str:
+            try:
+                return get(f"{base}/metrics")[1]
+            except OSError:  # not listening yet
+                return ""
+
+        done = 'duetime_attempts_total{namespace="default",outcome="done",type="greet"} 1.0'
+        wait_for(lambda: done in scraped())
+        text = scraped()
+        assert 'duetime_handler_duration_seconds_count{namespace="default",type="greet"} 1.0' in (
+            text
+        )
+        assert 'duetime_attempts_in_flight{namespace="default"} 0.0' in text
+        assert 'duetime_timers{namespace="default",status="scheduled"} 1.0' in text
+        assert 'duetime_oldest_overdue_seconds{namespace="default"} 0.0' in text
+        assert "_created" not in text
+        assert get(f"{base}/healthz") == (200, '{"status": "ok"}')
+        assert get(f"{base}/readyz") == (200, '{"status": "ok"}')
+        assert get(f"{base}/nope")[0] == 404
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=15)
+    assert worker.returncode == 0

@@ -39,7 +39,16 @@ async def finish(store: Store, key: str, outcome: Outcome, at: timedelta = timed
     (claimed,) = await store.claim_due("ns", [timer.type], NOW + at, 1, "n1", LEASE + at)
     run_at = NOW + at + timedelta(minutes=1) if outcome is Outcome.RETRY else None
     lost = await store.finish(
-        [Finish(timer.id, claimed.attempt, outcome, error=f"{outcome}!", run_at=run_at)],
+        [
+            Finish(
+                timer.id,
+                claimed.attempt,
+                outcome,
+                error=f"{outcome}!",
+                run_at=run_at,
+                traceback=None if outcome is Outcome.DONE else f"Traceback: {outcome}\n",
+            )
+        ],
         "n1",
         NOW + at + timedelta(seconds=1),
     )

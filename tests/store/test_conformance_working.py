@@ -210,7 +210,9 @@ async def test_retry_then_next_attempt(store: Store) -> None:
     await store.put_timers([new_timer("a")], "error", NOW)
     claimed = await claim_one(store, "a")
     retry_at = NOW + timedelta(minutes=1)
-    await store.finish([Finish(claimed.timer.id, 1, Outcome.RETRY, "boom", retry_at)], "n1", SOON)
+    trace = "Traceback (most recent call last):\n  ...\nValueError: boom\n"
+    retried = Finish(claimed.timer.id, 1, Outcome.RETRY, "boom", retry_at, traceback=trace)
+    await store.finish([retried], "n1", SOON)
     timer = await store.get_timer("ns", "a")
     assert timer is not None
     assert (timer.status, timer.attempts, timer.last_error) == (Status.RETRYING, 1, "boom")
@@ -222,9 +224,9 @@ async def test_retry_then_next_attempt(store: Store) -> None:
     assert again.attempt == 2
     assert again.timer.fired_at == NOW  # the first firing
     history = await store.list_attempts(timer.id)
-    assert [(a.number, a.node_id, a.outcome, a.error) for a in history] == [
-        (1, "n1", Outcome.RETRY, "boom"),
-        (2, "n2", None, None),
+    assert [(a.number, a.node_id, a.outcome, a.error, a.traceback) for a in history] == [
+        (1, "n1", Outcome.RETRY, "boom", trace),
+        (2, "n2", None, None, None),
     ]
     await store.finish([Finish(timer.id, 2, Outcome.DONE)], "n2", retry_at)
     done = await store.get_timer("ns", "a")

@@ -185,6 +185,7 @@ FINISH_PARAM_TYPES = {
     "outcomes": "text[]",
     "errors": "text[]",
     "run_ats": "timestamptz[]",
+    "tracebacks": "text[]",
     "node_id": "text",
     "now": "timestamptz",
 }

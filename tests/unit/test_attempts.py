@@ -115,3 +115,48 @@ def test_a_failure_is_dead_exactly_when_no_attempt_is_left(attempt: int, max_att
     finish = attempts.finish_for(timer(max_attempts), attempt, None, OSError("down"), NOW, backoff)
     assert (finish.outcome is Outcome.DEAD) == (attempt >= max_attempts)
     assert (finish.run_at is None) == (attempt >= max_attempts)
+
+
+def _raise_nested(depth: int) -> None:
+    if depth:
+        _raise_nested(depth - 1)
+    raise ValueError("deep\x00down")
+
+
+def test_a_failure_keeps_its_traceback_innermost_frame_and_all() -> None:
+    try:
+        _raise_nested(2)
+    except ValueError as exc:
+        finish = attempts.finish_for(timer(), 1, None, exc, NOW, backoff)
+    assert finish.outcome is Outcome.RETRY
+    assert finish.traceback is not None
+    assert finish.traceback.startswith("Traceback (most recent call last):")
+    assert "_raise_nested" in finish.traceback
+    assert finish.traceback.endswith("ValueError: deep\\x00down\n")
+
+
+def test_the_last_failure_keeps_its_traceback_and_explicit_outcomes_have_none() -> None:
+    try:
+        _raise_nested(0)
+    except ValueError as exc:
+        dead = attempts.finish_for(timer(max_attempts=1), 1, None, exc, NOW, backoff)
+    assert dead.outcome is Outcome.DEAD
+    assert dead.traceback is not None
+    assert "ValueError" in dead.traceback
+    for outcome in (Retry("later"), Dead("no"), Cancel(), Snooze(5)):
+        assert attempts.finish_for(timer(), 1, None, outcome, NOW, backoff).traceback is None
+
+
+def test_a_long_traceback_keeps_its_innermost_frames_within_the_bound() -> None:
+    cause: BaseException | None = None
+    for n in range(300):  # a chain of causes: each adds a traceback of its own
+        try:
+            raise KeyError(n) from cause
+        except KeyError as exc:
+            cause = exc
+    assert cause is not None
+    text = attempts.trace(cause)
+    assert len(text) <= attempts.MAX_TRACEBACK_LENGTH
+    assert text.splitlines()[0].endswith("characters of outer frames cut)")
+    assert text.endswith("KeyError: 299\n")
+    assert "KeyError: 0\n" not in text

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import REGISTRY
 
-from duetime.metrics import LATENESS_BUCKETS, Metrics
+from duetime.clock import ClockReading, DatabaseClock
+from duetime.metrics import LATENESS_BUCKETS, DatabaseSnapshot, Metrics
 from duetime.model import Outcome, Status, Timer
 from duetime.sources import SourceStats
 
@@ -38,20 +39,45 @@ def value(metrics: Metrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
 
-def test_each_outcome_has_its_counter_by_namespace_and_type() -> None:
+def test_attempts_are_counted_by_namespace_type_and_outcome() -> None:
     metrics = Metrics()
     metrics.started(timer(), 1, timedelta(milliseconds=3))
-    for outcome in (Outcome.DONE, Outcome.RETRY, Outcome.DEAD, Outcome.EXPIRED, Outcome.CANCELLED):
+    outcomes = (Outcome.DONE, Outcome.RETRY, Outcome.DEAD, Outcome.EXPIRED, Outcome.LOST)
+    for outcome in outcomes:
         metrics.finished(timer(), outcome)
     metrics.finished(timer(type="other"), Outcome.DONE)
-    metrics.finished(timer(), Outcome.LOST)  # not an outcome with its own counter
     labels = {"namespace": "shop", "type": "greet"}
-    assert value(metrics, "duetime_timers_fired_total", **labels) == 1
-    for name in ("done", "retried", "dead", "expired", "cancelled"):
-        assert value(metrics, f"duetime_timers_{name}_total", **labels) == 1, name
-    assert value(metrics, "duetime_timers_done_total", namespace="shop", type="other") == 1
+    assert value(metrics, "duetime_attempts_started_total", **labels) == 1
+    for outcome in outcomes:
+        total = value(metrics, "duetime_attempts_total", outcome=outcome.value, **labels)
+        assert total == 1, outcome
+    assert value(metrics, "duetime_attempts_total", outcome="done", namespace="shop", type="other")
     metrics.cancelled("shop", "greet")
-    assert value(metrics, "duetime_timers_cancelled_total", **labels) == 2
+    assert value(metrics, "duetime_cancelled_by_request_total", **labels) == 1
+    assert "_created" not in metrics.render().decode()
+
+
+def test_a_handler_in_flight_is_gauged_and_timed_until_its_outcome() -> None:
+    metrics = Metrics()
+    metrics.started(timer(), 1, timedelta(0))
+    assert value(metrics, "duetime_attempts_in_flight", namespace="shop") == 1
+    metrics.finished(timer(), Outcome.DONE)
+    assert value(metrics, "duetime_attempts_in_flight", namespace="shop") == 0
+    labels = {"namespace": "shop", "type": "greet"}
+    assert value(metrics, "duetime_handler_duration_seconds_count", **labels) == 1
+    metrics.finished(timer(), Outcome.EXPIRED)  # never started: no duration, gauge unmoved
+    assert value(metrics, "duetime_handler_duration_seconds_count", **labels) == 1
+    assert value(metrics, "duetime_attempts_in_flight", namespace="shop") == 0
+
+
+def test_deliveries_to_a_destination_are_counted_by_outcome() -> None:
+    metrics = Metrics()
+    delivery = replace(timer(), destination="hook")
+    metrics.finished(delivery, Outcome.RETRY)
+    metrics.finished(delivery, Outcome.DONE)
+    labels = {"namespace": "shop", "destination": "hook"}
+    assert value(metrics, "duetime_destination_deliveries_total", outcome="retry", **labels) == 1
+    assert value(metrics, "duetime_destination_deliveries_total", outcome="done", **labels) == 1
 
 
 def test_lateness_histogram_spans_a_millisecond_to_an_hour() -> None:
@@ -96,11 +122,36 @@ def test_pending_and_dead_gauges_come_from_the_latest_counts() -> None:
     assert 'duetime_pending_timers{namespace="shop"} 0.0' in text
 
 
+def test_the_oldest_overdue_age_and_the_statuses_come_from_a_database_snapshot() -> None:
+    metrics = Metrics()
+    counts = {Status.SCHEDULED: 3, Status.DONE: 9}
+    snap = DatabaseSnapshot(counts, NOW - timedelta(seconds=90), NOW)
+    metrics.set_snapshot({"shop": snap, "idle": DatabaseSnapshot({}, NOW + timedelta(1), NOW)})
+    assert value(metrics, "duetime_oldest_overdue_seconds", namespace="shop") == 90
+    assert value(metrics, "duetime_oldest_overdue_seconds", namespace="idle") == 0
+    assert value(metrics, "duetime_timers", namespace="shop", status="done") == 9
+    assert value(metrics, "duetime_timers", namespace="shop", status="dead") == 0
+
+
+def test_the_clock_offset_is_exported_once_the_database_clock_has_a_reading() -> None:
+    metrics = Metrics()
+
+    async def no_reading() -> None:
+        return None
+
+    clock = DatabaseClock(no_reading)
+    metrics.watch_clock(clock)
+    assert value(metrics, "duetime_clock_offset_seconds") is None
+    clock.last = ClockReading(timedelta(milliseconds=1500), timedelta(milliseconds=1))
+    assert value(metrics, "duetime_clock_offset_seconds") == 1.5
+
+
 def test_each_metrics_object_has_its_own_registry() -> None:
     first, second = Metrics(), Metrics()  # no "duplicated timeseries" error
     first.started(timer(), 1, timedelta(0))
-    assert value(second, "duetime_timers_fired_total", namespace="shop", type="greet") is None
-    assert REGISTRY.get_sample_value("duetime_timers_fired_total", {}) is None
+    labels = {"namespace": "shop", "type": "greet"}
+    assert value(second, "duetime_attempts_started_total", **labels) is None
+    assert REGISTRY.get_sample_value("duetime_attempts_started_total", {}) is None
 
 
 @dataclass

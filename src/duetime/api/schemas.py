@@ -101,6 +101,8 @@ class AttemptOut(BaseModel):
     finished_at: str | None
     outcome: str | None
     error: str | None
+    traceback: str | None = None
+    """A failed attempt's traceback, innermost frames kept (at most 16 KiB)."""
 
 
 class PutOut(BaseModel):

@@ -17,8 +17,7 @@ from duetime.api.config import ApiSettings
 from duetime.app import AsyncApp, Store
 from duetime.auth import TokenInfo, TokenStore
 from duetime.clock import Clock, DatabaseClock
-from duetime.metrics import Metrics
-from duetime.model import Status
+from duetime.metrics import DatabaseSnapshot, Metrics, read_snapshot
 from duetime.runner import Runner
 from duetime.services.nodes import NodeUpkeep
 from duetime.services.upkeep import clock_services
@@ -183,13 +182,12 @@ class Service:
             log.exception("could not record the use of token %d", token.id)
 
     async def refresh_counts(self) -> None:
-        """Refresh the pending/dead gauges from ``count_by_status`` (at most every 2 s)."""
+        """Refresh the database gauges of every namespace (at most every 2 s)."""
         now = asyncio.get_running_loop().time()
         if now - self._counts_at < COUNTS_TTL:
             return
-        counts: dict[str, dict[Status, int]] = {}
+        snapshot: dict[str, DatabaseSnapshot] = {}
         for namespace in await compat.list_namespaces(self.root):
-            app = await self.namespaces.existing(namespace)
-            counts[namespace] = await app.counts()
-        self.metrics.set_counts(counts)
+            snapshot[namespace] = await read_snapshot(self.store, self.clock, namespace)
+        self.metrics.set_snapshot(snapshot)
         self._counts_at = now

@@ -35,7 +35,7 @@ def nodes() -> None:
     lease = app.settings.lease
     rows = [(node, now - node.heartbeat_at <= lease) for node in found]
     if config().json:
-        output.emit_json({"nodes": [{**node.to_dict(), "alive": alive} for node, alive in rows]})
+        output.emit_json({"items": [{**node.to_dict(), "alive": alive} for node, alive in rows]})
         return
     if not rows:
         output.stdout().print("no nodes registered")

@@ -56,9 +56,8 @@ def events(
 
 def events_table(items: list[LoggedEvent]) -> Table:
     """One row per event: when it fired, what, where it went, how each delivery ended."""
-    from rich.table import Table
 
-    table = Table()
+    table = output.new_table()
     table.add_column("fired_at (UTC)", no_wrap=True)
     for name in ("type", "key", "subject", "status", "deliveries", "last_error"):
         table.add_column(name, overflow="fold")

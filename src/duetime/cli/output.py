@@ -40,6 +40,16 @@ def stdout() -> Console:
     return Console(highlight=False, soft_wrap=False, width=width)
 
 
+def new_table(title: str | None = None) -> Table:
+    """A Rich table: boxed on a terminal; piped or redirected, plain columns separated by spaces
+    (no box-drawing characters for grep, awk or cut to trip on)."""
+    from rich.table import Table
+
+    if sys.stdout.isatty():
+        return Table(title=title)
+    return Table(title=title, box=None, pad_edge=False, show_edge=False)
+
+
 def stderr() -> Console:
     from rich.console import Console
 
@@ -168,9 +178,8 @@ def put_result(result: PutResult) -> Table:
 
 
 def timers_table(timers: Sequence[Timer], *, with_error: bool = False) -> Table:
-    from rich.table import Table
 
-    table = Table()
+    table = new_table()
     table.add_column("key", overflow="fold")
     table.add_column("type", overflow="fold")
     table.add_column("subject", overflow="fold")
@@ -194,9 +203,8 @@ def timers_table(timers: Sequence[Timer], *, with_error: bool = False) -> Table:
 
 
 def attempts_table(attempts: Sequence[Attempt]) -> Table:
-    from rich.table import Table
 
-    table = Table(title="attempts")
+    table = new_table(title="attempts")
     for name in ("#", "node", "started", "finished", "outcome", "error"):
         table.add_column(name, overflow="fold")
     for attempt in attempts:
@@ -212,13 +220,24 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
     return table
 
 
+def print_last_traceback(console: Console, attempts: Sequence[Attempt]) -> None:
+    """The newest failed attempt's traceback, where the on-call engineer looks first (every
+    attempt's is in ``--json``)."""
+    failed = [a for a in attempts if a.traceback]
+    if not failed:
+        return
+    last = failed[-1]
+    earlier = f" ({len(failed) - 1} earlier in --json)" if len(failed) > 1 else ""
+    console.print(f"traceback of attempt {last.number}{earlier}:", style="bold")
+    console.out(last.traceback or "", end="")
+
+
 def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
-    from rich.table import Table
     from rich.text import Text
 
     from duetime.routes import describe
 
-    table = Table()
+    table = new_table()
     columns = (
         "id",
         "role",
@@ -258,9 +277,8 @@ def clock_offset(offset: timedelta | None) -> str:
 
 
 def counts_table(counts: dict[str, int], title: str | None = None, label: str = "outcome") -> Table:
-    from rich.table import Table
 
-    table = Table(title=title)
+    table = new_table(title=title)
     table.add_column(label)
     table.add_column("count", justify="right")
     for name, count in counts.items():

@@ -345,9 +345,8 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
 
 
 def schedules_table(items: Sequence[Schedule]) -> Table:
-    from rich.table import Table
 
-    table = Table()
+    table = output.new_table()
     for name in ("name", "type", "rule", "subject", "state", "next_at (UTC)"):
         table.add_column(name, overflow="fold")
     for schedule in items:
@@ -373,9 +372,8 @@ def occurrences_json(instants: Sequence[datetime], timezone: str) -> list[JSON]:
 
 
 def occurrences_table(instants: Sequence[datetime], timezone: str) -> Table:
-    from rich.table import Table
 
-    table = Table(title="next occurrences")
+    table = output.new_table(title="next occurrences")
     table.add_column("#", justify="right")
     table.add_column("UTC", no_wrap=True)
     table.add_column(f"local ({timezone})", no_wrap=True)

@@ -208,6 +208,7 @@ def show(key: str) -> None:
     console.print(output.timer_details(timer))
     if attempts:
         console.print(output.attempts_table(attempts))
+        output.print_last_traceback(console, attempts)
     else:
         console.print("no attempts yet", style="dim")
 

@@ -7,7 +7,6 @@ also creates its namespaces, since with auth on the API never creates namespaces
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from duetime.app import AsyncApp
 from duetime.auth import ALL_NAMESPACES, IssuedToken, TokenInfo, check_token_namespaces
@@ -69,12 +68,12 @@ def list_tokens(include_revoked: bool) -> None:
 
     found = run_app(action)
     if config().json:
-        output.emit_json({"tokens": [info.to_dict() for info in found]})
+        output.emit_json({"items": [info.to_dict() for info in found]})
         return
     if not found:
         output.stdout().print("no tokens")
         return
-    table = Table()
+    table = output.new_table()
     for column in ("id", "name", "namespaces", "access", "created", "last used", "state"):
         table.add_column(column, overflow="fold")
     for info in found:

@@ -260,6 +260,23 @@ def print_stats(stats: WorkerStats, title: str) -> None:
 @click.command()
 @worker_options
 @sources_option
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    envvar="DUETIME_METRICS_PORT",
+    metavar="PORT",
+    help="Serve /metrics (Prometheus), /healthz and /readyz on this port "
+    "[env DUETIME_METRICS_PORT]",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="DUETIME_METRICS_HOST",
+    metavar="HOST",
+    help="Address for --metrics-port; 0.0.0.0 for a scraper on another machine "
+    "[env DUETIME_METRICS_HOST]",
+)
 def worker(
     app_spec: str | None,
     concurrency: int | None,
@@ -267,6 +284,8 @@ def worker(
     lease: float | None,
     routes_spec: str | None,
     sources_spec: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run handlers until SIGINT or SIGTERM (in-flight work is finished first).
 
@@ -290,7 +309,8 @@ def worker(
     )
     if sources:
         log.info("sources: %s", ", ".join(repr(source) for source in sources))
-    stats = run_process(core, sources=sources, node_id=node_id)
+    metrics = None if metrics_port is None else (metrics_host, metrics_port)
+    stats = run_process(core, sources=sources, node_id=node_id, metrics=metrics)
     log.info("worker %s stopped", node_id)
     print_stats(stats, "worker stopped")
 

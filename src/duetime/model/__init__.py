@@ -168,6 +168,8 @@ class Attempt:
     finished_at: datetime | None = None
     outcome: Outcome | None = None
     error: str | None = None
+    traceback: str | None = None
+    """Where a failed attempt's exception was raised (innermost frames, bounded)."""
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -177,6 +179,7 @@ class Attempt:
             "finished_at": iso(self.finished_at),
             "outcome": self.outcome.value if self.outcome else None,
             "error": self.error,
+            "traceback": self.traceback,
         }
 
 
@@ -228,6 +231,7 @@ class Finish:
     outcome: Outcome
     error: str | None = None
     run_at: datetime | None = None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ and the explicit :mod:`duetime.outcomes` — is unit-tested on its own.
 
 from __future__ import annotations
 
+import traceback as tb
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,6 +16,8 @@ from duetime.model import Finish, Outcome, Timer
 from duetime.outcomes import Cancel, Dead, HandlerOutcome, Retry, Snooze
 
 MAX_ERROR_LENGTH = 2000
+MAX_TRACEBACK_LENGTH = 16 * 1024
+"""Characters of a failed attempt's traceback kept: the innermost frames, where it was raised."""
 
 RetryDelay = Callable[[int], timedelta]
 """The backoff delay after failed attempt number ``n`` (jittered by the caller's policy)."""
@@ -54,7 +57,7 @@ def _finish_for(
         return Finish(timer.id, attempt, Outcome.DONE)
     if isinstance(error, HandlerOutcome):
         return explicit(error, timer, attempt, now, retry_delay)
-    return failed(timer, attempt, describe(error), None, now, retry_delay)
+    return failed(timer, attempt, describe(error), None, now, retry_delay, trace(error))
 
 
 def explicit(
@@ -79,6 +82,7 @@ def failed(
     delay: timedelta | None,
     now: datetime,
     retry_delay: RetryDelay,
+    traceback: str | None = None,
 ) -> Finish:
     """A failed attempt: retried after ``delay`` (else the backoff's), or dead when it was the
     last one ``max_attempts`` allows."""
@@ -88,9 +92,12 @@ def failed(
             attempt,
             Outcome.DEAD,
             error=f"gave up after {attempt} attempts: {error}"[:MAX_ERROR_LENGTH],
+            traceback=traceback,
         )
     wait = delay if delay is not None else retry_delay(attempt)
-    return Finish(timer.id, attempt, Outcome.RETRY, error=error, run_at=now + wait)
+    return Finish(
+        timer.id, attempt, Outcome.RETRY, error=error, run_at=now + wait, traceback=traceback
+    )
 
 
 def is_stale(timer: Timer, now: datetime) -> bool:
@@ -133,6 +140,18 @@ def describe(exc: BaseException) -> str:
     return text[:MAX_ERROR_LENGTH]
 
 
+def trace(exc: BaseException) -> str:
+    """The formatted traceback of ``exc`` (its causes too), at most :data:`MAX_TRACEBACK_LENGTH`
+    characters: when longer, the outermost lines go — the innermost frames and the exception
+    itself are what says where it failed. Without NUL characters, as :func:`describe`."""
+    text = "".join(tb.format_exception(exc)).replace("\x00", "\\x00")
+    if len(text) <= MAX_TRACEBACK_LENGTH:
+        return text
+    kept = text[len(text) - MAX_TRACEBACK_LENGTH + 80 :]
+    kept = kept[kept.find("\n") + 1 :]  # from a line's start
+    return f"... ({len(text) - len(kept)} characters of outer frames cut)\n{kept}"
+
+
 def unreadable(claimed_id: int, attempt: int, problem: str) -> Finish:
     """A claimed row that could not be read: dead, saying why (replay it once fixed)."""
     return Finish(
@@ -150,6 +169,7 @@ def unstartable(timer: Timer, attempt: int, exc: BaseException) -> Finish:
         attempt,
         Outcome.DEAD,
         error=f"the attempt could not be started: {describe(exc)}"[:MAX_ERROR_LENGTH],
+        traceback=trace(exc),
     )
 
 

@@ -110,6 +110,11 @@ class Worker:
     def claim_filter(self) -> ClaimFilter:
         return self.dispatch.claim_filter
 
+    @property
+    def running(self) -> bool:
+        """Started and not stopped (the liveness a health check reports)."""
+        return self._group is not None
+
     def add_services(self, services: Sequence[Service]) -> None:
         """Duties to run beside the worker, started in this order before its first claim."""
         self.services.extend(services)

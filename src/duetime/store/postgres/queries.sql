@@ -270,18 +270,20 @@ LIMIT %(limit)s
 -- name: list_attempts
 -- A timer's attempts, in the hot table or archived with it, the one it is running now, and the
 -- first attempt that completed it when that has no row of its own (see finish).
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+FROM attempts
 WHERE timer_id = %(timer_id)s
 UNION ALL
-SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL FROM timers
+SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL, NULL FROM timers
 WHERE id = %(timer_id)s AND status = 'running'
   AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
 UNION ALL
 -- A first attempt that completed the timer lives on its row (migration 0011).
-SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL FROM timers
+SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL, NULL FROM timers
 WHERE id = %(timer_id)s AND done_by IS NOT NULL
 UNION ALL
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+FROM attempt_history
 WHERE timer_id = %(timer_id)s
 ORDER BY number
 
@@ -423,11 +425,11 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 WITH f AS (
     -- outcomes, errors and run_ats may come empty (rows.FinishBatch): unnest pads them with
     -- NULLs, and a NULL outcome is done.
-    SELECT timer_id, attempt, coalesce(outcome, 'done') AS outcome, error, run_at
+    SELECT timer_id, attempt, coalesce(outcome, 'done') AS outcome, error, run_at, traceback
     FROM unnest(
         %(timer_ids)b::bigint[], %(attempts)b::integer[], %(outcomes)b::text[],
-        %(errors)b::text[], %(run_ats)b::timestamptz[]
-    ) AS f (timer_id, attempt, outcome, error, run_at)
+        %(errors)b::text[], %(run_ats)b::timestamptz[], %(tracebacks)b::text[]
+    ) AS f (timer_id, attempt, outcome, error, run_at, traceback)
 ),
 mine AS (
     SELECT f.*, t.started_at
@@ -472,15 +474,20 @@ finished AS (
     FROM mine AS f
     WHERE timers.id = f.timer_id AND timers.attempts = f.attempt
       AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
-    RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at, timers.done_by
+    RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at, timers.done_by,
+        f.traceback
 ),
 ended AS (
-    INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
-    SELECT id, attempt, %(node_id)s, started_at, %(now)s, outcome, error FROM finished
+    INSERT INTO attempts (
+        timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+    )
+    SELECT id, attempt, %(node_id)s, started_at, %(now)s, outcome, error, traceback
+    FROM finished
     WHERE outcome <> 'released' AND done_by IS NULL
     ON CONFLICT (timer_id, number) DO UPDATE SET
         node_id = excluded.node_id, started_at = excluded.started_at,
-        finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
+        finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error,
+        traceback = excluded.traceback
 )
 -- One row: NULL when every outcome applied (the common case, nothing to decode), else the ids
 -- of those that did (the rest were fenced out: lost).
@@ -752,7 +759,7 @@ moved_attempts AS (
 -- the history as a row like the others.
 first_attempts AS (
     SELECT timers.completed_at, timers.id, 1, timers.done_by, timers.fired_at,
-        timers.completed_at, 'done', NULL::text
+        timers.completed_at, 'done', NULL::text, NULL::text
     FROM batch JOIN timers ON timers.id = batch.id
     WHERE timers.done_by IS NOT NULL
 ),
@@ -834,16 +841,18 @@ LIMIT %(limit)s
 -- name: list_deliveries
 -- The attempts of a page of events, hot or archived (none finished before since), those
 -- running now, and first attempts that completed their timer without a row (see finish).
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempts
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+FROM attempts
 WHERE timer_id = ANY (%(ids)s::bigint[])
 UNION ALL
-SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL FROM timers
+SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL, NULL FROM timers
 WHERE id = ANY (%(ids)s::bigint[]) AND status = 'running'
   AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
 UNION ALL
-SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL FROM timers
+SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL, NULL FROM timers
 WHERE id = ANY (%(ids)s::bigint[]) AND done_by IS NOT NULL
 UNION ALL
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error FROM attempt_history
+SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+FROM attempt_history
 WHERE timer_id = ANY (%(ids)s::bigint[]) AND completed_at >= %(since)s
 ORDER BY timer_id, number

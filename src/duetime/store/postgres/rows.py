@@ -223,6 +223,7 @@ def attempt_from_row(row: Row) -> Attempt:
         finished_at=row["finished_at"],
         outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
         error=row["error"],
+        traceback=row["traceback"],
     )
 
 
@@ -349,6 +350,7 @@ class FinishBatch:
             ),
             "errors": [f.error for f in batch] if any(f.error for f in batch) else [],
             "run_ats": [f.run_at or now for f in batch] if any(f.run_at for f in batch) else [],
+            "tracebacks": ([f.traceback for f in batch] if any(f.traceback for f in batch) else []),
             "node_id": node_id,
             "now": now,
         }

@@ -150,7 +150,8 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :node_id, :now
 FROM json_each(:batch)
 
 -- name: close_attempt
-UPDATE attempts SET finished_at = :now, outcome = :outcome, error = :error
+UPDATE attempts
+SET finished_at = :now, outcome = :outcome, error = :error, traceback = :traceback
 WHERE timer_id = :timer_id AND number = :attempt AND finished_at IS NULL
 
 -- name: drop_attempt

@@ -60,6 +60,7 @@ def attempt_from_row(row: sqlite3.Row) -> Attempt:
         finished_at=maybe_from_micros(row["finished_at"]),
         outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
         error=row["error"],
+        traceback=row["traceback"],
     )
 
 

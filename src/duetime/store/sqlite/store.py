@@ -269,6 +269,7 @@ class SqliteStore:
                     "node_id": node_id,
                     "now": now_us,
                     "error": finish.error,
+                    "traceback": finish.traceback,
                     "outcome": finish.outcome.value,
                     "run_at": to_micros(finish.run_at) if finish.run_at else now_us,
                 }
@@ -306,7 +307,12 @@ class SqliteStore:
                 note = fan_out_note(f.destinations)
                 conn.execute(
                     Q["close_attempt"],
-                    {**params, "outcome": Outcome.FANNED_OUT.value, "error": note},
+                    {
+                        **params,
+                        "outcome": Outcome.FANNED_OUT.value,
+                        "error": note,
+                        "traceback": None,
+                    },
                 )
             return lost, due
 
@@ -337,7 +343,13 @@ class SqliteStore:
                 Q["expired_leases"], {"now": now_us}
             ).fetchall():
                 error = f"lease expired: node {owner} stopped renewing it"
-                params = {"timer_id": timer_id, "attempt": attempt, "now": now_us, "error": error}
+                params = {
+                    "timer_id": timer_id,
+                    "attempt": attempt,
+                    "now": now_us,
+                    "error": error,
+                    "traceback": None,
+                }
                 if conn.execute(Q["rescue_timer"], params).rowcount:
                     params["outcome"] = Outcome.LOST.value
                     conn.execute(Q["close_attempt"], params)

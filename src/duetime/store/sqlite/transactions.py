@@ -46,6 +46,7 @@ class SqliteTransactions:
             "node_id": node_id,
             "now": to_micros(now),
             "error": None,
+            "traceback": None,
             "outcome": Outcome.DONE.value,
         }
 
