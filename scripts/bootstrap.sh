@@ -2,7 +2,8 @@
 # Installs on first use and again whenever pyproject.toml changes; otherwise costs nothing.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$here/.venv"
-extras="${DUETIME_EXTRAS:-postgres,brokers,kafka,test}"
+# `server` always: ./duetime runs the command line, which needs it.
+extras="server,${DUETIME_EXTRAS:-postgres,brokers,kafka,test}"
 
 pick_python() {
     for candidate in python3.13 python3.12 python3.11 python3 python; do

@@ -1,5 +1,5 @@
 """``python -m duetime`` runs the CLI."""
 
-from duetime.cli.main import main
+from duetime.cli.entry import main
 
 raise SystemExit(main())

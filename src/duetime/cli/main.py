@@ -30,6 +30,7 @@ from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.worker import tick, worker
 from duetime.errors import DuetimeError
+from duetime.extras import server_missing
 from duetime.tzmath import tzdata_version
 
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
@@ -55,8 +56,9 @@ class DuetimeGroup(click.Group):
             try:
                 module = importlib.import_module(module_name)
             except ImportError as exc:
+                reason = server_missing(exc, f"'duetime {cmd_name}'")
                 raise click.ClickException(
-                    f"'duetime {cmd_name}' is unavailable here: {exc}"
+                    reason or f"'duetime {cmd_name}' is unavailable here: {exc}"
                 ) from exc
             loaded = getattr(module, attr)
             if not isinstance(loaded, click.Command):

@@ -4,6 +4,8 @@ The webhook destination is always available; the broker ones live in their own m
 (:mod:`.nats`, :mod:`.redis_stream`, :mod:`.rabbitmq`) and need ``duetime[brokers]``.
 """
 
+from typing import TYPE_CHECKING
+
 from duetime.destinations.base import (
     Delivery,
     DeliveryFailed,
@@ -15,7 +17,20 @@ from duetime.destinations.base import (
 from duetime.destinations.config import DestinationSpec, parse_destinations
 from duetime.destinations.handler import as_handler, deliver_event
 from duetime.destinations.registry import Destinations, build_destination
-from duetime.destinations.webhook import WebhookDestination, verify_signature
+from duetime.lazy import exports
+
+# The webhook module brings httpx (and, through it, rich and click): only a process that builds
+# a webhook destination imports it.
+if TYPE_CHECKING:
+    from duetime.destinations.webhook import WebhookDestination, verify_signature
+else:
+    __getattr__, __dir__ = exports(
+        __name__,
+        {
+            "WebhookDestination": "duetime.destinations.webhook",
+            "verify_signature": "duetime.destinations.webhook",
+        },
+    )
 
 __all__ = [
     "Delivery",
