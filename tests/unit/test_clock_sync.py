@@ -84,15 +84,14 @@ def test_a_database_on_this_machines_clock_means_the_wall_clock() -> None:
 
 def test_a_waiting_row_starts_only_with_a_tenth_of_its_lease_left() -> None:
     leases = Leases(timedelta(seconds=30))
-    claimed_until = SERVER + timedelta(seconds=30)
-    taken = leases.generation
-    assert leases.usable(claimed_until, taken, SERVER + timedelta(seconds=26))
-    assert not leases.usable(claimed_until, taken, SERVER + timedelta(seconds=27))
+    taken = leases.held(SERVER + timedelta(seconds=30))
+    assert leases.usable(taken, SERVER + timedelta(seconds=26))
+    assert not leases.usable(taken, SERVER + timedelta(seconds=27))
     # A heartbeat that listed the row renews it; one it began before the row was taken does not.
     mark = leases.mark()
-    later = leases.generation
+    later = leases.held(SERVER + timedelta(seconds=30))
     leases.renewed(mark, SERVER + timedelta(seconds=50))
-    assert leases.usable(claimed_until, taken, SERVER + timedelta(seconds=40))
-    assert not leases.usable(claimed_until, later, SERVER + timedelta(seconds=40))
+    assert leases.usable(taken, SERVER + timedelta(seconds=40))
+    assert not leases.usable(later, SERVER + timedelta(seconds=40))
     leases.renewed(mark - 1, SERVER + timedelta(seconds=90))  # an older heartbeat: ignored
-    assert not leases.usable(claimed_until, taken, SERVER + timedelta(seconds=48))
+    assert not leases.usable(taken, SERVER + timedelta(seconds=48))

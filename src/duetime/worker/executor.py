@@ -207,7 +207,7 @@ class Executor:
             await asyncio.sleep(max(remaining, MIN_HOLD))
 
     def _usable(self, held: Held) -> bool:
-        return self.shared.leases.usable(held.lease_until, held.generation, self.clock.now())
+        return self.shared.leases.usable(held, self.clock.now())
 
     async def _invoke(self, handler: Handler, timer: Timer, attempt: int) -> Finish | None:
         """Run the handler; None when a transactional handler already recorded its outcome."""

@@ -24,6 +24,8 @@ class Held:
 
     lease_until: datetime
     generation: int
+    start_by: datetime
+    """``lease_until`` less the margin: before it, no renewal needs looking at."""
 
 
 class Leases:
@@ -46,10 +48,17 @@ class Leases:
         if mark > self._renewed_generation:
             self._renewed_generation, self._renewed_until = mark, until
 
-    def usable(self, lease_until: datetime, generation: int, now: datetime) -> bool:
-        """Whether a row claimed until ``lease_until`` and taken at ``generation`` may start."""
-        until = lease_until
+    def held(self, lease_until: datetime) -> Held:
+        """The lease of rows a claim just took until ``lease_until``."""
+        return Held(lease_until, self.generation, lease_until - self.margin)
+
+    def usable(self, held: Held, now: datetime) -> bool:
+        """Whether a row held under ``held`` may start at ``now``."""
+        if now < held.start_by:  # its claim's own lease still has the margin left
+            return True
         renewed = self._renewed_until
-        if renewed is not None and generation < self._renewed_generation and renewed > until:
-            until = renewed
-        return now < until - self.margin
+        return (
+            renewed is not None
+            and held.generation < self._renewed_generation
+            and now < renewed - self.margin
+        )

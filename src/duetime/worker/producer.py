@@ -329,7 +329,7 @@ class Producer:
     ) -> list[Claimed]:
         """Start what a claim brought, as slots allow (the rest waits in order for a slot)."""
         loop = asyncio.get_running_loop()
-        held = Held(lease_until, self.shared.leases.generation)
+        held = self.shared.leases.held(lease_until)
         self._claim_seconds.append(elapsed)
         self.shared.stats.claimed += len(claimed)
         if claimed:
@@ -384,7 +384,7 @@ class Producer:
         stale = 0
         while ready and free > 0:
             item = ready.popleft()
-            if not usable(item.held.lease_until, item.held.generation, now):
+            if not usable(item.held, now):
                 stale += 1
                 self._release(item.claimed)
                 continue
