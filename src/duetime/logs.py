@@ -41,6 +41,10 @@ class DuetimeJsonFormatter(JsonFormatter):
         self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
     ) -> None:
         super().add_fields(log_data, record, message_dict)
+        fields = dict(log_data)  # the timestamp first, where a reader's eye starts
+        log_data.clear()
+        log_data["timestamp"] = fields.pop("timestamp")
+        log_data.update(fields)
         trace = _current_trace()
         if trace is not None:
             log_data.setdefault("trace_id", trace[0])

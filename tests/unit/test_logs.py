@@ -33,6 +33,7 @@ def test_a_json_line_carries_the_timer_it_is_about() -> None:
     line = _logged("json", "handler for %s failed: %s", "t", "boom", extra=extra)
     assert line.count("\n") == 1
     record = json.loads(line)
+    assert next(iter(record)) == "timestamp"
     assert record["timestamp"].endswith("+00:00")
     assert {k: v for k, v in record.items() if k != "timestamp"} == {
         "level": "WARNING",
