@@ -133,9 +133,9 @@ RETURNING
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
--- existing timer — and a pending one whose every column would stay as it is (the same request
--- again: kept, not updated, and no write) — is left alone and comes back missing from the
--- result. The key row of an
+-- existing timer is left alone and comes back missing from the result. A pending timer whose
+-- every column would stay as it is (the same request again) is not written either: it comes
+-- back marked "kept", read in this statement, so saying so costs no second round trip. The key row of an
 -- existing timer is locked (ON CONFLICT ... DO UPDATE, its value unchanged) so that a timer a
 -- concurrent batch made is updated after that batch commits, as a conflict on the timer's own
 -- row would be; a timer this statement's snapshot cannot see yet (made by a batch that
@@ -192,16 +192,33 @@ updated AS (
            new.due_at, new.due_at, new.local, new.timezone, new.disambiguation,
            new.expires_after, new.max_attempts, new.producer)
     RETURNING timers.*
+),
+unchanged AS (
+    SELECT timers.*
+    FROM timers JOIN keyed ON timers.id = keyed.timer_id
+    JOIN new ON keyed.namespace = new.namespace AND keyed.key = new.key
+    WHERE NOT keyed.made AND timers.status IN ('scheduled', 'retrying')
+      AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
+           timers.run_at, timers.local, timers.timezone, timers.disambiguation,
+           timers.expires_after, timers.max_attempts, timers.producer)
+          IS NOT DISTINCT FROM (new.type, new.payload::jsonb, new.subject, new.correlation_id,
+           new.due_at, new.due_at, new.local, new.timezone, new.disambiguation,
+           new.expires_after, new.max_attempts, new.producer)
 )
-SELECT *, false AS unseen FROM created
+SELECT *, false AS unseen, false AS kept FROM created
 UNION ALL
 SELECT
     -- include: written_columns
-    , false
+    , false, false
 FROM updated
 UNION ALL
+SELECT
+    -- include: written_columns
+    , false, true
+FROM unchanged
+UNION ALL
 SELECT keyed.timer_id, keyed.namespace, keyed.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, true
+    NULL, NULL, NULL, NULL, NULL, true, false
 FROM keyed
 WHERE NOT keyed.made AND NOT EXISTS (SELECT FROM timers WHERE id = keyed.timer_id)
 
