@@ -133,13 +133,12 @@ RETURNING
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
--- existing timer is left alone and comes back missing from the result. A pending timer whose
--- every column would stay as it is (the same request again: "old".same) is not written
--- either: it comes back marked "kept", read in this statement, so saying so costs no second
--- round trip (and the statement stays under psycopg's 4 KiB for cached statements). The key
--- row of an existing timer is locked (ON CONFLICT ... DO UPDATE, its value unchanged) so that
--- a timer a concurrent batch made is updated after that batch commits, as a conflict on the
--- timer's own row would be; a timer this statement's snapshot cannot see yet (made by a batch that
+-- existing timer — and a pending one whose every column would stay as it is (the same request
+-- again: kept, not updated, and no write) — is left alone and comes back missing from the
+-- result. The key row of an
+-- existing timer is locked (ON CONFLICT ... DO UPDATE, its value unchanged) so that a timer a
+-- concurrent batch made is updated after that batch commits, as a conflict on the timer's own
+-- row would be; a timer this statement's snapshot cannot see yet (made by a batch that
 -- committed while this one waited for its key) comes back in "unseen", and the caller runs
 -- those requests again in a new statement, which sees it.
 WITH new AS (
@@ -167,43 +166,42 @@ created AS (
     RETURNING
         -- include: written_columns
 ),
-old AS (
-    SELECT t.id, new.n, (t.type, t.payload, t.subject, t.correlation_id, t.due_at, t.run_at,
-        t.local, t.timezone, t.disambiguation, t.expires_after, t.max_attempts, t.producer)
-        IS NOT DISTINCT FROM (new.type, new.payload::jsonb, new.subject, new.correlation_id,
-        new.due_at, new.due_at, new.local, new.timezone, new.disambiguation, new.expires_after,
-        new.max_attempts, new.producer) AS same
-    FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
-    JOIN timers AS t ON t.id = keyed.timer_id
-    WHERE NOT keyed.made AND t.status IN ('scheduled', 'retrying')
-),
 updated AS (
     UPDATE timers
-    SET type = new.type, payload = new.payload::jsonb, subject = new.subject,
-        correlation_id = new.correlation_id, due_at = new.due_at, run_at = new.due_at,
-        local = new.local, timezone = new.timezone, disambiguation = new.disambiguation,
-        expires_after = new.expires_after, max_attempts = new.max_attempts,
-        updated_at = %(now)s, producer = new.producer, version = timers.version + 1
-    FROM old JOIN new ON new.n = old.n
-    WHERE NOT old.same AND timers.id = old.id
+    SET type = new.type,
+        payload = new.payload::jsonb,
+        subject = new.subject,
+        correlation_id = new.correlation_id,
+        due_at = new.due_at,
+        run_at = new.due_at,
+        local = new.local,
+        timezone = new.timezone,
+        disambiguation = new.disambiguation,
+        expires_after = new.expires_after,
+        max_attempts = new.max_attempts,
+        updated_at = %(now)s,
+        producer = new.producer,
+        version = timers.version + 1
+    FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
+    WHERE NOT keyed.made AND timers.id = keyed.timer_id
       AND timers.status IN ('scheduled', 'retrying')
+      AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
+           timers.run_at, timers.local, timers.timezone, timers.disambiguation,
+           timers.expires_after, timers.max_attempts, timers.producer)
+          IS DISTINCT FROM (new.type, new.payload::jsonb, new.subject, new.correlation_id,
+           new.due_at, new.due_at, new.local, new.timezone, new.disambiguation,
+           new.expires_after, new.max_attempts, new.producer)
     RETURNING timers.*
 )
-SELECT *, false AS unseen, false AS kept FROM created
+SELECT *, false AS unseen FROM created
 UNION ALL
 SELECT
     -- include: written_columns
-    , false, false
+    , false
 FROM updated
 UNION ALL
-SELECT
-    -- include: written_columns
-    , false, true
-FROM timers JOIN old USING (id)
-WHERE old.same
-UNION ALL
 SELECT keyed.timer_id, keyed.namespace, keyed.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, true, false
+    NULL, NULL, NULL, NULL, NULL, true
 FROM keyed
 WHERE NOT keyed.made AND NOT EXISTS (SELECT FROM timers WHERE id = keyed.timer_id)
 

@@ -145,11 +145,6 @@ WRITTEN_COLUMNS = (
 write (``written_columns`` in queries.sql): each column the statement decides."""
 
 
-KEPT = 0
-"""The version :func:`written_timer_rows` gives a row ``upsert_timer`` marked ``kept`` (left as
-it was, the request changing nothing): stored versions start at 1."""
-
-
 class Unseen(NamedTuple):
     """A key ``upsert_timer`` found held by a timer its snapshot could not see: one a concurrent
     batch made and committed while this one waited for the key. Its request is run again."""
@@ -167,14 +162,13 @@ def written_timer_rows(
     Every column the statement decides — id, version, status, attempts, the instants, the
     lease — comes from the row it returns (:data:`WRITTEN_COLUMNS`); the values the caller sent
     (type, payload, due time, options), which the statement stores as they are, come from the
-    timer sent with that key. A row marked ``unseen`` (upsert only) is an :class:`Unseen`; one
-    marked ``kept`` (upsert only: stored exactly as sent) comes with the version :data:`KEPT`.
+    timer sent with that key. A row marked ``unseen`` (upsert only) is an :class:`Unseen`.
     """
     sent = {(timer.namespace, key): timer for timer, key in zip(timers, keys, strict=True)}
 
     def factory(cursor: AsyncCursor[Any]) -> RowMaker[tuple[Timer, int] | Unseen]:
         names = tuple(_column_names(cursor))
-        if names not in (WRITTEN_COLUMNS, (*WRITTEN_COLUMNS, "unseen", "kept")):
+        if names not in (WRITTEN_COLUMNS, (*WRITTEN_COLUMNS, "unseen")):
             raise KeyError(f"written timer rows need the columns {', '.join(WRITTEN_COLUMNS)}")
 
         def timer(values: Sequence[Any]) -> tuple[Timer, int] | Unseen:
@@ -182,8 +176,6 @@ def written_timer_rows(
             if version is None:  # only an unseen row has none
                 return Unseen(namespace, key)
             updated_at, run_at, fired_at, completed_at, last_error, owner = values[7:13]
-            if len(values) > len(WRITTEN_COLUMNS) and values[-1]:
-                version = KEPT
             t = sent[namespace, key]
             return make_timer(
                 id_,

@@ -27,7 +27,6 @@ from duetime.model import (
     Node,
     OnConflict,
     Page,
-    PutAction,
     PutResult,
     Status,
     Timer,
@@ -41,7 +40,6 @@ from duetime.store.postgres.database import Conn, Database, Statement, fetch_all
 from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import (
-    KEPT,
     FinishBatch,
     Row,
     Unseen,
@@ -246,7 +244,7 @@ class PostgresStore:
         results = [
             PutResult("kept", existing[(sent[i].namespace, keys[i])])
             if row is None
-            else PutResult(_action(row[1]), row[0])
+            else PutResult("created" if row[1] == 1 else "updated", row[0])
             for i, row in enumerate(written)
         ]
         changed = [r.timer.run_at for r in results if r.action != "kept"]
@@ -491,13 +489,6 @@ class PostgresStore:
             return [node_from_row(row) for row in await fetch_all(conn, Q["list_nodes"], {})]
 
         return await self._db.read(run)
-
-
-def _action(version: int) -> PutAction:
-    """What a put did to a row it answered with, by the row's version."""
-    if version == KEPT:
-        return "kept"
-    return "created" if version == 1 else "updated"
 
 
 async def _take_written(
