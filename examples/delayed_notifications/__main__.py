@@ -4,7 +4,9 @@ On Kafka by default (``--broker redis`` for the Redis Streams variant). Without
 ``--bootstrap-servers`` or ``KAFKA_BOOTSTRAP_SERVERS`` it starts a private in-memory broker
 (Tansu, from ``duetime[test]``) for the run, so it works from a fresh clone. ``--demo`` also
 publishes sample schedule-events (see :mod:`.demos`), prints what became of them, then exits.
-``--prefix`` is put in front of every topic or stream name.
+``--prefix staging`` names the topics (or streams) ``staging.schedule-event`` and
+``staging.delayed-notification-sender``; a prefix that ends in a separator of its own
+(``staging-``) is used as it is.
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ import os
 
 from duetime.testing.tansu import GROUP_CONFIG, tansu
 from examples._demo import run_service
-from examples.delayed_notifications.app import DATABASE_URL, DelayedNotifications
+from examples.delayed_notifications.app import (
+    DATABASE_URL,
+    NOTIFICATION_SENDER,
+    SCHEDULE_EVENT,
+    DelayedNotifications,
+    named,
+)
 from examples.delayed_notifications.demos import demo
 from examples.delayed_notifications.on_kafka import KafkaTopology
 from examples.delayed_notifications.on_redis import REDIS_URL, RedisTopology
@@ -33,8 +41,8 @@ def kafka_topology(args: argparse.Namespace) -> KafkaTopology:
         print(f"no KAFKA_BOOTSTRAP_SERVERS: started an in-memory Tansu broker at {servers}")
     return KafkaTopology(
         bootstrap_servers=servers,
-        schedule_topic=f"{args.prefix}schedule-event",
-        notification_topic=f"{args.prefix}delayed-notification-sender",
+        schedule_topic=named(args.prefix, SCHEDULE_EVENT),
+        notification_topic=named(args.prefix, NOTIFICATION_SENDER),
         client_config=config,
     )
 
@@ -43,8 +51,8 @@ def build(args: argparse.Namespace) -> DelayedNotifications:
     if args.broker == "redis":
         topology = RedisTopology(
             redis_url=args.redis_url,
-            schedule_stream=f"{args.prefix}schedule-event",
-            notification_stream=f"{args.prefix}delayed-notification-sender",
+            schedule_stream=named(args.prefix, SCHEDULE_EVENT),
+            notification_stream=named(args.prefix, NOTIFICATION_SENDER),
         )
         return DelayedNotifications(topology=topology)
     return DelayedNotifications(topology=kafka_topology(args))
@@ -57,7 +65,9 @@ def describe(service: DelayedNotifications) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m examples.delayed_notifications")
     parser.add_argument("--broker", choices=("kafka", "redis"), default="kafka")
-    parser.add_argument("--prefix", default="", help="put in front of every topic/stream name")
+    parser.add_argument(
+        "--prefix", default="", help="put in front of every topic/stream name, joined with '.'"
+    )
     parser.add_argument(
         "--bootstrap-servers",
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),

@@ -40,6 +40,22 @@ ACCEPTANCE_WINDOW = timedelta(minutes=5)
 
 __all__ = ["DelayedNotifications", "KafkaTopology", "RedisTopology", "schedule_event"]
 
+SCHEDULE_EVENT = "schedule-event"
+NOTIFICATION_SENDER = "delayed-notification-sender"
+"""The seed's topic names (stream names on Redis), before any ``--prefix``."""
+SEPARATORS = ".-_:"
+
+
+def named(prefix: str, name: str) -> str:
+    """``name`` under ``prefix``: ``staging`` + ``schedule-event`` → ``staging.schedule-event``.
+
+    A prefix that already ends in a separator (``staging-``, ``team:``) is used as it is, and
+    no prefix leaves the seed's names.
+    """
+    if not prefix or prefix[-1] in SEPARATORS:
+        return f"{prefix}{name}"
+    return f"{prefix}.{name}"
+
 
 class CountingSource(Source, Protocol):
     stats: SourceStats

@@ -29,6 +29,7 @@ from examples.event_bus import operate, shop
 from examples.event_bus.app import (
     CLEANUP_SCHEDULE,
     DATABASE_URL,
+    EXAMPLE_URL,
     HEARTBEAT,
     NAMESPACE,
     NATS_URL,
@@ -199,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
         "--database-url",
         default=DATABASE_URL,
         help="PostgreSQL; ?schema=NAME keeps the bus in its own schema "
-        "(default $DUETIME_DATABASE_URL or %(default)s)",
+        "(default $DUETIME_DATABASE_URL; required, e.g. " + EXAMPLE_URL.replace("%", "%%") + ")",
     )
     p.add_argument("--nats-url", default=NATS_URL, help="default $NATS_URL or %(default)s")
     p.add_argument("--prefix", default=PREFIX, help="NATS subject prefix (%(default)s)")

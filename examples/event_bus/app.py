@@ -13,8 +13,9 @@ maintenance ``maintenance.cleanup`` → purge old orders (the daily cleanup sche
 ``order.placed`` is wanted by two nodes (the orders handler and the gateway's route), so it fans
 out into one delivery per destination, each retried and dead-lettered on its own.
 
-The database comes from ``DUETIME_DATABASE_URL`` (default: the local test server, schema
-``event_bus``), NATS from ``NATS_URL`` (default ``nats://127.0.0.1:4222``).
+The database comes from ``DUETIME_DATABASE_URL`` (or ``--database-url``): there is no default,
+so the example never writes into a database you did not name. NATS comes from ``NATS_URL``
+(default ``nats://127.0.0.1:4222``).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ import duetime
 from duetime.destinations.nats import NatsDestination
 from examples.event_bus import shop
 
-DATABASE_URL = (
-    os.environ.get("DUETIME_DATABASE_URL")
-    or "postgresql://postgres@127.0.0.1:5432/test?schema=event_bus"
-)
+DATABASE_URL = os.environ.get("DUETIME_DATABASE_URL", "")
+"""Empty when not set: :class:`Config` then asks for one."""
+EXAMPLE_URL = "postgresql://postgres@127.0.0.1:5432/event_bus?schema=event_bus"
+"""What the README suggests: a database of the example's own (``createdb event_bus``)."""
 NATS_URL = os.environ.get("NATS_URL") or "nats://127.0.0.1:4222"
 NAMESPACE = "shop"
 PREFIX = "shop.events"
@@ -74,6 +75,11 @@ class Config:
     heartbeat: float = HEARTBEAT
 
     def __post_init__(self) -> None:
+        if not self.database_url:
+            raise ValueError(
+                "give the bus a PostgreSQL database of its own with --database-url or "
+                f"DUETIME_DATABASE_URL, e.g. `createdb event_bus`, then {EXAMPLE_URL}"
+            )
         if not self.database_url.startswith(("postgresql://", "postgres://")):
             raise ValueError(
                 "the event bus example runs on PostgreSQL (its handlers write in the bus's own "

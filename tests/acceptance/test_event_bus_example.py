@@ -434,3 +434,18 @@ def test_refuses_a_database_that_is_not_postgresql(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "runs on PostgreSQL" in done.stderr
     assert not (tmp_path / "bus.db").exists()
+
+
+def test_asks_for_a_database_rather_than_using_a_shared_one() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DUETIME_DATABASE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.event_bus", "setup"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--database-url or DUETIME_DATABASE_URL" in done.stderr
+    assert "createdb event_bus" in done.stderr

@@ -141,7 +141,7 @@ def test_a_leap_day_birthday_is_greeted_on_28_february_in_other_years(
 
 def test_adding_a_user_twice_keeps_one_greeting_and_a_move_updates_it(greeter: Harness) -> None:
     add_user(greeter.app, ADA)
-    assert add_user(greeter.app, ADA).action == "updated"
+    assert add_user(greeter.app, ADA).action == "kept"  # the same request: nothing to change
     moved = User(ADA.id, ADA.name, ADA.birth_date, "Europe/Paris")
     add_user(greeter.app, moved)
     (timer,) = greeter.scheduled(subject="ada")
@@ -161,7 +161,7 @@ def test_a_birth_date_change_moves_the_pending_greeting_and_the_chain(
     (pending,) = greeter.scheduled(subject="ada")  # one greeting, on the new date
     assert pending.key == "birthday:ada:2025"
     assert pending.due_at.isoformat() == "2025-12-20T14:00:00+00:00"  # 09:00 EST
-    assert add_user(greeter.app, december).action == "updated"  # twice: still one
+    assert add_user(greeter.app, december).action == "kept"  # twice: still one, unchanged
     assert len(greeter.scheduled(subject="ada")) == 1
 
     greeter.travel_to("2025-12-20T14:00:00Z")

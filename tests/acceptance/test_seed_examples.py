@@ -48,6 +48,7 @@ from examples.delayed_notifications.app import (  # noqa: E402
     DelayedNotifications,
     KafkaTopology,
     RedisTopology,
+    named,
     schedule_event,
 )
 from examples.service_call_timer.app import ServiceCallTimer, schedule_timer  # noqa: E402
@@ -92,11 +93,11 @@ def nats_topology() -> NatsTopology:
 
 @pytest.fixture
 def redis_topology() -> RedisTopology:
-    prefix = f"dtseed-{uuid.uuid4().hex[:10]}:"
+    prefix = f"dtseed-{uuid.uuid4().hex[:10]}"
     return RedisTopology(
         redis_url=require_redis(),
-        schedule_stream=f"{prefix}schedule-event",
-        notification_stream=f"{prefix}delayed-notification-sender",
+        schedule_stream=named(prefix, "schedule-event"),
+        notification_stream=named(prefix, "delayed-notification-sender"),
     )
 
 
@@ -331,10 +332,24 @@ def test_delayed_notifications_sent_on_time_stale_ones_expired(
     run(main)
 
 
+@pytest.mark.parametrize(
+    ("prefix", "topic"),
+    [
+        ("", "schedule-event"),
+        ("staging", "staging.schedule-event"),
+        ("team.staging", "team.staging.schedule-event"),
+        ("staging-", "staging-schedule-event"),
+        ("team:", "team:schedule-event"),
+    ],
+)
+def test_a_prefix_is_joined_with_a_separator(prefix: str, topic: str) -> None:
+    assert named(prefix, "schedule-event") == topic
+
+
 def test_delayed_notifications_redis_runs_as_a_program(
     tmp_path: Path, redis_topology: RedisTopology
 ) -> None:
-    prefix = redis_topology.schedule_stream.removesuffix("schedule-event")
+    prefix = redis_topology.schedule_stream.removesuffix(".schedule-event")
     try:
         done = subprocess.run(
             [

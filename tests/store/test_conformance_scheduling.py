@@ -94,6 +94,55 @@ async def test_update_changes_a_pending_key(store: Store) -> None:
     assert await store.get_timer("ns", "a") == timer
 
 
+def _full(key: str, **changes: object) -> NewTimer:
+    """A request that sets every column a put stores."""
+    fields: dict[str, object] = {
+        "payload": {"v": [1, "ü"]},
+        "subject": "s",
+        "correlation_id": "c",
+        "expires_after": timedelta(hours=1, microseconds=7),
+        "local": datetime(2025, 3, 1, 21, 0),
+        "timezone": "Asia/Tokyo",
+        "disambiguation": "later",
+        "max_attempts": 9,
+        "producer": "api",
+    }
+    return new_timer(key, LATER, **{**fields, **changes})
+
+
+async def test_the_same_request_again_is_kept_not_updated(store: Store) -> None:
+    (first,) = await store.put_timers([_full("a")], "update", NOW)
+    results = await store.put_timers(
+        [_full("a"), _full("b"), _full("b", max_attempts=10)], "update", LATER
+    )
+    assert [r.action for r in results] == ["kept", "created", "updated"]
+    assert results[0].timer == first.timer  # no write: updated_at and version as they were
+    assert await store.get_timer("ns", "a") == first.timer
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"payload": {"v": [1, "u"]}},
+        {"subject": None},
+        {"correlation_id": "d"},
+        {"expires_after": None},
+        {"local": None, "timezone": None},
+        {"disambiguation": "earlier"},
+        {"max_attempts": 8},
+        {"producer": "cli"},
+        {"type": "other"},
+    ],
+)
+async def test_a_request_that_changes_one_column_is_an_update(
+    store: Store, change: dict[str, object]
+) -> None:
+    await store.put_timers([_full("a")], "update", NOW)
+    (again,) = await store.put_timers([_full("a", **change)], "update", LATER)
+    assert again.action == "updated"
+    assert again.timer.updated_at == LATER
+
+
 async def test_update_reaches_a_timer_waiting_for_a_retry(store: Store) -> None:
     await store.put_timers([new_timer("a")], "update", NOW)
     await fire(store, "a", Outcome.RETRY, error="boom", run_at=LATER)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.config import LOGGING_CONFIG
 
 from duetime import eventloop
 from duetime.controls import install_log_escaping
@@ -37,11 +38,21 @@ class GracefulServer(uvicorn.Server):
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def run(api: FastAPI, host: str, port: int, *, log_level: str, access_log: bool) -> None:
+def run(
+    api: FastAPI,
+    host: str,
+    port: int,
+    *,
+    log_level: str,
+    access_log: bool,
+    json_logs: bool = False,
+) -> None:
     """Serve until SIGTERM/SIGINT, then stop without dropping work.
 
     uvicorn stops accepting and lets requests finish; the lifespan then stops the workers (their
-    in-flight handlers finish within the shutdown grace) and closes the store.
+    in-flight handlers finish within the shutdown grace) and closes the store. With
+    ``json_logs`` uvicorn's loggers keep no handlers of their own: their records reach the
+    root logger's JSON handler like duetime's.
     """
     config = uvicorn.Config(
         api,
@@ -49,6 +60,7 @@ def run(api: FastAPI, host: str, port: int, *, log_level: str, access_log: bool)
         port=port,
         log_level=log_level,
         access_log=access_log,
+        log_config=None if json_logs else LOGGING_CONFIG,
         lifespan="on",
         server_header=False,
         timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,

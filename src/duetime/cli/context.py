@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,7 +15,7 @@ import click
 from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.config import DEFAULT_DATABASE_URL, Settings
-from duetime.controls import install_log_escaping
+from duetime.logs import LOG_FORMATS, configure
 
 T = TypeVar("T")
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -32,6 +31,7 @@ class CliConfig:
     namespace: str | None = None
     json: bool = False
     log_level: str | None = None
+    log_format: str | None = None
     database_url_explicit: bool = False
     namespace_explicit: bool = False
 
@@ -43,12 +43,7 @@ class CliConfig:
         return AsyncApp(settings=self.settings(), producer="cli", create_namespace=False)
 
     def setup_logging(self, default: str = "warning") -> None:
-        level = (self.log_level or default).upper()
-        logging.basicConfig(
-            level=getattr(logging, level),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        install_log_escaping()
+        configure(self.log_level or default, self.log_format or "text")
 
 
 def config() -> CliConfig:
@@ -107,6 +102,11 @@ def _set_log_level(ctx: click.Context, param: click.Parameter, value: str | None
         ctx.ensure_object(CliConfig).log_level = value.lower()
 
 
+def _set_log_format(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(CliConfig).log_format = value.lower()
+
+
 def database_url_option(*, envvar: str | None = None) -> Callable[[FC], FC]:
     return click.option(
         "--database-url",
@@ -154,6 +154,28 @@ def log_level_option(*, envvar: str | None = None) -> Callable[[FC], FC]:
         type=click.Choice(LOG_LEVELS, case_sensitive=False),
         help="Logging on stderr [env DUETIME_LOG_LEVEL]",
     )
+
+
+def log_format_option(*, envvar: str | None = None) -> Callable[[FC], FC]:
+    return click.option(
+        "--log-format",
+        envvar=envvar,
+        default=None,
+        expose_value=False,
+        callback=_set_log_format,
+        type=click.Choice(LOG_FORMATS, case_sensitive=False),
+        help="text, or one JSON object a line [env DUETIME_LOG_FORMAT; default text]",
+    )
+
+
+def log_options(*, envvar: bool = False) -> Callable[[FC], FC]:
+    """``--log-level`` and ``--log-format`` (with their ``DUETIME_*`` variables if ``envvar``)."""
+
+    def decorate(func: FC) -> FC:
+        func = log_format_option(envvar="DUETIME_LOG_FORMAT" if envvar else None)(func)
+        return log_level_option(envvar="DUETIME_LOG_LEVEL" if envvar else None)(func)
+
+    return decorate
 
 
 def common_options(func: FC) -> FC:

@@ -20,7 +20,7 @@ from duetime.cli.context import (
     CliConfig,
     database_url_option,
     json_option,
-    log_level_option,
+    log_options,
     namespace_option,
 )
 from duetime.cli.dead import dead
@@ -100,7 +100,7 @@ class DuetimeGroup(click.Group):
 @database_url_option(envvar="DUETIME_DATABASE_URL")
 @namespace_option(envvar="DUETIME_NAMESPACE")
 @json_option
-@log_level_option(envvar="DUETIME_LOG_LEVEL")
+@log_options(envvar=True)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """duetime: a durable, timezone-aware scheduler.

@@ -15,7 +15,7 @@ from duetime.api import ApiSettings, create_api, server
 from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
 from duetime.api.guard import allowed_hosts_for
 from duetime.app import AsyncApp, Store, create_store
-from duetime.cli.context import config, database_url_option, log_level_option
+from duetime.cli.context import config, database_url_option, log_options
 from duetime.cli.worker import (
     load_app,
     load_sources,
@@ -135,7 +135,7 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
 @routes_option
 @sources_option
 @database_url_option()
-@log_level_option()
+@log_options()
 def serve(
     host: str,
     port: int,
@@ -177,7 +177,14 @@ def serve(
         settings, store=store, workers=workers, sources=sources, sources_app=sources_app
     )
     log.info("duetime serving http://%s:%d (dashboard /, docs /docs)", _url_host(host), port)
-    server.run(api, host, port, log_level=cfg.log_level or "info", access_log=access_log)
+    server.run(
+        api,
+        host,
+        port,
+        log_level=cfg.log_level or "info",
+        access_log=access_log,
+        json_logs=cfg.log_format == "json",
+    )
 
 
 def _url_host(host: str) -> str:

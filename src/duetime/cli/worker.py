@@ -31,7 +31,7 @@ import click
 from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.cli import output
-from duetime.cli.context import CliConfig, common_options, config, log_level_option
+from duetime.cli.context import CliConfig, common_options, config, log_options
 from duetime.errors import InvalidInput
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
 from duetime.runner import run_process
@@ -137,7 +137,7 @@ def worker_options(func: FC) -> FC:
             click.option("--concurrency", type=int, metavar="N", help="Handlers in flight."),
             click.option("--batch-size", type=int, metavar="N", help="Timers claimed at once."),
             click.option("--lease", type=float, metavar="SECONDS", help="Claim lease length."),
-            log_level_option(),
+            log_options(),
             common_options,
         ]
     ):

@@ -115,7 +115,8 @@ class Store(Protocol):
         ``timers`` may be lazy (the app's stream validates each request as it is read) and is
         read once; an exception it raises rolls the whole batch back.
 
-        ``update`` changes a key only while it is still pending; a fired one is kept as it is.
+        ``update`` changes a key only while it is still pending; a fired one is kept as it is,
+        and so is a pending one that the request would leave unchanged (action ``kept``).
         ``keep`` never changes an existing key. ``error`` raises AlreadyExists (nothing stored).
         """
         ...

@@ -122,7 +122,12 @@ class Completer:
                 half = len(batch) // 2
                 return await self._write(batch[:half]) | await self._write(batch[half:])
             (finish,) = batch
-            log.error("the store refused the outcome of timer id %d", finish.timer_id, exc_info=exc)
+            log.error(
+                "the store refused the outcome of timer id %d",
+                finish.timer_id,
+                exc_info=exc,
+                extra={"attempt": finish.attempt, "node": shared.node_id},
+            )
             instead = attempts.unrecordable(finish, exc)
             return await shared.store.finish([instead], shared.node_id, shared.clock.now())
 

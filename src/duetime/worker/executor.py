@@ -170,7 +170,11 @@ class Executor:
             else:
                 finish = await self._invoke(before, timer, attempt)
         except _LeaseLost:
-            log.warning("timer %s waited past its lease: given back unstarted", timer.key)
+            log.warning(
+                "timer %s waited past its lease: given back unstarted",
+                timer.key,
+                extra=self.shared.about(timer, attempt),
+            )
             finish = Finish(timer.id, attempt, Outcome.RELEASED)
         except Exception as exc:  # not the handler's (its errors are its outcome): ours
             finish = self._unstartable(timer, attempt, exc)
@@ -194,7 +198,13 @@ class Executor:
         self.completer.record(timer, finish)
 
     def _unstartable(self, timer: Timer, attempt: int, exc: Exception) -> Finish:
-        log.error("could not start %s (key %s)", timer.type, timer.key, exc_info=exc)
+        log.error(
+            "could not start %s (key %s)",
+            timer.type,
+            timer.key,
+            exc_info=exc,
+            extra=self.shared.about(timer, attempt),
+        )
         return attempts.unstartable(timer, attempt, exc)
 
     async def _hold(self, until: datetime) -> None:
@@ -248,7 +258,12 @@ class Executor:
             return self._judge(timer, attempt, None, exc)
         if not ours:
             self.shared.stats.lost += 1
-            log.warning("attempt %d of %s was taken over; nothing was written", attempt, timer.key)
+            log.warning(
+                "attempt %d of %s was taken over; nothing was written",
+                attempt,
+                timer.key,
+                extra=self.shared.about(timer, attempt),
+            )
             return _TAKEN_OVER
         if returned and isinstance(returned[-1], HandlerOutcome):
             return self._judge(timer, attempt, returned[-1], None)
@@ -266,6 +281,7 @@ class Executor:
                 timer.type,
                 timer.key,
                 attempts.describe(error),
+                extra=self.shared.about(timer, attempt),
             )
         return attempts.finish_for(
             timer, attempt, result, error, self.clock.now(), self.retry_delay

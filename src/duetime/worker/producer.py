@@ -402,7 +402,11 @@ class Producer:
         """A row the store could not read ends alone, dead with the reason."""
         problem = claimed.problem or "unknown"
         log.error(
-            "timer id %d (key %s) cannot be read: %s", claimed.timer.id, claimed.timer.key, problem
+            "timer id %d (key %s) cannot be read: %s",
+            claimed.timer.id,
+            claimed.timer.key,
+            problem,
+            extra=self.shared.about(claimed.timer, claimed.attempt),
         )
         finish = attempts.unreadable(claimed.timer.id, claimed.attempt, problem)
         self._completer.record(claimed.timer, finish)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from duetime.clock import Clock
+from duetime.model import Timer
 from duetime.store.protocol import Store
 from duetime.worker.leases import Leases
 from duetime.worker.observing import WorkerObserver, WorkerStats
@@ -23,3 +24,20 @@ class Shared:
     capacity: asyncio.Event
     """Set whenever a slot may have come free (an attempt ended, a write finished)."""
     leases: Leases
+
+    def about(self, timer: Timer, attempt: int | None = None) -> dict[str, object]:
+        """The ``extra=`` of a log line about one timer, so JSON logs carry its fields.
+
+        Built only where a line is logged (failures, warnings): never for a successful job.
+        """
+        fields: dict[str, object] = {
+            "namespace": timer.namespace,
+            "type": timer.type,
+            "key": timer.key,
+            "node": self.node_id,
+        }
+        if attempt is not None:
+            fields["attempt"] = attempt
+        if timer.correlation_id is not None:
+            fields["correlation_id"] = timer.correlation_id
+        return fields

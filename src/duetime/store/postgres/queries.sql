@@ -133,7 +133,9 @@ RETURNING
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
--- existing timer is left alone and comes back missing from the result. The key row of an
+-- existing timer — and a pending one whose every column would stay as it is (the same request
+-- again: kept, not updated, and no write) — is left alone and comes back missing from the
+-- result. The key row of an
 -- existing timer is locked (ON CONFLICT ... DO UPDATE, its value unchanged) so that a timer a
 -- concurrent batch made is updated after that batch commits, as a conflict on the timer's own
 -- row would be; a timer this statement's snapshot cannot see yet (made by a batch that
@@ -183,6 +185,12 @@ updated AS (
     FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
     WHERE NOT keyed.made AND timers.id = keyed.timer_id
       AND timers.status IN ('scheduled', 'retrying')
+      AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
+           timers.run_at, timers.local, timers.timezone, timers.disambiguation,
+           timers.expires_after, timers.max_attempts, timers.producer)
+          IS DISTINCT FROM (new.type, new.payload::jsonb, new.subject, new.correlation_id,
+           new.due_at, new.due_at, new.local, new.timezone, new.disambiguation,
+           new.expires_after, new.max_attempts, new.producer)
     RETURNING timers.*
 )
 SELECT *, false AS unseen FROM created

@@ -39,6 +39,8 @@ RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, 
     destination, producer, version
 
 -- name: upsert_timer
+-- A pending timer takes the new values; one whose every column would stay as it is (the same
+-- request again) is left alone and comes back missing, so it is kept, not updated.
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
@@ -63,10 +65,26 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     producer = excluded.producer,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
+  AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
+       timers.run_at, timers.local, timers.timezone, timers.disambiguation,
+       timers.expires_after, timers.max_attempts, timers.producer)
+      IS NOT (excluded.type, excluded.payload, excluded.subject, excluded.correlation_id,
+       excluded.due_at, excluded.run_at, excluded.local, excluded.timezone,
+       excluded.disambiguation, excluded.expires_after, excluded.max_attempts,
+       excluded.producer)
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
     destination, producer, version
+
+-- name: kept_timer
+-- A timer put_timers left as it was, as plain columns in rows.TIMER_COLUMNS order: decoded
+-- like the rows an upsert returns, which costs a kept timer little more than an updated one.
+SELECT id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
+    registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
+    disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
+    destination, producer
+FROM timers WHERE namespace = ? AND key = ?
 
 -- name: get_timer
 SELECT * FROM timers WHERE namespace = ? AND key = ?

@@ -142,12 +142,12 @@ class SqliteStore:
                     action: PutAction = "created" if row[-1] == 1 else "updated"
                     results.append(PutResult(action, timer_from_tuple(row[:-1], instants)))
                     continue
-                existing = conn.execute(Q["get_timer"], (timer.namespace, timer.key)).fetchone()
                 if on_conflict == "error":
                     raise AlreadyExists(
                         f"a timer with key {timer.key!r} already exists", field="key"
                     )
-                results.append(PutResult("kept", timer_from_row(existing)))
+                kept = cursor.execute(Q["kept_timer"], (timer.namespace, timer.key)).fetchone()
+                results.append(PutResult("kept", timer_from_tuple(kept, instants)))
             return results
 
         results = await self._db.write(run)
