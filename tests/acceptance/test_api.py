@@ -260,3 +260,17 @@ def test_a_write_never_creates_a_namespace_post_v1_namespaces_does(client: httpx
 def test_the_default_namespace_needs_no_creating(client: httpx.Client) -> None:
     made = client.post("/v1/namespaces/default/timers", json={"type": "x", "delay": "P1D"})
     assert made.status_code == 201
+
+
+def test_the_api_reference_needs_no_internet(client: httpx.Client) -> None:
+    """/docs is Swagger UI served from this server: a machine offline still shows it."""
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert "cdn." not in page.text
+    assert "jsdelivr" not in page.text
+    for asset in ("/docs-assets/swagger-ui-bundle.js", "/docs-assets/swagger-ui.css"):
+        assert f'"{asset}"' in page.text or f"'{asset}'" in page.text
+        served = client.get(asset)
+        assert served.status_code == 200, asset
+        assert len(served.content) > 10_000, asset
+    assert '"/openapi.json"' in page.text or "'/openapi.json'" in page.text

@@ -7,7 +7,9 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
@@ -75,7 +77,7 @@ def create_api(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # served below with Swagger UI's files from this package, not a CDN
         redoc_url=None,
         openapi_url="/openapi.json",
     )
@@ -89,7 +91,35 @@ def create_api(
     api.include_router(system.router)
     static = resources.files("duetime.api").joinpath("static")
     api.mount("/static", StaticFiles(directory=str(static)), name="static")
+    mount_docs(api)
     return api
+
+
+DOCS_ASSETS = "/docs-assets"
+
+
+def mount_docs(api: FastAPI) -> None:
+    """``/docs``: Swagger UI from the ``swagger-ui-bundle`` package, so the API's reference
+    works on a machine without internet (FastAPI's default loads it from a CDN, and the page
+    stays blank offline)."""
+    import swagger_ui_bundle
+
+    api.mount(
+        DOCS_ASSETS,
+        StaticFiles(directory=swagger_ui_bundle.swagger_ui_path),
+        name="docs-assets",
+    )
+
+    @api.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{api.openapi_url}",
+            title=f"{api.title} — API",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon-32x32.png",
+        )
 
 
 def app_from_env() -> FastAPI:
