@@ -14,9 +14,9 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,9 +36,17 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
+def faketime_library() -> str | None:
+    """libfaketime's multi-threaded build, preloaded into a skewed worker: the worker is then
+    the process started, so kill -9 and SIGSTOP reach it (a ``faketime`` wrapper would take
+    them and leave the worker running on its own)."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+    return found[0] if found else None
+
+
 def faketime_problem() -> str | None:
-    if shutil.which("faketime") is None:
-        return "the faketime command is missing (Debian: apt-get install faketime)"
+    if faketime_library() is None:
+        return "libfaketime is missing (Debian: apt-get install faketime)"
     return None
 
 
@@ -75,9 +83,11 @@ class WorkerPool:
             "--records", str(self.folder), "--clock", self.clock, *self.options,
         ]  # fmt: skip
         skew = self.skews[slot]
-        if skew:
-            command = ["faketime", "-f", f"{skew:+g}s", *command]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), *sys.path)))}
+        if skew:
+            library = faketime_library()
+            assert library is not None, faketime_problem()
+            env.update(LD_PRELOAD=library, FAKETIME=f"{skew:+g}s")
         with (self.folder / f"{node}.stderr").open("wb") as stderr:
             proc = subprocess.Popen(
                 command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
