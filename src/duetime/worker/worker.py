@@ -24,7 +24,6 @@ from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.dispatch import Dispatch
 from duetime.handlers import HandlerRegistry
-from duetime.model import ClaimFilter
 from duetime.routes import Route
 from duetime.services.base import Service, ServiceGroup
 from duetime.store.protocol import Store
@@ -105,10 +104,6 @@ class Worker:
         )
         self.producer.attach(self.executor, self.completer, self.fan_outer)
         self._group: ServiceGroup | None = None
-
-    @property
-    def claim_filter(self) -> ClaimFilter:
-        return self.dispatch.claim_filter
 
     @property
     def running(self) -> bool:
