@@ -45,12 +45,14 @@ def run(
     *,
     log_level: str,
     access_log: bool,
+    root_path: str = "",
     json_logs: bool = False,
 ) -> None:
     """Serve until SIGTERM/SIGINT, then stop without dropping work.
 
     uvicorn stops accepting and lets requests finish; the lifespan then stops the workers (their
     in-flight handlers finish within the shutdown grace) and closes the store. With
+    ``root_path`` is the prefix a reverse proxy strips (uvicorn's ``--root-path``). With
     ``json_logs`` uvicorn's loggers keep no handlers of their own: their records reach the
     root logger's JSON handler like duetime's.
     """
@@ -60,6 +62,7 @@ def run(
         port=port,
         log_level=log_level,
         access_log=access_log,
+        root_path=root_path,
         log_config=None if json_logs else LOGGING_CONFIG,
         lifespan="on",
         server_header=False,

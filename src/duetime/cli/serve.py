@@ -13,6 +13,7 @@ import click
 
 from duetime.api import ApiSettings, create_api, server
 from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
+from duetime.api.embed import mount_path, rebuilt_on
 from duetime.api.guard import allowed_hosts_for
 from duetime.app import AsyncApp, Store, create_store
 from duetime.cli.context import config, database_url_option, log_options
@@ -23,7 +24,6 @@ from duetime.cli.worker import (
     same_database,
     sources_option,
 )
-from duetime.clock import DatabaseClock
 from duetime.config import Settings
 from duetime.errors import InvalidInput
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
@@ -40,14 +40,7 @@ def worker_app(spec: str, store: Store, database_url: str) -> AsyncApp:
             f"{spec} uses {user.settings.database_url} but the server uses {database_url}; "
             "set DUETIME_DATABASE_URL once for both",
         )
-    # The user's own clock only if it is not its database's: that one reads the user's store,
-    # which the server replaces with its own.
-    clock = None if isinstance(user.clock, DatabaseClock) else user.clock
-    app = AsyncApp(settings=user.settings, store=store, clock=clock, producer=user.producer)
-    app.registry = user.registry
-    app.destinations = user.destinations
-    app.routes = list(user.routes)
-    app.observers.extend(user.observers)
+    app = rebuilt_on(user, store)
     if not app.registry.types and not app.routes:
         log.warning("%s registers no handlers and no routes: its worker will claim nothing", spec)
     return app
@@ -131,6 +124,14 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     help="With auth off, a Host name answered besides localhost, 127.0.0.1, [::1] and --host; "
     "repeatable [env DUETIME_ALLOWED_HOSTS, space-separated]",
 )
+@click.option(
+    "--root-path",
+    default="",
+    envvar="DUETIME_ROOT_PATH",
+    metavar="PREFIX",
+    help="The prefix a reverse proxy serves this under and strips, e.g. /duetime: links and "
+    "/docs then carry it [env DUETIME_ROOT_PATH]",
+)
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
 @routes_option
 @sources_option
@@ -143,6 +144,7 @@ def serve(
     no_worker: bool,
     auth: bool | None,
     allowed_hosts: tuple[str, ...],
+    root_path: str,
     access_log: bool,
     routes_spec: str | None,
     sources_spec: str | None,
@@ -156,6 +158,7 @@ def serve(
     """
     cfg = config()
     cfg.setup_logging(default="info")
+    root_path = mount_path(root_path, "root_path") if root_path else ""
     auth = decide_auth(host, auth)
     settings = ApiSettings(
         core=cfg.settings(), auth=auth, allowed_hosts=allowed_hosts_for(host, allowed_hosts)
@@ -176,13 +179,19 @@ def serve(
     api = create_api(
         settings, store=store, workers=workers, sources=sources, sources_app=sources_app
     )
-    log.info("duetime serving http://%s:%d (dashboard /, docs /docs)", _url_host(host), port)
+    log.info(
+        "duetime serving http://%s:%d%s (dashboard /, docs /docs)",
+        _url_host(host),
+        port,
+        f", behind a proxy at {root_path}/" if root_path else "",
+    )
     server.run(
         api,
         host,
         port,
         log_level=cfg.log_level or "info",
         access_log=access_log,
+        root_path=root_path,
         json_logs=cfg.log_format == "json",
     )
 
