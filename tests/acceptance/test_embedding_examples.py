@@ -1,5 +1,6 @@
-"""The embedding examples run as their READMEs say: uvicorn serving the user's own application,
-duetime mounted in it at /duetime, the worker in the same process."""
+"""The embedding examples run as their READMEs say: uvicorn serving a FastAPI application with
+duetime mounted in it and the worker in the same process; Flask's server beside ``duetime
+serve``, which runs the worker for the Flask app's handlers."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def free_port() -> int:
 
 
 @dataclass
-class Uvicorn:
-    """``python -m uvicorn <target>`` from the repository root, as the README runs it."""
+class Server:
+    """A server process started from the repository root, as the READMEs run them."""
 
     process: subprocess.Popen[str]
     port: int
@@ -43,7 +44,7 @@ class Uvicorn:
         return self.log_path.read_text()
 
     def stop(self) -> int:
-        """SIGTERM; uvicorn re-raises it once shut down, so a clean stop exits -SIGTERM."""
+        """SIGTERM; uvicorn re-raises it once shut down, so its clean stop exits -SIGTERM."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
@@ -54,36 +55,38 @@ class Uvicorn:
             raise AssertionError(f"uvicorn did not stop on SIGTERM:\n{self.log()}") from None
 
 
-def start_uvicorn(target: str, tmp_path: Path, *args: str, ready: str) -> Uvicorn:
-    port = free_port()
+def start(command: list[str], tmp_path: Path, *, port: int, ready: str) -> Server:
+    """Run ``command`` on the example's own database in ``tmp_path``; wait until ``ready``
+    answers without a server error (the mounted /healthz says 503 until duetime started)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
-    env["DUETIME_DATABASE_URL"] = f"sqlite:///{tmp_path / 'shop.db'}"
-    log_path = tmp_path / f"uvicorn-{port}.log"
+    env["DUETIME_DATABASE_URL"] = f"sqlite:///{tmp_path / 'example.db'}"
+    log_path = tmp_path / f"server-{port}.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", target, "--port", str(port), *args],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
         )
-    server = Uvicorn(process, port, log_path)
+    server = Server(process, port, log_path)
 
     def answers() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"uvicorn exited {process.returncode}:\n{server.log()}")
+            raise AssertionError(f"{command} exited {process.returncode}:\n{server.log()}")
         try:
-            return httpx.get(server.url + ready, timeout=1).status_code == 200
+            return httpx.get(server.url + ready, timeout=1).status_code < 500
         except httpx.TransportError:
             return False
 
-    wait_until(answers, 30, f"{target} to answer {ready}", every=0.05, explain=server.log)
+    wait_until(answers, 30, f"{command} to answer {ready}", every=0.05, explain=server.log)
     return server
 
 
+def start_uvicorn(target: str, tmp_path: Path, *args: str, ready: str) -> Server:
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", target, "--port", str(port), *args]
+    return start(command, tmp_path, port=port, ready=ready)
+
+
 @pytest.fixture
-def shop(tmp_path: Path) -> Iterator[Uvicorn]:
+def shop(tmp_path: Path) -> Iterator[Server]:
     server = start_uvicorn("examples.fastapi_app.app:app", tmp_path, ready="/duetime/healthz")
     try:
         yield server
@@ -92,7 +95,7 @@ def shop(tmp_path: Path) -> Iterator[Uvicorn]:
 
 
 def test_fastapi_example_schedules_in_its_route_and_runs_the_handler_in_process(
-    shop: Uvicorn,
+    shop: Server,
 ) -> None:
     with httpx.Client(base_url=shop.url, timeout=10) as client:
         placed = client.post(
@@ -163,3 +166,49 @@ def test_fastapi_example_behind_a_proxy_prefix(tmp_path: Path) -> None:
             assert client.get("/duetime/").status_code == 200
     finally:
         server.stop()
+
+
+@pytest.fixture
+def flask_shop(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+    """``flask run`` for the app, ``duetime serve --app`` for its handlers and the dashboard."""
+    port = free_port()
+    flask = [sys.executable, "-m", "flask", "--app", "examples.flask_app.app", "run"]
+    web = start([*flask, "--port", str(port)], tmp_path, port=port, ready="/signups/nobody")
+    duetime_port = free_port()
+    serve = [sys.executable, "-m", "duetime", "serve", "--port", str(duetime_port)]
+    worker = start(
+        [*serve, "--app", "examples.flask_app.app:scheduler"],
+        tmp_path,
+        port=duetime_port,
+        ready="/healthz",
+    )
+    try:
+        yield web, worker
+    finally:
+        web.stop()
+        worker.stop()
+
+
+def test_flask_example_schedules_in_a_request_and_the_worker_beside_it_runs_it(
+    flask_shop: tuple[Server, Server],
+) -> None:
+    web, worker = flask_shop
+    with httpx.Client(base_url=web.url, timeout=10) as client:
+        made = client.post("/signups", json={"user": "ada", "name": "Ada", "welcome_in": "PT0S"})
+        assert made.status_code == 201, made.text
+
+        def welcomed() -> bool:
+            return bool(client.get("/signups/ada").json()["welcome"] == "done")
+
+        wait_until(welcomed, 20, "the worker to send the welcome", explain=worker.log)
+        assert "welcome, Ada!" in worker.log()
+        later = client.post("/signups", json={"user": "kenji", "welcome_in": "P1D"})
+        assert later.status_code == 201
+        assert client.delete("/signups/kenji").json()["welcome"] == "cancelled"
+        assert client.delete("/signups/ada").status_code == 409
+        bad = client.post("/signups", json={"user": "sita", "welcome_in": "soon"})
+        assert bad.status_code == 422
+        assert bad.json()["field"] == "welcome_in"
+    seen = httpx.get(f"{worker.url}/v1/namespaces/default/timers/welcome:ada", timeout=10)
+    assert seen.json()["timer"]["status"] == "done"  # the dashboard's API sees the same database
+    assert "Traceback" not in web.log() + worker.log()
