@@ -235,6 +235,28 @@ def test_serve_answers_health_docs_dashboard_and_metrics(
         assert nodes[0]["alive"] is True
 
 
+def test_root_path_puts_the_proxys_prefix_in_every_link(
+    tmp_path: Path, servers: list[Server]
+) -> None:
+    """Behind a proxy that serves it at /duetime and strips that: uvicorn puts the prefix back
+    in front of each path, so the routes still match and /docs links below it."""
+    server = make_server(tmp_path)
+    servers.append(server.start("--no-worker", "--root-path", "/duetime/"))
+    with server.client() as client:
+        docs = client.get("/docs")
+        assert docs.status_code == 200
+        assert "/duetime/docs-assets/swagger-ui-bundle.js" in docs.text
+        assert "'/duetime/openapi.json'" in docs.text
+        assert client.get("/openapi.json").json()["servers"] == [{"url": "/duetime"}]
+        assert client.get("/docs-assets/swagger-ui.css").status_code == 200
+        assert client.get("/static/app.js").status_code == 200
+        made = client.post("/v1/namespaces/default/timers", json={"type": "t", "delay": "P1D"})
+        assert made.status_code == 201, made.text
+    refused = server.cli("serve", "--root-path", "duetime")
+    assert refused.returncode != 0
+    assert "root_path" in refused.stderr
+
+
 def test_sigterm_lets_the_in_flight_handler_finish_and_exits_zero(
     tmp_path: Path, servers: list[Server]
 ) -> None:
