@@ -3,6 +3,7 @@ application, under a prefix and behind a proxy's root_path, started by the paren
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -254,3 +255,31 @@ def test_every_link_of_the_dashboard_page_resolves_below_the_prefix(tmp_path: Pa
             url = urljoin(f"{LOCAL}/ops/duetime/", link)
             assert url.startswith(f"{LOCAL}/ops/duetime/"), f"{link} leaves the prefix"
             assert client.get(url).status_code == 200, link
+
+
+def test_shutdown_lets_the_in_flight_handler_finish(tmp_path: Path) -> None:
+    dt = duetime.AsyncApp(f"sqlite:///{tmp_path / 'slow.db'}")
+    finished: list[str] = []
+
+    @dt.handler("slow")
+    async def slow(event: duetime.Event) -> None:
+        await asyncio.sleep(0.5)
+        finished.append(event.key)
+
+    parent = FastAPI()
+    mount(parent, app=dt, worker=True)
+    with TestClient(parent, base_url=LOCAL) as client:
+        client.post("/duetime/v1/namespaces/default/events", json={"type": "slow", "key": "s"})
+
+        def running() -> bool:
+            got = client.get("/duetime/v1/namespaces/default/timers/s").json()
+            return bool(got["timer"]["status"] == "running")
+
+        wait_until(running, 20, "the slow handler to start")
+    assert finished == ["s"]  # the parent's shutdown waited for it
+    parent = FastAPI()
+    mount(parent, app=dt)
+    with TestClient(parent, base_url=LOCAL) as client:
+        assert client.get("/duetime/v1/namespaces/default/timers/s").json()["timer"]["status"] == (
+            "done"
+        )

@@ -75,7 +75,12 @@ def start(command: list[str], tmp_path: Path, *, port: int, ready: str) -> Serve
         except httpx.TransportError:
             return False
 
-    wait_until(answers, 30, f"{command} to answer {ready}", every=0.05, explain=server.log)
+    try:
+        wait_until(answers, 30, f"{command} to answer {ready}", every=0.05, explain=server.log)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
     return server
 
 
@@ -176,12 +181,16 @@ def flask_shop(tmp_path: Path) -> Iterator[tuple[Server, Server]]:
     web = start([*flask, "--port", str(port)], tmp_path, port=port, ready="/signups/nobody")
     duetime_port = free_port()
     serve = [sys.executable, "-m", "duetime", "serve", "--port", str(duetime_port)]
-    worker = start(
-        [*serve, "--app", "examples.flask_app.app:scheduler"],
-        tmp_path,
-        port=duetime_port,
-        ready="/healthz",
-    )
+    try:
+        worker = start(
+            [*serve, "--app", "examples.flask_app.app:scheduler"],
+            tmp_path,
+            port=duetime_port,
+            ready="/healthz",
+        )
+    except BaseException:
+        web.stop()
+        raise
     try:
         yield web, worker
     finally:
