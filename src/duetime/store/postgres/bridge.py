@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
-from psycopg.rows import RowFactory
+from psycopg.pq import Format
+from psycopg.rows import AsyncRowFactory, RowFactory, tuple_row
+
+C = TypeVar("C", psycopg.Cursor[Any], psycopg.AsyncCursor[Any])
 
 
 class BridgedCursor:
@@ -55,10 +58,10 @@ class BridgedPipeline:
         self._pipeline.sync()
 
 
-class SyncBridge:
-    """The subset of ``AsyncConnection`` the outbox uses, on a blocking ``Connection``."""
+class Borrowed:
+    """What both faces share: the caller's connection, its state, a cursor's format."""
 
-    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+    def __init__(self, connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]):
         self.connection = connection
 
     @property
@@ -69,13 +72,26 @@ class SyncBridge:
     def autocommit(self) -> bool:
         return self.connection.autocommit
 
-    def cursor(self, *, row_factory: RowFactory[Any] | None = None, binary: bool = False) -> Any:
-        if row_factory is None:
-            return BridgedCursor(self.connection.cursor(binary=binary))
-        return BridgedCursor(self.connection.cursor(row_factory=row_factory, binary=binary))
+    @staticmethod
+    def formatted(cursor: C, binary: bool) -> C:
+        if binary:
+            cursor.format = Format.BINARY
+        return cursor
+
+
+class SyncBridge(Borrowed):
+    """The subset of ``AsyncConnection`` the outbox uses, on a blocking ``Connection``."""
+
+    connection: psycopg.Connection[Any]
+
+    def cursor(
+        self, *, row_factory: RowFactory[Any] | None = None, binary: bool = False
+    ) -> BridgedCursor:
+        cursor = psycopg.Cursor(self.connection, row_factory=row_factory or tuple_row)
+        return BridgedCursor(self.formatted(cursor, binary))
 
     async def execute(self, query: Any, params: Any = None) -> BridgedCursor:
-        return BridgedCursor(self.connection.execute(query, params))
+        return await self.cursor().execute(query, params)
 
     @asynccontextmanager
     async def pipeline(self) -> AsyncIterator[BridgedPipeline]:
@@ -86,3 +102,24 @@ class SyncBridge:
     async def transaction(self) -> AsyncIterator[None]:
         with self.connection.transaction():
             yield
+
+
+class PlainCursors(Borrowed):
+    """A caller's ``AsyncConnection``, its cursors psycopg's plain ``AsyncCursor``."""
+
+    connection: psycopg.AsyncConnection[Any]
+
+    def cursor(
+        self, *, row_factory: AsyncRowFactory[Any] | None = None, binary: bool = False
+    ) -> psycopg.AsyncCursor[Any]:
+        cursor = psycopg.AsyncCursor(self.connection, row_factory=row_factory or tuple_row)
+        return self.formatted(cursor, binary)
+
+    async def execute(self, query: Any, params: Any = None) -> psycopg.AsyncCursor[Any]:
+        return await self.cursor().execute(query, params)
+
+    def pipeline(self) -> Any:
+        return self.connection.pipeline()
+
+    def transaction(self) -> Any:
+        return self.connection.transaction()

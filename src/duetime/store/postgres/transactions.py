@@ -18,7 +18,7 @@ from psycopg.pq import TransactionStatus
 from duetime.errors import InvalidInput
 from duetime.model import Finish, NewTimer, OnConflict, Outcome, PutResult, Timer
 from duetime.store.parts import TransactionEffect
-from duetime.store.postgres.bridge import SyncBridge
+from duetime.store.postgres.bridge import PlainCursors, SyncBridge
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
 from duetime.store.postgres.rows import FinishBatch
 from duetime.store.queries import load_queries
@@ -153,10 +153,11 @@ class PostgresOutbox:
 
 def joinable(connection: object) -> Conn:
     """The caller's psycopg connection, checked: it holds a transaction duetime can join."""
+    # Either way it shows the AsyncConnection methods the outbox uses, with plain cursors.
     if isinstance(connection, psycopg.AsyncConnection):
-        conn: Conn = connection
+        conn = cast(Conn, PlainCursors(connection))
     elif isinstance(connection, psycopg.Connection):
-        conn = cast(Conn, SyncBridge(connection))  # the AsyncConnection methods the outbox uses
+        conn = cast(Conn, SyncBridge(connection))
     else:
         raise InvalidInput(
             "transaction",
