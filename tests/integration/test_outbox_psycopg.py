@@ -16,7 +16,7 @@ import pytest
 from outbox_kit import FIRED, NS, PgOutbox, WorkerThread, pg_outbox
 from psycopg import IsolationLevel, sql
 
-from duetime import App, AsyncApp, InvalidInput
+from duetime import App, AsyncApp, InvalidInput, NotFound
 
 __all__ = ["pg_outbox"]
 
@@ -92,6 +92,8 @@ def test_blocking_cancel_and_emit_join_the_transaction(pg_outbox: PgOutbox) -> N
         psycopg.connect(pg_outbox.dsn) as conn,
     ):
         app.schedule(FIRED, key="later", delay=3600)
+        with pytest.raises(NotFound):
+            app.cancel("missing", transaction=conn)  # refused: the transaction carries on
         app.cancel("later", transaction=conn)
         conn.rollback()
         assert pg_outbox.status("later") == "scheduled"
