@@ -122,9 +122,7 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
     clock = FrozenClock(START)
     app = make_app(store, clock)
     await app.open()
-    if (
-        backend == "sqlite"
-    ):  # a sqlite3 connection's outbox: tests/integration/test_outbox_sqlite.py
+    if backend == "sqlite":  # its sqlite3 outbox: tests/integration/test_outbox_sqlite.py
         with pytest.raises(InvalidInput) as info:
             await app.schedule("x", delay=5, key="k", transaction=object())
         assert info.value.field == "transaction"
