@@ -1,7 +1,7 @@
 """Exactly-once effects: a transactional handler's writes commit with its timer's completion.
 
 And the outbox pattern: timers scheduled inside the caller's own PostgreSQL transaction exist
-only if it commits.
+only if it commits (every kind of caller's transaction: tests/integration/test_outbox_*.py).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
     clock = FrozenClock(START)
     app = make_app(store, clock)
     await app.open()
-    if backend == "sqlite":
+    if backend == "sqlite":  # its sqlite3 outbox: tests/integration/test_outbox_sqlite.py
         with pytest.raises(InvalidInput) as info:
             await app.schedule("x", delay=5, key="k", transaction=object())
         assert info.value.field == "transaction"

@@ -1,0 +1,1 @@
+"""Integrations with other libraries, each imported only by those who use it."""
