@@ -1,0 +1,1 @@
+"""Integrations with web frameworks; each is optional and imports its framework only when used."""

@@ -1,0 +1,223 @@
+"""duetime.contrib.django against the real PostgreSQL, set up as Django's test runner does.
+
+The project is ``tests/integration/django_site`` (one app, one model, handlers found by
+autodiscovery); ``setup_databases`` makes its ``test_duetime_contrib_django`` database and
+migrates it, and duetime follows the switch to it. Scheduling inside ``transaction.atomic()``
+is checked both ways (committed: visible and fired; rolled back: gone), and so are transactional
+handlers whose ORM writes commit with their timer's completion, or roll back with it and are
+retried. Skipped without PostgreSQL, failed under CI.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.waiting import wait_until
+
+from duetime import NotFound, Status
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import require_pg
+
+SETTINGS = "tests.integration.django_site.settings"
+needs_outbox = pytest.mark.skipif(
+    importlib.util.find_spec("duetime.outbox") is None,
+    reason="transaction= does not take Django's connection yet",
+)
+
+
+class Refused(Exception):
+    """What rolls an atomic block back in these tests."""
+
+
+@pytest.fixture(scope="module")
+def django_db() -> Iterator[None]:
+    require_pg()
+    import django
+    from django.test.utils import (
+        setup_databases,
+        setup_test_environment,
+        teardown_databases,
+        teardown_test_environment,
+    )
+
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    django.setup()
+    setup_test_environment()
+    databases = setup_databases(verbosity=0, interactive=False)
+    try:
+        yield
+    finally:
+        from django.db import connections
+
+        from duetime.contrib.django import close_app
+
+        close_app()
+        connections.close_all()
+        teardown_databases(databases, verbosity=0)
+        teardown_test_environment()
+
+
+def key() -> str:
+    return f"k-{uuid.uuid4().hex[:12]}"
+
+
+def seen() -> list[tuple[str, object]]:
+    from tests.integration.django_site.notes.duetime_handlers import SEEN
+
+    return SEEN
+
+
+def test_duetime_shares_the_test_database(django_db: None) -> None:
+    from duetime.contrib.django import get_app
+
+    url = get_app().settings.database_url
+    assert "/test_duetime_contrib_django?" in url
+    assert "schema=duetime_notes" in url
+    assert get_app().namespace == "notes"
+
+
+@needs_outbox
+def test_scheduled_in_an_atomic_block_is_visible_on_commit_and_fired(django_db: None) -> None:
+    from django.db import connection, transaction
+    from tests.integration.django_site.notes.models import Note
+
+    from duetime.contrib.django import duetime_app
+
+    name = key()
+    with transaction.atomic():
+        note = Note.objects.create(text="hello")
+        result = duetime_app.schedule(
+            "note.created", {"note": note.pk}, key=name, delay=0, transaction=connection
+        )
+        assert result.action == "created"
+        with pytest.raises(NotFound):  # duetime's own connections cannot see it yet
+            duetime_app.get(name)
+    assert duetime_app.get(name).status is Status.SCHEDULED
+    duetime_app.tick()
+    assert ("note.created", {"note": note.pk}) in seen()
+    assert duetime_app.get(name).status is Status.DONE
+
+
+@needs_outbox
+def test_scheduled_in_a_rolled_back_block_is_gone(django_db: None) -> None:
+    from django.db import connection, transaction
+    from tests.integration.django_site.notes.models import Note
+
+    from duetime.contrib.django import duetime_app
+
+    name = key()
+
+    def refused_order() -> None:
+        with transaction.atomic():
+            Note.objects.create(text=name)
+            duetime_app.schedule(
+                "note.created", {"text": name}, key=name, delay=0, transaction=connection
+            )
+            raise Refused
+
+    with pytest.raises(Refused):
+        refused_order()
+    assert not Note.objects.filter(text=name).exists()
+    with pytest.raises(NotFound):
+        duetime_app.get(name)
+    duetime_app.tick()
+    assert ("note.created", {"text": name}) not in seen()
+
+
+def test_a_transactional_handler_commits_its_orm_writes_with_the_timer(django_db: None) -> None:
+    from tests.integration.django_site.notes.models import Note
+
+    from duetime.contrib.django import duetime_app
+
+    note = Note.objects.create(text="close me")
+    name = key()
+    duetime_app.schedule("note.close", {"note": note.pk}, key=name, delay=0)
+    duetime_app.tick()
+    note.refresh_from_db()
+    assert note.closed
+    timer = duetime_app.get(name)
+    assert (timer.status, timer.attempts) == (Status.DONE, 1)
+    assert ("note.close", (1, True)) in seen()  # inside Django's atomic block
+
+
+def test_a_failed_transactional_handler_rolls_back_and_is_retried(django_db: None) -> None:
+    from tests.integration.django_site.notes.models import Note
+
+    from duetime.contrib.django import duetime_app
+
+    note = Note.objects.create(text="close me later")
+    name = key()
+    duetime_app.schedule("note.close", {"note": note.pk, "fail_first": True}, key=name, delay=0)
+    duetime_app.tick()
+    note.refresh_from_db()
+    assert not note.closed  # the first attempt's write rolled back with it
+    timer = duetime_app.get(name)
+    assert (timer.status, timer.attempts) == (Status.RETRYING, 1)
+    assert "the first attempt fails after its write" in (timer.last_error or "")
+
+    def retried() -> bool:
+        duetime_app.tick()
+        return duetime_app.get(name).status is Status.DONE
+
+    wait_until(retried, 10, "the retry to complete")
+    note.refresh_from_db()
+    assert note.closed
+    assert duetime_app.get(name).attempts == 2
+
+
+def test_settings_errors_name_the_key(django_db: None) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    from duetime.contrib.django.conf import database_url, duetime_settings
+
+    with (
+        override_settings(DUETIME={"NAMESPACES": "x"}),
+        pytest.raises(
+            ImproperlyConfigured, match=r"DUETIME\['NAMESPACES'\] is not a duetime setting"
+        ),
+    ):
+        duetime_settings()
+    with (
+        override_settings(DUETIME={"MAX_ATTEMPTS": 0}),
+        pytest.raises(ImproperlyConfigured, match=r"DUETIME\['MAX_ATTEMPTS'\]: must be at least 1"),
+    ):
+        duetime_settings()
+    with (
+        override_settings(DUETIME={"DATABASE_ALIAS": "other"}),
+        pytest.raises(
+            ImproperlyConfigured, match=r"DUETIME\['DATABASE_ALIAS'\] is 'other', which is not in"
+        ),
+    ):
+        duetime_settings()
+    sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": "x.db"}
+    with pytest.raises(
+        ImproperlyConfigured, match=r"only when it is PostgreSQL .*DUETIME\['DATABASE_URL'\]"
+    ):
+        database_url(sqlite, "default", "duetime")
+
+
+def test_the_url_is_built_from_django_connection_settings() -> None:
+    from duetime.contrib.django.conf import database_url
+
+    database = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "shop",
+        "USER": "app",
+        "PASSWORD": "p@ss:/word",
+        "HOST": "/var/run/postgresql",
+        "PORT": "5433",
+        "OPTIONS": {"sslmode": "require", "isolation_level": 1},
+    }
+    assert database_url(database, "default", "jobs") == (
+        "postgresql://app:p%40ss%3A%2Fword@:5433/shop"
+        "?schema=jobs&host=%2Fvar%2Frun%2Fpostgresql&sslmode=require"
+    )
