@@ -37,12 +37,13 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.outbox import held_async
 from duetime.requests import TimerRequest
 from duetime.routes import HANDLER, Route, check_pattern
 from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
-from duetime.store.parts import require
+from duetime.store.parts import OutboxStore, require
 from duetime.validation import (
     check_limit,
     check_lookup_key,
@@ -102,6 +103,11 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         self._opened = False
 
     # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        """Whether :meth:`open` has run (and :meth:`close` not since)."""
+        return self._opened
+
     async def open(self, *, create_namespace: bool | None = None) -> AsyncApp:
         """Connect (and migrate) on first use. The namespace is created when
         ``create_namespace`` (else the app's own policy) says so, and ``default`` always, so a
@@ -274,8 +280,14 @@ class AsyncApp(ScheduleMethods, TokenMethods):
     ) -> PutResult:
         """Store one timer; the answer says whether it was created, updated or kept.
 
-        ``transaction``: a psycopg ``AsyncConnection`` with an open transaction — the timer is
-        stored in it and exists only if the caller commits (PostgreSQL; the outbox pattern).
+        ``transaction``: the caller's own transaction, to store the timer in (the outbox
+        pattern): it is visible only once that transaction commits, and gone if it rolls back.
+        AsyncApp takes a psycopg ``AsyncConnection``, a SQLAlchemy ``AsyncConnection`` or
+        ``AsyncSession`` (psycopg driver), or a ``sqlite3.Connection`` on this app's SQLite
+        file; :class:`duetime.App` the blocking kinds — a psycopg ``Connection``, a SQLAlchemy
+        ``Connection`` or ``Session``, Django's ``connection`` inside ``transaction.atomic()``,
+        a ``sqlite3.Connection``. One that has not begun its transaction yet is made to begin
+        it; one in autocommit mode with none open is refused. See docs/transactions.md.
         """
         request = TimerRequest(
             type=type,
@@ -304,7 +316,10 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         on_conflict: OnConflict = "update",
         transaction: object | None = None,
     ) -> list[PutResult]:
-        """Store many timers in one transaction: all of them, or (on bad input) none."""
+        """Store many timers in one transaction: all of them, or (on bad input) none.
+
+        ``transaction``: the caller's own transaction, as for :meth:`schedule`.
+        """
         # Validated as the store reads them, each with its payload's JSON text (no caller
         # sees these timers before they are stored).
         timers: Iterable[NewTimer] = self._resolve(requests, straight_to_store=True)
@@ -353,19 +368,26 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         on_conflict: OnConflict = "update",
         transaction: object | None = None,
     ) -> list[PutResult]:
+        """Store validated timers (see :meth:`prepare`); ``transaction`` as for :meth:`schedule`."""
         check_on_conflict(on_conflict)
         await self.open()
         if transaction is not None:
-            outbox = require(
-                self.store.outbox,
-                "outbox",
-                self.store,
-                field="transaction",
-                doing="scheduling inside your own transaction",
-                hint="the PostgreSQL store has one",
+            outbox = self._outbox("scheduling inside your own transaction")
+            held = await held_async(transaction)
+            return await outbox.put_timers_in(
+                held.connection, timers, on_conflict, self.clock.now()
             )
-            return await outbox.put_timers_in(transaction, timers, on_conflict, self.clock.now())
         return await self.store.put_timers(timers, on_conflict, self.clock.now())
+
+    def _outbox(self, doing: str) -> OutboxStore:
+        return require(
+            self.store.outbox,
+            "outbox",
+            self.store,
+            field="transaction",
+            doing=doing,
+            hint="the PostgreSQL store has one",
+        )
 
     async def emit(
         self,
@@ -380,8 +402,8 @@ class AsyncApp(ScheduleMethods, TokenMethods):
     ) -> PutResult:
         """Emit an event now: a timer due at once, delivered like any other.
 
-        ``transaction``: as for :meth:`schedule` — the event exists, and is delivered, only if
-        the caller's transaction commits (the transactional outbox).
+        ``transaction``: the caller's own transaction, as for :meth:`schedule` — the event
+        exists, and is delivered, only if that transaction commits (the transactional outbox).
         """
         return await self.schedule(
             type,
@@ -409,10 +431,19 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         timer = await self.get(key)
         return await self.store.list_attempts(timer.id)
 
-    async def cancel(self, key: str) -> Timer:
-        """Cancel while scheduled or waiting for a retry; Conflict once it has fired."""
+    async def cancel(self, key: str, *, transaction: object | None = None) -> Timer:
+        """Cancel while scheduled or waiting for a retry; Conflict once it has fired.
+
+        ``transaction``: the caller's own transaction, as for :meth:`schedule` — the timer is
+        cancelled only if that transaction commits, and stays as it was if it rolls back.
+        """
+        key = check_lookup_key(key)
         await self.open()
-        return await self.store.cancel(self.namespace, check_lookup_key(key), self.clock.now())
+        if transaction is not None:
+            outbox = self._outbox("cancelling inside your own transaction")
+            held = await held_async(transaction)
+            return await outbox.cancel_in(held.connection, self.namespace, key, self.clock.now())
+        return await self.store.cancel(self.namespace, key, self.clock.now())
 
     async def history(
         self,

@@ -7,6 +7,7 @@ One thin wrapper instead of twin ``x``/``x_async`` methods: every method of ``Ap
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -18,6 +19,7 @@ from duetime.app import AsyncApp
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.destinations.base import Destination
+from duetime.outbox import held_blocking, run_now
 from duetime.routes import Route
 from duetime.runner import stopping_on_signals, work
 from duetime.store import Store
@@ -75,6 +77,26 @@ def _blocking(
     return call
 
 
+def _joining(
+    method: Callable[Concatenate[AsyncApp, P], Awaitable[R]],
+) -> Callable[Concatenate[App, P], R]:
+    """:func:`_blocking`, but given a ``transaction=`` the method runs here, in the caller's
+    thread, on the caller's own blocking connection (never on the loop thread: a driver
+    connection belongs to the thread using it); see :mod:`duetime.outbox`."""
+    blocking = _blocking(method)
+
+    def call(self: App, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        transaction = kwargs.get("transaction")
+        if transaction is None:
+            return blocking(self, *args, **kwargs)
+        self.open()
+        kwargs["transaction"] = held_blocking(transaction)
+        return run_now(method(self.core, *args, **kwargs))  # type: ignore[arg-type]
+
+    functools.update_wrapper(call, blocking)
+    return call
+
+
 class App:
     """duetime on one database and one namespace, for ordinary (blocking) code."""
 
@@ -117,12 +139,12 @@ class App:
     def producer(self) -> str | None:
         return self.core.producer
 
-    schedule = _blocking(AsyncApp.schedule)
-    schedule_many = _blocking(AsyncApp.schedule_many)
-    emit = _blocking(AsyncApp.emit)
+    schedule = _joining(AsyncApp.schedule)
+    schedule_many = _joining(AsyncApp.schedule_many)
+    emit = _joining(AsyncApp.emit)
     get = _blocking(AsyncApp.get)
     attempts = _blocking(AsyncApp.attempts)
-    cancel = _blocking(AsyncApp.cancel)
+    cancel = _joining(AsyncApp.cancel)
     history = _blocking(AsyncApp.history)
     dead = _blocking(AsyncApp.dead)
     replay = _blocking(AsyncApp.replay)
@@ -143,7 +165,8 @@ class App:
     preview = _blocking(AsyncApp.preview)
 
     def open(self) -> App:
-        self._portal.call(self.core.open())
+        if not self.core.is_open:
+            self._portal.call(self.core.open())
         return self
 
     def close(self) -> None:

@@ -65,7 +65,11 @@ class Shop:
     """The example's processes, started from the repository root as the README does."""
 
     def __init__(self, database: str, logs: Path) -> None:
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("DUETIME_") and k != "DJANGO_SETTINGS_MODULE"
+        }
         self.env["SHOP_DATABASE_URL"] = database
         self.logs = logs
         self.procs: list[subprocess.Popen[bytes]] = []

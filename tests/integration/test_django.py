@@ -10,7 +10,6 @@ retried. Skipped without PostgreSQL, failed under CI.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import uuid
@@ -27,10 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from storekit import require_pg
 
 SETTINGS = "tests.integration.django_site.settings"
-needs_outbox = pytest.mark.skipif(
-    importlib.util.find_spec("duetime.outbox") is None,
-    reason="transaction= does not take Django's connection yet",
-)
 
 
 class Refused(Exception):
@@ -48,6 +43,7 @@ def django_db() -> Iterator[None]:
         teardown_test_environment,
     )
 
+    saved = os.environ.get("DJANGO_SETTINGS_MODULE")
     os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
     django.setup()
     setup_test_environment()
@@ -63,6 +59,10 @@ def django_db() -> Iterator[None]:
         connections.close_all()
         teardown_databases(databases, verbosity=0)
         teardown_test_environment()
+        if saved is None:  # processes the other tests start must not inherit it
+            del os.environ["DJANGO_SETTINGS_MODULE"]
+        else:
+            os.environ["DJANGO_SETTINGS_MODULE"] = saved
 
 
 def key() -> str:
@@ -84,7 +84,6 @@ def test_duetime_shares_the_test_database(django_db: None) -> None:
     assert get_app().namespace == "notes"
 
 
-@needs_outbox
 def test_scheduled_in_an_atomic_block_is_visible_on_commit_and_fired(django_db: None) -> None:
     from django.db import connection, transaction
     from tests.integration.django_site.notes.models import Note
@@ -106,7 +105,6 @@ def test_scheduled_in_an_atomic_block_is_visible_on_commit_and_fired(django_db: 
     assert duetime_app.get(name).status is Status.DONE
 
 
-@needs_outbox
 def test_scheduled_in_a_rolled_back_block_is_gone(django_db: None) -> None:
     from django.db import connection, transaction
     from tests.integration.django_site.notes.models import Note

@@ -3,7 +3,7 @@
 A :class:`~duetime.store.protocol.Store` is composed of them — ``store.schedules``,
 ``store.history``, ``store.tokens``, ``store.transactions`` and ``store.outbox`` — so what a
 backend can do is read off its attributes, never guessed from its class or its URL. A part both
-built-in backends keep is always there; one a backend lacks is None (SQLite has no ``outbox``),
+built-in backends keep is always there; one a backend lacks (a third-party store's) is None,
 and :func:`require` turns that None into an error naming the missing part.
 """
 
@@ -157,8 +157,14 @@ class TransactionStore(Protocol):
 
 
 class OutboxStore(Protocol):
-    """Storing timers inside the caller's own open transaction (the outbox pattern): only
-    PostgreSQL can, since only there the caller holds a connection to the same database."""
+    """Writing inside the caller's own open transaction (the outbox pattern): what duetime
+    writes there is visible only if the caller commits, and gone if it rolls back.
+
+    ``connection`` is the driver connection of that transaction (see :mod:`duetime.outbox`):
+    psycopg 3 (an ``AsyncConnection``, or a blocking ``Connection``) on PostgreSQL, a
+    ``sqlite3.Connection`` opened on the store's own file on SQLite. Given a blocking one,
+    these coroutines never wait, so a blocking caller runs them in its own thread.
+    """
 
     async def put_timers_in(
         self,
@@ -168,6 +174,10 @@ class OutboxStore(Protocol):
         now: datetime,
     ) -> list[PutResult]:
         """Store timers inside the caller's open transaction: they exist only if it commits."""
+        ...
+
+    async def cancel_in(self, connection: object, namespace: str, key: str, now: datetime) -> Timer:
+        """Cancel a timer inside the caller's open transaction: undone if it rolls back."""
         ...
 
 

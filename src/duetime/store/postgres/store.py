@@ -87,7 +87,7 @@ class PostgresStore:
         self.history = PostgresHistory(self._db, self.schema)
         self.tokens = PostgresTokens(self._db)
         self.transactions = PostgresTransactions(self._db)
-        self.outbox = PostgresOutbox(self.schema, self._put_in_savepoint)
+        self.outbox = PostgresOutbox(self.schema, self._put_in_savepoint, self._transition_on)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def open(self, *, migrate: bool = True) -> None:
@@ -324,19 +324,23 @@ class PostgresStore:
 
     async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel or replay one timer; NotFound / Conflict name the key."""
+        return await self._db.write(
+            lambda conn: self._transition_on(conn, name, namespace, key, now)
+        )
+
+    async def _transition_on(
+        self, conn: Conn, name: Transition, namespace: str, key: str, now: datetime
+    ) -> Timer:
+        """:meth:`_transition` on a given connection (the store's, or a caller's: the outbox)."""
         params = {"namespace": namespace, "key": key, "now": now}
-
-        async def run(conn: Conn) -> Timer:
-            rows = await fetch_all(conn, Q[name], params)
-            if rows:
-                timer = timer_from_row(rows[0])
-                if name == "replay":
-                    await self._notices.notify(conn, timer.run_at)
-                return timer
-            existing = await fetch_all(conn, Q["get_timer"], params)
-            raise refused(name, key, existing[0]["status"] if existing else None)
-
-        return await self._db.write(run)
+        rows = await fetch_all(conn, Q[name], params)
+        if rows:
+            timer = timer_from_row(rows[0])
+            if name == "replay":
+                await self._notices.notify(conn, timer.run_at)
+            return timer
+        existing = await fetch_all(conn, Q["get_timer"], params)
+        raise refused(name, key, existing[0]["status"] if existing else None)
 
     # -- working ----------------------------------------------------------------------------
     async def next_run_at(

@@ -12,18 +12,20 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
 from duetime.errors import InvalidInput
-from duetime.model import Finish, NewTimer, OnConflict, Outcome, PutResult
+from duetime.model import Finish, NewTimer, OnConflict, Outcome, PutResult, Timer
 from duetime.store.parts import TransactionEffect
+from duetime.store.postgres.bridge import PlainCursors, SyncBridge
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
 from duetime.store.postgres.rows import FinishBatch
 from duetime.store.queries import load_queries
+from duetime.store.transitions import Transition
 
 Q = load_queries("duetime.store.postgres")
 MIN_TRANSACTION_SECONDS = 1.0
@@ -32,11 +34,10 @@ SERVER_GRACE_SECONDS = 1.0
 """The server's limit on such a transaction is this much longer than the client's own, so a
 live process ends it cleanly first; the server's ends the transaction of a stalled one."""
 
-_OPEN = (TransactionStatus.INTRANS, TransactionStatus.IDLE)
-"""A blocking connection out of autocommit begins its transaction with its next statement."""
-
 PutOn = Callable[[Conn, str, Iterable[NewTimer], OnConflict, datetime], Awaitable[list[PutResult]]]
 """The store's own batch write in a savepoint of a given connection (query, timers, rule)."""
+TransitionOn = Callable[[Conn, Transition, str, str, datetime], Awaitable[Timer]]
+"""The store's own cancel or replay of one timer on a given connection."""
 
 
 class PostgresTransactions:
@@ -93,11 +94,20 @@ class PostgresTransactions:
 
 
 class PostgresOutbox:
-    """The :class:`~duetime.store.parts.OutboxStore` of a PostgreSQL schema."""
+    """The :class:`~duetime.store.parts.OutboxStore` of a PostgreSQL schema.
 
-    def __init__(self, schema: str, put: PutOn) -> None:
+    It writes through the caller's psycopg connection: an ``AsyncConnection`` as it is, a
+    blocking ``Connection`` through :class:`~.bridge.SyncBridge` (the same statements, run in
+    the caller's thread). The caller's session is left as it was: duetime's schema is put on
+    the search path for the transaction only (``set_config(..., true)``) and the caller's own
+    path put back after; the isolation level is never touched (a transaction psycopg has still
+    to begin, begins with the caller's own settings at duetime's first statement).
+    """
+
+    def __init__(self, schema: str, put: PutOn, transition: TransitionOn) -> None:
         self.schema = schema
         self._put = put
+        self._transition = transition
 
     async def put_timers_in(
         self,
@@ -111,18 +121,9 @@ class PostgresOutbox:
         They become visible, and wake workers (the NOTIFY is part of the transaction), only if
         the caller commits; a rollback takes them away with the caller's own writes.
         """
-        if not isinstance(connection, psycopg.AsyncConnection):
-            raise InvalidInput(
-                "transaction", "must be a psycopg.AsyncConnection inside an open transaction"
-            )
-        if connection.info.transaction_status != TransactionStatus.INTRANS:
-            raise InvalidInput(
-                "transaction", "has no open transaction: start one before scheduling in it"
-            )
         query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
-        conn: Conn = connection
-        saved = await fetch_value(conn, Q["current_search_path"], {})
-        await fetch_value(conn, Q["set_search_path"], {"search_path": self.schema})
+        conn = joinable(connection)
+        saved = await self._enter(conn)
         try:
             # In a savepoint: the batch goes out in chunks, and one refused half-way (a bad
             # request, a key that exists with on_conflict="error") must leave none of its rows in
@@ -130,6 +131,60 @@ class PostgresOutbox:
             return await self._put(conn, query, timers, on_conflict, now)
         finally:
             await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
+
+    async def cancel_in(self, connection: object, namespace: str, key: str, now: datetime) -> Timer:
+        """Cancel a timer inside the caller's open transaction: undone if it rolls back."""
+        conn = joinable(connection)
+        saved = await self._enter(conn)
+        try:
+            async with conn.transaction():
+                return await self._transition(conn, "cancel", namespace, key, now)
+        finally:
+            await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
+
+    async def _enter(self, conn: Conn) -> str:
+        """Put duetime's schema on the path for this transaction; the caller's path before.
+
+        Reading it is duetime's first statement: a transaction psycopg has yet to begin (autocommit
+        off, nothing run yet — a fresh SQLAlchemy session) begins here, as the caller's own
+        first statement would have begun it.
+        """
+        saved: str = await fetch_value(conn, Q["current_search_path"], {})
+        await fetch_value(conn, Q["set_search_path"], {"search_path": self.schema})
+        return saved
+
+
+def joinable(connection: object) -> Conn:
+    """The caller's psycopg connection, checked: it holds a transaction duetime can join."""
+    # Either way it shows the AsyncConnection methods the outbox uses, with plain cursors.
+    if isinstance(connection, psycopg.AsyncConnection):
+        conn = cast(Conn, PlainCursors(connection))
+    elif isinstance(connection, psycopg.Connection):
+        conn = cast(Conn, SyncBridge(connection))
+    else:
+        raise InvalidInput(
+            "transaction",
+            "this app's database is PostgreSQL: pass a psycopg connection (or a SQLAlchemy or "
+            f"Django one on psycopg 3) to it, not {type(connection).__name__}",
+        )
+    status = conn.info.transaction_status
+    if status == TransactionStatus.INTRANS:
+        return conn
+    if status == TransactionStatus.IDLE and not conn.autocommit:
+        return conn  # psycopg begins the transaction at duetime's first statement
+    if status == TransactionStatus.IDLE:
+        raise InvalidInput(
+            "transaction",
+            "the connection is in autocommit mode with no open transaction: start one "
+            "(with conn.transaction(): …) so the timers commit or roll back with your work",
+        )
+    if status == TransactionStatus.INERROR:
+        raise InvalidInput(
+            "transaction", "the transaction has failed (a statement in it raised): roll it back"
+        )
+    raise InvalidInput(
+        "transaction", f"the connection cannot take a statement now ({status.name.lower()})"
+    )
 
 
 def complete_in_callers_transaction(
@@ -149,8 +204,7 @@ def complete_in_callers_transaction(
     ``effect``. A blocking effect cannot be cancelled: when the lease runs out the server ends
     the transaction (the caller's next statement fails and everything rolls back).
     """
-    if connection.autocommit or connection.info.transaction_status not in _OPEN:
-        raise InvalidInput("transaction", "has no open transaction to complete the timer in")
+    joinable(connection)  # or InvalidInput saying why not
     params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
     with _in_schema(connection, schema) as cur:
         locked = cur.execute(Q["lock_attempt"], params).fetchall()
