@@ -8,9 +8,10 @@ opens its store at start-up. Needs the ``server`` extra.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from duetime.api.guard import LOCAL_HOSTS
 from duetime.contrib.django.conf import duetime_settings
 
 Scope = MutableMapping[str, Any]
@@ -19,20 +20,39 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def with_duetime(django: ASGIApp, prefix: str = "/duetime", api: ASGIApp | None = None) -> ASGIApp:
-    """``django`` with duetime's API (by default built from ``settings.DUETIME``; auth is on
-    once any token exists, see docs/api.md) mounted at ``prefix``."""
+def with_duetime(
+    django: ASGIApp,
+    prefix: str = "/duetime",
+    *,
+    api: ASGIApp | None = None,
+    auth: bool | None = None,
+    allowed_hosts: Iterable[str] | None = LOCAL_HOSTS,
+) -> ASGIApp:
+    """``django`` with duetime's API at ``prefix``: ``api``, else one built from
+    ``settings.DUETIME`` (no worker: that is ``manage.py duetime_worker``).
+
+    ``auth`` is as ``duetime serve --auth`` (None: on while any token exists). With auth off,
+    the API answers only requests whose ``Host`` (and a browser's ``Origin``) is in
+    ``allowed_hosts`` — loopback names by default, against DNS rebinding: add the names your
+    site is reached by, or None to answer any (Django's ALLOWED_HOSTS guards Django's part).
+    """
     if not prefix.startswith("/") or prefix.endswith("/"):
         raise ValueError(f"prefix must start with '/' and not end with one, not {prefix!r}")
-    return PrefixRouter(django, prefix, api if api is not None else duetime_api())
+    if api is None:
+        api = duetime_api(auth=auth, allowed_hosts=allowed_hosts)
+    return PrefixRouter(django, prefix, api)
 
 
-def duetime_api() -> ASGIApp:
-    """duetime's API on this project's duetime settings (no worker: run duetime_worker)."""
+def duetime_api(
+    *, auth: bool | None = None, allowed_hosts: Iterable[str] | None = LOCAL_HOSTS
+) -> ASGIApp:
+    """duetime's API on this project's duetime settings."""
     from duetime.api.app import create_api
     from duetime.api.config import ApiSettings
 
-    api: ASGIApp = create_api(ApiSettings(core=duetime_settings()))
+    hosts = None if allowed_hosts is None else tuple(allowed_hosts)
+    settings = ApiSettings(core=duetime_settings(), auth=auth, allowed_hosts=hosts)
+    api: ASGIApp = create_api(settings)
     return api
 
 
