@@ -219,3 +219,24 @@ def test_the_url_is_built_from_django_connection_settings() -> None:
         "postgresql://app:p%40ss%3A%2Fword@:5433/shop"
         "?schema=jobs&host=%2Fvar%2Frun%2Fpostgresql&sslmode=require"
     )
+
+
+def test_a_cancel_in_an_atomic_block_stands_or_falls_with_it(django_db: None) -> None:
+    from django.db import connection, transaction
+
+    from duetime.contrib.django import duetime_app
+
+    name = key()
+    duetime_app.schedule("note.created", {"later": True}, key=name, delay="P1D")
+
+    def cancel_then_refuse() -> None:
+        with transaction.atomic():
+            duetime_app.cancel(name, transaction=connection)
+            raise Refused
+
+    with pytest.raises(Refused):
+        cancel_then_refuse()
+    assert duetime_app.get(name).status is Status.SCHEDULED
+    with transaction.atomic():
+        duetime_app.cancel(name, transaction=connection)
+    assert duetime_app.get(name).status is Status.CANCELLED
