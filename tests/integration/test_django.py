@@ -240,3 +240,18 @@ def test_a_cancel_in_an_atomic_block_stands_or_falls_with_it(django_db: None) ->
     with transaction.atomic():
         duetime_app.cancel(name, transaction=connection)
     assert duetime_app.get(name).status is Status.CANCELLED
+
+
+def test_the_app_is_made_again_when_its_settings_change(django_db: None) -> None:
+    from django.test import override_settings
+
+    from duetime.contrib.django import duetime_app, get_app
+
+    first = get_app()
+    assert get_app() is first  # the same settings: the same app
+    with override_settings(DUETIME={"NAMESPACE": "elsewhere", "SCHEMA": "duetime_notes"}):
+        other = get_app()
+        assert other is not first
+        assert duetime_app.namespace == "elsewhere"
+        assert "note.close" in other.core.registry.types  # the handlers go with it
+    assert get_app().namespace == "notes"

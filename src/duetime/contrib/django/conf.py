@@ -76,9 +76,28 @@ def handler_modules() -> list[str]:
     return list(modules)
 
 
+_made: tuple[object, Settings] | None = None
+"""The last settings made, and what they were made from: they are read on every use of the app,
+and made again when ``DUETIME`` or the database's connection settings change (a test's
+``override_settings``, the test runner's switch to its database); ``DUETIME_*`` variables are
+read when they are made."""
+
+
 def duetime_settings() -> Settings:
     """duetime's settings for this process (ImproperlyConfigured naming the key when bad)."""
+    global _made
     given = raw()
+    alias = given.get("DATABASE_ALIAS", "default")
+    database = connections[alias].settings_dict if alias in connections.settings else {}
+    source = (repr(given), *(database.get(key) for key in ("NAME", "HOST", "PORT", "USER")))
+    if _made is not None and _made[0] == source:
+        return _made[1]
+    settings = _make(given)
+    _made = (source, settings)
+    return settings
+
+
+def _make(given: Mapping[str, Any]) -> Settings:
     overrides = {CORE_KEYS[key]: value for key, value in given.items() if key in CORE_KEYS}
     if "database_url" not in overrides and not os.environ.get("DUETIME_DATABASE_URL"):
         alias = database_alias()
