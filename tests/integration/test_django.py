@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from tests.waiting import wait_until
 
-from duetime import NotFound, Status
+from duetime import InvalidInput, NotFound, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
@@ -255,3 +255,22 @@ def test_the_app_is_made_again_when_its_settings_change(django_db: None) -> None
         assert duetime_app.namespace == "elsewhere"
         assert "note.close" in other.core.registry.types  # the handlers go with it
     assert get_app().namespace == "notes"
+
+
+def test_a_transactional_handler_refuses_a_database_duetime_does_not_share(
+    django_db: None,
+) -> None:
+    from django.test import override_settings
+
+    from duetime.contrib.django.transactions import DjangoTransactions
+
+    elsewhere = "postgresql://postgres@127.0.0.1:5432/elsewhere?schema=duetime_notes"
+    with (
+        override_settings(DUETIME={"DATABASE_URL": elsewhere}),
+        pytest.raises(
+            InvalidInput,
+            match=r"database 'test_duetime_contrib_django'\), but duetime's .*'elsewhere'",
+        ),
+    ):
+        DjangoTransactions()._where()
+    assert DjangoTransactions()._where() == ("default", "duetime_notes")

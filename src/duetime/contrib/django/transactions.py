@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 from django.db import close_old_connections, connections, transaction
+from psycopg.conninfo import conninfo_to_dict
 
 from duetime.errors import InvalidInput
 from duetime.store.parts import TransactionEffect
@@ -72,7 +73,18 @@ class DjangoTransactions:
                     "a Django transactional handler needs duetime on PostgreSQL, in the "
                     f"database of DATABASES[{alias!r}]",
                 )
-            schema = parse_url(url).schema
+            postgres = parse_url(url)
+            duetime_db = conninfo_to_dict(postgres.conninfo).get("dbname")
+            django_db = connections[alias].settings_dict.get("NAME")
+            if duetime_db and django_db and duetime_db != django_db:
+                raise InvalidInput(
+                    "transactional",
+                    f"a Django transactional handler completes its timer through "
+                    f"DATABASES[{alias!r}] (database {django_db!r}), but duetime's database "
+                    f"is {duetime_db!r}: share one (the default), or register it without "
+                    "transactional=True",
+                )
+            schema = postgres.schema
         return alias, schema
 
 
