@@ -151,6 +151,10 @@ def _log_failure(task: asyncio.Task[None]) -> None:
         log.error("sources stopped: %s", error, exc_info=error)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What stops a worker process: its in-flight work finishes first."""
+
+
 def run_process(
     app: AsyncApp,
     *,
@@ -177,9 +181,6 @@ def run_process(
                 loop.remove_signal_handler(sig)
 
     return eventloop.run(main())
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 async def work(

@@ -194,6 +194,5 @@ class App:
         its connections belong to that one loop."""
         stop = asyncio.Event()
         loop = self._portal.loop()
-        working = asyncio.run_coroutine_threadsafe(work(self.core, stop), loop)
         with stopping_on_signals(lambda: loop.call_soon_threadsafe(stop.set)):
-            return working.result()
+            return asyncio.run_coroutine_threadsafe(work(self.core, stop), loop).result()
