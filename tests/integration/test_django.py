@@ -274,3 +274,44 @@ def test_a_transactional_handler_refuses_a_database_duetime_does_not_share(
     ):
         DjangoTransactions()._where()
     assert DjangoTransactions()._where() == ("default", "duetime_notes")
+
+
+def test_an_explicit_outcome_rolls_the_orm_writes_back_too(django_db: None) -> None:
+    from duetime.contrib.django import duetime_app
+    from tests.integration.django_site.notes.models import Note
+
+    note = Note.objects.create(text="never closed")
+    name = key()
+    duetime_app.schedule("note.close", {"note": note.pk, "dead": True}, key=name, delay=0)
+    duetime_app.tick()
+    note.refresh_from_db()
+    assert not note.closed
+    timer = duetime_app.get(name)
+    assert (timer.status, timer.attempts) == (Status.DEAD, 1)
+    assert "this note may not be closed" in (timer.last_error or "")
+
+
+def test_an_attempt_that_is_not_ours_runs_nothing_and_writes_nothing(django_db: None) -> None:
+    from django.db import connection, transaction
+
+    from duetime.contrib.django import duetime_app
+    from duetime.store.postgres.transactions import complete_in_callers_transaction
+
+    name = key()
+    timer = duetime_app.schedule("note.created", {"late": True}, key=name, delay="P1D").timer
+    ran: list[bool] = []
+    with transaction.atomic():
+        ours = complete_in_callers_transaction(
+            connection.connection,
+            "duetime_notes",
+            timer.id,
+            1,
+            "some-other-node",
+            timer.registered_at,
+            lambda: ran.append(True),
+        )
+        with connection.cursor() as cursor:  # the caller's search_path is back
+            cursor.execute("SELECT current_setting('search_path')")
+            assert "duetime_notes" not in cursor.fetchone()[0]
+    assert (ours, ran) == (False, [])
+    assert duetime_app.get(name).status is Status.SCHEDULED
