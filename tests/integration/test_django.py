@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.waiting import wait_until
@@ -75,6 +76,21 @@ def seen() -> list[tuple[str, object]]:
     return SEEN
 
 
+def close_a_note(**flags: bool) -> tuple[Any, str]:
+    """A new note and a ``note.close`` timer for it (with the handler's ``flags``), fired once
+    by ``tick``; the note as the database has it then, and the timer's key."""
+    from tests.integration.django_site.notes.models import Note
+
+    from duetime.contrib.django import duetime_app
+
+    note = Note.objects.create(text="a note")
+    name = key()
+    duetime_app.schedule("note.close", {"note": note.pk, **flags}, key=name, delay=0)
+    duetime_app.tick()
+    note.refresh_from_db()
+    return note, name
+
+
 def test_duetime_shares_the_test_database(django_db: None) -> None:
     from duetime.contrib.django import get_app
 
@@ -131,15 +147,9 @@ def test_scheduled_in_a_rolled_back_block_is_gone(django_db: None) -> None:
 
 
 def test_a_transactional_handler_commits_its_orm_writes_with_the_timer(django_db: None) -> None:
-    from tests.integration.django_site.notes.models import Note
-
     from duetime.contrib.django import duetime_app
 
-    note = Note.objects.create(text="close me")
-    name = key()
-    duetime_app.schedule("note.close", {"note": note.pk}, key=name, delay=0)
-    duetime_app.tick()
-    note.refresh_from_db()
+    note, name = close_a_note()
     assert note.closed
     timer = duetime_app.get(name)
     assert (timer.status, timer.attempts) == (Status.DONE, 1)
@@ -147,15 +157,9 @@ def test_a_transactional_handler_commits_its_orm_writes_with_the_timer(django_db
 
 
 def test_a_failed_transactional_handler_rolls_back_and_is_retried(django_db: None) -> None:
-    from tests.integration.django_site.notes.models import Note
-
     from duetime.contrib.django import duetime_app
 
-    note = Note.objects.create(text="close me later")
-    name = key()
-    duetime_app.schedule("note.close", {"note": note.pk, "fail_first": True}, key=name, delay=0)
-    duetime_app.tick()
-    note.refresh_from_db()
+    note, name = close_a_note(fail_first=True)
     assert not note.closed  # the first attempt's write rolled back with it
     timer = duetime_app.get(name)
     assert (timer.status, timer.attempts) == (Status.RETRYING, 1)
@@ -278,13 +282,8 @@ def test_a_transactional_handler_refuses_a_database_duetime_does_not_share(
 
 def test_an_explicit_outcome_rolls_the_orm_writes_back_too(django_db: None) -> None:
     from duetime.contrib.django import duetime_app
-    from tests.integration.django_site.notes.models import Note
 
-    note = Note.objects.create(text="never closed")
-    name = key()
-    duetime_app.schedule("note.close", {"note": note.pk, "dead": True}, key=name, delay=0)
-    duetime_app.tick()
-    note.refresh_from_db()
+    note, name = close_a_note(dead=True)
     assert not note.closed
     timer = duetime_app.get(name)
     assert (timer.status, timer.attempts) == (Status.DEAD, 1)
