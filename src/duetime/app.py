@@ -380,14 +380,7 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         return await self.store.put_timers(timers, on_conflict, self.clock.now())
 
     def _outbox(self, doing: str) -> OutboxStore:
-        return require(
-            self.store.outbox,
-            "outbox",
-            self.store,
-            field="transaction",
-            doing=doing,
-            hint="the PostgreSQL store has one",
-        )
+        return require(self.store.outbox, "outbox", self.store, field="transaction", doing=doing)
 
     async def emit(
         self,

@@ -155,7 +155,7 @@ class SqliteDatabase:
                 conn.execute("SAVEPOINT duetime_write")
                 result = fn(conn)
             except BaseException as exc:
-                if _undo_savepoint(conn):
+                if undo_savepoint(conn):
                     future.set_exception(exc)
                     continue
                 # SQLite gave up the whole transaction (e.g. disk full or I/O error): what
@@ -229,13 +229,14 @@ def enter_wal(conn: sqlite3.Connection, patience: float) -> object:
         time.sleep(0.005)
 
 
-def begin_immediate(conn: sqlite3.Connection) -> None:
+def begin_immediate(conn: sqlite3.Connection, most_pause: float = _POLL_MAX) -> None:
     """``BEGIN IMMEDIATE``, waiting for another process's write lock in short steps.
 
     SQLite's own busy handler sleeps 1, 2, 5, 10, … 100 ms between tries, so a writer that
     finds the lock taken for 3 ms waits 8, and two processes sharing a file (a producer and a
     worker) see 100-ms latency tails. Polling every 0.1 to 2 ms keeps the wait close to the
-    holder's commit time; the connection's busy timeout still bounds the whole wait.
+    holder's commit time (``most_pause`` at most between tries); the connection's busy timeout
+    still bounds the whole wait.
     """
     patience_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
     conn.execute("PRAGMA busy_timeout = 0")
@@ -251,12 +252,25 @@ def begin_immediate(conn: sqlite3.Connection) -> None:
                 if not busy or time.monotonic() >= deadline:
                     raise
             time.sleep(pause)
-            pause = min(pause * 2, _POLL_MAX)
+            pause = min(pause * 2, most_pause)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {patience_ms}")
 
 
-def _undo_savepoint(conn: sqlite3.Connection) -> bool:
+def in_savepoint(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], R]) -> R:
+    """Run ``fn`` in a savepoint of the transaction open on ``conn``: if it raises, what it
+    wrote is undone and the transaction carries on as it was."""
+    conn.execute("SAVEPOINT duetime_write")
+    try:
+        result = fn(conn)
+    except BaseException:
+        undo_savepoint(conn)
+        raise
+    conn.execute("RELEASE duetime_write")
+    return result
+
+
+def undo_savepoint(conn: sqlite3.Connection) -> bool:
     """Roll back to the write's savepoint; False when the whole transaction is gone."""
     if not conn.in_transaction:
         return False

@@ -2,8 +2,7 @@
 
 Timers and nodes are written here, each method one call on the file's connection thread (see
 :mod:`.database`: group commit, cross-process wake-ups); the parts — schedules, history, tokens,
-transactional handlers — are objects of their own on the same database. SQLite has no outbox:
-a caller's own transaction is on another connection.
+transactional handlers, the outbox — are objects of their own on the same database.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from duetime.errors import AlreadyExists
 from duetime.model import (
     Attempt,
     Claimed,
@@ -26,20 +24,20 @@ from duetime.model import (
     OnConflict,
     Outcome,
     Page,
-    PutAction,
     PutResult,
     Status,
     Timer,
     TimerFilter,
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
-from duetime.store.codec import dump_json, from_micros, payload_text, to_micros
+from duetime.store.codec import dump_json, from_micros, to_micros
 from duetime.store.cursors import encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
 from duetime.store.sqlite.finishing import apply_finish, finish_done
 from duetime.store.sqlite.history import SqliteHistory
+from duetime.store.sqlite.outbox import SqliteOutbox
 from duetime.store.sqlite.rows import (
     TIMER_COLUMNS,
     InstantCache,
@@ -47,23 +45,19 @@ from duetime.store.sqlite.rows import (
     claimed_from_tuple,
     node_from_row,
     timer_from_row,
-    timer_from_tuple,
 )
 from duetime.store.sqlite.schedules import SqliteSchedules
 from duetime.store.sqlite.schema import migrate, schema_version
 from duetime.store.sqlite.tokens import SqliteTokens
 from duetime.store.sqlite.transactions import SqliteTransactions
-from duetime.store.transitions import Transition, refused
-from duetime.validation import generate_key
+from duetime.store.sqlite.writes import earliest_written, timer_rows, transition, write_timers
+from duetime.store.transitions import Transition
 
 Q = load_queries("duetime.store.sqlite")
 
 
 class SqliteStore:
     """Store backed by one SQLite file (WAL, ``synchronous=FULL``)."""
-
-    outbox = None
-    """A caller's transaction is on a connection of its own: no timers can join it here."""
 
     def __init__(self, url: str, *, busy_timeout: float = 30.0) -> None:
         self.url = url
@@ -73,6 +67,7 @@ class SqliteStore:
         self.history = SqliteHistory(self._db)
         self.tokens = SqliteTokens(self._db)
         self.transactions = SqliteTransactions(self._db)
+        self.outbox = SqliteOutbox(self._db)
 
     async def open(self, *, migrate: bool = True) -> None:
         if self._db.is_open:
@@ -124,36 +119,11 @@ class SqliteStore:
         self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
     ) -> list[PutResult]:
         timers = list(timers)  # every request validated before the write lock is taken
-        now_us = to_micros(now)
-        rows = [_timer_params(timer, now_us) for timer in timers]
-
-        def run(conn: sqlite3.Connection) -> list[PutResult]:
-            query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
-            results: list[PutResult] = []
-            cursor = conn.cursor()
-            cursor.row_factory = None  # TIMER_COLUMNS + version, as plain tuples
-            instants = InstantCache()
-            for timer, params in zip(timers, rows, strict=True):
-                if timer.key is None:  # a key of the store's, drawn again should it be held
-                    row = _insert_generated(cursor, params)
-                else:
-                    row = cursor.execute(query, params).fetchone()
-                if row is not None:
-                    action: PutAction = "created" if row[-1] == 1 else "updated"
-                    results.append(PutResult(action, timer_from_tuple(row[:-1], instants)))
-                    continue
-                if on_conflict == "error":
-                    raise AlreadyExists(
-                        f"a timer with key {timer.key!r} already exists", field="key"
-                    )
-                kept = cursor.execute(Q["kept_timer"], (timer.namespace, timer.key)).fetchone()
-                results.append(PutResult("kept", timer_from_tuple(kept, instants)))
-            return results
-
-        results = await self._db.write(run)
-        written = [r.timer.run_at for r in results if r.action != "kept"]
-        if written:
-            self._db.announce(min(written))
+        rows = timer_rows(timers, now)
+        results = await self._db.write(lambda conn: write_timers(conn, timers, rows, on_conflict))
+        earliest = earliest_written(results)
+        if earliest is not None:
+            self._db.announce(earliest)
         return results
 
     async def get_timer(self, namespace: str, key: str) -> Timer | None:
@@ -198,16 +168,7 @@ class SqliteStore:
         return timer
 
     async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
-        params = {"namespace": namespace, "key": key, "now": to_micros(now)}
-
-        def run(conn: sqlite3.Connection) -> Timer:
-            row = conn.execute(Q[name], params).fetchone()
-            if row is not None:
-                return timer_from_row(row)
-            existing = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
-            raise refused(name, key, None if existing is None else existing["status"])
-
-        return await self._db.write(run)
+        return await self._db.write(lambda conn: transition(conn, name, namespace, key, now))
 
     # -- working ----------------------------------------------------------------------------
     async def next_run_at(
@@ -423,48 +384,6 @@ if _returning(Q["claim_due"]) != TIMER_COLUMNS or any(  # pragma: no cover
     _returning(Q[name]) != (*TIMER_COLUMNS, "version") for name in ("insert_timer", "upsert_timer")
 ):
     raise RuntimeError("queries.sql: the RETURNING lists must match rows.TIMER_COLUMNS")
-
-
-KEY_DRAWS = 3
-"""Keys drawn for a timer before a clash is reported. 80 random bits a millisecond do not
-repeat; a generator that did would be a fault to report, not to hide."""
-
-
-def _insert_generated(cursor: sqlite3.Cursor, params: dict[str, Any]) -> tuple[Any, ...]:
-    """Insert a timer under the key the store generated for it, or under another one drawn
-    while a stored timer holds it (never merged with that timer)."""
-    for _ in range(KEY_DRAWS):
-        row: tuple[Any, ...] | None = cursor.execute(Q["insert_timer"], params).fetchone()
-        if row is not None:
-            return row
-        params["key"] = generate_key()
-    raise AlreadyExists(
-        f"keys generated for a timer were held by stored timers in {KEY_DRAWS} draws",
-        field="key",
-    )
-
-
-def _timer_params(timer: NewTimer, now_us: int) -> dict[str, Any]:
-    return {
-        "namespace": timer.namespace,
-        "key": generate_key() if timer.key is None else timer.key,
-        "type": timer.type,
-        "payload": payload_text(timer),
-        "subject": timer.subject,
-        "correlation_id": timer.correlation_id,
-        "due_at": to_micros(timer.due_at),
-        "local": timer.local.isoformat() if timer.local else None,
-        "timezone": timer.timezone,
-        "disambiguation": timer.disambiguation,
-        "expires_after": (
-            None
-            if timer.expires_after is None
-            else int(timer.expires_after.total_seconds() * 1_000_000)
-        ),
-        "max_attempts": timer.max_attempts,
-        "producer": timer.producer,
-        "now": now_us,
-    }
 
 
 def _claim_params(namespace: str, types: Sequence[str] | ClaimFilter | None) -> dict[str, Any]:

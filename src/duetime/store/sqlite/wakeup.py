@@ -44,10 +44,7 @@ class WakeupChannel:
         self._on_wakeup = on_wakeup
         self._sock: socket.socket | None = None
         self._path: Path | None = None
-        self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sender.setblocking(False)
-        self._peers: list[str] = []
-        self._peers_mtime = -1
+        self._sender = Broadcaster(db_path)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
@@ -101,10 +98,24 @@ class WakeupChannel:
 
     def broadcast(self, earliest: datetime | None) -> None:
         """Send the hint to every other process on this database; never blocks, never raises."""
+        self._sender.send(earliest, skip=str(self._path) if self._path else None)
+
+
+class Broadcaster:
+    """Sends wake-ups to every socket of one database file (a channel's, or on its own)."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._dir = channel_dir(db_path)
+        self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sender.setblocking(False)
+        self._peers: list[str] = []
+        self._peers_mtime = -1
+
+    def send(self, earliest: datetime | None, *, skip: str | None = None) -> None:
+        """The hint to every socket but ``skip``; never blocks, never raises."""
         message = struct.pack(_FORMAT, _UNKNOWN if earliest is None else to_micros(earliest))
-        own = str(self._path) if self._path else None
         for peer in self._list_peers():
-            if peer == own:
+            if peer == skip:
                 continue
             try:
                 self._sender.sendto(message, peer)
@@ -114,6 +125,9 @@ class WakeupChannel:
                 self._peers_mtime = -1
             except OSError:
                 continue  # full receive buffer: it has wake-ups pending already
+
+    def close(self) -> None:
+        self._sender.close()
 
     def _list_peers(self) -> list[str]:
         try:
