@@ -86,6 +86,7 @@ class Shop:
             timeout=120,
         )
         assert done.returncode == 0, done.stderr
+        assert not done.stderr.strip(), done.stderr  # the app closed cleanly at exit too
         return done.stdout
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:

@@ -100,6 +100,13 @@ def test_duetime_shares_the_test_database(django_db: None) -> None:
     assert get_app().namespace == "notes"
 
 
+def test_handlers_are_found_in_apps_and_in_the_modules_settings_name(django_db: None) -> None:
+    from duetime.contrib.django import get_app
+
+    types = get_app().core.registry.types
+    assert types == ["note.archived", "note.close", "note.created"]
+
+
 def test_scheduled_in_an_atomic_block_is_visible_on_commit_and_fired(django_db: None) -> None:
     from django.db import connection, transaction
     from tests.integration.django_site.notes.models import Note

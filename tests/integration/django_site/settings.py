@@ -35,4 +35,5 @@ DUETIME = {
     "SCHEMA": "duetime_notes",
     "BACKOFF_BASE": "PT0.05S",
     "BACKOFF_CAP": "PT0.1S",
+    "HANDLERS": ["tests.integration.django_site.more_handlers"],
 }
