@@ -77,6 +77,12 @@ class Shop:
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
 
     def manage(self, *args: str) -> str:
+        """``manage.py <args>``'s output; it must succeed and leave nothing on stderr."""
+        done = self.run_manage(*args)
+        assert not done.stderr.strip(), done.stderr  # the app closed cleanly at exit too
+        return done.stdout
+
+    def run_manage(self, *args: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, str(EXAMPLE / "manage.py"), *args],
             cwd=ROOT,
@@ -85,9 +91,8 @@ class Shop:
             text=True,
             timeout=120,
         )
-        assert done.returncode == 0, done.stderr
-        assert not done.stderr.strip(), done.stderr  # the app closed cleanly at exit too
-        return done.stdout
+        assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+        return done
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.logs / f"{name}.log").open("wb")
@@ -133,6 +138,15 @@ def shop(database: str, tmp_path: Path) -> Iterator[Shop]:
         yield running
     finally:
         running.stop()
+
+
+def test_the_examples_own_tests_pass_under_djangos_test_runner(shop: Shop) -> None:
+    """``manage.py test orders``: duetime follows the runner to its test database, and the
+    runner can drop that database at the end (duetime's connections are closed first)."""
+    report = shop.run_manage("test", "orders", "--noinput").stderr
+    assert "Ran 3 tests" in report
+    assert "\nOK" in report
+    assert "Destroying test database" in report
 
 
 def test_the_django_example_schedules_in_the_views_transaction_and_fires(shop: Shop) -> None:

@@ -9,9 +9,13 @@ switches the connection to the test database. It is closed at exit.
 from __future__ import annotations
 
 import atexit
+import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
+
+from django.db import close_old_connections
 
 from duetime.contrib.django.conf import duetime_settings, improperly_configured
 from duetime.contrib.django.transactions import DjangoTransactions
@@ -71,11 +75,30 @@ def handler(type: str, *, transactional: bool = False) -> Callable[[F], F]:
     """
 
     def register(func: F) -> F:
-        transactions = DjangoTransactions() if transactional else None
-        REGISTRY.register(type, func, transactional=transactional, transactions=transactions)
+        if transactional:
+            REGISTRY.register(type, func, transactional=True, transactions=DjangoTransactions())
+        elif inspect.iscoroutinefunction(func):
+            REGISTRY.register(type, func)
+        else:
+            REGISTRY.register(type, _as_request(func))
         return func
 
     return register
+
+
+def _as_request(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` between Django's connection upkeep of a request's start and end, so the
+    handler thread's connections are closed or kept as ``CONN_MAX_AGE`` says, never broken."""
+
+    @functools.wraps(func)
+    def run(event: Any) -> Any:
+        close_old_connections()
+        try:
+            return func(event)
+        finally:
+            close_old_connections()
+
+    return run
 
 
 class _LazyApp:
