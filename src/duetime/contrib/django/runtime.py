@@ -45,9 +45,7 @@ def get_app() -> App:
         except InvalidInput as exc:
             raise improperly_configured(exc) from exc
         app.core.registry = REGISTRY
-        if old is None:
-            atexit.register(close_app)
-        else:  # routes and destinations registered on the old app carry over
+        if old is not None:  # routes and destinations registered on the old app carry over
             app.core.routes, app.core.destinations = old.core.routes, old.core.destinations
             old.close()
         _current = app
@@ -61,6 +59,9 @@ def close_app() -> None:
         app, _current = _current, None
     if app is not None:
         app.close()
+
+
+atexit.register(close_app)
 
 
 def handler(type: str, *, transactional: bool = False) -> Callable[[F], F]:
