@@ -190,7 +190,8 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         transaction that marks the timer done — its writes and the completion commit together.
         PostgreSQL passes a psycopg ``AsyncConnection`` (the function may be async); SQLite a
         ``sqlite3.Connection`` (the function must be a plain ``def``; keep it short, it holds
-        the database's write lock).
+        the database's write lock). For a SQLAlchemy session in that transaction, see
+        :mod:`duetime.contrib.sqlalchemy`.
         """
 
         def register(func: F) -> F:

@@ -4,9 +4,11 @@ connection the store writes through (the transactional outbox).
 Users hold a psycopg connection, a SQLAlchemy ``Connection``/``Session`` (or their async kinds),
 Django's ``connection``, or a ``sqlite3.Connection``; the store needs the driver connection
 underneath — psycopg 3 on PostgreSQL, ``sqlite3`` on SQLite. Wrappers are recognised by the
-module of their type, so SQLAlchemy and Django are imported only when the object comes from
-them (duetime itself needs neither). A wrapper that has not begun its transaction yet is made
-to begin it, so what duetime writes commits or rolls back with the caller's own work.
+classes of packages already imported (an object of theirs means they are), so SQLAlchemy and
+Django are never imported here — duetime itself needs neither — and subclasses of theirs (a
+session class of the application's, a Django backend on top of psycopg's) are recognised too.
+A wrapper that has not begun its transaction yet is made to begin it, so what duetime writes
+commits or rolls back with the caller's own work.
 
 The blocking :class:`duetime.App` takes blocking connections, :class:`duetime.AsyncApp` async
 ones (a ``sqlite3.Connection`` suits both): the caller's connection is only ever used in the
@@ -16,6 +18,7 @@ caller's own thread, never from duetime's event loop thread.
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -52,10 +55,9 @@ def held_blocking(transaction: object) -> Held:
     """The driver connection behind ``transaction`` for the blocking App (its thread's own)."""
     if isinstance(transaction, Held):
         return transaction
-    top = _top_module(transaction)
-    if top == "sqlalchemy":
+    if _is_sqlalchemy(transaction):
         return _sqlalchemy_blocking(transaction)
-    if top == "django":
+    if _is_django(transaction):
         return _django(transaction)
     held = Held(transaction, _kind(transaction))
     _check_driver(held, asynchronous=False)
@@ -66,10 +68,9 @@ async def held_async(transaction: object) -> Held:
     """The driver connection behind ``transaction`` for AsyncApp."""
     if isinstance(transaction, Held):
         return transaction
-    top = _top_module(transaction)
-    if top == "sqlalchemy":
+    if _is_sqlalchemy(transaction):
         return await _sqlalchemy_async(transaction)
-    if top == "django":
+    if _is_django(transaction):
         raise InvalidInput(
             FIELD,
             "Django's connection is blocking: schedule in it with duetime.App (from async code, "
@@ -92,9 +93,8 @@ def _check_driver(held: Held, *, asynchronous: bool) -> None:
             f"{held.passed} runs on the {top} driver, which duetime cannot join: "
             f"{REFUSED_DRIVERS[top]}",
         )
-    if top == "psycopg":
-        import psycopg
-
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
         if isinstance(connection, psycopg.AsyncConnection):
             if asynchronous:
                 return
@@ -187,6 +187,30 @@ def _django(transaction: object) -> Held:
     held = Held(wrapper.connection, f"Django's {wrapper.vendor} connection")
     _check_driver(held, asynchronous=False)
     return held
+
+
+# -- recognising ----------------------------------------------------------------------------
+def _is_sqlalchemy(value: object) -> bool:
+    if "sqlalchemy.orm" not in sys.modules:  # an engine's Connection needs the ORM's package too
+        return _top_module(value) == "sqlalchemy"
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session, scoped_session
+
+    kinds: tuple[type, ...] = (Connection, Session, scoped_session)
+    if "sqlalchemy.ext.asyncio" in sys.modules:
+        from sqlalchemy.ext import asyncio
+
+        kinds += (asyncio.AsyncConnection, asyncio.AsyncSession, asyncio.async_scoped_session)
+    return isinstance(value, kinds) or _top_module(value) == "sqlalchemy"
+
+
+def _is_django(value: object) -> bool:
+    if "django.db" not in sys.modules:
+        return False
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.utils.connection import ConnectionProxy
+
+    return isinstance(value, BaseDatabaseWrapper | ConnectionProxy)
 
 
 # -- naming ---------------------------------------------------------------------------------

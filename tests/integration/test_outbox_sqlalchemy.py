@@ -40,6 +40,10 @@ class Order(Base):
     ref: Mapped[str] = mapped_column(String, primary_key=True)
 
 
+class AppSession(Session):
+    """An application's own session class: recognised as the Session it is."""
+
+
 class Failed(Exception):
     """The caller's own work failed: its transaction rolls back."""
 
@@ -94,8 +98,8 @@ def test_connection_commits_fires_and_rolls_back(pg_outbox: PgOutbox, engine: En
 
 def test_session_commits_fires_and_rolls_back(pg_outbox: PgOutbox, engine: Engine) -> None:
     with WorkerThread(pg_outbox.url) as worker, App(pg_outbox.url, NS) as app:
-        # A fresh session that has not run a statement yet.
-        with Session(engine) as session:
+        # A fresh session that has not run a statement yet (of a class of the application's).
+        with AppSession(engine) as session:
             app.schedule(FIRED, {"order": "s1"}, key="s1", delay=0, transaction=session)
             session.add(Order(ref="s1"))
             assert "s1" not in pg_outbox.timer_keys()

@@ -1,1 +1,1 @@
-"""Integrations with web frameworks; each is optional and imports its framework only when used."""
+"""Integrations with other libraries and frameworks, each imported only by those who use it."""
