@@ -6,12 +6,15 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from duetime.model import JSON, Timer, iso
 from duetime.routes import HANDLER, event_key
 from duetime.threads import HANDLER_THREADS
 from duetime.validation import check_type
+
+if TYPE_CHECKING:
+    from duetime.store.parts import TransactionStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +159,10 @@ class Handler:
     transactional: bool = False
     destination: str = HANDLER
     """Where it delivers: ``handler``, or the name of the destination it wraps."""
+    transactions: TransactionStore | None = None
+    """Where a transactional handler's writes and its completion commit: the store's own
+    transaction when None, else another one on the same database (e.g. a web framework's
+    connection, so its ORM's writes are among them: see duetime.contrib.django)."""
 
     async def __call__(self, event: Event) -> Any:
         if self.is_async:
@@ -170,14 +177,28 @@ class HandlerRegistry:
         self._handlers: dict[str, Handler] = {}
 
     def register(
-        self, type: str, func: Callable[..., Any], *, transactional: bool = False
+        self,
+        type: str,
+        func: Callable[..., Any],
+        *,
+        transactional: bool = False,
+        transactions: TransactionStore | None = None,
     ) -> Handler:
+        """``transactions`` (transactional handlers only): see :attr:`Handler.transactions`."""
         check_type(type)
         if type in self._handlers:
             raise ValueError(f"a handler for {type!r} is already registered")
         if not callable(func):
             raise TypeError("a handler must be callable")
-        handler = Handler(type, func, inspect.iscoroutinefunction(func), transactional)
+        if transactions is not None and not transactional:
+            raise ValueError("transactions= is for transactional handlers only")
+        handler = Handler(
+            type,
+            func,
+            inspect.iscoroutinefunction(func),
+            transactional,
+            transactions=transactions,
+        )
         self._handlers[type] = handler
         return handler
 

@@ -207,8 +207,8 @@ def _is_sqlalchemy(value: object) -> bool:
 def _is_django(value: object) -> bool:
     if "django.db" not in sys.modules:
         return False
-    from django.db.backends.base.base import BaseDatabaseWrapper  # type: ignore[import-untyped]
-    from django.utils.connection import ConnectionProxy  # type: ignore[import-untyped]
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.utils.connection import ConnectionProxy
 
     return isinstance(value, BaseDatabaseWrapper | ConnectionProxy)
 

@@ -11,10 +11,11 @@ workers finish their in-flight handlers, then the services.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from duetime import eventloop
@@ -150,6 +151,10 @@ def _log_failure(task: asyncio.Task[None]) -> None:
         log.error("sources stopped: %s", error, exc_info=error)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What stops a worker process: its in-flight work finishes first."""
+
+
 def run_process(
     app: AsyncApp,
     *,
@@ -162,31 +167,63 @@ def run_process(
     process's metrics and health there (:mod:`duetime.metrics_http`)."""
 
     async def main() -> WorkerStats:
-        await app.open()
-        served = None if metrics is None else _observed(app, sources)
-        worker = app.worker(node_id=node_id)
-        services: list[Service] = []
-        if served is not None and metrics is not None:
-            from duetime.metrics_http import MetricsServer
-
-            host, port = metrics
-            services.append(MetricsServer(app, served, host, port, alive=lambda: worker.running))
-        runner = Runner(
-            [worker], sources=sources, sources_app=app if sources else None, services=services
-        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         installed = []
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in STOP_SIGNALS:
                 loop.add_signal_handler(sig, stop.set)
                 installed.append(sig)
         try:
-            await runner.run(stop)
+            return await work(app, stop, sources=sources, node_id=node_id, metrics=metrics)
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
-            await app.close()
-        return worker.stats
 
     return eventloop.run(main())
+
+
+async def work(
+    app: AsyncApp,
+    stop: asyncio.Event,
+    *,
+    sources: Sequence[Source] = (),
+    node_id: str | None = None,
+    metrics: tuple[str, int] | None = None,
+) -> WorkerStats:
+    """:func:`run_process`'s work on the running loop, until ``stop`` is set; ``app`` is
+    closed at the end."""
+    await app.open()
+    served = None if metrics is None else _observed(app, sources)
+    worker = app.worker(node_id=node_id)
+    services: list[Service] = []
+    if served is not None and metrics is not None:
+        from duetime.metrics_http import MetricsServer
+
+        host, port = metrics
+        services.append(MetricsServer(app, served, host, port, alive=lambda: worker.running))
+    runner = Runner(
+        [worker], sources=sources, sources_app=app if sources else None, services=services
+    )
+    try:
+        await runner.run(stop)
+    finally:
+        await app.close()
+    return worker.stats
+
+
+@contextlib.contextmanager
+def stopping_on_signals(stop: Callable[[], object]) -> Iterator[None]:
+    """Call ``stop`` on SIGINT and SIGTERM meanwhile (in the main thread; elsewhere nothing
+    changes), for a worker running on another thread's loop; the old handlers after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda _sig, _frame: stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -21,7 +21,7 @@ from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.outbox import held_blocking, run_now
 from duetime.routes import Route
-from duetime.runner import run_process
+from duetime.runner import stopping_on_signals, work
 from duetime.store import Store
 from duetime.worker import WorkerStats
 
@@ -187,5 +187,12 @@ class App:
         self.close()
 
     def run_worker(self) -> WorkerStats:
-        """Work until SIGINT/SIGTERM, then finish in-flight handlers and return."""
-        return run_process(self.core)
+        """Work until SIGINT/SIGTERM, then finish in-flight handlers and return.
+
+        The worker runs on this app's own event loop, so its handlers may call the app
+        (``app.schedule`` a follow-up) while it works, and the app may have been used before:
+        its connections belong to that one loop."""
+        stop = asyncio.Event()
+        loop = self._portal.loop()
+        with stopping_on_signals(lambda: loop.call_soon_threadsafe(stop.set)):
+            return asyncio.run_coroutine_threadsafe(work(self.core, stop), loop).result()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -50,6 +52,16 @@ def require_pg() -> str:
 def with_params(url: str, **params: str) -> str:
     extra = "&".join(f"{name}={value}" for name, value in params.items())
     return f"{url}{'&' if '?' in url else '?'}{extra}"
+
+
+@contextlib.contextmanager
+def fresh_pg_url() -> Iterator[str]:
+    """The test server's URL on a schema no other test uses, dropped afterwards (skips the
+    test without PostgreSQL, fails it under CI)."""
+    require_pg()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield with_params(PG_URL, schema=schema)
+    drop_schema(schema)
 
 
 def drop_schema(schema: str) -> None:

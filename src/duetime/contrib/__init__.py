@@ -1,1 +1,1 @@
-"""Integrations with other libraries, each imported only by those who use it."""
+"""Integrations with other libraries and frameworks, each imported only by those who use it."""

@@ -238,7 +238,7 @@ class Executor:
         Any other outcome (an exception, Snooze, Dead…) rolls the handler's writes back and is
         recorded like any handler's.
         """
-        transactions = self.shared.store.transactions
+        transactions = handler.transactions or self.shared.store.transactions
         returned: list[Any] = []
 
         def effect(connection: Any) -> Any:

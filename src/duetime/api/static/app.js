@@ -37,11 +37,14 @@ class ApiError extends Error {
   }
 }
 
+// The prefix the API is mounted under (its root_path; "" at the root), set by the server.
+const ROOT = document.documentElement.dataset.root || "";
+
 async function api(path, options = {}) {
   const headers = { Accept: "application/json" };
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
-  const response = await fetch(path, { ...options, headers });
+  const response = await fetch(ROOT + path, { ...options, headers });
   let body = null;
   try {
     body = await response.json();

@@ -1,19 +1,22 @@
 """Transactions shared with user code on PostgreSQL: transactional handlers and the outbox.
 
-A transactional handler's writes commit with its timer's completion (exactly-once effects); the
-outbox stores timers inside the caller's own open transaction, so they exist only if it commits.
+A transactional handler's writes commit with its timer's completion (exactly-once effects): in
+a transaction of the store's own, or of the caller's connection (a web framework's); the outbox
+stores timers inside the caller's own open transaction, so they exist only if it commits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.rows import DictRow, dict_row
 
 from duetime.errors import InvalidInput
 from duetime.model import Finish, NewTimer, OnConflict, Outcome, PutResult, Timer
@@ -182,3 +185,51 @@ def joinable(connection: object) -> Conn:
     raise InvalidInput(
         "transaction", f"the connection cannot take a statement now ({status.name.lower()})"
     )
+
+
+def complete_in_callers_transaction(
+    connection: psycopg.Connection[Any],
+    schema: str,
+    timer_id: int,
+    attempt: int,
+    node_id: str,
+    now: datetime,
+    effect: Callable[[], None],
+) -> bool:
+    """:meth:`PostgresTransactions.complete_in_transaction` inside a transaction the caller
+    opened on a blocking psycopg connection of its own (a web framework's, whose ORM writes
+    must commit with the completion); the caller commits, or rolls back on an exception.
+
+    duetime's statements run under ``schema`` and the caller's ``search_path`` is back for
+    ``effect``. A blocking effect cannot be cancelled: when the lease runs out the server ends
+    the transaction (the caller's next statement fails and everything rolls back).
+    """
+    joinable(connection)  # or InvalidInput saying why not
+    params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
+    with _in_schema(connection, schema) as cur:
+        locked = cur.execute(Q["lock_attempt"], params).fetchall()
+        if not locked:
+            return False
+        seconds = max(locked[0]["lease_left_ms"] / 1000, MIN_TRANSACTION_SECONDS)
+        server_ms = round((seconds + SERVER_GRACE_SECONDS) * 1000)
+        cur.execute(Q["limit_transaction"], {"ms": str(server_ms)})
+    effect()
+    batch = FinishBatch.of([Finish(timer_id, attempt, Outcome.DONE)], node_id, now)
+    with _in_schema(connection, schema) as cur:
+        (answer,) = cur.execute(Q["finish"], batch.params).fetchall()
+    return not batch.lost(answer["applied"])
+
+
+@contextmanager
+def _in_schema(
+    connection: psycopg.Connection[Any], schema: str
+) -> Iterator[psycopg.Cursor[DictRow]]:
+    """A cursor whose statements see ``schema``; the connection's own search_path after."""
+    # A plain (server-binding) cursor whatever the connection's cursor_factory: finish sends
+    # its arrays in binary.
+    with psycopg.Cursor(connection, row_factory=dict_row) as cur:
+        row = cur.execute(Q["current_search_path"]).fetchone()
+        saved = None if row is None else row["search_path"]
+        cur.execute(Q["set_search_path"], {"search_path": schema})
+        yield cur
+        cur.execute(Q["set_search_path"], {"search_path": saved})  # (a failed one rolls back)
