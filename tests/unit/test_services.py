@@ -90,3 +90,40 @@ def test_a_failing_round_is_logged_and_the_next_one_runs(caplog: pytest.LogCaptu
 def test_an_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         Periodic.__init__(Flaky(), 0)
+
+
+class Outage(Periodic):
+    """Fails its second round only."""
+
+    name = "outage"
+    failure = "outage round failed"
+
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__(10.0)
+        self.retry_after = retry_after
+        self.rounds = 0
+
+    async def step(self) -> None:
+        self.rounds += 1
+        if self.rounds == 2:
+            raise ConnectionError("database went away")
+
+
+@pytest.mark.parametrize(("retry_after", "waits"), [(0.5, [10, 10, 0.5, 10]), (None, [10] * 4)])
+def test_a_duty_may_retry_a_failed_round_sooner(
+    retry_after: float | None,
+    waits: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The wait before each round: the interval, but ``retry_after`` after a failed round."""
+    caplog.set_level(logging.CRITICAL, "duetime.services")
+    asked: list[float] = []
+
+    async def stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+        asked.append(seconds)
+        return len(asked) > 3
+
+    monkeypatch.setattr("duetime.services.base._stopped_within", stopped_within)
+    asyncio.run(Outage(retry_after).run(asyncio.Event()))
+    assert asked == waits

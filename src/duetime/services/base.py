@@ -36,9 +36,12 @@ class Service:
 
 class Periodic(Service, abc.ABC):
     """Calls :meth:`step` every ``interval`` seconds; a failing step is logged and retried at
-    the next round, never ends the loop."""
+    the next round (or after :attr:`retry_after`, when shorter), never ends the loop."""
 
     failure = "a background duty failed"
+    retry_after: float | None = None
+    """Seconds to the next round after a failed one (None: ``interval``): for a duty whose
+    result matters most right after an outage."""
 
     def __init__(self, interval: float) -> None:
         if not interval > 0:
@@ -50,11 +53,14 @@ class Periodic(Service, abc.ABC):
         """One round of the duty."""
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not await _stopped_within(stop, self.interval):
+        wait = self.interval
+        while not await _stopped_within(stop, wait):
             try:
                 await self.step()
+                wait = self.interval
             except Exception:
-                log.exception("%s; retrying in %gs", self.failure, self.interval)
+                wait = min(self.interval, self.retry_after or self.interval)
+                log.exception("%s; retrying in %gs", self.failure, wait)
 
 
 async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
