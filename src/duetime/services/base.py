@@ -53,14 +53,24 @@ class Periodic(Service, abc.ABC):
         """One round of the duty."""
 
     async def run(self, stop: asyncio.Event) -> None:
+        """The rounds; of failures in a row only the first is logged with its traceback (an
+        outage would otherwise log one every :attr:`retry_after`)."""
         wait = self.interval
+        failures = 0
         while not await _stopped_within(stop, wait):
             try:
                 await self.step()
-                wait = self.interval
-            except Exception:
+            except Exception as exc:
+                failures += 1
                 wait = min(self.interval, self.retry_after or self.interval)
-                log.exception("%s; retrying in %gs", self.failure, wait)
+                if failures == 1:
+                    log.exception("%s; retrying in %gs", self.failure, wait)
+                else:
+                    log.debug("%s again (%d in a row): %s", self.failure, failures, exc)
+                continue
+            if failures:
+                log.info("%s: working again after %d failed rounds", self.name, failures)
+            failures, wait = 0, self.interval
 
 
 async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
