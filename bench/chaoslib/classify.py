@@ -14,9 +14,15 @@ start records (reference clock), and the store's timers and attempts read with S
 - **overwritten**: its attempts disagree with the fences: a finishing outcome (done, expired,
   dead, cancelled) on an attempt that was not the last, a finished timer whose last attempt
   does not carry it, one attempt number started twice, or an attempt recorded under a node
-  other than the one whose handler ran it.
+  other than the one whose handler ran it;
+- **reclaimed**: one attempt number started twice with a database crash or failover between
+  the two starts: a claim commits without waiting for its flush (or a standby), so the server
+  that came back never saw the first claim and the timer was claimed under the same number
+  again. At-least-once allows it (it is counted in ``duplicated`` too), not a fence broken.
 
-Lateness is the first start's reference instant minus ``due_at``.
+Lateness is the first start's reference instant minus ``due_at``. The delivery pause is the
+longest time between two consecutive handler starts (the producer keeps work due all along, so
+in a healthy run it is milliseconds; a database failover shows as one long gap).
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ from bench.chaoslib.records import Ack, Start
 from bench.chaoslib.tables import AttemptRow, TimerRow
 
 FINAL = frozenset({"done", "expired", "dead", "cancelled"})
-EXAMPLES = 10
 
 
 @dataclass(slots=True)
@@ -50,6 +55,15 @@ class FaultEvent:
     kind: str
     at_us: int
     target: str
+
+
+def loses_claims(fault: FaultEvent) -> bool:
+    """Whether the server may have forgotten a claim it acknowledged (see ``reclaimed``): a
+    failover, or a restart after a crash (``immediate``; a clean stop flushes everything)."""
+    return fault.kind == "failover" or (fault.kind == "dbrestart" and "immediate" in fault.target)
+
+
+EXAMPLES = 10
 
 
 @dataclass(slots=True)
@@ -71,11 +85,14 @@ class Report:
     earliest_ms: float = 0.0
     unexpected: int = 0
     overwritten: int = 0
+    reclaimed: int = 0
     expired_early: int = 0
     """Counted in ``lost`` too: expired without running while the window was still open."""
     expired_by_skew: dict[str, int] = field(default_factory=dict)
     """Expired attempts by the clock skew of the node that judged them too late."""
     lateness_ms: dict[str, float] = field(default_factory=dict)
+    pause_ms: float = 0.0
+    """The longest time between two consecutive handler starts."""
     faults: dict[str, int] = field(default_factory=dict)
     nodes: dict[str, float] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
@@ -124,9 +141,10 @@ def classify(
 
     _unexpected(report, acks, by_key)
     _early_and_late(report, acks, by_key, nodes)
+    report.pause_ms = longest_gap_ms([s.at_us for s in starts])
     _fates(report, acks, by_key, timers, checked_us)
     _duplicates(report, by_key, rows, nodes, faults)
-    _overwritten(report, by_key, timers, rows)
+    _overwritten(report, by_key, timers, rows, faults)
     expiring = [nodes[r.node].skew if r.node in nodes else 0.0 for r in attempts
                 if r.outcome == "expired"]  # fmt: skip
     report.expired_by_skew = dict(Counter(f"{skew:+g}s" for skew in expiring))
@@ -177,6 +195,13 @@ def _early_and_late(
             report.example("early", f"{key}: {ahead_ms:.3f} ms early on {first.node}")
     report.early_by_skew = dict(early_by_skew)
     report.lateness_ms = percentiles(lateness)
+
+
+def longest_gap_ms(instants_us: list[int]) -> float:
+    """The longest time between two consecutive ``instants_us`` (fewer than two: 0)."""
+    ordered = sorted(instants_us)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(ordered)]
+    return round(max(gaps, default=0) / 1000, 1)
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -255,6 +280,8 @@ def _cause(
     db = [f for f in faults if f.kind in ("dbrestart", "dropconn")]
     if any(earlier.at_us <= f.at_us <= later.at_us for f in db):
         return "database restart or dropped connection"
+    if any(f.kind == "failover" and earlier.at_us <= f.at_us <= later.at_us for f in faults):
+        return "failover (its completion was on the old primary only)"
     if fate is not None and fate.skew:
         return f"clock skew of the first node ({fate.skew:+g} s)"
     rescuer = nodes.get(later.node)
@@ -270,12 +297,38 @@ def _overwritten(
     by_key: dict[str, list[Start]],
     timers: dict[str, TimerRow],
     rows: dict[str, list[AttemptRow]],
+    faults: list[FaultEvent],
 ) -> None:
+    crashes = [f.at_us for f in faults if loses_claims(f)]
     for key, timer in timers.items():
-        reason = _fence_broken(timer, rows.get(key, []), by_key.get(key, []))
+        started = by_key.get(key, [])
+        if _claim_lost(started, crashes):
+            report.reclaimed += 1
+            report.example("reclaimed", f"{key}: attempt started again after a database fault")
+            started = _latest_of_each_attempt(started)
+        reason = _fence_broken(timer, rows.get(key, []), started)
         if reason:
             report.overwritten += 1
             report.example("overwritten", f"{key}: {reason}")
+
+
+def _claim_lost(started: list[Start], crashes: list[int]) -> bool:
+    """Whether an attempt number was started twice with a database crash between the starts."""
+    by_number: dict[int, list[int]] = defaultdict(list)
+    for s in started:
+        by_number[s.attempt].append(s.at_us)
+    return any(
+        any(first <= at_us <= last for at_us in crashes)
+        for first, last in ((min(v), max(v)) for v in by_number.values() if len(v) > 1)
+    )
+
+
+def _latest_of_each_attempt(started: list[Start]) -> list[Start]:
+    """The latest start of each attempt number: the one the store's rows describe."""
+    latest: dict[int, Start] = {}
+    for s in sorted(started, key=lambda s: s.at_us):
+        latest[s.attempt] = s
+    return list(latest.values())
 
 
 def _fence_broken(timer: TimerRow, rows: list[AttemptRow], started: list[Start]) -> str | None:

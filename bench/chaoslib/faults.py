@@ -8,6 +8,8 @@
   and start it again 0.5-3 s later.
 - ``dropconn`` (PostgreSQL): ``pg_terminate_backend`` of every worker connection (their
   ``application_name`` starts with ``chaos-w``).
+- ``failover`` (PostgreSQL, :mod:`bench.failover`): not random; once, at a set moment, the
+  primary is killed (``pg_ctl stop -m immediate``) and its standby promoted.
 - ``skew``: not an event; the slots' workers run under libfaketime for the whole run, slot 0
   ``+skew`` seconds, slot 1 ``-skew``, the others on the real clock.
 """
@@ -21,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +171,10 @@ class Injector:
         every: float,
         restart_db: Callable[[str, float], None] | None = None,
         drop_connections: Callable[[], int] | None = None,
+        planned: Sequence[tuple[float, str, Callable[[], str]]] = (),
     ) -> None:
+        """``planned``: (seconds after the start, kind, action returning the target): faults
+        at set moments, besides the random ones."""
         self.pool = pool
         self.kinds = [k for k in EVENT_FAULTS if k in faults]
         self.rng = rng
@@ -179,13 +184,19 @@ class Injector:
         self.drop_connections = drop_connections
         self.events: list[FaultEvent] = []
         self._later: list[tuple[float, Callable[[], Any]]] = []
+        self._planned = sorted(planned, key=lambda item: item[0])
 
     def run(self, seconds: float, alive: Callable[[], bool]) -> None:
         """Inject until ``seconds`` pass (or ``alive`` says the producer is gone), then heal."""
-        deadline = time.monotonic() + seconds
+        started = time.monotonic()
+        deadline = started + seconds
         next_at = time.monotonic() + self.rng.expovariate(1 / self.every)
         while time.monotonic() < deadline and alive():
             self._due_later()
+            while self._planned and time.monotonic() >= started + self._planned[0][0]:
+                _, kind, action = self._planned.pop(0)
+                target = action()  # its instant: once done (a crash is then surely over)
+                self.events.append(FaultEvent(kind, now_us(), target))
             if self.kinds and time.monotonic() >= next_at:
                 self._one(self.rng.choice(self.kinds))
                 next_at = time.monotonic() + self.rng.expovariate(1 / self.every)

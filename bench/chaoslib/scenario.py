@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,6 +64,8 @@ class ChaosConfig:
     drain_timeout: float = 120.0
     concurrency: int = 50
     batch_size: int = 100
+    planned: list[tuple[float, str, Callable[[], str]]] = field(default_factory=list)
+    """Faults at set moments: (seconds into production, kind, action returning its target)."""
     keep: Path | None = None
     """Keep the run's record files and worker logs in this folder."""
     log: list[str] = field(default_factory=list)
@@ -114,6 +116,7 @@ def _run(
         pool, faults, rng, config.lease, config.fault_every,
         restart_db=_restarter(cluster) if cluster is not None else None,
         drop_connections=lambda: _drop_connections(url),
+        planned=config.planned,
     )  # fmt: skip
     tables = StoreTables(url)
     producer: subprocess.Popen[bytes] | None = None

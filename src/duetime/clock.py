@@ -43,6 +43,8 @@ MAX_DRIFT = 50e-6
 """The most this machine's elapsed clock may run fast against the database's (50 ppm: an
 undisciplined crystal; NTP keeps both far closer): a reading kept for a while is aged by it, so
 it stays a lower bound."""
+ROUNDING = 1e-5
+"""Seconds of slack for the server's microsecond timestamps and float sums."""
 KEEP_READING = 60.0
 """Seconds a reading may stay the anchor while newer ones are looser (a busy moment's round
 trips are long; an older, tight one, aged by :data:`MAX_DRIFT`, is the better bound)."""
@@ -122,7 +124,11 @@ class DatabaseClock:
             kept is None
             or received - kept[0] > KEEP_READING
             or _bound(fresh, received) >= _bound(kept, received)
+            or _bound(kept, received) > fresh[1] + trip + ROUNDING
         ):
+            # The last case: the kept reading says the server's clock is later than this read
+            # allows. One steady clock cannot do that; another server (a failover) or a clock
+            # stepped back can, and the server now answering is the authority.
             self._anchor = fresh
         self.last = ClockReading(server - wall_midway, timedelta(seconds=trip))
         return self.last

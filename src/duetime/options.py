@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from duetime.errors import InvalidInput
+from duetime.redaction import redact_url
 
 T = TypeVar("T")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -106,8 +107,6 @@ def parse_named(
 
 def redacted(options: Mapping[str, Any], secrets: frozenset[str]) -> dict[str, Any]:
     """``options`` with secret values as ``***`` and passwords in ``url`` (one or a list) hidden."""
-    from duetime.destinations.base import redact_url
-
     shown = {k: "***" if k in secrets else v for k, v in options.items()}
     url = shown.get("url")
     if isinstance(url, str):

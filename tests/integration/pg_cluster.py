@@ -1,4 +1,4 @@
-"""A private PostgreSQL cluster for tests that stop and start the server.
+"""A private PostgreSQL cluster for tests that stop and start the server, or fail it over.
 
 The shared test server (``DUETIME_TEST_PG``) must never be restarted: other tests use it. A test
 that needs a server going down and coming back makes its own with ``initdb`` on a free port, in a
@@ -6,6 +6,9 @@ fresh directory under the system temp dir, and removes it afterwards. The binari
 ``DUETIME_TEST_PG_BIN`` or ``/usr/lib/postgresql/<version>/bin`` or on ``PATH``. PostgreSQL
 refuses to run as root, so when the tests run as root the cluster belongs to the ``postgres`` OS
 user and every server command runs through ``runuser -u postgres``.
+
+:meth:`PgCluster.standby_of` makes a streaming standby of a running cluster (``pg_basebackup
+-R``), and :meth:`PgCluster.promote` turns it into a primary: a failover without a cloud.
 
 Unavailable (no binaries, or root without a ``postgres`` user): :func:`cluster_problem` says why;
 tests skip with that reason, or fail when ``CI`` is set, as the store suite does.
@@ -17,10 +20,12 @@ import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -46,10 +51,14 @@ def find_bindir() -> Path | None:
     return None
 
 
-def cluster_problem() -> str | None:
-    """Why a private cluster cannot be made here (None when it can)."""
-    if find_bindir() is None:
+def cluster_problem(*, standby: bool = False) -> str | None:
+    """Why a private cluster (with ``standby``: and a standby of it) cannot be made here (None
+    when it can)."""
+    bindir = find_bindir()
+    if bindir is None:
         return "no PostgreSQL server binaries (initdb, pg_ctl); set DUETIME_TEST_PG_BIN"
+    if standby and not (bindir / "pg_basebackup").is_file():
+        return f"no pg_basebackup in {bindir}; set DUETIME_TEST_PG_BIN"
     if os.geteuid() == 0:
         try:
             pwd.getpwnam(OS_USER)
@@ -75,39 +84,87 @@ class PgCluster:
         self.data = root / "data"
         self.logfile = root / "server.log"
         self.port = port
+        self._frozen: list[int] = []
 
     @classmethod
-    def create(cls) -> PgCluster:
+    def _new(cls) -> PgCluster:
         bindir = find_bindir()
         if bindir is None:
             raise RuntimeError(cluster_problem())
         root = Path(tempfile.mkdtemp(prefix="duetime-pg-"))
-        cluster = cls(bindir, root, free_port())
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam(OS_USER)
+            os.chown(root, entry.pw_uid, entry.pw_gid)
+        return cls(bindir, root, free_port())
+
+    @classmethod
+    def create(cls, **settings: str) -> PgCluster:
+        """A new cluster, not started; ``settings`` go to its postgresql.conf as written."""
+        cluster = cls._new()
         try:
-            if os.geteuid() == 0:
-                entry = pwd.getpwnam(OS_USER)
-                os.chown(root, entry.pw_uid, entry.pw_gid)
             cluster._run(
                 "initdb", "-D", str(cluster.data), "-U", "postgres", "-A", "trust",
                 "-E", "UTF8", "--no-sync", "--no-instructions",
             )  # fmt: skip
-            settings = {
+            defaults = {
                 "port": str(cluster.port),
                 "listen_addresses": "'127.0.0.1'",
-                "unix_socket_directories": f"'{root}'",
+                "unix_socket_directories": f"'{cluster.root}'",
                 "max_connections": "100",
                 "shared_buffers": "'64MB'",
                 "fsync": "on",
                 "synchronous_commit": "on",
                 "log_min_messages": "warning",
             }
-            lines = "".join(f"{name} = {value}\n" for name, value in settings.items())
-            conf = cluster.data / "postgresql.conf"
-            cluster._run("sh", "-c", f"cat >> '{conf}'", stdin=lines)
+            cluster.configure(**{**defaults, **settings})
         except BaseException:
             cluster.remove()
             raise
         return cluster
+
+    @classmethod
+    def standby_of(cls, primary: PgCluster, **settings: str) -> PgCluster:
+        """A streaming standby of the running ``primary`` (a base backup with ``-R``), not
+        started. It does not inherit the primary's ``synchronous_standby_names``: promoted, it
+        would wait for a standby of its own that does not exist."""
+        cluster = cls._new()
+        try:
+            cluster._run(
+                "pg_basebackup", "-D", str(cluster.data), "-h", "127.0.0.1",
+                "-p", str(primary.port), "-U", "postgres", "-X", "stream", "-R", "--no-sync",
+            )  # fmt: skip
+            cluster.configure(
+                port=str(cluster.port),
+                unix_socket_directories=f"'{cluster.root}'",
+                synchronous_standby_names="''",
+                **settings,
+            )
+        except BaseException:
+            cluster.remove()
+            raise
+        return cluster
+
+    def configure(self, **settings: str) -> None:
+        """Append ``settings`` to postgresql.conf (the last of a name wins; read on start)."""
+        lines = "".join(f"{name} = {value}\n" for name, value in settings.items())
+        conf = self.data / "postgresql.conf"
+        self._run("sh", "-c", f"cat >> '{conf}'", stdin=lines)
+
+    def freeze_replication(self) -> None:
+        """Freeze this primary's WAL senders (SIGSTOP): a slow or cut link to its standbys. A
+        synchronous primary then stops acknowledging commits; an asynchronous one runs ahead of
+        its standbys. :meth:`stop` kills frozen senders first: what they held never leaves."""
+        with psycopg.connect(self.url(), connect_timeout=5) as conn:
+            rows = conn.execute("SELECT pid FROM pg_stat_replication").fetchall()
+        if not rows:
+            raise RuntimeError("this cluster has no WAL sender (no streaming standby)")
+        for (pid,) in rows:
+            os.kill(int(pid), signal.SIGSTOP)
+            self._frozen.append(int(pid))
+
+    def promote(self) -> None:
+        """Turn this standby into a primary; returns once it accepts writes."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "promote")
 
     def url(self, **params: str) -> str:
         base = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
@@ -124,6 +181,10 @@ class PgCluster:
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server: ``fast`` (clean), or ``immediate`` (like a crash: recovery on start)."""
+        for pid in self._frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self._frozen.clear()
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def is_running(self) -> bool:
@@ -171,3 +232,20 @@ class PgCluster:
             raise subprocess.CalledProcessError(
                 result.returncode, command, result.stdout, result.stderr
             )
+
+
+@contextlib.contextmanager
+def primary_and_standby(*, sync: bool) -> Iterator[tuple[PgCluster, PgCluster]]:
+    """A running primary and a running streaming standby of it, removed afterwards; ``sync``:
+    the primary waits for the standby at every commit (``synchronous_standby_names = '*'``)."""
+    primary = PgCluster.create(synchronous_standby_names="'*'" if sync else "''")
+    standby: PgCluster | None = None
+    try:
+        primary.start()
+        standby = PgCluster.standby_of(primary)
+        standby.start()
+        yield primary, standby
+    finally:
+        primary.remove()
+        if standby is not None:
+            standby.remove()

@@ -151,3 +151,28 @@ async def test_outage_fails_fast_costs_no_cpu_and_recovers(
     await direct.put_timers([new_timer("c", later)], "error", NOW)
     await wait_until(lambda: later in heard)
     await proxy.stop()
+
+
+async def test_a_server_that_refuses_writes_is_left_for_the_next_connection(
+    open_store: StoreFactory, pg_url: str
+) -> None:
+    """A primary demoted to a standby behind a name that moved answers writes with "read-only
+    transaction": that is an outage of the primary, and the connection goes, so the next call
+    is made on a fresh one (where the URL leads now)."""
+    store = await open_store(with_params(pg_url, pool_min="1", pool_max="1"))
+    assert isinstance(store, PostgresStore)
+
+    async def demote(conn: psycopg.AsyncConnection[object]) -> int:
+        await conn.execute("SET default_transaction_read_only = on")
+        return conn.info.backend_pid
+
+    demoted = await store._db.read(demote)
+    with pytest.raises(StoreUnavailable, match="read-only"):
+        await store.put_timers([new_timer("a")], "error", NOW)
+
+    await store.put_timers([new_timer("a")], "error", NOW)  # a fresh connection: it writes
+
+    async def pid(conn: psycopg.AsyncConnection[object]) -> int:
+        return conn.info.backend_pid
+
+    assert await store._db.read(pid) != demoted

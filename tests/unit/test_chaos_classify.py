@@ -133,3 +133,22 @@ def test_one_attempt_on_two_nodes_is_overwritten() -> None:
         nodes,
     )
     assert report.problems() == ["overwritten 1"]
+
+
+def test_an_attempt_started_again_after_a_failover_is_reclaimed_not_overwritten() -> None:
+    """A claim commits without waiting for a standby: the new primary may never have seen it,
+    and the timer is claimed again under the same number. Without a database fault between the
+    two starts the same records break a fence."""
+    starts = [start(1, DUE + S), start(1, DUE + 3 * S)]
+    failover = FaultEvent("failover", DUE + 2 * S, "primary killed, standby promoted")
+
+    report = check([ack(1)], starts, [done(1)], [row(1, 1, "done")], faults=[failover])
+    assert report.ok, report.problems()
+    assert (report.reclaimed, report.duplicated) == (1, 1)
+    assert report.duplicate_causes == {"failover (its completion was on the old primary only)": 1}
+    assert report.pause_ms == 2_000.0
+
+    clean_stop = FaultEvent("dbrestart", DUE + 2 * S, "database (fast)")
+    for faults in ([], [clean_stop]):
+        report = check([ack(1)], starts, [done(1)], [row(1, 1, "done")], faults=faults)
+        assert (report.reclaimed, report.overwritten) == (0, 1), faults

@@ -19,6 +19,7 @@ class Machine:
         self.elapsed = 100.0
         self.skew = skew
         self.trips = [0.010, 0.002, 0.006]  # round trips of successive reads
+        self.behind = timedelta(0)  # another server's clock (after a failover)
 
     def wall(self) -> datetime:
         return SERVER + timedelta(seconds=self.elapsed - 100.0) + self.skew
@@ -27,7 +28,7 @@ class Machine:
         """The server's clock, read in the middle of a round trip."""
         trip = self.trips.pop(0) if self.trips else 0.004
         self.elapsed += trip / 2
-        server = SERVER + timedelta(seconds=self.elapsed - 100.0)
+        server = SERVER + timedelta(seconds=self.elapsed - 100.0) - self.behind
         self.elapsed += trip / 2
         return server
 
@@ -95,3 +96,27 @@ def test_a_waiting_row_starts_only_with_a_tenth_of_its_lease_left() -> None:
     assert not leases.usable(later, SERVER + timedelta(seconds=40))
     leases.renewed(mark - 1, SERVER + timedelta(seconds=90))  # an older heartbeat: ignored
     assert not leases.usable(taken, SERVER + timedelta(seconds=48))
+
+
+def test_a_server_whose_clock_is_behind_replaces_the_kept_reading_at_once() -> None:
+    """After a failover the database's clock is another machine's: a kept reading of the old
+    one (ahead) must not hold "now" ahead of the new authority for a minute."""
+    machine = Machine(skew=timedelta(0))
+    clock = DatabaseClock(machine.read, elapsed=lambda: machine.elapsed, wall=machine.wall)
+    asyncio.run(clock.sync())  # the old primary
+    machine.elapsed += 5
+    machine.behind = timedelta(seconds=0.5)  # the new primary
+    machine.trips = [0.080] * 5  # looser reads than the kept one, which would otherwise stay
+    asyncio.run(clock.sync())
+    true_now = SERVER + timedelta(seconds=machine.elapsed - 100.0) - machine.behind
+    assert true_now - timedelta(seconds=0.080) <= clock.now() <= true_now
+
+
+def test_a_slow_read_of_the_same_server_does_not_replace_the_kept_reading() -> None:
+    machine = Machine(skew=timedelta(0))
+    clock = DatabaseClock(machine.read, elapsed=lambda: machine.elapsed, wall=machine.wall)
+    asyncio.run(clock.sync())
+    kept = clock.now()
+    machine.trips = [0.080] * 5
+    asyncio.run(clock.sync())
+    assert clock.now() - kept >= timedelta(seconds=0.4 - 0.003)  # 5 reads of 80 ms passed

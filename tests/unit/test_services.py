@@ -90,3 +90,75 @@ def test_a_failing_round_is_logged_and_the_next_one_runs(caplog: pytest.LogCaptu
 def test_an_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         Periodic.__init__(Flaky(), 0)
+
+
+def record_waits(monkeypatch: pytest.MonkeyPatch, rounds: int) -> list[float]:
+    """Periodic waits recorded instead of slept; ``rounds`` rounds, then the loop stops."""
+    asked: list[float] = []
+
+    async def stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+        asked.append(seconds)
+        return len(asked) > rounds
+
+    monkeypatch.setattr("duetime.services.base._stopped_within", stopped_within)
+    return asked
+
+
+class Outage(Periodic):
+    """Fails its second round only."""
+
+    name = "outage"
+    failure = "outage round failed"
+
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__(10.0)
+        self.retry_after = retry_after
+        self.rounds = 0
+
+    async def step(self) -> None:
+        self.rounds += 1
+        if self.rounds == 2:
+            raise ConnectionError("database went away")
+
+
+@pytest.mark.parametrize(("retry_after", "waits"), [(0.5, [10, 10, 0.5, 10]), (None, [10] * 4)])
+def test_a_duty_may_retry_a_failed_round_sooner(
+    retry_after: float | None,
+    waits: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The wait before each round: the interval, but ``retry_after`` after a failed round."""
+    caplog.set_level(logging.CRITICAL, "duetime.services")
+    asked = record_waits(monkeypatch, rounds=3)
+    asyncio.run(Outage(retry_after).run(asyncio.Event()))
+    assert asked == waits
+
+
+class Down(Periodic):
+    """Fails its first three rounds (an outage), then works."""
+
+    name = "down"
+    failure = "down round failed"
+
+    def __init__(self) -> None:
+        super().__init__(10.0)
+        self.retry_after = 0.5
+        self.rounds = 0
+
+    async def step(self) -> None:
+        self.rounds += 1
+        if self.rounds <= 3:
+            raise ConnectionError("database went away")
+
+
+def test_an_outage_is_logged_once_with_its_traceback_and_once_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "duetime.services")
+    asked = record_waits(monkeypatch, rounds=5)
+    asyncio.run(Down().run(asyncio.Event()))
+    assert asked == [10, 0.5, 0.5, 0.5, 10, 10]
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.exc_info is not None for r in errors] == [True]
+    assert "down: working again after 3 failed rounds" in caplog.text

@@ -33,6 +33,7 @@ from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import CliConfig, common_options, config, log_options
 from duetime.errors import InvalidInput
+from duetime.redaction import redact_url
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
 from duetime.runner import run_process
 from duetime.sync import App
@@ -99,8 +100,9 @@ def adopt(
     ):
         raise InvalidInput(
             "database_url",
-            f"--database-url {cfg.database_url} differs from the app's own "
-            f"{settings.database_url}; the app's settings win, so drop the flag or fix the app",
+            f"--database-url {redact_url(cfg.database_url)} differs from the app's own "
+            f"{redact_url(settings.database_url)}; the app's settings win, so drop the flag "
+            "or fix the app",
         )
     if cfg.namespace_explicit and cfg.namespace not in (None, core.namespace):
         raise InvalidInput(

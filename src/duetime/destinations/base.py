@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 from duetime.errors import DuetimeError, InvalidInput
 from duetime.handlers import Event
 from duetime.model import JSON, iso
+from duetime.redaction import redact_url
 
 ENVELOPE_VERSION = 1
 RESPONSE_LIMIT = 500
@@ -244,19 +245,6 @@ def url_origin(url: str) -> str:
         return "(invalid URL)"
     rest = "/…" if parts.path.strip("/") or parts.query else ""
     return f"{parts.scheme}://{host}{rest}"
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***``, for logs and error messages."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 class SingleFlight(Generic[T]):

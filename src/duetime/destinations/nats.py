@@ -34,11 +34,11 @@ from duetime.destinations.base import (
     check_name,
     check_timeout,
     describe_error,
-    redact_url,
     render_template,
 )
 from duetime.destinations.config import check_nats_urls, check_path, check_subject
 from duetime.destinations.formats import Format, make_format
+from duetime.redaction import redact_url
 
 log = logging.getLogger("duetime.destinations.nats")
 

@@ -29,7 +29,6 @@ from duetime.destinations.base import (
     check_name,
     check_timeout,
     describe_error,
-    redact_url,
     render_template,
 )
 from duetime.destinations.config import (
@@ -39,6 +38,7 @@ from duetime.destinations.config import (
     check_routing_key,
 )
 from duetime.destinations.formats import Format, make_format
+from duetime.redaction import redact_url
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_ROUTING_KEY = "{type}"

@@ -32,12 +32,12 @@ from duetime.destinations.base import (
     check_name,
     check_timeout,
     describe_error,
-    redact_url,
     render_template,
 )
 from duetime.destinations.config import check_maxlen, check_redis_url, check_stream
 from duetime.destinations.formats import CloudEventsFormat, Format, make_format
 from duetime.errors import InvalidInput
+from duetime.redaction import redact_url
 
 DEFAULT_TIMEOUT = 5.0
 

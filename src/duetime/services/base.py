@@ -36,9 +36,12 @@ class Service:
 
 class Periodic(Service, abc.ABC):
     """Calls :meth:`step` every ``interval`` seconds; a failing step is logged and retried at
-    the next round, never ends the loop."""
+    the next round (or after :attr:`retry_after`, when shorter), never ends the loop."""
 
     failure = "a background duty failed"
+    retry_after: float | None = None
+    """Seconds to the next round after a failed one (None: ``interval``): for a duty whose
+    result matters most right after an outage."""
 
     def __init__(self, interval: float) -> None:
         if not interval > 0:
@@ -50,11 +53,24 @@ class Periodic(Service, abc.ABC):
         """One round of the duty."""
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not await _stopped_within(stop, self.interval):
+        """The rounds; of failures in a row only the first is logged with its traceback (an
+        outage would otherwise log one every :attr:`retry_after`)."""
+        wait = self.interval
+        failures = 0
+        while not await _stopped_within(stop, wait):
             try:
                 await self.step()
-            except Exception:
-                log.exception("%s; retrying in %gs", self.failure, self.interval)
+            except Exception as exc:
+                failures += 1
+                wait = min(self.interval, self.retry_after or self.interval)
+                if failures == 1:
+                    log.exception("%s; retrying in %gs", self.failure, wait)
+                else:
+                    log.debug("%s again (%d in a row): %s", self.failure, failures, exc)
+                continue
+            if failures:
+                log.info("%s: working again after %d failed rounds", self.name, failures)
+            failures, wait = 0, self.interval
 
 
 async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:

@@ -22,6 +22,9 @@ class ClockSync(Periodic):
 
     name = "clock"
     failure = "reading the database's clock failed; keeping the last reading"
+    retry_after = 0.5
+    """After a failed sync (the database away: a restart, a failover), sync again as soon as
+    it answers, not a heartbeat later: after a failover its clock is another machine's."""
 
     def __init__(self, clock: DatabaseClock, interval: float, warn: timedelta) -> None:
         super().__init__(interval)

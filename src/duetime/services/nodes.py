@@ -39,6 +39,9 @@ class NodeUpkeep(Periodic):
 
     name = "heartbeat"
     failure = "heartbeat failed; leases are not being renewed"
+    retry_after = 0.5
+    """After a failed heartbeat (the database away: a restart, a failover), renew as soon as it
+    answers again, not a heartbeat later: the leases have been running out all along."""
 
     def __init__(
         self,
@@ -82,15 +85,14 @@ class NodeUpkeep(Periodic):
         await self.refresh_subscriptions()
 
     async def step(self) -> None:
+        """Renew the node and its leases (a failure raises: the next try comes after
+        :attr:`retry_after`), then re-read the routing."""
         now = self.clock.now()
-        try:
-            held, mark = self.holder.held_now() if self.holder is not None else ([], 0)
-            until = now + self.lease
-            renewed = await self.store.heartbeat(self.node_id, now, until, held, self._offset())
-            if self.holder is not None and renewed == len(held):
-                self.holder.renewed(mark, until)
-        except Exception:
-            log.exception(self.failure)
+        held, mark = self.holder.held_now() if self.holder is not None else ([], 0)
+        until = now + self.lease
+        renewed = await self.store.heartbeat(self.node_id, now, until, held, self._offset())
+        if self.holder is not None and renewed == len(held):
+            self.holder.renewed(mark, until)
         try:
             await self.refresh_subscriptions()
         except Exception:

@@ -40,9 +40,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
 from duetime.app import AsyncApp
-from duetime.destinations.base import check_name, check_timeout, redact_url
+from duetime.destinations.base import check_name, check_timeout
 from duetime.destinations.config import check_nats_urls, check_path
 from duetime.errors import InvalidInput
+from duetime.redaction import redact_url
 from duetime.sources.base import (
     BatchOutcome,
     Incoming,

@@ -37,9 +37,10 @@ from redis.exceptions import RedisError, ResponseError
 from redis.typing import EncodableT, FieldT
 
 from duetime.app import AsyncApp
-from duetime.destinations.base import check_name, check_timeout, redact_url
+from duetime.destinations.base import check_name, check_timeout
 from duetime.destinations.config import check_redis_url
 from duetime.errors import InvalidInput
+from duetime.redaction import redact_url
 from duetime.sources.base import (
     BatchOutcome,
     Incoming,

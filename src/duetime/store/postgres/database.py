@@ -3,7 +3,9 @@
 Every store call borrows a pooled connection (autocommit; writes open an explicit transaction).
 When the server goes away, the failing call raises :class:`StoreUnavailable`, the broken
 connection is dropped, and the idle ones are checked in the background, so the first call after
-the server is back gets a fresh connection instead of a stale one. A deadlock or serialization
+the server is back gets a fresh connection instead of a stale one. A server that refuses writes
+(a primary demoted to a standby behind a name that moved) is unavailable too, and that
+connection is closed: the next one goes where the URL leads now. A deadlock or serialization
 failure (the server rolled the transaction back) is retried a few times before it is reported.
 """
 
@@ -18,7 +20,12 @@ import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
-from psycopg.errors import DeadlockDetected, IdleInTransactionSessionTimeout, TransactionRollback
+from psycopg.errors import (
+    DeadlockDetected,
+    IdleInTransactionSessionTimeout,
+    ReadOnlySqlTransaction,
+    TransactionRollback,
+)
 from psycopg.rows import AsyncRowFactory, DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -181,17 +188,11 @@ class Database:
             attempt += 1
             try:
                 async with pool.connection() as conn:
-                    if not transaction:
-                        return await work(conn)
-                    pending: list[Statement] = []
-                    self._after_commit[id(conn)] = pending
                     try:
-                        async with conn.transaction():
-                            result = await work(conn)
-                    finally:
-                        del self._after_commit[id(conn)]
-                    await _send_after_commit(conn, pending)
-                    return result
+                        return await self._work(conn, work, transaction)
+                    except ReadOnlySqlTransaction:
+                        await conn.close()  # the server was demoted: the pool drops it
+                        raise
             except (TransactionRollback, DeadlockDetected) as exc:  # psycopg: not a subclass
                 if attempt >= ROLLBACK_RETRIES:
                     raise StoreUnavailable(
@@ -203,9 +204,23 @@ class Database:
                 psycopg.OperationalError,
                 psycopg.InterfaceError,
                 IdleInTransactionSessionTimeout,  # the server closed the session
+                ReadOnlySqlTransaction,  # a standby now: the primary is elsewhere
             ) as exc:
                 self._check_idle_connections(pool)
                 raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+
+    async def _work(self, conn: Conn, work: Work[R], transaction: bool) -> R:
+        if not transaction:
+            return await work(conn)
+        pending: list[Statement] = []
+        self._after_commit[id(conn)] = pending
+        try:
+            async with conn.transaction():
+                result = await work(conn)
+        finally:
+            del self._after_commit[id(conn)]
+        await _send_after_commit(conn, pending)
+        return result
 
     def _check_idle_connections(self, pool: AsyncConnectionPool[Conn]) -> None:
         """After a connection failed, weed out the idle ones that died with it (in background)."""

@@ -5,21 +5,43 @@ duetime's own query parameters (``schema``, ``pool_min``, ``pool_max``, ``pool_t
 Every connection gets the schema as its ``search_path``, ``synchronous_commit=on`` (an
 acknowledgement follows a durable commit) and ``TimeZone=UTC`` (instants come back as UTC
 datetimes).
+
+Several hosts (libpq's ``postgresql://a:5432,b:5432/db``) are a highly available cluster:
+every connection must reach the one that takes writes, so such a URL needs
+``target_session_attrs=read-write`` (or ``primary``); libpq then tries the hosts in turn. A dead
+server must be noticed in seconds, not at the operating system's TCP timeouts (minutes): unless
+the URL says otherwise, connecting gives up after :data:`LIVENESS` ``connect_timeout`` per host,
+and TCP keepalives and ``tcp_user_timeout`` end a connection whose server went silent.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from duetime.redaction import redact_url
 
 SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "duetime"
 OWN_PARAMS = ("schema", "pool_min", "pool_max", "pool_timeout", "listen")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+WRITABLE = ("read-write", "primary")
+"""``target_session_attrs`` values that reach a server taking writes (duetime always writes)."""
+LIVENESS = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+"""libpq settings that notice a dead or unreachable server (a failover) within about a minute
+on an idle connection and 30 s on a busy one; each can be set in the URL instead."""
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,54}")
 """Lower-case identifiers short enough that ``duetime_<schema>`` is a valid channel name."""
 
@@ -46,11 +68,13 @@ class PostgresSettings:
 def parse_url(url: str) -> PostgresSettings:
     """Split a ``postgresql://…[?schema=name]`` URL into libpq conninfo and duetime settings."""
     if not url.startswith(SCHEMES):
-        raise ValueError(f"not a PostgreSQL URL: {url!r}")
-    parts = urlsplit(url)
+        raise ValueError(f"not a PostgreSQL URL: {redact_url(url)!r}")
+    # Split by hand, not with urlsplit/urlunsplit: those drop the empty host of
+    # ``postgresql:///db?host=/run/postgresql`` and know nothing of several hosts.
+    before, _, query = url.partition("?")
     ours: dict[str, str] = {}
     theirs: list[str] = []
-    for item in filter(None, parts.query.split("&")):
+    for item in filter(None, query.split("&")):
         name, _, value = item.partition("=")
         if unquote(name) in OWN_PARAMS:
             ours[unquote(name)] = unquote(value)
@@ -61,7 +85,7 @@ def parse_url(url: str) -> PostgresSettings:
         raise ValueError(
             f"schema {schema!r} must be a lower-case identifier ([a-z_][a-z0-9_]*, ≤ 55 chars)"
         )
-    libpq_url = urlunsplit(parts._replace(query="&".join(theirs)))
+    libpq_url = f"{before}?{'&'.join(theirs)}" if theirs else before
     try:
         params = conninfo_to_dict(libpq_url)
     except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
@@ -75,6 +99,9 @@ def parse_url(url: str) -> PostgresSettings:
         options = f"{params['options']} {options}"
     params["options"] = options
     params.setdefault("application_name", "duetime")
+    _check_hosts(params)
+    for name, value in LIVENESS.items():
+        params.setdefault(name, value)
     try:
         pool_min = int(ours.get("pool_min", "1"))
         pool_max = int(ours.get("pool_max", "10"))
@@ -94,3 +121,19 @@ def parse_url(url: str) -> PostgresSettings:
         pool_timeout,
         listen=listen_text in _TRUE,
     )
+
+
+def _check_hosts(params: Mapping[str, object]) -> None:
+    """A URL naming several hosts must ask for the writable one (ValueError otherwise)."""
+    attrs = str(params.get("target_session_attrs") or "any")
+    several = "," in str(params.get("host") or "") or "," in str(params.get("hostaddr") or "")
+    if several and attrs not in WRITABLE:
+        raise ValueError(
+            "a URL with several hosts needs target_session_attrs=read-write (or primary), "
+            f"not {attrs!r}: duetime writes, and only the primary takes writes"
+        )
+    if attrs not in (*WRITABLE, "any"):
+        raise ValueError(
+            f"target_session_attrs={attrs} reaches servers that refuse writes; "
+            "use read-write (or primary)"
+        )
