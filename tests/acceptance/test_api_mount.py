@@ -239,11 +239,6 @@ def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> Non
     assert raised.value.field == field
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="index.html links /static/ and /docs from the site's root: under a prefix they miss "
-    "until the page's links are relative",
-)
 def test_every_link_of_the_dashboard_page_resolves_below_the_prefix(tmp_path: Path) -> None:
     parent = FastAPI()
     mount(parent, "/ops/duetime", app=make_app(tmp_path, []))
