@@ -3,7 +3,7 @@
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$here/.venv"
 # `server` always: ./duetime runs the command line, which needs it.
-extras="server,${DUETIME_EXTRAS:-postgres,brokers,kafka,test}"
+extras="server,${DUETIME_EXTRAS:-postgres,brokers,kafka,otel,test}"
 
 pick_python() {
     for candidate in python3.13 python3.12 python3.11 python3 python; do

@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from duetime.backoff import Backoff
 from duetime.dispatch import Dispatch, Target
@@ -27,6 +27,9 @@ from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
+
+if TYPE_CHECKING:
+    from duetime.otel import Tracing
 
 log = logging.getLogger("duetime.worker")
 
@@ -61,6 +64,7 @@ class Executor:
         self._rng = rng
         self._capacity = shared.capacity
         self._start_ready = start_ready
+        self._tracing: Tracing | None = shared.tracing
 
     def retry_delay(self, attempt: int) -> timedelta:
         return self._backoff.delay(attempt, self._rng)
@@ -106,7 +110,7 @@ class Executor:
             before = self._unstartable(timer, attempt, exc)
         if isinstance(before, Finish):
             self.completer.record(timer, before)
-        elif not before.is_async or before.transactional:
+        elif not before.is_async or before.transactional or self._tracing is not None:
             self.in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, before))
         else:
             try:
@@ -167,8 +171,15 @@ class Executor:
             before = handler or self._before(timer, attempt, target)
             if isinstance(before, Finish):
                 finish: Finish | None = before
-            else:
+            elif self._tracing is None:
                 finish = await self._invoke(before, timer, attempt)
+            else:
+                finish = await self._tracing.process(
+                    timer,
+                    attempt,
+                    self.clock.now() - timer.due_at,
+                    functools.partial(self._invoke, before, timer, attempt),
+                )
         except _LeaseLost:
             log.warning(
                 "timer %s waited past its lease: given back unstarted",
@@ -275,6 +286,8 @@ class Executor:
         """:func:`attempts.finish_for`, saying in the log when a handler failed."""
         if error is None and not isinstance(result, HandlerOutcome):
             return Finish(timer.id, attempt, Outcome.DONE)  # nearly every attempt: no clock read
+        if error is not None and self._tracing is not None:
+            self._tracing.failed(error)
         if error is not None and not isinstance(error, HandlerOutcome):
             log.warning(
                 "handler for %s (key %s) failed: %s",
