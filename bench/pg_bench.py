@@ -7,6 +7,8 @@ Run by hand (not part of the test suite)::
     .venv/bin/python bench/pg_bench.py --only duetime,raw --scenarios mass,immediate
     .venv/bin/python bench/pg_bench.py --scenarios claim --claim-rows 1000000
     .venv/bin/python bench/pg_bench.py --only duetime,pgqueuer,raw --rounds 3   # medians of 3
+    .venv/bin/python bench/pg_bench.py --only duetime --metrics --tracing --scenarios mass,lateness \
+        --rounds 3                          # the cost of metrics and tracing, alternating rounds
 
 Needs the ``bench`` extra (pgqueuer, procrastinate; asyncpg too for pgqueuer's usual driver) and
 a PostgreSQL where the user may CREATE DATABASE (default ``postgresql://postgres@127.0.0.1:5432``,
@@ -227,6 +229,7 @@ class Report:
             "duetime": "duetime",
             "duetime_metrics": "duetime +metrics",
             "duetime_tracing": "duetime +tracing",
+            "duetime_sampled": "duetime +tracing 10%",
             "pgqueuer": "pgqueuer",
             "procrastinate": "procrastinate",
             "raw": "raw SQL",
@@ -998,7 +1001,8 @@ def main() -> None:
     parser.add_argument(
         "--tracing",
         action="store_true",
-        help="also run duetime_tracing: duetime with OpenTelemetry spans (SDK, batch processor)",
+        help="also run duetime_tracing and duetime_sampled: duetime with OpenTelemetry spans "
+        "(SDK, batch processor), every trace or 10%% of them sampled",
     )
     parser.add_argument(
         "--scenarios", default="immediate,mass,lateness,claim", help="immediate,mass,lateness,claim"
@@ -1078,7 +1082,11 @@ def main() -> None:
     systems = [s.strip() for s in args.only.split(",") if s.strip()]
     systems += [
         s
-        for s, wanted in [("duetime_metrics", args.metrics), ("duetime_tracing", args.tracing)]
+        for s, wanted in [
+            ("duetime_metrics", args.metrics),
+            ("duetime_tracing", args.tracing),
+            ("duetime_sampled", args.tracing),
+        ]
         if wanted and s not in systems
     ]
     for s in systems:

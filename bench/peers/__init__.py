@@ -87,6 +87,10 @@ def load(name: str) -> type[System]:
         from peers.duetime_peer import DuetimeTracing
 
         return DuetimeTracing
+    if name == "duetime_sampled":
+        from peers.duetime_peer import DuetimeSampled
+
+        return DuetimeSampled
     if name == "pgqueuer":
         from peers.pgqueuer_peer import PgQueuerSystem
 
@@ -102,7 +106,15 @@ def load(name: str) -> type[System]:
     raise ValueError(f"unknown system {name!r}")
 
 
-SYSTEMS = ("duetime", "duetime_metrics", "duetime_tracing", "pgqueuer", "procrastinate", "raw")
+SYSTEMS = (
+    "duetime",
+    "duetime_metrics",
+    "duetime_tracing",
+    "duetime_sampled",
+    "pgqueuer",
+    "procrastinate",
+    "raw",
+)
 COMPARED = ("duetime", "pgqueuer", "procrastinate", "raw")
 """What a run compares unless told otherwise (``--only``); the duetime_* variants price
 duetime's observability (``--metrics``, ``--tracing``)."""

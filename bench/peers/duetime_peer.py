@@ -4,7 +4,9 @@ Two more systems are duetime with its observability on, to price it against plai
 alternating rounds: ``duetime_metrics`` (the Prometheus metrics a ``duetime worker
 --metrics-port`` keeps, fed by every attempt) and ``duetime_tracing`` (OpenTelemetry: the SDK's
 ``BatchSpanProcessor`` to an exporter that drops the spans, on the enqueue side too, so every
-timer carries a trace context its process span is parented by)."""
+timer carries a trace context its process span is parented by); ``duetime_sampled`` is the
+latter with 10% of traces sampled (``ParentBased(TraceIdRatioBased(0.1))`` on both sides, so a
+worker records the spans of exactly the traces the scheduler sampled)."""
 
 from __future__ import annotations
 
@@ -115,6 +117,7 @@ class DuetimeMetrics(Duetime):
 class DuetimeTracing(Duetime):
     name = "duetime_tracing"
     label = "duetime +tracing"
+    ratio = 1.0
 
     def __init__(self, base: str) -> None:
         super().__init__(base)
@@ -122,25 +125,33 @@ class DuetimeTracing(Duetime):
 
     def app(self, db: str, **settings: Any) -> AsyncApp:
         if self._provider is None:
-            self._provider = dropping_provider()
+            self._provider = dropping_provider(self.ratio)
         return AsyncApp(self.url(db), tracer_provider=self._provider, **settings)
 
     def describe(self) -> str:
         from importlib.metadata import version
 
-        return f"{super().describe()}, opentelemetry-sdk {version('opentelemetry-sdk')}"
+        sdk = version("opentelemetry-sdk")
+        return f"{super().describe()}, opentelemetry-sdk {sdk}, {self.ratio:.0%} of traces sampled"
 
 
-def dropping_provider() -> Any:
+class DuetimeSampled(DuetimeTracing):
+    name = "duetime_sampled"
+    label = "duetime +tracing 10%"
+    ratio = 0.1
+
+
+def dropping_provider(ratio: float = 1.0) -> Any:
     """An SDK tracer provider exporting through a BatchSpanProcessor (as in production) to an
     exporter that drops what it gets: the spans' cost in the worker, none of a collector's."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     class Dropping(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
     provider.add_span_processor(BatchSpanProcessor(Dropping()))
     return provider
