@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import nats
+import psycopg
 import pytest
 from brokers import require_nats
 from opentelemetry.trace import SpanKind, StatusCode
@@ -309,3 +310,27 @@ def test_without_a_provider_nothing_is_imported_or_stored(url: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['plain'] None []"
+
+
+def test_a_timer_scheduled_in_the_callers_transaction_keeps_its_trace() -> None:
+    """The outbox: PostgreSQL, inside the caller's own transaction."""
+    require_pg()
+    traced = Traced()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    url = with_params(PG_URL, schema=schema)
+
+    async def main() -> None:
+        app = AsyncApp(url, clock=FrozenClock(START), tracer_provider=traced.provider)
+        async with app, await psycopg.AsyncConnection.connect(url.split("?")[0]) as conn:
+            async with conn.transaction():
+                with traced.tracer.start_as_current_span("checkout"):
+                    await app.emit("order.paid", key="outboxed", transaction=conn)
+            stored = await app.get("outboxed")
+        schedule = traced.one("duetime schedule order.paid")
+        assert is_child(schedule, traced.one("checkout"))
+        assert stored.trace_context == traceparent(schedule)
+
+    try:
+        run(main)
+    finally:
+        drop_schema(schema)
