@@ -7,8 +7,8 @@ Run by hand (not part of the test suite)::
     .venv/bin/python bench/pg_bench.py --only duetime,raw --scenarios mass,immediate
     .venv/bin/python bench/pg_bench.py --scenarios claim --claim-rows 1000000
     .venv/bin/python bench/pg_bench.py --only duetime,pgqueuer,raw --rounds 3   # medians of 3
-    .venv/bin/python bench/pg_bench.py --only duetime --metrics --tracing --scenarios mass,lateness \
-        --rounds 3                          # the cost of metrics and tracing, alternating rounds
+    .venv/bin/python bench/pg_bench.py --only duetime --metrics --tracing --rounds 3 \
+        --scenarios mass,lateness           # what metrics and tracing cost, in alternating rounds
 
 Needs the ``bench`` extra (pgqueuer, procrastinate; asyncpg too for pgqueuer's usual driver) and
 a PostgreSQL where the user may CREATE DATABASE (default ``postgresql://postgres@127.0.0.1:5432``,

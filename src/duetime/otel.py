@@ -14,13 +14,15 @@ trace never imports OpenTelemetry. Spans follow the messaging semantic conventio
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -35,7 +37,7 @@ Headers = Mapping[Any, Any] | Sequence[tuple[Any, Any]] | None
 
 SYSTEM = "duetime"
 _W3C = TraceContextTextMapPropagator()
-_FAILED = frozenset({Outcome.RETRY, Outcome.DEAD, Outcome.EXPIRED})
+_FAILED = frozenset({Outcome.RETRY, Outcome.DEAD, Outcome.EXPIRED, Outcome.LOST})
 
 
 def trace_context_text(context: trace.SpanContext) -> str | None:
@@ -129,16 +131,9 @@ class Tracing:
         return text_from_headers(headers)
 
     # -- processing -------------------------------------------------------------------------
-    async def process(
-        self,
-        timer: Timer,
-        attempt: int,
-        lateness: timedelta,
-        run: Callable[[], Awaitable[Finish | None]],
-    ) -> Finish | None:
-        """Run one attempt (``run``) inside its ``duetime process`` span, a child of the context
-        the timer was stored under. An outcome other than done is its ``duetime.outcome``
-        (retry, dead and expired with status ERROR)."""
+    def start(self, timer: Timer, attempt: int, lateness: timedelta) -> Span:
+        """An attempt's ``duetime process`` span, started now as a child of the context the timer
+        was stored under; :meth:`end` ends it."""
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
             "messaging.operation.type": "process",
@@ -152,30 +147,54 @@ class Tracing:
             attributes["duetime.destination"] = timer.destination
         if timer.correlation_id is not None:
             attributes["messaging.message.conversation_id"] = timer.correlation_id
-        span = self.tracer.start_span(
+        return self.tracer.start_span(
             f"duetime process {timer.type}",
             context=context_from_text(timer.trace_context),
             kind=SpanKind.CONSUMER,
             attributes=attributes,
         )
-        token = ATTEMPT_TRACING.set(self)
+
+    def context_for(self, span: Span) -> contextvars.Context:
+        """A copy of the caller's context in which ``span`` is current: the context an
+        attempt's task runs in, so the handler's own spans nest under it."""
+        context = contextvars.copy_context()
+        context.run(self._enter, span)
+        return context
+
+    def _enter(self, span: Span) -> None:
+        """Make ``span`` current in this context (a task's own copy, never left)."""
+        otel_context.attach(trace.set_span_in_context(span))
+        ATTEMPT_TRACING.set(self)
+
+    @contextmanager
+    def entered(self, span: Span) -> Iterator[None]:
+        """``span`` current in this task's context for a while (an attempt that starts in a
+        task that was running already: a row held for its instant)."""
+        token = otel_context.attach(trace.set_span_in_context(span))
+        mine = ATTEMPT_TRACING.set(self)
         try:
-            with trace.use_span(span, end_on_exit=True):
-                finish = await run()
-                if finish is not None and finish.outcome is not Outcome.DONE:
-                    span.set_attribute("duetime.outcome", finish.outcome.value)
-                    if finish.outcome in _FAILED:
-                        span.set_status(Status(StatusCode.ERROR, finish.error))
-                return finish
+            yield
         finally:
-            ATTEMPT_TRACING.reset(token)
+            ATTEMPT_TRACING.reset(mine)
+            otel_context.detach(token)
 
     @staticmethod
-    def failed(error: BaseException) -> None:
-        """Record a handler's exception on the current (process) span; an explicit outcome
-        (Retry, Snooze, Dead...) is no exception to record, the span's outcome says it."""
+    def failed(span: Span, error: BaseException) -> None:
+        """Record a handler's exception on its attempt's span; an explicit outcome (Retry,
+        Snooze, Dead...) is no exception to record: :meth:`end` says it."""
         if not isinstance(error, HandlerOutcome):
-            trace.get_current_span().record_exception(error)
+            span.record_exception(error)
+
+    @staticmethod
+    def end(span: Span, finish: Finish | None) -> None:
+        """End an attempt's span with its outcome: one other than done is its
+        ``duetime.outcome`` (retry, dead, expired and lost with status ERROR); None is done (a
+        transactional handler's completion committed with its writes)."""
+        if finish is not None and finish.outcome is not Outcome.DONE:
+            span.set_attribute("duetime.outcome", finish.outcome.value)
+            if finish.outcome in _FAILED:
+                span.set_status(Status(StatusCode.ERROR, finish.error))
+        span.end()
 
     # -- sending ----------------------------------------------------------------------------
     @contextmanager

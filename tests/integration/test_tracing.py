@@ -7,6 +7,7 @@ the SDK's in-memory exporter of a provider each test gives its app.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -126,6 +127,43 @@ def test_a_failing_handler_records_its_exception_and_an_error_status(url: str) -
         (exception,) = [e for e in process.events if e.name == "exception"]
         assert exception.attributes is not None
         assert exception.attributes["exception.type"] == "ValueError"
+
+    run(main)
+
+
+def test_an_async_handlers_failure_is_on_its_own_span_not_the_workers(url: str) -> None:
+    """An async handler runs as its own task, in its attempt's context; a worker run inside a
+    span of the program's keeps that span clean."""
+    traced = Traced()
+
+    async def main() -> None:
+        app = AsyncApp(url, clock=FrozenClock(START), tracer_provider=traced.provider)
+
+        @app.handler("flaky")
+        async def flaky(event: Event) -> None:
+            with traced.tracer.start_as_current_span("inside"):
+                raise KeyError("gone")
+
+        @app.handler("done")
+        async def done(event: Event) -> None:
+            pass
+
+        async with app:
+            await app.emit("flaky", key="f-1", max_attempts=1)
+            await app.emit("done", key="d-1")
+            with traced.tracer.start_as_current_span("the program"):
+                assert (await app.tick()).outcomes == {"dead": 1, "done": 1}
+
+        process = traced.one("duetime process flaky")
+        assert is_child(process, traced.one("duetime schedule flaky"))
+        assert is_child(traced.one("inside"), process)
+        assert process.status.status_code is StatusCode.ERROR
+        assert process.status.description == "gave up after 1 attempts: KeyError: 'gone'"
+        assert process.attributes is not None
+        assert process.attributes["duetime.outcome"] == "dead"
+        assert [e.name for e in process.events] == ["exception"]
+        assert is_child(traced.one("duetime process done"), traced.one("duetime schedule done"))
+        assert traced.one("the program").events == ()
 
     run(main)
 
@@ -334,3 +372,37 @@ def test_a_timer_scheduled_in_the_callers_transaction_keeps_its_trace() -> None:
         run(main)
     finally:
         drop_schema(schema)
+
+
+def test_a_row_claimed_ahead_starts_its_span_when_its_instant_comes(tmp_path: Path) -> None:
+    """On the real clock a sleeping worker claims a timer a little before it is due and holds
+    it: the attempt (and its span) starts at the instant, not at the claim."""
+    traced = Traced()
+
+    async def main() -> None:
+        app = AsyncApp(f"sqlite:///{tmp_path / 'held.db'}", tracer_provider=traced.provider)
+        ran: list[float] = []
+
+        @app.handler("held")
+        async def held(event: Event) -> None:
+            with traced.tracer.start_as_current_span("inside"):
+                ran.append(1)
+
+        async with app:
+            worker = app.worker()
+            task = asyncio.create_task(worker.run())
+            await asyncio.sleep(0.3)  # asleep, nothing due
+            await app.schedule("held", delay=0.4, key="h-1")
+            for _ in range(250):
+                if ran:
+                    break
+                await asyncio.sleep(0.02)
+            worker.stop()
+            await task
+        process = traced.one("duetime process held")
+        assert is_child(process, traced.one("duetime schedule held"))
+        assert is_child(traced.one("inside"), process)
+        assert process.attributes is not None
+        assert process.attributes["duetime.lateness_ms"] >= 0  # type: ignore[operator]
+
+    run(main)

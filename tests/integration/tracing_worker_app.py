@@ -58,5 +58,5 @@ def greet(event: Event) -> None:
 
 
 @app.handler("fragile")
-def fragile(event: Event) -> None:
+async def fragile(event: Event) -> None:
     raise RuntimeError("the printer is on fire")
