@@ -1,8 +1,8 @@
 """OpenTelemetry spans, in one process: schedule → stored trace context → process → handler,
 source headers → process, destinations sending ``traceparent``, and tracing off.
 
-Real stores (both), a real HTTP receiver on 127.0.0.1 and real NATS JetStream; the spans go to
-the SDK's in-memory exporter of a provider each test gives its app.
+Real stores (both), a real HTTP receiver on 127.0.0.1, real NATS JetStream and Redis; the spans
+go to the SDK's in-memory exporter of a provider each test gives its app.
 """
 
 from __future__ import annotations
@@ -19,15 +19,17 @@ from pathlib import Path
 import nats
 import psycopg
 import pytest
-from brokers import require_nats
+from brokers import require_nats, require_redis
 from opentelemetry.trace import SpanKind, StatusCode
+from redis.asyncio import Redis
 from test_destinations_webhook import Receiver
 from tests.waiting import run
 from tracing_kit import Traced, is_child, traceparent
 
-from duetime import AsyncApp, Event, FrozenClock, Status
+from duetime import App, AsyncApp, Event, FrozenClock, Status
 from duetime.destinations import WebhookDestination
 from duetime.destinations.nats import NatsDestination
+from duetime.destinations.redis_stream import RedisStreamDestination
 from duetime.sources.base import Incoming, ScheduleCommand, make_mapping, store_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
@@ -299,6 +301,50 @@ def test_a_nats_message_carries_the_traceparent(tmp_path: Path) -> None:
         assert message.headers["traceparent"] == traceparent(send)
 
     run(main)
+
+
+def test_a_redis_stream_entry_carries_the_traceparent_and_tracestate(tmp_path: Path) -> None:
+    redis_url = require_redis()
+    traced = Traced()
+
+    async def main() -> None:
+        stream = f"duetime:trace:{uuid.uuid4().hex[:10]}"
+        app = AsyncApp(
+            f"sqlite:///{tmp_path / 'redis.db'}",
+            clock=FrozenClock(START),
+            tracer_provider=traced.provider,
+        )
+        app.add_destination(RedisStreamDestination("audit", redis_url, stream))
+        app.route("order.paid", to="audit")
+        client = Redis.from_url(redis_url, decode_responses=True)
+        command = ScheduleCommand(make_mapping("timer"))
+        body = json.dumps({"type": "order.paid", "delay": 0}).encode()
+        carried = Incoming("m", body, "o-9", {"traceparent": UPSTREAM, "tracestate": "k=v"})
+        try:
+            async with app:
+                await store_batch(app, command, [carried], source="test")
+                assert (await app.tick()).outcomes == {"done": 1}
+            ((_, fields),) = await client.xrange(stream)
+        finally:
+            await client.delete(stream)
+            await client.aclose()
+        send = traced.one("duetime send audit")
+        assert fields["traceparent"] == traceparent(send)
+        assert fields["traceparent"].split("-")[1] == UPSTREAM.split("-")[1]
+        assert fields["tracestate"] == "k=v"
+
+    run(main)
+
+
+def test_the_blocking_app_carries_the_callers_span(tmp_path: Path) -> None:
+    """``App`` runs its coroutines on a loop thread of its own: the caller's span goes along."""
+    traced = Traced()
+    app = App(f"sqlite:///{tmp_path / 'sync.db'}", tracer_provider=traced.provider)
+    with app, traced.tracer.start_as_current_span("request"):
+        created = app.schedule("greet", delay=60, key="s-1")
+    schedule = traced.one("duetime schedule greet")
+    assert is_child(schedule, traced.one("request"))
+    assert created.timer.trace_context == traceparent(schedule)
 
 
 def test_tracing_off_writes_no_context_even_inside_a_span(url: str) -> None:
