@@ -310,18 +310,9 @@ class AsyncApp(ScheduleMethods, TokenMethods):
             max_attempts=max_attempts,
             expires_after=expires_after,
         )
-        tracing = self._tracing()
-        if tracing is None:
-            (result,) = await self.schedule_many(
-                [request], on_conflict=on_conflict, transaction=transaction
-            )
-            return result
-        with tracing.scheduling(self.namespace, type) as span:
-            (result,) = await self.schedule_many(
-                [request], on_conflict=on_conflict, transaction=transaction, traced=False
-            )
-            span.set_attribute("messaging.message.id", result.timer.key)
-            span.set_attribute("duetime.action", result.action)
+        (result,) = await self.schedule_many(
+            [request], on_conflict=on_conflict, transaction=transaction
+        )
         return result
 
     async def schedule_many(
@@ -330,20 +321,27 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         *,
         on_conflict: OnConflict = "update",
         transaction: object | None = None,
-        traced: bool = True,
     ) -> list[PutResult]:
         """Store many timers in one transaction: all of them, or (on bad input) none.
 
-        With tracing on, in a ``duetime schedule`` span (``traced``: unless the caller opened
-        one), whose context each timer stores."""
+        With tracing on, in one ``duetime schedule`` span (``duetime schedule {type}`` for a
+        list of one request), whose context each timer stores."""
         tracing = self._tracing()
-        if traced and tracing is not None:
-            with tracing.scheduling(self.namespace, None) as span:
-                results = await self.schedule_many(
-                    requests, on_conflict=on_conflict, transaction=transaction, traced=False
-                )
+        if tracing is None:
+            return await self._store_requests(requests, on_conflict, transaction)
+        one = requests[0].type if isinstance(requests, Sequence) and len(requests) == 1 else None
+        with tracing.scheduling(self.namespace, one) as span:
+            results = await self._store_requests(requests, on_conflict, transaction)
+            if one is not None:
+                span.set_attribute("messaging.message.id", results[0].timer.key)
+                span.set_attribute("duetime.action", results[0].action)
+            else:
                 span.set_attribute("messaging.batch.message_count", len(results))
-                return results
+        return results
+
+    async def _store_requests(
+        self, requests: Iterable[TimerRequest], on_conflict: OnConflict, transaction: object | None
+    ) -> list[PutResult]:
         # Validated as the store reads them, each with its payload's JSON text (no caller
         # sees these timers before they are stored).
         timers: Iterable[NewTimer] = self._resolve(requests, straight_to_store=True)
