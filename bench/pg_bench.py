@@ -7,6 +7,8 @@ Run by hand (not part of the test suite)::
     .venv/bin/python bench/pg_bench.py --only duetime,raw --scenarios mass,immediate
     .venv/bin/python bench/pg_bench.py --scenarios claim --claim-rows 1000000
     .venv/bin/python bench/pg_bench.py --only duetime,pgqueuer,raw --rounds 3   # medians of 3
+    .venv/bin/python bench/pg_bench.py --only duetime --metrics --tracing --rounds 3 \
+        --scenarios mass,lateness           # what metrics and tracing cost, in alternating rounds
 
 Needs the ``bench`` extra (pgqueuer, procrastinate; asyncpg too for pgqueuer's usual driver) and
 a PostgreSQL where the user may CREATE DATABASE (default ``postgresql://postgres@127.0.0.1:5432``,
@@ -59,7 +61,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import PEERS, SYSTEMS, System, load
+from peers import COMPARED, PEERS, SYSTEMS, System, load
 
 DEFAULT_BASE = "postgresql://postgres@127.0.0.1:5432"
 ADMIN_DB = "postgres"
@@ -225,6 +227,9 @@ class Report:
     def markdown(self) -> str:
         labels = {
             "duetime": "duetime",
+            "duetime_metrics": "duetime +metrics",
+            "duetime_tracing": "duetime +tracing",
+            "duetime_sampled": "duetime +tracing 10%",
             "pgqueuer": "pgqueuer",
             "procrastinate": "procrastinate",
             "raw": "raw SQL",
@@ -987,7 +992,18 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--quick", action="store_true", help="smaller numbers (a few minutes)")
-    parser.add_argument("--only", default=",".join(SYSTEMS), help="systems: " + ",".join(SYSTEMS))
+    parser.add_argument("--only", default=",".join(COMPARED), help="systems: " + ",".join(SYSTEMS))
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also run duetime_metrics: duetime with its Prometheus metrics on",
+    )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also run duetime_tracing and duetime_sampled: duetime with OpenTelemetry spans "
+        "(SDK, batch processor), every trace or 10%% of them sampled",
+    )
     parser.add_argument(
         "--scenarios", default="immediate,mass,lateness,claim", help="immediate,mass,lateness,claim"
     )
@@ -1064,6 +1080,15 @@ def main() -> None:
         parser.error("--rounds must be at least 1")
     quick = args.quick
     systems = [s.strip() for s in args.only.split(",") if s.strip()]
+    systems += [
+        s
+        for s, wanted in [
+            ("duetime_metrics", args.metrics),
+            ("duetime_tracing", args.tracing),
+            ("duetime_sampled", args.tracing),
+        ]
+        if wanted and s not in systems
+    ]
     for s in systems:
         if s not in SYSTEMS:
             parser.error(f"unknown system {s!r} (known: {', '.join(SYSTEMS)})")
@@ -1109,9 +1134,14 @@ def main() -> None:
                             print(f"    ! claim failed: {exc!r}", flush=True)
                     continue
                 for tab in tables if scenario in ("mass", "immediate") else ["fresh"]:
-                    for name in [s for _ in range(args.rounds) for s in systems]:
+                    runs = [(r, s) for r in range(1, args.rounds + 1) for s in systems]
+                    for round_number, name in runs:
                         if scenario == "lateness" and name == "raw":
                             continue
+                        loadavg = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+                        print(
+                            f"  -- round {round_number}, {name}: load average {loadavg}", flush=True
+                        )
                         try:
                             if scenario == "mass":
                                 bench.mass(name, n_mass, tab)

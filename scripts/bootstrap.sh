@@ -7,7 +7,7 @@
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$here/.venv"
 # `server` always: ./duetime runs the command line, which needs it.
-extras="server,${DUETIME_EXTRAS:-postgres,brokers,kafka,test}"
+extras="server,${DUETIME_EXTRAS:-postgres,brokers,kafka,otel,test}"
 oldest_supported=3.11
 newer_supported=(3.13 3.12)
 

@@ -79,6 +79,18 @@ def load(name: str) -> type[System]:
         from peers.duetime_peer import Duetime
 
         return Duetime
+    if name == "duetime_metrics":
+        from peers.duetime_peer import DuetimeMetrics
+
+        return DuetimeMetrics
+    if name == "duetime_tracing":
+        from peers.duetime_peer import DuetimeTracing
+
+        return DuetimeTracing
+    if name == "duetime_sampled":
+        from peers.duetime_peer import DuetimeSampled
+
+        return DuetimeSampled
     if name == "pgqueuer":
         from peers.pgqueuer_peer import PgQueuerSystem
 
@@ -94,5 +106,16 @@ def load(name: str) -> type[System]:
     raise ValueError(f"unknown system {name!r}")
 
 
-SYSTEMS = ("duetime", "pgqueuer", "procrastinate", "raw")
+SYSTEMS = (
+    "duetime",
+    "duetime_metrics",
+    "duetime_tracing",
+    "duetime_sampled",
+    "pgqueuer",
+    "procrastinate",
+    "raw",
+)
+COMPARED = ("duetime", "pgqueuer", "procrastinate", "raw")
+"""What a run compares unless told otherwise (``--only``); the duetime_* variants price
+duetime's observability (``--metrics``, ``--tracing``)."""
 PEERS = ("pgqueuer", "procrastinate")

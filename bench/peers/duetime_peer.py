@@ -1,4 +1,12 @@
-"""duetime: ``AsyncApp(url).schedule_many(...)`` to enqueue, ``app.worker().run()`` to work."""
+"""duetime: ``AsyncApp(url).schedule_many(...)`` to enqueue, ``app.worker().run()`` to work.
+
+Two more systems are duetime with its observability on, to price it against plain duetime in
+alternating rounds: ``duetime_metrics`` (the Prometheus metrics a ``duetime worker
+--metrics-port`` keeps, fed by every attempt) and ``duetime_tracing`` (OpenTelemetry: the SDK's
+``BatchSpanProcessor`` to an exporter that drops the spans, on the enqueue side too, so every
+timer carries a trace context its process span is parented by); ``duetime_sampled`` is the
+latter with 10% of traces sampled (``ParentBased(TraceIdRatioBased(0.1))`` on both sides, so a
+worker records the spans of exactly the traces the scheduler sampled)."""
 
 from __future__ import annotations
 
@@ -39,12 +47,16 @@ class Duetime(System):
         loop = eventloop.chosen()
         return f"duetime {version('duetime')} (psycopg {version('psycopg')}, {loop}{params})"
 
+    def app(self, db: str, **settings: Any) -> AsyncApp:
+        """The app the benchmark enqueues and works with (the variants add observability)."""
+        return AsyncApp(self.url(db), **settings)
+
     async def install(self, db: str) -> None:
-        async with AsyncApp(self.url(db)):  # migrates and creates the namespace
+        async with self.app(db):  # migrates and creates the namespace
             pass
 
     async def enqueue(self, db: str, dues: Sequence[float | None]) -> None:
-        async with AsyncApp(self.url(db)) as app:
+        async with self.app(db) as app:
             for chunk in chunks(dues):
                 await app.schedule_many(
                     [
@@ -68,7 +80,7 @@ class Duetime(System):
         go: asyncio.Event,
         stop: asyncio.Event,
     ) -> None:
-        app = AsyncApp(self.url(db), concurrency=concurrency, batch_size=batch_size)
+        app = self.app(db, concurrency=concurrency, batch_size=batch_size)
 
         @app.handler(JOB_TYPE)
         async def noop(event: Event) -> None:
@@ -86,3 +98,60 @@ class Duetime(System):
             await task
         finally:
             await app.close()
+
+
+class DuetimeMetrics(Duetime):
+    name = "duetime_metrics"
+    label = "duetime +metrics"
+
+    def app(self, db: str, **settings: Any) -> AsyncApp:
+        from duetime.metrics import Metrics
+
+        app = super().app(db, **settings)
+        metrics = Metrics()  # what run_process(metrics=...) sets up, without the HTTP server
+        app.observers.append(metrics)
+        metrics.watch_clock(app.clock)
+        return app
+
+
+class DuetimeTracing(Duetime):
+    name = "duetime_tracing"
+    label = "duetime +tracing"
+    ratio = 1.0
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        self._provider: Any = None
+
+    def app(self, db: str, **settings: Any) -> AsyncApp:
+        if self._provider is None:
+            self._provider = dropping_provider(self.ratio)
+        return AsyncApp(self.url(db), tracer_provider=self._provider, **settings)
+
+    def describe(self) -> str:
+        from importlib.metadata import version
+
+        sdk = version("opentelemetry-sdk")
+        return f"{super().describe()}, opentelemetry-sdk {sdk}, {self.ratio:.0%} of traces sampled"
+
+
+class DuetimeSampled(DuetimeTracing):
+    name = "duetime_sampled"
+    label = "duetime +tracing 10%"
+    ratio = 0.1
+
+
+def dropping_provider(ratio: float = 1.0) -> Any:
+    """An SDK tracer provider exporting through a BatchSpanProcessor (as in production) to an
+    exporter that drops what it gets: the spans' cost in the worker, none of a collector's."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    class Dropping(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    provider.add_span_processor(BatchSpanProcessor(Dropping()))
+    return provider

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date as date_type
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from duetime.app_schedules import ScheduleMethods
 from duetime.app_tokens import TokenMethods
@@ -44,6 +44,7 @@ from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.store.parts import OutboxStore, require
+from duetime.tracing import tracing_for
 from duetime.validation import (
     check_limit,
     check_lookup_key,
@@ -54,6 +55,9 @@ from duetime.validation import (
     type_name,
 )
 from duetime.worker import Worker, WorkerObserver, WorkerStats
+
+if TYPE_CHECKING:
+    from duetime.otel import Tracing
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,13 +79,16 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         store: Store | None = None,
         producer: str | None = None,
         create_namespace: bool = True,
+        tracer_provider: object = None,
         **overrides: Any,
     ) -> None:
         """``producer`` names who stores this app's timers and events (the envelope's
         ``producer``); by default ``<host>-<pid>``, which this process's node ids start with.
         ``create_namespace`` is whether opening creates the app's namespace (an app opens its
         own); the CLI and the REST API pass False, so a typo in a namespace is an
-        ``unknown_namespace`` error and never timers no worker serves."""
+        ``unknown_namespace`` error and never timers no worker serves. ``tracer_provider``: an
+        OpenTelemetry tracer provider of the app's own, used instead of the global one (and
+        tracing on unless ``tracing="off"``)."""
         if settings is None:
             settings = Settings.from_env(
                 database_url=database_url, namespace=namespace, **overrides
@@ -100,6 +107,10 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         self.routes: list[Route] = []
         self.producer = None if producer is None else check_producer(producer)
         self.create_namespace = create_namespace
+        self.tracer_provider = tracer_provider
+        self.tracing: Tracing | None = None
+        """OpenTelemetry spans, once :meth:`open` has decided (``settings.tracing``); None:
+        this app traces nothing and stores no trace context."""
         self._opened = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -114,6 +125,7 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         fresh database works with no set-up; any other unknown one is
         :class:`~duetime.errors.UnknownNamespace`."""
         if not self._opened:
+            self.tracing = self._tracing()
             await self.store.open(migrate=self.settings.migrate)
             self._opened = True
             await self._sync_clock()
@@ -255,6 +267,12 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         """InvalidInput naming ``routes[i].to[j]`` when a route names no added destination."""
         check_routes(self.routes, {d.name: d for d in self.destinations})
 
+    def _tracing(self) -> Tracing | None:
+        """:attr:`tracing` once opened; before, what opening will decide."""
+        if self._opened:
+            return self.tracing
+        return tracing_for(self.settings.tracing, self.tracer_provider)
+
     def producer_id(self) -> str:
         """Who stores this app's timers: ``producer``, else ``<host>-<pid>``."""
         return self.producer or f"{socket.gethostname()}-{os.getpid()}"
@@ -319,8 +337,25 @@ class AsyncApp(ScheduleMethods, TokenMethods):
     ) -> list[PutResult]:
         """Store many timers in one transaction: all of them, or (on bad input) none.
 
-        ``transaction``: the caller's own transaction, as for :meth:`schedule`.
+        ``transaction``: the caller's own transaction, as for :meth:`schedule`. With tracing on, in one ``duetime schedule`` span (``duetime schedule {type}`` for a
+        list of one request), whose context each timer stores.
         """
+        tracing = self._tracing()
+        if tracing is None:
+            return await self._store_requests(requests, on_conflict, transaction)
+        one = requests[0].type if isinstance(requests, Sequence) and len(requests) == 1 else None
+        with tracing.scheduling(self.namespace, one) as span:
+            results = await self._store_requests(requests, on_conflict, transaction)
+            if one is not None:
+                span.set_attribute("messaging.message.id", results[0].timer.key)
+                span.set_attribute("duetime.action", results[0].action)
+            else:
+                span.set_attribute("messaging.batch.message_count", len(results))
+        return results
+
+    async def _store_requests(
+        self, requests: Iterable[TimerRequest], on_conflict: OnConflict, transaction: object | None
+    ) -> list[PutResult]:
         # Validated as the store reads them, each with its payload's JSON text (no caller
         # sees these timers before they are stored).
         timers: Iterable[NewTimer] = self._resolve(requests, straight_to_store=True)
@@ -338,9 +373,12 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         """Each request validated as it is read, so a store can send the timers read so far
         while the rest are still being validated. A bad one raises InvalidInput naming its
         field, behind its index (``[3].timezone``) unless it is the only request. "Now" is
-        read here, when the batch is given, not when the store gets to each request."""
+        read here, when the batch is given, not when the store gets to each request, and so
+        is the trace context (tracing on, and a span current) each of them stores."""
         now = self.clock.now()
         namespace, producer, settings = self.namespace, self.producer_id(), self.settings
+        tracing = self._tracing()
+        trace_context = None if tracing is None else tracing.current_text()
         max_attempts, max_payload_bytes = settings.max_attempts, settings.max_payload_bytes
 
         def resolved() -> Iterator[NewTimer]:
@@ -354,6 +392,7 @@ class AsyncApp(ScheduleMethods, TokenMethods):
                         max_payload_bytes,
                         producer=producer,
                         straight_to_store=straight_to_store,
+                        trace_context=trace_context,
                     )
                 except InvalidInput as exc:
                     if index == 0 and next(items, _END) is _END:
@@ -533,6 +572,7 @@ class AsyncApp(ScheduleMethods, TokenMethods):
             observers=self.observers,
             routes=self.routes,
             destinations={d.name: d for d in self.destinations},
+            tracing=self._tracing(),
         )
         worker.add_services(
             worker_services(

@@ -15,6 +15,7 @@ from typing import Any
 from duetime.bounds import check_timedelta
 from duetime.durations import parse_span
 from duetime.errors import InvalidInput
+from duetime.tracing import check_tracing
 from duetime.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_namespace
 
 DEFAULT_DATABASE_URL = "sqlite:///duetime.db"
@@ -52,6 +53,9 @@ class Settings:
     clock_warn: timedelta = timedelta(seconds=1)
     """A node warns when its wall clock is this far from the database's (it keeps working on
     the database's clock either way)."""
+    tracing: str = "auto"
+    """OpenTelemetry spans: ``auto`` (when the program has set a tracer provider), ``on`` or
+    ``off`` (see docs/observability.md)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -73,6 +77,7 @@ class Settings:
 
     def check(self) -> None:
         check_namespace(self.namespace)
+        check_tracing(self.tracing)
         for f in fields(self):
             if _is_duration(f.name):
                 check_timedelta(getattr(self, f.name), f.name)

@@ -12,6 +12,7 @@ whatever loop its caller runs.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import sys
 from collections.abc import Callable, Coroutine, Mapping
@@ -61,7 +62,11 @@ def run(main: Coroutine[Any, Any, T], *, env: Mapping[str, str] | None = None) -
         return runner.run(main)
 
 
-def start_task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+def start_task(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, T],
+    context: contextvars.Context | None = None,
+) -> asyncio.Task[T]:
     """A task for ``coro`` that, on Python 3.12 and newer, runs its first step right away.
 
     Most handlers finish without suspending (a no-op, a quick computation, a cached answer): the
@@ -71,7 +76,9 @@ def start_task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) ->
     ``asyncio.current_task()``, ``asyncio.timeout()`` and task groups inside it see the handler's
     task. Python 3.11 has no such start, and a loop with its own task factory keeps it: both get
     an ordinary task, started by the loop.
+    ``context``: the task runs in it (a traced attempt's, where its span is current) instead of
+    a copy of the caller's.
     """
     if sys.version_info >= (3, 12) and loop.get_task_factory() is None:
-        return asyncio.Task(coro, loop=loop, eager_start=True)
-    return loop.create_task(coro)
+        return asyncio.Task(coro, loop=loop, eager_start=True, context=context)
+    return loop.create_task(coro, context=context)

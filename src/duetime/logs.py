@@ -73,21 +73,14 @@ def configure(level: str, log_format: str = "text") -> None:
 
 
 def _current_trace() -> tuple[str, str] | None:
-    """The current span's ids as hex, when OpenTelemetry is installed and a span is current."""
-    if _otel_trace is None:
+    """The current span's ids as hex, when OpenTelemetry is in use and a span is current.
+
+    Looked up among the loaded modules, never imported: a process that traces (duetime's
+    tracing, or the program's own) has loaded it already, and one that does not pays nothing."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
         return None
-    context = _otel_trace.get_current_span().get_span_context()
+    context = trace.get_current_span().get_span_context()
     if not context.is_valid:
         return None
     return f"{context.trace_id:032x}", f"{context.span_id:016x}"
-
-
-def _load_otel_trace() -> Any:
-    try:  # OpenTelemetry is optional: without it, no trace ids
-        from opentelemetry import trace
-    except ImportError:  # pragma: no cover - depends on what is installed
-        return None
-    return trace
-
-
-_otel_trace = _load_otel_trace()

@@ -98,9 +98,11 @@ class TimerRequest:
         *,
         producer: str | None = None,
         straight_to_store: bool = False,
+        trace_context: str | None = None,
     ) -> NewTimer:
         """Validate every field and turn the "when" into a UTC instant; ``producer`` is who
-        stores it (set by the facade, not by the caller's request). ``straight_to_store`` is for
+        stores it (set by the facade, not by the caller's request), ``trace_context`` the caller's
+        span's (when tracing is on). ``straight_to_store`` is for
         a timer no caller holds before it is stored: it hands the store validation's JSON text
         of the payload (no one can change the payload under it) and leaves a key the caller
         did not give to the store. Otherwise such a key is generated here, so that the timer
@@ -132,6 +134,7 @@ class TimerRequest:
             when.timezone,
             when.disambiguation,
             producer,
+            trace_context,
             payload_json if straight_to_store else None,
         )
 

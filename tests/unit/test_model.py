@@ -41,6 +41,7 @@ def values() -> list[object]:
         "lease_expires_at": NOW + timedelta(seconds=30),
         "destination": "nats",
         "producer": "api",
+        "trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     }
     names = [f.name for f in dataclasses.fields(Timer)]
     assert sorted(names) == sorted(by_name), "a field was added: give it a value here"
@@ -80,6 +81,7 @@ def test_make_new_timer_sets_every_field_the_constructor_does() -> None:
         "timezone": "Europe/London",
         "disambiguation": "later",
         "producer": "api",
+        "trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 k=v",
         "payload_json": '{"amount":12}',
     }
     names = [f.name for f in dataclasses.fields(NewTimer)]

@@ -44,8 +44,8 @@ import contextlib
 import json
 import re
 import string
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -73,6 +73,9 @@ class Delivery:
     event: Event
     destination: str
     delivery_id: str
+    trace_headers: Mapping[str, str] = field(default_factory=dict)
+    """W3C ``traceparent`` (and ``tracestate``) to send with the message when tracing is on:
+    every destination sends them (HTTP, NATS, AMQP and Kafka headers, Redis entry fields)."""
 
     @classmethod
     def from_event(cls, event: Event, destination: str) -> Delivery:

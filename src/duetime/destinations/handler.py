@@ -10,17 +10,28 @@ after the backoff policy's delay); one that is not retryable becomes
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from duetime.destinations.base import Delivery, DeliveryFailed, Destination
 from duetime.handlers import Event
 from duetime.outcomes import Dead, Retry
+from duetime.tracing import ATTEMPT_TRACING
 
 
 async def deliver_event(destination: Destination, event: Event) -> None:
-    """Deliver ``event`` to ``destination``, translating failures into the worker's outcomes."""
+    """Deliver ``event`` to ``destination``, translating failures into the worker's outcomes.
+
+    Inside a traced attempt, the delivery runs in a client span whose ``traceparent`` (and
+    ``tracestate``) the destination sends with the message (``Delivery.trace_headers``)."""
     delivery = Delivery.from_event(event, destination.name)
     try:
-        await destination.deliver(delivery)
+        tracing = ATTEMPT_TRACING.get()
+        if tracing is None:
+            await destination.deliver(delivery)
+        else:
+            headers: dict[str, str] = {}
+            with tracing.sending(destination.name, event.type, delivery.delivery_id, headers):
+                await destination.deliver(replace(delivery, trace_headers=headers))
     except DeliveryFailed as exc:
         reason = f"{destination.name}: {exc.describe()}"
         if exc.retryable:

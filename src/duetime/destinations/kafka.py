@@ -11,7 +11,8 @@ in order on one partition; it may be a template of ``{key}``, ``{subject}``, ``{
 ``{type}``, ``{correlation_id}``. The topic may use ``{namespace}`` and ``{type}``. Headers:
 ``Duetime-Delivery-Id`` (deduplicate on it: the same on every attempt), ``Duetime-Key``,
 ``Duetime-Attempt``, ``Duetime-Event-Type``, ``content-type``, whatever the ``format`` adds
-(CloudEvents binary mode: ``ce_*``), and the configured ``headers``.
+(CloudEvents binary mode: ``ce_*``), the configured ``headers``, and with tracing on
+``traceparent`` (and ``tracestate``).
 
 The client is ``confluent-kafka`` (librdkafka). Its delivery reports arrive on a background
 thread that polls the producer; each resolves the waiting delivery's future on the event loop.
@@ -128,6 +129,7 @@ class KafkaDestination:
             **message.headers,
             "content-type": message.content_type,
             "Duetime-Delivery-Id": delivery.delivery_id,
+            **delivery.trace_headers,
             "Duetime-Key": event.key,
             "Duetime-Attempt": str(event.attempt),
             "Duetime-Event-Type": event.type,

@@ -6,7 +6,8 @@ on the stream, 2 minutes by default) drops the copy. Redeliveries further apart 
 are stored twice; consumers that must not see a duplicate dedupe on the header themselves.
 
 Headers: ``Nats-Msg-Id``, ``Content-Type: application/json``, ``Duetime-Event-Type``,
-``Duetime-Attempt``. The subject may be a template: ``"events.{namespace}.{type}"``.
+``Duetime-Attempt``, and with tracing on ``traceparent`` (and ``tracestate``). The subject may
+be a template: ``"events.{namespace}.{type}"``.
 
 Delivered means the JetStream PubAck arrived: the stream has persisted the message. No stream
 capturing the subject, a timeout, or a lost connection are retryable failures. The connection is
@@ -85,6 +86,7 @@ class NatsDestination:
             "Content-Type": message.content_type,
             "Duetime-Event-Type": delivery.event.type,
             "Duetime-Attempt": str(delivery.event.attempt),
+            **delivery.trace_headers,
         }
         js = await self._jetstream()
         try:

@@ -4,7 +4,8 @@ Messages are persistent (``delivery_mode=2``), ``mandatory`` and sent on a chann
 publisher confirms: the broker acks only once a queue has the message (and, for durable queues,
 has written it). Properties: ``message_id=<delivery_id>`` (dedupe on it),
 ``content_type=application/json``, ``type=<event type>``, ``correlation_id``, ``app_id=duetime``,
-headers ``Duetime-Event-Type`` and ``Duetime-Attempt``. The routing key is a template, by
+headers ``Duetime-Event-Type`` and ``Duetime-Attempt`` (and with tracing on ``traceparent``,
+``tracestate``). The routing key is a template, by
 default the event type (``"{type}"``), which suits a topic exchange.
 
 A nack, a message the broker returns as unroutable (no queue bound for its routing key), an
@@ -93,6 +94,7 @@ class RabbitMQDestination:
                 **rendered.headers,
                 "Duetime-Event-Type": event.type,
                 "Duetime-Attempt": event.attempt,
+                **delivery.trace_headers,
             },
         )
         target = f"exchange {self.exchange!r} with routing key {routing_key!r}"

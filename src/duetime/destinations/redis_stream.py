@@ -8,6 +8,8 @@ Entry fields (all strings)::
     envelope     the JSON envelope (see duetime.destinations.base); with another ``format``
                  the field is ``body`` and holds that format's message
     content_type application/json (application/cloudevents+json for ``cloudevents``)
+    traceparent  the W3C trace context of the delivery's span, when tracing is on (and
+    tracestate   tracestate when the trace has one): absent otherwise
 
 Redis has no server-side deduplication for streams (before Redis 8.2's IDMP), so a retry whose
 first XADD succeeded but whose reply was lost adds a second entry: consumers dedupe on
@@ -84,6 +86,7 @@ class RedisStreamDestination:
             "attempt": str(event.attempt),
             "delivery_id": delivery.delivery_id,
         }
+        fields.update(delivery.trace_headers)
         message = self.format.render(delivery, "redis")
         fields["content_type"] = message.content_type
         fields[self._body_field] = message.body

@@ -8,6 +8,7 @@ What is sent
     Idempotency-Key: <delivery_id>          same on every attempt: deduplicate on it
     Duetime-Event-Type: <type>
     Duetime-Attempt: <attempt>
+    traceparent: <W3C trace context>        with tracing on (and tracestate when there is one)
     Duetime-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>   (when a secret is configured)
 
 The signature is Stripe's scheme: ``v1`` is the hex HMAC-SHA256, keyed with the shared secret, of
@@ -173,6 +174,7 @@ class WebhookDestination:
             "Idempotency-Key": delivery.delivery_id,
             "Duetime-Event-Type": delivery.event.type,
             "Duetime-Attempt": str(delivery.event.attempt),
+            **delivery.trace_headers,
         }
         if self.secret is not None:
             headers[SIGNATURE_HEADER] = sign(self.secret, int(self._clock()), body)

@@ -92,6 +92,9 @@ class Timer:
     """None for an event; for one delivery of a fanned-out event, the destination it goes to."""
     producer: str | None = None
     """Who stored it: the emitting node's id, ``api``, ``cli`` (None when unknown)."""
+    trace_context: str | None = None
+    """The W3C trace context of the code that stored it: its ``traceparent``, then after a
+    space its ``tracestate`` if any (None: stored with no span active, or tracing off)."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z')."""
@@ -143,6 +146,8 @@ class NewTimer:
     timezone: str | None = None
     disambiguation: str = "compatible"
     producer: str | None = None
+    trace_context: str | None = None
+    """The caller's W3C trace context (see :attr:`Timer.trace_context`), when tracing is on."""
     payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
     """``payload`` as the JSON text validation made of it (``straight_to_store``), so the
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts

@@ -464,6 +464,9 @@ class Incoming(Generic[M]):
     handle: M
     data: bytes
     default_key: str
+    headers: Mapping[Any, Any] | Sequence[tuple[Any, Any]] | None = None
+    """The message's headers (stream fields; Kafka's pairs): a W3C ``traceparent`` there
+    becomes the timer's trace context when tracing is on; not read otherwise."""
 
 
 @dataclass
@@ -487,9 +490,15 @@ async def store_batch(
     """
     outcome: BatchOutcome[M] = BatchOutcome()
     prepared: list[tuple[Incoming[M], NewTimer]] = []
+    tracing = app.tracing
     for item in items:
         try:
-            prepared.append((item, command.prepare(app, item.data, item.default_key)))
+            timer = command.prepare(app, item.data, item.default_key)
+            if tracing is not None:
+                carried = tracing.text_from_headers(item.headers)
+                if carried is not None:
+                    timer = replace(timer, trace_context=carried)
+            prepared.append((item, timer))
         except InvalidInput as exc:
             outcome.rejected.append((item, Rejection.from_error(exc)))
         except Exception as exc:  # a bug in a custom mapping: retrying cannot fix it either

@@ -221,8 +221,15 @@ class KafkaSource:
     # -- one batch --------------------------------------------------------------------------
     async def handle(self, consumer: Consumer, records: Sequence[Message]) -> bool:
         """Store, dead-letter, then commit one batch; False when some records must be re-read."""
+        traced = self.app.tracing is not None  # headers are read only to be traced
         items = [
-            Incoming(message, message.value() or b"", self._key(message)) for message in records
+            Incoming(
+                message,
+                message.value() or b"",
+                self._key(message),
+                message.headers() if traced else None,
+            )
+            for message in records
         ]
         outcome = await store_batch(self.app, self.command, items, source=self.name)
         record(self.stats, outcome, self.name, len(items))

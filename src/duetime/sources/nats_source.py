@@ -278,7 +278,7 @@ class NatsSource:
     # -- one batch --------------------------------------------------------------------------
     async def handle(self, messages: Sequence[Msg]) -> bool:
         """Store, dead-letter and ack one batch; False when storing failed (messages nak-ed)."""
-        items = [Incoming(msg, msg.data, self._default_key(msg)) for msg in messages]
+        items = [Incoming(msg, msg.data, self._default_key(msg), msg.headers) for msg in messages]
         outcome: BatchOutcome[Msg] = await store_batch(
             self.app, self.command, items, source=self.name
         )

@@ -270,7 +270,9 @@ class RedisSource:
             if not fields:  # deleted from the stream while pending: nothing left to store
                 gone.append(entry_id)
                 continue
-            item = Incoming(entry, fields.get(body_field, b""), self._key(entry_id.decode()))
+            item = Incoming(
+                entry, fields.get(body_field, b""), self._key(entry_id.decode()), fields
+            )
             if body_field in fields:
                 items.append(item)
             else:

@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from duetime.backoff import Backoff
 from duetime.dispatch import Dispatch, Target
@@ -27,6 +27,13 @@ from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
+
+if TYPE_CHECKING:
+    from contextvars import Context
+
+    from opentelemetry.trace import Span
+
+    from duetime.otel import Tracing
 
 log = logging.getLogger("duetime.worker")
 
@@ -61,6 +68,7 @@ class Executor:
         self._rng = rng
         self._capacity = shared.capacity
         self._start_ready = start_ready
+        self._tracing: Tracing | None = shared.tracing
 
     def retry_delay(self, attempt: int) -> timedelta:
         return self._backoff.delay(attempt, self._rng)
@@ -106,22 +114,33 @@ class Executor:
             before = self._unstartable(timer, attempt, exc)
         if isinstance(before, Finish):
             self.completer.record(timer, before)
-        elif not before.is_async or before.transactional:
-            self.in_flight[timer.id] = loop.create_task(self._run_one(claimed, None, before))
-        else:
-            try:
-                coro = before.func(Event.from_timer(timer, attempt, before.destination))
-            except Exception as exc:  # e.g. a handler that takes no argument
-                self.completer.record(timer, self._judge(timer, attempt, None, exc))
-                return
-            task = start_task(loop, cast(Coroutine[Any, Any, Any], coro))
-            if task.done():  # it never suspended (see start_task)
-                self._handler_done(claimed, task)
-                return
-            task.add_done_callback(functools.partial(self._handler_done, claimed))
-            self.in_flight[timer.id] = task
+            return
+        # Traced: the attempt's span starts now, and its task runs where the span is current.
+        span: Span | None = None
+        context: Context | None = None
+        if self._tracing is not None:
+            span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
+            context = self._tracing.context_for(span)
+        if not before.is_async or before.transactional:
+            self.in_flight[timer.id] = loop.create_task(
+                self._run_one(claimed, None, before, span=span), context=context
+            )
+            return
+        try:
+            coro = before.func(Event.from_timer(timer, attempt, before.destination))
+        except Exception as exc:  # e.g. a handler that takes no argument
+            self.completer.record(
+                timer, self._ended(span, self._judge(timer, attempt, None, exc, span))
+            )
+            return
+        task = start_task(loop, cast(Coroutine[Any, Any, Any], coro), context)
+        if task.done():  # it never suspended (see start_task)
+            self._handler_done(claimed, span, task)
+            return
+        task.add_done_callback(functools.partial(self._handler_done, claimed, span))
+        self.in_flight[timer.id] = task
 
-    def _handler_done(self, claimed: Claimed, task: asyncio.Task[Any]) -> None:
+    def _handler_done(self, claimed: Claimed, span: Span | None, task: asyncio.Task[Any]) -> None:
         timer, attempt = claimed.timer, claimed.attempt
         self.in_flight.pop(timer.id, None)
         self._capacity.set()
@@ -129,8 +148,18 @@ class Executor:
             finish = attempts.interrupted(timer, attempt, self.clock.now())
         else:
             error = task.exception()
-            finish = self._judge(timer, attempt, None if error else task.result(), error)
-        self.completer.record(timer, finish)
+            if error is None or span is None or self._tracing is None:
+                finish = self._judge(timer, attempt, None if error else task.result(), error, span)
+            else:
+                with self._tracing.entered(span):  # its log line names the attempt's trace
+                    finish = self._judge(timer, attempt, None, error, span)
+        self.completer.record(timer, self._ended(span, finish))
+
+    def _ended(self, span: Span | None, finish: Finish) -> Finish:
+        """``finish``, once the attempt's span (if traced) has ended with it."""
+        if span is not None and self._tracing is not None:
+            self._tracing.end(span, finish)
+        return finish
 
     def _before(self, timer: Timer, attempt: int, target: Target) -> Finish | Handler:
         """The handler to run now, or the outcome when there is none to run."""
@@ -152,10 +181,12 @@ class Executor:
         *,
         target: Target = None,
         held: Held | None = None,
+        span: Span | None = None,
     ) -> None:
         """One attempt, after waiting (when asked) for the instant it was claimed ahead of;
         ``handler`` when :meth:`_before` already ran, else ``target`` is where the row goes (see
-        :meth:`Dispatch.target`)."""
+        :meth:`Dispatch.target`). ``span``: the attempt's, when :meth:`_launch` started it
+        (this task then runs where it is current); a held row's starts here."""
         timer, attempt = claimed.timer, claimed.attempt
         started = False
         try:
@@ -167,8 +198,12 @@ class Executor:
             before = handler or self._before(timer, attempt, target)
             if isinstance(before, Finish):
                 finish: Finish | None = before
+            elif self._tracing is None or span is not None:
+                finish = await self._invoke(before, timer, attempt, span)
             else:
-                finish = await self._invoke(before, timer, attempt)
+                span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
+                with self._tracing.entered(span):
+                    finish = await self._invoke(before, timer, attempt, span)
         except _LeaseLost:
             log.warning(
                 "timer %s waited past its lease: given back unstarted",
@@ -186,6 +221,8 @@ class Executor:
         finally:
             self.in_flight.pop(timer.id, None)
             self._capacity.set()
+        if span is not None and self._tracing is not None:
+            self._tracing.end(span, finish)
         if finish is _TAKEN_OVER:
             self._start_ready()
             return
@@ -219,19 +256,21 @@ class Executor:
     def _usable(self, held: Held) -> bool:
         return self.shared.leases.usable(held, self.clock.now())
 
-    async def _invoke(self, handler: Handler, timer: Timer, attempt: int) -> Finish | None:
+    async def _invoke(
+        self, handler: Handler, timer: Timer, attempt: int, span: Span | None = None
+    ) -> Finish | None:
         """Run the handler; None when a transactional handler already recorded its outcome."""
         event = Event.from_timer(timer, attempt, handler.destination)
         if handler.transactional:
-            return await self._invoke_in_transaction(handler, event, timer, attempt)
+            return await self._invoke_in_transaction(handler, event, timer, attempt, span)
         try:
             result: Any = await handler(event)
         except Exception as exc:
-            return self._judge(timer, attempt, None, exc)
+            return self._judge(timer, attempt, None, exc, span)
         return self._judge(timer, attempt, result, None)
 
     async def _invoke_in_transaction(
-        self, handler: Handler, event: Event, timer: Timer, attempt: int
+        self, handler: Handler, event: Event, timer: Timer, attempt: int, span: Span | None
     ) -> Finish | None:
         """The handler's writes and the completion commit together (exactly-once effects).
 
@@ -255,7 +294,7 @@ class Executor:
                 timer.id, attempt, self.shared.node_id, self.clock.now(), effect
             )
         except Exception as exc:
-            return self._judge(timer, attempt, None, exc)
+            return self._judge(timer, attempt, None, exc, span)
         if not ours:
             self.shared.stats.lost += 1
             log.warning(
@@ -270,11 +309,19 @@ class Executor:
         return None
 
     def _judge(
-        self, timer: Timer, attempt: int, result: Any, error: BaseException | None
+        self,
+        timer: Timer,
+        attempt: int,
+        result: Any,
+        error: BaseException | None,
+        span: Span | None = None,
     ) -> Finish:
-        """:func:`attempts.finish_for`, saying in the log when a handler failed."""
+        """:func:`attempts.finish_for`, saying in the log (and on the attempt's ``span``, when
+        traced) when a handler failed."""
         if error is None and not isinstance(result, HandlerOutcome):
             return Finish(timer.id, attempt, Outcome.DONE)  # nearly every attempt: no clock read
+        if error is not None and span is not None and self._tracing is not None:
+            self._tracing.failed(span, error)
         if error is not None and not isinstance(error, HandlerOutcome):
             log.warning(
                 "handler for %s (key %s) failed: %s",

@@ -6,12 +6,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from duetime.clock import Clock
 from duetime.model import Timer
 from duetime.store.protocol import Store
 from duetime.worker.leases import Leases
 from duetime.worker.observing import WorkerObserver, WorkerStats
+
+if TYPE_CHECKING:
+    from duetime.otel import Tracing
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,8 @@ class Shared:
     capacity: asyncio.Event
     """Set whenever a slot may have come free (an attempt ended, a write finished)."""
     leases: Leases
+    tracing: Tracing | None = None
+    """Spans around attempts, when tracing is on (see :mod:`duetime.tracing`)."""
 
     def about(self, timer: Timer, attempt: int | None = None) -> dict[str, object]:
         """The ``extra=`` of a log line about one timer, so JSON logs carry its fields.

@@ -16,7 +16,7 @@ import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from duetime.backoff import Backoff
 from duetime.clock import Clock, is_real, unwatch, watch
@@ -34,6 +34,9 @@ from duetime.worker.leases import Leases
 from duetime.worker.observing import WorkerObserver, WorkerStats
 from duetime.worker.producer import CLAIM_AHEAD, Producer
 from duetime.worker.shared import Shared
+
+if TYPE_CHECKING:
+    from duetime.otel import Tracing
 
 S = TypeVar("S", bound=Service)
 
@@ -60,10 +63,12 @@ class Worker:
         claim_ahead: timedelta | None = None,
         routes: Sequence[Route] = (),
         destinations: Mapping[str, Destination] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """``types`` narrows the handlers it subscribes to (default: every registered one);
         ``routes`` send events to ``destinations`` (by name), fanning out where needed. The
-        node's services are added with :meth:`add_services` (``AsyncApp.worker`` does)."""
+        node's services are added with :meth:`add_services` (``AsyncApp.worker`` does).
+        ``tracing``: each attempt runs in an OpenTelemetry span (None: no tracing work at all)."""
         self.store = store
         self.registry = registry
         self.settings = settings
@@ -84,7 +89,14 @@ class Worker:
         self._stopping = asyncio.Event()
         self.leases = Leases(settings.lease)
         shared = Shared(
-            store, clock, self.node_id, self.stats, self.observers, self._capacity, self.leases
+            store,
+            clock,
+            self.node_id,
+            self.stats,
+            self.observers,
+            self._capacity,
+            self.leases,
+            tracing,
         )
         self.producer = Producer(
             shared, settings, self.namespace, self.dispatch, claim_ahead, self._wake, self._stopping

@@ -65,10 +65,11 @@ unnest(
     batch_column(%(disambiguations)b::text[], %(rows)s::integer),
     batch_column(%(expires_afters)b::interval[], %(rows)s::integer),
     batch_column(%(max_attempts)b::integer[], %(rows)s::integer),
-    batch_column(%(producers)b::text[], %(rows)s::integer)
+    batch_column(%(producers)b::text[], %(rows)s::integer),
+    batch_column(%(trace_contexts)b::text[], %(rows)s::integer)
 ) WITH ORDINALITY AS new (
     namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
-    disambiguation, expires_after, max_attempts, producer, n
+    disambiguation, expires_after, max_attempts, producer, trace_context, n
 )
 
 -- name: written_columns
@@ -95,11 +96,12 @@ keyed AS (
 )
 INSERT INTO timers (
     id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
+    trace_context
 ) OVERRIDING SYSTEM VALUE
 SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject, correlation_id,
        due_at, due_at, local, timezone, disambiguation, expires_after, 'scheduled', max_attempts,
-       %(now)s, %(now)s, producer
+       %(now)s, %(now)s, producer, trace_context
 FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
 ORDER BY new.n
 RETURNING
@@ -121,11 +123,12 @@ keyed AS (
 )
 INSERT INTO timers (
     id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
+    trace_context
 ) OVERRIDING SYSTEM VALUE
 SELECT id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
        timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
-       producer
+       producer, trace_context
 FROM new
 ORDER BY n
 RETURNING
@@ -135,7 +138,8 @@ RETURNING
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
 -- existing timer — and a pending one whose every column would stay as it is (the same request
 -- again: kept, not updated, and no write) — is left alone and comes back missing from the
--- result. The key row of an
+-- result. The trace context is not compared (the same request from another trace is still the
+-- same request), but an update takes the new one. The key row of an
 -- existing timer is locked (ON CONFLICT ... DO UPDATE, its value unchanged) so that a timer a
 -- concurrent batch made is updated after that batch commits, as a conflict on the timer's own
 -- row would be; a timer this statement's snapshot cannot see yet (made by a batch that
@@ -155,11 +159,11 @@ created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local,
         timezone, disambiguation, expires_after, status, max_attempts, registered_at,
-        updated_at, producer
+        updated_at, producer, trace_context
     ) OVERRIDING SYSTEM VALUE
     SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject,
            correlation_id, due_at, due_at, local, timezone, disambiguation, expires_after,
-           'scheduled', max_attempts, %(now)s, %(now)s, producer
+           'scheduled', max_attempts, %(now)s, %(now)s, producer, trace_context
     FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
     WHERE keyed.made
     ORDER BY new.n
@@ -181,6 +185,7 @@ updated AS (
         max_attempts = new.max_attempts,
         updated_at = %(now)s,
         producer = new.producer,
+        trace_context = new.trace_context,
         version = timers.version + 1
     FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
     WHERE NOT keyed.made AND timers.id = keyed.timer_id
@@ -398,7 +403,7 @@ claimed AS (
         timers.correlation_id, timers.due_at, timers.run_at, timers.local, timers.timezone,
         timers.disambiguation, timers.expires_after, timers.attempts, timers.max_attempts,
         timers.registered_at, timers.fired_at, timers.completed_at, timers.last_error,
-        timers.destination, timers.producer
+        timers.destination, timers.producer, timers.trace_context
 )
 SELECT * FROM claimed
 
@@ -644,11 +649,13 @@ keyed AS (
 created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, correlation_id, due_at, run_at,
-        expires_after, status, max_attempts, registered_at, updated_at, destination, producer
+        expires_after, status, max_attempts, registered_at, updated_at, destination, producer,
+        trace_context
     ) OVERRIDING SYSTEM VALUE
     SELECT keyed.timer_id, roots.namespace, d.key, roots.type, roots.payload, roots.subject,
         roots.correlation_id, roots.due_at, roots.run_at, roots.expires_after, 'scheduled',
-        roots.max_attempts, roots.registered_at, %(now)s, d.destination, roots.producer
+        roots.max_attempts, roots.registered_at, %(now)s, d.destination, roots.producer,
+        roots.trace_context
     FROM d
     JOIN roots ON roots.id = d.timer_id
     JOIN keyed ON keyed.namespace = roots.namespace AND keyed.key = d.key

@@ -58,6 +58,7 @@ def timer_from_row(row: Row) -> Timer:
         lease_expires_at=row["lease_expires_at"],
         destination=row["destination"],
         producer=row["producer"],
+        trace_context=row["trace_context"],
     )
 
 
@@ -203,6 +204,7 @@ def written_timer_rows(
                 values[13],
                 values[14],
                 t.producer,
+                t.trace_context,
             ), version
 
         return timer
@@ -273,6 +275,7 @@ def timer_batch_params(timers: Sequence[NewTimer], keys: list[str], now: datetim
         "expires_afters": batch_column([t.expires_after for t in timers]),
         "max_attempts": batch_column([t.max_attempts for t in timers]),
         "producers": batch_column([t.producer for t in timers]),
+        "trace_contexts": batch_column([t.trace_context for t in timers]),
         "now": now,
     }
 

@@ -26,28 +26,32 @@ SELECT name FROM namespaces ORDER BY name
 -- name: insert_timer
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
+    trace_context
 ) VALUES (
     :namespace, :key, :type, :payload, :subject, :correlation_id, :due_at, :due_at, :local,
     :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now,
-    :producer
+    :producer, :trace_context
 )
 ON CONFLICT (namespace, key) DO NOTHING
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer, version
+    destination, producer, trace_context, version
 
 -- name: upsert_timer
 -- A pending timer takes the new values; one whose every column would stay as it is (the same
--- request again) is left alone and comes back missing, so it is kept, not updated.
+-- request again) is left alone and comes back missing, so it is kept, not updated. The trace
+-- context is not compared (the same request from another trace is still the same request), but
+-- an update takes the new one.
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
-    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer
+    disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
+    trace_context
 ) VALUES (
     :namespace, :key, :type, :payload, :subject, :correlation_id, :due_at, :due_at, :local,
     :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now,
-    :producer
+    :producer, :trace_context
 )
 ON CONFLICT (namespace, key) DO UPDATE SET
     type = excluded.type,
@@ -63,6 +67,7 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     max_attempts = excluded.max_attempts,
     updated_at = excluded.updated_at,
     producer = excluded.producer,
+    trace_context = excluded.trace_context,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
   AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
@@ -75,7 +80,7 @@ WHERE timers.status IN ('scheduled', 'retrying')
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer, version
+    destination, producer, trace_context, version
 
 -- name: kept_timer
 -- A timer put_timers left as it was, as plain columns in rows.TIMER_COLUMNS order: decoded
@@ -83,7 +88,7 @@ RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, 
 SELECT id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer
+    destination, producer, trace_context
 FROM timers WHERE namespace = ? AND key = ?
 
 -- name: get_timer
@@ -159,7 +164,7 @@ WHERE id IN (
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer
+    destination, producer, trace_context
 
 -- name: open_attempts
 -- :batch is a JSON array of [timer id, attempt number] pairs.
@@ -284,11 +289,12 @@ RETURNING run_at
 -- when it was; a key that exists already is kept as it is.
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, expires_after,
-    status, max_attempts, registered_at, updated_at, destination, producer
+    status, max_attempts, registered_at, updated_at, destination, producer, trace_context
 )
 SELECT event.namespace, json_extract(d.value, '$[0]'), event.type, event.payload, event.subject,
     event.correlation_id, event.due_at, event.run_at, event.expires_after, 'scheduled',
-    event.max_attempts, event.registered_at, :now, json_extract(d.value, '$[1]'), event.producer
+    event.max_attempts, event.registered_at, :now, json_extract(d.value, '$[1]'), event.producer,
+    event.trace_context
 FROM timers AS event, json_each(:deliveries) AS d
 WHERE event.id = :timer_id
 ORDER BY d.key

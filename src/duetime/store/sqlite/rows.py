@@ -48,6 +48,7 @@ def timer_from_row(row: sqlite3.Row) -> Timer:
         lease_expires_at=maybe_from_micros(row["lease_expires_at"]),
         destination=row["destination"],
         producer=row["producer"],
+        trace_context=row["trace_context"],
     )
 
 
@@ -105,6 +106,7 @@ TIMER_COLUMNS = (
     "lease_expires_at",
     "destination",
     "producer",
+    "trace_context",
 )
 """The column order of queries that return timers as plain tuples (the order of Timer's fields).
 
@@ -154,6 +156,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         lease_expires_at,
         destination,
         producer,
+        trace_context,
     ) = row
     at = InstantCache() if instants is None else instants
     return make_timer(
@@ -182,6 +185,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         None if lease_expires_at is None else at[lease_expires_at],
         destination,
         producer,
+        trace_context,
     )
 
 
