@@ -337,7 +337,9 @@ class AsyncApp(ScheduleMethods, TokenMethods):
     ) -> list[PutResult]:
         """Store many timers in one transaction: all of them, or (on bad input) none.
 
-        ``transaction``: the caller's own transaction, as for :meth:`schedule`. With tracing on, in one ``duetime schedule`` span (``duetime schedule {type}`` for a
+        ``transaction``: the caller's own transaction, as for :meth:`schedule`.
+
+        With tracing on, in one ``duetime schedule`` span (``duetime schedule {type}`` for a
         list of one request), whose context each timer stores.
         """
         tracing = self._tracing()
