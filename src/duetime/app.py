@@ -28,6 +28,7 @@ from duetime.history import LoggedEvent, MaintenanceReport, event_filter
 from duetime.model import (
     JSON,
     Attempt,
+    BulkAction,
     NewTimer,
     Node,
     OnConflict,
@@ -43,13 +44,13 @@ from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.store.parts import require
+from duetime.timer_filters import check_action, timer_filter
 from duetime.validation import (
     check_limit,
     check_lookup_key,
     check_namespace,
     check_on_conflict,
     check_producer,
-    check_type,
     type_name,
 )
 from duetime.worker import Worker, WorkerObserver, WorkerStats
@@ -58,6 +59,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 _END = object()
+BULK_BATCH = 1000
+"""Rows a bulk action changes per transaction."""
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
@@ -420,23 +423,24 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         *,
         status: Status | str | None = None,
         type: str | None = None,
+        due_from: str | datetime | timedelta | None = None,
+        due_until: str | datetime | timedelta | None = None,
         cursor: str | None = None,
         limit: int = 50,
     ) -> Page[Timer]:
-        """Timers newest first, optionally of one subject / status / type; paginated."""
+        """Timers newest first, optionally of one subject / status / type (or ``order.*``
+        glob) / due range ``[due_from, due_until)``; paginated by cursor."""
         await self.open()
-        if status is not None:
-            try:
-                status = Status(status)
-            except ValueError:
-                raise InvalidInput(
-                    "status", f"must be one of {', '.join(s.value for s in Status)}"
-                ) from None
-        if type is not None:
-            check_type(type)
+        found = timer_filter(
+            subject=subject,
+            status=status,
+            type=type,
+            due_from=due_from,
+            due_until=due_until,
+            now=self.clock.now(),
+        )
         check_limit(limit)
-        timer_filter = TimerFilter(subject=subject, status=status, type=type)
-        return await self.store.list_timers(self.namespace, timer_filter, cursor, limit)
+        return await self.store.list_timers(self.namespace, found, cursor, limit)
 
     async def dead(self, *, cursor: str | None = None, limit: int = 50) -> Page[Timer]:
         """The dead-letter queue: timers that ran out of attempts or were declared dead."""
@@ -446,6 +450,39 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         """Send a dead timer round again, due now, with a fresh set of attempts."""
         await self.open()
         return await self.store.replay(self.namespace, check_lookup_key(key), self.clock.now())
+
+    async def run_now(self, key: str) -> Timer:
+        """Make a scheduled or retrying timer due now (retry now, or run early)."""
+        await self.open()
+        return await self.store.run_now(self.namespace, check_lookup_key(key), self.clock.now())
+
+    async def bulk(
+        self,
+        action: BulkAction | str,
+        filter: TimerFilter,
+        *,
+        batch: int = BULK_BATCH,
+        dry_run: bool = False,
+    ) -> int:
+        """Cancel, replay or run now every timer ``filter`` takes (see :func:`timer_filter`)
+        that the action applies to; returns how many changed (with ``dry_run``, how many
+        match). Runs in batches of ``batch`` rows, each its own transaction, walking ids
+        upwards: a timer that dies again meanwhile is not replayed twice in one run."""
+        await self.open()
+        checked = check_action(action)
+        if dry_run:
+            return await self.store.count_matching(self.namespace, checked, filter)
+        check_limit(batch, "batch", maximum=10_000)
+        changed, after = 0, 0
+        while True:
+            now = self.clock.now()
+            step, last = await self.store.bulk_batch(
+                self.namespace, checked, filter, after, now, batch
+            )
+            changed += step
+            if last is None:
+                return changed
+            after = last
 
     async def counts(self) -> dict[Status, int]:
         """Timers by status in the hot table (on PostgreSQL, archived ones are not counted)."""

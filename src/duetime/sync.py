@@ -126,6 +126,8 @@ class App:
     history = _blocking(AsyncApp.history)
     dead = _blocking(AsyncApp.dead)
     replay = _blocking(AsyncApp.replay)
+    run_now = _blocking(AsyncApp.run_now)
+    bulk = _blocking(AsyncApp.bulk)
     counts = _blocking(AsyncApp.counts)
     events = _blocking(AsyncApp.events)
     maintain = _blocking(AsyncApp.maintain)

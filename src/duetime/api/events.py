@@ -14,14 +14,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api.deps import ReadApp
-from duetime.api.schemas import AttemptOut, TimerOut, errors
+from duetime.api.schemas import WHEN, AttemptOut, TimerOut, TypePattern, errors
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["events"])
-
-WHEN = (
-    "an ISO 8601 instant with an offset (`2025-03-15T13:00:00Z`), or a duration meaning that "
-    "long ago (`PT1H`, `P7D`)"
-)
 
 
 class EventOut(TimerOut):
@@ -48,7 +43,7 @@ async def list_events(
     type: Annotated[
         str | None,
         Query(
-            description="An event type, or a glob where `*` is any run of characters (`order.*`)",
+            description=TypePattern,
             max_length=200,
         ),
     ] = None,

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from duetime.model import (
     Attempt,
+    BulkAction,
     Claimed,
     ClaimFilter,
     FanOut,
@@ -139,6 +140,29 @@ class Store(Protocol):
 
     async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
         """Give a dead timer a fresh set of attempts, due now; Conflict unless it is dead."""
+        ...
+
+    async def run_now(self, namespace: str, key: str, now: datetime) -> Timer:
+        """Make a pending timer due now (retry now); Conflict unless scheduled or retrying."""
+        ...
+
+    async def bulk_batch(
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        after_id: int,
+        now: datetime,
+        limit: int,
+    ) -> tuple[int, int | None]:
+        """Apply ``action`` to the next ``limit`` timers (by id, after ``after_id``) that
+        ``filter`` takes and the action applies to, in one short transaction. Returns how many
+        changed and the last id looked at (None once no timer is left): the caller's next
+        ``after_id``. Rows that changed status meanwhile are skipped."""
+        ...
+
+    async def count_matching(self, namespace: str, action: BulkAction, filter: TimerFilter) -> int:
+        """How many timers a bulk ``action`` with ``filter`` would take now."""
         ...
 
     # -- working ----------------------------------------------------------------------------

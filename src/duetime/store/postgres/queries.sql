@@ -234,6 +234,14 @@ SELECT * FROM (
 ORDER BY archived
 LIMIT 1
 
+-- name: timer_filter
+-- The conditions of a TimerFilter (cursors.timer_filter_params), shared by the listing and the
+-- bulk actions; status is checked by each statement, as what it means differs.
+(%(subject)s::text IS NULL OR subject = %(subject)s::text)
+AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+AND (%(due_from)s::timestamptz IS NULL OR due_at >= %(due_from)s::timestamptz)
+AND (%(due_until)s::timestamptz IS NULL OR due_at < %(due_until)s::timestamptz)
+
 -- name: list_timers
 -- Newest first over the hot table and the history (ids are never reused: one cursor serves
 -- both). Pending, running and dead timers are never archived, so asking for those skips it.
@@ -245,9 +253,9 @@ SELECT * FROM (
      WHERE namespace = %(namespace)s
        AND lease_expires_at IS NULL
        AND %(status)s::text IS DISTINCT FROM 'running'
-       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
        AND (%(status)s::text IS NULL OR status = %(status)s::text)
-       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND
+       -- include: timer_filter
        AND id < %(before_id)s
      ORDER BY id DESC
      LIMIT %(limit)s)
@@ -256,8 +264,8 @@ SELECT * FROM (
      WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
        AND namespace = %(namespace)s
        AND (%(status)s::text IS NULL OR %(status)s::text = 'running')
-       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
-       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND
+       -- include: timer_filter
        AND id < %(before_id)s
      ORDER BY id DESC
      LIMIT %(limit)s)
@@ -265,15 +273,67 @@ SELECT * FROM (
     (SELECT * FROM timer_history
      WHERE namespace = %(namespace)s
        AND (%(status)s::text IS NULL OR %(status)s::text IN ('done', 'cancelled', 'expired'))
-       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
        AND (%(status)s::text IS NULL OR status = %(status)s::text)
-       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND
+       -- include: timer_filter
        AND id < %(before_id)s
      ORDER BY id DESC
      LIMIT %(limit)s)
 ) AS found
 ORDER BY id DESC
 LIMIT %(limit)s
+
+-- name: bulk_batch
+-- The next batch of a bulk action: ids after the previous batch's last, oldest first, that
+-- the filter takes and the action applies to (:acts_on). Running rows (leased) are never
+-- acted on, so timers_listing (or timers_dead) serves the walk. Each batch is its own short
+-- transaction: a bulk action over 100,000 rows never holds their locks all at once.
+SELECT id FROM timers
+WHERE namespace = %(namespace)s
+  AND lease_expires_at IS NULL
+  AND id > %(after_id)s
+  AND status = ANY(%(acts_on)s::text[])
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND
+  -- include: timer_filter
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: bulk_count
+-- How many timers a bulk action would take: bulk_batch's conditions, counted.
+SELECT count(*) FROM timers
+WHERE namespace = %(namespace)s
+  AND lease_expires_at IS NULL
+  AND status = ANY(%(acts_on)s::text[])
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND
+  -- include: timer_filter
+
+-- name: bulk_cancel
+UPDATE timers
+SET status = 'cancelled', completed_at = %(now)s, updated_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('scheduled', 'retrying')
+  AND lease_expires_at IS NULL
+
+-- name: bulk_replay
+UPDATE timers
+SET status = 'scheduled', run_at = %(now)s, completed_at = NULL,
+    updated_at = %(now)s, max_attempts = max_attempts + attempts
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'dead'
+
+-- name: bulk_run_now
+UPDATE timers
+SET run_at = %(now)s, updated_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('scheduled', 'retrying')
+  AND lease_expires_at IS NULL AND run_at > %(now)s
+
+-- name: run_now
+-- Make one pending timer due now (retry now, or run early); the key's row as cancel finds it.
+UPDATE timers
+SET run_at = %(now)s, updated_at = %(now)s
+WHERE id = (SELECT timer_id FROM timer_keys WHERE namespace = %(namespace)s AND key = %(key)s)
+  AND status IN ('scheduled', 'retrying')
+RETURNING *
 
 -- name: list_attempts
 -- A timer's attempts, in the hot table or archived with it, the one it is running now, and the

@@ -17,6 +17,7 @@ from typing import Any
 from duetime.errors import AlreadyExists
 from duetime.model import (
     Attempt,
+    BulkAction,
     Claimed,
     ClaimFilter,
     FanOut,
@@ -34,7 +35,7 @@ from duetime.model import (
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import dump_json, from_micros, payload_text, to_micros
-from duetime.store.cursors import encode_cursor, page, timer_listing
+from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
@@ -166,7 +167,7 @@ class SqliteStore:
     async def list_timers(
         self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
     ) -> Page[Timer]:
-        params = timer_listing(namespace, filter, cursor, limit)
+        params = timer_listing(namespace, filter, cursor, limit, to_micros)
 
         def run(conn: sqlite3.Connection) -> Page[Timer]:
             rows = conn.execute(Q["list_timers"], params).fetchall()
@@ -196,6 +197,47 @@ class SqliteStore:
         timer = await self._transition("replay", namespace, key, now)
         self._db.announce(timer.run_at)
         return timer
+
+    async def run_now(self, namespace: str, key: str, now: datetime) -> Timer:
+        timer = await self._transition("run_now", namespace, key, now)
+        self._db.announce(timer.run_at)
+        return timer
+
+    async def bulk_batch(
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        after_id: int,
+        now: datetime,
+        limit: int,
+    ) -> tuple[int, int | None]:
+        params = {
+            **bulk_params(namespace, action, filter, to_micros, json.dumps),
+            "after_id": after_id,
+            "limit": limit,
+        }
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int | None]:
+            ids = [row[0] for row in conn.execute(Q["bulk_batch"], params)]
+            if not ids:
+                return 0, None
+            change = {"ids": json.dumps(ids), "now": to_micros(now)}
+            return conn.execute(Q[f"bulk_{action}"], change).rowcount, ids[-1]
+
+        changed, last = await self._db.write(run)
+        if changed and action != "cancel":
+            self._db.announce(now)
+        return changed, last
+
+    async def count_matching(self, namespace: str, action: BulkAction, filter: TimerFilter) -> int:
+        params = bulk_params(namespace, action, filter, to_micros, json.dumps)
+
+        def run(conn: sqlite3.Connection) -> int:
+            count: int = conn.execute(Q["bulk_count"], params).fetchone()[0]
+            return count
+
+        return await self._db.read(run)
 
     async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
         params = {"namespace": namespace, "key": key, "now": to_micros(now)}
