@@ -24,7 +24,14 @@ from duetime.destinations.registry import Destinations
 from duetime.dispatch import check_routes
 from duetime.errors import InvalidInput, NotFound, UnknownNamespace
 from duetime.handlers import HandlerRegistry
-from duetime.history import LoggedEvent, MaintenanceReport, event_filter
+from duetime.history import (
+    ActivityMinute,
+    LoggedEvent,
+    MaintenanceReport,
+    activity_series,
+    activity_window,
+    event_filter,
+)
 from duetime.model import (
     JSON,
     Attempt,
@@ -509,6 +516,15 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         log_filter = event_filter(type, since, until, self.clock.now())
         await self.open()
         return await self.store.history.list_events(self.namespace, log_filter, cursor, limit)
+
+    async def activity(self, minutes: int = 60) -> list[ActivityMinute]:
+        """Throughput and lateness of the last ``minutes`` minutes, read from the database (so
+        every node's work counts): per minute, the timers that fired, by status now, and how
+        late they started (mean and max of ``fired_at - due_at``)."""
+        since, until = activity_window(self.clock.now(), minutes)
+        await self.open()
+        counts = await self.store.history.activity(self.namespace, since, until)
+        return activity_series(counts, since, minutes)
 
     async def maintain(self) -> MaintenanceReport:
         """The retention step once, now (workers run it every ``maintenance_interval``): move

@@ -130,6 +130,7 @@ class App:
     bulk = _blocking(AsyncApp.bulk)
     counts = _blocking(AsyncApp.counts)
     events = _blocking(AsyncApp.events)
+    activity = _blocking(AsyncApp.activity)
     maintain = _blocking(AsyncApp.maintain)
     tick = _blocking(AsyncApp.tick)
     migrate = _blocking(AsyncApp.migrate)

@@ -3,6 +3,7 @@ filtered and paginated listings, run now, bulk actions by filter, activity, node
 
 from __future__ import annotations
 
+import itertools
 import sys
 import uuid
 from collections.abc import Iterator
@@ -149,6 +150,23 @@ def test_run_now_makes_a_pending_timer_due_and_refuses_a_dead_one(client: httpx.
     assert client.post(f"{NS}/timers/nope/run-now").status_code == 404
 
 
+def test_activity_counts_what_fired_per_minute_from_the_database(client: httpx.Client) -> None:
+    answer = client.get(f"{NS}/activity", params={"minutes": 30})
+    assert answer.status_code == 200, answer.text
+    minutes = answer.json()["minutes"]
+    assert len(minutes) == 30
+    starts = [datetime.fromisoformat(m["start"]) for m in minutes]
+    assert all(b - a == timedelta(minutes=1) for a, b in itertools.pairwise(starts))
+    assert starts[-1] <= datetime.now(UTC) < starts[-1] + timedelta(minutes=1)
+    busy = [m for m in minutes if m["fired"]]
+    assert sum(m["fired"] for m in busy) == 5  # the five dead order.paid; pending ones never fired
+    assert sum(m["by_status"].get("dead", 0) for m in busy) == 5
+    assert all(m["lateness_max_ms"] is not None for m in busy)
+    quiet = [m for m in minutes if not m["fired"]]
+    assert all(m["lateness_mean_ms"] is None and m["by_status"] == {} for m in quiet)
+    assert error_field(client.get(f"{NS}/activity", params={"minutes": 0})) == "minutes"
+
+
 def test_bulk_counts_first_then_acts_on_exactly_what_the_filter_takes(
     client: httpx.Client,
 ) -> None:
@@ -173,3 +191,37 @@ def test_bulk_counts_first_then_acts_on_exactly_what_the_filter_takes(
     assert (timer["status"], timer["max_attempts"] > timer["attempts"]) == ("scheduled", True)
     again = client.post(bulk, json={"action": "replay", "filter": {"type": "order.*"}})
     assert again.json()["count"] == 0
+
+
+def next_event(lines: Iterator[str]) -> str:
+    """The name of the next event on a server-sent event stream (comments skipped)."""
+    for line in lines:
+        if line.startswith("event: "):
+            return line.removeprefix("event: ")
+    raise AssertionError("the stream ended")
+
+
+def test_live_stream_says_changed_after_a_write(server: Server) -> None:
+    with server.client() as client, client.stream("GET", f"{NS}/live") as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.iter_lines()
+        assert next(lines) == "retry: 2000"
+        with server.client() as writer:
+            body = {"type": "mail.sent", "key": "live-1", "delay": "PT1H"}
+            assert writer.post(f"{NS}/timers", json=body).status_code == 201
+        assert next_event(lines) == "changed"
+
+
+def test_an_open_live_stream_does_not_hold_up_shutdown(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    server.start("--no-worker")
+    try:
+        with server.client() as client, client.stream("GET", "/v1/namespaces/default/live") as s:
+            lines = s.iter_lines()
+            assert next(lines) == "retry: 2000"
+            # Well inside the 10 s grace uvicorn gives open requests: the stream ends at once.
+            assert server.stop(timeout=8) == 0, server.log()
+            assert list(lines) == [""]
+    finally:
+        server.stop()

@@ -92,6 +92,11 @@ class Store(Protocol):
         when the database runs on this machine's clock (SQLite)."""
         ...
 
+    async def change_marker(self) -> str:
+        """A cheap value that changes whenever a write commits to the database, from any
+        process (it may change for other writes too): the dashboard's live feed polls it."""
+        ...
+
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         """Hear about timers stored by this process or any other using the same database."""
         ...

@@ -924,3 +924,38 @@ SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, trace
 FROM attempt_history
 WHERE timer_id = ANY (%(ids)s::bigint[]) AND completed_at >= %(since)s
 ORDER BY timer_id, number
+
+-- name: activity
+-- Timers that fired in [since, until), by minute and status: the hot rows through
+-- timers_events (the running ones through timers_leased), archived ones through
+-- timer_history_events, as in list_events. Lateness is fired_at - due_at, in milliseconds.
+SELECT floor(extract(epoch FROM fired_at - %(since)s) / 60)::int AS minute, status,
+    count(*) AS count,
+    sum(extract(epoch FROM fired_at - due_at))::float8 * 1000 AS lateness_sum_ms,
+    max(extract(epoch FROM fired_at - due_at))::float8 * 1000 AS lateness_max_ms
+FROM (
+    (SELECT fired_at, due_at, status FROM timers
+     WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND coalesce(fired_at, completed_at) >= %(since)s
+       AND coalesce(fired_at, completed_at) < %(until)s
+       AND fired_at IS NOT NULL)
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timers
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND fired_at >= %(since)s
+       AND fired_at < %(until)s)
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND fired_at >= %(since)s
+       AND fired_at < %(until)s
+       AND completed_at >= %(since)s)
+) AS fired
+GROUP BY minute, status
+
+-- name: change_marker
+-- The next transaction id of the cluster: it moves whenever any transaction writes, here or in
+-- another database of the same server, so it is a "maybe changed" signal, read in no time.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS marker

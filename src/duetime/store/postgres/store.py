@@ -122,6 +122,13 @@ class PostgresStore:
 
         return await self._db.read(run)
 
+    async def change_marker(self) -> str:
+        async def run(conn: Conn) -> str:
+            marker: str = await fetch_value(conn, Q["change_marker"], {})
+            return marker
+
+        return await self._db.read(run)
+
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         self._notices.listeners.add(listener)
 

@@ -427,3 +427,22 @@ LIMIT :limit
 -- name: list_deliveries
 SELECT * FROM attempts WHERE timer_id IN (SELECT value FROM json_each(:ids))
 ORDER BY timer_id, number
+
+-- name: activity
+-- Timers that fired in [since, until), by minute and status, through timers_events; lateness
+-- is fired_at - due_at (the first attempt's start against the due time), in milliseconds.
+SELECT (coalesce(fired_at, completed_at) - :since) / 60000000 AS minute, status,
+    count(*) AS count,
+    sum(fired_at - due_at) / 1000.0 AS lateness_sum_ms,
+    max(fired_at - due_at) / 1000.0 AS lateness_max_ms
+FROM timers
+WHERE namespace = :namespace
+  AND coalesce(fired_at, completed_at) >= :since
+  AND coalesce(fired_at, completed_at) < :until
+  AND fired_at IS NOT NULL
+GROUP BY minute, status
+
+-- name: data_version
+-- Changes when another connection (another process) commits; this connection's own writes
+-- are counted by sqlite3's total_changes instead.
+PRAGMA data_version

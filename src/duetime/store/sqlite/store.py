@@ -86,6 +86,13 @@ class SqliteStore:
     async def close(self) -> None:
         await self._db.close()
 
+    async def change_marker(self) -> str:
+        def run(conn: sqlite3.Connection) -> str:
+            version = conn.execute(Q["data_version"]).fetchone()[0]
+            return f"{version}.{conn.total_changes}"
+
+        return await self._db.read(run)
+
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         self._db.listeners.add(listener)
 
