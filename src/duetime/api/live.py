@@ -5,12 +5,14 @@ One task per server polls the store's change marker (:meth:`Store.change_marker`
 ``data_version`` and the connection's own changes; PostgreSQL's next transaction id) once a
 second, and only while a page listens; every stream waits on it. A stream says ``changed`` at
 most once per poll, and a comment every 15 s keeps proxies from closing it. When the server
-stops, :meth:`Changes.close` ends every stream at once, so an open page never holds up a
-graceful shutdown.
+stops, :meth:`Changes.close` ends every stream at once (``duetime serve`` calls it on SIGTERM),
+so an open page never holds up a graceful shutdown; under any other server a stream ends by
+itself after :data:`LIFETIME` and the page opens the next.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
@@ -21,6 +23,10 @@ from duetime.api.schemas import errors
 
 KEEP_ALIVE = 15.0
 """Seconds of quiet after which a stream sends a comment line."""
+LIFETIME = 25.0
+"""Seconds after which a stream ends and the page opens another: under a server that does not
+tell the API it is stopping (plain uvicorn, an app mounting the API), a graceful shutdown
+waits for open requests, so no stream may stay open longer than this."""
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["live"])
 
@@ -41,8 +47,12 @@ async def live(app: ReadApp, service: ServiceDep, request: Request) -> Streaming
         yield "retry: 2000\n\n"
         async with changes.listening():
             seen = changes.version
+            end = asyncio.get_running_loop().time() + LIFETIME
             while not changes.closed and not await request.is_disconnected():
-                version = await changes.wait(seen, KEEP_ALIVE)
+                left = end - asyncio.get_running_loop().time()
+                if left <= 0:
+                    return
+                version = await changes.wait(seen, min(KEEP_ALIVE, left))
                 if changes.closed:
                     return
                 if version != seen:

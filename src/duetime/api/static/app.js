@@ -359,7 +359,11 @@ async function showTimer() {
   $("#timer-payload").textContent = JSON.stringify(timer.payload, null, 2);
   $("#attempts-title").textContent = `Attempts (${attempts.length})`;
   const body = $("#attempts tbody");
+  // A refresh keeps the tracebacks the reader opened or closed; at first the newest is open.
+  const seen = body.dataset.key === key;
+  const opened = new Set([...body.querySelectorAll("details[open]")].map((d) => d.dataset.number));
   const newestTraceback = Math.max(-1, ...attempts.filter((a) => a.traceback).map((a) => a.number));
+  body.dataset.key = key;
   body.replaceChildren(...attempts.flatMap((a) => {
     const took = a.finished_at ? span(Date.parse(a.finished_at) - Date.parse(a.started_at)) : "–";
     const row = el("tr", { class: "attempt" }, [
@@ -373,7 +377,7 @@ async function showTimer() {
     ]);
     if (!a.traceback) return [row];
     return [row, el("tr", { class: "traceback" }, [el("td", { colspan: 7 }, [
-      el("details", { open: a.number === newestTraceback }, [
+      el("details", { "data-number": a.number, open: seen ? opened.has(String(a.number)) : a.number === newestTraceback }, [
         el("summary", { text: `Traceback of attempt ${a.number}` }),
         el("pre", { class: "code", text: a.traceback }),
       ]),
@@ -579,12 +583,14 @@ function setLive(live, text) {
 
 async function listen() {
   // The live feed over fetch (EventSource cannot send a bearer token): each "changed" event
-  // refreshes the view in sight; a broken stream is opened again after 2 s.
+  // refreshes the view in sight. The server ends a stream every 25 s (the next opens at once);
+  // a broken one is opened again after 2 s.
   if (state.live) state.live.abort();
   const controller = new AbortController();
   state.live = controller;
   const namespace = state.namespace;
   while (!controller.signal.aborted && namespace === state.namespace) {
+    const opened = Date.now();
     try {
       const response = await fetch(url(ns("/live")), { headers: headers(), signal: controller.signal });
       if (!response.ok) throw new ApiError(response.status, null);
@@ -605,6 +611,9 @@ async function listen() {
           }
         }
       }
+      // The server ended this stream in good order: open the next at once, unless it was
+      // short-lived (the server is stopping).
+      if (Date.now() - opened > 5000) continue;
     } catch (error) {
       if (controller.signal.aborted) return;
       if (error instanceof ApiError && error.status === 401) return handleError(error);
