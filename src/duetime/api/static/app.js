@@ -7,6 +7,7 @@ const BASE = new URL("../", import.meta.url);
 const TOKEN_KEY = "duetime.token";
 const NAMESPACE_KEY = "duetime.namespace";
 const PAGE = 50;
+const LIVE_GAP_MS = 2000; // at most one refresh per this long for changes heard on the feed
 const ACTIONS = {
   cancel: { verb: "cancel", done: "cancelled", takes: "scheduled or retrying" },
   replay: { verb: "replay", done: "replayed", takes: "dead" },
@@ -24,6 +25,8 @@ const state = {
   live: null,
   refreshing: false,
   again: false,
+  liveTimer: null,
+  liveAt: 0,
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -576,6 +579,18 @@ async function refresh() {
   }
 }
 
+function changed() {
+  // A busy database says "changed" every second: refresh at most every LIVE_GAP_MS, and once
+  // more after the last change heard.
+  if (state.liveTimer) return;
+  const wait = Math.max(0, (state.liveAt || 0) + LIVE_GAP_MS - Date.now());
+  state.liveTimer = setTimeout(() => {
+    state.liveTimer = null;
+    state.liveAt = Date.now();
+    refresh();
+  }, wait);
+}
+
 function setLive(live, text) {
   $("#live").dataset.state = live;
   $("#live-text").textContent = text;
@@ -607,7 +622,7 @@ async function listen() {
           buffer = buffer.slice(end + 2);
           if (/^event: changed$/m.test(message)) {
             $("#live").dataset.changes = String(Number($("#live").dataset.changes || 0) + 1);
-            refresh();
+            changed();
           }
         }
       }
