@@ -52,7 +52,7 @@ def test_the_filter_reads_each_field_and_names_a_bad_one() -> None:
     }
     for field, fields in cases.items():
         with pytest.raises(InvalidInput) as caught:
-            timer_filter(**fields, now=NOW)  # type: ignore[arg-type]
+            timer_filter(**fields, now=NOW)
         assert caught.value.field == field
 
 

@@ -793,7 +793,7 @@ DROP TABLE IF EXISTS {partition}
 
 -- name: walk_in_index_order
 -- For the rest of the transaction: the batch statements and the event log walk timers_events
--- in its order and stop at their LIMIT. Without statistics, or with skewed ones, the planner
+-- (a bulk action's batch, timers_listing or timers_dead) in its order and stop at their LIMIT. Without statistics, or with skewed ones, the planner
 -- prefers a bitmap scan of the namespace's whole range and a sort — done again for every batch
 -- or page, so a backlog of n rows would cost n²; here it is not offered those.
 SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)

@@ -351,6 +351,7 @@ class PostgresStore:
         }
 
         async def run(conn: Conn) -> tuple[int, int | None]:
+            await conn.execute(Q["walk_in_index_order"])  # else each batch re-reads the rest
             ids = [row["id"] for row in await fetch_all(conn, Q["bulk_batch"], params)]
             if not ids:
                 return 0, None
