@@ -478,7 +478,9 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         await self.open()
         checked = check_action(action)
         if dry_run:
-            return await self.store.count_matching(self.namespace, checked, filter)
+            return await self.store.count_matching(
+                self.namespace, checked, filter, self.clock.now()
+            )
         check_limit(batch, "batch", maximum=10_000)
         changed, after = 0, 0
         while True:

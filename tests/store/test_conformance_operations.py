@@ -68,9 +68,9 @@ async def test_bulk_walks_in_batches_and_takes_only_what_the_action_applies_to(
     pending = [new_timer(f"p-{n}", timedelta(hours=1), type="job.x") for n in range(3)]
     await store.put_timers([*pending, new_timer("other", timedelta(hours=1))], "error", NOW)
     jobs = TimerFilter(type="job.*")
-    assert await store.count_matching("ns", "replay", jobs) == 5
-    assert await store.count_matching("ns", "cancel", jobs) == 3
-    assert await store.count_matching("ns", "cancel", TimerFilter()) == 4
+    assert await store.count_matching("ns", "replay", jobs, NOW) == 5
+    assert await store.count_matching("ns", "cancel", jobs, NOW) == 3
+    assert await store.count_matching("ns", "cancel", TimerFilter(), NOW) == 4
 
     changed, after, batches = 0, 0, 0
     while True:
@@ -88,6 +88,8 @@ async def test_bulk_walks_in_batches_and_takes_only_what_the_action_applies_to(
 
     last_pending = await store.get_timer("ns", "p-2")
     assert last_pending is not None
+    # run now takes only what is not due yet: the five replayed are due at NOW already
+    assert await store.count_matching("ns", "run_now", jobs, NOW) == 3
     run_now = TimerFilter(type="job.*", due_from=NOW + timedelta(minutes=30))
     assert await store.bulk_batch("ns", "run_now", run_now, 0, NOW, 10) == (3, last_pending.id)
     made_due = await store.get_timer("ns", "p-0")

@@ -54,14 +54,17 @@ def bulk_params(
     namespace: str,
     action: BulkAction,
     filter: TimerFilter,
+    now: datetime,
     instant: Callable[[datetime], Any],
     statuses: Callable[[tuple[str, ...]], Any],
 ) -> dict[str, Any]:
-    """The parameters of a bulk action's batch or count: the filter's, and ``acts_on``, the
-    statuses the action takes a timer from, as ``statuses`` encodes them for the backend."""
+    """The parameters of a bulk action's batch or count: the filter's; ``acts_on``, the
+    statuses the action takes a timer from, as ``statuses`` encodes them for the backend; and
+    ``run_after``: for ``run_now``, only timers not due by ``now`` (else None)."""
     return {
         **timer_filter_params(namespace, filter, instant),
         "acts_on": statuses(ACTS_ON[action]),
+        "run_after": instant(now) if action == "run_now" else None,
     }
 
 

@@ -166,8 +166,10 @@ class Store(Protocol):
         ``after_id``. Rows that changed status meanwhile are skipped."""
         ...
 
-    async def count_matching(self, namespace: str, action: BulkAction, filter: TimerFilter) -> int:
-        """How many timers a bulk ``action`` with ``filter`` would take now."""
+    async def count_matching(
+        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+    ) -> int:
+        """How many timers a bulk ``action`` with ``filter`` would take at ``now``."""
         ...
 
     # -- working ----------------------------------------------------------------------------

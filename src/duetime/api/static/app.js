@@ -11,7 +11,7 @@ const LIVE_GAP_MS = 2000; // at most one refresh per this long for changes heard
 const ACTIONS = {
   cancel: { verb: "cancel", done: "cancelled", takes: "scheduled or retrying" },
   replay: { verb: "replay", done: "replayed", takes: "dead" },
-  run_now: { verb: "run now", done: "made due now", takes: "scheduled or retrying" },
+  run_now: { verb: "run now", done: "made due now", takes: "pending (not yet due)" },
 };
 
 const state = {

@@ -293,6 +293,7 @@ WHERE namespace = %(namespace)s
   AND lease_expires_at IS NULL
   AND id > %(after_id)s
   AND status = ANY(%(acts_on)s::text[])
+  AND (%(run_after)s::timestamptz IS NULL OR run_at > %(run_after)s::timestamptz)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND
   -- include: timer_filter
@@ -305,6 +306,7 @@ SELECT count(*) FROM timers
 WHERE namespace = %(namespace)s
   AND lease_expires_at IS NULL
   AND status = ANY(%(acts_on)s::text[])
+  AND (%(run_after)s::timestamptz IS NULL OR run_at > %(run_after)s::timestamptz)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND
   -- include: timer_filter

@@ -345,7 +345,7 @@ class PostgresStore:
         limit: int,
     ) -> tuple[int, int | None]:
         params = {
-            **bulk_params(namespace, action, filter, lambda instant: instant, list),
+            **bulk_params(namespace, action, filter, now, lambda instant: instant, list),
             "after_id": after_id,
             "limit": limit,
         }
@@ -366,8 +366,10 @@ class PostgresStore:
             self._notices.here(now)
         return changed, last
 
-    async def count_matching(self, namespace: str, action: BulkAction, filter: TimerFilter) -> int:
-        params = bulk_params(namespace, action, filter, lambda instant: instant, list)
+    async def count_matching(
+        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+    ) -> int:
+        params = bulk_params(namespace, action, filter, now, lambda instant: instant, list)
 
         async def run(conn: Conn) -> int:
             count: int = await fetch_value(conn, Q["bulk_count"], params)

@@ -117,6 +117,7 @@ SELECT id FROM timers
 WHERE namespace = :namespace
   AND id > :after_id
   AND status IN (SELECT value FROM json_each(:acts_on))
+  AND (:run_after IS NULL OR run_at > :run_after)
   AND
   -- include: timer_filter
 ORDER BY id
@@ -127,6 +128,7 @@ LIMIT :limit
 SELECT count(*) FROM timers
 WHERE namespace = :namespace
   AND status IN (SELECT value FROM json_each(:acts_on))
+  AND (:run_after IS NULL OR run_at > :run_after)
   AND
   -- include: timer_filter
 

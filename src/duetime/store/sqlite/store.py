@@ -220,7 +220,7 @@ class SqliteStore:
         limit: int,
     ) -> tuple[int, int | None]:
         params = {
-            **bulk_params(namespace, action, filter, to_micros, json.dumps),
+            **bulk_params(namespace, action, filter, now, to_micros, json.dumps),
             "after_id": after_id,
             "limit": limit,
         }
@@ -237,8 +237,10 @@ class SqliteStore:
             self._db.announce(now)
         return changed, last
 
-    async def count_matching(self, namespace: str, action: BulkAction, filter: TimerFilter) -> int:
-        params = bulk_params(namespace, action, filter, to_micros, json.dumps)
+    async def count_matching(
+        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+    ) -> int:
+        params = bulk_params(namespace, action, filter, now, to_micros, json.dumps)
 
         def run(conn: sqlite3.Connection) -> int:
             count: int = conn.execute(Q["bulk_count"], params).fetchone()[0]
