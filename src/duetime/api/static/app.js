@@ -535,18 +535,19 @@ const VIEWS = {
 };
 
 function route() {
-  const hash = decodeURIComponent(location.hash.slice(1));
+  // #timer/<key>, #timers?<filter> (the filter's values stay encoded until parsed), #<view>.
+  const hash = location.hash.slice(1);
   if (hash.startsWith("timer/")) {
     state.view = "timer";
-    state.timerKey = hash.slice("timer/".length);
-  } else if (hash.startsWith("timers")) {
+    state.timerKey = decodeURIComponent(hash.slice("timer/".length));
+  } else if (hash === "timers" || hash.startsWith("timers?")) {
     state.view = "timers";
-    const filter = Object.fromEntries(new URLSearchParams(hash.slice("timers".length).replace(/^\?/, "")));
+    const filter = Object.fromEntries(new URLSearchParams(hash.slice("timers?".length)));
     if (JSON.stringify(filter) !== JSON.stringify(state.filter)) $("#timers tbody").replaceChildren();
     state.filter = filter;
     writeFilter(state.filter);
   } else {
-    state.view = VIEWS[hash] ? hash : "overview";
+    state.view = VIEWS[hash] && hash !== "timer" ? hash : "overview";
   }
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${state.view}`;
   for (const tab of document.querySelectorAll(".tabs a")) {
