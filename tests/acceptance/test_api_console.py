@@ -211,6 +211,8 @@ def test_live_stream_says_changed_after_a_write(server: Server) -> None:
             body = {"type": "mail.sent", "key": "live-1", "delay": "PT1H"}
             assert writer.post(f"{NS}/timers", json=body).status_code == 201
         assert next_event(lines) == "changed"
+    with server.client() as client:  # an unknown namespace is refused before any stream opens
+        assert client.get("/v1/namespaces/nope/live").status_code == 404
 
 
 def test_an_open_live_stream_does_not_hold_up_shutdown(tmp_path: Path) -> None:
