@@ -36,6 +36,7 @@ from duetime.model import (
     JSON,
     Attempt,
     BulkAction,
+    DeadType,
     NewTimer,
     Node,
     OnConflict,
@@ -452,6 +453,12 @@ class AsyncApp(ScheduleMethods, TokenMethods):
     async def dead(self, *, cursor: str | None = None, limit: int = 50) -> Page[Timer]:
         """The dead-letter queue: timers that ran out of attempts or were declared dead."""
         return await self.history(status=Status.DEAD, cursor=cursor, limit=limit)
+
+    async def dead_types(self, limit: int = 20) -> list[DeadType]:
+        """The dead-letter queue by event type, most first: what broke, and how much of it."""
+        await self.open()
+        check_limit(limit)
+        return await self.store.dead_types(self.namespace, limit)
 
     async def replay(self, key: str) -> Timer:
         """Send a dead timer round again, due now, with a fresh set of attempts."""

@@ -125,6 +125,7 @@ class App:
     cancel = _blocking(AsyncApp.cancel)
     history = _blocking(AsyncApp.history)
     dead = _blocking(AsyncApp.dead)
+    dead_types = _blocking(AsyncApp.dead_types)
     replay = _blocking(AsyncApp.replay)
     run_now = _blocking(AsyncApp.run_now)
     bulk = _blocking(AsyncApp.bulk)

@@ -167,6 +167,16 @@ def test_activity_counts_what_fired_per_minute_from_the_database(client: httpx.C
     assert error_field(client.get(f"{NS}/activity", params={"minutes": 0})) == "minutes"
 
 
+def test_dead_letters_by_type_with_the_newest_error(client: httpx.Client) -> None:
+    answer = client.get(f"{NS}/dead/types")
+    assert answer.status_code == 200, answer.text
+    (group,) = answer.json()["items"]
+    assert (group["type"], group["count"]) == ("order.paid", 5)
+    assert group["newest_error"] == "ledger refused order 4"
+    assert group["newest_at"] is not None
+    assert error_field(client.get(f"{NS}/dead/types", params={"limit": 0})) == "limit"
+
+
 def test_bulk_counts_first_then_acts_on_exactly_what_the_filter_takes(
     client: httpx.Client,
 ) -> None:

@@ -144,6 +144,9 @@ def test_overview_then_filter_and_page_the_dead_letters(console: Server, page: P
     expect(counts.locator('[data-status="dead"] b')).to_have_text("60")
     expect(counts.locator('[data-status="scheduled"] b')).to_have_text("6")
     expect(page.locator("#dead tbody tr")).to_have_count(10)
+    by_type = page.locator('#dead-types tr[data-type="legacy.sync"]')
+    expect(by_type).to_contain_text("60")
+    expect(by_type).to_contain_text("the legacy system refused record 59")
     expect(page.locator("#dead tbody")).to_contain_text("the legacy system refused record 59")
     expect(page.locator("#throughput-summary")).to_contain_text("60 fired in the last hour")
     expect(page.locator("#throughput rect.bar.dead")).not_to_have_count(0)
@@ -222,6 +225,12 @@ def test_a_timer_shows_its_payload_and_traceback_and_each_action_changes_the_dat
 def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
     console: Server, page: Page
 ) -> None:
+    page.goto(console.base_url)  # one type's dead letters, from the overview: declined
+    page.locator('#dead-types tr[data-type="legacy.sync"] button').click()
+    confirm(page, "60 dead timers match (status dead, type legacy.sync)", yes=False)
+    with stored(console) as app:
+        assert app.counts()[Status.DEAD] == 60
+
     page.goto(f"{console.base_url}/#timers?status=dead&type=legacy.*")
     expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
     page.click("[data-bulk=cancel]")  # nothing pending matches: said so, nothing asked

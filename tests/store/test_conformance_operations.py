@@ -128,3 +128,16 @@ async def test_the_change_marker_moves_with_writes_of_any_process(
     other = await make_store()
     await other.put_timers([new_timer("theirs")], "error", NOW)
     assert await store.change_marker() != mine
+
+
+async def test_dead_letters_by_type_most_first(store: Store) -> None:
+    keys_by_type = {"a.x": ["a1", "a2"], "b.y": ["b1", "b2", "b3"]}
+    for type_, keys_of in keys_by_type.items():
+        await store.put_timers([new_timer(k, type=type_) for k in keys_of], "error", NOW)
+    await kill(store, ["a1", "a2", "b1", "b2", "b3"])
+    groups = await store.dead_types("ns", 10)
+    assert [(g.type, g.count) for g in groups] == [("b.y", 3), ("a.x", 2)]
+    assert groups[0].newest_error == "no"
+    assert groups[0].newest_at == NOW + timedelta(seconds=1)
+    assert [g.type for g in await store.dead_types("ns", 1)] == ["b.y"]
+    assert await store.dead_types("other", 10) == []

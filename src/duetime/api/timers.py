@@ -10,7 +10,7 @@ from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from duetime.api import compat
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
@@ -195,6 +195,33 @@ async def emit_event(request: Request, app: WriteApp, service: ServiceDep) -> JS
 )
 async def list_dead(app: ReadApp, cursor: Cursor = None, limit: Limit = 50) -> JSONResponse:
     return JSONResponse(_page(await app.dead(cursor=cursor, limit=limit)))
+
+
+class DeadTypeOut(BaseModel):
+    type: str
+    count: int
+    newest_at: str | None = Field(description="When the newest of them died")
+    newest_error: str | None = Field(description="The newest one's last error")
+
+
+class DeadTypesOut(BaseModel):
+    """Most dead letters first."""
+
+    items: list[DeadTypeOut]
+
+
+@router.get(
+    "/dead/types",
+    summary="The dead-letter queue by event type",
+    response_model=DeadTypesOut,
+    responses=errors(401, 404, 422),
+)
+async def dead_types(
+    app: ReadApp, limit: Annotated[int, Query(ge=1, le=1000, description="Types")] = 20
+) -> JSONResponse:
+    """What broke and how much of it: each type's count, and its newest dead letter's error."""
+    items = await app.dead_types(limit)
+    return JSONResponse({"items": [item.to_dict() for item in items]})
 
 
 @router.post(

@@ -338,6 +338,24 @@ class TimerFilter:
     due_until: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DeadType:
+    """The dead letters of one event type: how many, and the newest one's death and error."""
+
+    type: str
+    count: int
+    newest_at: datetime | None
+    newest_error: str | None
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.type,
+            "count": self.count,
+            "newest_at": iso(self.newest_at),
+            "newest_error": self.newest_error,
+        }
+
+
 BulkAction = Literal["cancel", "replay", "run_now"]
 """What a bulk action does to each timer its filter takes: cancel a pending one, replay a dead
 one, or make a pending one due now (``run_now``: retry now, or run early)."""

@@ -22,6 +22,7 @@ from duetime.model import (
     BulkAction,
     Claimed,
     ClaimFilter,
+    DeadType,
     FanOut,
     Finish,
     NewTimer,
@@ -164,6 +165,10 @@ class Store(Protocol):
         ``filter`` takes and the action applies to, in one short transaction. Returns how many
         changed and the last id looked at (None once no timer is left): the caller's next
         ``after_id``. Rows that changed status meanwhile are skipped."""
+        ...
+
+    async def dead_types(self, namespace: str, limit: int) -> list[DeadType]:
+        """The dead letters by event type, most first (at most ``limit`` types)."""
         ...
 
     async def count_matching(

@@ -165,11 +165,25 @@ function confirmed(title, text, yes) {
 
 // -- overview ------------------------------------------------------------------------------
 async function showOverview() {
-  const [stats, activity, dead] = await Promise.all([
+  const [stats, activity, dead, deadTypes] = await Promise.all([
     api(ns("/stats")),
     api(ns("/activity"), { params: { minutes: 60 } }),
     api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
+    api(ns("/dead/types"), { params: { limit: 10 } }),
   ]);
+  const typesBody = $("#dead-types tbody");
+  typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
+    el("td", {}, [el("a", { href: filterHash({ status: "dead", type: g.type }), text: g.type })]),
+    el("td", { text: g.count.toLocaleString() }),
+    el("td", { class: "mono", text: instant(g.newest_at) }),
+    el("td", { class: "error", text: g.newest_error ?? "", title: g.newest_error ?? "" }),
+    el("td", {}, [el("button", {
+      type: "button", class: "secondary small", text: `Replay ${g.count.toLocaleString()}…`,
+      "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
+      onclick: () => bulk("replay", { status: "dead", type: g.type }),
+    })]),
+  ])));
+  $("#dead-types").hidden = !deadTypes.items.length;
   const deadCount = stats.counts.dead ?? 0;
   $("#dead-title").firstChild.textContent = `Dead letters: ${deadCount.toLocaleString()} `;
   $("#dead-replay-all").hidden = deadCount === 0;

@@ -22,6 +22,7 @@ from duetime.model import (
     BulkAction,
     Claimed,
     ClaimFilter,
+    DeadType,
     FanOut,
     Finish,
     NewTimer,
@@ -365,6 +366,18 @@ class PostgresStore:
         if changed and action != "cancel":
             self._notices.here(now)
         return changed, last
+
+    async def dead_types(self, namespace: str, limit: int) -> list[DeadType]:
+        params = {"namespace": namespace, "limit": limit}
+
+        async def run(conn: Conn) -> list[DeadType]:
+            rows = await fetch_all(conn, Q["dead_types"], params)
+            return [
+                DeadType(row["type"], row["count"], row["newest_at"], row["newest_error"])
+                for row in rows
+            ]
+
+        return await self._db.read(run)
 
     async def count_matching(
         self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime

@@ -123,6 +123,20 @@ WHERE namespace = :namespace
 ORDER BY id
 LIMIT :limit
 
+-- name: dead_types
+-- The dead letters by type, through timers_dead; the newest error of each type read back the
+-- same index.
+SELECT type, count(*) AS count, max(completed_at) AS newest_at,
+    (SELECT last_error FROM timers AS newest
+     WHERE newest.namespace = :namespace AND newest.status = 'dead'
+       AND newest.type = timers.type
+     ORDER BY newest.id DESC LIMIT 1) AS newest_error
+FROM timers
+WHERE namespace = :namespace AND status = 'dead'
+GROUP BY type
+ORDER BY count DESC, type
+LIMIT :limit
+
 -- name: bulk_count
 -- How many timers a bulk action would take: bulk_batch's conditions, counted.
 SELECT count(*) FROM timers

@@ -20,6 +20,7 @@ from duetime.model import (
     BulkAction,
     Claimed,
     ClaimFilter,
+    DeadType,
     FanOut,
     Finish,
     NewTimer,
@@ -34,7 +35,13 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
-from duetime.store.codec import dump_json, from_micros, payload_text, to_micros
+from duetime.store.codec import (
+    dump_json,
+    from_micros,
+    maybe_from_micros,
+    payload_text,
+    to_micros,
+)
 from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
@@ -236,6 +243,17 @@ class SqliteStore:
         if changed and action != "cancel":
             self._db.announce(now)
         return changed, last
+
+    async def dead_types(self, namespace: str, limit: int) -> list[DeadType]:
+        params = {"namespace": namespace, "limit": limit}
+
+        def run(conn: sqlite3.Connection) -> list[DeadType]:
+            return [
+                DeadType(row[0], row[1], maybe_from_micros(row[2]), row[3])
+                for row in conn.execute(Q["dead_types"], params)
+            ]
+
+        return await self._db.read(run)
 
     async def count_matching(
         self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
