@@ -24,10 +24,19 @@ from duetime.destinations.registry import Destinations
 from duetime.dispatch import check_routes
 from duetime.errors import InvalidInput, NotFound, UnknownNamespace
 from duetime.handlers import HandlerRegistry
-from duetime.history import LoggedEvent, MaintenanceReport, event_filter
+from duetime.history import (
+    ActivityMinute,
+    LoggedEvent,
+    MaintenanceReport,
+    activity_series,
+    activity_window,
+    event_filter,
+)
 from duetime.model import (
     JSON,
     Attempt,
+    BulkAction,
+    DeadType,
     NewTimer,
     Node,
     OnConflict,
@@ -44,6 +53,7 @@ from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.store.parts import OutboxStore, require
+from duetime.timer_filters import check_action, timer_filter
 from duetime.tracing import tracing_for
 from duetime.validation import (
     check_limit,
@@ -51,7 +61,6 @@ from duetime.validation import (
     check_namespace,
     check_on_conflict,
     check_producer,
-    check_type,
     type_name,
 )
 from duetime.worker import Worker, WorkerObserver, WorkerStats
@@ -63,6 +72,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 _END = object()
+BULK_BATCH = 1000
+"""Rows a bulk action changes per transaction."""
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
@@ -486,32 +497,74 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         *,
         status: Status | str | None = None,
         type: str | None = None,
+        due_from: str | datetime | timedelta | None = None,
+        due_until: str | datetime | timedelta | None = None,
         cursor: str | None = None,
         limit: int = 50,
     ) -> Page[Timer]:
-        """Timers newest first, optionally of one subject / status / type; paginated."""
+        """Timers newest first, optionally of one subject / status / type (or ``order.*``
+        glob) / due range ``[due_from, due_until)``; paginated by cursor."""
         await self.open()
-        if status is not None:
-            try:
-                status = Status(status)
-            except ValueError:
-                raise InvalidInput(
-                    "status", f"must be one of {', '.join(s.value for s in Status)}"
-                ) from None
-        if type is not None:
-            check_type(type)
+        found = timer_filter(
+            subject=subject,
+            status=status,
+            type=type,
+            due_from=due_from,
+            due_until=due_until,
+            now=self.clock.now(),
+        )
         check_limit(limit)
-        timer_filter = TimerFilter(subject=subject, status=status, type=type)
-        return await self.store.list_timers(self.namespace, timer_filter, cursor, limit)
+        return await self.store.list_timers(self.namespace, found, cursor, limit)
 
     async def dead(self, *, cursor: str | None = None, limit: int = 50) -> Page[Timer]:
         """The dead-letter queue: timers that ran out of attempts or were declared dead."""
         return await self.history(status=Status.DEAD, cursor=cursor, limit=limit)
 
+    async def dead_types(self, limit: int = 20) -> list[DeadType]:
+        """The dead-letter queue by event type, most first: what broke, and how much of it."""
+        await self.open()
+        check_limit(limit)
+        return await self.store.dead_types(self.namespace, limit)
+
     async def replay(self, key: str) -> Timer:
         """Send a dead timer round again, due now, with a fresh set of attempts."""
         await self.open()
         return await self.store.replay(self.namespace, check_lookup_key(key), self.clock.now())
+
+    async def run_now(self, key: str) -> Timer:
+        """Make a scheduled or retrying timer due now (retry now, or run early)."""
+        await self.open()
+        return await self.store.run_now(self.namespace, check_lookup_key(key), self.clock.now())
+
+    async def bulk(
+        self,
+        action: BulkAction | str,
+        filter: TimerFilter,
+        *,
+        batch: int = BULK_BATCH,
+        dry_run: bool = False,
+    ) -> int:
+        """Cancel, replay or run now every timer ``filter`` takes (see :func:`timer_filter`)
+        that the action applies to; returns how many changed (with ``dry_run``, how many
+        match). Runs in batches of ``batch`` rows, each its own transaction, walking ids
+        upwards: a timer that dies again meanwhile is not replayed twice in one run."""
+        await self.open()
+        checked = check_action(action)
+        if dry_run:
+            return await self.store.count_matching(
+                self.namespace, checked, filter, self.clock.now()
+            )
+        check_limit(batch, "batch", maximum=10_000)
+        changed, after = 0, 0
+        while True:
+            now = self.clock.now()
+            step, last = await self.store.bulk_batch(
+                self.namespace, checked, filter, after, now, batch
+            )
+            changed += step
+            if last is None:
+                return changed
+            after = last
 
     async def counts(self) -> dict[Status, int]:
         """Timers by status in the hot table (on PostgreSQL, archived ones are not counted)."""
@@ -538,6 +591,15 @@ class AsyncApp(ScheduleMethods, TokenMethods):
         log_filter = event_filter(type, since, until, self.clock.now())
         await self.open()
         return await self.store.history.list_events(self.namespace, log_filter, cursor, limit)
+
+    async def activity(self, minutes: int = 60) -> list[ActivityMinute]:
+        """Throughput and lateness of the last ``minutes`` minutes, read from the database (so
+        every node's work counts): per minute, the timers that fired, by status now, and how
+        late they started (mean and max of ``fired_at - due_at``)."""
+        since, until = activity_window(self.clock.now(), minutes)
+        await self.open()
+        counts = await self.store.history.activity(self.namespace, since, until)
+        return activity_series(counts, since, minutes)
 
     async def maintain(self) -> MaintenanceReport:
         """The retention step once, now (workers run it every ``maintenance_interval``): move

@@ -17,6 +17,8 @@ from datetime import UTC, datetime, timedelta
 
 from duetime.durations import add_months, parse_duration
 from duetime.errors import InvalidInput
+from duetime.model.history import ActivityCount
+from duetime.model.history import ActivityMinute as ActivityMinute
 from duetime.model.history import EventFilter as EventFilter
 from duetime.model.history import LoggedEvent as LoggedEvent
 from duetime.model.history import MaintenanceReport as MaintenanceReport
@@ -86,3 +88,45 @@ def _ago(span: timedelta, now: datetime, field: str) -> datetime:
         return now.astimezone(UTC) - span
     except OverflowError:
         raise InvalidInput(field, "reaches back before the year 1") from None
+
+
+MAX_ACTIVITY_MINUTES = 24 * 60
+
+
+def activity_window(now: datetime, minutes: int) -> tuple[datetime, datetime]:
+    """``[since, until)`` of the last ``minutes`` whole minutes, the current one included."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int):
+        raise InvalidInput("minutes", "must be a whole number")
+    if not 1 <= minutes <= MAX_ACTIVITY_MINUTES:
+        raise InvalidInput("minutes", f"must be between 1 and {MAX_ACTIVITY_MINUTES}")
+    start_of_minute = now.astimezone(UTC).replace(second=0, microsecond=0)
+    until = start_of_minute + timedelta(minutes=1)
+    return until - timedelta(minutes=minutes), until
+
+
+def activity_series(
+    counts: list[ActivityCount], since: datetime, minutes: int
+) -> list[ActivityMinute]:
+    """One :class:`ActivityMinute` per minute from ``since``, quiet minutes included."""
+    by_minute: dict[int, list[ActivityCount]] = {}
+    for count in counts:
+        if 0 <= count.minute < minutes:
+            by_minute.setdefault(count.minute, []).append(count)
+    series = []
+    for minute in range(minutes):
+        start = since + timedelta(minutes=minute)
+        found = by_minute.get(minute, [])
+        fired = sum(c.count for c in found)
+        if not fired:
+            series.append(ActivityMinute(start))
+            continue
+        series.append(
+            ActivityMinute(
+                start,
+                fired,
+                {c.status: c.count for c in found},
+                sum(c.lateness_sum_ms for c in found) / fired,
+                max(c.lateness_max_ms for c in found),
+            )
+        )
+    return series

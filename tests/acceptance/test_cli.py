@@ -145,6 +145,9 @@ def test_ls_newest_first_with_filters_and_pages(cli: Cli) -> None:
     assert keys("--type", "remind") == ["d", "c"]
     assert keys("--status", "cancelled") == ["c"]
     assert keys("--subject", "u1", "--status", "scheduled", "--type", "greet") == ["a"]
+    assert keys("--type", "re*") == ["d", "c"]
+    window = ("--due-from", "2025-03-16T13:00:00Z", "--due-until", "2025-03-18T13:00:00Z")
+    assert keys(*window) == ["c", "b"]
 
     first = cli.ok("ls", "--limit", "3")
     assert [t["key"] for t in first["items"]] == ["d", "c", "b"]
@@ -172,6 +175,7 @@ def test_ls_bad_status_names_the_field(cli: Cli) -> None:
     _seed(cli)
     error = cli.fails("ls", "--status", "sleeping", code=2)
     assert error["field"] == "status"
+    assert cli.fails("ls", "--due-until", "soon", code=2)["field"] == "due_until"
 
 
 def test_show_prints_the_timer_and_its_attempts(cli: Cli) -> None:

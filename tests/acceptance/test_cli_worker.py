@@ -147,7 +147,11 @@ def test_dead_letters_list_show_and_replay(cli: Cli, app_module: str) -> None:
     replayed = cli.ok("dead", "replay", "d1")
     assert (replayed["action"], replayed["timer"]["status"]) == ("replayed", "scheduled")
     assert cli.fails("dead", "replay", "d1", code=4)["code"] == "conflict"
-    assert cli.ok("dead", "replay", "--all") == {"replayed": 1, "keys": ["d2"]}
+    narrowed = ("dead", "replay", "--all", "--type", "doom*", "--due-until", "P1D")
+    assert cli.ok(*narrowed) == {"replayed": 0, "keys": []}  # d2 was due less than a day ago
+    assert cli.fails("dead", "replay", "--all", "--type", "no way", code=2)["field"] == "type"
+    assert cli.fails("dead", "replay", "d2", "--type", "doomed", code=2)["code"] == "usage"
+    assert cli.ok("dead", "replay", "--all", "--type", "doom*") == {"replayed": 1, "keys": ["d2"]}
     assert cli.ok("dead", "ls")["items"] == []
     assert cli.ok("dead", "replay", "--all") == {"replayed": 0, "keys": []}
     assert cli.fails("dead", "replay", code=2)["code"] == "usage"

@@ -1,21 +1,32 @@
-"""The dashboard in a real headless Chromium against ``duetime serve``: see, search, replay.
+"""The operations console in a real headless Chromium against ``duetime serve``: every action
+is clicked, confirmed in the dialog, and its effect read back from the database.
 
 Needs /usr/bin/chromium (``apt-get install chromium``): skipped with a reason when it is missing,
 except under CI (env ``CI`` set), where a missing browser is a failure. With
-``DUETIME_SCREENSHOT`` set, the first test saves ``docs/dashboard.png``.
+``DUETIME_SCREENSHOT`` set, the views are saved as ``docs/dashboard-*.png``.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
-from duetime import App, Dead, Event
+from duetime import App, Event, Status
 
-from .test_api_serve import Server, make_server, wait_for
+from .test_api_serve import Server, free_port, make_server, wait_for
+
+# The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -28,7 +39,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+NS = "/v1/namespaces/shop"
 
 if not CHROMIUM.exists():
     if os.environ.get("CI"):
@@ -51,71 +63,289 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 1100})
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
     yield page
     context.close()
+    assert errors == [], errors
 
 
-def seed(server: Server) -> None:
-    """Timers for user 1234, and one dead letter (its type has no handler in the served app)."""
-    url = server.env["DUETIME_DATABASE_URL"]
+def screenshot(page: Page, name: str) -> None:
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        page.screenshot(path=str(DOCS / f"dashboard-{name}.png"), full_page=True)
+
+
+def seed(url: str) -> None:
+    """60 dead ``legacy.sync`` timers (a handler that raised: each has a traceback), six pending
+    ``followup.email`` for user-1234 due in 4, 11, 18… minutes, and a daily schedule."""
     with App(database_url=url, namespace="shop") as app:
 
         @app.handler("legacy.sync")
         def legacy(event: Event) -> None:
-            raise Dead("the legacy system refused the record")
+            raise RuntimeError(f"the legacy system refused record {event.payload['record']}")
 
-        app.schedule("legacy.sync", {"record": 7}, delay=0, key="sync-7")
-        for n, delay in enumerate(["PT4M", "PT9M", "PT17M", "PT26M", "PT41M", "PT55M"]):
-            subject = "user-1234" if n % 2 == 0 else f"user-{2000 + n}"
-            app.schedule("followup.email", {"n": n}, delay=delay, key=f"followup-{n}",
-                         subject=subject)  # fmt: skip
+        for n in range(60):
+            app.schedule("legacy.sync", {"record": n}, delay=0, key=f"sync-{n}", max_attempts=1)
         app.tick()
+        for n in range(6):
+            app.schedule("followup.email", {"n": n}, delay=f"PT{4 + 7 * n}M", key=f"followup-{n}",
+                         subject="user-1234")  # fmt: skip
+        app.add_schedule("daily-report", "report.daily", cron="0 9 * * *", timezone="Europe/Berlin")
 
 
-def test_dashboard_shows_counts_and_replays_a_dead_timer(tmp_path: Path, page: Page) -> None:
+def stored(server: Server) -> App:
+    """The server's database, read directly (the effect of a click, not the page's word)."""
+    return App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop")
+
+
+@pytest.fixture
+def console(tmp_path: Path) -> Iterator[Server]:
     server = make_server(tmp_path)
-    seed(server)
-    server.start("--app", "handlers:app")
+    seed(server.env["DUETIME_DATABASE_URL"])
+    server.start("--no-worker")  # nothing runs what the test replays: the database says what
+    yield server
+    assert server.stop() == 0, server.log()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_console(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """``console`` on each store (PostgreSQL: a schema of its own, dropped afterwards)."""
+    server = make_server(tmp_path)
+    schema = None
+    if request.param == "postgres":
+        require_pg()
+        schema = f"t_{uuid.uuid4().hex[:16]}"
+        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
     try:
-        with server.client() as client:
-            for n in range(12):
-                body = {"type": "followup.email", "key": f"welcome-{n}", "subject": "user-1234"}
-                assert client.post("/v1/namespaces/shop/events", json=body).status_code == 201
-            wait_for(lambda: len(server.fired()) == 12)
-
-        page.goto(server.base_url)
-        counts = page.locator("#counts")
-        expect(counts.locator('[data-status="dead"] b')).to_have_text("1")
-        expect(counts.locator('[data-status="scheduled"] b')).to_have_text("6")
-        expect(counts.locator('[data-status="done"] b')).to_have_text("12")
-        expect(page.locator("#next-due tbody tr")).to_have_count(6)
-        expect(page.locator("#timeline .dot")).to_have_count(6)
-        expect(page.locator("#lateness .bar")).to_have_count(20)
-        expect(page.locator("#lateness-summary")).to_contain_text("12 attempts started")
-        expect(page.locator("#nodes tbody tr")).to_have_count(2)
-        expect(page.locator("#dead tbody tr")).to_contain_text("the legacy system refused")
-
-        page.fill("#search", "user-1234")
-        page.click("#search-form button")
-        expect(page.locator("#results tbody tr")).to_have_count(15)
-        page.locator("#results a", has_text="followup-0").click()
-        expect(page.locator("#detail")).to_contain_text("followup.email")
-
-        if os.environ.get("DUETIME_SCREENSHOT"):
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
-
-        page.click('#dead button.replay[data-key="sync-7"]')
-        expect(page.locator("#notice")).to_contain_text("Replayed sync-7: scheduled")
-        expect(counts.locator('[data-status="dead"] b')).to_have_text("0")
-        expect(counts.locator('[data-status="scheduled"] b')).to_have_text("7")
-        expect(page.locator("#dead tbody")).to_contain_text("No dead letters.")
-        with server.client() as client:
-            timer = client.get("/v1/namespaces/shop/timers/sync-7").json()["timer"]
-            assert timer["status"] == "scheduled"
-    finally:
+        seed(server.env["DUETIME_DATABASE_URL"])
+        server.start("--no-worker")
+        yield server
         assert server.stop() == 0, server.log()
+    finally:
+        server.stop()
+        if schema is not None:
+            drop_schema(schema)
+
+
+def confirm(page: Page, expected: str, *, yes: bool = True) -> None:
+    dialog = page.locator("#confirm")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text(expected)
+    page.click("#confirm-yes" if yes else "#confirm-no")
+    expect(dialog).to_be_hidden()
+
+
+def test_overview_then_filter_and_page_the_dead_letters(console: Server, page: Page) -> None:
+    page.goto(console.base_url)
+    expect(page.locator("#live")).to_have_attribute("data-state", "on")
+    counts = page.locator("#counts")
+    expect(counts.locator('[data-status="dead"] b')).to_have_text("60")
+    expect(counts.locator('[data-status="scheduled"] b')).to_have_text("6")
+    expect(page.locator("#dead tbody tr")).to_have_count(10)
+    by_type = page.locator('#dead-types tr[data-type="legacy.sync"]')
+    expect(by_type).to_contain_text("60")
+    expect(by_type).to_contain_text("the legacy system refused record 59")
+    expect(page.locator("#dead tbody")).to_contain_text("the legacy system refused record 59")
+    expect(page.locator("#throughput-summary")).to_contain_text("60 fired in the last hour")
+    expect(page.locator("#throughput rect.bar.dead")).not_to_have_count(0)
+    expect(page.locator("#next-due tbody tr")).to_have_count(6)
+    screenshot(page, "overview")
+
+    counts.locator('[data-status="dead"]').click()  # the dead letters, 50 a page
+    expect(page).to_have_url(f"{console.base_url}/#timers?status=dead")
+    rows = page.locator("#timers tbody tr[data-key]")
+    expect(rows).to_have_count(50)
+    page.click("#timers-more")
+    expect(rows).to_have_count(60)
+    expect(page.locator("#timers-more")).to_be_hidden()
+    expect(page.locator("#timers tbody tr[data-key]").last).to_have_attribute("data-key", "sync-0")
+
+    page.click("#f-clear")
+    page.fill("#f-type", "followup.*")
+    page.fill("#f-subject", "user-1234")
+    page.click("#filter button[type=submit]")
+    expect(rows).to_have_count(6)
+    soon = datetime.now(UTC) + timedelta(minutes=8)
+    page.fill("#f-due-until", soon.isoformat().replace("+00:00", "Z"))
+    page.click("#filter button[type=submit]")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-key", "followup-0")
+    screenshot(page, "timers")
+
+    page.fill("#f-type", "not a type")
+    page.click("#filter button[type=submit]")
+    expect(page.locator("#notice")).to_contain_text("type:")
+
+
+def test_a_timer_shows_its_payload_and_traceback_and_each_action_changes_the_database(
+    console: Server, page: Page
+) -> None:
+    page.goto(f"{console.base_url}/#timer/sync-3")
+    expect(page.locator("#timer-title")).to_contain_text("sync-3")
+    expect(page.locator("#timer-payload")).to_contain_text('"record": 3')
+    attempt = page.locator("#attempts tbody tr.attempt")
+    expect(attempt).to_have_count(1)
+    expect(attempt.locator(".pill")).to_have_text("dead")
+    traceback = page.locator("#attempts tr.traceback pre")
+    expect(traceback).to_be_visible()  # the newest traceback is open
+    expect(traceback).to_contain_text("RuntimeError: the legacy system refused record 3")
+    expect(page.locator("#act-cancel")).to_have_count(0)  # only a replay for a dead timer
+    screenshot(page, "timer")
+
+    page.click("#act-replay")
+    confirm(page, "Replay sync-3?")
+    expect(page.locator("#notice")).to_contain_text("sync-3 replayed")
+    with stored(console) as app:
+        assert app.get("sync-3").status is Status.SCHEDULED
+
+    page.goto(f"{console.base_url}/#timer/followup-2")
+    page.click("#act-cancel")
+    confirm(page, "A cancelled timer never fires", yes=False)  # changed one's mind
+    with stored(console) as app:
+        assert app.get("followup-2").status is Status.SCHEDULED
+    page.click("#act-cancel")
+    confirm(page, "Cancel followup-2?")
+    expect(page.locator("#timer-title")).to_contain_text("cancelled")
+    with stored(console) as app:
+        assert app.get("followup-2").status is Status.CANCELLED
+
+    page.goto(f"{console.base_url}/#timer/followup-3")
+    before = datetime.now(UTC)
+    with stored(console) as app:
+        assert app.get("followup-3").run_at > before + timedelta(minutes=20)
+    page.click("#act-run-now")
+    confirm(page, "Run now followup-3?")
+    expect(page.locator("#notice")).to_contain_text("followup-3 made due now")
+    with stored(console) as app:
+        assert app.get("followup-3").run_at < before + timedelta(minutes=1)
+
+
+def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
+    console: Server, page: Page
+) -> None:
+    page.goto(console.base_url)  # one type's dead letters, from the overview: declined
+    page.locator('#dead-types tr[data-type="legacy.sync"] button').click()
+    confirm(page, "60 dead timers match (status dead, type legacy.sync)", yes=False)
+    with stored(console) as app:
+        assert app.counts()[Status.DEAD] == 60
+
+    page.goto(f"{console.base_url}/#timers?status=dead&type=legacy.*")
+    expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
+    page.click("[data-bulk=cancel]")  # nothing pending matches: said so, nothing asked
+    expect(page.locator("#notice")).to_contain_text("No scheduled or retrying timer matches")
+    page.click("[data-bulk=replay]")
+    screenshot(page, "bulk")
+    confirm(page, "60 dead timers match (status dead, type legacy.*) — replay them?")
+    expect(page.locator("#notice")).to_contain_text("60 timers replayed")
+    expect(page.locator("#timers tbody")).to_contain_text("No timer matches this filter")
+    with stored(console) as app:
+        counts = app.counts()
+        assert (counts[Status.DEAD], counts[Status.SCHEDULED]) == (0, 66)
+
+
+def test_schedules_show_their_next_occurrences_and_pause_and_resume(
+    console: Server, page: Page
+) -> None:
+    page.goto(f"{console.base_url}/#schedules")
+    row = page.locator('#schedules tr[data-name="daily-report"]')
+    expect(row.locator("td.occurrences-cell div")).to_have_count(3)
+    expect(row.locator("td.occurrences-cell div").first).to_contain_text("09:00:00+01:00")
+    screenshot(page, "schedules")
+    row.locator("[data-pause]").click()
+    expect(row.locator(".pill")).to_have_text("paused")
+    with stored(console) as app:
+        assert app.get_schedule("daily-report").active is False
+    row.locator("[data-resume]").click()
+    expect(row.locator(".pill")).to_have_text("active")
+    with stored(console) as app:
+        assert app.get_schedule("daily-report").active is True
+
+
+def test_the_page_follows_the_database_live_without_reloading(
+    any_console: Server, page: Page
+) -> None:
+    console = any_console
+    page.goto(console.base_url)
+    scheduled = page.locator('#counts [data-status="scheduled"] b')
+    expect(scheduled).to_have_text("6")
+    expect(page.locator("#live")).to_have_attribute("data-state", "on")
+    page.evaluate("window.sameDocument = true")
+    with stored(console) as app:  # another process writes: the page hears it
+        app.schedule("followup.email", {"n": 99}, delay="PT2H", key="late-arrival")
+    expect(scheduled).to_have_text("7")
+    expect(page.locator("#next-due tbody")).to_contain_text("late-arrival")
+    assert page.evaluate("window.sameDocument") is True  # no reload happened
+
+    page.goto(f"{console.base_url}/#events")
+    expect(page.locator("#events tbody tr")).to_have_count(50)
+    page.click("#events-more")
+    expect(page.locator("#events tbody tr")).to_have_count(60)
+    page.goto(f"{console.base_url}/#nodes")
+    expect(page.locator("#nodes tbody tr")).to_have_count(1)
+    expect(page.locator("#nodes tbody tr")).to_contain_text("api")
+    screenshot(page, "nodes")
+
+
+PREFIXED = """
+from duetime.api import app_from_env
+
+api = app_from_env()
+
+
+async def app(scope, receive, send):
+    # What a reverse proxy mounting the API at /ops hands on: root_path /ops, and nothing
+    # outside /ops (a request for the host's root is refused, as the proxy would).
+    if scope["type"] == "http":
+        if not scope["path"].startswith("/ops/"):
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b"outside /ops"})
+            return
+        scope = {**scope, "root_path": "/ops"}
+    await api(scope, receive, send)
+"""
+
+
+def test_under_a_path_prefix_every_request_stays_under_it(tmp_path: Path, page: Page) -> None:
+    """Mounted at /ops (root_path), the page, its files, its API calls and its live feed all go
+    to /ops/…: the host's root answers nothing."""
+    server = make_server(tmp_path)
+    seed(server.env["DUETIME_DATABASE_URL"])
+    (server.cwd / "prefixed.py").write_text(PREFIXED)
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", "prefixed:app", "--app-dir", str(server.cwd),
+               "--port", str(port)]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=server.cwd, env=server.env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    base = f"http://127.0.0.1:{port}/ops/"
+    try:
+        wait_for(lambda: _answers(f"{base}healthz"), timeout=20)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 404
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(base)
+        expect(page.locator('#counts [data-status="dead"] b')).to_have_text("60")
+        expect(page.locator("#live")).to_have_attribute("data-state", "on")
+        page.locator('#counts [data-status="dead"]').click()
+        expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
+        page.click("#timers-more")
+        expect(page.locator("#timers tbody tr[data-key]")).to_have_count(60)
+        paths = {url.removeprefix(f"http://127.0.0.1:{port}").split("?")[0] for url in requested}
+        assert {"/ops/static/app.js", "/ops/v1/namespaces/shop/live"} <= paths
+        assert all(path.startswith("/ops/") for path in paths), sorted(paths)
+        page.goto("about:blank")  # plain uvicorn waits for open streams (at most 25 s each)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_with_auth_on_the_dashboard_asks_for_a_token_and_keeps_it(
@@ -136,6 +366,7 @@ def test_with_auth_on_the_dashboard_asks_for_a_token_and_keeps_it(
         page.click("#token-form button[type=submit]")
         expect(page.locator("#counts [data-status='scheduled'] b")).to_have_text("1")
         expect(page.locator("#namespace option")).to_have_text(["alpha"])  # beta stays hidden
+        expect(page.locator("#live")).to_have_attribute("data-state", "on")  # the token is sent
         assert page.evaluate("localStorage.getItem('duetime.token')") == token
         page.reload()
         expect(page.locator("#counts [data-status='scheduled'] b")).to_have_text("1")

@@ -20,6 +20,7 @@ from test_postgres_plan import assert_uses_pending_index, claim_due_params, plan
 
 from duetime.history import EventFilter, RetentionPolicy
 from duetime.model import Finish, Outcome, TimerFilter
+from duetime.store.cursors import timer_listing
 from duetime.store.postgres import history
 from duetime.store.postgres.store import PostgresStore, Q
 
@@ -36,6 +37,9 @@ TYPES = {
     "status": "text",
     "type": "text",
     "type_like": "text",
+    "type_glob": "text",
+    "due_from": "timestamptz",
+    "due_until": "timestamptz",
     "archive_before": "timestamptz",
     "delete_before": "timestamptz",
     "after_at": "timestamptz",
@@ -265,14 +269,7 @@ def check_maintenance(conn: psycopg.Connection[Any], moment: str) -> None:
 
 def check_history_reads(conn: psycopg.Connection[Any], moment: str) -> None:
     far = datetime(9999, 12, 31, tzinfo=UTC)
-    listing = {
-        "namespace": "ns1",
-        "subject": None,
-        "status": None,
-        "type": None,
-        "before_id": 2**63 - 1,
-        "limit": 51,
-    }
+    listing = timer_listing("ns1", TimerFilter(), None, 50)
     reads: list[tuple[str, dict[str, Any]]] = [
         ("list_timers", listing),
         ("list_timers", {**listing, "status": "running"}),

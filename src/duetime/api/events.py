@@ -14,14 +14,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api.deps import ReadApp
-from duetime.api.schemas import AttemptOut, TimerOut, errors
+from duetime.api.schemas import WHEN, AttemptOut, TimerOut, TypePattern, errors
+from duetime.history import MAX_ACTIVITY_MINUTES
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["events"])
-
-WHEN = (
-    "an ISO 8601 instant with an offset (`2025-03-15T13:00:00Z`), or a duration meaning that "
-    "long ago (`PT1H`, `P7D`)"
-)
 
 
 class EventOut(TimerOut):
@@ -48,7 +44,7 @@ async def list_events(
     type: Annotated[
         str | None,
         Query(
-            description="An event type, or a glob where `*` is any run of characters (`order.*`)",
+            description=TypePattern,
             max_length=200,
         ),
     ] = None,
@@ -63,3 +59,33 @@ async def list_events(
     return JSONResponse(
         {"items": [event.to_dict() for event in page.items], "next_cursor": page.next_cursor}
     )
+
+
+class ActivityMinuteOut(BaseModel):
+    start: str = Field(description="The minute's first instant (UTC)")
+    fired: int = Field(description="Timers that fired (first attempt started) in this minute")
+    by_status: dict[str, int] = Field(description="Those timers by their status now")
+    lateness_mean_ms: float | None = Field(description="Mean of fired_at - due_at; null if none")
+    lateness_max_ms: float | None
+
+
+class ActivityOut(BaseModel):
+    """Oldest minute first, the current (partial) minute last."""
+
+    minutes: list[ActivityMinuteOut]
+
+
+@router.get(
+    "/activity",
+    summary="Throughput and lateness per minute, from the database",
+    response_model=ActivityOut,
+    responses=errors(401, 404, 422),
+)
+async def activity(
+    app: ReadApp,
+    minutes: Annotated[int, Query(ge=1, le=MAX_ACTIVITY_MINUTES, description="Window")] = 60,
+) -> JSONResponse:
+    """Read from the timers every node has worked (the event log's index), not from this
+    server's memory: what the dashboard's charts draw."""
+    series = await app.activity(minutes)
+    return JSONResponse({"minutes": [minute.to_dict() for minute in series]})

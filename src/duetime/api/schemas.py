@@ -13,6 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 StatusName = Literal["scheduled", "running", "retrying", "done", "dead", "cancelled", "expired"]
 Disambiguation = Literal["compatible", "earlier", "later", "reject"]
 TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
+WHEN = (
+    "an ISO 8601 instant with an offset (`2025-03-15T13:00:00Z`), or a duration meaning that "
+    "long ago (`PT1H`, `P7D`)"
+)
+TypePattern = "An event type, or a glob where `*` is any run of characters (`order.*`)"
 
 
 class ErrorOut(BaseModel):
@@ -113,7 +118,7 @@ class PutOut(BaseModel):
 
 
 class ChangedOut(BaseModel):
-    action: Literal["cancelled", "replayed"]
+    action: Literal["cancelled", "replayed", "made_due"]
     timer: TimerOut
 
 
@@ -165,6 +170,9 @@ class NodeOut(BaseModel):
     heartbeat_at: str
     in_flight: int
     alive: bool
+    clock_offset_ms: float | None = Field(
+        None, description="The node's clock minus the database's (PostgreSQL); null unknown"
+    )
     subscriptions: list[SubscriptionOut] = Field(default_factory=list)
 
 

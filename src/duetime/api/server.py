@@ -6,7 +6,8 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -20,7 +21,16 @@ SHUTDOWN_TIMEOUT = 10
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn, minus re-raising the signal after shutdown, so a SIGTERM stop exits 0."""
+    """uvicorn, minus re-raising the signal after shutdown, so a SIGTERM stop exits 0; and on
+    the signal, ``on_exit`` (the API ends its live streams, which would otherwise hold the
+    shutdown for its whole grace period)."""
+
+    on_exit: Callable[[], None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.on_exit is not None:
+            self.on_exit()
+        super().handle_exit(sig, frame)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -72,6 +82,9 @@ def run(
         install_log_escaping(logging.getLogger(name))
     install_log_escaping()
     server = GracefulServer(config)
+    service = getattr(api.state, "duetime", None)
+    if service is not None:
+        server.on_exit = service.changes.close
     eventloop.run(server.serve())
     if not server.started:
         raise SystemExit(3)

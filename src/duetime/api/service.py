@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from duetime.api import compat
+from duetime.api.changes import Changes
 from duetime.api.config import ApiSettings
 from duetime.app import AsyncApp, Store
 from duetime.auth import TokenInfo, TokenStore
@@ -103,6 +104,8 @@ class Service:
         self.sources = list(sources)
         self.sources_app = sources_app
         self._runner: Runner | None = None
+        self.changes = Changes(store.change_marker)
+        """The live feed's poll of the database (see :mod:`duetime.api.live`)."""
         metrics.watch_sources(self.sources)
         metrics.watch_clock(self.clock)
 
@@ -139,6 +142,7 @@ class Service:
     async def stop(self) -> None:
         """Stop consuming sources and claiming, let in-flight handlers finish, close the store
         (see :class:`~duetime.runner.Runner` for the order)."""
+        self.changes.close()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.stop()  # what failed is logged there

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import replace
 from importlib import resources
 
@@ -153,12 +152,8 @@ DASHBOARD_CSP = (
 
 
 @router.get("/", include_in_schema=False)
-async def dashboard(request: Request) -> HTMLResponse:
-    """The page, its links and the API calls of its script under the prefix the API is mounted
-    at (``root_path``: a mount, or a reverse proxy's ``--root-path``)."""
+async def dashboard() -> HTMLResponse:
+    """The page; every URL in it is relative, so it works under any prefix (a mount, or a
+    reverse proxy's ``--root-path``)."""
     page = resources.files("duetime.api").joinpath("static/index.html").read_text("utf-8")
-    root = html.escape(request.scope.get("root_path", "").rstrip("/"), quote=True)
-    if root:
-        page = page.replace('data-root=""', f'data-root="{root}"', 1)
-        page = page.replace('href="/', f'href="{root}/').replace('src="/', f'src="{root}/')
     return HTMLResponse(page, headers={"Content-Security-Policy": DASHBOARD_CSP})

@@ -10,11 +10,12 @@ from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from duetime.api import compat
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.schemas import (
+    WHEN,
     ChangedOut,
     EventBody,
     PutOut,
@@ -23,6 +24,7 @@ from duetime.api.schemas import (
     TimerBody,
     TimerDetailOut,
     TimerPageOut,
+    TypePattern,
     errors,
 )
 from duetime.errors import InvalidInput
@@ -36,6 +38,7 @@ ON_CONFLICT = ("update", "keep", "error")
 EVENT_FIELDS = frozenset(EventBody.model_fields)
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
+TypeQuery = Annotated[str | None, Query(description=TypePattern, max_length=200)]
 Key = Annotated[
     str,
     Path(
@@ -46,7 +49,7 @@ Key = Annotated[
 ]
 
 
-def _body(model: type[BaseModel]) -> dict[str, Any]:
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
     """Document a JSON body that the endpoint reads and validates itself."""
     return {
         "requestBody": {
@@ -80,7 +83,7 @@ def _page(page: Page[Timer]) -> dict[str, Any]:
         422,
         extra={200: {"model": PutOut, "description": "Updated or kept"}},
     ),
-    openapi_extra=_body(TimerBody),
+    openapi_extra=json_body(TimerBody),
 )
 async def schedule_timer(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Create (201), or update / keep an existing key (200); `action` says which."""
@@ -105,11 +108,22 @@ async def list_timers(
     app: ReadApp,
     subject: Annotated[str | None, Query(description="Only timers about this subject")] = None,
     status: Annotated[StatusName | None, Query(description="Only this status")] = None,
-    type: Annotated[str | None, Query(description="Only this event type")] = None,
+    type: TypeQuery = None,
+    due_from: Annotated[str | None, Query(description=f"Due at or after: {WHEN}")] = None,
+    due_until: Annotated[str | None, Query(description=f"Due before: {WHEN}")] = None,
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> JSONResponse:
-    page = await app.history(subject, status=status, type=type, cursor=cursor, limit=limit)
+    """A keyset walk by id (no OFFSET): every page costs what the first does."""
+    page = await app.history(
+        subject,
+        status=status,
+        type=type,
+        due_from=due_from,
+        due_until=due_until,
+        cursor=cursor,
+        limit=limit,
+    )
     return JSONResponse(_page(page))
 
 
@@ -154,7 +168,7 @@ async def cancel_timer(app: WriteApp, key: Key, service: ServiceDep) -> JSONResp
         422,
         extra={200: {"model": PutOut, "description": "The key existed: kept"}},
     ),
-    openapi_extra=_body(EventBody),
+    openapi_extra=json_body(EventBody),
 )
 async def emit_event(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """A timer due at once (201); an existing key is kept as it is (200)."""
@@ -181,6 +195,33 @@ async def emit_event(request: Request, app: WriteApp, service: ServiceDep) -> JS
 )
 async def list_dead(app: ReadApp, cursor: Cursor = None, limit: Limit = 50) -> JSONResponse:
     return JSONResponse(_page(await app.dead(cursor=cursor, limit=limit)))
+
+
+class DeadTypeOut(BaseModel):
+    type: str
+    count: int
+    newest_at: str | None = Field(description="When the newest of them died")
+    newest_error: str | None = Field(description="The newest one's last error")
+
+
+class DeadTypesOut(BaseModel):
+    """Most dead letters first."""
+
+    items: list[DeadTypeOut]
+
+
+@router.get(
+    "/dead/types",
+    summary="The dead-letter queue by event type",
+    response_model=DeadTypesOut,
+    responses=errors(401, 404, 422),
+)
+async def dead_types(
+    app: ReadApp, limit: Annotated[int, Query(ge=1, le=1000, description="Types")] = 20
+) -> JSONResponse:
+    """What broke and how much of it: each type's count, and its newest dead letter's error."""
+    items = await app.dead_types(limit)
+    return JSONResponse({"items": [item.to_dict() for item in items]})
 
 
 @router.post(

@@ -34,12 +34,27 @@ def list_dead(limit: int, cursor: str | None) -> None:
 
 @dead.command()
 @click.argument("key", required=False)
-@click.option("--all", "replay_all", is_flag=True, help="Replay every dead timer.")
+@click.option("--all", "replay_all", is_flag=True, help="Replay every dead timer (--type… narrow).")
+@click.option("--type", "type_", help="With --all: only this event type, or glob ('order.*').")
+@click.option("--subject", help="With --all: only timers about this subject.")
+@click.option("--due-from", help="With --all: due at or after this instant (or 'P1D': ago).")
+@click.option("--due-until", help="With --all: due before this instant (or duration ago).")
 @common_options
-def replay(key: str | None, replay_all: bool) -> None:
-    """Send dead timer KEY round again, due now, with a fresh set of attempts."""
+def replay(
+    key: str | None,
+    replay_all: bool,
+    type_: str | None,
+    subject: str | None,
+    due_from: str | None,
+    due_until: str | None,
+) -> None:
+    """Send dead timer KEY round again, due now, with a fresh set of attempts; or, with --all,
+    every dead timer (that --type, --subject, --due-from and --due-until take)."""
     if (key is None) == (not replay_all):
         raise click.UsageError("give either KEY or --all")
+    narrowing = {"type": type_, "subject": subject, "due_from": due_from, "due_until": due_until}
+    if key is not None and any(value is not None for value in narrowing.values()):
+        raise click.UsageError("--type, --subject, --due-from and --due-until go with --all")
     if key is not None:
 
         async def one(app: AsyncApp) -> Timer:
@@ -58,7 +73,7 @@ def replay(key: str | None, replay_all: bool) -> None:
         while True:
             # Replayed timers leave the queue; the cursor moves past them, so timers that die
             # again meanwhile are not replayed twice in one run.
-            page = await app.dead(cursor=cursor, limit=REPLAY_PAGE)
+            page = await app.history(status="dead", **narrowing, cursor=cursor, limit=REPLAY_PAGE)
             for timer in page.items:
                 try:
                     await app.replay(timer.key)

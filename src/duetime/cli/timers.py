@@ -173,18 +173,32 @@ def emit(event_type: str, payload: str | None, **fields: Any) -> None:
 @click.command("ls")
 @click.option("--subject", help="Only timers about this subject.")
 @click.option("--status", help="scheduled, running, retrying, done, dead, cancelled, expired.")
-@click.option("--type", "event_type", metavar="TYPE", help="Only this event type.")
+@click.option("--type", "event_type", metavar="TYPE", help="Only this event type, or glob (a.*).")
+@click.option("--due-from", metavar="INSTANT", help="Due at or after (or a duration ago: P1D).")
+@click.option("--due-until", metavar="INSTANT", help="Due before (or a duration ago).")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--cursor", help="Continue a listing (printed after the previous page).")
 @common_options
 def list_timers(
-    subject: str | None, status: str | None, event_type: str | None, limit: int, cursor: str | None
+    subject: str | None,
+    status: str | None,
+    event_type: str | None,
+    due_from: str | None,
+    due_until: str | None,
+    limit: int,
+    cursor: str | None,
 ) -> None:
     """List timers, newest first."""
 
     async def action(app: AsyncApp) -> Page[Timer]:
         return await app.history(
-            subject, status=status, type=event_type, cursor=cursor, limit=limit
+            subject,
+            status=status,
+            type=event_type,
+            due_from=due_from,
+            due_until=due_until,
+            cursor=cursor,
+            limit=limit,
         )
 
     print_page(run_app(action, create_namespace=False))

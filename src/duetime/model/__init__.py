@@ -333,11 +333,38 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class TimerFilter:
-    """Which timers a listing returns; every field narrows it."""
+    """Which timers a listing (or a bulk action) takes; every field narrows it. ``type`` is an
+    event type or a glob with ``*`` (``order.*``); the due range is ``[due_from, due_until)``."""
 
     subject: str | None = None
     status: Status | None = None
     type: str | None = None
+    due_from: datetime | None = None
+    due_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadType:
+    """The dead letters of one event type: how many, and the newest one's death and error."""
+
+    type: str
+    count: int
+    newest_at: datetime | None
+    newest_error: str | None
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.type,
+            "count": self.count,
+            "newest_at": iso(self.newest_at),
+            "newest_error": self.newest_error,
+        }
+
+
+BulkAction = Literal["cancel", "replay", "run_now"]
+"""What a bulk action does to each timer its filter takes: cancel a pending one, replay a dead
+one, or make a pending one due now (``run_now``: retry now, or run early)."""
+BULK_ACTIONS: tuple[BulkAction, ...] = ("cancel", "replay", "run_now")
 
 
 def iso(instant: datetime | None) -> str | None:

@@ -108,3 +108,36 @@ class LoggedEvent:
             **self.timer.to_dict(),
             "deliveries": [attempt.to_dict() for attempt in self.deliveries],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityCount:
+    """Timers of one status that fired in one minute of a window, as a store counts them:
+    ``minute`` is the minute's index from the window's start; lateness is ``fired_at - due_at``
+    (the first attempt's start against the due time), summed and at most, in milliseconds."""
+
+    minute: int
+    status: str
+    count: int
+    lateness_sum_ms: float
+    lateness_max_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityMinute:
+    """One minute of throughput and lateness: timers that fired in it, by their status now."""
+
+    start: datetime
+    fired: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    lateness_mean_ms: float | None = None
+    lateness_max_ms: float | None = None
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "start": self.start.isoformat().replace("+00:00", "Z"),
+            "fired": self.fired,
+            "by_status": dict(self.by_status),
+            "lateness_mean_ms": self.lateness_mean_ms,
+            "lateness_max_ms": self.lateness_max_ms,
+        }

@@ -13,7 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from duetime.errors import InvalidInput
-from duetime.model import Page, TimerFilter
+from duetime.model import BulkAction, Page, TimerFilter
+from duetime.store.codec import like_pattern
+from duetime.store.transitions import ACTS_ON
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -31,17 +33,53 @@ def page(
     return Page(items, cursor(items[-1]) if len(rows) > limit and items else None)
 
 
-def timer_listing(
-    namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+def timer_filter_params(
+    namespace: str, filter: TimerFilter, instant: Callable[[datetime], Any]
 ) -> dict[str, Any]:
-    """The parameters of ``list_timers``, the same on both backends: newest first, before the
-    cursor's id."""
-    before = decode_cursor(cursor)
+    """A :class:`TimerFilter` as query parameters, the same names on both backends: ``type``
+    as a glob (SQLite's ``GLOB``) and as a ``LIKE`` pattern (PostgreSQL's), the due range
+    through ``instant`` (each backend's column value)."""
     return {
         "namespace": namespace,
         "subject": filter.subject,
         "status": filter.status.value if filter.status else None,
-        "type": filter.type,
+        "type_glob": filter.type,
+        "type_like": None if filter.type is None else like_pattern(filter.type),
+        "due_from": None if filter.due_from is None else instant(filter.due_from),
+        "due_until": None if filter.due_until is None else instant(filter.due_until),
+    }
+
+
+def bulk_params(
+    namespace: str,
+    action: BulkAction,
+    filter: TimerFilter,
+    now: datetime,
+    instant: Callable[[datetime], Any],
+    statuses: Callable[[tuple[str, ...]], Any],
+) -> dict[str, Any]:
+    """The parameters of a bulk action's batch or count: the filter's; ``acts_on``, the
+    statuses the action takes a timer from, as ``statuses`` encodes them for the backend; and
+    ``run_after``: for ``run_now``, only timers not due by ``now`` (else None)."""
+    return {
+        **timer_filter_params(namespace, filter, instant),
+        "acts_on": statuses(ACTS_ON[action]),
+        "run_after": instant(now) if action == "run_now" else None,
+    }
+
+
+def timer_listing(
+    namespace: str,
+    filter: TimerFilter,
+    cursor: str | None,
+    limit: int,
+    instant: Callable[[datetime], Any] = lambda value: value,
+) -> dict[str, Any]:
+    """The parameters of ``list_timers``: newest first, before the cursor's id (a keyset, so
+    the hundredth page costs what the first does)."""
+    before = decode_cursor(cursor)
+    return {
+        **timer_filter_params(namespace, filter, instant),
         "before_id": before if before is not None else MAX_ID,
         "limit": limit + 1,
     }

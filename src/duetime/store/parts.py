@@ -15,7 +15,13 @@ from typing import Any, Protocol, TypeVar
 
 from duetime.errors import InvalidInput
 from duetime.model import NewTimer, OnConflict, Page, PutResult, Schedule, Timer
-from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
+from duetime.model.history import (
+    ActivityCount,
+    EventFilter,
+    LoggedEvent,
+    MaintenanceReport,
+    RetentionPolicy,
+)
 from duetime.model.schedules import Materialized, NewSchedule, ScheduleAdvance, ScheduleFilter
 from duetime.model.tokens import TokenInfo
 
@@ -137,6 +143,13 @@ class HistoryStore(Protocol):
         self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
     ) -> Page[LoggedEvent]:
         """Timers that fired, newest ``fired_at`` first, with their attempts; hot and archived."""
+        ...
+
+    async def activity(
+        self, namespace: str, since: datetime, until: datetime
+    ) -> list[ActivityCount]:
+        """Timers that fired in ``[since, until)`` counted by minute (from ``since``) and
+        status, hot and archived, read through the event log's index."""
         ...
 
 

@@ -19,8 +19,10 @@ from typing import Protocol
 
 from duetime.model import (
     Attempt,
+    BulkAction,
     Claimed,
     ClaimFilter,
+    DeadType,
     FanOut,
     Finish,
     NewTimer,
@@ -91,6 +93,11 @@ class Store(Protocol):
         when the database runs on this machine's clock (SQLite)."""
         ...
 
+    async def change_marker(self) -> str:
+        """A cheap value that changes whenever a write commits to the database, from any
+        process (it may change for other writes too): the dashboard's live feed polls it."""
+        ...
+
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         """Hear about timers stored by this process or any other using the same database."""
         ...
@@ -139,6 +146,35 @@ class Store(Protocol):
 
     async def replay(self, namespace: str, key: str, now: datetime) -> Timer:
         """Give a dead timer a fresh set of attempts, due now; Conflict unless it is dead."""
+        ...
+
+    async def run_now(self, namespace: str, key: str, now: datetime) -> Timer:
+        """Make a pending timer due now (retry now); Conflict unless scheduled or retrying."""
+        ...
+
+    async def bulk_batch(
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        after_id: int,
+        now: datetime,
+        limit: int,
+    ) -> tuple[int, int | None]:
+        """Apply ``action`` to the next ``limit`` timers (by id, after ``after_id``) that
+        ``filter`` takes and the action applies to, in one short transaction. Returns how many
+        changed and the last id looked at (None once no timer is left): the caller's next
+        ``after_id``. Rows that changed status meanwhile are skipped."""
+        ...
+
+    async def dead_types(self, namespace: str, limit: int) -> list[DeadType]:
+        """The dead letters by event type, most first (at most ``limit`` types)."""
+        ...
+
+    async def count_matching(
+        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+    ) -> int:
+        """How many timers a bulk ``action`` with ``filter`` would take at ``now``."""
         ...
 
     # -- working ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Why a cancel or a replay changed no row: the same answer, in the same words, on every backend.
+"""Why a cancel, a replay or a run-now changed no row: the same answer on every backend.
 
 Each is one fenced statement (``cancel`` takes only a scheduled timer, ``replay`` only a dead
 one); when it changes nothing, the timer's row — or its absence — says why.
@@ -9,10 +9,15 @@ from __future__ import annotations
 from typing import Literal
 
 from duetime.errors import Conflict, DuetimeError, NotFound
+from duetime.model import BulkAction
 
-Transition = Literal["cancel", "replay"]
+Transition = Literal["cancel", "replay", "run_now"]
 
-_NEEDS = {"cancel": ("scheduled", "cancelled"), "replay": ("dead", "replayed")}
+_NEEDS = {
+    "cancel": ("scheduled", "cancelled"),
+    "replay": ("dead", "replayed"),
+    "run_now": ("scheduled or retrying", "made due now"),
+}
 """The status each transition takes a timer from, and what it calls the timer after."""
 
 
@@ -22,3 +27,11 @@ def refused(transition: Transition, key: str, status: str | None) -> DuetimeErro
         return NotFound(f"no timer with key {key!r}", field="key")
     needed, done = _NEEDS[transition]
     return Conflict(f"timer {key!r} is {status}: only a {needed} timer can be {done}", field="key")
+
+
+ACTS_ON: dict[BulkAction, tuple[str, ...]] = {
+    "cancel": ("scheduled", "retrying"),
+    "replay": ("dead",),
+    "run_now": ("scheduled", "retrying"),
+}
+"""The statuses a bulk action takes a timer from (the single transitions' rule)."""

@@ -1,16 +1,32 @@
-// duetime dashboard: plain JavaScript over the REST API, refreshed every few seconds.
-// Everything from the server is inserted with textContent, never as HTML.
-"use strict";
+// duetime operations console: plain JavaScript over the REST API, no build step, no library.
+// Everything from the server is inserted with textContent, never as HTML. Every URL is relative
+// to this script (import.meta.url), so the console works under any prefix or behind a proxy.
+// The page refreshes the view in sight when the server's live feed says something changed.
 
-const REFRESH_MS = 5000;
+const BASE = new URL("../", import.meta.url);
 const TOKEN_KEY = "duetime.token";
 const NAMESPACE_KEY = "duetime.namespace";
+const PAGE = 50;
+const LIVE_GAP_MS = 2000; // at most one refresh per this long for changes heard on the feed
+const ACTIONS = {
+  cancel: { verb: "cancel", done: "cancelled", takes: "scheduled or retrying" },
+  replay: { verb: "replay", done: "replayed", takes: "dead" },
+  run_now: { verb: "run now", done: "made due now", takes: "pending (not yet due)" },
+};
 
 const state = {
-  auth: false,
   namespace: null,
   token: localStorage.getItem(TOKEN_KEY) || "",
-  timer: null,
+  view: "overview",
+  timerKey: null,
+  filter: {},
+  cursors: { timers: null, schedules: null, events: null },
+  eventsFilter: {},
+  live: null,
+  refreshing: false,
+  again: false,
+  liveTimer: null,
+  liveAt: 0,
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -18,91 +34,99 @@ const $ = (selector) => document.querySelector(selector);
 function el(tag, props = {}, children = []) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(props)) {
-    if (value === undefined || value === null) continue;
+    if (value === undefined || value === null || value === false) continue;
     if (name === "text") node.textContent = value;
     else if (name === "class") node.className = value;
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
-    else node.setAttribute(name, value);
+    else node.setAttribute(name, value === true ? "" : value);
   }
-  for (const child of children) node.append(child);
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
   return node;
 }
 
+// -- talking to the API --------------------------------------------------------------------
 class ApiError extends Error {
   constructor(status, body) {
     super((body && body.message) || `HTTP ${status}`);
     this.status = status;
-    this.code = body && body.code;
     this.field = body && body.field;
   }
 }
 
-// The prefix the API is mounted under (its root_path; "" at the root), set by the server.
-const ROOT = document.documentElement.dataset.root || "";
-
-async function api(path, options = {}) {
-  const headers = { Accept: "application/json" };
-  if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  if (state.token) headers.Authorization = `Bearer ${state.token}`;
-  const response = await fetch(ROOT + path, { ...options, headers });
-  let body = null;
-  try {
-    body = await response.json();
-  } catch (_) {
-    body = null;
+function url(path, params = {}) {
+  const target = new URL(path, BASE);
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "") target.searchParams.set(name, value);
   }
-  if (!response.ok) throw new ApiError(response.status, body);
-  return body;
+  return target;
 }
 
-function nsPath(suffix) {
-  return `/v1/namespaces/${encodeURIComponent(state.namespace)}${suffix}`;
+function headers(json = false) {
+  const h = { Accept: "application/json" };
+  if (json) h["Content-Type"] = "application/json";
+  if (state.token) h.Authorization = `Bearer ${state.token}`;
+  return h;
+}
+
+async function api(path, { method = "GET", params, body } = {}) {
+  const response = await fetch(url(path, params), {
+    method,
+    headers: headers(body !== undefined),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let answer = null;
+  try {
+    answer = await response.json();
+  } catch (_) {
+    answer = null;
+  }
+  if (!response.ok) throw new ApiError(response.status, answer);
+  return answer;
+}
+
+function ns(suffix) {
+  return `v1/namespaces/${encodeURIComponent(state.namespace)}${suffix}`;
+}
+
+function keyPath(key) {
+  return key.split("/").map(encodeURIComponent).join("/");
 }
 
 // -- formatting ----------------------------------------------------------------------------
-function shortInstant(iso) {
+function instant(iso) {
   if (!iso) return "–";
-  return iso.replace("T", " ").replace(/\.\d+Z$/, "Z").replace(/Z$/, "");
+  return iso.replace("T", " ").replace(/(\.\d{3})\d*Z$/, "$1Z").replace(/\.000Z$|Z$/, "");
 }
 
-function compactInstant(iso) {
-  // Today's instants as a time of day; other days in full.
-  const full = shortInstant(iso);
-  const today = new Date().toISOString().slice(0, 10);
-  return full.startsWith(today) ? full.slice(11) : full;
-}
-
-function humanSpan(ms) {
+function span(ms) {
   const abs = Math.abs(ms);
-  const units = [
-    ["d", 86400000],
-    ["h", 3600000],
-    ["min", 60000],
-    ["s", 1000],
-  ];
-  for (const [unit, size] of units) {
+  for (const [unit, size] of [["d", 86400000], ["h", 3600000], ["min", 60000], ["s", 1000]]) {
     if (abs >= size) {
       const value = abs / size;
       return `${value >= 10 ? Math.round(value) : value.toFixed(1).replace(/\.0$/, "")} ${unit}`;
     }
   }
-  return `${Math.round(abs)} ms`;
+  return `${abs >= 10 ? Math.round(abs) : abs.toFixed(1).replace(/\.0$/, "")} ms`;
 }
 
 function relative(iso) {
   const ms = Date.parse(iso) - Date.now();
-  return ms >= 0 ? `in ${humanSpan(ms)}` : `${humanSpan(ms)} late`;
+  return ms >= 0 ? `in ${span(ms)}` : `${span(ms)} ago`;
 }
 
-function bucketLabel(le) {
-  if (le === null) return "> 1 h";
-  if (le < 1) return `${+(le * 1000).toFixed(1)} ms`;
-  if (le < 60) return `${le} s`;
-  if (le < 3600) return `${le / 60} min`;
-  return `${le / 3600} h`;
+function pill(status) {
+  return el("span", { class: `pill ${status}`, text: status });
 }
 
-// -- notices and auth ----------------------------------------------------------------------
+function timerLink(key) {
+  return el("a", { href: `#timer/${encodeURIComponent(key)}`, class: "mono", text: key, title: key });
+}
+
+function emptyRow(body, columns, text) {
+  body.append(el("tr", {}, [el("td", { colspan: columns, class: "muted", text })]));
+}
+
+// -- notices, auth, confirmation -----------------------------------------------------------
 function notice(message, kind = "error") {
   const box = $("#notice");
   if (!message) {
@@ -112,6 +136,7 @@ function notice(message, kind = "error") {
   box.className = `notice ${kind}`;
   box.textContent = message;
   box.hidden = false;
+  if (kind === "ok") setTimeout(() => box.textContent === message && notice(null), 6000);
 }
 
 function handleError(error) {
@@ -119,230 +144,552 @@ function handleError(error) {
     $("#token-form").hidden = false;
     notice(state.token ? "That token is not valid (revoked?). Enter another one." :
       "This server requires a bearer token: paste one from `duetime tokens create`.", "warn");
+  } else if (error instanceof ApiError && error.field) {
+    notice(`${error.field}: ${error.message}`);
   } else {
     notice(error.message);
   }
 }
 
-// -- loading -------------------------------------------------------------------------------
+function confirmed(title, text, yes) {
+  const dialog = $("#confirm");
+  $("#confirm-title").textContent = title;
+  $("#confirm-text").textContent = text;
+  $("#confirm-yes").textContent = yes;
+  dialog.returnValue = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.showModal();
+  });
+}
+
+// -- overview ------------------------------------------------------------------------------
+async function showOverview() {
+  const [stats, activity, dead, deadTypes] = await Promise.all([
+    api(ns("/stats")),
+    api(ns("/activity"), { params: { minutes: 60 } }),
+    api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
+    api(ns("/dead/types"), { params: { limit: 10 } }),
+  ]);
+  const typesBody = $("#dead-types tbody");
+  typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
+    el("td", {}, [el("a", { href: filterHash({ status: "dead", type: g.type }), text: g.type })]),
+    el("td", { text: g.count.toLocaleString() }),
+    el("td", { class: "mono", text: instant(g.newest_at) }),
+    el("td", { class: "error", text: g.newest_error ?? "", title: g.newest_error ?? "" }),
+    el("td", {}, [el("button", {
+      type: "button", class: "secondary small", text: `Replay ${g.count.toLocaleString()}…`,
+      "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
+      onclick: () => bulk("replay", { status: "dead", type: g.type }),
+    })]),
+  ])));
+  $("#dead-types").hidden = !deadTypes.items.length;
+  const deadCount = stats.counts.dead ?? 0;
+  $("#dead-title").firstChild.textContent = `Dead letters: ${deadCount.toLocaleString()} `;
+  $("#dead-replay-all").hidden = deadCount === 0;
+  $("#dead-all").hidden = deadCount === 0;
+  const deadBody = $("#dead tbody");
+  deadBody.replaceChildren(...dead.items.map((t) => el("tr", { "data-key": t.key }, [
+    el("td", {}, [timerLink(t.key)]),
+    el("td", { text: t.type }),
+    el("td", { class: "mono", text: instant(t.completed_at), title: t.completed_at && relative(t.completed_at) }),
+    el("td", { text: `${t.attempts}/${t.max_attempts}` }),
+    el("td", { class: "error", text: t.last_error ?? "", title: t.last_error ?? "" }),
+  ])));
+  if (!dead.items.length) emptyRow(deadBody, 5, "No dead letters.");
+  for (const card of document.querySelectorAll("#counts .count")) {
+    const value = stats.counts[card.dataset.status] ?? 0;
+    card.querySelector("b").textContent = value.toLocaleString();
+    card.classList.toggle("zero", value === 0);
+    card.setAttribute("aria-label", `${value} ${card.dataset.status}: list them`);
+  }
+  const body = $("#next-due tbody");
+  body.replaceChildren(...stats.next_due.map((t) => el("tr", {}, [
+    el("td", {}, [timerLink(t.key)]),
+    el("td", { text: t.type }),
+    el("td", { text: t.subject ?? "–" }),
+    el("td", { class: "mono", text: instant(t.run_at) }),
+    el("td", { text: relative(t.run_at) }),
+  ])));
+  if (!stats.next_due.length) emptyRow(body, 5, "Nothing pending.");
+  drawActivity(activity.minutes);
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, children = []) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function chart(box, minutes, series, { unit, label }) {
+  // A bar or line chart in inline SVG: one slot per minute, series stacked (bars) or drawn.
+  const width = 600, height = 150, left = 44, bottom = 18, top = 8;
+  const plotW = width - left - 4, plotH = height - bottom - top;
+  const slot = plotW / Math.max(minutes.length, 1);
+  const stacks = minutes.map((_, i) => series.filter((s) => s.kind === "bar")
+    .reduce((sum, s) => sum + (s.values[i] || 0), 0));
+  const lines = series.filter((s) => s.kind === "line").flatMap((s) => s.values.filter((v) => v !== null));
+  const top_ = Math.max(1, ...stacks, ...lines);
+  const y = (v) => top + plotH - (v / top_) * plotH;
+  const nodes = [
+    svg("line", { x1: left, x2: width - 4, y1: y(0), y2: y(0), class: "axis" }),
+    svg("text", { x: left - 6, y: y(top_) + 4, class: "tick", "text-anchor": "end" }, [unit(top_)]),
+    svg("text", { x: left - 6, y: y(0), class: "tick", "text-anchor": "end" }, [unit(0)]),
+    svg("text", { x: left, y: height - 4, class: "tick" }, [`${minutes.length} min ago`]),
+    svg("text", { x: width - 4, y: height - 4, class: "tick", "text-anchor": "end" }, ["now"]),
+  ];
+  minutes.forEach((minute, i) => {
+    let base = 0;
+    for (const s of series.filter((s) => s.kind === "bar")) {
+      const v = s.values[i] || 0;
+      if (!v) continue;
+      nodes.push(svg("rect", {
+        x: left + i * slot + 0.5, width: Math.max(slot - 1, 1), y: y(base + v), height: y(base) - y(base + v),
+        class: `bar ${s.name}`,
+      }, [svg("title", {}, [`${instant(minute.start).slice(11, 16)} UTC: ${v} ${s.name}`])]));
+      base += v;
+    }
+  });
+  for (const s of series.filter((s) => s.kind === "line")) {
+    const points = s.values.map((v, i) => v === null ? null : `${left + i * slot + slot / 2},${y(v)}`);
+    const runs = [];
+    let run = [];
+    for (const p of points) {
+      if (p === null) { if (run.length) runs.push(run); run = []; } else run.push(p);
+    }
+    if (run.length) runs.push(run);
+    for (const r of runs) {
+      nodes.push(r.length > 1
+        ? svg("polyline", { points: r.join(" "), class: `line ${s.name}` })
+        : svg("circle", { cx: r[0].split(",")[0], cy: r[0].split(",")[1], r: 2.5, class: `dot ${s.name}` }));
+    }
+  }
+  box.replaceChildren(svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label }, nodes));
+}
+
+function drawActivity(minutes) {
+  const outcomes = ["done", "dead", "retrying", "running", "other"];
+  const bucket = (m, name) => name === "other"
+    ? Object.entries(m.by_status).filter(([s]) => !outcomes.includes(s)).reduce((n, [, c]) => n + c, 0)
+    : m.by_status[name] || 0;
+  chart($("#throughput"), minutes, outcomes.map((name) => ({
+    name, kind: "bar", values: minutes.map((m) => bucket(m, name)),
+  })), { unit: (v) => String(Math.round(v)), label: "Timers fired per minute by status" });
+  chart($("#lateness"), minutes, [
+    { name: "max", kind: "line", values: minutes.map((m) => m.lateness_max_ms) },
+    { name: "mean", kind: "line", values: minutes.map((m) => m.lateness_mean_ms) },
+  ], { unit: (v) => span(v), label: "Lateness per minute, mean and max" });
+  const fired = minutes.reduce((n, m) => n + m.fired, 0);
+  const dead = minutes.reduce((n, m) => n + (m.by_status.dead || 0), 0);
+  const worst = Math.max(...minutes.map((m) => m.lateness_max_ms ?? -Infinity));
+  $("#throughput-summary").textContent = fired
+    ? `${fired.toLocaleString()} fired in the last hour, ${dead.toLocaleString()} of them dead now.`
+    : "Nothing fired in the last hour.";
+  $("#lateness-summary").textContent = fired
+    ? `Worst start ${span(worst)} after its due time (mean per minute in blue, max in orange).`
+    : "";
+}
+
+// -- timers --------------------------------------------------------------------------------
+function readFilter() {
+  const form = new FormData($("#filter"));
+  const filter = {};
+  for (const [name, value] of form.entries()) if (String(value).trim()) filter[name] = String(value).trim();
+  return filter;
+}
+
+function writeFilter(filter) {
+  for (const input of $("#filter").elements) if (input.name) input.value = filter[input.name] || "";
+}
+
+function timerRow(t) {
+  return el("tr", { "data-key": t.key }, [
+    el("td", {}, [timerLink(t.key)]),
+    el("td", { text: t.type }),
+    el("td", { text: t.subject ?? "–" }),
+    el("td", {}, [pill(t.status)]),
+    el("td", { class: "mono", text: instant(t.due_at), title: relative(t.due_at) }),
+    el("td", { text: `${t.attempts}/${t.max_attempts}` }),
+    el("td", { class: "error", text: t.last_error ?? "", title: t.last_error ?? "" }),
+  ]);
+}
+
+async function showTimers({ more = false } = {}) {
+  const body = $("#timers tbody");
+  // A refresh re-reads as many rows as are shown, so "load more" pages stay in place.
+  const shown = more ? PAGE : Math.max(PAGE, Math.min(body.querySelectorAll("tr[data-key]").length, 1000));
+  const page = await api(ns("/timers"), {
+    params: { ...state.filter, limit: shown, cursor: more ? state.cursors.timers : undefined },
+  });
+  if (more) body.append(...page.items.map(timerRow));
+  else body.replaceChildren(...page.items.map(timerRow));
+  state.cursors.timers = page.next_cursor;
+  const count = body.querySelectorAll("tr[data-key]").length;
+  if (!count) emptyRow(body, 7, "No timer matches this filter.");
+  $("#timers-more").hidden = !page.next_cursor;
+  $("#timers-shown").textContent = `${count.toLocaleString()} shown${page.next_cursor ? ", more below" : ""}`;
+}
+
+async function bulk(action, filter = { ...state.filter }) {
+  const what = ACTIONS[action];
+  try {
+    const dry = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter, dry_run: true } });
+    if (!dry.count) {
+      notice(`No ${what.takes} timer matches this filter: nothing to ${what.verb}.`, "info");
+      return;
+    }
+    const described = Object.entries(filter).map(([k, v]) => `${k} ${v}`).join(", ") || "no filter: the whole namespace";
+    const ok = await confirmed(
+      `${what.verb[0].toUpperCase()}${what.verb.slice(1)} ${dry.count.toLocaleString()} timers?`,
+      `${dry.count.toLocaleString()} ${what.takes} timers match (${described}) — ${what.verb} them?`,
+      `${what.verb[0].toUpperCase()}${what.verb.slice(1)} ${dry.count.toLocaleString()}`,
+    );
+    if (!ok) return;
+    const done = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter } });
+    notice(`${done.count.toLocaleString()} timers ${what.done}.`, "ok");
+    await refresh();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+// -- one timer -----------------------------------------------------------------------------
+async function showTimer() {
+  const key = state.timerKey;
+  const { timer, attempts } = await api(ns(`/timers/${keyPath(key)}`));
+  $("#timer-title").replaceChildren(el("span", { class: "mono", text: timer.key }), " ", pill(timer.status));
+  const fields = [
+    ["type", timer.type], ["subject", timer.subject], ["due", instant(timer.due_at)],
+    ["runs at", timer.status === "scheduled" || timer.status === "retrying" ? `${instant(timer.run_at)} (${relative(timer.run_at)})` : null],
+    ["local", timer.local && `${timer.local} ${timer.timezone}`],
+    ["attempts", `${timer.attempts} of ${timer.max_attempts}`], ["fired", timer.fired_at && instant(timer.fired_at)],
+    ["completed", timer.completed_at && instant(timer.completed_at)], ["last error", timer.last_error],
+    ["correlation id", timer.correlation_id], ["destination", timer.destination],
+    ["registered", instant(timer.registered_at)], ["producer", timer.producer],
+    ["lease", timer.lease_owner && `${timer.lease_owner} until ${instant(timer.lease_expires_at)}`],
+  ].filter(([, value]) => value !== null && value !== undefined && value !== "");
+  $("#timer-fields").replaceChildren(...fields.flatMap(([name, value]) =>
+    [el("dt", { text: name }), el("dd", { class: name === "last error" ? "error" : "", text: String(value) })]));
+  $("#timer-payload").textContent = JSON.stringify(timer.payload, null, 2);
+  $("#attempts-title").textContent = `Attempts (${attempts.length})`;
+  const body = $("#attempts tbody");
+  // A refresh keeps the tracebacks the reader opened or closed; at first the newest is open.
+  const seen = body.dataset.key === key;
+  const opened = new Set([...body.querySelectorAll("details[open]")].map((d) => d.dataset.number));
+  const newestTraceback = Math.max(-1, ...attempts.filter((a) => a.traceback).map((a) => a.number));
+  body.dataset.key = key;
+  body.replaceChildren(...attempts.flatMap((a) => {
+    const took = a.finished_at ? span(Date.parse(a.finished_at) - Date.parse(a.started_at)) : "–";
+    const row = el("tr", { class: "attempt" }, [
+      el("td", { text: String(a.number) }),
+      el("td", { class: "mono", text: a.node_id, title: a.node_id }),
+      el("td", { class: "mono", text: instant(a.started_at) }),
+      el("td", { class: "mono", text: instant(a.finished_at) }),
+      el("td", { text: took }),
+      el("td", {}, [a.outcome ? pill(a.outcome) : pill("running")]),
+      el("td", { class: "error", text: a.error ?? "", title: a.error ?? "" }),
+    ]);
+    if (!a.traceback) return [row];
+    return [row, el("tr", { class: "traceback" }, [el("td", { colspan: 7 }, [
+      el("details", { "data-number": a.number, open: seen ? opened.has(String(a.number)) : a.number === newestTraceback }, [
+        el("summary", { text: `Traceback of attempt ${a.number}` }),
+        el("pre", { class: "code", text: a.traceback }),
+      ]),
+    ])])];
+  }));
+  if (!attempts.length) emptyRow(body, 7, "Not attempted yet.");
+  const pending = timer.status === "scheduled" || timer.status === "retrying";
+  $("#timer-actions").replaceChildren(...[
+    pending && el("button", { type: "button", id: "act-run-now", text: timer.status === "retrying" ? "Retry now" : "Run now", onclick: () => act(timer, "run_now") }),
+    timer.status === "dead" && el("button", { type: "button", id: "act-replay", text: "Replay", onclick: () => act(timer, "replay") }),
+    pending && el("button", { type: "button", id: "act-cancel", class: "danger", text: "Cancel timer", onclick: () => act(timer, "cancel") }),
+  ].filter(Boolean));
+}
+
+async function act(timer, action) {
+  const what = ACTIONS[action];
+  const ok = await confirmed(`${what.verb[0].toUpperCase()}${what.verb.slice(1)} ${timer.key}?`,
+    `${timer.type} · ${timer.status} · due ${instant(timer.due_at)}. ${action === "cancel" ? "A cancelled timer never fires." : ""}`,
+    `${what.verb[0].toUpperCase()}${what.verb.slice(1)}`);
+  if (!ok) return;
+  const path = ns(`/timers/${keyPath(timer.key)}`);
+  try {
+    if (action === "cancel") await api(path, { method: "DELETE" });
+    else if (action === "replay") await api(ns(`/dead/${keyPath(timer.key)}/replay`), { method: "POST" });
+    else await api(`${path}/run-now`, { method: "POST" });
+    notice(`${timer.key} ${what.done}.`, "ok");
+    await refresh();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+// -- schedules -----------------------------------------------------------------------------
+function rule(s) {
+  return s.cron ? `cron ${s.cron}` : `every ${span(s.every * 1000)}`;
+}
+
+function scheduleRow(s) {
+  const toggle = s.active
+    ? el("button", { type: "button", class: "secondary small", "data-pause": s.name, text: "Pause", onclick: () => pause(s.name, false) })
+    : el("button", { type: "button", class: "small", "data-resume": s.name, text: "Resume", onclick: () => pause(s.name, true) });
+  return el("tr", { "data-name": s.name }, [
+    el("td", {}, [el("button", { type: "button", class: "link mono", text: s.name, onclick: () => showSchedule(s.name) })]),
+    el("td", { text: s.type }),
+    el("td", { class: "mono", text: rule(s) }),
+    el("td", { text: s.timezone }),
+    el("td", { class: "occurrences-cell mono", "data-next": s.name, text: s.active ? instant(s.next_at) : "paused" }),
+    el("td", { class: "mono", text: instant(s.last_at) }),
+    el("td", {}, [pill(s.active ? "active" : "paused")]),
+    el("td", {}, [toggle]),
+  ]);
+}
+
+async function showSchedules({ more = false } = {}) {
+  const body = $("#schedules tbody");
+  const page = await api(ns("/schedules"), { params: { limit: 100, cursor: more ? state.cursors.schedules : undefined } });
+  if (more) body.append(...page.items.map(scheduleRow));
+  else body.replaceChildren(...page.items.map(scheduleRow));
+  if (!body.children.length) emptyRow(body, 8, "No schedules in this namespace.");
+  // The next three occurrences of the first rows, in each schedule's own zone.
+  const active = page.items.filter((s) => s.active).slice(0, 25);
+  const details = await Promise.all(active.map((s) =>
+    api(ns(`/schedules/${encodeURIComponent(s.name)}`), { params: { count: 3 } }).catch(() => null)));
+  details.forEach((detail, i) => {
+    const cell = body.querySelector(`td[data-next="${CSS.escape(active[i].name)}"]`);
+    if (!detail || !cell) return;
+    cell.replaceChildren(...detail.next.map((o) => el("div", { text: o.local.replace("T", " "), title: `${instant(o.utc)} UTC` })));
+    cell.title = detail.description;
+  });
+  state.cursors.schedules = page.next_cursor;
+  $("#schedules-more").hidden = !page.next_cursor;
+  const open = $("#schedule-detail").dataset.name;
+  if (open && !$("#schedule-detail").hidden) await showSchedule(open);
+}
+
+async function showSchedule(name) {
+  const box = $("#schedule-detail");
+  const detail = await api(ns(`/schedules/${encodeURIComponent(name)}`), { params: { count: 5 } });
+  box.dataset.name = name;
+  box.replaceChildren(
+    el("h3", { text: `${name}: ${detail.description}` }),
+    detail.next.length
+      ? el("ol", { class: "occurrences" }, detail.next.map((o) => el("li", { class: "mono", text: `${instant(o.utc)} UTC · ${o.local}` })))
+      : el("p", { class: "muted", text: "Paused: no coming occurrences." }),
+  );
+  box.hidden = false;
+}
+
+async function pause(name, resume) {
+  try {
+    await api(ns(`/schedules/${encodeURIComponent(name)}/${resume ? "resume" : "pause"}`), { method: "POST" });
+    notice(`Schedule ${name} ${resume ? "resumed" : "paused"}.`, "ok");
+    await refresh();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+// -- event log -----------------------------------------------------------------------------
+function eventRow(e) {
+  const outcomes = e.deliveries.map((d) => d.outcome ?? "running");
+  return el("tr", {}, [
+    el("td", { class: "mono", text: instant(e.fired_at) }),
+    el("td", {}, [timerLink(e.key)]),
+    el("td", { text: e.type }),
+    el("td", {}, [pill(e.status)]),
+    el("td", { text: outcomes.length ? outcomes.join(", ") : "–" }),
+  ]);
+}
+
+async function showEvents({ more = false } = {}) {
+  const body = $("#events tbody");
+  const page = await api(ns("/events"), {
+    params: { ...state.eventsFilter, limit: PAGE, cursor: more ? state.cursors.events : undefined },
+  });
+  if (more) body.append(...page.items.map(eventRow));
+  else body.replaceChildren(...page.items.map(eventRow));
+  if (!body.children.length) emptyRow(body, 5, "Nothing fired yet.");
+  state.cursors.events = page.next_cursor;
+  $("#events-more").hidden = !page.next_cursor;
+}
+
+// -- nodes ---------------------------------------------------------------------------------
+async function showNodes() {
+  const { items } = await api("v1/nodes");
+  const body = $("#nodes tbody");
+  body.replaceChildren(...items.map((n) => {
+    const offset = n.clock_offset_ms;
+    const skewed = offset !== null && offset !== undefined && Math.abs(offset) >= 1000;
+    return el("tr", {}, [
+      el("td", {}, [el("span", { class: n.alive ? "alive" : "stale", title: n.alive ? "alive" : "no recent heartbeat" })]),
+      el("td", { class: "mono", text: n.id, title: n.id }),
+      el("td", { text: n.role }),
+      el("td", { text: n.host }),
+      el("td", { text: String(n.pid) }),
+      el("td", { text: relative(n.heartbeat_at) }),
+      el("td", { text: String(n.in_flight) }),
+      el("td", { class: skewed ? "error mono" : "mono", text: offset === null || offset === undefined ? "–" : `${offset >= 0 ? "+" : "−"}${span(offset)}` }),
+    ]);
+  }));
+  if (!items.length) emptyRow(body, 8, "No nodes registered.");
+}
+
+// -- views, refresh and the live feed ------------------------------------------------------
+const VIEWS = {
+  overview: showOverview,
+  timers: showTimers,
+  timer: showTimer,
+  schedules: showSchedules,
+  events: showEvents,
+  nodes: showNodes,
+};
+
+function route() {
+  // #timer/<key>, #timers?<filter> (the filter's values stay encoded until parsed), #<view>.
+  const hash = location.hash.slice(1);
+  if (hash.startsWith("timer/")) {
+    state.view = "timer";
+    state.timerKey = decodeURIComponent(hash.slice("timer/".length));
+  } else if (hash === "timers" || hash.startsWith("timers?")) {
+    state.view = "timers";
+    const filter = Object.fromEntries(new URLSearchParams(hash.slice("timers?".length)));
+    if (JSON.stringify(filter) !== JSON.stringify(state.filter)) $("#timers tbody").replaceChildren();
+    state.filter = filter;
+    writeFilter(state.filter);
+  } else {
+    state.view = VIEWS[hash] && hash !== "timer" ? hash : "overview";
+  }
+  for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${state.view}`;
+  for (const tab of document.querySelectorAll(".tabs a")) {
+    const current = tab.dataset.view === state.view || (state.view === "timer" && tab.dataset.view === "timers");
+    if (current) tab.setAttribute("aria-current", "page");
+    else tab.removeAttribute("aria-current");
+  }
+  refresh();
+}
+
+async function refresh() {
+  // One refresh at a time; a change heard meanwhile runs one more afterwards.
+  if (!state.namespace) return;
+  if (state.refreshing) {
+    state.again = true;
+    return;
+  }
+  state.refreshing = true;
+  try {
+    await VIEWS[state.view]();
+    if ($("#notice").classList.contains("error")) notice(null);
+  } catch (error) {
+    handleError(error);
+  } finally {
+    state.refreshing = false;
+    if (state.again) {
+      state.again = false;
+      setTimeout(refresh, 250);
+    }
+  }
+}
+
+function changed() {
+  // A busy database says "changed" every second: refresh at most every LIVE_GAP_MS, and once
+  // more after the last change heard.
+  if (state.liveTimer) return;
+  const wait = Math.max(0, (state.liveAt || 0) + LIVE_GAP_MS - Date.now());
+  state.liveTimer = setTimeout(() => {
+    state.liveTimer = null;
+    state.liveAt = Date.now();
+    refresh();
+  }, wait);
+}
+
+function setLive(live, text) {
+  $("#live").dataset.state = live;
+  $("#live-text").textContent = text;
+}
+
+async function listen() {
+  // The live feed over fetch (EventSource cannot send a bearer token): each "changed" event
+  // refreshes the view in sight. The server ends a stream every 25 s (the next opens at once);
+  // a broken one is opened again after 2 s.
+  if (state.live) state.live.abort();
+  const controller = new AbortController();
+  state.live = controller;
+  const namespace = state.namespace;
+  while (!controller.signal.aborted && namespace === state.namespace) {
+    const opened = Date.now();
+    try {
+      const response = await fetch(url(ns("/live")), { headers: headers(), signal: controller.signal });
+      if (!response.ok) throw new ApiError(response.status, null);
+      setLive("on", "live");
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const message = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (/^event: changed$/m.test(message)) {
+            $("#live").dataset.changes = String(Number($("#live").dataset.changes || 0) + 1);
+            changed();
+          }
+        }
+      }
+      // The server ended this stream in good order: open the next at once, unless it was
+      // short-lived (the server is stopping).
+      if (Date.now() - opened > 5000) continue;
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      if (error instanceof ApiError && error.status === 401) return handleError(error);
+    }
+    setLive("off", "reconnecting…");
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}
+
 async function loadNamespaces() {
+  const { items } = await api("v1/namespaces");
   const select = $("#namespace");
-  const { items } = await api("/v1/namespaces");
   select.replaceChildren(...items.map((name) => el("option", { value: name, text: name })));
-  const wanted = new URLSearchParams(location.search).get("namespace") ||
-    localStorage.getItem(NAMESPACE_KEY);
+  const wanted = new URLSearchParams(location.search).get("namespace") || localStorage.getItem(NAMESPACE_KEY);
   state.namespace = items.includes(wanted) ? wanted : items[0] || null;
   if (state.namespace) select.value = state.namespace;
   if (!items.length) notice("No namespaces yet: schedule a timer to create one.", "info");
 }
 
-function renderCounts(counts) {
-  for (const card of document.querySelectorAll("#counts .count")) {
-    const value = counts[card.dataset.status] ?? 0;
-    card.querySelector("b").textContent = value.toLocaleString();
-    card.classList.toggle("zero", value === 0);
-  }
-}
-
-function renderNextDue(timers) {
-  const body = $("#next-due tbody");
-  body.replaceChildren(
-    ...timers.map((t) =>
-      el("tr", {}, [
-        el("td", { class: "mono", text: t.key, title: t.key }),
-        el("td", { text: t.type }),
-        el("td", { text: t.subject ?? "–" }),
-        el("td", { class: "mono", text: compactInstant(t.run_at), title: shortInstant(t.run_at) }),
-        el("td", { text: relative(t.run_at) }),
-      ]),
-    ),
-  );
-  if (!timers.length) body.append(el("tr", {}, [el("td", { colspan: 5, class: "muted", text: "Nothing pending." })]));
-  const line = $("#timeline");
-  line.replaceChildren();
-  if (!timers.length) return;
-  const now = Date.now();
-  const last = Math.max(...timers.map((t) => Date.parse(t.run_at)));
-  const span = Math.max(last - now, 60000);
-  line.append(el("span", { class: "tick start", text: "now" }), el("span", { class: "tick end", text: `+${humanSpan(span)}` }));
-  for (const t of timers) {
-    const offset = Date.parse(t.run_at) - now;
-    const left = Math.min(100, Math.max(0, (offset / span) * 100));
-    line.append(el("span", {
-      class: offset < 0 ? "dot late" : "dot",
-      style: `left: ${left}%`,
-      title: `${t.key} · ${t.type} · ${shortInstant(t.run_at)} (${relative(t.run_at)})`,
-    }));
-  }
-}
-
-function renderLateness(lateness) {
-  const box = $("#lateness");
-  let previous = 0;
-  const bars = lateness.buckets.map((bucket) => {
-    const count = bucket.count - previous;
-    previous = bucket.count;
-    return { label: bucketLabel(bucket.le), count };
-  });
-  const top = Math.max(1, ...bars.map((b) => b.count));
-  box.replaceChildren(
-    ...bars.map((b) =>
-      el("div", { class: "bar", title: `${b.label}: ${b.count}` }, [
-        el("span", { class: "fill", style: `height: ${(b.count / top) * 100}%` }),
-        el("span", { class: "label", text: b.label }),
-      ]),
-    ),
-  );
-  $("#lateness-summary").textContent = lateness.count
-    ? `${lateness.count.toLocaleString()} attempts started, mean ${humanSpan((lateness.sum / lateness.count) * 1000)} late`
-    : "No attempts started by this server's workers yet.";
-}
-
-function renderDead(page) {
-  const body = $("#dead tbody");
-  body.replaceChildren(
-    ...page.items.map((t) =>
-      el("tr", { "data-key": t.key }, [
-        el("td", { class: "mono", text: t.key, title: t.key }),
-        el("td", { text: t.type }),
-        el("td", { text: `${t.attempts}/${t.max_attempts}` }),
-        el("td", { class: "error", text: t.last_error ?? "–", title: t.last_error ?? "" }),
-        el("td", {}, [el("button", { class: "replay", "data-key": t.key, text: "Replay", onclick: () => replay(t.key) })]),
-      ]),
-    ),
-  );
-  if (!page.items.length) body.append(el("tr", {}, [el("td", { colspan: 5, class: "muted", text: "No dead letters." })]));
-}
-
-function renderNodes(nodes) {
-  const body = $("#nodes tbody");
-  body.replaceChildren(
-    ...nodes.map((n) =>
-      el("tr", {}, [
-        el("td", {}, [el("span", { class: n.alive ? "alive" : "stale", title: n.alive ? "alive" : "no recent heartbeat" })]),
-        el("td", { class: "mono", text: n.id }),
-        el("td", { text: n.role }),
-        el("td", { text: n.host }),
-        el("td", { text: String(n.pid) }),
-        el("td", { text: `${humanSpan(Date.now() - Date.parse(n.heartbeat_at))} ago` }),
-        el("td", { text: String(n.in_flight) }),
-      ]),
-    ),
-  );
-  if (!nodes.length) body.append(el("tr", {}, [el("td", { colspan: 7, class: "muted", text: "No nodes registered." })]));
-}
-
-async function refresh() {
-  if (!state.namespace) return;
-  try {
-    const [stats, dead, nodes] = await Promise.all([
-      api(nsPath("/stats")),
-      api(nsPath("/dead?limit=50")),
-      api("/v1/nodes"),
-    ]);
-    renderCounts(stats.counts);
-    renderNextDue(stats.next_due);
-    renderLateness(stats.lateness);
-    renderDead(dead);
-    renderNodes(nodes.items);
-    $("#status-line").textContent = `updated ${new Date().toLocaleTimeString()}`;
-    if (!$("#notice").classList.contains("ok")) notice(null);
-  } catch (error) {
-    handleError(error);
-  }
-}
-
-// -- actions -------------------------------------------------------------------------------
-async function replay(key) {
-  try {
-    const answer = await api(nsPath(`/dead/${encodeURIComponent(key)}/replay`), { method: "POST" });
-    notice(`Replayed ${answer.timer.key}: ${answer.timer.status}, due ${shortInstant(answer.timer.run_at)}.`, "ok");
-    setTimeout(() => $("#notice").classList.contains("ok") && notice(null), 4000);
-    await refresh();
-  } catch (error) {
-    handleError(error);
-  }
-}
-
-function timerRow(t) {
-  return el("tr", {}, [
-    el("td", {}, [el("a", { href: "#", class: "mono", text: t.key, onclick: (e) => { e.preventDefault(); showDetail(t.key); } })]),
-    el("td", { text: t.type }),
-    el("td", { text: t.subject ?? "–" }),
-    el("td", {}, [el("span", { class: `pill ${t.status}`, text: t.status })]),
-    el("td", { class: "mono", text: shortInstant(t.due_at) }),
-    el("td", { text: `${t.attempts}/${t.max_attempts}` }),
-  ]);
-}
-
-async function search(term) {
-  const table = $("#results");
-  const empty = $("#results-empty");
-  $("#detail").hidden = true;
-  let items = [];
-  try {
-    const found = await api(nsPath(`/timers/${encodeURIComponent(term)}`));
-    items = [found.timer];
-  } catch (error) {
-    if (!(error instanceof ApiError) || error.status !== 404) return handleError(error);
-  }
-  try {
-    const bySubject = await api(nsPath(`/timers?subject=${encodeURIComponent(term)}&limit=100`));
-    items = items.concat(bySubject.items.filter((t) => !items.some((i) => i.id === t.id)));
-  } catch (error) {
-    return handleError(error);
-  }
-  table.querySelector("tbody").replaceChildren(...items.map(timerRow));
-  table.hidden = !items.length;
-  empty.hidden = items.length > 0;
-  empty.textContent = `No timer has the key or subject “${term}”.`;
-}
-
-async function showDetail(key) {
-  try {
-    const { timer, attempts } = await api(nsPath(`/timers/${encodeURIComponent(key)}`));
-    const rows = [
-      ["key", timer.key], ["type", timer.type], ["status", timer.status], ["subject", timer.subject],
-      ["due", shortInstant(timer.due_at)], ["local", timer.local && `${timer.local} ${timer.timezone}`],
-      ["fired", shortInstant(timer.fired_at)], ["completed", shortInstant(timer.completed_at)],
-      ["last error", timer.last_error], ["payload", JSON.stringify(timer.payload)],
-    ].filter(([, value]) => value !== null && value !== undefined && value !== "–");
-    const box = $("#detail");
-    box.replaceChildren(
-      el("dl", {}, rows.flatMap(([name, value]) => [el("dt", { text: name }), el("dd", { class: "mono", text: String(value) })])),
-      el("h3", { text: `Attempts (${attempts.length})` }),
-      el("ol", { class: "attempts" }, attempts.map((a) =>
-        el("li", { text: `#${a.number} on ${a.node_id} at ${shortInstant(a.started_at)}: ${a.outcome ?? "running"}${a.error ? ` — ${a.error}` : ""}` }))),
-    );
-    box.hidden = false;
-  } catch (error) {
-    handleError(error);
-  }
-}
-
-// -- start ---------------------------------------------------------------------------------
 async function start() {
   try {
-    const info = await api("/v1/info");
-    state.auth = info.auth;
+    const info = await api("v1/info");
     $("#token-form").hidden = !info.auth;
     $("#token").value = state.token;
     await loadNamespaces();
-    await refresh();
   } catch (error) {
     handleError(error);
+    return;
   }
-  clearInterval(state.timer);
-  state.timer = setInterval(refresh, REFRESH_MS);
+  route();
+  listen();
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+function filterHash(filter) {
+  const query = new URLSearchParams(filter).toString();
+  return `#timers${query ? `?${query}` : ""}`;
+}
+
+function wire() {
+  window.addEventListener("hashchange", route);
   $("#namespace").addEventListener("change", (event) => {
     state.namespace = event.target.value;
     localStorage.setItem(NAMESPACE_KEY, state.namespace);
-    $("#results").hidden = true;
-    $("#detail").hidden = true;
-    refresh();
+    $("#schedule-detail").hidden = true;
+    route();
+    listen();
   });
   $("#token-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -355,12 +702,35 @@ document.addEventListener("DOMContentLoaded", () => {
     state.token = "";
     localStorage.removeItem(TOKEN_KEY);
     $("#token").value = "";
+    if (state.live) state.live.abort();
     start();
   });
-  $("#search-form").addEventListener("submit", (event) => {
+  $("#filter").addEventListener("submit", (event) => {
     event.preventDefault();
-    const term = $("#search").value.trim();
-    if (term) search(term);
+    const hash = filterHash(readFilter());
+    if (location.hash === hash) route();
+    else location.hash = hash;
   });
-  start();
-});
+  $("#f-clear").addEventListener("click", () => {
+    writeFilter({});
+    location.hash = "#timers";
+  });
+  for (const button of document.querySelectorAll("[data-bulk]")) {
+    button.addEventListener("click", () => bulk(button.dataset.bulk));
+  }
+  for (const card of document.querySelectorAll("#counts .count")) {
+    card.addEventListener("click", () => { location.hash = filterHash({ status: card.dataset.status }); });
+  }
+  $("#dead-replay-all").addEventListener("click", () => bulk("replay", { status: "dead" }));
+  $("#timers-more").addEventListener("click", () => showTimers({ more: true }).catch(handleError));
+  $("#schedules-more").addEventListener("click", () => showSchedules({ more: true }).catch(handleError));
+  $("#events-more").addEventListener("click", () => showEvents({ more: true }).catch(handleError));
+  $("#events-filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.eventsFilter = { type: $("#e-type").value.trim(), since: $("#e-since").value.trim() };
+    refresh();
+  });
+}
+
+wire();
+start();

@@ -22,7 +22,13 @@ from psycopg.errors import LockNotAvailable
 
 from duetime.durations import add_months, month_start, months_between
 from duetime.model import Attempt, Page, Timer
-from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
+from duetime.model.history import (
+    ActivityCount,
+    EventFilter,
+    LoggedEvent,
+    MaintenanceReport,
+    RetentionPolicy,
+)
 from duetime.store.codec import like_pattern
 from duetime.store.cursors import decode_event_cursor, encode_event_cursor
 from duetime.store.postgres.database import Conn, Database, fetch_all
@@ -189,6 +195,26 @@ class PostgresHistory:
             return Page(items, next_cursor)
 
         return await self._db.write(run)  # one transaction: the plan settings hold for it
+
+    async def activity(
+        self, namespace: str, since: datetime, until: datetime
+    ) -> list[ActivityCount]:
+        params = {"namespace": namespace, "since": since, "until": until}
+
+        async def run(conn: Conn) -> list[ActivityCount]:
+            rows = await fetch_all(conn, Q["activity"], params)
+            return [
+                ActivityCount(
+                    row["minute"],
+                    row["status"],
+                    row["count"],
+                    row["lateness_sum_ms"],
+                    row["lateness_max_ms"],
+                )
+                for row in rows
+            ]
+
+        return await self._db.read(run)
 
 
 async def _deliveries(conn: Conn, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:

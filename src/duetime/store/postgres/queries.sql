@@ -239,6 +239,14 @@ SELECT * FROM (
 ORDER BY archived
 LIMIT 1
 
+-- name: timer_filter
+-- The conditions of a TimerFilter (cursors.timer_filter_params), shared by the listing and the
+-- bulk actions; status is checked by each statement, as what it means differs.
+(%(subject)s::text IS NULL OR subject = %(subject)s::text)
+AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+AND (%(due_from)s::timestamptz IS NULL OR due_at >= %(due_from)s::timestamptz)
+AND (%(due_until)s::timestamptz IS NULL OR due_at < %(due_until)s::timestamptz)
+
 -- name: list_timers
 -- Newest first over the hot table and the history (ids are never reused: one cursor serves
 -- both). Pending, running and dead timers are never archived, so asking for those skips it.
@@ -250,9 +258,9 @@ SELECT * FROM (
      WHERE namespace = %(namespace)s
        AND lease_expires_at IS NULL
        AND %(status)s::text IS DISTINCT FROM 'running'
-       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
        AND (%(status)s::text IS NULL OR status = %(status)s::text)
-       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND
+       -- include: timer_filter
        AND id < %(before_id)s
      ORDER BY id DESC
      LIMIT %(limit)s)
@@ -261,8 +269,8 @@ SELECT * FROM (
      WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
        AND namespace = %(namespace)s
        AND (%(status)s::text IS NULL OR %(status)s::text = 'running')
-       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
-       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND
+       -- include: timer_filter
        AND id < %(before_id)s
      ORDER BY id DESC
      LIMIT %(limit)s)
@@ -270,15 +278,83 @@ SELECT * FROM (
     (SELECT * FROM timer_history
      WHERE namespace = %(namespace)s
        AND (%(status)s::text IS NULL OR %(status)s::text IN ('done', 'cancelled', 'expired'))
-       AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
        AND (%(status)s::text IS NULL OR status = %(status)s::text)
-       AND (%(type)s::text IS NULL OR type = %(type)s::text)
+       AND
+       -- include: timer_filter
        AND id < %(before_id)s
      ORDER BY id DESC
      LIMIT %(limit)s)
 ) AS found
 ORDER BY id DESC
 LIMIT %(limit)s
+
+-- name: bulk_batch
+-- The next batch of a bulk action: ids after the previous batch's last, oldest first, that
+-- the filter takes and the action applies to (:acts_on). Running rows (leased) are never
+-- acted on, so timers_listing (or timers_dead) serves the walk. Each batch is its own short
+-- transaction: a bulk action over 100,000 rows never holds their locks all at once.
+SELECT id FROM timers
+WHERE namespace = %(namespace)s
+  AND lease_expires_at IS NULL
+  AND id > %(after_id)s
+  AND status = ANY(%(acts_on)s::text[])
+  AND (%(run_after)s::timestamptz IS NULL OR run_at > %(run_after)s::timestamptz)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND
+  -- include: timer_filter
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: dead_types
+-- The dead letters by type, through timers_dead; the newest error of each type read back the
+-- same index.
+SELECT type, count(*) AS count, max(completed_at) AS newest_at,
+    (SELECT last_error FROM timers AS newest
+     WHERE newest.namespace = %(namespace)s AND newest.status = 'dead'
+       AND newest.type = timers.type
+     ORDER BY newest.id DESC LIMIT 1) AS newest_error
+FROM timers
+WHERE namespace = %(namespace)s AND status = 'dead'
+GROUP BY type
+ORDER BY count DESC, type
+LIMIT %(limit)s
+
+-- name: bulk_count
+-- How many timers a bulk action would take: bulk_batch's conditions, counted.
+SELECT count(*) FROM timers
+WHERE namespace = %(namespace)s
+  AND lease_expires_at IS NULL
+  AND status = ANY(%(acts_on)s::text[])
+  AND (%(run_after)s::timestamptz IS NULL OR run_at > %(run_after)s::timestamptz)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND
+  -- include: timer_filter
+
+-- name: bulk_cancel
+UPDATE timers
+SET status = 'cancelled', completed_at = %(now)s, updated_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('scheduled', 'retrying')
+  AND lease_expires_at IS NULL
+
+-- name: bulk_replay
+UPDATE timers
+SET status = 'scheduled', run_at = %(now)s, completed_at = NULL,
+    updated_at = %(now)s, max_attempts = max_attempts + attempts
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'dead'
+
+-- name: bulk_run_now
+UPDATE timers
+SET run_at = %(now)s, updated_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('scheduled', 'retrying')
+  AND lease_expires_at IS NULL AND run_at > %(now)s
+
+-- name: run_now
+-- Make one pending timer due now (retry now, or run early); the key's row as cancel finds it.
+UPDATE timers
+SET run_at = %(now)s, updated_at = %(now)s
+WHERE id = (SELECT timer_id FROM timer_keys WHERE namespace = %(namespace)s AND key = %(key)s)
+  AND status IN ('scheduled', 'retrying')
+RETURNING *
 
 -- name: list_attempts
 -- A timer's attempts, in the hot table or archived with it, the one it is running now, and the
@@ -740,7 +816,7 @@ DROP TABLE IF EXISTS {partition}
 
 -- name: walk_in_index_order
 -- For the rest of the transaction: the batch statements and the event log walk timers_events
--- in its order and stop at their LIMIT. Without statistics, or with skewed ones, the planner
+-- (a bulk action's batch, timers_listing or timers_dead) in its order and stop at their LIMIT. Without statistics, or with skewed ones, the planner
 -- prefers a bitmap scan of the namespace's whole range and a sort — done again for every batch
 -- or page, so a backlog of n rows would cost n²; here it is not offered those.
 SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)
@@ -871,3 +947,38 @@ SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, trace
 FROM attempt_history
 WHERE timer_id = ANY (%(ids)s::bigint[]) AND completed_at >= %(since)s
 ORDER BY timer_id, number
+
+-- name: activity
+-- Timers that fired in [since, until), by minute and status: the hot rows through
+-- timers_events (the running ones through timers_leased), archived ones through
+-- timer_history_events, as in list_events. Lateness is fired_at - due_at, in milliseconds.
+SELECT floor(extract(epoch FROM fired_at - %(since)s) / 60)::int AS minute, status,
+    count(*) AS count,
+    sum(extract(epoch FROM fired_at - due_at))::float8 * 1000 AS lateness_sum_ms,
+    max(extract(epoch FROM fired_at - due_at))::float8 * 1000 AS lateness_max_ms
+FROM (
+    (SELECT fired_at, due_at, status FROM timers
+     WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND coalesce(fired_at, completed_at) >= %(since)s
+       AND coalesce(fired_at, completed_at) < %(until)s
+       AND fired_at IS NOT NULL)
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timers
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND fired_at >= %(since)s
+       AND fired_at < %(until)s)
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND fired_at >= %(since)s
+       AND fired_at < %(until)s
+       AND completed_at >= %(since)s)
+) AS fired
+GROUP BY minute, status
+
+-- name: change_marker
+-- The next transaction id of the cluster: it moves whenever any transaction writes, here or in
+-- another database of the same server, so it is a "maybe changed" signal, read in no time.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS marker

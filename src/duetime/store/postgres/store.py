@@ -19,8 +19,10 @@ from psycopg.cursor_async import AsyncCursor
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import (
     Attempt,
+    BulkAction,
     Claimed,
     ClaimFilter,
+    DeadType,
     FanOut,
     Finish,
     NewTimer,
@@ -34,7 +36,7 @@ from duetime.model import (
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import like_pattern
-from duetime.store.cursors import encode_cursor, page, timer_listing
+from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.history import PostgresHistory
@@ -118,6 +120,13 @@ class PostgresStore:
         async def run(conn: Conn) -> datetime:
             now: datetime = await fetch_value(conn, Q["db_now"], {})
             return now
+
+        return await self._db.read(run)
+
+    async def change_marker(self) -> str:
+        async def run(conn: Conn) -> str:
+            marker: str = await fetch_value(conn, Q["change_marker"], {})
+            return marker
 
         return await self._db.read(run)
 
@@ -322,6 +331,65 @@ class PostgresStore:
         self._notices.here(timer.run_at)
         return timer
 
+    async def run_now(self, namespace: str, key: str, now: datetime) -> Timer:
+        timer = await self._transition("run_now", namespace, key, now)
+        self._notices.here(timer.run_at)
+        return timer
+
+    async def bulk_batch(
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        after_id: int,
+        now: datetime,
+        limit: int,
+    ) -> tuple[int, int | None]:
+        params = {
+            **bulk_params(namespace, action, filter, now, lambda instant: instant, list),
+            "after_id": after_id,
+            "limit": limit,
+        }
+
+        async def run(conn: Conn) -> tuple[int, int | None]:
+            await conn.execute(Q["walk_in_index_order"])  # else each batch re-reads the rest
+            ids = [row["id"] for row in await fetch_all(conn, Q["bulk_batch"], params)]
+            if not ids:
+                return 0, None
+            change = {"ids": ids, "now": now}
+            changed = (await conn.execute(Q[f"bulk_{action}"], change)).rowcount
+            if changed and action != "cancel":
+                await self._notices.notify(conn, now)
+            return changed, ids[-1]
+
+        changed, last = await self._db.write(run)
+        if changed and action != "cancel":
+            self._notices.here(now)
+        return changed, last
+
+    async def dead_types(self, namespace: str, limit: int) -> list[DeadType]:
+        params = {"namespace": namespace, "limit": limit}
+
+        async def run(conn: Conn) -> list[DeadType]:
+            rows = await fetch_all(conn, Q["dead_types"], params)
+            return [
+                DeadType(row["type"], row["count"], row["newest_at"], row["newest_error"])
+                for row in rows
+            ]
+
+        return await self._db.read(run)
+
+    async def count_matching(
+        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+    ) -> int:
+        params = bulk_params(namespace, action, filter, now, lambda instant: instant, list)
+
+        async def run(conn: Conn) -> int:
+            count: int = await fetch_value(conn, Q["bulk_count"], params)
+            return count
+
+        return await self._db.read(run)
+
     async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel or replay one timer; NotFound / Conflict name the key."""
         return await self._db.write(
@@ -336,7 +404,7 @@ class PostgresStore:
         rows = await fetch_all(conn, Q[name], params)
         if rows:
             timer = timer_from_row(rows[0])
-            if name == "replay":
+            if name != "cancel":
                 await self._notices.notify(conn, timer.run_at)
             return timer
         existing = await fetch_all(conn, Q["get_timer"], params)

@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from duetime.model import Attempt, Page, Timer
-from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
+from duetime.model.history import (
+    ActivityCount,
+    EventFilter,
+    LoggedEvent,
+    MaintenanceReport,
+    RetentionPolicy,
+)
 from duetime.store.codec import dump_json, to_micros
 from duetime.store.cursors import decode_event_cursor, encode_event_cursor
 from duetime.store.queries import load_queries
@@ -92,6 +98,16 @@ class SqliteHistory:
             if last is not None and last.fired_at is not None:
                 next_cursor = encode_event_cursor(last.fired_at, last.id)
             return Page(items, next_cursor)
+
+        return await self._db.read(run)
+
+    async def activity(
+        self, namespace: str, since: datetime, until: datetime
+    ) -> list[ActivityCount]:
+        params = {"namespace": namespace, "since": to_micros(since), "until": to_micros(until)}
+
+        def run(conn: sqlite3.Connection) -> list[ActivityCount]:
+            return [ActivityCount(*row) for row in conn.execute(Q["activity"], params)]
 
         return await self._db.read(run)
 

@@ -94,15 +94,86 @@ FROM timers WHERE namespace = ? AND key = ?
 -- name: get_timer
 SELECT * FROM timers WHERE namespace = ? AND key = ?
 
+-- name: timer_filter
+-- The conditions of a TimerFilter (cursors.timer_filter_params), shared by the listing and the
+-- bulk actions. Event types hold no GLOB metacharacter but '*' (routes.check_pattern).
+(:subject IS NULL OR subject = :subject)
+AND (:status IS NULL OR status = :status)
+AND (:type_glob IS NULL OR type GLOB :type_glob)
+AND (:due_from IS NULL OR due_at >= :due_from)
+AND (:due_until IS NULL OR due_at < :due_until)
+
 -- name: list_timers
+-- Newest first, before the cursor's id: a keyset walk of the primary key (or timers_subject,
+-- timers_dead), never an OFFSET.
 SELECT * FROM timers
 WHERE namespace = :namespace
-  AND (:subject IS NULL OR subject = :subject)
-  AND (:status IS NULL OR status = :status)
-  AND (:type IS NULL OR type = :type)
+  AND
+  -- include: timer_filter
   AND id < :before_id
 ORDER BY id DESC
 LIMIT :limit
+
+-- name: bulk_batch
+-- The next batch of a bulk action: ids after the previous batch's last, oldest first, that the
+-- filter takes and the action applies to (:acts_on, a JSON list of statuses). Each batch is
+-- one short write transaction, so a bulk action over 100,000 rows never blocks writers long.
+SELECT id FROM timers
+WHERE namespace = :namespace
+  AND id > :after_id
+  AND status IN (SELECT value FROM json_each(:acts_on))
+  AND (:run_after IS NULL OR run_at > :run_after)
+  AND
+  -- include: timer_filter
+ORDER BY id
+LIMIT :limit
+
+-- name: dead_types
+-- The dead letters by type, through timers_dead; the newest error of each type read back the
+-- same index.
+SELECT type, count(*) AS count, max(completed_at) AS newest_at,
+    (SELECT last_error FROM timers AS newest
+     WHERE newest.namespace = :namespace AND newest.status = 'dead'
+       AND newest.type = timers.type
+     ORDER BY newest.id DESC LIMIT 1) AS newest_error
+FROM timers
+WHERE namespace = :namespace AND status = 'dead'
+GROUP BY type
+ORDER BY count DESC, type
+LIMIT :limit
+
+-- name: bulk_count
+-- How many timers a bulk action would take: bulk_batch's conditions, counted.
+SELECT count(*) FROM timers
+WHERE namespace = :namespace
+  AND status IN (SELECT value FROM json_each(:acts_on))
+  AND (:run_after IS NULL OR run_at > :run_after)
+  AND
+  -- include: timer_filter
+
+-- name: bulk_cancel
+UPDATE timers
+SET status = 'cancelled', completed_at = :now, updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('scheduled', 'retrying')
+
+-- name: bulk_replay
+UPDATE timers
+SET status = 'scheduled', run_at = :now, completed_at = NULL, updated_at = :now,
+    max_attempts = max_attempts + attempts
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead'
+
+-- name: bulk_run_now
+UPDATE timers
+SET run_at = :now, updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('scheduled', 'retrying')
+  AND run_at > :now
+
+-- name: run_now
+-- Make one pending timer due now (retry now, or run early).
+UPDATE timers
+SET run_at = :now, updated_at = :now
+WHERE namespace = :namespace AND key = :key AND status IN ('scheduled', 'retrying')
+RETURNING *
 
 -- name: list_attempts
 SELECT * FROM attempts WHERE timer_id = ? ORDER BY number
@@ -378,3 +449,22 @@ LIMIT :limit
 -- name: list_deliveries
 SELECT * FROM attempts WHERE timer_id IN (SELECT value FROM json_each(:ids))
 ORDER BY timer_id, number
+
+-- name: activity
+-- Timers that fired in [since, until), by minute and status, through timers_events; lateness
+-- is fired_at - due_at (the first attempt's start against the due time), in milliseconds.
+SELECT (coalesce(fired_at, completed_at) - :since) / 60000000 AS minute, status,
+    count(*) AS count,
+    sum(fired_at - due_at) / 1000.0 AS lateness_sum_ms,
+    max(fired_at - due_at) / 1000.0 AS lateness_max_ms
+FROM timers
+WHERE namespace = :namespace
+  AND coalesce(fired_at, completed_at) >= :since
+  AND coalesce(fired_at, completed_at) < :until
+  AND fired_at IS NOT NULL
+GROUP BY minute, status
+
+-- name: data_version
+-- Changes when another connection (another process) commits; this connection's own writes
+-- are counted by sqlite3's total_changes instead.
+PRAGMA data_version

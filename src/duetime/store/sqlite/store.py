@@ -15,8 +15,10 @@ from typing import Any
 
 from duetime.model import (
     Attempt,
+    BulkAction,
     Claimed,
     ClaimFilter,
+    DeadType,
     FanOut,
     Finish,
     NewTimer,
@@ -30,8 +32,8 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
-from duetime.store.codec import dump_json, from_micros, to_micros
-from duetime.store.cursors import encode_cursor, page, timer_listing
+from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_micros
+from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
@@ -79,6 +81,13 @@ class SqliteStore:
 
     async def close(self) -> None:
         await self._db.close()
+
+    async def change_marker(self) -> str:
+        def run(conn: sqlite3.Connection) -> str:
+            version = conn.execute(Q["data_version"]).fetchone()[0]
+            return f"{version}.{conn.total_changes}"
+
+        return await self._db.read(run)
 
     def add_wakeup_listener(self, listener: WakeupListener) -> None:
         self._db.listeners.add(listener)
@@ -136,7 +145,7 @@ class SqliteStore:
     async def list_timers(
         self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
     ) -> Page[Timer]:
-        params = timer_listing(namespace, filter, cursor, limit)
+        params = timer_listing(namespace, filter, cursor, limit, to_micros)
 
         def run(conn: sqlite3.Connection) -> Page[Timer]:
             rows = conn.execute(Q["list_timers"], params).fetchall()
@@ -166,6 +175,60 @@ class SqliteStore:
         timer = await self._transition("replay", namespace, key, now)
         self._db.announce(timer.run_at)
         return timer
+
+    async def run_now(self, namespace: str, key: str, now: datetime) -> Timer:
+        timer = await self._transition("run_now", namespace, key, now)
+        self._db.announce(timer.run_at)
+        return timer
+
+    async def bulk_batch(
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        after_id: int,
+        now: datetime,
+        limit: int,
+    ) -> tuple[int, int | None]:
+        params = {
+            **bulk_params(namespace, action, filter, now, to_micros, json.dumps),
+            "after_id": after_id,
+            "limit": limit,
+        }
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int | None]:
+            ids = [row[0] for row in conn.execute(Q["bulk_batch"], params)]
+            if not ids:
+                return 0, None
+            change = {"ids": json.dumps(ids), "now": to_micros(now)}
+            return conn.execute(Q[f"bulk_{action}"], change).rowcount, ids[-1]
+
+        changed, last = await self._db.write(run)
+        if changed and action != "cancel":
+            self._db.announce(now)
+        return changed, last
+
+    async def dead_types(self, namespace: str, limit: int) -> list[DeadType]:
+        params = {"namespace": namespace, "limit": limit}
+
+        def run(conn: sqlite3.Connection) -> list[DeadType]:
+            return [
+                DeadType(row[0], row[1], maybe_from_micros(row[2]), row[3])
+                for row in conn.execute(Q["dead_types"], params)
+            ]
+
+        return await self._db.read(run)
+
+    async def count_matching(
+        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+    ) -> int:
+        params = bulk_params(namespace, action, filter, now, to_micros, json.dumps)
+
+        def run(conn: sqlite3.Connection) -> int:
+            count: int = conn.execute(Q["bulk_count"], params).fetchone()[0]
+            return count
+
+        return await self._db.read(run)
 
     async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
         return await self._db.write(lambda conn: transition(conn, name, namespace, key, now))

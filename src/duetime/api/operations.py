@@ -1,0 +1,98 @@
+"""``/v1/namespaces/{namespace}/…``: what an operator does to timers — run one now, or cancel,
+replay or run now every timer a filter takes, after seeing how many that is.
+
+A bulk action goes through :meth:`AsyncApp.bulk`: set-based SQL, in batches of a thousand rows
+each in its own transaction, so acting on 100,000 timers never holds their locks at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from duetime.api.deps import ServiceDep, WriteApp, read_json
+from duetime.api.schemas import WHEN, ChangedOut, StatusName, TypePattern, errors
+from duetime.api.timers import Key, json_body
+from duetime.errors import InvalidInput
+from duetime.timer_filters import check_action, timer_filter
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
+
+FILTER_FIELDS = ("subject", "status", "type", "due_from", "due_until")
+
+
+class FilterIn(BaseModel):
+    """Which timers: every field narrows it, as in ``GET …/timers``."""
+
+    subject: str | None = None
+    status: StatusName | None = None
+    type: str | None = Field(None, description=TypePattern)
+    due_from: str | None = Field(None, description=f"Due at or after: {WHEN}")
+    due_until: str | None = Field(None, description=f"Due before: {WHEN}")
+
+
+class BulkIn(BaseModel):
+    """``cancel`` takes scheduled and retrying timers, ``replay`` dead ones, ``run_now``
+    scheduled and retrying ones not due yet; other timers the filter takes are left alone."""
+
+    action: Literal["cancel", "replay", "run_now"]
+    filter: FilterIn | None = None
+    dry_run: bool = Field(False, description="Only count the timers it would take")
+
+
+class BulkOut(BaseModel):
+    action: Literal["cancel", "replay", "run_now"]
+    dry_run: bool
+    count: int = Field(description="Timers changed (with dry_run: that would be taken now)")
+
+
+@router.post(
+    "/timers/{key:path}/run-now",
+    summary="Make a pending timer due now (retry now)",
+    response_model=ChangedOut,
+    responses=errors(401, 403, 404, 409, 422),
+)
+async def run_now(app: WriteApp, key: Key) -> JSONResponse:
+    """A scheduled or retrying timer becomes due at once; 409 for any other status."""
+    timer = await app.run_now(key)
+    return JSONResponse({"action": "made_due", "timer": timer.to_dict()})
+
+
+@router.post(
+    "/timers/bulk",
+    summary="Cancel, replay or run now every timer a filter takes",
+    response_model=BulkOut,
+    responses=errors(400, 401, 403, 404, 413, 422),
+    openapi_extra=json_body(BulkIn),
+)
+async def bulk(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
+    """Send ``dry_run: true`` first to learn how many timers match (the dashboard asks the
+    operator to confirm that number), then the same body without it to act."""
+    data = await read_json(request, service.settings.body_limit)
+    if not isinstance(data, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    for name in data:
+        if name not in BulkIn.model_fields:
+            raise InvalidInput(name, "is not a known field")
+    action = check_action(data.get("action"))
+    dry_run = data.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise InvalidInput("dry_run", "must be true or false")
+    found = timer_filter(**_filter_fields(data.get("filter", {})), now=app.clock.now())
+    count = await app.bulk(action, found, dry_run=dry_run)
+    return JSONResponse({"action": action, "dry_run": dry_run, "count": count})
+
+
+def _filter_fields(value: object) -> dict[str, Any]:
+    """The filter object's fields, each a string (or null); InvalidInput names a bad one."""
+    if not isinstance(value, dict):
+        raise InvalidInput("filter", "must be a JSON object")
+    for name, field in value.items():
+        if name not in FILTER_FIELDS:
+            raise InvalidInput(f"filter.{name}", "is not a known field")
+        if field is not None and not isinstance(field, str):
+            raise InvalidInput(f"filter.{name}", "must be a string")
+    return {name: field for name, field in value.items() if field not in (None, "")}
