@@ -60,10 +60,11 @@ async def test_allow_fires_while_the_previous_runs_and_materialises_ahead(store:
     await worker.tick(clock.now())
     assert await occurrence(app, 1) is not None  # made ahead, within the lookahead
     await at_minute(app, clock, worker, 1)
-    (first,) = await claim(app, clock)
+    (_first,) = await claim(app, clock)
     await at_minute(app, clock, worker, 2)
     second = await occurrence(app, 2)
-    assert second is not None and second.status is Status.SCHEDULED
+    assert second is not None
+    assert second.status is Status.SCHEDULED
     assert second.run_at == second.due_at
 
 
@@ -78,7 +79,8 @@ async def test_a_schedule_with_a_policy_is_materialised_when_due_not_ahead(store
     assert await app.schedules.next_schedule_at("ns", timedelta(seconds=2)) == START + MINUTE
     await at_minute(app, clock, worker, 1)
     first = await occurrence(app, 1)
-    assert first is not None and first.status is Status.SCHEDULED
+    assert first is not None
+    assert first.status is Status.SCHEDULED
     assert first.run_at == START + MINUTE
 
 
@@ -99,7 +101,8 @@ async def test_skip_records_the_occurrence_and_moves_on(store: Store) -> None:
     await finish(app, clock, first, Outcome.DONE)
     await at_minute(app, clock, worker, 3)
     third = await occurrence(app, 3)
-    assert third is not None and third.status is Status.SCHEDULED
+    assert third is not None
+    assert third.status is Status.SCHEDULED
     schedule = await app.get_schedule("s")
     assert schedule.next_at == START + 4 * MINUTE
 
@@ -114,7 +117,8 @@ async def test_skip_counts_a_timer_waiting_for_its_retry_as_unfinished(store: St
     await finish(app, clock, first, Outcome.RETRY)
     await at_minute(app, clock, worker, 2)
     skipped = await occurrence(app, 2)
-    assert skipped is not None and skipped.status is Status.CANCELLED
+    assert skipped is not None
+    assert skipped.status is Status.CANCELLED
 
 
 async def test_skip_counts_an_occurrence_not_started_yet_as_unfinished(store: Store) -> None:
@@ -125,7 +129,8 @@ async def test_skip_counts_an_occurrence_not_started_yet_as_unfinished(store: St
     await at_minute(app, clock, worker, 1)  # no worker claims it
     await at_minute(app, clock, worker, 2)
     skipped = await occurrence(app, 2)
-    assert skipped is not None and skipped.status is Status.CANCELLED
+    assert skipped is not None
+    assert skipped.status is Status.CANCELLED
 
 
 async def test_buffer_one_waits_for_the_previous_and_skips_beyond_one(store: Store) -> None:
@@ -164,7 +169,8 @@ async def test_buffer_one_waits_for_the_previous_and_skips_beyond_one(store: Sto
 
     await at_minute(app, clock, worker, 4)  # the released one still runs: buffered again
     fourth = await occurrence(app, 4)
-    assert fourth is not None and fourth.run_at == PARKED
+    assert fourth is not None
+    assert fourth.run_at == PARKED
 
 
 async def test_buffer_one_is_released_by_a_dead_or_cancelled_previous(store: Store) -> None:
@@ -177,11 +183,13 @@ async def test_buffer_one_is_released_by_a_dead_or_cancelled_previous(store: Sto
     await at_minute(app, clock, worker, 2)
     await finish(app, clock, first, Outcome.DEAD)
     second = await occurrence(app, 2)
-    assert second is not None and second.run_at == clock.now()
+    assert second is not None
+    assert second.run_at == clock.now()
 
     await at_minute(app, clock, worker, 3)  # the second is unfinished (not claimed yet)
     third = await occurrence(app, 3)
-    assert third is not None and third.run_at == PARKED
+    assert third is not None
+    assert third.run_at == PARKED
     await app.cancel(second.key)
     third = await occurrence(app, 3)
     assert third is not None
@@ -199,7 +207,8 @@ async def test_deleting_the_schedule_cancels_its_buffered_occurrence(store: Stor
     assert cancelled == 2
     for minute in (1, 2):
         timer = await occurrence(app, minute)
-        assert timer is not None and timer.status is Status.CANCELLED
+        assert timer is not None
+        assert timer.status is Status.CANCELLED
     assert await claim(app, clock) == []
 
 
@@ -231,7 +240,8 @@ async def test_the_policy_can_be_changed_and_allow_goes_back_to_firing(store: St
     assert changed.overlap == "allow"
     await at_minute(app, clock, worker, 2)
     second = await occurrence(app, 2)
-    assert second is not None and second.status is Status.SCHEDULED
+    assert second is not None
+    assert second.status is Status.SCHEDULED
 
 
 async def test_an_outage_shorter_than_the_grace_fires_every_late_occurrence(store: Store) -> None:
