@@ -259,3 +259,29 @@ async def test_an_outage_shorter_than_the_grace_fires_every_late_occurrence(stor
     schedule = await app.get_schedule("long")
     assert schedule.next_at == START + 5 * MINUTE
     assert schedule.catch_up_grace == timedelta(minutes=2)
+
+
+async def test_a_buffered_occurrence_behind_one_made_before_the_policy_is_not_stranded(
+    store: Store,
+) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)  # made under allow: its end releases nothing
+    await app.update_schedule("s", overlap="buffer_one")
+    await at_minute(app, clock, worker, 2)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert second.run_at == PARKED
+    await finish(app, clock, first, Outcome.DONE)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert second.run_at == PARKED  # no trigger on an occurrence made under allow
+    await at_minute(app, clock, worker, 3)  # the materialiser releases it; 12:03 is buffered
+    second, third = await occurrence(app, 2), await occurrence(app, 3)
+    assert second is not None
+    assert (second.status, second.run_at) == (Status.SCHEDULED, clock.now())
+    assert third is not None
+    assert third.run_at == PARKED

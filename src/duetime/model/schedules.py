@@ -7,7 +7,7 @@ steps, each creating the occurrences' timers in the same transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -103,6 +103,21 @@ def occurrence_row(fate: Fate, due_at: datetime, overlap: str | None) -> Occurre
         return OccurrenceRow("scheduled", PARKED, BUFFERED)
     reason = SKIPPED_BUFFER_FULL if overlap == "buffer_one" else SKIPPED_RUNNING
     return OccurrenceRow("cancelled", due_at, reason)
+
+
+def stranded(
+    states: Mapping[int, OccurrenceState],
+) -> tuple[list[int], dict[int, OccurrenceState]]:
+    """The schedules whose buffered occurrence has nothing unfinished before it, and the states
+    once it is released (unfinished, nothing buffered).
+
+    The release trigger frees a buffered occurrence when an earlier one of a ``buffer_one``
+    schedule ends; one made before the schedule had that policy carries none, so its end
+    releases nothing. The materialiser then releases it, at the schedule's next occurrence.
+    """
+    stuck = [id for id, state in states.items() if state.buffered and not state.unfinished]
+    released = OccurrenceState(unfinished=True, buffered=False)
+    return stuck, {**states, **dict.fromkeys(stuck, released)}
 
 
 def next_wake(
