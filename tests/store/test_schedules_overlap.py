@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from storekit import wait_until
+
 from duetime import AsyncApp, FrozenClock
 from duetime.model import Finish, Outcome, Status, Timer
 from duetime.model.schedules import PARKED
@@ -285,3 +287,21 @@ async def test_a_buffered_occurrence_behind_one_made_before_the_policy_is_not_st
     assert (second.status, second.run_at) == (Status.SCHEDULED, clock.now())
     assert third is not None
     assert third.run_at == PARKED
+
+
+async def test_a_release_wakes_the_workers(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)
+    await at_minute(app, clock, worker, 2)
+    heard: list[datetime | None] = []
+    store.add_wakeup_listener(heard.append)
+    try:
+        clock.set(START + 2 * MINUTE + timedelta(seconds=7))
+        await finish(app, clock, first, Outcome.DONE)
+        await wait_until(lambda: clock.now() in heard)
+    finally:
+        store.remove_wakeup_listener(heard.append)
