@@ -21,6 +21,7 @@ from typing import cast
 from duetime.config import Settings
 from duetime.dispatch import Dispatch, Target
 from duetime.model import Claimed, Finish, Outcome
+from duetime.model.limits import FlowPlan, plan_of
 from duetime.routes import Fan
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
@@ -61,6 +62,10 @@ batches of overdue rows start out of order). Only a worker whose last claim came
 pipelines: the first claim after a sleep, or one held for a planned instant, is made alone."""
 FAILURE_PAUSE = 1.0
 """Seconds before claiming again after a claim or a next-due read failed."""
+RULES_REFRESH = 1.0
+"""Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.limits`) before
+reading them again: a limit, pause or resume set anywhere reaches every worker within this.
+While any rule is in force a worker sleeps at most this long, so it sees a resume in time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,10 @@ class Producer:
         self._claims: dict[asyncio.Task[None], int] = {}
         self._claim_seconds: deque[float] = deque(maxlen=32)  # how long recent claims took
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._plan = FlowPlan()  # the namespace's flow control rules, as last read …
+        self._plan_read = -RULES_REFRESH  # … at this loop time
+        self._held: tuple[str, ...] = ()  # limits that held rows back at the last claim …
+        self._retry_at: datetime | None = None  # … and when the first of them may allow more
         self._executor: Executor
         self._completer: Completer
         self._fan_outer: FanOuter
@@ -200,18 +209,29 @@ class Producer:
 
     async def _sleep_until_due(self) -> None:
         """Sleep until the next due row (claimed a little ahead), a hint, or the re-check."""
+        plan = self._plan
         try:
-            next_run = await self.store.next_run_at(self.namespace, self.dispatch.claim_filter)
+            if plan.empty:
+                next_run = await self.store.next_run_at(self.namespace, self.dispatch.claim_filter)
+            else:
+                next_run = await self.store.limits.next_run_at(
+                    self.namespace, self.dispatch.claim_filter, plan, self._held
+                )
         except Exception:
             log.exception("reading the next due time failed; retrying shortly")
             await self._sleep(FAILURE_PAUSE)
             return
         now = self.clock.now()
         deadline = now + self.settings.recheck
+        if not plan.empty:
+            deadline = min(deadline, now + timedelta(seconds=RULES_REFRESH))
         wake_at = deadline
         if next_run is not None and next_run < deadline:
             deadline = next_run
             wake_at = next_run - self._ahead()
+        retry_at = self._retry_at
+        if retry_at is not None and retry_at < wake_at:
+            deadline = wake_at = retry_at  # a limit allows more then: claim then, not ahead
         self._planned_wake = deadline
         woken = await self._sleep((wake_at - now).total_seconds())
         self._planned_wake = None
@@ -310,15 +330,43 @@ class Producer:
         hold = target is not None and target > now
         cutoff = target if hold and target is not None else now
         lease_until = now + self.settings.lease
-        claimed = await self.store.claim_due(
-            self.namespace,
-            self.dispatch.claim_filter,
-            cutoff,
-            limit,
-            self.shared.node_id,
-            lease_until,
-        )
+        plan = await self._rules(loop)
+        if plan.empty:
+            claimed = await self.store.claim_due(
+                self.namespace,
+                self.dispatch.claim_filter,
+                cutoff,
+                limit,
+                self.shared.node_id,
+                lease_until,
+            )
+        else:
+            ruled = await self.store.limits.claim(
+                self.namespace,
+                self.dispatch.claim_filter,
+                cutoff,
+                limit,
+                self.shared.node_id,
+                lease_until,
+                plan,
+            )
+            claimed, self._held, self._retry_at = ruled.claimed, ruled.held, ruled.retry_at
         return claimed, loop.time() - started, cutoff if hold else None, lease_until
+
+    async def _rules(self, loop: asyncio.AbstractEventLoop) -> FlowPlan:
+        """The namespace's flow control rules, read again every :data:`RULES_REFRESH`."""
+        now = loop.time()
+        if now - self._plan_read >= RULES_REFRESH:
+            self._plan_read = now
+            try:
+                plan = plan_of(await self.store.limits.list_rules(self.namespace))
+            except Exception:
+                log.exception("reading the flow control rules failed; using the last ones")
+            else:
+                if plan.empty:
+                    self._held, self._retry_at = (), None
+                self._plan = plan
+        return self._plan
 
     def _take_claimed(
         self,
