@@ -195,14 +195,14 @@ def new_rule(
 ) -> FlowRule:
     """A limit from checked parts; InvalidInput naming the field for what does not fit."""
     check_pattern(pattern)
-    if concurrency is None and rate is None:
-        raise InvalidInput("concurrency", "a limit needs a concurrency, a rate, or both")
-    if concurrency is not None:
-        check_concurrency(concurrency)
     if burst is not None:
         check_burst(burst)
         if rate is None:
             raise InvalidInput("burst", "a burst only applies to a rate: give a rate too")
+    if concurrency is None and rate is None:
+        raise InvalidInput("concurrency", "a limit needs a concurrency, a rate, or both")
+    if concurrency is not None:
+        check_concurrency(concurrency)
     if partition_by is not None:
         check_partition(partition_by)
         if concurrency is None:
