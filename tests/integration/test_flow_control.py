@@ -27,7 +27,7 @@ from tests.waiting import wait_until
 from duetime import App, Status, TimerRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-from storekit import PG_URL, drop_schema, require_pg, with_params  # noqa: E402
+from storekit import PG_URL, drop_schema, require_pg, with_params
 
 pytestmark = pytest.mark.slow
 
