@@ -132,3 +132,41 @@ async def test_a_claim_under_rules_keeps_the_node_subscriptions(store: Store) ->
     await put_due(store, "b", 2)
     got = await store.limits.claim("ns", ["b"], NOW, 100, "n1", LEASE, await plan(store))
     assert sorted(c.timer.type for c in got.claimed) == ["b", "b"]
+
+
+async def test_a_partitioned_concurrency_applies_per_key(store: Store) -> None:
+    await store.limits.put_limit(
+        FlowRule("ns", "sync", concurrency=1, partition_by="payload.user"), NOW
+    )
+    await store.put_timers(
+        [
+            new_timer(f"s-{i}", NOW - timedelta(seconds=10 - i), type="sync", payload={"user": u})
+            for i, u in enumerate(["ann", "ann", "bob", "ann", "cy", "bob"])
+        ],
+        "error",
+        NOW - timedelta(minutes=1),
+    )
+    first = await store.limits.claim("ns", None, NOW, 100, "n1", LEASE, await plan(store))
+    assert [c.timer.key for c in first.claimed] == ["s-0", "s-2", "s-4"]  # one per user
+    assert first.held == ("sync",)
+    again = await store.limits.claim("ns", None, NOW, 100, "n1", LEASE, await plan(store))
+    assert again.claimed == []
+    assert again.held == ("sync",)
+    ann = first.claimed[0]
+    await store.finish([Finish(ann.timer.id, ann.attempt, Outcome.DONE)], "n1", NOW)
+    third = await store.limits.claim("ns", None, NOW, 100, "n1", LEASE, await plan(store))
+    assert [c.timer.key for c in third.claimed] == ["s-1"]
+
+
+async def test_a_subject_partition_and_a_key_without_value(store: Store) -> None:
+    await store.limits.put_limit(FlowRule("ns", "p", concurrency=1, partition_by="subject"), NOW)
+    await store.put_timers(
+        [
+            new_timer(f"p-{i}", NOW - timedelta(seconds=10 - i), type="p", subject=s)
+            for i, s in enumerate(["u1", "u1", None, None, "u2"])
+        ],
+        "error",
+        NOW - timedelta(minutes=1),
+    )
+    got = await store.limits.claim("ns", None, NOW, 100, "n1", LEASE, await plan(store))
+    assert [c.timer.key for c in got.claimed] == ["p-0", "p-2", "p-4"]  # no subject: one key

@@ -9,12 +9,12 @@ once; the SQL is in each backend's ``queries.sql``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from duetime.model import Claimed
-from duetime.model.limits import FlowPlan, FlowRule, Governed, RuledClaim
+from duetime.model.limits import FlowPlan, FlowRule, Governed, RuledClaim, partition_field
 from duetime.ratelimit import Rate, allowance, default_burst, next_allowed, spend
 
 CONCURRENCY_POLL = timedelta(milliseconds=50)
@@ -55,7 +55,7 @@ def grant(
     rows = want
     retry_at: datetime | None = None
     concurrency = row["concurrency"]
-    if concurrency is not None:
+    if concurrency is not None and row["partition_by"] is None:  # else per key, in the claim
         free = max(0, int(concurrency) - running)
         if free < rows:
             rows, retry_at = free, now + CONCURRENCY_POLL
@@ -67,6 +67,26 @@ def grant(
             after = spend(rate, tat, now, tokens)
             retry_at = max(retry_at or now, next_allowed(rate, burst, after, now))
     return Grant(rows, retry_at, rate, burst, tat)
+
+
+PARTITION_SCAN = 2000
+"""A partitioned limit's claim ranks at least this many of the oldest due rows (20 per row it
+may take, if more) by partition key: see ``claim_partitioned`` in queries.sql."""
+
+
+def partition_params(row: Mapping[str, Any], rows: int) -> dict[str, Any]:
+    """The extra parameters of ``claim_partitioned`` for a limit's row."""
+    return {
+        "field": partition_field(row["partition_by"]),
+        "concurrency": row["concurrency"],
+        "scan": max(PARTITION_SCAN, 20 * rows),
+    }
+
+
+def partitions_full(granted: Grant, claimed: int, now: datetime) -> Grant:
+    """A partitioned claim took fewer rows than granted while due rows are left: every key
+    they belong to is at its concurrency, so the limit holds them back (and looks again)."""
+    return replace(granted, rows=claimed, retry_at=now + CONCURRENCY_POLL)
 
 
 def spent(granted: Grant, now: datetime, starts: int) -> datetime | None:

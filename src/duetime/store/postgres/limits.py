@@ -24,6 +24,8 @@ from duetime.store.limits import (
     claim_under,
     grant,
     next_run_parts,
+    partition_params,
+    partitions_full,
     rule_from_row,
     rule_params,
     spent,
@@ -126,6 +128,7 @@ class PostgresLimits:
         async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
             pattern = governed.rule.pattern
             globs = _globs(pattern, plan.excluded(governed))
+            shadows = _globs(pattern, governed.shadows)["excluded"]
             key = {"namespace": namespace, "pattern": pattern}
 
             async def run(conn: Conn) -> tuple[list[Claimed], Grant | None]:
@@ -142,9 +145,17 @@ class PostgresLimits:
                 if granted.rows <= 0:
                     return [], granted
                 params = {**base, **globs, "limit": granted.rows}
+                partitioned = row["partition_by"] is not None
+                if partitioned:
+                    params.update(partition_params(row, granted.rows), shadows=shadows)
+                query = Q["claim_partitioned" if partitioned else "claim_ruled"]
                 async with conn.cursor(row_factory=rows_of, binary=True) as cur:
-                    await cur.execute(Q["claim_ruled"], params)
+                    await cur.execute(query, params)
                     claimed: list[Claimed] = await cur.fetchall()
+                if partitioned and len(claimed) < granted.rows:
+                    left = await fetch_value(conn, Q["next_run_ruled"], {**base, **globs})
+                    if left is not None and left <= now:
+                        granted = partitions_full(granted, len(claimed), db_now)
                 tat = spent(granted, db_now, len(claimed))
                 if tat is not None:
                     await conn.execute(Q["spend_tokens"], {**key, "tat": tat})

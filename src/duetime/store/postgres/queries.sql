@@ -435,6 +435,54 @@ claimed AS (
 )
 SELECT * FROM claimed
 
+-- name: claim_partitioned
+-- claim_ruled for a limit with partition_by: at most %(concurrency)s running per partition key
+-- (the subject, or the payload field %(field)s), counting the running rows of each key through
+-- the index of leased rows. The oldest %(scan)s due rows are the candidates, ranked within
+-- their key after those running; the oldest that fit are locked and marked. (A backlog of one
+-- key beyond the scan holds the others back until it shrinks: see docs/flow-control.md.)
+WITH running AS (
+    SELECT CASE WHEN %(field)s::text IS NULL THEN subject ELSE payload ->> %(field)s::text END
+            AS part,
+        count(*) AS n
+    FROM timers
+    WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
+      AND namespace = %(namespace)s
+      AND type LIKE %(only)s AND NOT type LIKE ANY (%(shadows)s::text[])
+    GROUP BY 1
+),
+candidates AS (
+    SELECT ctid, run_at,
+        CASE WHEN %(field)s::text IS NULL THEN subject ELSE payload ->> %(field)s::text END
+            AS part
+    FROM timers
+    WHERE namespace = %(namespace)s
+      AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
+      AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+      AND
+      -- include: claim_subscribed
+    ORDER BY run_at
+    LIMIT %(scan)s
+),
+ranked AS (
+    SELECT c.ctid, c.run_at,
+        row_number() OVER (PARTITION BY c.part ORDER BY c.run_at) + coalesce(r.n, 0) AS place
+    FROM candidates c LEFT JOIN running r ON r.part IS NOT DISTINCT FROM c.part
+),
+due AS (
+    SELECT ctid FROM timers
+    WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM ranked WHERE place <= %(concurrency)s ORDER BY run_at
+            LIMIT %(limit)s))
+      AND status IN ('scheduled', 'retrying')
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    -- include: claim_mark
+)
+SELECT * FROM claimed
+
 -- name: next_run_ruled
 -- next_run_at under flow control: the types a claim_ruled with the same only/excluded takes.
 SELECT run_at FROM timers
@@ -449,7 +497,8 @@ LIMIT 1
 -- name: lock_limit
 -- A limit's row, locked until its claim's transaction ends: claims of the types it governs run
 -- one at a time on every node (other claims do not wait), and read the database's clock.
-SELECT concurrency, rate_count, rate_period_us, burst, tat, clock_timestamp() AS db_now
+SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat,
+    clock_timestamp() AS db_now
 FROM flow_limits
 WHERE namespace = %(namespace)s AND pattern = %(pattern)s
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)

@@ -24,6 +24,8 @@ from duetime.store.limits import (
     claim_under,
     grant,
     next_run_parts,
+    partition_params,
+    partitions_full,
     rule_from_row,
     rule_params,
     spent,
@@ -138,6 +140,7 @@ class SqliteLimits:
         async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
             pattern = governed.rule.pattern
             globs = _globs(pattern, plan.excluded(governed))
+            shadows = dump_json(list(governed.shadows))
             key = {"namespace": namespace, "pattern": pattern}
 
             def run(conn: sqlite3.Connection) -> tuple[list[Claimed], Grant | None]:
@@ -155,7 +158,15 @@ class SqliteLimits:
                 if granted.rows <= 0:
                     return [], granted
                 params = {**base, **globs, "limit": granted.rows}
-                claimed = take_rows(conn, Q["claim_ruled"], params, node_id, now_us)
+                partitioned = row["partition_by"] is not None
+                if partitioned:
+                    params.update(partition_params(row, granted.rows), shadows=shadows)
+                query = Q["claim_partitioned" if partitioned else "claim_ruled"]
+                claimed = take_rows(conn, query, params, node_id, now_us)
+                if partitioned and len(claimed) < granted.rows:
+                    left = conn.execute(Q["next_run_ruled"], {**base, **globs}).fetchone()[0]
+                    if left is not None and left <= now_us:
+                        granted = partitions_full(granted, len(claimed), clock)
                 spent_tat = spent(granted, clock, len(claimed))
                 if spent_tat is not None:
                     conn.execute(Q["spend_tokens"], {**key, "tat": to_micros(spent_tat)})

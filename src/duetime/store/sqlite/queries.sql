@@ -190,6 +190,43 @@ WHERE id IN (
 )
 -- include: claim_returning
 
+-- name: claim_partitioned
+-- claim_ruled for a limit with partition_by: at most :concurrency running per partition key (the
+-- subject, or the payload field :field), ranked within their key after those running, among
+-- the oldest :scan due rows (see the PostgreSQL store's claim_partitioned).
+-- include: claim_mark
+WHERE id IN (
+    WITH running AS (
+        SELECT CASE WHEN :field IS NULL THEN subject
+                ELSE json_extract(payload, '$."' || :field || '"') END AS part,
+            count(*) AS n
+        FROM timers
+        WHERE status = 'running' AND namespace = :namespace AND type GLOB :only
+          AND NOT EXISTS (SELECT 1 FROM json_each(:shadows) WHERE timers.type GLOB value)
+        GROUP BY 1
+    ),
+    candidates AS (
+        SELECT id, run_at,
+            CASE WHEN :field IS NULL THEN subject
+                ELSE json_extract(payload, '$."' || :field || '"') END AS part
+        FROM timers
+        WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+          AND type GLOB :only
+          AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+          AND
+          -- include: claim_subscribed
+        ORDER BY run_at
+        LIMIT :scan
+    ),
+    ranked AS (
+        SELECT c.id, c.run_at,
+            row_number() OVER (PARTITION BY c.part ORDER BY c.run_at) + coalesce(r.n, 0) AS place
+        FROM candidates c LEFT JOIN running r ON r.part IS c.part
+    )
+    SELECT id FROM ranked WHERE place <= :concurrency ORDER BY run_at LIMIT :limit
+)
+-- include: claim_returning
+
 -- name: next_run_ruled
 SELECT min(run_at) FROM timers
 WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
@@ -199,7 +236,7 @@ WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
   -- include: claim_subscribed
 
 -- name: get_limit
-SELECT concurrency, rate_count, rate_period_us, burst, tat FROM flow_limits
+SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat FROM flow_limits
 WHERE namespace = :namespace AND pattern = :pattern
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
 
