@@ -1040,6 +1040,12 @@ def main() -> None:
         help="extra duetime URL query parameters (experiments), e.g. pool_max=20",
     )
     parser.add_argument(
+        "--duetime-limit",
+        default="",
+        help="a flow control limit on duetime's job type, e.g. concurrency=100000,rate=1000000/s "
+        "(the limit's overhead)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -1059,6 +1065,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # report what was measured
     os.environ["PG_BENCH_PGQ_DRIVER"] = args.pgq_driver
     os.environ["PG_BENCH_DUETIME_PARAMS"] = args.duetime_params
+    os.environ["PG_BENCH_DUETIME_LIMIT"] = args.duetime_limit
 
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")

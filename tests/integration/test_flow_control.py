@@ -200,9 +200,9 @@ def test_pause_starts_nothing_and_resume_starts_everything_in_due_order(
     wait_until(lambda: count_done(workers.url) == total, 60, f"all done\n{workers.stderr()}")
     lines = workers.lines()
     assert sorted(line.key for line in lines) == [f"t-{i:05d}" for i in range(total)]
-    for pid in {line.pid for line in lines}:  # each process starts them oldest first
-        keys = [line.key for line in lines if line.pid == pid]
-        assert keys == sorted(keys)
+    # In due order, up to the claims under way at once (3 processes, each with a claim or two
+    # of at most its free slots): no start strays further than that from its due place.
     order = [int(line.key[2:]) for line in lines]
     displaced = max(abs(position - index) for position, index in enumerate(order))
-    assert displaced < total // 2, order
+    assert displaced < total // 3, order
+    assert max(order[: total // 10]) < total // 2  # the oldest went first

@@ -131,6 +131,8 @@ class RuledClaim:
     claimed: list[Claimed] = field(default_factory=list)
     retry_at: datetime | None = None
     held: tuple[str, ...] = ()
+    ungoverned_short: bool = False
+    """The claim of the types no rule governs came back short: none of them is due now."""
 
 
 def specificity(pattern: str) -> tuple[int, int, str]:

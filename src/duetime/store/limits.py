@@ -130,7 +130,7 @@ PlainClaim = Callable[[tuple[str, ...], int], Awaitable[list[Claimed]]]
 
 
 async def claim_under(
-    plan: FlowPlan, limit: int, by_limit: LimitClaim, plain: PlainClaim
+    plan: FlowPlan, limit: int, by_limit: LimitClaim, plain: PlainClaim, ungoverned: bool = True
 ) -> RuledClaim:
     """Each limit's share of ``limit`` first (so a backlog of ungoverned types never starves a
     limited one), then the ungoverned types take what is left. Rows come out oldest first."""
@@ -147,16 +147,23 @@ async def claim_under(
         if granted is not None and granted.retry_at is not None and len(rows) == granted.rows:
             held.append(governed.rule.pattern)
             retry_at = granted.retry_at if retry_at is None else min(retry_at, granted.retry_at)
-    if len(claimed) < limit:
-        claimed.extend(await plain(plan.governed, limit - len(claimed)))
+    short = False
+    if ungoverned and len(claimed) < limit:
+        room = limit - len(claimed)
+        rows = await plain(plan.governed, room)
+        claimed.extend(rows)
+        short = len(rows) < room
     claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
-    return RuledClaim(claimed, retry_at, tuple(held))
+    return RuledClaim(claimed, retry_at, tuple(held), short)
 
 
-def next_run_parts(plan: FlowPlan, held: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+def next_run_parts(
+    plan: FlowPlan, held: Sequence[str], ungoverned: bool = True
+) -> list[tuple[str, tuple[str, ...]]]:
     """The (only, excluded) glob pairs whose earliest due row wakes a worker: the ungoverned
-    types, and each limit not holding rows back (those are retried at their own instant)."""
-    parts: list[tuple[str, tuple[str, ...]]] = [("*", plan.governed)]
+    types (unless the caller knows already), and each limit not holding rows back (those are
+    retried at their own instant)."""
+    parts: list[tuple[str, tuple[str, ...]]] = [("*", plan.governed)] if ungoverned else []
     for governed in plan.limits:
         if governed.rule.pattern not in held:
             parts.append((governed.rule.pattern, plan.excluded(governed)))

@@ -244,10 +244,13 @@ class LimitStore(Protocol):
         node_id: str,
         lease_until: datetime,
         plan: FlowPlan,
+        *,
+        ungoverned: bool = True,
     ) -> RuledClaim:
         """:meth:`Store.claim_due` under ``plan``: each limit's types at most as it allows
         (rate state and running count read under the limit's lock, on the database's clock),
-        paused types not at all, then the rest; oldest ``run_at`` first."""
+        paused types not at all, then the rest (unless ``ungoverned`` is False: the caller
+        knows none is due); oldest ``run_at`` first."""
         ...
 
     async def next_run_at(
@@ -256,9 +259,12 @@ class LimitStore(Protocol):
         types: Sequence[str] | ClaimFilter | None,
         plan: FlowPlan,
         held: Sequence[str],
+        *,
+        ungoverned: bool = True,
     ) -> datetime | None:
-        """:meth:`Store.next_run_at` under ``plan``, leaving out paused types and those of the
-        limits in ``held`` (retried at their own instant)."""
+        """:meth:`Store.next_run_at` under ``plan``, leaving out paused types, those of the
+        limits in ``held`` (retried at their own instant), and unless ``ungoverned`` those no
+        rule governs."""
         ...
 
 

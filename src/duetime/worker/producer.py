@@ -15,7 +15,7 @@ import logging
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
 from duetime.config import Settings
@@ -121,6 +121,12 @@ class Producer:
         self._plan_read = -RULES_REFRESH  # … at this loop time
         self._held: tuple[str, ...] = ()  # limits that held rows back at the last claim …
         self._retry_at: datetime | None = None  # … and when the first of them may allow more
+        # No type free of rules is due before this instant (None: not known). Set when their
+        # claim comes back short, so claims under rules stop stepping over held-back rows to
+        # look for them; forgotten at a wake-up hint (_hints counts them) and at each re-read
+        # of the rules.
+        self._clear_until: datetime | None = None
+        self._hints = 0
         self._executor: Executor
         self._completer: Completer
         self._fan_outer: FanOuter
@@ -214,9 +220,16 @@ class Producer:
             if plan.empty:
                 next_run = await self.store.next_run_at(self.namespace, self.dispatch.claim_filter)
             else:
+                clear = self._clear_until
                 next_run = await self.store.limits.next_run_at(
-                    self.namespace, self.dispatch.claim_filter, plan, self._held
+                    self.namespace,
+                    self.dispatch.claim_filter,
+                    plan,
+                    self._held,
+                    ungoverned=clear is None,
                 )
+                if clear is not None and clear != _NEVER:
+                    next_run = clear if next_run is None else min(next_run, clear)
         except Exception:
             log.exception("reading the next due time failed; retrying shortly")
             await self._sleep(FAILURE_PAUSE)
@@ -284,6 +297,8 @@ class Producer:
 
     def on_wakeup(self, earliest: datetime | None) -> None:
         """A store heard of new work; called on any thread (e.g. a sync App's own loop)."""
+        self._clear_until = None
+        self._hints += 1
         planned = self._planned_wake
         if earliest is None or planned is None or earliest < planned:
             loop = self._loop
@@ -341,17 +356,33 @@ class Producer:
                 lease_until,
             )
         else:
-            ruled = await self.store.limits.claim(
-                self.namespace,
-                self.dispatch.claim_filter,
-                cutoff,
-                limit,
-                self.shared.node_id,
-                lease_until,
-                plan,
-            )
-            claimed, self._held, self._retry_at = ruled.claimed, ruled.held, ruled.retry_at
+            claimed = await self._claim_under(plan, cutoff, limit, lease_until)
         return claimed, loop.time() - started, cutoff if hold else None, lease_until
+
+    async def _claim_under(
+        self, plan: FlowPlan, cutoff: datetime, limit: int, lease_until: datetime
+    ) -> list[Claimed]:
+        """The claim under flow control rules (see ``store.limits.claim``)."""
+        hints, clear = self._hints, self._clear_until
+        ungoverned = clear is None or cutoff >= clear
+        limits, types = self.store.limits, self.dispatch.claim_filter
+        ruled = await limits.claim(
+            self.namespace,
+            types,
+            cutoff,
+            limit,
+            self.shared.node_id,
+            lease_until,
+            plan,
+            ungoverned=ungoverned,
+        )
+        self._held, self._retry_at = ruled.held, ruled.retry_at
+        if ungoverned and ruled.ungoverned_short:
+            every = tuple(g.rule.pattern for g in plan.limits)
+            later = await limits.next_run_at(self.namespace, types, plan, every)
+            if hints == self._hints:  # no hint meanwhile: what it says still holds
+                self._clear_until = _NEVER if later is None else later
+        return ruled.claimed
 
     async def _rules(self, loop: asyncio.AbstractEventLoop) -> FlowPlan:
         """The namespace's flow control rules, read again every :data:`RULES_REFRESH`."""
@@ -365,7 +396,7 @@ class Producer:
             else:
                 if plan.empty:
                     self._held, self._retry_at = (), None
-                self._plan = plan
+                self._plan, self._clear_until = plan, None
         return self._plan
 
     def _take_claimed(
@@ -463,6 +494,9 @@ class Producer:
         """Give a row back as it was, unstarted (fenced: a no-op if it was taken over)."""
         timer = claimed.timer
         self._completer.record(timer, Finish(timer.id, claimed.attempt, Outcome.RELEASED))
+
+
+_NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -114,6 +114,8 @@ class PostgresLimits:
         node_id: str,
         lease_until: datetime,
         plan: FlowPlan,
+        *,
+        ungoverned: bool = True,
     ) -> RuledClaim:
         base = {
             "namespace": namespace,
@@ -173,16 +175,22 @@ class PostgresLimits:
             )
             return list(claimed)
 
-        return await claim_under(plan, limit, by_limit, plain)
+        return await claim_under(plan, limit, by_limit, plain, ungoverned)
 
     async def next_run_at(
-        self, namespace: str, types: Types, plan: FlowPlan, held: Sequence[str]
+        self,
+        namespace: str,
+        types: Types,
+        plan: FlowPlan,
+        held: Sequence[str],
+        *,
+        ungoverned: bool = True,
     ) -> datetime | None:
         base = {"namespace": namespace, **self._filter(types)}
 
         async def run(conn: Conn) -> datetime | None:
             found: list[datetime] = []
-            for only, excluded in next_run_parts(plan, held):
+            for only, excluded in next_run_parts(plan, held, ungoverned):
                 value = await fetch_value(
                     conn, Q["next_run_ruled"], {**base, **_globs(only, excluded)}
                 )

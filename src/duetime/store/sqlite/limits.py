@@ -128,6 +128,8 @@ class SqliteLimits:
         node_id: str,
         lease_until: datetime,
         plan: FlowPlan,
+        *,
+        ungoverned: bool = True,
     ) -> RuledClaim:
         now_us = to_micros(now)
         base = {
@@ -182,16 +184,22 @@ class SqliteLimits:
 
             return await self._db.write(run)
 
-        return await claim_under(plan, limit, by_limit, plain)
+        return await claim_under(plan, limit, by_limit, plain, ungoverned)
 
     async def next_run_at(
-        self, namespace: str, types: Types, plan: FlowPlan, held: Sequence[str]
+        self,
+        namespace: str,
+        types: Types,
+        plan: FlowPlan,
+        held: Sequence[str],
+        *,
+        ungoverned: bool = True,
     ) -> datetime | None:
         base = self._filter(namespace, types)
 
         def run(conn: sqlite3.Connection) -> datetime | None:
             found: list[int] = []
-            for only, excluded in next_run_parts(plan, held):
+            for only, excluded in next_run_parts(plan, held, ungoverned):
                 value = conn.execute(Q["next_run_ruled"], {**base, **_globs(only, excluded)})
                 earliest = value.fetchone()[0]
                 if earliest is not None:
