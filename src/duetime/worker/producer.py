@@ -377,6 +377,15 @@ class Producer:
             ungoverned=ungoverned,
         )
         self._held, self._retry_at = ruled.held, ruled.retry_at
+        for pattern in ruled.held:
+            for observer in self.shared.observers:
+                # Observers written before flow control have no such hook: they are left out.
+                hook = getattr(observer, "held_back", None)
+                try:
+                    if hook is not None:
+                        hook(self.namespace, pattern)
+                except Exception:  # a metrics hook must not stop the claims
+                    log.exception("a worker observer failed on a held-back limit")
         if ungoverned and ruled.ungoverned_short:
             every = tuple(g.rule.pattern for g in plan.limits)
             later = await limits.next_run_at(self.namespace, types, plan, every)
