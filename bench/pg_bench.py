@@ -63,7 +63,9 @@ from peers import PEERS, SYSTEMS, System, load
 
 DEFAULT_BASE = "postgresql://postgres@127.0.0.1:5432"
 ADMIN_DB = "postgres"
-DB_PREFIX = "dtbench_"
+DB_PREFIX = os.environ.get("PG_BENCH_DB_PREFIX", "dtbench_")
+"""Every database this run makes starts with it: set PG_BENCH_DB_PREFIX to run beside another
+run of this script on the same server."""
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 45.0
 

@@ -133,11 +133,14 @@ async def claim_under(
     plan: FlowPlan, limit: int, by_limit: LimitClaim, plain: PlainClaim, ungoverned: bool = True
 ) -> RuledClaim:
     """Each limit's share of ``limit`` first (so a backlog of ungoverned types never starves a
-    limited one), then the ungoverned types take what is left. Rows come out oldest first."""
+    limited one), then the ungoverned types take what is left (unless ``ungoverned`` is False:
+    the caller knows none is due, and the limits share all of ``limit``). Rows come out oldest
+    first."""
     claimed: list[Claimed] = []
     retry_at: datetime | None = None
     held: list[str] = []
-    share = max(1, limit // (len(plan.limits) + 1))
+    parts = len(plan.limits) + (1 if ungoverned else 0)
+    share = max(1, -(-limit // max(1, parts)))
     for governed in plan.limits:
         room = min(share, limit - len(claimed))
         if room <= 0:
