@@ -133,6 +133,8 @@ class RuledClaim:
     held: tuple[str, ...] = ()
     ungoverned_short: bool = False
     """The claim of the types no rule governs came back short: none of them is due now."""
+    granted_at: dict[int, datetime] = field(default_factory=dict)
+    """Rows a rate granted (by timer id): the instant of the grant, on the database's clock."""
 
 
 def specificity(pattern: str) -> tuple[int, int, str]:

@@ -32,6 +32,8 @@ class Grant:
     rate: Rate | None
     burst: int
     tat: datetime | None
+    at: datetime
+    """The instant of the grant, on the database's clock."""
 
 
 def rate_of(row: Mapping[str, Any]) -> Rate | None:
@@ -66,7 +68,7 @@ def grant(
             rows = tokens
             after = spend(rate, tat, now, tokens)
             retry_at = max(retry_at or now, next_allowed(rate, burst, after, now))
-    return Grant(rows, retry_at, rate, burst, tat)
+    return Grant(rows, retry_at, rate, burst, tat, now)
 
 
 PARTITION_SCAN = 2000
@@ -139,6 +141,7 @@ async def claim_under(
     claimed: list[Claimed] = []
     retry_at: datetime | None = None
     held: list[str] = []
+    granted_at: dict[int, datetime] = {}
     parts = len(plan.limits) + (1 if ungoverned else 0)
     share = max(1, -(-limit // max(1, parts)))
     for governed in plan.limits:
@@ -147,6 +150,8 @@ async def claim_under(
             break
         rows, granted = await by_limit(governed, room)
         claimed.extend(rows)
+        if granted is not None and granted.rate is not None:
+            granted_at.update((row.timer.id, granted.at) for row in rows)
         if granted is not None and granted.retry_at is not None and len(rows) == granted.rows:
             held.append(governed.rule.pattern)
             retry_at = granted.retry_at if retry_at is None else min(retry_at, granted.retry_at)
@@ -157,7 +162,7 @@ async def claim_under(
         claimed.extend(rows)
         short = len(rows) < room
     claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
-    return RuledClaim(claimed, retry_at, tuple(held), short)
+    return RuledClaim(claimed, retry_at, tuple(held), short, granted_at)
 
 
 def next_run_parts(

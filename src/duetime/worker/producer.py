@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
@@ -62,6 +62,12 @@ batches of overdue rows start out of order). Only a worker whose last claim came
 pipelines: the first claim after a sleep, or one held for a planned instant, is made alone."""
 FAILURE_PAUSE = 1.0
 """Seconds before claiming again after a claim or a next-due read failed."""
+RATE_START_DELAY = timedelta(milliseconds=100)
+"""A row a rate limit granted starts this long after the grant (on the database's clock), not
+as soon as its claim is back: the lag from grant to start differs between workers and claims
+(a commit, a busy event loop), and starts taken at once would bunch the grants of one window
+into a shorter one. Held to the grant's instant, the starts keep the rate's spacing unless a
+worker lags by more than this."""
 RULES_REFRESH = 1.0
 """Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.limits`) before
 reading them again: a limit, pause or resume set anywhere reaches every worker within this.
@@ -336,9 +342,10 @@ class Producer:
 
     async def _fetch_claim(
         self, limit: int, target: datetime | None
-    ) -> tuple[list[Claimed], float, datetime | None, datetime]:
+    ) -> tuple[list[Claimed], float, datetime | None, datetime, Mapping[int, datetime]]:
         """The store's claim: (rows, seconds it took, the instant to hold them until, their
-        lease)."""
+        lease, and when a rate granted rows: the instant each may start, see
+        :data:`RATE_START_DELAY`)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         now = self.clock.now()
@@ -346,6 +353,7 @@ class Producer:
         cutoff = target if hold and target is not None else now
         lease_until = now + self.settings.lease
         plan = await self._rules(loop)
+        paced: Mapping[int, datetime] = {}
         if plan.empty:
             claimed = await self.store.claim_due(
                 self.namespace,
@@ -356,13 +364,14 @@ class Producer:
                 lease_until,
             )
         else:
-            claimed = await self._claim_under(plan, cutoff, limit, lease_until)
-        return claimed, loop.time() - started, cutoff if hold else None, lease_until
+            claimed, paced = await self._claim_under(plan, cutoff, limit, lease_until)
+        return claimed, loop.time() - started, cutoff if hold else None, lease_until, paced
 
     async def _claim_under(
         self, plan: FlowPlan, cutoff: datetime, limit: int, lease_until: datetime
-    ) -> list[Claimed]:
-        """The claim under flow control rules (see ``store.limits.claim``)."""
+    ) -> tuple[list[Claimed], dict[int, datetime]]:
+        """The claim under flow control rules (see ``store.limits.claim``), and the instant
+        each row a rate granted may start."""
         hints, clear = self._hints, self._clear_until
         ungoverned = clear is None or cutoff >= clear
         limits, types = self.store.limits, self.dispatch.claim_filter
@@ -391,7 +400,8 @@ class Producer:
             later = await limits.next_run_at(self.namespace, types, plan, every)
             if hints == self._hints:  # no hint meanwhile: what it says still holds
                 self._clear_until = _NEVER if later is None else later
-        return ruled.claimed
+        delay = RATE_START_DELAY
+        return ruled.claimed, {key: at + delay for key, at in ruled.granted_at.items()}
 
     async def _rules(self, loop: asyncio.AbstractEventLoop) -> FlowPlan:
         """The namespace's flow control rules, read again every :data:`RULES_REFRESH`."""
@@ -414,6 +424,7 @@ class Producer:
         elapsed: float,
         start_at: datetime | None,
         lease_until: datetime,
+        paced: Mapping[int, datetime],
     ) -> list[Claimed]:
         """Start what a claim brought, as slots allow (the rest waits in order for a slot)."""
         loop = asyncio.get_running_loop()
@@ -432,14 +443,15 @@ class Producer:
                 self._unreadable(item)
                 continue
             goes = route(item.timer)
+            when = start_at if not paced else _later(start_at, paced.get(item.timer.id))
             if type(goes) is Fan:
                 fans.append((item, goes))
             elif free > 0:
                 free -= 1
                 self._started_count += 1
-                start(item, goes, start_at, loop, held)
+                start(item, goes, when, loop, held)
             else:
-                self._ready.append(_Ready(item, goes, start_at, held))
+                self._ready.append(_Ready(item, goes, when, held))
         self.start_ready()
         if fans:
             task = loop.create_task(self._fan_outer.fan_out(fans))
@@ -506,6 +518,12 @@ class Producer:
 
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def _later(first: datetime | None, second: datetime | None) -> datetime | None:
+    if first is None or second is None:
+        return first or second
+    return max(first, second)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
