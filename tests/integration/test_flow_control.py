@@ -9,6 +9,7 @@ timers (default 1,000 at 200/s: 5 s of starts; the full check of 5,000 takes 25 
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -35,12 +36,13 @@ APP = Path(__file__).with_name("crash_worker_app.py")
 WORK = "work"
 WORKERS = 3
 RATE_TIMERS = int(os.environ.get("DUETIME_TEST_FLOW_TIMERS", "1000"))
-START_LAG = 0.01
-"""The limit grants starts on the database's clock and each worker starts a granted row 100 ms
-after its grant by its own estimate of that clock (``producer.RATE_START_DELAY``); the
-estimates of the processes differ by a few ms, so a window of starts may hold the grants of a
-window this much longer: the bound on starts is ``rate * (window + START_LAG) + burst``
-(measured: at most 1 start over ``rate * window + burst`` at 1,000/s, see bench/README.md)."""
+START_LAG = 0.025
+"""The limit grants starts on the database's clock and each worker holds a granted row until
+100 ms after its grant (``producer.RATE_START_DELAY``), by its own estimate of that clock, then
+starts it as soon as its event loop wakes: on a loaded machine, some ms late, not all by the
+same amount. So a window of starts may hold the grants of a window this much longer: the bound
+on starts is ``rate * window + burst + ceil(rate * START_LAG)`` (measured: at most 2 starts
+over ``rate * window + burst`` at 200/s, 1 at 1,000/s; see bench/README.md)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,8 @@ def test_a_rate_holds_across_processes_and_every_timer_runs(workers: Workers) ->
     assert len({line.pid for line in lines}) > 1  # the processes shared the work
     starts = [line.at for line in lines]
     for window in (1.0, 2.0):
-        assert most_in_window(starts, window) <= 200 * (window + START_LAG) + burst, window
+        bound = round(200 * window) + burst + math.ceil(200 * START_LAG)
+        assert most_in_window(starts, window) <= bound, window
     spent = starts[-1] - starts[0]
     assert spent >= (RATE_TIMERS - burst) / 200 * 0.98  # held back, not dropped
 
