@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from psycopg.rows import dict_row
+
 from duetime.model import Claimed, ClaimFilter
 from duetime.model.limits import (
     FlowPlan,
@@ -134,15 +136,21 @@ class PostgresLimits:
             key = {"namespace": namespace, "pattern": pattern}
 
             async def run(conn: Conn) -> tuple[list[Claimed], Grant | None]:
-                await conn.execute(Q["claim_in_order"])
-                locked = await fetch_all(conn, Q["lock_limit"], key)
+                # One round trip: the count runs once the lock is held (statements of a
+                # pipeline run in turn), so it sees the running rows of the claim before.
+                async with conn.pipeline() as pipeline:
+                    await conn.execute(Q["claim_in_order"])
+                    lock = conn.cursor(row_factory=dict_row)
+                    await lock.execute(Q["lock_limit"], key)
+                    count = conn.cursor(row_factory=dict_row)
+                    await count.execute(Q["count_leased"], {**key, **globs})
+                    await pipeline.sync()
+                    locked = await lock.fetchall()
+                    running = int((await count.fetchall())[0]["count"])
                 if not locked:
                     return [], None  # removed since the plan was read
                 row = locked[0]
                 db_now: datetime = row["db_now"]
-                running = 0
-                if row["concurrency"] is not None:
-                    running = int(await fetch_value(conn, Q["count_leased"], {**key, **globs}))
                 granted = grant(row, row["tat"], running, room, db_now)
                 if granted.rows <= 0:
                     return [], granted
