@@ -6,7 +6,6 @@ exactly like a Python call, and bad input (``"rate": "fast"``) is a 422 naming t
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -106,7 +105,7 @@ def _pattern_of(data: dict[str, Any]) -> str:
 )
 async def list_limits(app: ReadApp) -> JSONResponse:
     """Each rule with what it holds now: attempts running, due timers held back, the oldest."""
-    now = datetime.now(UTC)
+    now = app.clock.now()
     return JSONResponse({"items": [status.to_dict(now) for status in await app.limits()]})
 
 
