@@ -111,6 +111,9 @@ class Producer:
         self._wake = wake
         self._stopping = stopping
         self._ready: deque[_Ready] = deque()  # claimed beyond the free slots, not started
+        # Rows a rate granted, waiting for their paced instant (RATE_START_DELAY) before they
+        # join _ready: they take no slot meanwhile.
+        self._pacing: dict[int, _Ready] = {}
         self._started_count = 0  # attempts started (the pace of PREFETCH_HORIZON) …
         self._pace_mark = (0, 0.0)  # … and (count, loop time) when the pace was last measured
         self._pace = 0.0  # attempts started per second, lately
@@ -151,7 +154,8 @@ class Producer:
 
     def held(self) -> Iterator[int]:
         """Ids of the rows claimed and not started yet."""
-        return (r.claimed.timer.id for r in self._ready)
+        yield from (r.claimed.timer.id for r in self._ready)
+        yield from list(self._pacing)
 
     def free(self) -> int:
         """Slots for handlers to start in.
@@ -180,6 +184,9 @@ class Producer:
         """Give back the rows claimed but never started, as they were (shutdown)."""
         while self._ready:
             self._release(self._ready.popleft().claimed)
+        for waiting in list(self._pacing.values()):
+            self._release(waiting.claimed)
+        self._pacing.clear()
 
     # -- the main cycle ---------------------------------------------------------------------
     async def cycle(self) -> None:
@@ -443,15 +450,16 @@ class Producer:
                 self._unreadable(item)
                 continue
             goes = route(item.timer)
-            when = start_at if not paced else _later(start_at, paced.get(item.timer.id))
             if type(goes) is Fan:
                 fans.append((item, goes))
+            elif paced and item.timer.id in paced:
+                self._hold_paced(_Ready(item, goes, start_at, held), paced[item.timer.id], loop)
             elif free > 0:
                 free -= 1
                 self._started_count += 1
-                start(item, goes, when, loop, held)
+                start(item, goes, start_at, loop, held)
             else:
-                self._ready.append(_Ready(item, goes, when, held))
+                self._ready.append(_Ready(item, goes, start_at, held))
         self.start_ready()
         if fans:
             task = loop.create_task(self._fan_outer.fan_out(fans))
@@ -459,6 +467,19 @@ class Producer:
             for item, _ in fans:
                 in_flight[item.timer.id] = task
         return claimed
+
+    def _hold_paced(self, ready: _Ready, at: datetime, loop: asyncio.AbstractEventLoop) -> None:
+        """Hold a row a rate granted until ``at`` (see :data:`RATE_START_DELAY`), then queue it
+        for a slot."""
+        key = ready.claimed.timer.id
+        self._pacing[key] = ready
+
+        def due() -> None:
+            if self._pacing.pop(key, None) is not None:
+                self._ready.append(ready)
+                self.start_ready()
+
+        loop.call_later(max(0.0, (at - self.clock.now()).total_seconds()), due)
 
     def fanned(self, fans: Sequence[tuple[Claimed, Fan]]) -> None:
         """A fan-out's batch is written (or failed): its rows' slots are free."""
