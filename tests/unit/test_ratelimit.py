@@ -80,17 +80,3 @@ def test_no_window_holds_more_than_the_burst_plus_the_rate(
         for j in range(i, len(starts)):
             window = starts[j] - first
             assert j - i + 1 <= burst + window // rate.interval
-
-
-def test_only_a_tight_rate_paces_its_starts() -> None:
-    from duetime.store.limits import grant, tight
-
-    row = {"concurrency": None, "rate_count": 1000, "rate_period_us": 1_000_000, "burst": 50}
-    row["partition_by"] = None
-    binding = grant(row, None, 0, 500, T0)
-    assert binding.rows == 50
-    assert tight(binding, 50)
-    generous = {**row, "rate_count": 1_000_000, "burst": 100_000}
-    roomy = grant(generous, None, 0, 500, T0)
-    assert roomy.rows == 500
-    assert not tight(roomy, 500)

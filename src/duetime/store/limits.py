@@ -91,15 +91,6 @@ def partitions_full(granted: Grant, claimed: int, now: datetime) -> Grant:
     return replace(granted, rows=claimed, retry_at=now + CONCURRENCY_POLL)
 
 
-def tight(granted: Grant, starts: int) -> bool:
-    """Whether ``starts`` rows left the rate less than as many again: the rate is what holds
-    the pace, and their starts are to keep the grants' spacing (a generous rate's are not)."""
-    if granted.rate is None:
-        return False
-    after = spend(granted.rate, granted.tat, granted.at, starts)
-    return allowance(granted.rate, granted.burst, after, granted.at) < starts
-
-
 def spent(granted: Grant, now: datetime, starts: int) -> datetime | None:
     """The rate's state after ``starts`` of the granted rows were claimed (None: unchanged)."""
     if granted.rate is None or starts == 0:
@@ -159,7 +150,7 @@ async def claim_under(
             break
         rows, granted = await by_limit(governed, room)
         claimed.extend(rows)
-        if granted is not None and rows and tight(granted, len(rows)):
+        if granted is not None and granted.rate is not None:
             granted_at.update((row.timer.id, granted.at) for row in rows)
         if granted is not None and granted.retry_at is not None and len(rows) == granted.rows:
             held.append(governed.rule.pattern)

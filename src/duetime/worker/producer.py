@@ -112,7 +112,9 @@ class Producer:
         self._stopping = stopping
         self._ready: deque[_Ready] = deque()  # claimed beyond the free slots, not started
         # Rows a rate granted, waiting for their paced instant (RATE_START_DELAY) before they
-        # join _ready: they take no slot meanwhile.
+        # join _ready: they take no slot and no room meanwhile (were they to, a worker could
+        # start no more than its slots per RATE_START_DELAY); the rate bounds them, at most
+        # its starts of RATE_START_DELAY plus its burst across every worker.
         self._pacing: dict[int, _Ready] = {}
         self._started_count = 0  # attempts started (the pace of PREFETCH_HORIZON) …
         self._pace_mark = (0, 0.0)  # … and (count, loop time) when the pace was last measured
