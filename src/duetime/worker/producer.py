@@ -445,6 +445,7 @@ class Producer:
                 observer.claimed(self.namespace, len(claimed), elapsed)
         route = self.dispatch.target
         fans: list[tuple[Claimed, Fan]] = []
+        pacing: dict[datetime, list[_Ready]] = {}  # rows a rate granted, by their instant
         free = self.free() if not self._ready else 0  # slots; the waiting rows go first
         start = self._executor.start
         for item in claimed:
@@ -455,13 +456,16 @@ class Producer:
             if type(goes) is Fan:
                 fans.append((item, goes))
             elif paced and item.timer.id in paced:
-                self._hold_paced(_Ready(item, goes, start_at, held), paced[item.timer.id], loop)
+                ready = _Ready(item, goes, start_at, held)
+                pacing.setdefault(paced[item.timer.id], []).append(ready)
             elif free > 0:
                 free -= 1
                 self._started_count += 1
                 start(item, goes, start_at, loop, held)
             else:
                 self._ready.append(_Ready(item, goes, start_at, held))
+        for at, readies in pacing.items():
+            self._hold_paced(readies, at, loop)
         self.start_ready()
         if fans:
             task = loop.create_task(self._fan_outer.fan_out(fans))
@@ -470,16 +474,20 @@ class Producer:
                 in_flight[item.timer.id] = task
         return claimed
 
-    def _hold_paced(self, ready: _Ready, at: datetime, loop: asyncio.AbstractEventLoop) -> None:
-        """Hold a row a rate granted until ``at`` (see :data:`RATE_START_DELAY`), then queue it
-        for a slot."""
-        key = ready.claimed.timer.id
-        self._pacing[key] = ready
+    def _hold_paced(
+        self, readies: list[_Ready], at: datetime, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Hold rows one grant of a rate gave until ``at`` (see :data:`RATE_START_DELAY`),
+        then queue them for a slot (those not given back meanwhile, at shutdown)."""
+        pacing = self._pacing
+        for ready in readies:
+            pacing[ready.claimed.timer.id] = ready
 
         def due() -> None:
-            if self._pacing.pop(key, None) is not None:
-                self._ready.append(ready)
-                self.start_ready()
+            for ready in readies:
+                if pacing.pop(ready.claimed.timer.id, None) is not None:
+                    self._ready.append(ready)
+            self.start_ready()
 
         loop.call_later(max(0.0, (at - self.clock.now()).total_seconds()), due)
 
