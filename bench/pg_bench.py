@@ -65,7 +65,9 @@ from peers import COMPARED, PEERS, SYSTEMS, System, load
 
 DEFAULT_BASE = "postgresql://postgres@127.0.0.1:5432"
 ADMIN_DB = "postgres"
-DB_PREFIX = "dtbench_"
+DB_PREFIX = os.environ.get("PG_BENCH_DB_PREFIX", "dtbench_")
+"""Every database this run makes starts with it: set PG_BENCH_DB_PREFIX to run beside another
+run of this script on the same server."""
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 45.0
 
@@ -1056,6 +1058,12 @@ def main() -> None:
         help="extra duetime URL query parameters (experiments), e.g. pool_max=20",
     )
     parser.add_argument(
+        "--duetime-limit",
+        default="",
+        help="a flow control limit on duetime's job type, e.g. concurrency=100000,rate=1000000/s "
+        "(the limit's overhead)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -1075,6 +1083,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # report what was measured
     os.environ["PG_BENCH_PGQ_DRIVER"] = args.pgq_driver
     os.environ["PG_BENCH_DUETIME_PARAMS"] = args.duetime_params
+    os.environ["PG_BENCH_DUETIME_LIMIT"] = args.duetime_limit
 
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")

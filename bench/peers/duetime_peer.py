@@ -52,8 +52,14 @@ class Duetime(System):
         return AsyncApp(self.url(db), **settings)
 
     async def install(self, db: str) -> None:
-        async with self.app(db):  # migrates and creates the namespace
-            pass
+        async with self.app(db) as app:  # migrates and creates the namespace
+            limit = os.environ.get("PG_BENCH_DUETIME_LIMIT", "")
+            if limit:  # --duetime-limit concurrency=100000,rate=1000000/s: its overhead
+                options: dict[str, Any] = dict(part.split("=", 1) for part in limit.split(","))
+                for name in ("concurrency", "burst"):
+                    if name in options:
+                        options[name] = int(options[name])
+                await app.set_limit(JOB_TYPE, **options)
 
     async def enqueue(self, db: str, dues: Sequence[float | None]) -> None:
         async with self.app(db) as app:

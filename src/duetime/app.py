@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
 from duetime.app_tokens import TokenMethods
 from duetime.clock import Clock, DatabaseClock
@@ -77,7 +78,7 @@ BULK_BATCH = 1000
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
-class AsyncApp(ScheduleMethods, TokenMethods):
+class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(

@@ -265,6 +265,13 @@ class Metrics:
             buckets=CLAIM_SECONDS_BUCKETS,
             registry=self.registry,
         )
+        self.limited = Counter(
+            "duetime_limited",
+            "Claims that found a flow control limit full: due timers of its types waited "
+            "(their lateness shows in duetime_lateness_seconds)",
+            ["namespace", "rule"],
+            registry=self.registry,
+        )
         self._gauges = _DatabaseGauges()
         self.registry.register(self._gauges)
         self._sources = _SourceCounters()
@@ -302,6 +309,9 @@ class Metrics:
             children.in_flight.dec()
         if timer.destination is not None:
             self.destinations.labels(timer.namespace, timer.destination, outcome.value).inc()
+
+    def held_back(self, namespace: str, pattern: str) -> None:
+        self.limited.labels(namespace, pattern).inc()
 
     # -- other sources ----------------------------------------------------------------------
     def cancelled(self, namespace: str, type: str) -> None:

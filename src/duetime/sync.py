@@ -167,6 +167,11 @@ class App:
     resume_schedule = _blocking(AsyncApp.resume_schedule)
     delete_schedule = _blocking(AsyncApp.delete_schedule)
     preview = _blocking(AsyncApp.preview)
+    set_limit = _blocking(AsyncApp.set_limit)
+    remove_limit = _blocking(AsyncApp.remove_limit)
+    pause = _blocking(AsyncApp.pause)
+    resume = _blocking(AsyncApp.resume)
+    limits = _blocking(AsyncApp.limits)
 
     def open(self) -> App:
         if not self.core.is_open:

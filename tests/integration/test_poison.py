@@ -71,6 +71,9 @@ class StartObserver:
     def finished(self, timer: Timer, outcome: Outcome) -> None:
         pass
 
+    def held_back(self, namespace: str, pattern: str) -> None:
+        pass
+
 
 def stored_row(url: str, key: str) -> tuple[str, str]:
     """(status, last_error) read with SQL: the row is past what a Timer can be read from."""

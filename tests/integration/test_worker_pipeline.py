@@ -192,6 +192,9 @@ class FailsOnce:
     def finished(self, timer: Any, outcome: Any) -> None:
         pass
 
+    def held_back(self, namespace: str, pattern: str) -> None:
+        pass
+
 
 def test_a_pipelined_claim_that_fails_to_start_its_rows_is_logged_and_retried(
     tmp_path: Path, caplog: pytest.LogCaptureFixture

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
-from duetime.api import events, live, operations, schedules, system, timers
+from duetime.api import events, limits, live, operations, schedules, system, timers
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.guard import RequestGuard
@@ -90,6 +90,7 @@ def create_api(
     api.include_router(events.router)
     api.include_router(schedules.router)
     api.include_router(schedules.preview_router)
+    api.include_router(limits.router)
     api.include_router(system.router)
     static = resources.files("duetime.api").joinpath("static")
     api.mount("/static", StaticFiles(directory=str(static)), name="static")

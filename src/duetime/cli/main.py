@@ -25,6 +25,7 @@ from duetime.cli.context import (
 )
 from duetime.cli.dead import dead
 from duetime.cli.events import events
+from duetime.cli.limits import limits, pause, resume
 from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
@@ -118,6 +119,9 @@ cli.add_command(next_occurrences)
 cli.add_command(events)
 cli.add_command(prune)
 cli.add_command(namespaces)
+cli.add_command(limits)
+cli.add_command(pause)
+cli.add_command(resume)
 
 
 def _short(text: str, limit: int) -> str:

@@ -14,7 +14,15 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from duetime.errors import InvalidInput
-from duetime.model import NewTimer, OnConflict, Page, PutResult, Schedule, Timer
+from duetime.model import (
+    ClaimFilter,
+    NewTimer,
+    OnConflict,
+    Page,
+    PutResult,
+    Schedule,
+    Timer,
+)
 from duetime.model.history import (
     ActivityCount,
     EventFilter,
@@ -22,6 +30,7 @@ from duetime.model.history import (
     MaintenanceReport,
     RetentionPolicy,
 )
+from duetime.model.limits import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.schedules import (
     Materialized,
     NewSchedule,
@@ -240,6 +249,65 @@ class TokenStore(Protocol):
         ...
 
     async def has_active_tokens(self) -> bool: ...
+
+
+class LimitStore(Protocol):
+    """Flow control rules (:mod:`duetime.model.limits`) and the claim that obeys them."""
+
+    async def list_rules(self, namespace: str) -> list[FlowRule]:
+        """The namespace's rules, by pattern."""
+        ...
+
+    async def put_limit(self, rule: FlowRule, now: datetime) -> FlowRule:
+        """Set the pattern's limit (replacing its previous one; a pause and the rate's state
+        stay)."""
+        ...
+
+    async def remove_limit(self, namespace: str, pattern: str, now: datetime) -> bool:
+        """Drop the pattern's limit (a pause stays); False when it had none."""
+        ...
+
+    async def set_paused(
+        self, namespace: str, pattern: str, paused: bool, now: datetime
+    ) -> FlowRule | None:
+        """Pause or resume the pattern's types; the row as it is now (None: no row left)."""
+        ...
+
+    async def status(self, namespace: str, now: datetime) -> list[FlowStatus]:
+        """Each rule with the attempts running and the due timers it holds back now."""
+        ...
+
+    async def claim(
+        self,
+        namespace: str,
+        types: Sequence[str] | ClaimFilter | None,
+        now: datetime,
+        limit: int,
+        node_id: str,
+        lease_until: datetime,
+        plan: FlowPlan,
+        *,
+        ungoverned: bool = True,
+    ) -> RuledClaim:
+        """:meth:`Store.claim_due` under ``plan``: each limit's types at most as it allows
+        (rate state and running count read under the limit's lock, on the database's clock),
+        paused types not at all, then the rest (unless ``ungoverned`` is False: the caller
+        knows none is due); oldest ``run_at`` first."""
+        ...
+
+    async def next_run_at(
+        self,
+        namespace: str,
+        types: Sequence[str] | ClaimFilter | None,
+        plan: FlowPlan,
+        held: Sequence[str],
+        *,
+        ungoverned: bool = True,
+    ) -> datetime | None:
+        """:meth:`Store.next_run_at` under ``plan``, leaving out paused types, those of the
+        limits in ``held`` (retried at their own instant), and unless ``ungoverned`` those no
+        rule governs."""
+        ...
 
 
 def require(

@@ -37,6 +37,7 @@ from duetime.model import (
 from duetime.store.listeners import WakeupListener
 from duetime.store.parts import (
     HistoryStore,
+    LimitStore,
     OutboxStore,
     ScheduleStore,
     TokenStore,
@@ -59,6 +60,11 @@ class Store(Protocol):
     @property
     def history(self) -> HistoryStore:
         """Retention of finished timers, and the event log read from them."""
+        ...
+
+    @property
+    def limits(self) -> LimitStore:
+        """Flow control: limits and pauses per event type, and the claim that obeys them."""
         ...
 
     @property
@@ -259,6 +265,7 @@ class Store(Protocol):
 
 __all__ = [
     "HistoryStore",
+    "LimitStore",
     "OutboxStore",
     "ScheduleStore",
     "Store",

@@ -60,6 +60,9 @@ class Recorder:
     def finished(self, timer: Timer, outcome: Outcome) -> None:
         self.results.append((timer, outcome))
 
+    def held_back(self, namespace: str, pattern: str) -> None:
+        return None
+
 
 def fired(
     finished: Sequence[tuple[Timer, Outcome]],

@@ -19,6 +19,10 @@ class WorkerObserver(Protocol):
 
     def finished(self, timer: Timer, outcome: Outcome) -> None: ...
 
+    def held_back(self, namespace: str, pattern: str) -> None:
+        """A claim found the limit on ``pattern`` full: due timers of its types wait."""
+        ...
+
 
 @dataclass
 class WorkerStats:

@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
 from duetime.config import Settings
 from duetime.dispatch import Dispatch, Target
 from duetime.model import Claimed, Finish, Outcome
+from duetime.model.limits import FlowPlan, plan_of
 from duetime.routes import Fan
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
@@ -61,6 +62,16 @@ batches of overdue rows start out of order). Only a worker whose last claim came
 pipelines: the first claim after a sleep, or one held for a planned instant, is made alone."""
 FAILURE_PAUSE = 1.0
 """Seconds before claiming again after a claim or a next-due read failed."""
+RATE_START_DELAY = timedelta(milliseconds=100)
+"""A row a rate limit granted starts this long after the grant (on the database's clock), not
+as soon as its claim is back: the lag from grant to start differs between workers and claims
+(a commit, a busy event loop), and starts taken at once would bunch the grants of one window
+into a shorter one. Held to the grant's instant, the starts keep the rate's spacing unless a
+worker lags by more than this."""
+RULES_REFRESH = 1.0
+"""Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.limits`) before
+reading them again: a limit, pause or resume set anywhere reaches every worker within this.
+While any rule is in force a worker sleeps at most this long, so it sees a resume in time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +111,11 @@ class Producer:
         self._wake = wake
         self._stopping = stopping
         self._ready: deque[_Ready] = deque()  # claimed beyond the free slots, not started
+        # Rows a rate granted, waiting for their paced instant (RATE_START_DELAY) before they
+        # join _ready: they take no slot and no room meanwhile (were they to, a worker could
+        # start no more than its slots per RATE_START_DELAY); the rate bounds them, at most
+        # its starts of RATE_START_DELAY plus its burst across every worker.
+        self._pacing: dict[int, _Ready] = {}
         self._started_count = 0  # attempts started (the pace of PREFETCH_HORIZON) …
         self._pace_mark = (0, 0.0)  # … and (count, loop time) when the pace was last measured
         self._pace = 0.0  # attempts started per second, lately
@@ -112,6 +128,16 @@ class Producer:
         self._claims: dict[asyncio.Task[None], int] = {}
         self._claim_seconds: deque[float] = deque(maxlen=32)  # how long recent claims took
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._plan = FlowPlan()  # the namespace's flow control rules, as last read …
+        self._plan_read = -RULES_REFRESH  # … at this loop time
+        self._held: tuple[str, ...] = ()  # limits that held rows back at the last claim …
+        self._retry_at: datetime | None = None  # … and when the first of them may allow more
+        # No type free of rules is due before this instant (None: not known). Set when their
+        # claim comes back short, so claims under rules stop stepping over held-back rows to
+        # look for them; forgotten at a wake-up hint (_hints counts them) and at each re-read
+        # of the rules.
+        self._clear_until: datetime | None = None
+        self._hints = 0
         self._executor: Executor
         self._completer: Completer
         self._fan_outer: FanOuter
@@ -130,7 +156,8 @@ class Producer:
 
     def held(self) -> Iterator[int]:
         """Ids of the rows claimed and not started yet."""
-        return (r.claimed.timer.id for r in self._ready)
+        yield from (r.claimed.timer.id for r in self._ready)
+        yield from list(self._pacing)
 
     def free(self) -> int:
         """Slots for handlers to start in.
@@ -159,6 +186,9 @@ class Producer:
         """Give back the rows claimed but never started, as they were (shutdown)."""
         while self._ready:
             self._release(self._ready.popleft().claimed)
+        for waiting in list(self._pacing.values()):
+            self._release(waiting.claimed)
+        self._pacing.clear()
 
     # -- the main cycle ---------------------------------------------------------------------
     async def cycle(self) -> None:
@@ -200,18 +230,36 @@ class Producer:
 
     async def _sleep_until_due(self) -> None:
         """Sleep until the next due row (claimed a little ahead), a hint, or the re-check."""
+        plan = self._plan
         try:
-            next_run = await self.store.next_run_at(self.namespace, self.dispatch.claim_filter)
+            if plan.empty:
+                next_run = await self.store.next_run_at(self.namespace, self.dispatch.claim_filter)
+            else:
+                clear = self._clear_until
+                next_run = await self.store.limits.next_run_at(
+                    self.namespace,
+                    self.dispatch.claim_filter,
+                    plan,
+                    self._held,
+                    ungoverned=clear is None,
+                )
+                if clear is not None and clear != _NEVER:
+                    next_run = clear if next_run is None else min(next_run, clear)
         except Exception:
             log.exception("reading the next due time failed; retrying shortly")
             await self._sleep(FAILURE_PAUSE)
             return
         now = self.clock.now()
         deadline = now + self.settings.recheck
+        if not plan.empty:
+            deadline = min(deadline, now + timedelta(seconds=RULES_REFRESH))
         wake_at = deadline
         if next_run is not None and next_run < deadline:
             deadline = next_run
             wake_at = next_run - self._ahead()
+        retry_at = self._retry_at
+        if retry_at is not None and retry_at < wake_at:
+            deadline = wake_at = retry_at  # a limit allows more then: claim then, not ahead
         self._planned_wake = deadline
         woken = await self._sleep((wake_at - now).total_seconds())
         self._planned_wake = None
@@ -264,6 +312,8 @@ class Producer:
 
     def on_wakeup(self, earliest: datetime | None) -> None:
         """A store heard of new work; called on any thread (e.g. a sync App's own loop)."""
+        self._clear_until = None
+        self._hints += 1
         planned = self._planned_wake
         if earliest is None or planned is None or earliest < planned:
             loop = self._loop
@@ -301,24 +351,81 @@ class Producer:
 
     async def _fetch_claim(
         self, limit: int, target: datetime | None
-    ) -> tuple[list[Claimed], float, datetime | None, datetime]:
+    ) -> tuple[list[Claimed], float, datetime | None, datetime, Mapping[int, datetime]]:
         """The store's claim: (rows, seconds it took, the instant to hold them until, their
-        lease)."""
+        lease, and when a rate granted rows: the instant each may start, see
+        :data:`RATE_START_DELAY`)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         now = self.clock.now()
         hold = target is not None and target > now
         cutoff = target if hold and target is not None else now
         lease_until = now + self.settings.lease
-        claimed = await self.store.claim_due(
+        plan = await self._rules(loop)
+        paced: Mapping[int, datetime] = {}
+        if plan.empty:
+            claimed = await self.store.claim_due(
+                self.namespace,
+                self.dispatch.claim_filter,
+                cutoff,
+                limit,
+                self.shared.node_id,
+                lease_until,
+            )
+        else:
+            claimed, paced = await self._claim_under(plan, cutoff, limit, lease_until)
+        return claimed, loop.time() - started, cutoff if hold else None, lease_until, paced
+
+    async def _claim_under(
+        self, plan: FlowPlan, cutoff: datetime, limit: int, lease_until: datetime
+    ) -> tuple[list[Claimed], dict[int, datetime]]:
+        """The claim under flow control rules (see ``store.limits.claim``), and the instant
+        each row a rate granted may start."""
+        hints, clear = self._hints, self._clear_until
+        ungoverned = clear is None or cutoff >= clear
+        limits, types = self.store.limits, self.dispatch.claim_filter
+        ruled = await limits.claim(
             self.namespace,
-            self.dispatch.claim_filter,
+            types,
             cutoff,
             limit,
             self.shared.node_id,
             lease_until,
+            plan,
+            ungoverned=ungoverned,
         )
-        return claimed, loop.time() - started, cutoff if hold else None, lease_until
+        self._held, self._retry_at = ruled.held, ruled.retry_at
+        for pattern in ruled.held:
+            for observer in self.shared.observers:
+                # Observers written before flow control have no such hook: they are left out.
+                hook = getattr(observer, "held_back", None)
+                try:
+                    if hook is not None:
+                        hook(self.namespace, pattern)
+                except Exception:  # a metrics hook must not stop the claims
+                    log.exception("a worker observer failed on a held-back limit")
+        if ungoverned and ruled.ungoverned_short:
+            every = tuple(g.rule.pattern for g in plan.limits)
+            later = await limits.next_run_at(self.namespace, types, plan, every)
+            if hints == self._hints:  # no hint meanwhile: what it says still holds
+                self._clear_until = _NEVER if later is None else later
+        delay = RATE_START_DELAY
+        return ruled.claimed, {key: at + delay for key, at in ruled.granted_at.items()}
+
+    async def _rules(self, loop: asyncio.AbstractEventLoop) -> FlowPlan:
+        """The namespace's flow control rules, read again every :data:`RULES_REFRESH`."""
+        now = loop.time()
+        if now - self._plan_read >= RULES_REFRESH:
+            self._plan_read = now
+            try:
+                plan = plan_of(await self.store.limits.list_rules(self.namespace))
+            except Exception:
+                log.exception("reading the flow control rules failed; using the last ones")
+            else:
+                if plan.empty:
+                    self._held, self._retry_at = (), None
+                self._plan, self._clear_until = plan, None
+        return self._plan
 
     def _take_claimed(
         self,
@@ -326,6 +433,7 @@ class Producer:
         elapsed: float,
         start_at: datetime | None,
         lease_until: datetime,
+        paced: Mapping[int, datetime],
     ) -> list[Claimed]:
         """Start what a claim brought, as slots allow (the rest waits in order for a slot)."""
         loop = asyncio.get_running_loop()
@@ -337,6 +445,7 @@ class Producer:
                 observer.claimed(self.namespace, len(claimed), elapsed)
         route = self.dispatch.target
         fans: list[tuple[Claimed, Fan]] = []
+        pacing: dict[datetime, list[_Ready]] = {}  # rows a rate granted, by their instant
         free = self.free() if not self._ready else 0  # slots; the waiting rows go first
         start = self._executor.start
         for item in claimed:
@@ -346,12 +455,17 @@ class Producer:
             goes = route(item.timer)
             if type(goes) is Fan:
                 fans.append((item, goes))
+            elif paced and item.timer.id in paced:
+                ready = _Ready(item, goes, start_at, held)
+                pacing.setdefault(paced[item.timer.id], []).append(ready)
             elif free > 0:
                 free -= 1
                 self._started_count += 1
                 start(item, goes, start_at, loop, held)
             else:
                 self._ready.append(_Ready(item, goes, start_at, held))
+        for at, readies in pacing.items():
+            self._hold_paced(readies, at, loop)
         self.start_ready()
         if fans:
             task = loop.create_task(self._fan_outer.fan_out(fans))
@@ -359,6 +473,23 @@ class Producer:
             for item, _ in fans:
                 in_flight[item.timer.id] = task
         return claimed
+
+    def _hold_paced(
+        self, readies: list[_Ready], at: datetime, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Hold rows one grant of a rate gave until ``at`` (see :data:`RATE_START_DELAY`),
+        then queue them for a slot (those not given back meanwhile, at shutdown)."""
+        pacing = self._pacing
+        for ready in readies:
+            pacing[ready.claimed.timer.id] = ready
+
+        def due() -> None:
+            for ready in readies:
+                if pacing.pop(ready.claimed.timer.id, None) is not None:
+                    self._ready.append(ready)
+            self.start_ready()
+
+        loop.call_later(max(0.0, (at - self.clock.now()).total_seconds()), due)
 
     def fanned(self, fans: Sequence[tuple[Claimed, Fan]]) -> None:
         """A fan-out's batch is written (or failed): its rows' slots are free."""
@@ -415,6 +546,15 @@ class Producer:
         """Give a row back as it was, unstarted (fenced: a no-op if it was taken over)."""
         timer = claimed.timer
         self._completer.record(timer, Finish(timer.id, claimed.attempt, Outcome.RELEASED))
+
+
+_NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def _later(first: datetime | None, second: datetime | None) -> datetime | None:
+    if first is None or second is None:
+        return first or second
+    return max(first, second)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

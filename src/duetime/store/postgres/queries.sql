@@ -454,34 +454,189 @@ WITH due AS (
     WHERE namespace = %(namespace)s
       AND status IN ('scheduled', 'retrying')
       AND run_at <= %(now)s
-      AND (%(types)s::text[] IS NULL
-          OR (destination IS NULL
-              AND (type = ANY (%(types)s::text[]) OR type LIKE ANY (%(patterns)s::text[])))
-          OR destination = ANY (%(destinations)s::text[])
-          OR (destination = 'handler' AND type = ANY (%(handler_types)s::text[])))
+      AND
+      -- include: claim_subscribed
     ORDER BY run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
-    UPDATE timers
-    SET status = 'running',
-        attempts = timers.attempts + 1,
-        lease_owner = %(node_id)s,
-        lease_expires_at = %(lease_until)s,
-        fired_at = coalesce(timers.fired_at, %(now)s),
-        updated_at = %(now)s
-    FROM due
-    WHERE timers.ctid = due.ctid
-    -- Not what the claim just set, nor the namespace: the caller knows those
-    -- (rows.claimed_timer_rows).
-    RETURNING timers.id, timers.key, timers.type, timers.payload, timers.subject,
-        timers.correlation_id, timers.due_at, timers.run_at, timers.local, timers.timezone,
-        timers.disambiguation, timers.expires_after, timers.attempts, timers.max_attempts,
-        timers.registered_at, timers.fired_at, timers.completed_at, timers.last_error,
-        timers.destination, timers.producer, timers.trace_context
+    -- include: claim_mark
 )
 SELECT * FROM claimed
+
+-- name: claim_subscribed
+-- The node's subscriptions (claim_params), as claim_due, claim_ruled and next_run_ruled filter
+-- the pending rows.
+(%(types)s::text[] IS NULL
+    OR (destination IS NULL
+        AND (type = ANY (%(types)s::text[]) OR type LIKE ANY (%(patterns)s::text[])))
+    OR destination = ANY (%(destinations)s::text[])
+    OR (destination = 'handler' AND type = ANY (%(handler_types)s::text[])))
+
+-- name: claim_mark
+-- What a claim does to the rows of its CTE due (claim_due, claim_ruled).
+UPDATE timers
+SET status = 'running',
+    attempts = timers.attempts + 1,
+    lease_owner = %(node_id)s,
+    lease_expires_at = %(lease_until)s,
+    fired_at = coalesce(timers.fired_at, %(now)s),
+    updated_at = %(now)s
+FROM due
+WHERE timers.ctid = due.ctid
+-- Not what the claim just set, nor the namespace: the caller knows those
+-- (rows.claimed_timer_rows).
+RETURNING timers.id, timers.key, timers.type, timers.payload, timers.subject,
+    timers.correlation_id, timers.due_at, timers.run_at, timers.local, timers.timezone,
+    timers.disambiguation, timers.expires_after, timers.attempts, timers.max_attempts,
+    timers.registered_at, timers.fired_at, timers.completed_at, timers.last_error,
+    timers.destination, timers.producer, timers.trace_context
+
+-- name: claim_ruled
+-- claim_due under flow control (duetime.model.limits): only the types LIKE %(only)s and none of
+-- those LIKE one of %(excluded)s (more specific limits, pauses). A limit's claim runs with the
+-- limit's row locked (lock_limit) and takes at most what the limit allows; the claim of the
+-- types no rule governs passes '%%' and every governed pattern. Held-back rows stay pending, in
+-- the index, and are stepped over.
+WITH due AS (
+    SELECT ctid FROM timers
+    WHERE namespace = %(namespace)s
+      AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
+      AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+      AND
+      -- include: claim_subscribed
+    ORDER BY run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    -- include: claim_mark
+)
+SELECT * FROM claimed
+
+-- name: claim_partitioned
+-- claim_ruled for a limit with partition_by: at most %(concurrency)s running per partition key
+-- (the subject, or the payload field %(field)s), counting the running rows of each key through
+-- the index of leased rows. The oldest %(scan)s due rows are the candidates, ranked within
+-- their key after those running; the oldest that fit are locked and marked. (A backlog of one
+-- key beyond the scan holds the others back until it shrinks: see docs/flow-control.md.)
+WITH running AS (
+    SELECT CASE WHEN %(field)s::text IS NULL THEN subject ELSE payload ->> %(field)s::text END
+            AS part,
+        count(*) AS n
+    FROM timers
+    WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
+      AND namespace = %(namespace)s
+      AND type LIKE %(only)s AND NOT type LIKE ANY (%(shadows)s::text[])
+    GROUP BY 1
+),
+candidates AS (
+    SELECT ctid, run_at,
+        CASE WHEN %(field)s::text IS NULL THEN subject ELSE payload ->> %(field)s::text END
+            AS part
+    FROM timers
+    WHERE namespace = %(namespace)s
+      AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
+      AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+      AND
+      -- include: claim_subscribed
+    ORDER BY run_at
+    LIMIT %(scan)s
+),
+ranked AS (
+    SELECT c.ctid, c.run_at,
+        row_number() OVER (PARTITION BY c.part ORDER BY c.run_at) + coalesce(r.n, 0) AS place
+    FROM candidates c LEFT JOIN running r ON r.part IS NOT DISTINCT FROM c.part
+),
+due AS (
+    SELECT ctid FROM timers
+    WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM ranked WHERE place <= %(concurrency)s ORDER BY run_at
+            LIMIT %(limit)s))
+      AND status IN ('scheduled', 'retrying')
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    -- include: claim_mark
+)
+SELECT * FROM claimed
+
+-- name: next_run_ruled
+-- next_run_at under flow control: the types a claim_ruled with the same only/excluded takes.
+SELECT run_at FROM timers
+WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
+  AND run_at <= 'infinity'
+  AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+  AND
+  -- include: claim_subscribed
+ORDER BY run_at
+LIMIT 1
+
+-- name: lock_limit
+-- A limit's row, locked until its claim's transaction ends: claims of the types it governs run
+-- one at a time on every node (other claims do not wait), and read the database's clock.
+SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat,
+    clock_timestamp() AS db_now
+FROM flow_limits
+WHERE namespace = %(namespace)s AND pattern = %(pattern)s
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+FOR UPDATE
+
+-- name: count_leased
+-- Attempts running now of the types a limit governs, through the index of leased rows.
+SELECT count(*) FROM timers
+WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
+  AND namespace = %(namespace)s
+  AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+
+-- name: spend_tokens
+UPDATE flow_limits SET tat = %(tat)s WHERE namespace = %(namespace)s AND pattern = %(pattern)s
+
+-- name: held_by_rule
+-- What a rule holds back now: due rows of its types (limits ls).
+SELECT count(*) AS held, min(run_at) AS oldest FROM timers
+WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
+  AND run_at <= %(now)s
+  AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+
+-- name: list_limits
+SELECT * FROM flow_limits WHERE namespace = %(namespace)s ORDER BY pattern
+
+-- name: put_limit
+-- A limit replaces the pattern's previous one; a pause and the rate's state stay.
+INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
+    partition_by, updated_at)
+VALUES (%(namespace)s, %(pattern)s, %(concurrency)s, %(rate_count)s, %(rate_period_us)s,
+    %(burst)s, %(partition_by)s, %(now)s)
+ON CONFLICT (namespace, pattern) DO UPDATE
+SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
+    rate_period_us = excluded.rate_period_us, burst = excluded.burst,
+    partition_by = excluded.partition_by, updated_at = excluded.updated_at
+RETURNING *
+
+-- name: remove_limit
+UPDATE flow_limits
+SET concurrency = NULL, rate_count = NULL, rate_period_us = NULL, burst = NULL,
+    partition_by = NULL, tat = NULL, updated_at = %(now)s
+WHERE namespace = %(namespace)s AND pattern = %(pattern)s
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+RETURNING *
+
+-- name: set_paused
+INSERT INTO flow_limits (namespace, pattern, paused, updated_at)
+VALUES (%(namespace)s, %(pattern)s, %(paused)s, %(now)s)
+ON CONFLICT (namespace, pattern) DO UPDATE
+SET paused = excluded.paused, updated_at = excluded.updated_at
+RETURNING *
+
+-- name: prune_limits
+-- A row that neither limits nor pauses anything any more goes.
+DELETE FROM flow_limits
+WHERE namespace = %(namespace)s AND pattern = %(pattern)s
+  AND NOT paused AND concurrency IS NULL AND rate_count IS NULL
 
 -- name: finish_by_lookup
 -- Sent before finish and fan_out, in their transaction: each outcome reaches its timer by one

@@ -97,6 +97,19 @@ def claimed_timer_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]],
     return factory
 
 
+def claim_known(
+    namespace: str, node_id: str, lease_until: datetime, now: datetime
+) -> dict[str, Any]:
+    """What a claim sets on every row it takes, which :func:`claimed_rows` need not read back."""
+    return {
+        "namespace": namespace,
+        "status": Status.RUNNING,
+        "lease_owner": node_id,
+        "lease_expires_at": lease_until,
+        "updated_at": now,
+    }
+
+
 def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMaker[Claimed]]:
     """:func:`claimed_timer_rows` for ``claim_due``, each row a :class:`Claimed`; a row that
     cannot be made into a Timer becomes a Claimed that says why (see ``Claimed.problem``), so

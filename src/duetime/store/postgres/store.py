@@ -40,6 +40,7 @@ from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listin
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.history import PostgresHistory
+from duetime.store.postgres.limits import PostgresLimits
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import (
     FinishBatch,
@@ -47,6 +48,7 @@ from duetime.store.postgres.rows import (
     Unseen,
     attempt_from_row,
     check_text,
+    claim_known,
     claimed_rows,
     node_from_row,
     node_params,
@@ -88,6 +90,7 @@ class PostgresStore:
         self.schedules = PostgresSchedules(self._db, self._notices)
         self.history = PostgresHistory(self._db, self.schema)
         self.tokens = PostgresTokens(self._db)
+        self.limits = PostgresLimits(self._db, claim_params)
         self.transactions = PostgresTransactions(self._db)
         self.outbox = PostgresOutbox(self.schema, self._put_in_savepoint, self._transition_on)
 
@@ -439,13 +442,7 @@ class PostgresStore:
             "node_id": node_id,
             "lease_until": lease_until,
         }
-        known = {
-            "namespace": namespace,
-            "status": Status.RUNNING,
-            "lease_owner": node_id,
-            "lease_expires_at": lease_until,
-            "updated_at": now,
-        }
+        known = claim_known(namespace, node_id, lease_until, now)
         _, claimed = await self._db.atomic(
             [
                 Statement(Q["claim_in_order"], {}),

@@ -212,6 +212,29 @@ WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
 -- exact or by GLOB pattern (event types hold no GLOB metacharacter but *); deliveries to a
 -- destination it serves ('handler' = routes.HANDLER: only for types it has a handler for).
 -- Plain ORs, cheapest first: a CASE costs the single-handler fast path more per row.
+-- include: claim_mark
+WHERE id IN (
+    SELECT id FROM timers
+    WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+      AND
+      -- include: claim_subscribed
+    ORDER BY run_at
+    LIMIT :limit
+)
+-- include: claim_returning
+
+-- name: claim_subscribed
+-- The node's subscriptions (_claim_params), as claim_due, claim_ruled and next_run_ruled filter
+-- the pending rows.
+(:everything
+    OR (destination IS NULL AND type IN (SELECT value FROM json_each(:types)))
+    OR (destination IS NULL
+        AND EXISTS (SELECT 1 FROM json_each(:patterns) WHERE timers.type GLOB value))
+    OR destination IN (SELECT value FROM json_each(:destinations))
+    OR (destination = 'handler'
+        AND type IN (SELECT value FROM json_each(:handler_types))))
+
+-- name: claim_mark
 UPDATE timers
 SET status = 'running',
     attempts = attempts + 1,
@@ -219,23 +242,127 @@ SET status = 'running',
     lease_expires_at = :lease_until,
     fired_at = coalesce(fired_at, :now),
     updated_at = :now
-WHERE id IN (
-    SELECT id FROM timers
-    WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
-      AND (:everything
-          OR (destination IS NULL AND type IN (SELECT value FROM json_each(:types)))
-          OR (destination IS NULL
-              AND EXISTS (SELECT 1 FROM json_each(:patterns) WHERE timers.type GLOB value))
-          OR destination IN (SELECT value FROM json_each(:destinations))
-          OR (destination = 'handler'
-              AND type IN (SELECT value FROM json_each(:handler_types))))
-    ORDER BY run_at
-    LIMIT :limit
-)
+
+-- name: claim_returning
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
     destination, producer, trace_context
+
+-- name: claim_ruled
+-- claim_due under flow control (duetime.model.limits): only the types GLOB :only and none of
+-- those GLOB one of :excluded (a JSON array: more specific limits, pauses). Run inside the
+-- write transaction that reads and updates the limit's row.
+-- include: claim_mark
+WHERE id IN (
+    SELECT id FROM timers
+    WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+      AND type GLOB :only
+      AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+      AND
+      -- include: claim_subscribed
+    ORDER BY run_at
+    LIMIT :limit
+)
+-- include: claim_returning
+
+-- name: claim_partitioned
+-- claim_ruled for a limit with partition_by: at most :concurrency running per partition key (the
+-- subject, or the payload field :field), ranked within their key after those running, among
+-- the oldest :scan due rows (see the PostgreSQL store's claim_partitioned).
+-- include: claim_mark
+WHERE id IN (
+    WITH running AS (
+        SELECT CASE WHEN :field IS NULL THEN subject
+                ELSE json_extract(payload, '$."' || :field || '"') END AS part,
+            count(*) AS n
+        FROM timers
+        WHERE status = 'running' AND namespace = :namespace AND type GLOB :only
+          AND NOT EXISTS (SELECT 1 FROM json_each(:shadows) WHERE timers.type GLOB value)
+        GROUP BY 1
+    ),
+    candidates AS (
+        SELECT id, run_at,
+            CASE WHEN :field IS NULL THEN subject
+                ELSE json_extract(payload, '$."' || :field || '"') END AS part
+        FROM timers
+        WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+          AND type GLOB :only
+          AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+          AND
+          -- include: claim_subscribed
+        ORDER BY run_at
+        LIMIT :scan
+    ),
+    ranked AS (
+        SELECT c.id, c.run_at,
+            row_number() OVER (PARTITION BY c.part ORDER BY c.run_at) + coalesce(r.n, 0) AS place
+        FROM candidates c LEFT JOIN running r ON r.part IS c.part
+    )
+    SELECT id FROM ranked WHERE place <= :concurrency ORDER BY run_at LIMIT :limit
+)
+-- include: claim_returning
+
+-- name: next_run_ruled
+SELECT min(run_at) FROM timers
+WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
+  AND type GLOB :only
+  AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+  AND
+  -- include: claim_subscribed
+
+-- name: get_limit
+SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat FROM flow_limits
+WHERE namespace = :namespace AND pattern = :pattern
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+
+-- name: count_leased
+SELECT count(*) FROM timers
+WHERE status = 'running' AND namespace = :namespace AND type GLOB :only
+  AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+
+-- name: spend_tokens
+UPDATE flow_limits SET tat = :tat WHERE namespace = :namespace AND pattern = :pattern
+
+-- name: held_by_rule
+SELECT count(*) AS held, min(run_at) AS oldest FROM timers
+WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+  AND type GLOB :only
+  AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+
+-- name: list_limits
+SELECT * FROM flow_limits WHERE namespace = :namespace ORDER BY pattern
+
+-- name: put_limit
+INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
+    partition_by, updated_at)
+VALUES (:namespace, :pattern, :concurrency, :rate_count, :rate_period_us, :burst,
+    :partition_by, :now)
+ON CONFLICT (namespace, pattern) DO UPDATE
+SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
+    rate_period_us = excluded.rate_period_us, burst = excluded.burst,
+    partition_by = excluded.partition_by, updated_at = excluded.updated_at
+RETURNING *
+
+-- name: remove_limit
+UPDATE flow_limits
+SET concurrency = NULL, rate_count = NULL, rate_period_us = NULL, burst = NULL,
+    partition_by = NULL, tat = NULL, updated_at = :now
+WHERE namespace = :namespace AND pattern = :pattern
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+RETURNING *
+
+-- name: set_paused
+INSERT INTO flow_limits (namespace, pattern, paused, updated_at)
+VALUES (:namespace, :pattern, :paused, :now)
+ON CONFLICT (namespace, pattern) DO UPDATE
+SET paused = excluded.paused, updated_at = excluded.updated_at
+RETURNING *
+
+-- name: prune_limits
+DELETE FROM flow_limits
+WHERE namespace = :namespace AND pattern = :pattern
+  AND NOT paused AND concurrency IS NULL AND rate_count IS NULL
 
 -- name: open_attempts
 -- :batch is a JSON array of [timer id, attempt number] pairs.

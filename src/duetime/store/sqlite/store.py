@@ -36,15 +36,15 @@ from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_mi
 from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
+from duetime.store.sqlite.claims import take_rows
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
 from duetime.store.sqlite.finishing import apply_finish, finish_done
 from duetime.store.sqlite.history import SqliteHistory
+from duetime.store.sqlite.limits import SqliteLimits
 from duetime.store.sqlite.outbox import SqliteOutbox
 from duetime.store.sqlite.rows import (
     TIMER_COLUMNS,
-    InstantCache,
     attempt_from_row,
-    claimed_from_tuple,
     node_from_row,
     timer_from_row,
 )
@@ -68,6 +68,7 @@ class SqliteStore:
         self.schedules = SqliteSchedules(self._db)
         self.history = SqliteHistory(self._db)
         self.tokens = SqliteTokens(self._db)
+        self.limits = SqliteLimits(self._db, _claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)
 
@@ -260,16 +261,7 @@ class SqliteStore:
         params.update(now=now_us, limit=limit, node_id=node_id, lease_until=to_micros(lease_until))
 
         def run(conn: sqlite3.Connection) -> list[Claimed]:
-            cursor = conn.cursor()
-            cursor.row_factory = None  # plain tuples in TIMER_COLUMNS order: the hot path
-            rows: list[tuple[Any, ...]] = cursor.execute(Q["claim_due"], params).fetchall()
-            if not rows:
-                return []
-            rows.sort(key=_run_at_then_id)
-            batch = dump_json([(row[0], row[8]) for row in rows])
-            conn.execute(Q["open_attempts"], {"batch": batch, "node_id": node_id, "now": now_us})
-            instants = InstantCache()
-            return [claimed_from_tuple(row, instants) for row in rows]
+            return take_rows(conn, Q["claim_due"], params, node_id, now_us)
 
         return await self._db.write(run)
 
@@ -432,10 +424,6 @@ class SqliteStore:
 
     async def list_nodes(self) -> list[Node]:
         return await self._db.read(lambda c: [node_from_row(r) for r in c.execute(Q["list_nodes"])])
-
-
-def _run_at_then_id(row: tuple[Any, ...]) -> tuple[int, int]:
-    return row[12], row[0]
 
 
 def _returning(sql: str) -> tuple[str, ...]:

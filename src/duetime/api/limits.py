@@ -1,0 +1,176 @@
+"""``/v1/namespaces/{namespace}/limits``, ``/pause``, ``/resume``: flow control over REST.
+
+Bodies go through the facade (``set_limit``, ``pause``…), so a REST request is validated
+exactly like a Python call, and bad input (``"rate": "fast"``) is a 422 naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
+from duetime.api.schemas import errors
+from duetime.errors import InvalidInput
+from duetime.model.limits import FlowRule
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["limits"])
+
+PATTERN_RE = r"^[A-Za-z0-9_.:*\-/]{1,200}$"
+Pattern = Annotated[
+    str,
+    Path(min_length=1, max_length=200, pattern=PATTERN_RE, description="An event type or glob"),
+]
+LIMIT_FIELDS = ("concurrency", "rate", "burst", "partition_by")
+
+
+class LimitBody(BaseModel):
+    """A limit: a concurrency, a rate, or both."""
+
+    concurrency: int | None = Field(None, ge=1, description="At most this many running at once")
+    rate: str | None = Field(None, description="At most N starts per period: 100/s, 6000/min")
+    burst: int | None = Field(None, ge=1, description="Starts a rate allows at once")
+    partition_by: str | None = Field(
+        None, description="The concurrency applies per 'subject' or per 'payload.<field>'"
+    )
+
+
+class PatternBody(BaseModel):
+    pattern: str = Field(pattern=PATTERN_RE, description="An event type or glob: email.*")
+
+
+class LimitOut(BaseModel):
+    namespace: str
+    pattern: str
+    concurrency: int | None
+    rate: str | None
+    burst: int | None
+    partition_by: str | None
+    paused: bool
+    updated_at: str | None
+
+
+class LimitStatusOut(LimitOut):
+    running: int
+    held: int
+    oldest_held_at: str | None
+    oldest_held_seconds: float | None
+
+
+class LimitListOut(BaseModel):
+    items: list[LimitStatusOut]
+
+
+class LimitChangedOut(BaseModel):
+    action: str
+    limit: LimitOut | None
+
+
+async def _object(request: Request, service: ServiceDep) -> dict[str, Any]:
+    data = await read_json(request, service.settings.body_limit)
+    if not isinstance(data, dict):
+        raise InvalidInput("body", "must be a JSON object")
+    return data
+
+
+def _answer(action: str, rule: FlowRule | None) -> JSONResponse:
+    return JSONResponse({"action": action, "limit": None if rule is None else rule.to_dict()})
+
+
+def _limit_fields(data: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(data) - set(LIMIT_FIELDS))
+    if unknown:
+        raise InvalidInput(unknown[0], f"is not a field of a limit ({', '.join(LIMIT_FIELDS)})")
+    return {name: data.get(name) for name in LIMIT_FIELDS}
+
+
+def _pattern_of(data: dict[str, Any]) -> str:
+    unknown = sorted(set(data) - {"pattern"})
+    if unknown:
+        raise InvalidInput(unknown[0], 'is not a field here: send {"pattern": ...}')
+    if "pattern" not in data:
+        raise InvalidInput("pattern", "is required: an event type or glob, e.g. email.*")
+    pattern: str = data["pattern"]
+    return pattern
+
+
+@router.get(
+    "/limits",
+    summary="List limits and pauses",
+    response_model=LimitListOut,
+    responses=errors(401, 403, 404, 422),
+)
+async def list_limits(app: ReadApp) -> JSONResponse:
+    """Each rule with what it holds now: attempts running, due timers held back, the oldest."""
+    now = app.clock.now()
+    return JSONResponse({"items": [status.to_dict(now) for status in await app.limits()]})
+
+
+@router.put(
+    "/limits/{pattern}",
+    summary="Set a limit",
+    response_model=LimitChangedOut,
+    responses=errors(400, 401, 403, 404, 413, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": LimitBody.model_json_schema()}},
+        }
+    },
+)
+async def set_limit(
+    request: Request, app: WriteApp, service: ServiceDep, pattern: Pattern
+) -> JSONResponse:
+    """Replace the pattern's limit (a pause stays) on every node, from their next claim."""
+    fields = _limit_fields(await _object(request, service))
+    return _answer("set", await app.set_limit(pattern, **fields))
+
+
+@router.delete(
+    "/limits/{pattern}",
+    summary="Remove a limit",
+    response_model=LimitChangedOut,
+    responses=errors(401, 403, 404, 422),
+)
+async def remove_limit(app: WriteApp, pattern: Pattern) -> JSONResponse:
+    """Drop the pattern's limit (a pause stays); 404 when it has none."""
+    await app.remove_limit(pattern)
+    return _answer("removed", None)
+
+
+@router.post(
+    "/pause",
+    summary="Pause event types",
+    response_model=LimitChangedOut,
+    responses=errors(400, 401, 403, 404, 413, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": PatternBody.model_json_schema()}},
+        }
+    },
+)
+async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
+    """Start none of the types the pattern matches, on any node; their timers wait in order."""
+    return _answer("paused", await app.pause(_pattern_of(await _object(request, service))))
+
+
+@router.post(
+    "/resume",
+    summary="Resume paused event types",
+    response_model=LimitChangedOut,
+    responses=errors(400, 401, 403, 404, 413, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": PatternBody.model_json_schema()}},
+        }
+    },
+)
+async def resume(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
+    """The paused types start again, oldest due first; 404 when the pattern is not paused."""
+    await app.resume(_pattern_of(await _object(request, service)))
+    return _answer("resumed", None)

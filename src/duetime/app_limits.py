@@ -1,0 +1,84 @@
+"""The facade's flow control: limits and pauses per event type or glob in the app's namespace.
+
+They are rows in the database (the store's ``limits`` part), so every worker on every node
+obeys them, and a change reaches them within a second (``producer.RULES_REFRESH``) without a
+restart. The rules are :mod:`duetime.model.limits`'s; the rate math :mod:`duetime.ratelimit`'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from duetime.clock import Clock
+from duetime.errors import NotFound
+from duetime.model.limits import FlowRule, FlowStatus, check_pattern, new_rule
+from duetime.ratelimit import Rate, parse_rate
+from duetime.store import Store
+
+
+class LimitMethods:
+    """Limits, pause and resume (mixed into the facade)."""
+
+    store: Store
+    clock: Clock
+    namespace: str
+
+    if TYPE_CHECKING:
+
+        async def open(self, *, create_namespace: bool | None = None) -> object:
+            """Provided by the app."""
+
+    async def set_limit(
+        self,
+        pattern: str,
+        *,
+        concurrency: int | None = None,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
+        partition_by: str | None = None,
+    ) -> FlowRule:
+        """Limit the types ``pattern`` matches (``email.*``) on every node: at most
+        ``concurrency`` attempts running at once, at most ``rate`` starts (``"100/s"``,
+        ``"6000/min"``; smooth, with up to ``burst`` at once). Replaces the pattern's limit."""
+        parsed = rate if isinstance(rate, Rate) or rate is None else parse_rate(rate)
+        rule = new_rule(
+            self.namespace,
+            pattern,
+            concurrency=concurrency,
+            rate=parsed,
+            burst=burst,
+            partition_by=partition_by,
+        )
+        await self.open()
+        return await self.store.limits.put_limit(rule, self.clock.now())
+
+    async def remove_limit(self, pattern: str) -> None:
+        """Drop the pattern's limit (a pause stays); NotFound when it has none."""
+        check_pattern(pattern)
+        await self.open()
+        if not await self.store.limits.remove_limit(self.namespace, pattern, self.clock.now()):
+            raise NotFound(f"no limit on {pattern!r} in namespace {self.namespace!r}")
+
+    async def pause(self, pattern: str) -> FlowRule:
+        """Stop starting the types ``pattern`` matches, on every node: their timers stay
+        scheduled, in order, until :meth:`resume`."""
+        check_pattern(pattern)
+        await self.open()
+        rule = await self.store.limits.set_paused(self.namespace, pattern, True, self.clock.now())
+        assert rule is not None  # a paused row is never pruned
+        return rule
+
+    async def resume(self, pattern: str) -> None:
+        """Let the paused types run again: their due timers start oldest first (expiry rules
+        apply as after downtime). NotFound when ``pattern`` is not paused."""
+        check_pattern(pattern)
+        await self.open()
+        rules = await self.store.limits.list_rules(self.namespace)
+        if not any(r.pattern == pattern and r.paused for r in rules):
+            raise NotFound(f"{pattern!r} is not paused in namespace {self.namespace!r}")
+        await self.store.limits.set_paused(self.namespace, pattern, False, self.clock.now())
+
+    async def limits(self) -> list[FlowStatus]:
+        """The namespace's rules with what each holds now (running, held back, oldest held)."""
+        await self.open()
+        return await self.store.limits.status(self.namespace, self.clock.now())

@@ -1,0 +1,178 @@
+"""What both stores share of flow control: rows to rules, and how much a limit grants a claim.
+
+A claim under rules (``store.limits.claim``) takes, for each limit, at most what the limit
+allows, in a transaction that holds the limit's row (PostgreSQL: ``FOR UPDATE``; SQLite: its
+write lock), then the types no rule governs as the plain claim would. The arithmetic is here,
+once; the SQL is in each backend's ``queries.sql``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from duetime.model import Claimed
+from duetime.model.limits import FlowPlan, FlowRule, Governed, RuledClaim, partition_field
+from duetime.ratelimit import Rate, allowance, default_burst, next_allowed, spend
+
+CONCURRENCY_POLL = timedelta(milliseconds=50)
+"""When a concurrency limit is full, how soon its claim is tried again: a finish on another
+node sends no wake-up, so the claim looks again at this pace while rows are held back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What a limit allows one claim: ``rows`` now; when it allows none or fewer than asked, the
+    instant to try again (``retry_at``)."""
+
+    rows: int
+    retry_at: datetime | None
+    rate: Rate | None
+    burst: int
+    tat: datetime | None
+    at: datetime
+    """The instant of the grant, on the database's clock."""
+
+
+def rate_of(row: Mapping[str, Any]) -> Rate | None:
+    count, period_us = row["rate_count"], row["rate_period_us"]
+    if count is None or period_us is None:
+        return None
+    return Rate(int(count), timedelta(microseconds=int(period_us)))
+
+
+def grant(
+    row: Mapping[str, Any],
+    tat: datetime | None,
+    running: int,
+    want: int,
+    now: datetime,
+) -> Grant:
+    """How many of ``want`` rows a limit's row allows at ``now`` (the database's clock), with
+    ``running`` attempts of its types under way."""
+    rate = rate_of(row)
+    burst = 0
+    rows = want
+    retry_at: datetime | None = None
+    concurrency = row["concurrency"]
+    if concurrency is not None and row["partition_by"] is None:  # else per key, in the claim
+        free = max(0, int(concurrency) - running)
+        if free < rows:
+            rows, retry_at = free, now + CONCURRENCY_POLL
+    if rate is not None:
+        burst = int(row["burst"]) if row["burst"] is not None else default_burst(rate)
+        tokens = allowance(rate, burst, tat, now)
+        if tokens < rows:
+            rows = tokens
+            after = spend(rate, tat, now, tokens)
+            retry_at = max(retry_at or now, next_allowed(rate, burst, after, now))
+    return Grant(rows, retry_at, rate, burst, tat, now)
+
+
+PARTITION_SCAN = 2000
+"""A partitioned limit's claim ranks at least this many of the oldest due rows (20 per row it
+may take, if more) by partition key: see ``claim_partitioned`` in queries.sql."""
+
+
+def partition_params(row: Mapping[str, Any], rows: int) -> dict[str, Any]:
+    """The extra parameters of ``claim_partitioned`` for a limit's row."""
+    return {
+        "field": partition_field(row["partition_by"]),
+        "concurrency": row["concurrency"],
+        "scan": max(PARTITION_SCAN, 20 * rows),
+    }
+
+
+def partitions_full(granted: Grant, claimed: int, now: datetime) -> Grant:
+    """A partitioned claim took fewer rows than granted while due rows are left: every key
+    they belong to is at its concurrency, so the limit holds them back (and looks again)."""
+    return replace(granted, rows=claimed, retry_at=now + CONCURRENCY_POLL)
+
+
+def spent(granted: Grant, now: datetime, starts: int) -> datetime | None:
+    """The rate's state after ``starts`` of the granted rows were claimed (None: unchanged)."""
+    if granted.rate is None or starts == 0:
+        return None
+    return spend(granted.rate, granted.tat, now, starts)
+
+
+def rule_from_row(row: Mapping[str, Any], instant: Callable[[Any], datetime]) -> FlowRule:
+    """A stored row as a rule; ``instant`` decodes the backend's instants."""
+    return FlowRule(
+        namespace=row["namespace"],
+        pattern=row["pattern"],
+        concurrency=row["concurrency"],
+        rate=rate_of(row),
+        burst=row["burst"],
+        partition_by=row["partition_by"],
+        paused=bool(row["paused"]),
+        updated_at=instant(row["updated_at"]),
+    )
+
+
+def rule_params(rule: FlowRule) -> dict[str, Any]:
+    rate = rule.rate
+    return {
+        "namespace": rule.namespace,
+        "pattern": rule.pattern,
+        "concurrency": rule.concurrency,
+        "rate_count": None if rate is None else rate.count,
+        "rate_period_us": None if rate is None else rate.period // timedelta(microseconds=1),
+        "burst": rule.burst,
+        "partition_by": rule.partition_by,
+    }
+
+
+LimitClaim = Callable[[Governed, int], Awaitable[tuple[list[Claimed], Grant | None]]]
+"""A backend's claim of one limit's rows (at most the int), in the limit's transaction."""
+PlainClaim = Callable[[tuple[str, ...], int], Awaitable[list[Claimed]]]
+"""A backend's claim of the types no rule governs (leaving those of the patterns alone)."""
+
+
+async def claim_under(
+    plan: FlowPlan, limit: int, by_limit: LimitClaim, plain: PlainClaim, ungoverned: bool = True
+) -> RuledClaim:
+    """Each limit's share of ``limit`` first (so a backlog of ungoverned types never starves a
+    limited one), then the ungoverned types take what is left (unless ``ungoverned`` is False:
+    the caller knows none is due, and the limits share all of ``limit``). Rows come out oldest
+    first."""
+    claimed: list[Claimed] = []
+    retry_at: datetime | None = None
+    held: list[str] = []
+    granted_at: dict[int, datetime] = {}
+    parts = len(plan.limits) + (1 if ungoverned else 0)
+    share = max(1, -(-limit // max(1, parts)))
+    for governed in plan.limits:
+        room = min(share, limit - len(claimed))
+        if room <= 0:
+            break
+        rows, granted = await by_limit(governed, room)
+        claimed.extend(rows)
+        if granted is not None and granted.rate is not None:
+            granted_at.update((row.timer.id, granted.at) for row in rows)
+        if granted is not None and granted.retry_at is not None and len(rows) == granted.rows:
+            held.append(governed.rule.pattern)
+            retry_at = granted.retry_at if retry_at is None else min(retry_at, granted.retry_at)
+    short = False
+    if ungoverned and len(claimed) < limit:
+        room = limit - len(claimed)
+        rows = await plain(plan.governed, room)
+        claimed.extend(rows)
+        short = len(rows) < room
+    claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
+    return RuledClaim(claimed, retry_at, tuple(held), short, granted_at)
+
+
+def next_run_parts(
+    plan: FlowPlan, held: Sequence[str], ungoverned: bool = True
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The (only, excluded) glob pairs whose earliest due row wakes a worker: the ungoverned
+    types (unless the caller knows already), and each limit not holding rows back (those are
+    retried at their own instant)."""
+    parts: list[tuple[str, tuple[str, ...]]] = [("*", plan.governed)] if ungoverned else []
+    for governed in plan.limits:
+        if governed.rule.pattern not in held:
+            parts.append((governed.rule.pattern, plan.excluded(governed)))
+    return parts

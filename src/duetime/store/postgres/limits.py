@@ -1,0 +1,209 @@
+"""Flow control in PostgreSQL: the limits table, and claims that obey it (see
+:mod:`duetime.store.limits`). A limit's claim is one transaction that locks the limit's row
+(``FOR UPDATE``): claims of the types it governs run one at a time across every node, on the
+database's clock; other claims never wait for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from duetime.model import Claimed, ClaimFilter
+from duetime.model.limits import (
+    FlowPlan,
+    FlowRule,
+    FlowStatus,
+    Governed,
+    RuledClaim,
+    plan_of,
+)
+from duetime.store.codec import like_pattern
+from duetime.store.limits import (
+    Grant,
+    claim_under,
+    grant,
+    next_run_parts,
+    partition_params,
+    partitions_full,
+    rule_from_row,
+    rule_params,
+    spent,
+)
+from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
+from duetime.store.postgres.rows import claim_known, claimed_rows
+from duetime.store.queries import load_queries
+
+Q = load_queries("duetime.store.postgres")
+Types = Sequence[str] | ClaimFilter | None
+
+
+def _instant(value: Any) -> datetime:
+    return value  # type: ignore[no-any-return]
+
+
+def _globs(only: str, excluded: Sequence[str]) -> dict[str, Any]:
+    return {"only": like_pattern(only), "excluded": [like_pattern(p) for p in excluded]}
+
+
+class PostgresLimits:
+    """The limits part of a :class:`~duetime.store.postgres.store.PostgresStore`."""
+
+    def __init__(self, db: Database, filter_params: Callable[[Types], dict[str, Any]]) -> None:
+        self._db = db
+        self._filter = filter_params
+
+    async def list_rules(self, namespace: str) -> list[FlowRule]:
+        async def run(conn: Conn) -> list[FlowRule]:
+            rows = await fetch_all(conn, Q["list_limits"], {"namespace": namespace})
+            return [rule_from_row(row, _instant) for row in rows]
+
+        return await self._db.read(run)
+
+    async def put_limit(self, rule: FlowRule, now: datetime) -> FlowRule:
+        async def run(conn: Conn) -> FlowRule:
+            rows = await fetch_all(conn, Q["put_limit"], {**rule_params(rule), "now": now})
+            return rule_from_row(rows[0], _instant)
+
+        return await self._db.write(run)
+
+    async def remove_limit(self, namespace: str, pattern: str, now: datetime) -> bool:
+        params = {"namespace": namespace, "pattern": pattern, "now": now}
+
+        async def run(conn: Conn) -> bool:
+            rows = await fetch_all(conn, Q["remove_limit"], params)
+            await conn.execute(Q["prune_limits"], params)
+            return bool(rows)
+
+        return await self._db.write(run)
+
+    async def set_paused(
+        self, namespace: str, pattern: str, paused: bool, now: datetime
+    ) -> FlowRule | None:
+        params = {"namespace": namespace, "pattern": pattern, "paused": paused, "now": now}
+
+        async def run(conn: Conn) -> FlowRule | None:
+            rows = await fetch_all(conn, Q["set_paused"], params)
+            cursor = await conn.execute(Q["prune_limits"], params)
+            return None if cursor.rowcount else rule_from_row(rows[0], _instant)
+
+        return await self._db.write(run)
+
+    async def status(self, namespace: str, now: datetime) -> list[FlowStatus]:
+        rules = await self.list_rules(namespace)
+        plan = plan_of(rules)
+
+        async def run(conn: Conn) -> list[FlowStatus]:
+            found: list[FlowStatus] = []
+            for rule in rules:
+                excluded = plan.shadows_of(rule.pattern)
+                params = {"namespace": namespace, "now": now, **_globs(rule.pattern, excluded)}
+                running = await fetch_value(conn, Q["count_leased"], params)
+                held = (await fetch_all(conn, Q["held_by_rule"], params))[0]
+                found.append(FlowStatus(rule, int(running), int(held["held"]), held["oldest"]))
+            return found
+
+        return await self._db.read(run)
+
+    async def claim(
+        self,
+        namespace: str,
+        types: Types,
+        now: datetime,
+        limit: int,
+        node_id: str,
+        lease_until: datetime,
+        plan: FlowPlan,
+        *,
+        ungoverned: bool = True,
+    ) -> RuledClaim:
+        base = {
+            "namespace": namespace,
+            **self._filter(types),
+            "now": now,
+            "node_id": node_id,
+            "lease_until": lease_until,
+        }
+        known = claim_known(namespace, node_id, lease_until, now)
+        rows_of = claimed_rows(known)
+
+        async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
+            pattern = governed.rule.pattern
+            globs = _globs(pattern, plan.excluded(governed))
+            shadows = _globs(pattern, governed.shadows)["excluded"]
+            key = {"namespace": namespace, "pattern": pattern}
+
+            async def run(conn: Conn) -> tuple[list[Claimed], Grant | None]:
+                # One round trip: the count runs once the lock is held (statements of a
+                # pipeline run in turn), so it sees the running rows of the claim before.
+                async with conn.pipeline() as pipeline:
+                    await conn.execute(Q["claim_in_order"])
+                    lock = conn.cursor(row_factory=dict_row)
+                    await lock.execute(Q["lock_limit"], key)
+                    count = conn.cursor(row_factory=dict_row)
+                    await count.execute(Q["count_leased"], {**key, **globs})
+                    await pipeline.sync()
+                    locked = await lock.fetchall()
+                    running = int((await count.fetchall())[0]["count"])
+                if not locked:
+                    return [], None  # removed since the plan was read
+                row = locked[0]
+                db_now: datetime = row["db_now"]
+                granted = grant(row, row["tat"], running, room, db_now)
+                if granted.rows <= 0:
+                    return [], granted
+                params = {**base, **globs, "limit": granted.rows}
+                partitioned = row["partition_by"] is not None
+                if partitioned:
+                    params.update(partition_params(row, granted.rows), shadows=shadows)
+                query = Q["claim_partitioned" if partitioned else "claim_ruled"]
+                async with conn.cursor(row_factory=rows_of, binary=True) as cur:
+                    await cur.execute(query, params)
+                    claimed: list[Claimed] = await cur.fetchall()
+                if partitioned and len(claimed) < granted.rows:
+                    left = await fetch_value(conn, Q["next_run_ruled"], {**base, **globs})
+                    if left is not None and left <= now:
+                        granted = partitions_full(granted, len(claimed), db_now)
+                tat = spent(granted, db_now, len(claimed))
+                if tat is not None:
+                    await conn.execute(Q["spend_tokens"], {**key, "tat": tat})
+                return claimed, granted
+
+            return await self._db.write(run)
+
+        async def plain(excluded: tuple[str, ...], room: int) -> list[Claimed]:
+            params = {**base, **_globs("*", excluded), "limit": room}
+            _, claimed = await self._db.atomic(
+                [
+                    Statement(Q["claim_in_order"], {}),
+                    Statement(Q["claim_ruled"], params, rows_of, binary=True),
+                ]
+            )
+            return list(claimed)
+
+        return await claim_under(plan, limit, by_limit, plain, ungoverned)
+
+    async def next_run_at(
+        self,
+        namespace: str,
+        types: Types,
+        plan: FlowPlan,
+        held: Sequence[str],
+        *,
+        ungoverned: bool = True,
+    ) -> datetime | None:
+        base = {"namespace": namespace, **self._filter(types)}
+
+        async def run(conn: Conn) -> datetime | None:
+            found: list[datetime] = []
+            for only, excluded in next_run_parts(plan, held, ungoverned):
+                value = await fetch_value(
+                    conn, Q["next_run_ruled"], {**base, **_globs(only, excluded)}
+                )
+                if value is not None:
+                    found.append(value)
+            return min(found, default=None)
+
+        return await self._db.read(run)

@@ -1,0 +1,36 @@
+"""Marking pending rows running: the claim's statement and the attempt rows it opens, shared by
+the plain claim (``claim_due``) and the claims under flow control (:mod:`.limits`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from duetime.model import Claimed
+from duetime.store.codec import dump_json
+from duetime.store.queries import load_queries
+from duetime.store.sqlite.rows import InstantCache, claimed_from_tuple
+
+Q = load_queries("duetime.store.sqlite")
+
+
+def take_rows(
+    conn: sqlite3.Connection, query: str, params: Mapping[str, Any], node_id: str, now_us: int
+) -> list[Claimed]:
+    """Run a claim statement (RETURNING rows.TIMER_COLUMNS) and open an attempt per row;
+    the claimed rows oldest ``run_at`` first."""
+    cursor = conn.cursor()
+    cursor.row_factory = None  # plain tuples in TIMER_COLUMNS order: the hot path
+    rows: list[tuple[Any, ...]] = cursor.execute(query, params).fetchall()
+    if not rows:
+        return []
+    rows.sort(key=_run_at_then_id)
+    batch = dump_json([(row[0], row[8]) for row in rows])
+    conn.execute(Q["open_attempts"], {"batch": batch, "node_id": node_id, "now": now_us})
+    instants = InstantCache()
+    return [claimed_from_tuple(row, instants) for row in rows]
+
+
+def _run_at_then_id(row: tuple[Any, ...]) -> tuple[int, int]:
+    return row[12], row[0]  # rows.TIMER_COLUMNS: run_at, id

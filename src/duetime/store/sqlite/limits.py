@@ -1,0 +1,209 @@
+"""Flow control in SQLite: the limits table, and claims that obey it (see
+:mod:`duetime.store.limits`). A limit's claim runs inside one write transaction, which SQLite
+serialises across processes; the rate's clock is this machine's, read inside it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from duetime.model import Claimed, ClaimFilter
+from duetime.model.limits import (
+    FlowPlan,
+    FlowRule,
+    FlowStatus,
+    Governed,
+    RuledClaim,
+    plan_of,
+)
+from duetime.store.codec import dump_json, from_micros, to_micros
+from duetime.store.limits import (
+    Grant,
+    claim_under,
+    grant,
+    next_run_parts,
+    partition_params,
+    partitions_full,
+    rule_from_row,
+    rule_params,
+    spent,
+)
+from duetime.store.queries import load_queries
+from duetime.store.sqlite.claims import take_rows
+from duetime.store.sqlite.database import SqliteDatabase
+
+Q = load_queries("duetime.store.sqlite")
+Types = Sequence[str] | ClaimFilter | None
+
+
+def _globs(only: str, excluded: Sequence[str]) -> dict[str, Any]:
+    return {"only": only, "excluded": dump_json(list(excluded))}
+
+
+def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cursor = conn.execute(query, params)
+    names = [c[0] for c in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+class SqliteLimits:
+    """The limits part of a :class:`~duetime.store.sqlite.store.SqliteStore`."""
+
+    def __init__(
+        self, db: SqliteDatabase, filter_params: Callable[[str, Types], dict[str, Any]]
+    ) -> None:
+        self._db = db
+        self._filter = filter_params
+
+    async def list_rules(self, namespace: str) -> list[FlowRule]:
+        def run(conn: sqlite3.Connection) -> list[FlowRule]:
+            rows = _rows(conn, Q["list_limits"], {"namespace": namespace})
+            return [rule_from_row(row, from_micros) for row in rows]
+
+        return await self._db.read(run)
+
+    async def put_limit(self, rule: FlowRule, now: datetime) -> FlowRule:
+        params = {**rule_params(rule), "now": to_micros(now)}
+
+        def run(conn: sqlite3.Connection) -> FlowRule:
+            return rule_from_row(_rows(conn, Q["put_limit"], params)[0], from_micros)
+
+        return await self._db.write(run)
+
+    async def remove_limit(self, namespace: str, pattern: str, now: datetime) -> bool:
+        params = {"namespace": namespace, "pattern": pattern, "now": to_micros(now)}
+
+        def run(conn: sqlite3.Connection) -> bool:
+            rows = _rows(conn, Q["remove_limit"], params)
+            conn.execute(Q["prune_limits"], params)
+            return bool(rows)
+
+        return await self._db.write(run)
+
+    async def set_paused(
+        self, namespace: str, pattern: str, paused: bool, now: datetime
+    ) -> FlowRule | None:
+        params = {
+            "namespace": namespace,
+            "pattern": pattern,
+            "paused": int(paused),
+            "now": to_micros(now),
+        }
+
+        def run(conn: sqlite3.Connection) -> FlowRule | None:
+            rows = _rows(conn, Q["set_paused"], params)
+            pruned = conn.execute(Q["prune_limits"], params).rowcount
+            return None if pruned else rule_from_row(rows[0], from_micros)
+
+        return await self._db.write(run)
+
+    async def status(self, namespace: str, now: datetime) -> list[FlowStatus]:
+        rules = await self.list_rules(namespace)
+        plan = plan_of(rules)
+
+        def run(conn: sqlite3.Connection) -> list[FlowStatus]:
+            found: list[FlowStatus] = []
+            for rule in rules:
+                params = {
+                    "namespace": namespace,
+                    "now": to_micros(now),
+                    **_globs(rule.pattern, plan.shadows_of(rule.pattern)),
+                }
+                running = conn.execute(Q["count_leased"], params).fetchone()[0]
+                held, oldest = conn.execute(Q["held_by_rule"], params).fetchone()
+                oldest_at = None if oldest is None else from_micros(oldest)
+                found.append(FlowStatus(rule, int(running), int(held), oldest_at))
+            return found
+
+        return await self._db.read(run)
+
+    async def claim(
+        self,
+        namespace: str,
+        types: Types,
+        now: datetime,
+        limit: int,
+        node_id: str,
+        lease_until: datetime,
+        plan: FlowPlan,
+        *,
+        ungoverned: bool = True,
+    ) -> RuledClaim:
+        now_us = to_micros(now)
+        base = {
+            **self._filter(namespace, types),
+            "now": now_us,
+            "node_id": node_id,
+            "lease_until": to_micros(lease_until),
+        }
+
+        async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
+            pattern = governed.rule.pattern
+            globs = _globs(pattern, plan.excluded(governed))
+            shadows = dump_json(list(governed.shadows))
+            key = {"namespace": namespace, "pattern": pattern}
+
+            def run(conn: sqlite3.Connection) -> tuple[list[Claimed], Grant | None]:
+                found = _rows(conn, Q["get_limit"], key)
+                if not found:
+                    return [], None  # removed since the plan was read
+                row = found[0]
+                clock = datetime.now(UTC)  # inside the write lock: the claims' order
+                running = 0
+                if row["concurrency"] is not None:
+                    params = {**key, **globs}
+                    running = int(conn.execute(Q["count_leased"], params).fetchone()[0])
+                tat = None if row["tat"] is None else from_micros(row["tat"])
+                granted = grant(row, tat, running, room, clock)
+                if granted.rows <= 0:
+                    return [], granted
+                params = {**base, **globs, "limit": granted.rows}
+                partitioned = row["partition_by"] is not None
+                if partitioned:
+                    params.update(partition_params(row, granted.rows), shadows=shadows)
+                query = Q["claim_partitioned" if partitioned else "claim_ruled"]
+                claimed = take_rows(conn, query, params, node_id, now_us)
+                if partitioned and len(claimed) < granted.rows:
+                    left = conn.execute(Q["next_run_ruled"], {**base, **globs}).fetchone()[0]
+                    if left is not None and left <= now_us:
+                        granted = partitions_full(granted, len(claimed), clock)
+                spent_tat = spent(granted, clock, len(claimed))
+                if spent_tat is not None:
+                    conn.execute(Q["spend_tokens"], {**key, "tat": to_micros(spent_tat)})
+                return claimed, granted
+
+            return await self._db.write(run)
+
+        async def plain(excluded: tuple[str, ...], room: int) -> list[Claimed]:
+            params = {**base, **_globs("*", excluded), "limit": room}
+
+            def run(conn: sqlite3.Connection) -> list[Claimed]:
+                return take_rows(conn, Q["claim_ruled"], params, node_id, now_us)
+
+            return await self._db.write(run)
+
+        return await claim_under(plan, limit, by_limit, plain, ungoverned)
+
+    async def next_run_at(
+        self,
+        namespace: str,
+        types: Types,
+        plan: FlowPlan,
+        held: Sequence[str],
+        *,
+        ungoverned: bool = True,
+    ) -> datetime | None:
+        base = self._filter(namespace, types)
+
+        def run(conn: sqlite3.Connection) -> datetime | None:
+            found: list[int] = []
+            for only, excluded in next_run_parts(plan, held, ungoverned):
+                value = conn.execute(Q["next_run_ruled"], {**base, **_globs(only, excluded)})
+                earliest = value.fetchone()[0]
+                if earliest is not None:
+                    found.append(earliest)
+            return from_micros(min(found)) if found else None
+
+        return await self._db.read(run)

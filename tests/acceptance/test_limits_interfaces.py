@@ -1,0 +1,119 @@
+"""Flow control from Python, the CLI and REST: the same rules, and bad values refused naming
+their field (nothing stored)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from duetime import App
+from duetime.api import ApiSettings, create_api
+from duetime.config import Settings
+from duetime.errors import InvalidInput, NotFound
+
+from .conftest import Cli
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    with App(settings=Settings(database_url=f"sqlite:///{tmp_path / 'duetime.db'}")) as opened:
+        yield opened
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"rate": "0/s"}, "rate"),
+        ({"rate": "fast"}, "rate"),
+        ({"concurrency": -1}, "concurrency"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": "5"}, "concurrency"),
+        ({"rate": "10/s", "burst": 0}, "burst"),
+        ({"concurrency": 2, "partition_by": "user"}, "partition_by"),
+        ({}, "concurrency"),
+    ],
+)
+def test_python_bad_limits_name_the_field(app: App, kwargs: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        app.set_limit("email.*", **kwargs)  # type: ignore[arg-type]
+    assert raised.value.field == field
+    assert app.limits() == []
+
+
+def test_python_limits_pause_and_resume(app: App) -> None:
+    rule = app.set_limit("email.*", rate="100/s", concurrency=5)
+    assert (rule.concurrency, str(rule.rate), rule.effective_burst) == (5, "100/s", 5)
+    app.pause("crm.sync")
+    listed = {s.rule.pattern: s for s in app.limits()}
+    assert set(listed) == {"email.*", "crm.sync"}
+    assert listed["crm.sync"].rule.paused
+    app.resume("crm.sync")
+    with pytest.raises(NotFound):
+        app.resume("crm.sync")
+    app.remove_limit("email.*")
+    with pytest.raises(NotFound):
+        app.remove_limit("email.*")
+    assert app.limits() == []
+    with pytest.raises(InvalidInput) as raised:
+        app.pause("bad pattern!")
+    assert raised.value.field == "pattern"
+
+
+def test_cli_limits(cli: Cli) -> None:
+    cli.ok("migrate")
+    answer = cli.ok("limits", "set", "email.*", "--rate", "200/s", "--burst", "20")
+    assert answer["limit"]["rate"] == "200/s"
+    assert answer["limit"]["burst"] == 20
+    for args, field in [
+        (("--rate", "0/s"), "rate"),
+        (("--rate", "fast"), "rate"),
+        (("--concurrency", "-1"), "concurrency"),
+        (("--burst", "3"), "burst"),
+    ]:
+        error = cli.fails("limits", "set", "x", *args, code=2)
+        assert error["field"] == field, error
+    cli.ok("pause", "crm.*")
+    items = {i["pattern"]: i for i in cli.ok("limits", "ls")["items"]}
+    assert items["crm.*"]["paused"]
+    assert items["email.*"]["held"] == 0
+    cli.ok("resume", "crm.*")
+    assert cli.fails("resume", "crm.*", code=3)["code"] == "not_found"
+    cli.ok("limits", "rm", "email.*")
+    assert cli.ok("limits", "ls")["items"] == []
+
+
+def test_rest_limits(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    url = f"sqlite:///{tmp_path / 'duetime.db'}"
+    settings = Settings(database_url=url)
+    with App(settings=Settings(database_url=url, namespace="shop")):
+        pass  # creates the namespace
+    with TestClient(create_api(ApiSettings(core=settings))) as client:
+        base = "/v1/namespaces/shop"
+        answer = client.put(f"{base}/limits/email.*", json={"rate": "6000/min", "concurrency": 3})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["limit"]["rate"] == "6000/min"
+        for body, field in [
+            ({"rate": "0/s"}, "rate"),
+            ({"rate": "fast"}, "rate"),
+            ({"concurrency": -1}, "concurrency"),
+            ({"rate": 5}, "rate"),
+            ({"speed": 5}, "speed"),
+        ]:
+            refused = client.put(f"{base}/limits/email.*", json=body)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["field"] == field
+        assert client.post(f"{base}/pause", json={"pattern": "crm.*"}).status_code == 200
+        assert client.post(f"{base}/pause", json={}).json()["field"] == "pattern"
+        items = {i["pattern"]: i for i in client.get(f"{base}/limits").json()["items"]}
+        assert items["crm.*"]["paused"]
+        assert items["email.*"]["concurrency"] == 3
+        assert client.post(f"{base}/resume", json={"pattern": "crm.*"}).status_code == 200
+        assert client.post(f"{base}/resume", json={"pattern": "crm.*"}).status_code == 404
+        assert client.delete(f"{base}/limits/email.*").status_code == 200
+        assert client.delete(f"{base}/limits/email.*").status_code == 404
+        assert client.get(f"{base}/limits").json()["items"] == []
+        assert client.get("/v1/namespaces/nope/limits").status_code == 404
