@@ -244,7 +244,11 @@ def test_every_link_of_the_dashboard_page_resolves_below_the_prefix(tmp_path: Pa
     mount(parent, "/ops/duetime", app=make_app(tmp_path, []))
     with TestClient(parent, base_url=LOCAL) as client:
         page = client.get("/ops/duetime/")
-        links = re.findall(r'(?:href|src)="([^"#]+)"', page.text)
+        links = [
+            link
+            for link in re.findall(r'(?:href|src)="([^"#]+)"', page.text)
+            if not link.startswith("data:")  # inline (the empty favicon): no request at all
+        ]
         assert links
         for link in links:
             url = urljoin(f"{LOCAL}/ops/duetime/", link)
