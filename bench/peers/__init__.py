@@ -28,6 +28,8 @@ class System:
     label: ClassVar[str]
     remaining_sql: ClassVar[str]
     """count(*) of the jobs not yet finished (scheduled, running, retrying …)."""
+    uses_postgres: ClassVar[bool] = True
+    """False for a system on another store (Celery on Redis): no database of its own."""
 
     def __init__(self, base: str) -> None:
         self.base = base.rstrip("/")
@@ -62,6 +64,11 @@ class System:
         """Connect, call ``ready()``, wait for ``go``, work until ``stop``, shut down cleanly."""
         raise NotImplementedError
 
+    def recorded_elsewhere(self) -> list[float]:
+        """Lateness (ms) recorded by a worker process the system runs on its own (Celery's
+        ``celery worker``), read after ``run_worker`` returned; [] when ``record`` saw it all."""
+        return []
+
 
 def payload_due(due: float | None) -> dict[str, float | None]:
     return {"due": due}
@@ -87,6 +94,14 @@ def load(name: str) -> type[System]:
         from peers.procrastinate_peer import Procrastinate
 
         return Procrastinate
+    if name == "oban":
+        from peers.oban_peer import ObanSystem
+
+        return ObanSystem
+    if name == "celery":
+        from peers.celery_peer import Celery
+
+        return Celery
     if name == "raw":
         from peers.raw_peer import RawSql
 
@@ -94,5 +109,22 @@ def load(name: str) -> type[System]:
     raise ValueError(f"unknown system {name!r}")
 
 
-SYSTEMS = ("duetime", "pgqueuer", "procrastinate", "raw")
-PEERS = ("pgqueuer", "procrastinate")
+SYSTEMS = ("duetime", "pgqueuer", "procrastinate", "oban", "raw", "celery")
+PEERS = ("pgqueuer", "procrastinate", "oban", "celery")
+PACKAGES = {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate", "oban": "oban"}
+"""The package a peer needs (oban needs Python 3.12+): without it, not run by default."""
+ONLY_ASKED = ("celery",)
+"""Run only when named in ``--only``: Celery needs Redis, and is compared for lateness only."""
+STORE_SCENARIOS = {"celery": ("lateness", "idle"), "raw": ("mass", "immediate")}
+"""The scenarios a system takes part in, when not all of them."""
+
+
+def default_systems() -> list[str]:
+    """The systems a run compares when ``--only`` is not given: those whose package is here."""
+    from importlib.util import find_spec
+
+    return [
+        s
+        for s in SYSTEMS
+        if s not in ONLY_ASKED and (s not in PACKAGES or find_spec(PACKAGES[s]) is not None)
+    ]
