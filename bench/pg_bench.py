@@ -1,4 +1,4 @@
-"""duetime on PostgreSQL against pgqueuer, procrastinate and a raw-SQL floor, in one run.
+"""duetime on PostgreSQL against pgqueuer, procrastinate, oban and a raw-SQL floor, in one run.
 
 Run by hand (not part of the test suite)::
 
@@ -9,8 +9,11 @@ Run by hand (not part of the test suite)::
     .venv/bin/python bench/pg_bench.py --only duetime,pgqueuer,raw --rounds 3   # medians of 3
     .venv/bin/python bench/pg_bench.py --only duetime --metrics --tracing --rounds 3 \
         --scenarios mass,lateness           # what metrics and tracing cost, in alternating rounds
+    .venv-bench/bin/python bench/pg_bench.py --only duetime,oban --scenarios mass,lateness,idle
+    .venv-bench/bin/python bench/pg_bench.py --only duetime,celery --scenarios lateness,idle
 
-Needs the ``bench`` extra (pgqueuer, procrastinate; asyncpg too for pgqueuer's usual driver) and
+Needs the ``bench`` extra (pgqueuer, procrastinate, oban on Python 3.12+, Celery with Redis,
+psutil; asyncpg too for pgqueuer's usual driver) and
 a PostgreSQL where the user may CREATE DATABASE (default ``postgresql://postgres@127.0.0.1:5432``,
 ``--base``). Every system gets its own database ``dtbench_<system>``, dropped and created again
 for every scenario, and works in ``--workers`` separate processes (its normal worker, a no-op
@@ -23,6 +26,13 @@ handler, the same ``--concurrency``). Scenarios:
   (d)        the raw-SQL floor is the ``raw`` system in mass and immediate
   claim      (e) duetime's claim_due statement (queries.sql) with 10M pending timers bulk-loaded
              into its table: latency of batches of 100, and the plan, before and after ANALYZE
+  idle       (f) the workers running with 10,000 timers due over the next hour and nothing due:
+             transactions/s of the system's own database (pg_stat_database), the CPU of its
+             worker processes and of its database backends, over 30 s
+
+``celery`` (only when named in ``--only``) is Celery on Redis, ETA tasks: lateness and idle only
+(its idle figure is Redis commands/s, INFO commandstats, server-wide). ``raw`` takes part in
+mass and immediate only.
 
 ``--tables fresh,analysed`` runs mass and immediate on never-analysed tables and again after an
 ANALYZE between enqueueing and working. Every wait is bounded (``--timeout``): a system that does
@@ -61,7 +71,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import COMPARED, PEERS, SYSTEMS, System, load
+from peers import PEERS, STORE_SCENARIOS, SYSTEMS, System, default_systems, load
 
 DEFAULT_BASE = "postgresql://postgres@127.0.0.1:5432"
 ADMIN_DB = "postgres"
@@ -234,7 +244,9 @@ class Report:
             "duetime_sampled": "duetime +tracing 10%",
             "pgqueuer": "pgqueuer",
             "procrastinate": "procrastinate",
+            "oban": "oban",
             "raw": "raw SQL",
+            "celery": "Celery (Redis, not durable)",
         }
         cols = [s for s in SYSTEMS if s in self.systems]
         head = [
@@ -312,6 +324,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def tree_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of a process and of every process below it (a worker the system starts in a
+    process of its own, e.g. ``celery worker``, counts as the system's worker)."""
+    import psutil
+
+    found = {pid: cpu_seconds(pid)}
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(pid).children(recursive=True):
+            found[child.pid] = cpu_seconds(child.pid)
+    return found
+
+
 def backend_cpu(db: str) -> dict[int, float]:
     """CPU seconds of each PostgreSQL backend connected to ``db`` (a local server only: its
     processes are found in /proc by their title, ``postgres: … user db host(port) state``)."""
@@ -336,13 +360,17 @@ class CpuMeter:
     def __init__(self, db: str, group: Workers) -> None:
         self.db, self.group = db, group
         self.backends = backend_cpu(db)
-        self.workers = {c.pid: cpu_seconds(c.pid) for c in group.children}
+        self.workers = self.worker_cpu()
+
+    def worker_cpu(self) -> dict[int, float]:
+        return {pid: cpu for c in self.group.children for pid, cpu in tree_cpu(c.pid).items()}
 
     def stop(self) -> tuple[float, float]:
-        """(worker CPU s, backend CPU s) since start; a backend connected since counts whole."""
+        """(worker CPU s, backend CPU s) since start; a process started since counts whole."""
         now_b = backend_cpu(self.db)
         backend = sum(cpu - self.backends.get(pid, 0.0) for pid, cpu in now_b.items())
-        worker = sum(cpu_seconds(pid) - before for pid, before in self.workers.items())
+        now_w = self.worker_cpu()
+        worker = sum(cpu - self.workers.get(pid, 0.0) for pid, cpu in now_w.items())
         return worker, backend
 
 
@@ -491,7 +519,10 @@ class Bench:
     def fresh(self, sut: System) -> str:
         """A new database with the system's tables, and a CHECKPOINT, so every run starts from
         the same server state (no checkpoint left over from the previous run's WAL)."""
-        db = DB_PREFIX + sut.name
+        db = self.args.db_prefix + sut.name
+        if not sut.uses_postgres:  # Celery: its broker database emptied
+            asyncio.run(sut.install(db))
+            return db
         recreate_db(self.args.base, db)
         asyncio.run(sut.install(db))
         admin(self.args.base, "CHECKPOINT")
@@ -636,6 +667,35 @@ class Bench:
         rep.put(figs["p99"], name, q[98])
         rep.put(figs["max"], name, max(late), f"{handled - n:+,} extra runs" if handled > n else "")
 
+    # (f) idle cost
+    def idle(self, name: str, n: int, seconds: float) -> None:
+        """The workers running, ``n`` timers due over the hour after next, nothing due: what the
+        system costs its database (transactions/s) and the machine (CPU) while it waits."""
+        args, rep = self.args, self.report
+        sut = self.system(name)
+        scen = f"(f) idle, {n:,} due in 1-2 h, {seconds:g} s"
+        xacts = rep.figure(scen, "database transactions/s (Celery: Redis commands/s)", "/s", False)
+        wcpu = rep.figure(scen, "worker CPU, % of a core", "%", False)
+        bcpu = rep.figure(scen, "PostgreSQL backend CPU, % of a core", "%", False)
+        db = self.fresh(sut)
+        with workers(args, name, db, False, self.tmp) as group:
+            group.go()  # workers run while the timers are stored, as in production
+            time.sleep(0.5)
+            start = time.time() + 3600
+            self.enqueue(sut, db, [start + 3600 * i / n for i in range(n)])
+            time.sleep(args.idle_settle)  # the enqueue's commits counted, workers at rest
+            before, meter, t0 = activity(args.base, sut, db), CpuMeter(db, group), time.time()
+            time.sleep(seconds)
+            after, spent, elapsed = activity(args.base, sut, db), meter.stop(), time.time() - t0
+            ran = group.handled()
+            group.stop()
+        note = f"{ran:,} ran early!" if ran else ""
+        if not sut.uses_postgres:
+            note = ", ".join(filter(None, [note, "server-wide: INFO commandstats calls"]))
+        rep.put(xacts, name, (after - before) / elapsed, note)
+        rep.put(wcpu, name, spent[0] / elapsed * 100)
+        rep.put(bcpu, name, spent[1] / elapsed * 100 if sut.uses_postgres else None)
+
     # (e) claim latency with many pending timers
     def claim(self, rows: int, iterations: int) -> None:
         from duetime.store.postgres.settings import parse_url
@@ -643,7 +703,7 @@ class Bench:
 
         args, rep = self.args, self.report
         sut = self.system("duetime")
-        db = DB_PREFIX + "claim"
+        db = args.db_prefix + "claim"
         recreate_db(args.base, db)
         asyncio.run(sut.install(db))
         url = sut.url(db)  # type: ignore[attr-defined]
@@ -718,6 +778,26 @@ class Bench:
                 print("\n".join("      " + line for line in plan.splitlines()) + "\n", flush=True)
         if not args.keep:
             drop_db(args.base, db)
+
+
+def activity(base: str, sut: System, db: str) -> int:
+    """Transactions committed or rolled back in ``db`` so far (pg_stat_database, read from
+    another database so the reading is not counted); for Celery, the commands Redis has served
+    (INFO commandstats: the whole server's, less the INFO itself)."""
+    if not sut.uses_postgres:
+        client = sut.redis()  # type: ignore[attr-defined]
+        try:
+            stats = client.info("commandstats")
+        finally:
+            client.close()
+        return sum(int(v["calls"]) for v in stats.values())
+    return int(
+        query_value(
+            base,
+            ADMIN_DB,
+            f"SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '{db}'",
+        )
+    )
 
 
 def load_pending(conninfo: str, rows: int, due_now: int, budget: float = 1e9) -> int:
@@ -886,6 +966,8 @@ def child_main(args: argparse.Namespace) -> None:
     slot = args.child_slot
     late: list[float] = []
     keep = args.child_out is not None
+    os.environ["DTBENCH_COUNTER"] = args.child_counter  # for a worker in a process of its own
+    os.environ["DTBENCH_SLOT"] = str(slot)
 
     def record(due: float | None) -> None:
         if keep and due is not None:
@@ -934,7 +1016,7 @@ def child_main(args: argparse.Namespace) -> None:
         sys.stderr.flush()
         status = 1
     if keep:
-        Path(args.child_out).write_text(json.dumps(late))
+        Path(args.child_out).write_text(json.dumps(late + sut.recorded_elsewhere()))
     counts.release()
     mm.close()
     os._exit(status)  # at once: the stdin reader thread may still be blocked in readline
@@ -994,7 +1076,6 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--quick", action="store_true", help="smaller numbers (a few minutes)")
-    parser.add_argument("--only", default=",".join(COMPARED), help="systems: " + ",".join(SYSTEMS))
     parser.add_argument(
         "--metrics",
         action="store_true",
@@ -1007,7 +1088,14 @@ def main() -> None:
         "(SDK, batch processor), every trace or 10%% of them sampled",
     )
     parser.add_argument(
-        "--scenarios", default="immediate,mass,lateness,claim", help="immediate,mass,lateness,claim"
+        "--only",
+        default=",".join(default_systems()),
+        help="systems: " + ",".join(SYSTEMS) + " (default: those installed, celery only asked)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        default="immediate,mass,lateness,claim",
+        help="immediate,mass,lateness,claim,idle",
     )
     parser.add_argument(
         "--tables", default="fresh,analysed", help="fresh,analysed (mass, immediate)"
@@ -1033,6 +1121,11 @@ def main() -> None:
         "--late-grace", type=float, default=15.0, help="(b) wait after the last due"
     )
     parser.add_argument("--lateness-target", type=float, default=10.0, help="(b) p99 target, ms")
+    parser.add_argument("--idle-timers", type=int, default=10_000, help="(f) pending (10,000)")
+    parser.add_argument("--idle-seconds", type=float, default=30.0, help="(f) measured (30 s)")
+    parser.add_argument(
+        "--idle-settle", type=float, default=12.0, help="(f) wait after enqueueing (12 s)"
+    )
     parser.add_argument("--claim-rows", type=int, help="(e) pending timers (10,000,000)")
     parser.add_argument("--claim-iterations", type=int, help="(e) timed claims per phase (1000)")
     parser.add_argument(
@@ -1071,6 +1164,12 @@ def main() -> None:
         "each figure's median (1)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the dtbench_* databases")
+    parser.add_argument(
+        "--db-prefix",
+        default=DB_PREFIX,
+        help=f"the databases' names begin with this ({DB_PREFIX}): two runs at once on one "
+        "server need two prefixes",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-db", help=argparse.SUPPRESS)
     parser.add_argument("--child-counter", help=argparse.SUPPRESS)
@@ -1111,7 +1210,10 @@ def main() -> None:
     claim_iter = args.claim_iterations or (200 if quick else 1000)
     args.timeout = args.timeout or (45.0 if quick else 60.0)
 
-    command = " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv])
+    python = Path(sys.executable)
+    with contextlib.suppress(ValueError):  # the venv's python, as the README names it
+        python = Path(sys.prefix).relative_to(Path.cwd()) / "bin" / python.name
+    command = " ".join(shlex.quote(str(a)) for a in [python, *sys.argv])
     print(f"$ {command}")
     header = [
         f"python {platform.python_version()}, {os.cpu_count()} CPUs, {server_facts(args.base)}",
@@ -1145,7 +1247,7 @@ def main() -> None:
                 for tab in tables if scenario in ("mass", "immediate") else ["fresh"]:
                     runs = [(r, s) for r in range(1, args.rounds + 1) for s in systems]
                     for round_number, name in runs:
-                        if scenario == "lateness" and name == "raw":
+                        if scenario not in STORE_SCENARIOS.get(name, (scenario,)):
                             continue
                         loadavg = ", ".join(f"{v:.2f}" for v in os.getloadavg())
                         print(
@@ -1158,6 +1260,8 @@ def main() -> None:
                                 bench.immediate(name, n_now, tab)
                             elif scenario == "lateness":
                                 bench.lateness(name, late_n, late_s)
+                            elif scenario == "idle":
+                                bench.idle(name, args.idle_timers, args.idle_seconds)
                             else:
                                 parser.error(f"unknown scenario {scenario!r}")
                         except Exception as exc:  # report it and go on with the others
@@ -1169,7 +1273,7 @@ def main() -> None:
                 claim = ["claim"] if "claim" in scenarios and "duetime" in systems else []
                 for name in [*systems, *claim]:
                     with contextlib.suppress(Exception):
-                        drop_db(args.base, DB_PREFIX + name)
+                        drop_db(args.base, args.db_prefix + name)
     elapsed = time.time() - started
     print(f"\n$ {command}")
     print("\n".join(header))

@@ -28,6 +28,8 @@ class System:
     label: ClassVar[str]
     remaining_sql: ClassVar[str]
     """count(*) of the jobs not yet finished (scheduled, running, retrying …)."""
+    uses_postgres: ClassVar[bool] = True
+    """False for a system on another store (Celery on Redis): no database of its own."""
 
     def __init__(self, base: str) -> None:
         self.base = base.rstrip("/")
@@ -61,6 +63,11 @@ class System:
     ) -> None:
         """Connect, call ``ready()``, wait for ``go``, work until ``stop``, shut down cleanly."""
         raise NotImplementedError
+
+    def recorded_elsewhere(self) -> list[float]:
+        """Lateness (ms) recorded by a worker process the system runs on its own (Celery's
+        ``celery worker``), read after ``run_worker`` returned; [] when ``record`` saw it all."""
+        return []
 
 
 def payload_due(due: float | None) -> dict[str, float | None]:
@@ -99,6 +106,14 @@ def load(name: str) -> type[System]:
         from peers.procrastinate_peer import Procrastinate
 
         return Procrastinate
+    if name == "oban":
+        from peers.oban_peer import ObanSystem
+
+        return ObanSystem
+    if name == "celery":
+        from peers.celery_peer import Celery
+
+        return Celery
     if name == "raw":
         from peers.raw_peer import RawSql
 
@@ -113,9 +128,28 @@ SYSTEMS = (
     "duetime_sampled",
     "pgqueuer",
     "procrastinate",
+    "oban",
     "raw",
+    "celery",
 )
-COMPARED = ("duetime", "pgqueuer", "procrastinate", "raw")
-"""What a run compares unless told otherwise (``--only``); the duetime_* variants price
-duetime's observability (``--metrics``, ``--tracing``)."""
-PEERS = ("pgqueuer", "procrastinate")
+PEERS = ("pgqueuer", "procrastinate", "oban", "celery")
+VARIANTS = ("duetime_metrics", "duetime_tracing", "duetime_sampled")
+"""duetime with its observability on (``--metrics``, ``--tracing``): run only when asked."""
+PACKAGES = {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate", "oban": "oban"}
+"""The package a peer needs (oban needs Python 3.12+): without it, not run by default."""
+ONLY_ASKED = ("celery", *VARIANTS)
+"""Run only when named in ``--only`` (or, for the variants, asked by a flag): Celery needs Redis,
+and is compared for lateness only."""
+STORE_SCENARIOS = {"celery": ("lateness", "idle"), "raw": ("mass", "immediate")}
+"""The scenarios a system takes part in, when not all of them."""
+
+
+def default_systems() -> list[str]:
+    """The systems a run compares when ``--only`` is not given: those whose package is here."""
+    from importlib.util import find_spec
+
+    return [
+        s
+        for s in SYSTEMS
+        if s not in ONLY_ASKED and (s not in PACKAGES or find_spec(PACKAGES[s]) is not None)
+    ]
