@@ -226,7 +226,7 @@ def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
     console: Server, page: Page
 ) -> None:
     page.goto(console.base_url)  # one type's dead letters, from the overview: declined
-    page.locator('#dead-types tr[data-type="legacy.sync"] button').click()
+    page.locator('#dead-types tr[data-type="legacy.sync"] [data-replay]').click()
     confirm(page, "60 dead timers match (status dead, type legacy.sync)", yes=False)
     with stored(console) as app:
         assert app.counts()[Status.DEAD] == 60
@@ -466,3 +466,22 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
     expect(row).to_have_count(0)
     with stored(console) as app:
         assert [s.rule.pattern for s in app.limits()] == ["sync.user"]
+
+
+def test_an_event_type_with_dead_letters_is_paused_and_resumed_from_the_overview(
+    console: Server, page: Page
+) -> None:
+    page.goto(console.base_url)
+    row = page.locator('#dead-types tr[data-type="legacy.sync"]')
+    row.locator("[data-pause-type]").click()
+    confirm(page, "Pause legacy.sync?")
+    expect(row.locator("[data-resume-type]")).to_be_visible()
+    with stored(console) as app:
+        assert [(s.rule.pattern, s.rule.paused) for s in app.limits()] == [("legacy.sync", True)]
+    row.locator("[data-resume-type]").click()
+    expect(row.locator("[data-pause-type]")).to_be_visible()
+    with stored(console) as app:
+        assert app.limits() == []
+        app.pause("legacy.*")  # a glob's pause: shown as such, resumed where the glob is
+    expect(row.locator("a.pill")).to_have_text("paused by legacy.*")
+    expect(row.locator("[data-pause-type]")).to_have_count(0)

@@ -165,11 +165,12 @@ function confirmed(title, text, yes) {
 
 // -- overview ------------------------------------------------------------------------------
 async function showOverview() {
-  const [stats, activity, dead, deadTypes] = await Promise.all([
+  const [stats, activity, dead, deadTypes, limits] = await Promise.all([
     api(ns("/stats")),
     api(ns("/activity"), { params: { minutes: 60 } }),
     api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
     api(ns("/dead/types"), { params: { limit: 10 } }),
+    api(ns("/limits")),
   ]);
   const typesBody = $("#dead-types tbody");
   typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
@@ -177,11 +178,14 @@ async function showOverview() {
     el("td", { text: g.count.toLocaleString() }),
     el("td", { class: "mono", text: instant(g.newest_at) }),
     el("td", { class: "error", text: g.newest_error ?? "", title: g.newest_error ?? "" }),
-    el("td", {}, [el("button", {
-      type: "button", class: "secondary small", text: `Replay ${g.count.toLocaleString()}…`,
-      "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
-      onclick: () => bulk("replay", { status: "dead", type: g.type }),
-    })]),
+    el("td", {}, [el("div", { class: "row-actions" }, [
+      typePause(g.type, limits.items),
+      el("button", {
+        type: "button", class: "secondary small", "data-replay": g.type, text: `Replay ${g.count.toLocaleString()}…`,
+        "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
+        onclick: () => bulk("replay", { status: "dead", type: g.type }),
+      }),
+    ])]),
   ])));
   $("#dead-types").hidden = !deadTypes.items.length;
   const deadCount = stats.counts.dead ?? 0;
@@ -518,6 +522,24 @@ async function showEvents({ more = false } = {}) {
 }
 
 // -- flow control --------------------------------------------------------------------------
+function globMatches(pattern, type) {
+  const parts = pattern.split("*").map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return new RegExp(`^${parts.join("[\\s\\S]*")}$`).test(type);
+}
+
+function typePause(type, rules) {
+  // An event type's own Pause… / Resume; a glob's pause is shown as such (resumed there).
+  const own = rules.find((r) => r.pattern === type && r.paused);
+  if (own) {
+    return el("button", { type: "button", class: "small", "data-resume-type": type, text: "Resume",
+      "aria-label": `Resume ${type}`, onclick: () => pauseTypes(type, true).catch(handleError) });
+  }
+  const glob = rules.find((r) => r.paused && globMatches(r.pattern, type));
+  if (glob) return el("a", { href: "#limits", class: "pill paused", text: `paused by ${glob.pattern}` });
+  return el("button", { type: "button", class: "secondary small", "data-pause-type": type, text: "Pause…",
+    "aria-label": `Pause ${type}`, onclick: () => pauseTypes(type, false).catch(handleError) });
+}
+
 const LIMIT_FIELDS = ["pattern", "concurrency", "rate", "burst", "partition_by"];
 
 function hasLimit(l) {
