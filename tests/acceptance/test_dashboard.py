@@ -226,7 +226,7 @@ def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
     console: Server, page: Page
 ) -> None:
     page.goto(console.base_url)  # one type's dead letters, from the overview: declined
-    page.locator('#dead-types tr[data-type="legacy.sync"] button').click()
+    page.locator('#dead-types tr[data-type="legacy.sync"] [data-replay]').click()
     confirm(page, "60 dead timers match (status dead, type legacy.sync)", yes=False)
     with stored(console) as app:
         assert app.counts()[Status.DEAD] == 60
@@ -375,3 +375,113 @@ def test_with_auth_on_the_dashboard_asks_for_a_token_and_keeps_it(
         assert page.evaluate("localStorage.getItem('duetime.token')") is None
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
+    console: Server, page: Page
+) -> None:
+    with stored(console) as app:  # three due timers no worker takes: the limit shows them held
+        for n in range(3):
+            app.schedule("email.welcome", {"n": n}, delay=0, key=f"welcome-{n}")
+    page.goto(f"{console.base_url}/#limits")
+    expect(page.locator("#live")).to_have_attribute("data-state", "on")
+    expect(page.locator("#limits tbody")).to_contain_text("No limit and no pause")
+
+    page.fill("#l-pattern", "email.*")  # a bad rate: the API's answer names it, nothing stored
+    page.fill("#l-rate", "fast")
+    page.click("#l-set")
+    expect(page.locator("#limit-error")).to_contain_text("rate:")
+    expect(page.locator("#l-rate")).to_have_attribute("aria-invalid", "true")
+    with stored(console) as app:
+        assert app.limits() == []
+    page.fill("#l-concurrency", "20")
+    page.fill("#l-rate", "100/s")
+    page.fill("#l-burst", "10")
+    page.click("#l-set")
+    expect(page.locator("#notice")).to_contain_text("Limit on email.* set")
+    expect(page.locator("#limit-error")).to_be_hidden()
+    row = page.locator('#limits tr[data-pattern="email.*"]')
+    expect(row.locator("td")).to_have_count(10)
+    expect(row.locator("td").nth(2)).to_have_text("100/s")
+    expect(row.locator("td").nth(7)).to_have_text("3")  # held back: due, not started
+    with stored(console) as app:
+        (status,) = app.limits()
+        rule = status.rule
+        assert (rule.concurrency, str(rule.rate), rule.burst) == (20, "100/s", 10)
+        assert rule.paused is False
+        assert status.held == 3
+        app.set_limit("sync.user", concurrency=1, partition_by="payload.user_id")
+    other = page.locator('#limits tr[data-pattern="sync.user"]')  # another process's rule, live
+    expect(other.locator("td").nth(4)).to_have_text("payload.user_id")
+    other.locator("[data-edit]").click()  # its values fill the form
+    expect(page.locator("#l-partition-by")).to_have_value("payload.user_id")
+    expect(page.locator("#l-concurrency")).to_have_value("1")
+
+    page.fill("#p-pattern", "report.*")  # a typed pause: a row of its own, no limit
+    page.click("#p-pause")
+    confirm(page, "Pause report.*?")
+    paused = page.locator('#limits tr[data-pattern="report.*"]')
+    expect(paused.locator(".pill")).to_have_text("paused")
+    expect(paused.locator("[data-remove]")).to_have_count(0)
+    row.locator("[data-pause]").click()  # a rule's own button: declined, then confirmed
+    confirm(page, "until it is resumed", yes=False)
+    with stored(console) as app:
+        assert {s.rule.pattern: s.rule.paused for s in app.limits()} == {
+            "email.*": False,
+            "report.*": True,
+            "sync.user": False,
+        }
+    row.locator("[data-pause]").click()
+    confirm(page, "Pause email.*?")
+    expect(row.locator(".pill")).to_have_text("paused")
+    with stored(console) as app:
+        rules = {s.rule.pattern: s.rule for s in app.limits()}
+        assert rules["email.*"].paused
+        assert rules["email.*"].concurrency == 20  # the limit stays
+    page.fill("#l-pattern", "")  # the form as the picture shows it: empty
+    page.fill("#l-concurrency", "")
+    page.fill("#l-partition-by", "")
+    screenshot(page, "flow-control")
+
+    row.locator("[data-resume]").click()
+    expect(row.locator(".pill")).to_have_text("limited")
+    page.fill("#p-pattern", "report.*")
+    page.click("#p-resume")
+    expect(paused).to_have_count(0)  # a pause alone: resumed, its row is gone
+    with stored(console) as app:
+        rules = {s.rule.pattern: s.rule for s in app.limits()}
+        assert set(rules) == {"email.*", "sync.user"}
+        assert not rules["email.*"].paused
+        assert rules["email.*"].concurrency == 20
+    page.fill("#p-pattern", "report.*")  # nothing paused there any more: said so
+    page.click("#p-resume")
+    expect(page.locator("#pause-error")).to_be_visible()
+
+    row.locator("[data-remove]").click()  # removing: declined, then confirmed
+    confirm(page, "Remove the limit on email.*?", yes=False)
+    with stored(console) as app:
+        assert len(app.limits()) == 2
+    row.locator("[data-remove]").click()
+    confirm(page, "Remove the limit on email.*?")
+    expect(row).to_have_count(0)
+    with stored(console) as app:
+        assert [s.rule.pattern for s in app.limits()] == ["sync.user"]
+
+
+def test_an_event_type_with_dead_letters_is_paused_and_resumed_from_the_overview(
+    console: Server, page: Page
+) -> None:
+    page.goto(console.base_url)
+    row = page.locator('#dead-types tr[data-type="legacy.sync"]')
+    row.locator("[data-pause-type]").click()
+    confirm(page, "Pause legacy.sync?")
+    expect(row.locator("[data-resume-type]")).to_be_visible()
+    with stored(console) as app:
+        assert [(s.rule.pattern, s.rule.paused) for s in app.limits()] == [("legacy.sync", True)]
+    row.locator("[data-resume-type]").click()
+    expect(row.locator("[data-pause-type]")).to_be_visible()
+    with stored(console) as app:
+        assert app.limits() == []
+        app.pause("legacy.*")  # a glob's pause: shown as such, resumed where the glob is
+    expect(row.locator("a.pill")).to_have_text("paused by legacy.*")
+    expect(row.locator("[data-pause-type]")).to_have_count(0)

@@ -165,11 +165,12 @@ function confirmed(title, text, yes) {
 
 // -- overview ------------------------------------------------------------------------------
 async function showOverview() {
-  const [stats, activity, dead, deadTypes] = await Promise.all([
+  const [stats, activity, dead, deadTypes, limits] = await Promise.all([
     api(ns("/stats")),
     api(ns("/activity"), { params: { minutes: 60 } }),
     api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
     api(ns("/dead/types"), { params: { limit: 10 } }),
+    api(ns("/limits")),
   ]);
   const typesBody = $("#dead-types tbody");
   typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
@@ -177,11 +178,14 @@ async function showOverview() {
     el("td", { text: g.count.toLocaleString() }),
     el("td", { class: "mono", text: instant(g.newest_at) }),
     el("td", { class: "error", text: g.newest_error ?? "", title: g.newest_error ?? "" }),
-    el("td", {}, [el("button", {
-      type: "button", class: "secondary small", text: `Replay ${g.count.toLocaleString()}…`,
-      "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
-      onclick: () => bulk("replay", { status: "dead", type: g.type }),
-    })]),
+    el("td", {}, [el("div", { class: "row-actions" }, [
+      typePause(g.type, limits.items),
+      el("button", {
+        type: "button", class: "secondary small", "data-replay": g.type, text: `Replay ${g.count.toLocaleString()}…`,
+        "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
+        onclick: () => bulk("replay", { status: "dead", type: g.type }),
+      }),
+    ])]),
   ])));
   $("#dead-types").hidden = !deadTypes.items.length;
   const deadCount = stats.counts.dead ?? 0;
@@ -517,6 +521,167 @@ async function showEvents({ more = false } = {}) {
   $("#events-more").hidden = !page.next_cursor;
 }
 
+// -- flow control --------------------------------------------------------------------------
+function globMatches(pattern, type) {
+  const parts = pattern.split("*").map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return new RegExp(`^${parts.join("[\\s\\S]*")}$`).test(type);
+}
+
+function typePause(type, rules) {
+  // An event type's own Pause… / Resume; a glob's pause is shown as such (resumed there).
+  const own = rules.find((r) => r.pattern === type && r.paused);
+  if (own) {
+    return el("button", { type: "button", class: "small", "data-resume-type": type, text: "Resume",
+      "aria-label": `Resume ${type}`, onclick: () => pauseTypes(type, true).catch(handleError) });
+  }
+  const glob = rules.find((r) => r.paused && globMatches(r.pattern, type));
+  if (glob) return el("a", { href: "#limits", class: "pill paused", text: `paused by ${glob.pattern}` });
+  return el("button", { type: "button", class: "secondary small", "data-pause-type": type, text: "Pause…",
+    "aria-label": `Pause ${type}`, onclick: () => pauseTypes(type, false).catch(handleError) });
+}
+
+const LIMIT_FIELDS = ["pattern", "concurrency", "rate", "burst", "partition_by"];
+
+function hasLimit(l) {
+  return l.concurrency !== null || l.rate !== null;
+}
+
+function limitRow(l) {
+  const dash = (value) => value === null || value === undefined ? "–" : String(value);
+  const label = (verb) => `${verb} ${l.pattern}`;
+  return el("tr", { "data-pattern": l.pattern }, [
+    el("td", { class: "mono", text: l.pattern, title: l.pattern }),
+    el("td", { text: dash(l.concurrency) }),
+    el("td", { class: "mono", text: dash(l.rate) }),
+    el("td", { text: dash(l.burst) }),
+    el("td", { class: "mono", text: dash(l.partition_by), title: l.partition_by ?? "" }),
+    el("td", {}, [pill(l.paused ? "paused" : "limited")]),
+    el("td", { class: "count-cell", text: l.running.toLocaleString() }),
+    el("td", { class: l.held ? "count-cell held" : "count-cell", text: l.held.toLocaleString() }),
+    el("td", {
+      class: l.held ? "held" : "", text: l.oldest_held_seconds === null ? "–" : span(l.oldest_held_seconds * 1000),
+      title: l.oldest_held_at ? `due ${instant(l.oldest_held_at)} UTC` : "",
+    }),
+    el("td", {}, [el("div", { class: "row-actions" }, [
+      l.paused
+        ? el("button", { type: "button", class: "small", "data-resume": l.pattern, text: "Resume", "aria-label": label("Resume"), onclick: () => pauseTypes(l.pattern, true).catch(handleError) })
+        : el("button", { type: "button", class: "secondary small", "data-pause": l.pattern, text: "Pause…", "aria-label": label("Pause"), onclick: () => pauseTypes(l.pattern, false).catch(handleError) }),
+      hasLimit(l) && el("button", { type: "button", class: "secondary small", "data-edit": l.pattern, text: "Edit", "aria-label": label("Edit the limit of"), onclick: () => editLimit(l) }),
+      hasLimit(l) && el("button", { type: "button", class: "danger small", "data-remove": l.pattern, text: "Remove…", "aria-label": label("Remove the limit of"), onclick: () => removeLimit(l) }),
+    ].filter(Boolean))]),
+  ]);
+}
+
+async function showLimits() {
+  const { items } = await api(ns("/limits"));
+  const body = $("#limits tbody");
+  body.replaceChildren(...items.map(limitRow));
+  if (!items.length) emptyRow(body, 10, "No limit and no pause in this namespace: every type starts as soon as it is due.");
+}
+
+function formError(box, form, error) {
+  // The API's error in the form, naming the field; that field's input is marked invalid.
+  for (const input of form.elements) input.removeAttribute("aria-invalid");
+  if (!error) {
+    box.hidden = true;
+    return;
+  }
+  if (error instanceof ApiError && error.status === 401) return handleError(error);
+  box.textContent = error.field ? `${error.field}: ${error.message}` : error.message;
+  box.hidden = false;
+  const input = error.field && form.elements.namedItem(error.field);
+  if (input) {
+    input.setAttribute("aria-invalid", "true");
+    input.focus();
+  }
+}
+
+function limitBody(form) {
+  // Digits become numbers; anything else goes as typed, so the API's answer names the field.
+  const body = {};
+  for (const name of LIMIT_FIELDS.slice(1)) {
+    const value = form.elements.namedItem(name).value.trim();
+    if (value) body[name] = /^\d+$/.test(value) && name !== "rate" ? Number(value) : value;
+  }
+  return body;
+}
+
+function requiredPattern(form) {
+  const pattern = form.elements.namedItem("pattern").value.trim();
+  if (!pattern) {
+    const error = new Error("is required: an event type or a glob, e.g. email.*");
+    error.field = "pattern";
+    throw error;
+  }
+  return pattern;
+}
+
+async function setLimit(event) {
+  event.preventDefault();
+  const form = $("#limit-form");
+  try {
+    const pattern = requiredPattern(form);
+    const { limit } = await api(ns(`/limits/${encodeURIComponent(pattern)}`), { method: "PUT", body: limitBody(form) });
+    formError($("#limit-error"), form, null);
+    const parts = [limit.concurrency !== null && `concurrency ${limit.concurrency}`,
+      limit.rate !== null && `rate ${limit.rate} (burst ${limit.burst})`,
+      limit.partition_by && `per ${limit.partition_by}`].filter(Boolean);
+    notice(`Limit on ${pattern} set: ${parts.join(", ")}. Every node applies it within a second.`, "ok");
+    form.reset();
+    await refresh();
+  } catch (error) {
+    formError($("#limit-error"), form, error);
+  }
+}
+
+function editLimit(l) {
+  const form = $("#limit-form");
+  for (const name of LIMIT_FIELDS) {
+    const value = l[name];
+    form.elements.namedItem(name).value = value === null || value === undefined ? "" : String(value);
+  }
+  formError($("#limit-error"), form, null);
+  form.elements.namedItem("concurrency").focus();
+}
+
+async function removeLimit(l) {
+  const ok = await confirmed(`Remove the limit on ${l.pattern}?`,
+    `Its types start as fast as workers take them (or under a broader limit that matches them)${l.paused ? "; the pause stays" : ""}.`,
+    "Remove limit");
+  if (!ok) return;
+  try {
+    await api(ns(`/limits/${encodeURIComponent(l.pattern)}`), { method: "DELETE" });
+    notice(`Limit on ${l.pattern} removed.`, "ok");
+    await refresh();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+async function pauseTypes(pattern, resume) {
+  if (!resume) {
+    const ok = await confirmed(`Pause ${pattern}?`,
+      `No node starts a timer whose type ${pattern.includes("*") ? "matches" : "is"} ${pattern} until it is resumed; they stay scheduled, in order. Attempts already running finish.`,
+      "Pause");
+    if (!ok) return false;
+  }
+  await api(ns(resume ? "/resume" : "/pause"), { method: "POST", body: { pattern } });
+  notice(`${pattern} ${resume ? "resumed: its timers start again, oldest due first" : "paused on every node"}.`, "ok");
+  await refresh();
+  return true;
+}
+
+async function pauseForm(resume) {
+  const form = $("#pause-form");
+  try {
+    const done = await pauseTypes(requiredPattern(form), resume);
+    formError($("#pause-error"), form, null);
+    if (done) form.reset();
+  } catch (error) {
+    formError($("#pause-error"), form, error);
+  }
+}
+
 // -- nodes ---------------------------------------------------------------------------------
 async function showNodes() {
   const { items } = await api("v1/nodes");
@@ -545,6 +710,7 @@ const VIEWS = {
   timer: showTimer,
   schedules: showSchedules,
   events: showEvents,
+  limits: showLimits,
   nodes: showNodes,
 };
 
@@ -725,6 +891,12 @@ function wire() {
   $("#timers-more").addEventListener("click", () => showTimers({ more: true }).catch(handleError));
   $("#schedules-more").addEventListener("click", () => showSchedules({ more: true }).catch(handleError));
   $("#events-more").addEventListener("click", () => showEvents({ more: true }).catch(handleError));
+  $("#limit-form").addEventListener("submit", setLimit);
+  $("#pause-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    pauseForm(false);
+  });
+  $("#p-resume").addEventListener("click", () => pauseForm(true));
   $("#events-filter").addEventListener("submit", (event) => {
     event.preventDefault();
     state.eventsFilter = { type: $("#e-type").value.trim(), since: $("#e-since").value.trim() };
