@@ -364,6 +364,8 @@ async function bulk(action, filter = { ...state.filter }) {
 async function showTimer() {
   const key = state.timerKey;
   const { timer, attempts } = await api(ns(`/timers/${keyPath(key)}`));
+  // Another timer (or view) was chosen while this one loaded: its buttons must not come back.
+  if (state.view !== "timer" || state.timerKey !== key) return;
   $("#timer-title").replaceChildren(el("span", { class: "mono", text: timer.key }), " ", pill(timer.status));
   const fields = [
     ["type", timer.type], ["subject", timer.subject], ["due", instant(timer.due_at)],
@@ -719,7 +721,14 @@ function route() {
   const hash = location.hash.slice(1);
   if (hash.startsWith("timer/")) {
     state.view = "timer";
-    state.timerKey = decodeURIComponent(hash.slice("timer/".length));
+    const key = decodeURIComponent(hash.slice("timer/".length));
+    if (key !== state.timerKey) {
+      // Nothing of the previous timer stays in sight (or clickable) while this one loads.
+      $("#timer-title").replaceChildren(el("span", { class: "mono", text: key }));
+      for (const id of ["#timer-fields", "#timer-actions"]) $(id).replaceChildren();
+      $("#timer-payload").textContent = "";
+    }
+    state.timerKey = key;
   } else if (hash === "timers" || hash.startsWith("timers?")) {
     state.view = "timers";
     const filter = Object.fromEntries(new URLSearchParams(hash.slice("timers?".length)));
