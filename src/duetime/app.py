@@ -306,6 +306,7 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         correlation_id: str | None = None,
         max_attempts: int | None = None,
         expires_after: str | float | timedelta | None = None,
+        priority: int | None = None,
         on_conflict: OnConflict = "update",
         transaction: object | None = None,
     ) -> PutResult:
@@ -334,6 +335,7 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
             correlation_id=correlation_id,
             max_attempts=max_attempts,
             expires_after=expires_after,
+            priority=priority,
         )
         (result,) = await self.schedule_many(
             [request], on_conflict=on_conflict, transaction=transaction
@@ -445,6 +447,7 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         subject: str | None = None,
         correlation_id: str | None = None,
         max_attempts: int | None = None,
+        priority: int | None = None,
         transaction: object | None = None,
     ) -> PutResult:
         """Emit an event now: a timer due at once, delivered like any other.
@@ -460,6 +463,7 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
             subject=subject,
             correlation_id=correlation_id,
             max_attempts=max_attempts,
+            priority=priority,
             on_conflict="keep",
             transaction=transaction,
         )

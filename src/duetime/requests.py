@@ -15,6 +15,7 @@ from duetime.validation import (
     check_expires_after,
     check_key,
     check_max_attempts,
+    check_priority,
     check_subject,
     check_type,
     encode_payload,
@@ -42,6 +43,8 @@ class TimerRequest:
     correlation_id: str | None = None
     max_attempts: int | None = None
     expires_after: str | float | timedelta | None = None
+    priority: int | None = None
+    """0 (None: the default) normal, up to 9 the most urgent: see ``Timer.priority``."""
 
     def __init__(  # the dataclass's, setting each slot through its descriptor (slots.py)
         self,
@@ -58,6 +61,7 @@ class TimerRequest:
         correlation_id: str | None = None,
         max_attempts: int | None = None,
         expires_after: str | float | timedelta | None = None,
+        priority: int | None = None,
     ) -> None:
         _set_type(self, type)
         _set_payload(self, payload)
@@ -72,6 +76,7 @@ class TimerRequest:
         _set_correlation_id(self, correlation_id)
         _set_max_attempts(self, max_attempts)
         _set_expires_after(self, expires_after)
+        _set_priority(self, priority)
 
     @classmethod
     def from_dict(cls, data: Any, field_prefix: str = "") -> TimerRequest:
@@ -135,6 +140,7 @@ class TimerRequest:
             when.disambiguation,
             producer,
             trace_context,
+            check_priority(self.priority),
             payload_json if straight_to_store else None,
         )
 
@@ -152,3 +158,4 @@ _set_subject = slot_setter(TimerRequest, "subject")
 _set_correlation_id = slot_setter(TimerRequest, "correlation_id")
 _set_max_attempts = slot_setter(TimerRequest, "max_attempts")
 _set_expires_after = slot_setter(TimerRequest, "expires_after")
+_set_priority = slot_setter(TimerRequest, "priority")

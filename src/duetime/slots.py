@@ -58,6 +58,7 @@ _set_lease_expires_at = slot_setter(Timer, "lease_expires_at")
 _set_destination = slot_setter(Timer, "destination")
 _set_producer = slot_setter(Timer, "producer")
 _set_trace_context = slot_setter(Timer, "trace_context")
+_set_priority = slot_setter(Timer, "priority")
 
 
 def make_timer(
@@ -87,6 +88,7 @@ def make_timer(
     destination: str | None,
     producer: str | None,
     trace_context: str | None,
+    priority: int,
 ) -> Timer:
     """``Timer(...)`` with every field given, in about half the time."""
     timer: Timer = _new(Timer)
@@ -116,6 +118,7 @@ def make_timer(
     _set_destination(timer, destination)
     _set_producer(timer, producer)
     _set_trace_context(timer, trace_context)
+    _set_priority(timer, priority)
     return timer
 
 
@@ -133,6 +136,7 @@ _set_new_timezone = slot_setter(NewTimer, "timezone")
 _set_new_disambiguation = slot_setter(NewTimer, "disambiguation")
 _set_new_producer = slot_setter(NewTimer, "producer")
 _set_new_trace_context = slot_setter(NewTimer, "trace_context")
+_set_new_priority = slot_setter(NewTimer, "priority")
 _set_new_payload_json = slot_setter(NewTimer, "payload_json")
 
 
@@ -151,6 +155,7 @@ def make_new_timer(
     disambiguation: str,
     producer: str | None,
     trace_context: str | None,
+    priority: int,
     payload_json: str | None,
 ) -> NewTimer:
     """``NewTimer(...)`` with every field given, ``payload_json`` too, in about half the time."""
@@ -169,5 +174,6 @@ def make_new_timer(
     _set_new_disambiguation(timer, disambiguation)
     _set_new_producer(timer, producer)
     _set_new_trace_context(timer, trace_context)
+    _set_new_priority(timer, priority)
     _set_new_payload_json(timer, payload_json)
     return timer

@@ -254,6 +254,22 @@ def check_max_attempts(value: object, field: str = "max_attempts") -> int:
     return value
 
 
+PRIORITY_DEFAULT = 0
+PRIORITY_MAX = 9
+
+
+def check_priority(value: object, field: str = "priority") -> int:
+    """Priority within the due timers: 0 (the default) is normal, up to 9 the most urgent.
+    Among the due timers a claim takes the higher priority first, then the earlier due."""
+    if value is None:
+        return PRIORITY_DEFAULT
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, f"must be a whole number from 0 to {PRIORITY_MAX}")
+    if not PRIORITY_DEFAULT <= value <= PRIORITY_MAX:
+        raise InvalidInput(field, f"must be between 0 and {PRIORITY_MAX} (9 the most urgent)")
+    return value
+
+
 def check_expires_after(value: object, field: str = "expires_after") -> timedelta | None:
     """A positive span of at most 100 years, as seconds, ISO 8601 text or a timedelta (a month
     counts 31 days): bounded so that ``due_at + expires_after`` never overflows."""

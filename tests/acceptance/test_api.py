@@ -161,6 +161,21 @@ def test_emit_fires_now_and_an_existing_key_is_kept(shop: Server, client: httpx.
     assert unknown.json()["field"] == "delay"
 
 
+def test_priority_round_trips_through_schedule_emit_and_show(client: httpx.Client) -> None:
+    body = {"type": "followup.email", "key": "prio-1", "delay": "P2D", "priority": 7}
+    created = client.post(f"{NS}/timers", json=body)
+    assert (created.status_code, created.json()["timer"]["priority"]) == (201, 7)
+    assert client.get(f"{NS}/timers/prio-1").json()["timer"]["priority"] == 7
+    normal = client.post(f"{NS}/timers", json={**body, "key": "prio-0"}).json()
+    assert normal["timer"]["priority"] == 7
+    default = client.post(f"{NS}/timers", json={"type": "followup.email", "delay": "P2D"})
+    assert default.json()["timer"]["priority"] == 0
+    emitted = client.post(f"{NS}/events", json={"type": "never.handled", "priority": 9})
+    assert (emitted.status_code, emitted.json()["timer"]["priority"]) == (201, 9)
+    refused = client.post(f"{NS}/events", json={"type": "x", "priority": 10})
+    assert (refused.status_code, refused.json()["field"]) == (422, "priority")
+
+
 def test_dead_letters_are_listed_and_replayed(client: httpx.Client) -> None:
     assert client.post(f"{NS}/events", json={"type": "doomed", "key": "dead-1"}).status_code == 201
     wait_for(lambda: status_of(client, "dead-1") == "dead")

@@ -57,6 +57,9 @@ DEEP = json.loads("[" * 65 + "1" + "]" * 65)
         ({"type": "x", "delay": 1, "subject": "ada\nforged"}, 422, "invalid_input", "subject"),
         ({"type": "x", "delay": 1, "key": "k\x1b[2J"}, 422, "invalid_input", "key"),
         ({"type": "x", "delay": 1, "payload": DEEP}, 422, "invalid_input", "payload"),
+        ({"type": "x", "delay": 1, "priority": -1}, 422, "invalid_input", "priority"),
+        ({"type": "x", "delay": 1, "priority": 10}, 422, "invalid_input", "priority"),
+        ({"type": "x", "delay": 1, "priority": "high"}, 422, "invalid_input", "priority"),
     ],
     ids=[
         "naive-at", "unknown-timezone", "invalid-date", "date-out-of-range", "payload-over-limit",
@@ -64,7 +67,8 @@ DEEP = json.loads("[" * 65 + "1" + "]" * 65)
         "unknown-field", "bad-on-conflict", "zero-attempts", "reject-in-gap", "two-whens",
         "not-an-object", "expires-after-1e12", "expires-after-8.6e13", "expires-after-200y",
         "delay-1e300", "at-past-9000", "at-nonexistent-day", "control-in-subject",
-        "control-in-key", "payload-65-levels",
+        "control-in-key", "payload-65-levels", "priority-minus-1", "priority-10",
+        "priority-high",
     ],
 )  # fmt: skip
 def test_bad_timer_bodies_are_refused_and_store_nothing(

@@ -122,6 +122,19 @@ def test_emit_is_due_now_and_keeps_an_existing_key(cli: Cli) -> None:
     assert again["timer"]["payload"] == {"id": 7}
 
 
+def test_priority_round_trips_through_schedule_emit_and_show(cli: Cli) -> None:
+    at = ("--at", "2025-03-15T13:00:00Z")
+    urgent = cli.ok("schedule", "greet", *at, "--key", "p", "--priority", "8")["timer"]
+    assert urgent["priority"] == 8
+    assert cli.ok("show", "p")["timer"]["priority"] == 8
+    assert "priority" in cli("show", "p").stdout
+    normal = cli.ok("schedule", "greet", *at, "--key", "n")["timer"]
+    assert normal["priority"] == 0
+    assert "priority" not in cli("show", "n").stdout  # the default is not shown
+    emitted = cli.ok("emit", "user.signed_up", "--key", "e", "--priority", "9")
+    assert emitted["timer"]["priority"] == 9
+
+
 def _seed(cli: Cli) -> None:
     lines = [
         {"type": "greet", "at": "2025-03-15T13:00:00Z", "key": "a", "subject": "u1"},

@@ -71,6 +71,11 @@ def seeded(cli: Cli) -> Cli:
             "invalid_input",
             id="expires-after-over-100-years",
         ),
+        pytest.param(["--priority", "-1", *LATER], "priority", "invalid_input", id="priority-1"),
+        pytest.param(["--priority", "10", *LATER], "priority", "invalid_input", id="priority-10"),
+        pytest.param(
+            ["--priority", "high", *LATER], "priority", "invalid_input", id="priority-high"
+        ),
         pytest.param(["--delay", "P101Y"], "delay", "invalid_input", id="delay-over-100-years"),
         pytest.param(["--at", "9000-01-01T00:00:00Z"], "at", "invalid_input", id="at-past-9000"),
     ],

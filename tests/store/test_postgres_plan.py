@@ -139,8 +139,23 @@ def test_claim_path_uses_the_partial_index_before_and_after_analyze(
                     assert_uses_pending_index(plan)
                     if name == "claim_due":  # each locked row updated where it was found
                         assert "Tid Scan on timers" in plan, plan
+                        # urgent rows first: a probe of the (here empty) partial index
+                        assert "Index Scan using timers_urgent on timers" in plan, plan
         conn.execute("ANALYZE timers")
         conn.execute("ANALYZE attempts")
+
+
+def test_urgent_rows_are_found_through_their_own_index(conn: psycopg.Connection[Any]) -> None:
+    """With urgent rows pending, the claim still walks indexes only: the urgent ones in
+    priority order through timers_urgent, the normal ones through timers_pending; no sort."""
+    conn.execute("UPDATE timers SET priority = 1 + id % 9 WHERE id % 1000 = 0")
+    for moment in ("before ANALYZE", "after ANALYZE"):
+        for types in FILTERS:
+            for kind, plan in plans(conn, Q["claim_due"], claim_due_params(types)).items():
+                print(f"--- claim_due, urgent rows, {moment}, {kind} plan, types={types}\n{plan}")
+                assert_uses_pending_index(plan)
+                assert "Index Scan using timers_urgent on timers" in plan, plan
+        conn.execute("ANALYZE timers")
 
 
 def test_claim_takes_the_earliest_with_real_data(

@@ -42,6 +42,7 @@ def values() -> list[object]:
         "destination": "nats",
         "producer": "api",
         "trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "priority": 4,
     }
     names = [f.name for f in dataclasses.fields(Timer)]
     assert sorted(names) == sorted(by_name), "a field was added: give it a value here"
@@ -82,6 +83,7 @@ def test_make_new_timer_sets_every_field_the_constructor_does() -> None:
         "disambiguation": "later",
         "producer": "api",
         "trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 k=v",
+        "priority": 4,
         "payload_json": '{"amount":12}',
     }
     names = [f.name for f in dataclasses.fields(NewTimer)]

@@ -53,6 +53,9 @@ class TimerBody(BaseModel):
     correlation_id: str | None = Field(None, min_length=1, max_length=255)
     max_attempts: int | None = Field(None, ge=1, le=1000)
     expires_after: str | float | None = Field(None, examples=["PT1H"])
+    priority: int | None = Field(
+        None, ge=0, le=9, description="0 normal (the default) to 9 most urgent: due first"
+    )
     on_conflict: Literal["update", "keep", "error"] = "update"
 
 
@@ -67,6 +70,9 @@ class EventBody(BaseModel):
     subject: str | int | None = None
     correlation_id: str | None = Field(None, min_length=1, max_length=255)
     max_attempts: int | None = Field(None, ge=1, le=1000)
+    priority: int | None = Field(
+        None, ge=0, le=9, description="0 normal (the default) to 9 most urgent: due first"
+    )
 
 
 class TimerOut(BaseModel):
@@ -97,6 +103,7 @@ class TimerOut(BaseModel):
         None, description="null for an event; for one delivery of a fanned-out event, where it goes"
     )
     producer: str | None = Field(None, description="Who stored it: a node id, api, cli")
+    priority: int = Field(0, description="0 normal to 9 most urgent (claimed first when due)")
 
 
 class AttemptOut(BaseModel):

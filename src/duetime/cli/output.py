@@ -159,6 +159,7 @@ def timer_details(timer: Timer, action: str | None = None) -> Table:
         ("subject", timer.subject),
         ("correlation_id", timer.correlation_id),
         ("expires_after", timer.expires_after),
+        ("priority", timer.priority or None),
         ("fired_at", timer.fired_at and when(timer.fired_at)),
         ("completed_at", timer.completed_at and when(timer.completed_at)),
         ("last_error", timer.last_error),

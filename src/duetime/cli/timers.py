@@ -31,6 +31,7 @@ PER_TIMER_OPTIONS = (
     "correlation_id",
     "max_attempts",
     "expires_after",
+    "priority",
 )
 
 
@@ -77,6 +78,12 @@ def timer_options(func: FC) -> FC:
             click.option("--subject", help="Whom it is about, e.g. a user id."),
             click.option("--correlation-id", metavar="ID"),
             click.option("--max-attempts", type=int, metavar="N"),
+            click.option(
+                "--priority",
+                type=int,
+                metavar="0-9",
+                help="Among due timers, higher first: 0 normal (default) to 9 most urgent.",
+            ),
         ]
     ):
         func = decorator(func)

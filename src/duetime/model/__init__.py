@@ -95,6 +95,9 @@ class Timer:
     trace_context: str | None = None
     """The W3C trace context of the code that stored it: its ``traceparent``, then after a
     space its ``tracestate`` if any (None: stored with no span active, or tracing off)."""
+    priority: int = 0
+    """Priority within the due timers: 0 normal (the default), up to 9 the most urgent. A claim
+    takes the due timers of higher priority first, then the earlier due."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z')."""
@@ -124,6 +127,7 @@ class Timer:
             "lease_expires_at": iso(self.lease_expires_at),
             "destination": self.destination,
             "producer": self.producer,
+            "priority": self.priority,
         }
 
 
@@ -148,6 +152,8 @@ class NewTimer:
     producer: str | None = None
     trace_context: str | None = None
     """The caller's W3C trace context (see :attr:`Timer.trace_context`), when tracing is on."""
+    priority: int = 0
+    """See :attr:`Timer.priority`."""
     payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
     """``payload`` as the JSON text validation made of it (``straight_to_store``), so the
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts

@@ -161,7 +161,7 @@ async def claim_under(
         rows = await plain(plan.governed, room)
         claimed.extend(rows)
         short = len(rows) < room
-    claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
+    claimed.sort(key=lambda c: (-c.timer.priority, c.timer.run_at, c.timer.id))
     return RuledClaim(claimed, retry_at, tuple(held), short, granted_at)
 
 

@@ -66,10 +66,11 @@ unnest(
     batch_column(%(expires_afters)b::interval[], %(rows)s::integer),
     batch_column(%(max_attempts)b::integer[], %(rows)s::integer),
     batch_column(%(producers)b::text[], %(rows)s::integer),
-    batch_column(%(trace_contexts)b::text[], %(rows)s::integer)
+    batch_column(%(trace_contexts)b::text[], %(rows)s::integer),
+    batch_column(%(priorities)b::smallint[], %(rows)s::integer)
 ) WITH ORDINALITY AS new (
     namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
-    disambiguation, expires_after, max_attempts, producer, trace_context, n
+    disambiguation, expires_after, max_attempts, producer, trace_context, priority, n
 )
 
 -- name: written_columns
@@ -97,11 +98,11 @@ keyed AS (
 INSERT INTO timers (
     id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
-    trace_context
+    trace_context, priority
 ) OVERRIDING SYSTEM VALUE
 SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject, correlation_id,
        due_at, due_at, local, timezone, disambiguation, expires_after, 'scheduled', max_attempts,
-       %(now)s, %(now)s, producer, trace_context
+       %(now)s, %(now)s, producer, trace_context, priority
 FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
 ORDER BY new.n
 RETURNING
@@ -124,11 +125,11 @@ keyed AS (
 INSERT INTO timers (
     id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
-    trace_context
+    trace_context, priority
 ) OVERRIDING SYSTEM VALUE
 SELECT id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
        timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
-       producer, trace_context
+       producer, trace_context, priority
 FROM new
 ORDER BY n
 RETURNING
@@ -159,11 +160,11 @@ created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local,
         timezone, disambiguation, expires_after, status, max_attempts, registered_at,
-        updated_at, producer, trace_context
+        updated_at, producer, trace_context, priority
     ) OVERRIDING SYSTEM VALUE
     SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject,
            correlation_id, due_at, due_at, local, timezone, disambiguation, expires_after,
-           'scheduled', max_attempts, %(now)s, %(now)s, producer, trace_context
+           'scheduled', max_attempts, %(now)s, %(now)s, producer, trace_context, priority
     FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
     WHERE keyed.made
     ORDER BY new.n
@@ -186,16 +187,17 @@ updated AS (
         updated_at = %(now)s,
         producer = new.producer,
         trace_context = new.trace_context,
+        priority = new.priority,
         version = timers.version + 1
     FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
     WHERE NOT keyed.made AND timers.id = keyed.timer_id
       AND timers.status IN ('scheduled', 'retrying')
       AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
            timers.run_at, timers.local, timers.timezone, timers.disambiguation,
-           timers.expires_after, timers.max_attempts, timers.producer)
+           timers.expires_after, timers.max_attempts, timers.producer, timers.priority)
           IS DISTINCT FROM (new.type, new.payload::jsonb, new.subject, new.correlation_id,
            new.due_at, new.due_at, new.local, new.timezone, new.disambiguation,
-           new.expires_after, new.max_attempts, new.producer)
+           new.expires_after, new.max_attempts, new.producer, new.priority)
     RETURNING timers.*
 )
 SELECT *, false AS unseen FROM created
@@ -449,16 +451,38 @@ SELECT set_config('enable_sort', 'off', true) AS enable_sort,
 -- changed after this statement's snapshot was taken is locked in its new version, which the
 -- snapshot cannot see: it is then left out of this claim (and unlocked at its commit), never
 -- claimed twice.
-WITH due AS (
+-- Priority (migration 0019): the urgent due rows (priority above 0) are locked first, highest
+-- first, through timers_urgent, which holds only pending urgent rows: while every timer is
+-- normal that is a probe of an empty index. The normal rows then fill what is left of the
+-- limit, walked through timers_pending in run_at order as before (its rows of priority 0: an
+-- urgent row the first part left is over the limit or locked by another claim).
+WITH urgent AS (
+    SELECT ctid FROM timers
+    WHERE namespace = %(namespace)s
+      AND priority > 0 AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
+      AND
+      -- include: claim_subscribed
+    ORDER BY priority DESC, run_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+normal AS (
     SELECT ctid FROM timers
     WHERE namespace = %(namespace)s
       AND status IN ('scheduled', 'retrying')
       AND run_at <= %(now)s
+      AND priority = 0
       AND
       -- include: claim_subscribed
     ORDER BY run_at
-    LIMIT %(limit)s
+    LIMIT %(limit)s - (SELECT count(*) FROM urgent)
     FOR UPDATE SKIP LOCKED
+),
+due AS (
+    -- (at most %(limit)s rows already: the LIMIT tells the planner so, for the update's join)
+    SELECT ctid FROM urgent UNION ALL SELECT ctid FROM normal
+    LIMIT %(limit)s
 ),
 claimed AS (
     -- include: claim_mark
@@ -491,7 +515,7 @@ RETURNING timers.id, timers.key, timers.type, timers.payload, timers.subject,
     timers.correlation_id, timers.due_at, timers.run_at, timers.local, timers.timezone,
     timers.disambiguation, timers.expires_after, timers.attempts, timers.max_attempts,
     timers.registered_at, timers.fired_at, timers.completed_at, timers.last_error,
-    timers.destination, timers.producer, timers.trace_context
+    timers.destination, timers.producer, timers.trace_context, timers.priority
 
 -- name: claim_ruled
 -- claim_due under flow control (duetime.model.limits): only the types LIKE %(only)s and none of
@@ -499,17 +523,36 @@ RETURNING timers.id, timers.key, timers.type, timers.payload, timers.subject,
 -- limit's row locked (lock_limit) and takes at most what the limit allows; the claim of the
 -- types no rule governs passes '%%' and every governed pattern. Held-back rows stay pending, in
 -- the index, and are stepped over.
-WITH due AS (
+-- Urgent rows first, as in claim_due.
+WITH urgent AS (
     SELECT ctid FROM timers
     WHERE namespace = %(namespace)s
-      AND status IN ('scheduled', 'retrying')
+      AND priority > 0 AND status IN ('scheduled', 'retrying')
       AND run_at <= %(now)s
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
       AND
       -- include: claim_subscribed
-    ORDER BY run_at
+    ORDER BY priority DESC, run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+normal AS (
+    SELECT ctid FROM timers
+    WHERE namespace = %(namespace)s
+      AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
+      AND priority = 0
+      AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+      AND
+      -- include: claim_subscribed
+    ORDER BY run_at
+    LIMIT %(limit)s - (SELECT count(*) FROM urgent)
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    -- (at most %(limit)s rows already: the LIMIT tells the planner so, for the update's join)
+    SELECT ctid FROM urgent UNION ALL SELECT ctid FROM normal
+    LIMIT %(limit)s
 ),
 claimed AS (
     -- include: claim_mark
@@ -881,12 +924,12 @@ created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, correlation_id, due_at, run_at,
         expires_after, status, max_attempts, registered_at, updated_at, destination, producer,
-        trace_context
+        trace_context, priority
     ) OVERRIDING SYSTEM VALUE
     SELECT keyed.timer_id, roots.namespace, d.key, roots.type, roots.payload, roots.subject,
         roots.correlation_id, roots.due_at, roots.run_at, roots.expires_after, 'scheduled',
         roots.max_attempts, roots.registered_at, %(now)s, d.destination, roots.producer,
-        roots.trace_context
+        roots.trace_context, roots.priority
     FROM d
     JOIN roots ON roots.id = d.timer_id
     JOIN keyed ON keyed.namespace = roots.namespace AND keyed.key = d.key

@@ -59,6 +59,7 @@ def timer_from_row(row: Row) -> Timer:
         destination=row["destination"],
         producer=row["producer"],
         trace_context=row["trace_context"],
+        priority=row["priority"],
     )
 
 
@@ -218,6 +219,7 @@ def written_timer_rows(
                 values[14],
                 t.producer,
                 t.trace_context,
+                t.priority,
             ), version
 
         return timer
@@ -289,6 +291,7 @@ def timer_batch_params(timers: Sequence[NewTimer], keys: list[str], now: datetim
         "max_attempts": batch_column([t.max_attempts for t in timers]),
         "producers": batch_column([t.producer for t in timers]),
         "trace_contexts": batch_column([t.trace_context for t in timers]),
+        "priorities": batch_column([t.priority for t in timers]),
         "now": now,
     }
 

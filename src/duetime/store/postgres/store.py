@@ -449,7 +449,7 @@ class PostgresStore:
                 Statement(Q["claim_due"], params, claimed_rows(known), binary=True),
             ]
         )
-        claimed.sort(key=lambda c: (c.timer.run_at, c.timer.id))
+        claimed.sort(key=lambda c: (-c.timer.priority, c.timer.run_at, c.timer.id))
         return claimed
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:

@@ -19,18 +19,18 @@ def take_rows(
     conn: sqlite3.Connection, query: str, params: Mapping[str, Any], node_id: str, now_us: int
 ) -> list[Claimed]:
     """Run a claim statement (RETURNING rows.TIMER_COLUMNS) and open an attempt per row;
-    the claimed rows oldest ``run_at`` first."""
+    the claimed rows highest priority first, then oldest ``run_at``."""
     cursor = conn.cursor()
     cursor.row_factory = None  # plain tuples in TIMER_COLUMNS order: the hot path
     rows: list[tuple[Any, ...]] = cursor.execute(query, params).fetchall()
     if not rows:
         return []
-    rows.sort(key=_run_at_then_id)
+    rows.sort(key=_priority_run_at_then_id)
     batch = dump_json([(row[0], row[8]) for row in rows])
     conn.execute(Q["open_attempts"], {"batch": batch, "node_id": node_id, "now": now_us})
     instants = InstantCache()
     return [claimed_from_tuple(row, instants) for row in rows]
 
 
-def _run_at_then_id(row: tuple[Any, ...]) -> tuple[int, int]:
-    return row[12], row[0]  # rows.TIMER_COLUMNS: run_at, id
+def _priority_run_at_then_id(row: tuple[Any, ...]) -> tuple[int, int, int]:
+    return -row[26], row[12], row[0]  # rows.TIMER_COLUMNS: priority, run_at, id

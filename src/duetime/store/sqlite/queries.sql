@@ -27,17 +27,17 @@ SELECT name FROM namespaces ORDER BY name
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
-    trace_context
+    trace_context, priority
 ) VALUES (
     :namespace, :key, :type, :payload, :subject, :correlation_id, :due_at, :due_at, :local,
     :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now,
-    :producer, :trace_context
+    :producer, :trace_context, :priority
 )
 ON CONFLICT (namespace, key) DO NOTHING
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer, trace_context, version
+    destination, producer, trace_context, priority, version
 
 -- name: upsert_timer
 -- A pending timer takes the new values; one whose every column would stay as it is (the same
@@ -47,11 +47,11 @@ RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, 
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
-    trace_context
+    trace_context, priority
 ) VALUES (
     :namespace, :key, :type, :payload, :subject, :correlation_id, :due_at, :due_at, :local,
     :timezone, :disambiguation, :expires_after, 'scheduled', :max_attempts, :now, :now,
-    :producer, :trace_context
+    :producer, :trace_context, :priority
 )
 ON CONFLICT (namespace, key) DO UPDATE SET
     type = excluded.type,
@@ -68,19 +68,20 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     updated_at = excluded.updated_at,
     producer = excluded.producer,
     trace_context = excluded.trace_context,
+    priority = excluded.priority,
     version = timers.version + 1
 WHERE timers.status IN ('scheduled', 'retrying')
   AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
        timers.run_at, timers.local, timers.timezone, timers.disambiguation,
-       timers.expires_after, timers.max_attempts, timers.producer)
+       timers.expires_after, timers.max_attempts, timers.producer, timers.priority)
       IS NOT (excluded.type, excluded.payload, excluded.subject, excluded.correlation_id,
        excluded.due_at, excluded.run_at, excluded.local, excluded.timezone,
        excluded.disambiguation, excluded.expires_after, excluded.max_attempts,
-       excluded.producer)
+       excluded.producer, excluded.priority)
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer, trace_context, version
+    destination, producer, trace_context, priority, version
 
 -- name: kept_timer
 -- A timer put_timers left as it was, as plain columns in rows.TIMER_COLUMNS order: decoded
@@ -88,7 +89,7 @@ RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, 
 SELECT id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer, trace_context
+    destination, producer, trace_context, priority
 FROM timers WHERE namespace = ? AND key = ?
 
 -- name: get_timer
@@ -213,12 +214,32 @@ WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
 -- destination it serves ('handler' = routes.HANDLER: only for types it has a handler for).
 -- Plain ORs, cheapest first: a CASE costs the single-handler fast path more per row.
 -- include: claim_mark
+-- Priority (migration 0010): the urgent due rows (priority above 0, through timers_urgent, an
+-- empty index while every timer is normal), highest first, then the normal ones in run_at
+-- order through timers_pending; of at most twice :limit candidates the first :limit are taken.
 WHERE id IN (
-    SELECT id FROM timers
-    WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
-      AND
-      -- include: claim_subscribed
-    ORDER BY run_at
+    SELECT id FROM (
+        SELECT * FROM (
+            SELECT id, priority, run_at FROM timers
+            WHERE namespace = :namespace AND priority > 0
+              AND status IN ('scheduled', 'retrying') AND run_at <= :now
+              AND
+              -- include: claim_subscribed
+            ORDER BY priority DESC, run_at
+            LIMIT :limit
+        )
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, 0, run_at FROM timers
+            WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
+              AND run_at <= :now AND priority = 0
+              AND
+              -- include: claim_subscribed
+            ORDER BY run_at
+            LIMIT :limit
+        )
+    )
+    ORDER BY priority DESC, run_at
     LIMIT :limit
 )
 -- include: claim_returning
@@ -247,7 +268,7 @@ SET status = 'running',
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
     registered_at, updated_at, run_at, correlation_id, expires_after, local, timezone,
     disambiguation, fired_at, completed_at, last_error, lease_owner, lease_expires_at,
-    destination, producer, trace_context
+    destination, producer, trace_context, priority
 
 -- name: claim_ruled
 -- claim_due under flow control (duetime.model.limits): only the types GLOB :only and none of
@@ -255,13 +276,32 @@ RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, 
 -- write transaction that reads and updates the limit's row.
 -- include: claim_mark
 WHERE id IN (
-    SELECT id FROM timers
-    WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
-      AND type GLOB :only
-      AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
-      AND
-      -- include: claim_subscribed
-    ORDER BY run_at
+    SELECT id FROM (
+        SELECT * FROM (
+            SELECT id, priority, run_at FROM timers
+            WHERE namespace = :namespace AND priority > 0
+              AND status IN ('scheduled', 'retrying') AND run_at <= :now
+              AND type GLOB :only
+              AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+              AND
+              -- include: claim_subscribed
+            ORDER BY priority DESC, run_at
+            LIMIT :limit
+        )
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, 0, run_at FROM timers
+            WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
+              AND run_at <= :now AND priority = 0
+              AND type GLOB :only
+              AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+              AND
+              -- include: claim_subscribed
+            ORDER BY run_at
+            LIMIT :limit
+        )
+    )
+    ORDER BY priority DESC, run_at
     LIMIT :limit
 )
 -- include: claim_returning
@@ -487,12 +527,13 @@ RETURNING run_at
 -- when it was; a key that exists already is kept as it is.
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, expires_after,
-    status, max_attempts, registered_at, updated_at, destination, producer, trace_context
+    status, max_attempts, registered_at, updated_at, destination, producer, trace_context,
+    priority
 )
 SELECT event.namespace, json_extract(d.value, '$[0]'), event.type, event.payload, event.subject,
     event.correlation_id, event.due_at, event.run_at, event.expires_after, 'scheduled',
     event.max_attempts, event.registered_at, :now, json_extract(d.value, '$[1]'), event.producer,
-    event.trace_context
+    event.trace_context, event.priority
 FROM timers AS event, json_each(:deliveries) AS d
 WHERE event.id = :timer_id
 ORDER BY d.key

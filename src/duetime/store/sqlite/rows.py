@@ -49,6 +49,7 @@ def timer_from_row(row: sqlite3.Row) -> Timer:
         destination=row["destination"],
         producer=row["producer"],
         trace_context=row["trace_context"],
+        priority=row["priority"],
     )
 
 
@@ -107,6 +108,7 @@ TIMER_COLUMNS = (
     "destination",
     "producer",
     "trace_context",
+    "priority",
 )
 """The column order of queries that return timers as plain tuples (the order of Timer's fields).
 
@@ -157,6 +159,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         destination,
         producer,
         trace_context,
+        priority,
     ) = row
     at = InstantCache() if instants is None else instants
     return make_timer(
@@ -186,6 +189,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         destination,
         producer,
         trace_context,
+        priority,
     )
 
 

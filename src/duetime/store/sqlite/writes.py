@@ -115,5 +115,6 @@ def _timer_params(timer: NewTimer, now_us: int) -> dict[str, Any]:
         "max_attempts": timer.max_attempts,
         "producer": timer.producer,
         "trace_context": timer.trace_context,
+        "priority": timer.priority,
         "now": now_us,
     }
