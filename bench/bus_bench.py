@@ -417,7 +417,7 @@ def run_backend(backend: str, options: Options, args: argparse.Namespace, tmp: P
             f"{max(late):.1f} ms; of which `emit()` itself (its commit) p50 "
             f"{commit[49]:.2f} / p99 {commit[98]:.2f} ms",
         )
-    for mode in options.modes:
+    for mode in options.modes if args.nats else ():
         stream = Stream.fresh(args.nats_url)
         asyncio.run(stream.create())
         try:
@@ -479,6 +479,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--nats-url", default=os.environ.get("DUETIME_TEST_NATS", "nats://127.0.0.1:4222")
+    )
+    parser.add_argument(
+        "--no-nats", dest="nats", action="store_false", help="skip the NATS JetStream rows"
     )
     parser.add_argument("--child", choices=sorted(KINDS), help=argparse.SUPPRESS)
     parser.add_argument("--child-url", help=argparse.SUPPRESS)
