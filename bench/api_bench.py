@@ -13,7 +13,8 @@ SQLite file (WAL, ``synchronous=FULL``) in a temporary directory, or a PostgreSQ
 clients (one keep-alive connection each) that POST timers due 0-2 s later, so the worker claims
 and fires while the API is writing. It reports requests/s, latency percentiles, and how many of
 the timers had fired (and how late) when the phase ended and a little later, with the 1-minute
-load average at the start and end of each phase (the machine may be shared).
+load average at the start and end of each phase (the machine may be shared) and the server
+process's CPU time a request (which the neighbours move much less than the rate).
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ class Phase:
     lateness_p50: float | None
     lateness_p99: float | None
     load: str = field(default="")
+    server_cpu_us: float | None = None
+    """The server process's CPU time a request (Linux): moves much less with the neighbours'
+    load than the rate does."""
 
     @property
     def rate(self) -> float:
@@ -89,6 +93,15 @@ def duetime_command() -> list[str]:
 
 def load_average() -> str:
     return f"{os.getloadavg()[0]:.2f}"
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` so far (None where /proc is missing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -142,7 +155,9 @@ def start_server(
     raise SystemExit(f"serve did not start; see {workdir / 'serve.log'}")
 
 
-async def run_phase(base_url: str, token: str, clients: int, requests: int, tag: str) -> Phase:
+async def run_phase(
+    base_url: str, token: str, clients: int, requests: int, tag: str, server: int
+) -> Phase:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     latencies: list[float] = []
     errors = 0
@@ -166,18 +181,23 @@ async def run_phase(base_url: str, token: str, clients: int, requests: int, tag:
                     errors += 1
 
     load_before = load_average()
+    cpu_before = cpu_seconds(server)
     started = time.perf_counter()
     await asyncio.gather(*(client_loop() for _ in range(clients)))
     seconds = time.perf_counter() - started
+    cpu_after = cpu_seconds(server)
     load = f"{load_before}→{load_average()}"
+    cpu_us = None
+    if cpu_before is not None and cpu_after is not None:
+        cpu_us = (cpu_after - cpu_before) / requests * 1e6
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
         done_at_end = await count_done(client, tag)
         await asyncio.sleep(3)
         done_later = await count_done(client, tag)
         p50, p99 = await lateness(client)
-    return Phase(
-        clients, requests, seconds, latencies, errors, done_at_end, done_later, p50, p99, load
-    )
+    phase = Phase(clients, requests, seconds, latencies, errors, done_at_end, done_later, p50, p99)
+    phase.load, phase.server_cpu_us = load, cpu_us
+    return phase
 
 
 async def count_done(client: httpx.AsyncClient, tag: str) -> int:
@@ -222,7 +242,7 @@ def print_table(phases: list[Phase], auth: bool, backend: str) -> None:
     header = (
         f"{'clients':>7} {'requests':>8} {'req/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
         f"{'p99 ms':>7} {'max ms':>7} {'errors':>6} {'fired@end':>9} {'fired+3s':>8} "
-        f"{'late p50':>9} {'late p99':>9} {'load 1-min':>12}"
+        f"{'late p50':>9} {'late p99':>9} {'load 1-min':>12} {'CPU µs':>7}"
     )
     print()
     print(
@@ -232,14 +252,17 @@ def print_table(phases: list[Phase], auth: bool, backend: str) -> None:
     print(header)
     print("-" * len(header))
     for p in phases:
+        cpu = "-" if p.server_cpu_us is None else f"{p.server_cpu_us:.0f}"
         print(
             f"{p.clients:>7} {p.requests:>8} {p.rate:>8.0f} {p.percentile(0.5):>7.1f} "
             f"{p.percentile(0.9):>7.1f} {p.percentile(0.99):>7.1f} {max(p.latencies) * 1000:>7.1f} "
             f"{p.errors:>6} {p.done_at_end:>9} {p.done_later:>8} "
-            f"{fmt_seconds(p.lateness_p50):>9} {fmt_seconds(p.lateness_p99):>9} {p.load:>12}"
+            f"{fmt_seconds(p.lateness_p50):>9} {fmt_seconds(p.lateness_p99):>9} "
+            f"{p.load:>12} {cpu:>7}"
         )
     mean = statistics.fmean(p.rate for p in phases)
     print(f"\nmean over phases: {mean:.0f} req/s; lateness is cumulative over the whole run")
+    print("CPU µs: the server's CPU time a request (API and worker: it fires them meanwhile)")
 
 
 def main() -> None:
@@ -266,13 +289,16 @@ def main() -> None:
     ):
         port = free_port()
         process, token = start_server(Path(tmp), port, args.auth, url)
+        pid = process.pid
         base_url = f"http://127.0.0.1:{port}"
         try:
             phases = []
             for clients in counts:
                 print(f"phase: {clients} clients x {args.requests} requests...", flush=True)
                 phases.append(
-                    asyncio.run(run_phase(base_url, token, clients, args.requests, f"c{clients}"))
+                    asyncio.run(
+                        run_phase(base_url, token, clients, args.requests, f"c{clients}", pid)
+                    )
                 )
         finally:
             process.terminate()
