@@ -5,12 +5,16 @@ Run by hand (not part of the test suite)::
     .venv/bin/python bench/api_bench.py                    # 3000 requests at 1, 8, 32 clients
     .venv/bin/python bench/api_bench.py --requests 500     # quicker
     .venv/bin/python bench/api_bench.py --auth             # every request carries a bearer token
+    .venv/bin/python bench/api_bench.py --backend postgres # a schema of its own, dropped after
 
-Starts ``duetime serve --app <module>:app`` (one process: API + worker, embedded SQLite, WAL,
-``synchronous=FULL``) on a fresh database in a temporary directory. Each phase runs N concurrent
+Starts ``duetime serve --app <module>:app`` (one process: API + worker) on a fresh database: a
+SQLite file (WAL, ``synchronous=FULL``) in a temporary directory, or a PostgreSQL schema
+``dtbench_api_<random>`` of ``--pg-url`` (``synchronous_commit=on``). Each phase runs N concurrent
 clients (one keep-alive connection each) that POST timers due 0-2 s later, so the worker claims
 and fires while the API is writing. It reports requests/s, latency percentiles, and how many of
-the timers had fired (and how late) when the phase ended and a little later.
+the timers had fired (and how late) when the phase ended and a little later, with the 1-minute
+load average at the start and end of each phase (the machine may be shared) and the server
+process's CPU time a request (which the neighbours move much less than the rate).
 """
 
 from __future__ import annotations
@@ -20,16 +24,22 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psycopg
+from psycopg import sql
 
 APP_MODULE = """
 from duetime import AsyncApp
@@ -54,6 +64,10 @@ class Phase:
     done_later: int
     lateness_p50: float | None
     lateness_p99: float | None
+    load: str = field(default="")
+    server_cpu_us: float | None = None
+    """The server process's CPU time a request (Linux): moves much less with the neighbours'
+    load than the rate does."""
 
     @property
     def rate(self) -> float:
@@ -77,10 +91,41 @@ def duetime_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "duetime.api"]
 
 
-def start_server(workdir: Path, port: int, auth: bool) -> tuple[subprocess.Popen[bytes], str]:
+def load_average() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` so far (None where /proc is missing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def database(backend: str, workdir: Path, pg_url: str) -> Iterator[str]:
+    """A fresh database URL: a SQLite file in ``workdir``, or a PostgreSQL schema of its own
+    (dropped afterwards)."""
+    if backend == "sqlite":
+        yield f"sqlite:///{workdir / 'bench.db'}"
+        return
+    schema = f"dtbench_api_{uuid.uuid4().hex[:10]}"
+    separator = "&" if "?" in pg_url else "?"
+    try:
+        yield f"{pg_url}{separator}schema={schema}"
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def start_server(
+    workdir: Path, port: int, auth: bool, url: str
+) -> tuple[subprocess.Popen[bytes], str]:
     (workdir / "benchapp.py").write_text(APP_MODULE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
-    env["DUETIME_DATABASE_URL"] = f"sqlite:///{workdir / 'bench.db'}"
+    env["DUETIME_DATABASE_URL"] = url
     token = ""
     if auth:
         made = subprocess.run(
@@ -110,7 +155,9 @@ def start_server(workdir: Path, port: int, auth: bool) -> tuple[subprocess.Popen
     raise SystemExit(f"serve did not start; see {workdir / 'serve.log'}")
 
 
-async def run_phase(base_url: str, token: str, clients: int, requests: int, tag: str) -> Phase:
+async def run_phase(
+    base_url: str, token: str, clients: int, requests: int, tag: str, server: int
+) -> Phase:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     latencies: list[float] = []
     errors = 0
@@ -133,15 +180,24 @@ async def run_phase(base_url: str, token: str, clients: int, requests: int, tag:
                 if answer.status_code != 201:
                     errors += 1
 
+    load_before = load_average()
+    cpu_before = cpu_seconds(server)
     started = time.perf_counter()
     await asyncio.gather(*(client_loop() for _ in range(clients)))
     seconds = time.perf_counter() - started
+    cpu_after = cpu_seconds(server)
+    load = f"{load_before}→{load_average()}"
+    cpu_us = None
+    if cpu_before is not None and cpu_after is not None:
+        cpu_us = (cpu_after - cpu_before) / requests * 1e6
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
         done_at_end = await count_done(client, tag)
         await asyncio.sleep(3)
         done_later = await count_done(client, tag)
         p50, p99 = await lateness(client)
-    return Phase(clients, requests, seconds, latencies, errors, done_at_end, done_later, p50, p99)
+    phase = Phase(clients, requests, seconds, latencies, errors, done_at_end, done_later, p50, p99)
+    phase.load, phase.server_cpu_us = load, cpu_us
+    return phase
 
 
 async def count_done(client: httpx.AsyncClient, tag: str) -> int:
@@ -182,25 +238,31 @@ def fmt_seconds(value: float | None) -> str:
     return f"≤{value * 1000:g} ms" if value < 1 else f"≤{value:g} s"
 
 
-def print_table(phases: list[Phase], auth: bool) -> None:
+def print_table(phases: list[Phase], auth: bool, backend: str) -> None:
     header = (
         f"{'clients':>7} {'requests':>8} {'req/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
         f"{'p99 ms':>7} {'max ms':>7} {'errors':>6} {'fired@end':>9} {'fired+3s':>8} "
-        f"{'late p50':>9} {'late p99':>9}"
+        f"{'late p50':>9} {'late p99':>9} {'load 1-min':>12} {'CPU µs':>7}"
     )
     print()
-    print(f"duetime REST API: POST /v1/namespaces/bench/timers (auth {'on' if auth else 'off'})")
+    print(
+        f"duetime REST API on {backend}: POST /v1/namespaces/bench/timers "
+        f"(auth {'on' if auth else 'off'})"
+    )
     print(header)
     print("-" * len(header))
     for p in phases:
+        cpu = "-" if p.server_cpu_us is None else f"{p.server_cpu_us:.0f}"
         print(
             f"{p.clients:>7} {p.requests:>8} {p.rate:>8.0f} {p.percentile(0.5):>7.1f} "
             f"{p.percentile(0.9):>7.1f} {p.percentile(0.99):>7.1f} {max(p.latencies) * 1000:>7.1f} "
             f"{p.errors:>6} {p.done_at_end:>9} {p.done_later:>8} "
-            f"{fmt_seconds(p.lateness_p50):>9} {fmt_seconds(p.lateness_p99):>9}"
+            f"{fmt_seconds(p.lateness_p50):>9} {fmt_seconds(p.lateness_p99):>9} "
+            f"{p.load:>12} {cpu:>7}"
         )
     mean = statistics.fmean(p.rate for p in phases)
     print(f"\nmean over phases: {mean:.0f} req/s; lateness is cumulative over the whole run")
+    print("CPU µs: the server's CPU time a request (API and worker: it fires them meanwhile)")
 
 
 def main() -> None:
@@ -210,23 +272,38 @@ def main() -> None:
         "--clients", default="1,8,32", help="Comma-separated concurrent client counts."
     )
     parser.add_argument("--auth", action="store_true", help="Send a bearer token (auth on).")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
-    with tempfile.TemporaryDirectory(prefix="duetime-api-bench-") as tmp:
+    print(f"$ {' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}")
+    import duetime  # the code under test: the server runs this interpreter's duetime
+
+    print(f"duetime from {Path(duetime.__file__).parent}; {os.cpu_count()} CPUs", flush=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="duetime-api-bench-") as tmp,
+        database(args.backend, Path(tmp), args.pg_url) as url,
+    ):
         port = free_port()
-        process, token = start_server(Path(tmp), port, args.auth)
+        process, token = start_server(Path(tmp), port, args.auth, url)
+        pid = process.pid
         base_url = f"http://127.0.0.1:{port}"
         try:
             phases = []
             for clients in counts:
                 print(f"phase: {clients} clients x {args.requests} requests...", flush=True)
                 phases.append(
-                    asyncio.run(run_phase(base_url, token, clients, args.requests, f"c{clients}"))
+                    asyncio.run(
+                        run_phase(base_url, token, clients, args.requests, f"c{clients}", pid)
+                    )
                 )
         finally:
             process.terminate()
             process.wait(timeout=60)
-        print_table(phases, args.auth)
+        print_table(phases, args.auth, args.backend)
 
 
 if __name__ == "__main__":

@@ -313,6 +313,8 @@ class Throughput:
     node_cpu_us: float | None
     """The node process's CPU per event handled, once ready: rates move with the neighbours'
     load, this much less."""
+    emit_cpu_us: float
+    """This process's CPU per event while emitting (validating, encoding, committing)."""
 
 
 # -- the measurements ----------------------------------------------------------------------------
@@ -331,11 +333,13 @@ async def throughput(
             await emit_batches(app, type, WARM_UP, WARM_UP, "warm")
             await until(lambda: all_done(app, WARM_UP), options.timeout, "warm-up")
             started = time.time()
+            emit_cpu = time.process_time()
             if mode == "single":
                 await emit_each(app, type, n, options.producers, "e")
             else:
                 await emit_batches(app, type, n, options.batch, "e")
             emitted = time.time()
+            emit_cpu = time.process_time() - emit_cpu
             total = WARM_UP + n
             acked = None
             if counter is not None:
@@ -350,7 +354,11 @@ async def throughput(
     if usage and usage.get("handled"):
         cpu_us = usage["cpu"] / usage["handled"] * 1e6
     return Throughput(
-        n / ((acked or done) - started), n / (emitted - started), n / (done - started), cpu_us
+        n / ((acked or done) - started),
+        n / (emitted - started),
+        n / (done - started),
+        cpu_us,
+        emit_cpu / n * 1e6,
     )
 
 
@@ -417,7 +425,7 @@ def run_backend(backend: str, options: Options, args: argparse.Namespace, tmp: P
             f"{max(late):.1f} ms; of which `emit()` itself (its commit) p50 "
             f"{commit[49]:.2f} / p99 {commit[98]:.2f} ms",
         )
-    for mode in options.modes:
+    for mode in options.modes if args.nats else ():
         stream = Stream.fresh(args.nats_url)
         asyncio.run(stream.create())
         try:
@@ -438,9 +446,10 @@ def run_backend(backend: str, options: Options, args: argparse.Namespace, tmp: P
 
 
 def _cpu(run: Throughput) -> str:
+    emitting = f"emitting CPU {run.emit_cpu_us:.0f} µs/event"
     if run.node_cpu_us is None:
-        return "node CPU unknown"
-    return f"node CPU {run.node_cpu_us:.0f} µs/event"
+        return f"node CPU unknown; {emitting}"
+    return f"node CPU {run.node_cpu_us:.0f} µs/event; {emitting}"
 
 
 def fsync_latency(directory: Path) -> str:
@@ -478,7 +487,14 @@ def main() -> None:
         default=os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
     parser.add_argument(
-        "--nats-url", default=os.environ.get("DUETIME_TEST_NATS", "nats://127.0.0.1:4222")
+        "--nats-url",
+        default=os.environ.get("DUETIME_TEST_NATS", "nats://127.0.0.1:4222"),
+    )
+    parser.add_argument(
+        "--no-nats",
+        dest="nats",
+        action="store_false",
+        help="skip the NATS JetStream rows",
     )
     parser.add_argument("--child", choices=sorted(KINDS), help=argparse.SUPPRESS)
     parser.add_argument("--child-url", help=argparse.SUPPRESS)

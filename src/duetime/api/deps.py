@@ -29,17 +29,22 @@ NamespacePath = Annotated[
 ]
 
 
-def get_service(request: Request) -> Service:
+def service_of(request: Request) -> Service:
     return cast(Service, request.app.state.duetime)
 
 
+async def get_service(request: Request) -> Service:
+    """Async though it does not wait: FastAPI runs a plain-function dependency in a worker
+    thread, a hop every request would pay for."""
+    return service_of(request)
+
+
 ServiceDep = Annotated[Service, Depends(get_service)]
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-async def get_principal(
-    request: Request,
-    service: ServiceDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+async def principal_of(
+    request: Request, service: Service, credentials: HTTPAuthorizationCredentials | None
 ) -> TokenInfo | None:
     """The caller's token, or None when auth is off; Unauthorized when it is on and missing."""
     if not await service.auth_required():
@@ -54,6 +59,12 @@ async def get_principal(
     info = await authenticate(service.tokens, token)
     await service.touch(info)
     return info
+
+
+async def get_principal(
+    request: Request, service: ServiceDep, credentials: BearerDep
+) -> TokenInfo | None:
+    return await principal_of(request, service, credentials)
 
 
 PrincipalDep = Annotated[TokenInfo | None, Depends(get_principal)]
@@ -74,15 +85,19 @@ def require_writable(principal: TokenInfo | None, namespace: str) -> None:
         raise Forbidden(f"this token is read-only for namespace {namespace!r}", field="namespace")
 
 
-async def readable(namespace: NamespacePath, service: ServiceDep, who: PrincipalDep) -> AsyncApp:
+# The facades below take the service and the token themselves rather than as dependencies of
+# their own: FastAPI's resolution of each dependency costs every request more than the work.
+async def readable(namespace: NamespacePath, request: Request, credentials: BearerDep) -> AsyncApp:
     """The facade of an existing namespace the caller may read."""
-    require_visible(who, namespace)
+    service = service_of(request)
+    require_visible(await principal_of(request, service, credentials), namespace)
     return await service.namespaces.existing(namespace)
 
 
-async def writable(namespace: NamespacePath, service: ServiceDep, who: PrincipalDep) -> AsyncApp:
+async def writable(namespace: NamespacePath, request: Request, credentials: BearerDep) -> AsyncApp:
     """The facade of an existing namespace the caller may change."""
-    require_writable(who, namespace)
+    service = service_of(request)
+    require_writable(await principal_of(request, service, credentials), namespace)
     return await service.namespaces.existing(namespace)
 
 

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api import compat
-from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
+from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json, service_of
 from duetime.api.schemas import (
     WHEN,
     ChangedOut,
@@ -85,9 +85,9 @@ def _page(page: Page[Timer]) -> dict[str, Any]:
     ),
     openapi_extra=json_body(TimerBody),
 )
-async def schedule_timer(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
+async def schedule_timer(request: Request, app: WriteApp) -> JSONResponse:
     """Create (201), or update / keep an existing key (200); `action` says which."""
-    data = await read_json(request, service.settings.body_limit)
+    data = await read_json(request, service_of(request).settings.body_limit)
     on_conflict: object = "update"
     if isinstance(data, dict):
         on_conflict = data.pop("on_conflict", "update")
@@ -170,9 +170,9 @@ async def cancel_timer(app: WriteApp, key: Key, service: ServiceDep) -> JSONResp
     ),
     openapi_extra=json_body(EventBody),
 )
-async def emit_event(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
+async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
     """A timer due at once (201); an existing key is kept as it is (200)."""
-    data = await read_json(request, service.settings.body_limit)
+    data = await read_json(request, service_of(request).settings.body_limit)
     if not isinstance(data, dict):
         raise InvalidInput("body", "must be a JSON object")
     for name in data:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from itertools import chain, islice
+from typing import NamedTuple
 
 import psycopg
 from psycopg.cursor_async import AsyncCursor
+from psycopg.errors import TransactionRollback
 
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import (
@@ -39,6 +42,7 @@ from duetime.store.codec import like_pattern
 from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
+from duetime.store.postgres.grouping import CommitQueue
 from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.limits import PostgresLimits
 from duetime.store.postgres.notices import Notices
@@ -93,6 +97,9 @@ class PostgresStore:
         self.limits = PostgresLimits(self._db, claim_params)
         self.transactions = PostgresTransactions(self._db)
         self.outbox = PostgresOutbox(self.schema, self._put_in_savepoint, self._transition_on)
+        self._puts: CommitQueue[PutCall, list[PutResult]] = CommitQueue(
+            self._put_alone, self._put_together
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
     async def open(self, *, migrate: bool = True) -> None:
@@ -168,7 +175,23 @@ class PostgresStore:
     async def put_timers(
         self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
     ) -> list[PutResult]:
-        query = Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
+        """Store timers in one transaction. A small batch (up to :data:`PUT_CHUNK` timers) that
+        arrives while another is committing waits and shares the next commit with every batch
+        that queued meanwhile (:mod:`.grouping`); a larger one has a transaction of its own."""
+        items = iter(timers)
+        head = list(islice(items, PUT_CHUNK + 1))  # validated here, in the caller's task
+        if len(head) > PUT_CHUNK:
+            return await self._put_apart(chain(head, items), on_conflict, now)
+        return await self._puts.run(PutCall(head, on_conflict, now))
+
+    async def _put_alone(self, call: PutCall) -> list[PutResult]:
+        return await self._put_apart(call.timers, call.on_conflict, call.now)
+
+    async def _put_apart(
+        self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
+    ) -> list[PutResult]:
+        """One caller's timers in a transaction of their own."""
+        query = _put_query(on_conflict)
         source = Replayable(timers)  # a transaction PostgreSQL rolls back is run again
 
         async def run(conn: Conn) -> list[PutResult]:
@@ -176,12 +199,69 @@ class PostgresStore:
 
         try:
             results = await _drawing_keys(lambda: self._db.write(run))
-        except psycopg.DataError as exc:  # e.g. "\u0000" in a JSON string: jsonb refuses it
-            raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
-        changed = [r.timer.run_at for r in results if r.action != "kept"]
-        if changed:
-            self._notices.here(min(changed))
+        except psycopg.DataError as exc:
+            raise _refused_payload(exc) from exc
+        self._notices.here_earliest(_changed(results))
         return results
+
+    async def _put_together(self, calls: Sequence[PutCall]) -> list[list[PutResult] | Exception]:
+        """Several callers' timers in one transaction and one NOTIFY (see :mod:`.grouping`):
+        each caller's answer, or the error of its own timers, which stored none of them."""
+
+        async def run(conn: Conn) -> list[list[PutResult] | Exception]:
+            by_query: dict[str, list[int]] = {}
+            for i, call in enumerate(calls):
+                by_query.setdefault(_put_query(call.on_conflict), []).append(i)
+            answers: dict[int, list[PutResult] | Exception] = {}
+            for query, indices in by_query.items():
+                answers |= await self._put_group(conn, query, [calls[i] for i in indices], indices)
+            outcomes = [answers[i] for i in range(len(calls))]
+            await self._notices.notify_earliest(conn, _changed(*_answered(outcomes)))
+            return outcomes
+
+        outcomes = await self._db.write(run)
+        self._notices.here_earliest(_changed(*_answered(outcomes)))
+        return outcomes
+
+    async def _put_group(
+        self, conn: Conn, query: str, calls: Sequence[PutCall], indices: Sequence[int]
+    ) -> dict[int, list[PutResult] | Exception]:
+        """Callers of one statement kind in one savepoint: all their timers in the same
+        statements. Should one caller's timers be refused, the savepoint is rolled back and each
+        caller is written again in a savepoint of its own, so that only its own write fails."""
+        rule: OnConflict = "update" if query == Q["upsert_timer"] else "keep"
+        answers: dict[int, list[PutResult] | Exception] = {}
+        try:
+            async with conn.transaction():
+                timers = [timer for call in calls for timer in call.timers]
+                now = max(call.now for call in calls)
+                results = await self._put(conn, query, timers, rule, now, notify=False)
+                start = 0
+                for index, call in zip(indices, calls, strict=True):
+                    own = results[start : start + len(call.timers)]
+                    start += len(call.timers)
+                    answers[index] = own
+                    kept = [r for r in own if r.action == "kept"]
+                    if call.on_conflict == "error" and kept:
+                        if len(own) > 1:  # its other timers are written: undo them all
+                            raise _Isolate
+                        answers[index] = _exists(kept[0].timer.key)
+            return answers
+        except Exception as exc:
+            if _connection_lost(conn, exc):
+                raise
+        for index, call in zip(indices, calls, strict=True):
+            try:
+                answers[index] = await self._put_in_savepoint(
+                    conn, query, call.timers, call.on_conflict, call.now, notify=False
+                )
+            except Exception as exc:
+                if _connection_lost(conn, exc):
+                    raise
+                answers[index] = (
+                    _refused_payload(exc) if isinstance(exc, psycopg.DataError) else exc
+                )
+        return answers
 
     async def _put(
         self,
@@ -190,6 +270,8 @@ class PostgresStore:
         timers: Iterable[NewTimer],
         on_conflict: OnConflict,
         now: datetime,
+        *,
+        notify: bool = True,
     ) -> list[PutResult]:
         # The timers go out in chunks in one pipeline: while the server writes a chunk, the
         # next one is taken from ``timers`` — validated, when it is the app's lazy stream — and
@@ -250,8 +332,7 @@ class PostgresStore:
                 raise GeneratedKeyTaken
         missing = [i for i, row in enumerate(written) if row is None]
         if missing and on_conflict == "error":
-            key = keys[missing[0]]
-            raise AlreadyExists(f"a timer with key {key!r} already exists", field="key")
+            raise _exists(keys[missing[0]])
         existing = await self._get_many(conn, [(sent[i].namespace, keys[i]) for i in missing])
         results = [
             PutResult("kept", existing[(sent[i].namespace, keys[i])])
@@ -259,9 +340,8 @@ class PostgresStore:
             else PutResult("created" if row[1] == 1 else "updated", row[0])
             for i, row in enumerate(written)
         ]
-        changed = [r.timer.run_at for r in results if r.action != "kept"]
-        if changed:
-            await self._notices.notify(conn, min(changed))
+        if notify:
+            await self._notices.notify_earliest(conn, _changed(results))
         return results
 
     async def _put_in_savepoint(
@@ -271,6 +351,8 @@ class PostgresStore:
         timers: Iterable[NewTimer],
         on_conflict: OnConflict,
         now: datetime,
+        *,
+        notify: bool = True,
     ) -> list[PutResult]:
         """The outbox's write: in a savepoint of the caller's transaction, drawn again should
         a key the store generated be taken (see :func:`_drawing_keys`)."""
@@ -278,7 +360,7 @@ class PostgresStore:
 
         async def run() -> list[PutResult]:
             async with conn.transaction():
-                return await self._put(conn, query, source, on_conflict, now)
+                return await self._put(conn, query, source, on_conflict, now, notify=notify)
 
         return await _drawing_keys(run)
 
@@ -558,6 +640,47 @@ class PostgresStore:
             return [node_from_row(row) for row in await fetch_all(conn, Q["list_nodes"], {})]
 
         return await self._db.read(run)
+
+
+class PutCall(NamedTuple):
+    """One caller's ``put_timers`` of at most :data:`PUT_CHUNK` timers."""
+
+    timers: list[NewTimer]
+    on_conflict: OnConflict
+    now: datetime
+
+
+class _Isolate(Exception):
+    """A caller's timers must be written apart from the others' (see ``_put_group``)."""
+
+
+def _put_query(on_conflict: OnConflict) -> str:
+    return Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
+
+
+def _changed(*results: Sequence[PutResult]) -> list[datetime]:
+    """When the timers a put created or changed are due (kept ones wake nobody)."""
+    return [r.timer.run_at for rs in results for r in rs if r.action != "kept"]
+
+
+def _answered(outcomes: Sequence[list[PutResult] | Exception]) -> list[list[PutResult]]:
+    return [o for o in outcomes if not isinstance(o, Exception)]
+
+
+def _exists(key: str) -> AlreadyExists:
+    return AlreadyExists(f"a timer with key {key!r} already exists", field="key")
+
+
+def _refused_payload(exc: psycopg.DataError) -> InvalidInput:
+    """E.g. "\\u0000" in a JSON string: jsonb refuses it."""
+    return InvalidInput("payload", f"PostgreSQL cannot store it: {exc}")
+
+
+def _connection_lost(conn: Conn, exc: Exception) -> bool:
+    """Whether ``exc`` ended the whole transaction (every caller of the batch shares it) rather
+    than one caller's write; a rollback PostgreSQL asks to retry is the batch's too."""
+    lost = (psycopg.OperationalError, psycopg.InterfaceError, TransactionRollback)
+    return conn.closed or conn.broken or isinstance(exc, lost)
 
 
 async def _take_written(

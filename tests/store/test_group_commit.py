@@ -1,0 +1,194 @@
+"""Group commit of concurrent single puts, on both stores.
+
+Concurrent ``put_timers`` calls share a transaction: one caller's refused timers fail only that
+caller, a commit that fails fails every caller of the batch and stores none of their timers, and
+no caller hears back before the commit that holds its timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import psycopg
+import pytest
+from storekit import NOW, PG_URL, new_timer
+
+from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
+from duetime.model import NewTimer, OnConflict, PutResult
+from duetime.store import Store
+from duetime.store.postgres.store import PostgresStore
+from duetime.store.sqlite.store import SqliteStore
+
+CALLERS = 20
+
+
+def puts(store: Store, calls: Sequence[tuple[list[NewTimer], OnConflict]]) -> list[Any]:
+    """The calls as concurrent tasks, all started in the same step of the loop."""
+    loop = asyncio.get_running_loop()
+    return [loop.create_task(store.put_timers(timers, rule, NOW)) for timers, rule in calls]
+
+
+async def stored_keys(store: Store, keys: Sequence[str]) -> set[str]:
+    return {k for k in keys if await store.get_timer("ns", k) is not None}
+
+
+async def test_one_callers_conflict_fails_that_caller_alone(store: Store) -> None:
+    await store.put_timers([new_timer("taken")], "error", NOW)
+    calls: list[tuple[list[NewTimer], OnConflict]] = [
+        ([new_timer(f"k{i}")], "update" if i % 2 else "keep") for i in range(CALLERS)
+    ]
+    calls.insert(7, ([new_timer("taken", payload={"again": 1})], "error"))
+    calls.insert(12, ([new_timer("both-or-none"), new_timer("taken")], "error"))
+    outcomes = await asyncio.gather(*puts(store, calls), return_exceptions=True)
+
+    assert isinstance(outcomes[7], AlreadyExists)
+    assert "'taken'" in str(outcomes[7])
+    assert isinstance(outcomes[12], AlreadyExists)
+    assert "'taken'" in str(outcomes[12])
+    answered = [o for i, o in enumerate(outcomes) if i not in (7, 12)]
+    assert all(isinstance(o, list) and [r.action for r in o] == ["created"] for o in answered)
+    keys = [f"k{i}" for i in range(CALLERS)]
+    assert await stored_keys(store, [*keys, "both-or-none"]) == set(keys)
+    taken = await store.get_timer("ns", "taken")
+    assert taken is not None
+    assert taken.payload == {"key": "taken"}
+
+
+async def test_callers_giving_the_same_key_are_answered_in_turn(store: Store) -> None:
+    calls: list[tuple[list[NewTimer], OnConflict]] = [
+        ([new_timer("first")], "keep"),  # alone: the others queue behind its commit
+        ([new_timer("same", payload={"n": 1})], "error"),
+        ([new_timer("same", payload={"n": 2})], "error"),
+        ([new_timer("same", payload={"n": 3})], "keep"),
+    ]
+    first, one, two, three = await asyncio.gather(*puts(store, calls), return_exceptions=True)
+    assert isinstance(first, list)
+    assert isinstance(one, list)
+    assert isinstance(three, list)
+    assert one[0].action == "created"
+    assert isinstance(two, AlreadyExists)
+    assert three[0].action == "kept"
+    assert three[0].timer.payload == {"n": 1}
+
+
+async def test_no_caller_is_answered_before_its_commit(store: Store, make_store: Any) -> None:
+    other: Store = await make_store()
+    keys = [f"w{i}" for i in range(CALLERS)]
+    async with writes_held(store, keys[1]) as in_flight:
+        calls = puts(store, [([new_timer(k)], "error") for k in keys])
+        await in_flight()
+        await asyncio.sleep(0.2)  # time enough to answer, were anything answered early
+        assert not any(call.done() for call in calls[1:])
+        assert await stored_keys(other, keys[1:]) == set()
+    for call, key in zip(calls, keys, strict=True):
+        result: list[PutResult] = await call
+        assert await stored_keys(other, [key]) == {key}
+        assert result[0].action == "created"
+
+
+@contextlib.asynccontextmanager
+async def writes_held(store: Store, key: str) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """Hold back the commit of a write of ``key`` until the block ends: SQLite's write lock is
+    taken by another connection; on PostgreSQL another transaction holds the key's row. The
+    block gets a wait for a write of this store to be held (on PostgreSQL: inside its
+    transaction, its statements sent)."""
+    if isinstance(store, SqliteStore):
+        holder = sqlite3.connect(store._db.path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+
+        async def queued() -> None:
+            await asyncio.sleep(0.05)
+
+        try:
+            yield queued
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        return
+    assert isinstance(store, PostgresStore)
+    async with held_key(store, key) as holder:
+
+        async def blocked() -> None:
+            await blocked_backend(holder)
+
+        yield blocked
+
+
+@contextlib.asynccontextmanager
+async def held_key(store: PostgresStore, key: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """Another transaction stores ``key`` and stays open until the block ends (rolled back)."""
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as holder:
+        await holder.execute("BEGIN")
+        try:
+            await store.outbox.put_timers_in(holder, [new_timer(key)], "keep", NOW)
+            yield holder
+        finally:
+            await holder.execute("ROLLBACK")
+
+
+async def blocked_backend(holder: psycopg.AsyncConnection[Any]) -> int:
+    """The backend that waits for ``holder``'s transaction (one, within 5 s)."""
+    for _ in range(500):
+        cur = await holder.execute(
+            "SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+        )
+        pids = [pid for (pid,) in await cur.fetchall()]
+        if pids:
+            assert len(pids) == 1
+            return int(pids[0])
+        await asyncio.sleep(0.01)
+    pytest.fail("no write waited for the held key")
+
+
+postgres_only = pytest.mark.parametrize("backend", ["postgres"])
+"""PostgreSQL's own behaviour: its tests run on that backend alone."""
+
+
+@postgres_only
+async def test_concurrent_puts_share_one_transaction(store: Store) -> None:
+    keys = [f"x{i}" for i in range(CALLERS)]
+    await asyncio.gather(*puts(store, [([new_timer(k)], "error") for k in keys]))
+    assert isinstance(store, PostgresStore)
+    async with await psycopg.AsyncConnection.connect(store.settings.conninfo) as conn:
+        cur = await conn.execute(
+            f"SELECT count(DISTINCT xmin::text) FROM {store.schema}.timers WHERE key = ANY(%s)",
+            [keys],
+        )
+        row = await cur.fetchone()
+    assert row == (2,)  # the first caller's own, then everyone who queued meanwhile
+
+
+@postgres_only
+async def test_a_payload_postgres_refuses_fails_its_caller_alone(store: Store) -> None:
+    keys = [f"p{i}" for i in range(CALLERS)]
+    calls: list[tuple[list[NewTimer], OnConflict]] = [([new_timer(k)], "error") for k in keys]
+    calls.insert(5, ([new_timer("nul", payload={"text": "a\u0000b"})], "error"))
+    calls.insert(9, ([new_timer("nul-key\x00")], "update"))
+    outcomes = await asyncio.gather(*puts(store, calls), return_exceptions=True)
+    assert isinstance(outcomes[5], InvalidInput)
+    assert outcomes[5].field == "payload"
+    assert isinstance(outcomes[9], InvalidInput)
+    assert outcomes[9].field == "key"
+    assert await stored_keys(store, [*keys, "nul"]) == set(keys)
+
+
+@postgres_only
+async def test_a_batch_whose_connection_dies_fails_every_caller_and_stores_none(
+    store: Store,
+) -> None:
+    assert isinstance(store, PostgresStore)
+    keys = [f"d{i}" for i in range(CALLERS)]
+    async with held_key(store, "blocked") as holder:
+        first, *batch = puts(
+            store, [([new_timer(k)], "error") for k in ["alone", *keys, "blocked"]]
+        )
+        await first  # the others queued meanwhile: their batch starts now, and waits
+        pid = await blocked_backend(holder)
+        await holder.execute("SELECT pg_terminate_backend(%s)", [pid])
+        outcomes = await asyncio.gather(*batch, return_exceptions=True)
+    assert all(isinstance(o, StoreUnavailable) for o in outcomes), outcomes
+    assert await stored_keys(store, ["alone", "blocked", *keys]) == {"alone"}
