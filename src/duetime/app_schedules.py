@@ -15,6 +15,7 @@ from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.errors import Conflict, InvalidInput, NotFound
 from duetime.model import JSON, OnConflict, Page, Schedule
+from duetime.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
 from duetime.schedules import (
     UNSET,
     RuleCache,
@@ -72,12 +73,16 @@ class ScheduleMethods:
         active: bool | None = None,
         max_attempts: int | None = None,
         on_conflict: OnConflict = "update",
+        overlap: str = "allow",
+        catch_up_grace: str | int | float | timedelta = DEFAULT_CATCH_UP_GRACE,
     ) -> tuple[ScheduleAction, Schedule]:
         """Create the schedule ``name``, or bring an existing one to this definition.
 
         ``active=None`` creates it active and leaves an existing one paused or running as it
         is. The answer says ``created``, ``updated`` or ``kept`` (``on_conflict='keep'``, or
-        the stored schedule already had this definition).
+        the stored schedule already had this definition). ``overlap`` says what an occurrence
+        due while an earlier one is unfinished does (``allow`` | ``skip`` | ``buffer_one``);
+        ``catch_up_grace`` how late one may be and still fire before ``catch_up`` decides.
         """
         request = ScheduleRequest(
             name=name,
@@ -94,6 +99,8 @@ class ScheduleMethods:
             on_overlap=on_overlap,
             active=True if active is None else active,
             max_attempts=max_attempts,
+            overlap=overlap,
+            catch_up_grace=catch_up_grace,
         )
         (result,) = await self.add_schedules(
             [request], on_conflict=on_conflict, keep_active=active is None
@@ -187,6 +194,8 @@ class ScheduleMethods:
         on_overlap: str | Unset = UNSET,
         max_attempts: int | Unset = UNSET,
         active: bool | Unset = UNSET,
+        overlap: str | Unset = UNSET,
+        catch_up_grace: str | int | float | timedelta | Unset = UNSET,
     ) -> Schedule:
         """Change some fields (None clears an optional one); the next occurrence is recomputed.
 
@@ -208,6 +217,8 @@ class ScheduleMethods:
                 "on_overlap": on_overlap,
                 "max_attempts": max_attempts,
                 "active": active,
+                "overlap": overlap,
+                "catch_up_grace": catch_up_grace,
             }.items()
             if value is not UNSET
         }

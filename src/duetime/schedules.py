@@ -39,6 +39,11 @@ from duetime.recurrence import (
     parse_catch_up,
     parse_recurrence,
 )
+from duetime.recurrence.overlap import (
+    DEFAULT_CATCH_UP_GRACE,
+    parse_catch_up_grace,
+    parse_overlap,
+)
 from duetime.tzmath import is_aware
 from duetime.validation import (
     check_max_attempts,
@@ -157,6 +162,8 @@ class ScheduleRequest:
     on_overlap: str = "once"
     active: bool = True
     max_attempts: int | None = None
+    overlap: str = "allow"
+    catch_up_grace: str | int | float | timedelta = DEFAULT_CATCH_UP_GRACE
 
     @classmethod
     def from_dict(cls, data: Any, field_prefix: str = "") -> ScheduleRequest:
@@ -190,6 +197,8 @@ class ScheduleRequest:
             on_overlap=schedule.on_overlap,
             active=schedule.active,
             max_attempts=schedule.max_attempts,
+            overlap=schedule.overlap,
+            catch_up_grace=schedule.catch_up_grace,
         )
 
     def _rule(
@@ -221,6 +230,8 @@ class ScheduleRequest:
             default_max_attempts if self.max_attempts is None else self.max_attempts
         )
         catch_up = parse_catch_up(self.catch_up)
+        overlap = parse_overlap(self.overlap)
+        catch_up_grace = parse_catch_up_grace(self.catch_up_grace)
         if not isinstance(self.active, bool):
             raise InvalidInput("active", "must be true or false")
         anchor_at = anchor_for(now)
@@ -240,6 +251,8 @@ class ScheduleRequest:
             anchor_at=anchor_at,
             after_at=now,
             next_at=next_at,
+            overlap=overlap,
+            catch_up_grace=catch_up_grace,
         )
 
 
@@ -321,6 +334,8 @@ def revise(
         on_overlap=rule.on_overlap,
         max_attempts=new.max_attempts,
         active=new.active,
+        overlap=new.overlap,
+        catch_up_grace=new.catch_up_grace,
     )
     if candidate == current:
         return Revision(current, None, changed=False)

@@ -217,6 +217,27 @@ def test_patch_changes_some_fields_and_recomputes_the_next_occurrence(api: Api) 
     assert interval.json()["schedule"]["subject"] is None
 
 
+def test_overlap_and_catch_up_grace_are_defined_shown_and_changed(api: Api) -> None:
+    made = api.post(f"{NS}/schedules", birthday())
+    assert made.status_code == 201, made.text
+    schedule = made.json()["schedule"]
+    assert (schedule["overlap"], schedule["catch_up_grace"]) == ("allow", 60.0)
+    path = f"{NS}/schedules/birthday:user-42"
+    changed = api.patch(path, {"overlap": "buffer_one", "catch_up_grace": "PT10M"})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["action"] == "updated"
+    schedule = changed.json()["schedule"]
+    assert (schedule["overlap"], schedule["catch_up_grace"]) == ("buffer_one", 600.0)
+    assert schedule["next_at"] == "2025-03-15T13:00:00Z"  # the sequence goes on
+    again = api.post(f"{NS}/schedules", birthday(overlap="skip", catch_up_grace=0))
+    assert again.json()["action"] == "updated"
+    assert (again.json()["schedule"]["overlap"], again.json()["schedule"]["catch_up_grace"]) == (
+        "skip",
+        0.0,
+    )
+    assert api.get(path).json()["schedule"]["overlap"] == "skip"
+
+
 @pytest.mark.parametrize(
     ("body", "code", "field"),
     [
@@ -230,10 +251,15 @@ def test_patch_changes_some_fields_and_recomputes_the_next_occurrence(api: Api) 
         ({"cron": None}, "invalid_input", "cron"),
         ({"start_at": "2025-04-01T00:00:00"}, "invalid_input", "start_at"),
         (["cron"], "invalid_input", "body"),
+        ({"overlap": "queue"}, "invalid_input", "overlap"),
+        ({"overlap": None}, "invalid_input", "overlap"),
+        ({"catch_up_grace": -1}, "invalid_input", "catch_up_grace"),
+        ({"catch_up_grace": None}, "invalid_input", "catch_up_grace"),
     ],
     ids=[
         "invalid-cron", "unknown-timezone", "unknown-field", "empty", "null-type", "bad-active",
-        "bad-catch-up", "no-rule-left", "naive-start", "not-an-object",
+        "bad-catch-up", "no-rule-left", "naive-start", "not-an-object", "bad-overlap",
+        "null-overlap", "negative-grace", "null-grace",
     ],
 )  # fmt: skip
 def test_a_bad_patch_is_422_and_changes_nothing(api: Api, body: Any, code: str, field: str) -> None:
@@ -312,6 +338,12 @@ def test_delete(api: Api) -> None:
         (birthday(colour="red"), "invalid_input", "colour"),
         (birthday(subject=""), "invalid_input", "subject"),
         (["not", "an", "object"], "invalid_input", "body"),
+        (birthday(overlap="queue"), "invalid_input", "overlap"),
+        (birthday(overlap=True), "invalid_input", "overlap"),
+        (birthday(catch_up_grace=-5), "invalid_input", "catch_up_grace"),
+        (birthday(catch_up_grace="P32D"), "invalid_input", "catch_up_grace"),
+        (birthday(catch_up_grace="soon"), "invalid_input", "catch_up_grace"),
+        (birthday(catch_up_grace=[60]), "invalid_input", "catch_up_grace"),
     ],
     ids=[
         "four-fields", "never-fires", "unknown-alias", "unknown-timezone", "timezone-not-text",
@@ -319,7 +351,8 @@ def test_delete(api: Api) -> None:
         "no-type", "bad-name", "long-name", "naive-start", "ended", "start-out-of-range",
         "end-out-of-range", "bad-catch-up", "bad-on-gap",
         "zero-attempts", "bad-active", "bad-on-conflict", "unknown-field", "empty-subject",
-        "not-an-object",
+        "not-an-object", "bad-overlap", "overlap-not-text", "negative-grace", "grace-too-long",
+        "grace-not-a-duration", "grace-not-a-scalar",
     ],
 )  # fmt: skip
 def test_bad_schedules_are_422_naming_the_field_and_store_nothing(

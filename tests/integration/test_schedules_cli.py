@@ -98,3 +98,33 @@ def test_next_previews_utc_and_local_times(cli: Any) -> None:
     assert cli("next", "--schedule", "nope", code=3)["code"] == "not_found"
     assert cli("next", "61 * * * *", code=2)["field"] == "cron"
     assert cli("next", code=2)["code"] == "usage"
+
+
+def test_overlap_and_catch_up_grace(cli: Any) -> None:
+    added = cli("schedules", "add", "sync", "sync.run", "--every", "PT5M",
+                "--overlap", "buffer_one", "--catch-up-grace", "PT10M")  # fmt: skip
+    schedule = added["schedule"]
+    assert (schedule["overlap"], schedule["catch_up_grace"]) == ("buffer_one", 600.0)
+    updated = cli("schedules", "update", "sync", "--overlap", "skip", "--catch-up-grace", "90")
+    assert (updated["schedule"]["overlap"], updated["schedule"]["catch_up_grace"]) == ("skip", 90)
+    assert updated["schedule"]["every"] == 300.0  # the rest is left as it was
+    shown = cli("schedules", "show", "sync")
+    assert shown["schedule"]["overlap"] == "skip"
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--overlap", "queue"], "overlap"),
+        (["--catch-up-grace", "-5"], "catch_up_grace"),
+        (["--catch-up-grace", "P32D"], "catch_up_grace"),
+        (["--catch-up-grace", "soon"], "catch_up_grace"),
+    ],
+)
+def test_bad_overlap_or_grace_names_the_field(cli: Any, args: list[str], field: str) -> None:
+    error = cli("schedules", "add", "x", "t", "--every", "60", *args, code=2)
+    assert (error["code"], error["field"]) == ("invalid_input", field)
+    cli("schedules", "add", "x", "t", "--every", "60")
+    error = cli("schedules", "update", "x", *args, code=2)
+    assert (error["code"], error["field"]) == ("invalid_input", field)
+    assert cli("schedules", "show", "x")["schedule"]["overlap"] == "allow"

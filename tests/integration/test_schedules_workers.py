@@ -62,10 +62,9 @@ async def main() -> None:
     await app.open()
     worker = app.worker()
     lookahead = timedelta(seconds=float(os.environ["LOOKAHEAD"]))
-    grace = timedelta(seconds=float(os.environ["GRACE"]))
     materializer = worker.service(Materializer)  # every worker runs one
     assert materializer is not None
-    materializer.lookahead, materializer.grace = lookahead, grace
+    materializer.lookahead = lookahead
 
     def on_term() -> None:
         worker.stop()
@@ -98,7 +97,6 @@ class Fleet:
             "OUT": str(out),
             "OFFSET": repr(self.offset),
             "LOOKAHEAD": repr(LOOKAHEAD),
-            "GRACE": repr(GRACE),
         }
         workers = [
             subprocess.Popen(
@@ -168,8 +166,17 @@ def test_three_workers_fire_each_occurrence_once_and_catch_up_as_told(
     first_tick = start.replace(microsecond=0) + timedelta(seconds=4)
     with App(database_url, "ns", clock=fleet) as app:
         for policy in POLICIES:
-            app.add_schedule(policy, f"t.{policy}", every=1, start_at=first_tick, catch_up=policy)
-        app.add_schedule("minute", "t.minute", cron="* * * * *", start_at=first_tick)
+            app.add_schedule(
+                policy,
+                f"t.{policy}",
+                every=1,
+                start_at=first_tick,
+                catch_up=policy,
+                catch_up_grace=GRACE,
+            )
+        app.add_schedule(
+            "minute", "t.minute", cron="* * * * *", start_at=first_tick, catch_up_grace=GRACE
+        )
 
     out = tmp_path / "fired.txt"
     workers = fleet.start(out)

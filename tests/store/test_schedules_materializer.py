@@ -133,8 +133,8 @@ async def test_catch_up_after_an_outage(store: Store, policy: str, overdue: list
 async def test_a_little_late_is_not_an_outage(store: Store) -> None:
     clock = FrozenClock(datetime(2025, 3, 8, 12, 55, tzinfo=UTC))
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", catch_up="none")
-    worker = materializer(app, grace=timedelta(seconds=120))
+    await app.add_schedule("s", "t", cron="* * * * *", catch_up="none", catch_up_grace=120)
+    worker = materializer(app)
     clock.set(datetime(2025, 3, 8, 12, 57, 30, tzinfo=UTC))  # 12:56 and 12:57 are late
     await worker.tick(clock.now())
     fired = [t.due_at.strftime("%H:%M") for t in await all_timers(app)]

@@ -35,7 +35,12 @@ async def test_sqlite_due_path_uses_the_index(open_store: StoreFactory, tmp_path
             """,
             {"count": COUNT, "now": to_micros(NOW)},
         )
-        params = {"namespace": "ns1", "horizon": to_micros(NOW) + 5_000_000, "limit": 500}
+        params = {
+            "namespace": "ns1",
+            "horizon": to_micros(NOW) + 5_000_000,
+            "now": to_micros(NOW),
+            "limit": 500,
+        }
         for name in ("due_schedules", "next_schedule_at"):
             plan = " ".join(
                 str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + LITE[name], params)
@@ -62,7 +67,7 @@ async def test_postgres_due_path_uses_the_index(
             """,
             {"count": COUNT, "now": NOW},
         )
-        soon = {"namespace": "ns1", "horizon": NOW, "limit": 500}
+        soon = {"namespace": "ns1", "horizon": NOW, "now": NOW, "limit": 500}
         for name in ("due_schedules", "lock_due_schedules", "next_schedule_at"):
             plan = explain(conn, PG[name], soon)
             assert "schedules_due" in plan, (name, plan)
@@ -70,7 +75,7 @@ async def test_postgres_due_path_uses_the_index(
         # A backlog (every schedule due, e.g. after an outage): walk the index in order, a
         # batch at a time, instead of sorting every due row for each batch.
         conn.execute("ANALYZE schedules")
-        backlog = {**soon, "horizon": NOW + timedelta(days=7)}
+        backlog = {**soon, "horizon": NOW + timedelta(days=7), "now": NOW + timedelta(days=7)}
         for name in ("due_schedules", "lock_due_schedules"):
             plan = explain(conn, PG[name], backlog)
             assert "Index Scan using schedules_due" in plan, (name, plan)

@@ -16,6 +16,16 @@ SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$"
 CatchUpName = Literal["latest", "all", "none"]
 OnGapName = Literal["run_after", "skip"]
 OnOverlapName = Literal["once", "both"]
+OverlapName = Literal["allow", "skip", "buffer_one"]
+OVERLAP_HELP = (
+    "An occurrence due while an earlier one is unfinished (not started, running or waiting "
+    "for a retry): allow fires it, skip records it skipped, buffer_one fires it when the "
+    "earlier one ends (one at most; more are skipped)"
+)
+GRACE_HELP = (
+    "How late an occurrence may be and still fire (ISO 8601 duration or seconds, 0 to 31 "
+    "days); past it, catch_up decides"
+)
 
 
 class _RuleFields(BaseModel):
@@ -38,6 +48,8 @@ class _RuleFields(BaseModel):
     on_gap: OnGapName = Field("run_after", description="Fixed-time cron in a DST gap")
     on_overlap: OnOverlapName = Field("once", description="Fixed-time cron in a repeated hour")
     max_attempts: int | None = Field(None, ge=1, le=1000)
+    overlap: OverlapName = Field("allow", description=OVERLAP_HELP)
+    catch_up_grace: str | float = Field(60, examples=["PT5M", 300], description=GRACE_HELP)
 
 
 class ScheduleBody(_RuleFields):
@@ -57,7 +69,7 @@ class ScheduleBody(_RuleFields):
     on_conflict: Literal["update", "keep", "error"] = "update"
 
 
-_NOT_NULL = ("type", "catch_up", "on_gap", "on_overlap", "active")
+_NOT_NULL = ("type", "catch_up", "on_gap", "on_overlap", "active", "overlap", "catch_up_grace")
 """Fields of a patch that cannot be cleared: null is refused, not read as "unchanged"."""
 
 
@@ -93,6 +105,8 @@ class SchedulePatch(BaseModel):
     on_overlap: OnOverlapName | None = None
     max_attempts: int | None = Field(None, ge=1, le=1000)
     active: bool | None = Field(None, description="false pauses, true resumes")
+    overlap: OverlapName | None = Field(None, description=OVERLAP_HELP)
+    catch_up_grace: str | float | None = Field(None, examples=["PT5M"], description=GRACE_HELP)
 
 
 class ScheduleOut(BaseModel):
@@ -108,6 +122,8 @@ class ScheduleOut(BaseModel):
     start_at: str | None
     end_at: str | None
     catch_up: str
+    catch_up_grace: float = Field(description="Seconds")
+    overlap: str
     on_gap: str
     on_overlap: str
     active: bool

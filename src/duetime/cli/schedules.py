@@ -19,6 +19,7 @@ from duetime.cli.context import common_options, config, run_app
 from duetime.cli.timers import parse_payload
 from duetime.model import JSON, OnConflict, Page, Schedule, iso
 from duetime.recurrence import CATCH_UP, ON_GAP, ON_OVERLAP, describe, parse_recurrence
+from duetime.recurrence.overlap import OVERLAP
 from duetime.schedules import ScheduleAction, recurrence_of
 from duetime.tzmath import load_zone
 
@@ -56,6 +57,18 @@ def rule_options(func: FC) -> FC:
                 help="Fixed-time cron in a repeated hour [once].",
             ),
             click.option("--max-attempts", type=int, metavar="N"),
+            click.option(
+                "--overlap",
+                type=click.Choice(OVERLAP),
+                help="An occurrence due while an earlier one is unfinished: allow (default) "
+                "fires it, skip records it skipped, buffer_one fires it when that one ends.",
+            ),
+            click.option(
+                "--catch-up-grace",
+                metavar="DURATION",
+                help="How late an occurrence may be and still fire: PT5M, or seconds [60]; "
+                "past it, --catch-up decides.",
+            ),
         ]
     ):
         func = decorator(func)
@@ -328,6 +341,8 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
         ("next_at", output.when(schedule.next_at) if schedule.active else "-"),
         ("last_at", output.when(schedule.last_at)),
         ("catch_up", schedule.catch_up),
+        ("catch_up_grace", f"{schedule.catch_up_grace.total_seconds():g}s"),
+        ("overlap", schedule.overlap),
     ]
     if schedule.cron is not None:
         rows.append(("dst", f"on_gap={schedule.on_gap} on_overlap={schedule.on_overlap}"))

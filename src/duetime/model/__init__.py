@@ -379,9 +379,15 @@ class Schedule:
     created_at: datetime
     updated_at: datetime
     version: int = 1
+    overlap: str = "allow"
+    """An occurrence due while an earlier one is unfinished: ``allow``, ``skip``,
+    ``buffer_one`` (see :mod:`duetime.recurrence.overlap`)."""
+    catch_up_grace: timedelta = timedelta(seconds=60)
+    """How late an occurrence may be and still fire; past it, ``catch_up`` decides."""
 
     def to_dict(self) -> dict[str, JSON]:
-        """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` in seconds)."""
+        """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in
+        seconds)."""
         return {
             "id": self.id,
             "namespace": self.namespace,
@@ -395,6 +401,8 @@ class Schedule:
             "start_at": iso(self.start_at),
             "end_at": iso(self.end_at),
             "catch_up": self.catch_up,
+            "catch_up_grace": self.catch_up_grace.total_seconds(),
+            "overlap": self.overlap,
             "on_gap": self.on_gap,
             "on_overlap": self.on_overlap,
             "active": self.active,

@@ -5,11 +5,16 @@ creates that occurrence's timer (key ``schedule:<name>:<instant>``) and advances
 transaction: no occurrence is lost while workers are down, none fires twice with many workers.
 It runs ``lookahead`` ahead of time, so the timer exists before it is due and fires on time.
 
-Catch-up (SPEC §3): occurrences less than ``grace`` late are simply late and fire. When the
-oldest overdue occurrence is more than ``grace`` late (everything was down), the schedule's
-``catch_up`` decides: ``latest`` fires the most recent overdue occurrence once, ``all`` every one
-(oldest first, ``per_schedule`` per batch), ``none`` none of them; then it goes on with the next
-future occurrence.
+Catch-up (SPEC §3): occurrences less than the schedule's ``catch_up_grace`` late are simply
+late and fire. When the oldest overdue occurrence is more than that late (everything was down),
+the schedule's ``catch_up`` decides: ``latest`` fires the most recent overdue occurrence once,
+``all`` every one (oldest first, ``per_schedule`` per batch), ``none`` none of them; then it
+goes on with the next future occurrence.
+
+Overlap (:mod:`duetime.recurrence.overlap`): a schedule whose ``overlap`` is not ``allow`` is
+materialised when its occurrence is due, not ahead, with the state of its earlier occurrences
+read under the schedule row's lock; each due occurrence then fires, is buffered, or is
+recorded as skipped. Nothing more is read for ``allow`` schedules.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from duetime.clock import Clock, unwatch, watch
 from duetime.model import NewTimer, Schedule
+from duetime.model.schedules import OccurrenceState
 from duetime.recurrence import Recurrence, catch_up_due, next_after
+from duetime.recurrence.overlap import decide, gated, parse_overlap
 from duetime.schedules import Materialized, ScheduleAdvance, occurrence_key, recurrence_of
 from duetime.services.base import Service
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
@@ -31,7 +38,6 @@ from duetime.store.protocol import Store
 log = logging.getLogger("duetime.materializer")
 
 LOOKAHEAD = timedelta(seconds=5)
-GRACE = timedelta(seconds=60)
 RECHECK = timedelta(seconds=30)
 BATCH_SIZE = 500
 PER_SCHEDULE = 100
@@ -39,6 +45,7 @@ MIN_PAUSE = 0.05
 """Seconds between two rounds at least, so a burst of wake-up hints costs a few queries."""
 
 _TINY = timedelta(microseconds=1)
+NOTHING_UNFINISHED = OccurrenceState()
 
 NextCache = dict[tuple[Recurrence, datetime], datetime | None]
 
@@ -48,14 +55,19 @@ def plan_advance(
     now: datetime,
     *,
     lookahead: timedelta = LOOKAHEAD,
-    grace: timedelta = GRACE,
     per_schedule: int = PER_SCHEDULE,
     cache: NextCache | None = None,
+    state: OccurrenceState = NOTHING_UNFINISHED,
 ) -> ScheduleAdvance:
-    """Pure: the timers one due schedule needs now, and where it goes next."""
+    """Pure: the timers one due schedule needs now, and where it goes next.
+
+    ``state``: whether an earlier occurrence is unfinished, or buffered (schedules with an
+    overlap policy only, which are planned up to ``now``, never ahead).
+    """
     rule = recurrence_of(schedule)
     cache = {} if cache is None else cache
-    horizon = now + lookahead
+    horizon = _horizon(schedule, now, lookahead)
+    grace = schedule.catch_up_grace
     upcoming = schedule.next_at
     after_at = schedule.after_at
     fire: list[datetime] = []
@@ -68,12 +80,17 @@ def plan_advance(
         after_at = now
         if upcoming is not None and upcoming <= now:  # `all`, capped: go on next batch
             after_at = missed[-1]
-            return _advance(schedule, fire, upcoming, after_at)
+            return _advance(schedule, fire, upcoming, after_at, state)
     while upcoming is not None and upcoming <= horizon and len(fire) < per_schedule:
         fire.append(upcoming)
         after_at = upcoming
         upcoming = _next(rule, upcoming, cache)
-    return _advance(schedule, fire, upcoming, after_at)
+    return _advance(schedule, fire, upcoming, after_at, state)
+
+
+def _horizon(schedule: Schedule, now: datetime, lookahead: timedelta) -> datetime:
+    """How far ahead a schedule is materialised: with an overlap policy, only what is due."""
+    return now if gated(schedule.overlap) else now + lookahead
 
 
 def _next(rule: Recurrence, after: datetime, cache: NextCache) -> datetime | None:
@@ -91,7 +108,11 @@ def _due_by(instant: datetime | None, horizon: datetime) -> bool:
 
 
 def _advance(
-    schedule: Schedule, fire: Sequence[datetime], next_at: datetime | None, after_at: datetime
+    schedule: Schedule,
+    fire: Sequence[datetime],
+    next_at: datetime | None,
+    after_at: datetime,
+    state: OccurrenceState,
 ) -> ScheduleAdvance:
     timers = tuple(
         NewTimer(
@@ -105,6 +126,8 @@ def _advance(
         )
         for instant in fire
     )
+    policy = parse_overlap(schedule.overlap)
+    fates = decide(policy, fire, state.unfinished, state.buffered) if gated(policy) else []
     return ScheduleAdvance(
         schedule_id=schedule.id,
         version=schedule.version,
@@ -112,6 +135,8 @@ def _advance(
         after_at=after_at,
         last_at=fire[-1] if fire else schedule.last_at,
         timers=timers,
+        fates=tuple(fates),
+        overlap=policy if gated(policy) else None,
     )
 
 
@@ -129,14 +154,13 @@ class Materializer(Service):
         namespace: str,
         *,
         lookahead: timedelta = LOOKAHEAD,
-        grace: timedelta = GRACE,
         recheck: timedelta = RECHECK,
         batch_size: int = BATCH_SIZE,
         per_schedule: int = PER_SCHEDULE,
         check_tzdata: bool = True,
     ) -> None:
-        if lookahead < timedelta(0) or grace < timedelta(0) or recheck <= timedelta(0):
-            raise ValueError("lookahead and grace must not be negative, recheck positive")
+        if lookahead < timedelta(0) or recheck <= timedelta(0):
+            raise ValueError("lookahead must not be negative, recheck positive")
         if batch_size < 1 or per_schedule < 1:
             raise ValueError("batch_size and per_schedule must be at least 1")
         self.store = store
@@ -144,7 +168,6 @@ class Materializer(Service):
         self.clock = clock
         self.namespace = namespace
         self.lookahead = lookahead
-        self.grace = grace
         self.recheck = recheck
         self.batch_size = batch_size
         self.per_schedule = per_schedule
@@ -155,16 +178,22 @@ class Materializer(Service):
         self.tzdata: TzdataReport | None = None
         self._wake = asyncio.Event()
 
-    def plan(self, due: Sequence[Schedule], now: datetime) -> list[ScheduleAdvance]:
+    def plan(
+        self,
+        due: Sequence[Schedule],
+        now: datetime,
+        states: Mapping[int, OccurrenceState] | None = None,
+    ) -> list[ScheduleAdvance]:
         cache: NextCache = {}
+        states = {} if states is None else states
         return [
             plan_advance(
                 schedule,
                 now,
                 lookahead=self.lookahead,
-                grace=self.grace,
                 per_schedule=self.per_schedule,
                 cache=cache,
+                state=states.get(schedule.id, NOTHING_UNFINISHED),
             )
             for schedule in due
         ]
@@ -175,9 +204,15 @@ class Materializer(Service):
         horizon = now + self.lookahead
         still_due: list[int] = []
 
-        def plan(due: Sequence[Schedule]) -> list[ScheduleAdvance]:
-            advances = self.plan(due, now)
-            still_due[:] = [a.schedule_id for a in advances if _due_by(a.next_at, horizon)]
+        def plan(
+            due: Sequence[Schedule], states: Mapping[int, OccurrenceState]
+        ) -> list[ScheduleAdvance]:
+            advances = self.plan(due, now, states)
+            still_due[:] = [
+                a.schedule_id
+                for a, schedule in zip(advances, due, strict=True)
+                if _due_by(a.next_at, _horizon(schedule, now, self.lookahead))
+            ]
             return advances
 
         while True:
@@ -229,7 +264,7 @@ class Materializer(Service):
             self.next_wake = None
             try:
                 await self.tick(self.clock.now())
-                upcoming = await self.schedules.next_schedule_at(self.namespace)
+                upcoming = await self.schedules.next_schedule_at(self.namespace, self.lookahead / 2)
             except Exception:
                 log.exception("materialising schedules failed; retrying shortly")
                 await self._sleep(stop_event, 1.0)
@@ -237,7 +272,7 @@ class Materializer(Service):
             now = self.clock.now()
             wake_at = now + self.recheck
             if upcoming is not None:
-                wake_at = min(wake_at, upcoming - self.lookahead / 2)
+                wake_at = min(wake_at, upcoming)
             self.next_wake = wake_at
             await self._sleep(stop_event, max((wake_at - now).total_seconds(), MIN_PAUSE))
 

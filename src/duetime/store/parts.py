@@ -9,14 +9,20 @@ and :func:`require` turns that None into an error naming the missing part.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from duetime.errors import InvalidInput
 from duetime.model import NewTimer, OnConflict, Page, PutResult, Schedule, Timer
 from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
-from duetime.model.schedules import Materialized, NewSchedule, ScheduleAdvance, ScheduleFilter
+from duetime.model.schedules import (
+    Materialized,
+    NewSchedule,
+    OccurrenceState,
+    ScheduleAdvance,
+    ScheduleFilter,
+)
 from duetime.model.tokens import TokenInfo
 
 P = TypeVar("P")
@@ -27,8 +33,12 @@ that also completes the timer (SQLite: a ``sqlite3.Connection``, must not return
 PostgreSQL: a psycopg ``AsyncConnection``, may return one)."""
 
 
-SchedulePlan = Callable[[Sequence[Schedule]], Sequence[ScheduleAdvance]]
-"""Pure: due schedules → how to advance each (run inside the materialising transaction)."""
+SchedulePlan = Callable[
+    [Sequence[Schedule], Mapping[int, OccurrenceState]], Sequence[ScheduleAdvance]
+]
+"""Pure: due schedules, and the occurrence states of those with an overlap policy (by schedule
+id; absent: nothing unfinished) → how to advance each (run inside the materialising
+transaction)."""
 
 
 class ScheduleStore(Protocol):
@@ -73,8 +83,11 @@ class ScheduleStore(Protocol):
         """Delete a schedule and cancel its pending occurrences (how many); None if unknown."""
         ...
 
-    async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
-        """Active schedules whose next occurrence is at or before ``horizon``, earliest first."""
+    async def due_schedules(
+        self, namespace: str, horizon: datetime, limit: int, now: datetime | None = None
+    ) -> list[Schedule]:
+        """Active schedules whose next occurrence is at or before ``horizon`` (those with an
+        overlap policy: at or before ``now``, if given), earliest first."""
         ...
 
     async def advance_schedules(
@@ -93,12 +106,18 @@ class ScheduleStore(Protocol):
         """``due_schedules`` + ``plan`` + ``advance_schedules`` in one transaction.
 
         The due rows are locked while planned (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so many
-        workers share the work instead of racing for the same rows).
+        workers share the work instead of racing for the same rows). A schedule with an overlap
+        policy is due at ``now``, not ahead; its occurrence state is read under that lock, so
+        the plan's decision is race-free (read only when such schedules are due).
         """
         ...
 
-    async def next_schedule_at(self, namespace: str) -> datetime | None:
-        """The earliest ``next_at`` of the namespace's active schedules."""
+    async def next_schedule_at(
+        self, namespace: str, ahead: timedelta = timedelta(0)
+    ) -> datetime | None:
+        """When the materialiser next has work: ``ahead`` of the earliest ``next_at`` of the
+        namespace's active schedules without an overlap policy, or the earliest of those with
+        one (see :func:`~duetime.model.schedules.next_wake`)."""
         ...
 
     async def schedules_after(self, after_id: int, limit: int) -> list[Schedule]:

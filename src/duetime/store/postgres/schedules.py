@@ -9,7 +9,7 @@ keep it exactly-once even without the lock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeVar, cast
 
 import psycopg
@@ -18,12 +18,17 @@ from psycopg.types.json import Jsonb
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
 from duetime.model.schedules import (
+    PARKED,
     Materialized,
     NewSchedule,
+    OccurrenceState,
     ScheduleAdvance,
     ScheduleFilter,
+    next_wake,
+    occurrence_row,
     schedule_from_new,
 )
+from duetime.recurrence.overlap import gated
 from duetime.store.codec import dump_json
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
 from duetime.store.parts import SchedulePlan
@@ -135,8 +140,15 @@ class PostgresSchedules:
 
         return await self._write(run)
 
-    async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
-        params = {"namespace": namespace, "horizon": horizon, "limit": limit}
+    async def due_schedules(
+        self, namespace: str, horizon: datetime, limit: int, now: datetime | None = None
+    ) -> list[Schedule]:
+        params = {
+            "namespace": namespace,
+            "horizon": horizon,
+            "limit": limit,
+            "now": horizon if now is None else now,
+        }
 
         async def run(conn: Conn) -> list[Schedule]:
             return [schedule_from_row(r) for r in await fetch_all(conn, Q["due_schedules"], params)]
@@ -146,21 +158,22 @@ class PostgresSchedules:
     async def advance_schedules(
         self, advances: Sequence[ScheduleAdvance], now: datetime
     ) -> list[int]:
+        earliest: list[datetime] = []
+
         async def run(conn: Conn) -> list[int]:
-            advanced, due = await _advance(conn, advances, now)
-            await self._notices.notify_earliest(conn, due)
+            advanced, created = await _advance(conn, advances, now)
+            earliest[:] = _runnable(created)
+            await self._notices.notify_earliest(conn, earliest)
             return advanced
 
         advanced = await self._write(run)
-        self._notices.here_earliest(
-            [t.due_at for a in advances if a.schedule_id in advanced for t in a.timers]
-        )
+        self._notices.here_earliest(earliest)
         return advanced
 
     async def materialize(
         self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
     ) -> Materialized:
-        params = {"namespace": namespace, "horizon": horizon, "limit": limit}
+        params = {"namespace": namespace, "horizon": horizon, "limit": limit, "now": now}
         earliest: list[datetime] = []
 
         async def run(conn: Conn) -> Materialized:
@@ -169,22 +182,22 @@ class PostgresSchedules:
             ]
             if not due:
                 return Materialized()
-            advances = plan(due)
+            advances = plan(due, await _states(conn, due))
             advanced, created = await _advance(conn, advances, now)
-            earliest[:] = created
-            await self._notices.notify_earliest(conn, created)
+            earliest[:] = _runnable(created)
+            await self._notices.notify_earliest(conn, earliest)
             return Materialized(len(due), len(advanced), len(created))
 
         result = await self._write(run)
         self._notices.here_earliest(earliest)
         return result
 
-    async def next_schedule_at(self, namespace: str) -> datetime | None:
+    async def next_schedule_at(
+        self, namespace: str, ahead: timedelta = timedelta(0)
+    ) -> datetime | None:
         async def run(conn: Conn) -> datetime | None:
-            value: datetime | None = await fetch_value(
-                conn, Q["next_schedule_at"], {"namespace": namespace}
-            )
-            return value
+            (row,) = await fetch_all(conn, Q["next_schedule_at"], {"namespace": namespace})
+            return next_wake(row["next_at"], row["gated_at"], ahead)
 
         return await self._db.read(run)
 
@@ -253,10 +266,25 @@ class PostgresSchedules:
             raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
 
 
+async def _states(conn: Conn, due: Sequence[Schedule]) -> dict[int, OccurrenceState]:
+    """The occurrence states of the due schedules with an overlap policy (none: no query)."""
+    ids = [schedule.id for schedule in due if gated(schedule.overlap)]
+    if not ids:
+        return {}
+    rows = await fetch_all(conn, Q["occurrence_states"], {"schedule_ids": ids})
+    return {r["schedule_id"]: OccurrenceState(r["unfinished"], r["buffered"]) for r in rows}
+
+
+def _runnable(created: Sequence[tuple[datetime, str]]) -> list[datetime]:
+    """The run_ats of the created occurrences that will run (not skipped, not buffered)."""
+    return [run_at for run_at, status in created if status == "scheduled" and run_at < PARKED]
+
+
 async def _advance(
     conn: Conn, advances: Sequence[ScheduleAdvance], now: datetime
-) -> tuple[list[int], list[datetime]]:
-    """Advance the rows whose version matches, then insert only their timers (due instants)."""
+) -> tuple[list[int], list[tuple[datetime, str]]]:
+    """Advance the rows whose version matches, then insert only their timers ((run_at, status)
+    of each created)."""
     if not advances:
         return [], []
     params = {
@@ -280,10 +308,29 @@ async def _advance(
         "due_ats": [t.due_at for _, t in timers],
         "max_attempts": [t.max_attempts for _, t in timers],
         "schedule_ids": [schedule_id for schedule_id, _ in timers],
+        **_fate_columns(advances, ok),
         "now": now,
     }
     cur = await conn.execute(Q["insert_occurrences"], rows)
-    return advanced, [row["due_at"] for row in await cur.fetchall()]
+    return advanced, [(row["run_at"], row["status"]) for row in await cur.fetchall()]
+
+
+def _fate_columns(advances: Sequence[ScheduleAdvance], ok: set[int]) -> Row:
+    """Status, run_at, reason and overlap of each timer: empty arrays when all simply fire."""
+    if not any(a.overlap is not None for a in advances if a.schedule_id in ok):
+        return {"statuses": [], "run_ats": [], "errors": [], "overlaps": []}
+    made = [
+        (occurrence_row(fate, timer.due_at, a.overlap), a.overlap)
+        for a in advances
+        if a.schedule_id in ok
+        for timer, fate in a.occurrences()
+    ]
+    return {
+        "statuses": [row.status for row, _ in made],
+        "run_ats": [row.run_at for row, _ in made],
+        "errors": [row.error for row, _ in made],
+        "overlaps": [overlap for _, overlap in made],
+    }
 
 
 def _new_params(schedule: NewSchedule, now: datetime) -> Row:
@@ -315,6 +362,8 @@ def _definition_params(schedule: Schedule) -> Row:
         "next_at": schedule.next_at,
         "after_at": schedule.after_at,
         "anchor_at": schedule.anchor_at,
+        "overlap": schedule.overlap,
+        "catch_up_grace": schedule.catch_up_grace,
     }
 
 
@@ -343,6 +392,8 @@ def schedule_from_row(row: Row) -> Schedule:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         version=row["version"],
+        overlap=row["overlap"],
+        catch_up_grace=row["catch_up_grace"],
     )
 
 

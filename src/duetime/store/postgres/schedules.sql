@@ -5,11 +5,12 @@
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
-    updated_at
+    updated_at, overlap, catch_up_grace
 ) VALUES (
     %(namespace)s, %(name)s, %(type)s, %(payload)s, %(subject)s, %(cron)s, %(every)s,
     %(timezone)s, %(start_at)s, %(end_at)s, %(catch_up)s, %(on_gap)s, %(on_overlap)s,
-    %(active)s, %(max_attempts)s, %(next_at)s, %(after_at)s, %(anchor_at)s, %(now)s, %(now)s
+    %(active)s, %(max_attempts)s, %(next_at)s, %(after_at)s, %(anchor_at)s, %(now)s, %(now)s,
+    %(overlap)s, %(catch_up_grace)s
 )
 ON CONFLICT (namespace, name) DO NOTHING
 RETURNING *
@@ -33,8 +34,8 @@ SET type = %(type)s, payload = %(payload)s, subject = %(subject)s, cron = %(cron
     every = %(every)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
     catch_up = %(catch_up)s, on_gap = %(on_gap)s, on_overlap = %(on_overlap)s,
     active = %(active)s, max_attempts = %(max_attempts)s, next_at = %(next_at)s,
-    after_at = %(after_at)s, anchor_at = %(anchor_at)s, updated_at = %(now)s,
-    version = version + 1
+    after_at = %(after_at)s, anchor_at = %(anchor_at)s, overlap = %(overlap)s,
+    catch_up_grace = %(catch_up_grace)s, updated_at = %(now)s, version = version + 1
 WHERE id = %(id)s AND version = %(version)s
 RETURNING *
 
@@ -52,24 +53,49 @@ UPDATE timers SET status = 'cancelled', completed_at = %(now)s, updated_at = %(n
 WHERE schedule_id = %(schedule_id)s AND status IN ('scheduled', 'retrying')
 
 -- name: due_schedules
+-- A schedule with an overlap policy is due at its next occurrence, not ahead of it: whether it
+-- fires depends on the earlier occurrence's state at that instant.
 SELECT * FROM schedules
 WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
+  AND (overlap = 'allow' OR next_at <= %(now)s)
 ORDER BY next_at
 LIMIT %(limit)s
 
 -- name: lock_due_schedules
--- The rows another worker is materialising right now are skipped, not waited on.
+-- As due_schedules. The rows another worker is materialising right now (or whose buffered
+-- occurrence an ending one is releasing) are skipped, not waited on.
 SELECT * FROM schedules
 WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
+  AND (overlap = 'allow' OR next_at <= %(now)s)
 ORDER BY next_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
+-- name: occurrence_states
+-- For the due schedules with an overlap policy (their rows locked by lock_due_schedules): has
+-- each an unfinished occurrence, and one buffered (run_at 9000-01-01, see migration 0016)?
+SELECT schedule_id,
+    bool_or(run_at < '9000-01-01 00:00:00+00') AS unfinished,
+    bool_or(run_at >= '9000-01-01 00:00:00+00') AS buffered
+FROM timers
+WHERE schedule_id = ANY (%(schedule_ids)s::bigint[])
+  AND status IN ('scheduled', 'running', 'retrying')
+GROUP BY schedule_id
+
 -- name: next_schedule_at
-SELECT next_at FROM schedules
-WHERE namespace = %(namespace)s AND active AND next_at <= 'infinity'
-ORDER BY next_at
-LIMIT 1
+-- The next occurrence of a schedule without an overlap policy, and of one with (materialised
+-- when due, not ahead).
+SELECT
+    (SELECT next_at FROM schedules
+     WHERE namespace = %(namespace)s AND active AND overlap = 'allow'
+       AND next_at <= 'infinity'
+     ORDER BY next_at
+     LIMIT 1) AS next_at,
+    (SELECT next_at FROM schedules
+     WHERE namespace = %(namespace)s AND active AND overlap <> 'allow'
+       AND next_at <= 'infinity'
+     ORDER BY next_at
+     LIMIT 1) AS gated_at
 
 -- name: advance_schedules
 -- Returns the ids whose version still matched (the others were changed meanwhile: skipped).
@@ -87,14 +113,22 @@ RETURNING schedules.id
 -- Idempotent by key (taken in timer_keys first, as in insert_timer). A key left cancelled
 -- (never fired) by a deleted schedule of the same name is taken over by the new one. A
 -- schedule's occurrences are made by one node at a time (lock_due_schedules), so no other
--- statement makes the same keys meanwhile.
+-- statement makes the same keys meanwhile. An occurrence of a schedule with an overlap policy
+-- may be made skipped (cancelled, with the reason) or buffered (run_at 9000-01-01, with the
+-- reason); the arrays of statuses, run_ats, errors and overlaps are empty for the others
+-- (unnest pads them with NULLs: scheduled at due_at).
 WITH t AS (
-    SELECT * FROM unnest(
+    SELECT namespace, key, type, payload, subject, due_at, max_attempts, schedule_id, n,
+        coalesce(status, 'scheduled') AS status, coalesce(run_at, due_at) AS run_at,
+        error, overlap
+    FROM unnest(
         %(namespaces)s::text[], %(keys)s::text[], %(types)s::text[], %(payloads)s::text[],
         %(subjects)s::text[], %(due_ats)s::timestamptz[], %(max_attempts)s::integer[],
-        %(schedule_ids)s::bigint[]
+        %(schedule_ids)s::bigint[], %(statuses)s::text[], %(run_ats)s::timestamptz[],
+        %(errors)s::text[], %(overlaps)s::text[]
     ) WITH ORDINALITY AS t (
-        namespace, key, type, payload, subject, due_at, max_attempts, schedule_id, n
+        namespace, key, type, payload, subject, due_at, max_attempts, schedule_id, status,
+        run_at, error, overlap, n
     )
 ),
 keyed AS (
@@ -106,31 +140,33 @@ keyed AS (
 created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
-        max_attempts, registered_at, updated_at, schedule_id
+        max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
     ) OVERRIDING SYSTEM VALUE
-    SELECT keyed.timer_id, t.namespace, t.key, type, payload::jsonb, subject, due_at, due_at,
-        'compatible', 'scheduled', max_attempts, %(now)s, %(now)s, schedule_id
+    SELECT keyed.timer_id, t.namespace, t.key, type, payload::jsonb, subject, due_at, run_at,
+        'compatible', status, max_attempts, %(now)s, %(now)s, schedule_id, error,
+        CASE WHEN status = 'cancelled' THEN %(now)s END, overlap
     FROM t JOIN keyed ON keyed.namespace = t.namespace AND keyed.key = t.key
     ORDER BY t.n
-    RETURNING due_at
+    RETURNING run_at, status
 ),
 -- The keys that were there before (this statement's snapshot does not see the ones keyed
 -- just made).
 taken AS (
     UPDATE timers
     SET type = t.type, payload = t.payload::jsonb, subject = t.subject, due_at = t.due_at,
-        run_at = t.due_at, status = 'scheduled', max_attempts = t.max_attempts,
-        completed_at = NULL, updated_at = %(now)s, schedule_id = t.schedule_id,
+        run_at = t.run_at, status = t.status, max_attempts = t.max_attempts,
+        completed_at = CASE WHEN t.status = 'cancelled' THEN %(now)s END, last_error = t.error,
+        updated_at = %(now)s, schedule_id = t.schedule_id, overlap = t.overlap,
         version = timers.version + 1
     FROM t JOIN timer_keys ON timer_keys.namespace = t.namespace AND timer_keys.key = t.key
     WHERE timers.id = timer_keys.timer_id
       AND timers.status = 'cancelled' AND timers.attempts = 0
       AND timers.schedule_id IS DISTINCT FROM t.schedule_id
-    RETURNING timers.due_at
+    RETURNING timers.run_at, timers.status
 )
-SELECT due_at FROM created
+SELECT run_at, status FROM created
 UNION ALL
-SELECT due_at FROM taken
+SELECT run_at, status FROM taken
 
 -- name: schedules_after
 SELECT * FROM schedules WHERE id > %(after_id)s AND cron IS NOT NULL ORDER BY id

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from duetime.errors import StoreUnavailable
+from duetime.store.codec import from_micros
 from duetime.store.listeners import Listeners
 from duetime.store.sqlite.wakeup import WakeupChannel
 
@@ -54,6 +55,7 @@ class SqliteDatabase:
         self._lock = threading.Lock()
         self._writes: list[tuple[Op, Future[Any]]] = []
         self._drain_scheduled = False
+        self._released: int | None = None  # a buffered occurrence released (its run_at, µs)
 
     @property
     def is_open(self) -> bool:
@@ -118,7 +120,23 @@ class SqliteDatabase:
                     self._writes.remove((fn, future))
                     raise StoreUnavailable("the SQLite store is closed") from None
                 self._drain_scheduled = True
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(future)
+        finally:
+            self._announce_released()
+
+    def _on_released(self, run_at_us: int) -> None:
+        """On the connection thread, inside a write: a buffered occurrence was released
+        (``hear_releases`` in schedules.sql); announced once the write is done."""
+        with self._lock:
+            if self._released is None or run_at_us < self._released:
+                self._released = run_at_us
+
+    def _announce_released(self) -> None:
+        with self._lock:
+            released, self._released = self._released, None
+        if released is not None:
+            self.announce(from_micros(released))
 
     def _drain_writes(self) -> None:
         """On the connection thread: commit every write queued so far, together."""
@@ -182,6 +200,7 @@ class SqliteDatabase:
             self.path, isolation_level=None, check_same_thread=False, timeout=30.0
         )
         conn.row_factory = sqlite3.Row
+        conn.create_function("duetime_released", 1, self._on_released)
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         mode = enter_wal(conn, self._busy_timeout_ms / 1000)
         if str(mode).lower() != "wal":

@@ -8,6 +8,7 @@ that no other process interleaves with.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -18,10 +19,15 @@ from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
 from duetime.model.schedules import (
     Materialized,
     NewSchedule,
+    OccurrenceRow,
+    OccurrenceState,
     ScheduleAdvance,
     ScheduleFilter,
+    next_wake,
+    occurrence_row,
     schedule_from_new,
 )
+from duetime.recurrence.overlap import Fate, gated
 from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
 from duetime.store.parts import SchedulePlan
@@ -55,6 +61,17 @@ class SqliteSchedules:
         stored = await self._db.write(run)
         _announce_next(self, [s.next_at for s in stored if s is not None and s.active])
         return stored
+
+    async def hear_releases(self) -> None:
+        """Wake this process's workers (and, through the channel, others) when the end of an
+        occurrence releases the one buffered behind it. A file not migrated that far has no
+        buffered occurrences: nothing to hear."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            with contextlib.suppress(sqlite3.OperationalError):
+                conn.execute(Q["hear_releases"])
+
+        await self._db.read(run)
 
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
         params = {"namespace": namespace, "name": name}
@@ -117,8 +134,15 @@ class SqliteSchedules:
 
         return await self._db.write(run)
 
-    async def due_schedules(self, namespace: str, horizon: datetime, limit: int) -> list[Schedule]:
-        params = {"namespace": namespace, "horizon": to_micros(horizon), "limit": limit}
+    async def due_schedules(
+        self, namespace: str, horizon: datetime, limit: int, now: datetime | None = None
+    ) -> list[Schedule]:
+        params = {
+            "namespace": namespace,
+            "horizon": to_micros(horizon),
+            "limit": limit,
+            "now": to_micros(horizon if now is None else now),
+        }
         return await self._db.read(lambda conn: _due(conn, params))
 
     async def advance_schedules(
@@ -136,15 +160,20 @@ class SqliteSchedules:
     async def materialize(
         self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
     ) -> Materialized:
-        params = {"namespace": namespace, "horizon": to_micros(horizon), "limit": limit}
         now_us = to_micros(now)
+        params = {
+            "namespace": namespace,
+            "horizon": to_micros(horizon),
+            "limit": limit,
+            "now": now_us,
+        }
         planned: list[ScheduleAdvance] = []
 
         def run(conn: sqlite3.Connection) -> Materialized:
             due = _due(conn, params)
             if not due:
                 return Materialized()
-            planned[:] = plan(due)
+            planned[:] = plan(due, _states(conn, due))
             advanced, created = _advance(conn, planned, now_us)
             return Materialized(len(due), len(advanced), created)
 
@@ -153,10 +182,14 @@ class SqliteSchedules:
             _announce_timers(self, planned, {a.schedule_id for a in planned})
         return result
 
-    async def next_schedule_at(self, namespace: str) -> datetime | None:
+    async def next_schedule_at(
+        self, namespace: str, ahead: timedelta = timedelta(0)
+    ) -> datetime | None:
         def run(conn: sqlite3.Connection) -> datetime | None:
-            value = conn.execute(Q["next_schedule_at"], {"namespace": namespace}).fetchone()[0]
-            return maybe_from_micros(value)
+            next_at, gated_at = conn.execute(
+                Q["next_schedule_at"], {"namespace": namespace}
+            ).fetchone()
+            return next_wake(maybe_from_micros(next_at), maybe_from_micros(gated_at), ahead)
 
         return await self._db.read(run)
 
@@ -209,6 +242,15 @@ def _due(conn: sqlite3.Connection, params: dict[str, Any]) -> list[Schedule]:
     return [schedule_from_row(row) for row in conn.execute(Q["due_schedules"], params)]
 
 
+def _states(conn: sqlite3.Connection, due: Sequence[Schedule]) -> dict[int, OccurrenceState]:
+    """The occurrence states of the due schedules with an overlap policy (none: no query)."""
+    ids = [schedule.id for schedule in due if gated(schedule.overlap)]
+    if not ids:
+        return {}
+    rows = conn.execute(Q["occurrence_states"], {"ids": dump_json(ids)})
+    return {row[0]: OccurrenceState(bool(row[1]), bool(row[2])) for row in rows}
+
+
 def _advance(
     conn: sqlite3.Connection, advances: Sequence[ScheduleAdvance], now_us: int
 ) -> tuple[list[int], int]:
@@ -242,16 +284,26 @@ def _advance(
             "max_attempts": t.max_attempts,
             "now": now_us,
             "schedule_id": a.schedule_id,
+            **_fate_params(occurrence_row(fate, t.due_at, a.overlap), a.overlap),
         }
         for a in advances
         if a.schedule_id in ok
-        for t in a.timers
+        for t, fate in a.occurrences()
     ]
     created = 0
     if timers:
         cursor = conn.executemany(Q["insert_occurrence"], timers)
         created = max(cursor.rowcount, 0)
     return advanced, created
+
+
+def _fate_params(row: OccurrenceRow, overlap: str | None) -> dict[str, Any]:
+    return {
+        "status": row.status,
+        "run_at": to_micros(row.run_at),
+        "error": row.error,
+        "overlap": overlap,
+    }
 
 
 def _announce_next(store: SqliteSchedules, instants: Sequence[datetime | None]) -> None:
@@ -264,7 +316,13 @@ def _announce_next(store: SqliteSchedules, instants: Sequence[datetime | None]) 
 def _announce_timers(
     store: SqliteSchedules, advances: Sequence[ScheduleAdvance], advanced: set[int]
 ) -> None:
-    due = [t.due_at for a in advances if a.schedule_id in advanced for t in a.timers]
+    due = [
+        t.due_at
+        for a in advances
+        if a.schedule_id in advanced
+        for t, fate in a.occurrences()
+        if fate is Fate.FIRE
+    ]
     if due:
         store._db.announce(min(due))
 
@@ -300,6 +358,8 @@ def _definition_params(schedule: Schedule) -> dict[str, Any]:
         "next_at": None if schedule.next_at is None else to_micros(schedule.next_at),
         "after_at": to_micros(schedule.after_at),
         "anchor_at": to_micros(schedule.anchor_at),
+        "overlap": schedule.overlap,
+        "catch_up_grace": _micros(schedule.catch_up_grace),
     }
 
 
@@ -333,6 +393,8 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
         created_at=from_micros(row["created_at"]),
         updated_at=from_micros(row["updated_at"]),
         version=row["version"],
+        overlap=row["overlap"],
+        catch_up_grace=timedelta(microseconds=row["catch_up_grace"]),
     )
 
 

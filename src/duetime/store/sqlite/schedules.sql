@@ -5,11 +5,11 @@
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
-    updated_at
+    updated_at, overlap, catch_up_grace
 ) VALUES (
     :namespace, :name, :type, :payload, :subject, :cron, :every, :timezone, :start_at, :end_at,
     :catch_up, :on_gap, :on_overlap, :active, :max_attempts, :next_at, :after_at, :anchor_at,
-    :now, :now
+    :now, :now, :overlap, :catch_up_grace
 )
 ON CONFLICT (namespace, name) DO NOTHING
 RETURNING *
@@ -32,8 +32,8 @@ UPDATE schedules
 SET type = :type, payload = :payload, subject = :subject, cron = :cron, every = :every,
     timezone = :timezone, start_at = :start_at, end_at = :end_at, catch_up = :catch_up,
     on_gap = :on_gap, on_overlap = :on_overlap, active = :active, max_attempts = :max_attempts,
-    next_at = :next_at, after_at = :after_at, anchor_at = :anchor_at, updated_at = :now,
-    version = version + 1
+    next_at = :next_at, after_at = :after_at, anchor_at = :anchor_at, overlap = :overlap,
+    catch_up_grace = :catch_up_grace, updated_at = :now, version = version + 1
 WHERE id = :id AND version = :version
 RETURNING *
 
@@ -50,13 +50,52 @@ UPDATE timers SET status = 'cancelled', completed_at = :now, updated_at = :now
 WHERE schedule_id = :schedule_id AND status IN ('scheduled', 'retrying')
 
 -- name: due_schedules
+-- A schedule with an overlap policy is due at its next occurrence, not ahead of it: whether it
+-- fires depends on the earlier occurrence's state at that instant.
 SELECT * FROM schedules
 WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
+  AND (overlap = 'allow' OR next_at <= :now)
 ORDER BY next_at
 LIMIT :limit
 
+-- name: occurrence_states
+-- For the due schedules with an overlap policy (:ids a JSON array): has each an unfinished
+-- occurrence, and one buffered (run_at 9000-01-01, see migration 0007)?
+SELECT schedule_id,
+    max(run_at < 221845392000000000) AS unfinished,
+    max(run_at >= 221845392000000000) AS buffered
+FROM timers
+WHERE schedule_id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('scheduled', 'running', 'retrying')
+GROUP BY schedule_id
+
 -- name: next_schedule_at
-SELECT min(next_at) FROM schedules WHERE namespace = :namespace AND active = 1
+-- The next occurrence of a schedule without an overlap policy, and of one with (materialised
+-- when due, not ahead).
+SELECT
+    (SELECT next_at FROM schedules
+     WHERE namespace = :namespace AND active = 1 AND overlap = 'allow' AND next_at IS NOT NULL
+     ORDER BY next_at
+     LIMIT 1),
+    (SELECT next_at FROM schedules
+     WHERE namespace = :namespace AND active = 1 AND overlap <> 'allow'
+       AND next_at IS NOT NULL
+     ORDER BY next_at
+     LIMIT 1)
+
+-- name: hear_releases
+-- On this process's own connection only (TEMP): a buffered occurrence released by the end of
+-- an earlier one (migration 0007's trigger) wakes the workers, as a stored timer does.
+-- duetime_released is a function of that connection; other connections have neither.
+CREATE TEMP TRIGGER IF NOT EXISTS timers_released_wakeup
+AFTER UPDATE OF status ON main.timers
+FOR EACH ROW
+WHEN NEW.overlap = 'buffer_one'
+    AND OLD.status IN ('scheduled', 'running', 'retrying')
+    AND NEW.status IN ('done', 'dead', 'cancelled', 'expired')
+BEGIN
+    SELECT duetime_released(NEW.updated_at);
+END
 
 -- name: advance_schedules
 -- :batch is a JSON array of [id, version, next_at, after_at, last_at]; returns the ids whose
@@ -75,19 +114,23 @@ RETURNING schedules.id
 
 -- name: insert_occurrence
 -- Idempotent by key. A key left cancelled (never fired) by a deleted schedule of the same name
--- is taken over by the new one.
+-- is taken over by the new one. An occurrence of a schedule with an overlap policy may be made
+-- skipped (cancelled, with the reason) or buffered (run_at 9000-01-01, with the reason).
 INSERT INTO timers (
     namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
-    max_attempts, registered_at, updated_at, schedule_id
+    max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
 ) VALUES (
-    :namespace, :key, :type, :payload, :subject, :due_at, :due_at, 'compatible', 'scheduled',
-    :max_attempts, :now, :now, :schedule_id
+    :namespace, :key, :type, :payload, :subject, :due_at, :run_at, 'compatible', :status,
+    :max_attempts, :now, :now, :schedule_id, :error,
+    CASE WHEN :status = 'cancelled' THEN :now END, :overlap
 )
 ON CONFLICT (namespace, key) DO UPDATE SET
     type = excluded.type, payload = excluded.payload, subject = excluded.subject,
-    due_at = excluded.due_at, run_at = excluded.run_at, status = 'scheduled',
-    max_attempts = excluded.max_attempts, completed_at = NULL, updated_at = excluded.updated_at,
-    schedule_id = excluded.schedule_id, version = timers.version + 1
+    due_at = excluded.due_at, run_at = excluded.run_at, status = excluded.status,
+    max_attempts = excluded.max_attempts, completed_at = excluded.completed_at,
+    last_error = excluded.last_error, updated_at = excluded.updated_at,
+    schedule_id = excluded.schedule_id, overlap = excluded.overlap,
+    version = timers.version + 1
 WHERE timers.status = 'cancelled' AND timers.attempts = 0
   AND timers.schedule_id IS NOT excluded.schedule_id
 

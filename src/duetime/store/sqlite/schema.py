@@ -46,6 +46,16 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def split_statements(sql: str) -> list[str]:
-    """Split a migration into statements (migrations hold no semicolons inside literals)."""
+    """Split a migration into statements (migrations hold no semicolons inside literals; a
+    trigger's body, whose statements end in semicolons, stays whole)."""
     lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
-    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
+    statements: list[str] = []
+    pending = ""
+    for part in "\n".join(lines).split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip().rstrip(";").strip())
+            pending = ""
+    if pending.rstrip(";").strip():
+        statements.append(pending.strip().rstrip(";").strip())
+    return [statement for statement in statements if statement]

@@ -80,6 +80,7 @@ class SqliteStore:
         await self._db.open()
         if migrate:
             await self.migrate()
+        await self.schedules.hear_releases()
         await self._db.listen()
 
     async def close(self) -> None:

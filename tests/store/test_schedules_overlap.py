@@ -1,0 +1,261 @@
+"""Overlap policies and the catch-up grace on each backend, with a frozen clock.
+
+An occurrence due while an earlier one is unfinished (scheduled, running or waiting for a
+retry): ``allow`` fires it, ``skip`` records it skipped with the reason, ``buffer_one`` parks it
+until the earlier one ends (whatever ends it), at most one. The materialiser decides under the
+schedule row's lock; the store's trigger releases the buffered one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from duetime import AsyncApp, FrozenClock
+from duetime.model import Finish, Outcome, Status, Timer
+from duetime.model.schedules import PARKED
+from duetime.recurrence.overlap import BUFFERED, SKIPPED_BUFFER_FULL, SKIPPED_RUNNING
+from duetime.schedules import occurrence_key
+from duetime.services.materializer import Materializer
+from duetime.store import Store
+
+MINUTE = timedelta(minutes=1)
+START = datetime(2025, 3, 8, 12, 0, tzinfo=UTC)
+LEASE = timedelta(minutes=30)
+
+
+def app_on(store: Store, clock: FrozenClock) -> AsyncApp:
+    return AsyncApp(store.url, "ns", clock=clock, store=store)
+
+
+def materializer(app: AsyncApp) -> Materializer:
+    return app.materializer(check_tzdata=False, lookahead=timedelta(seconds=5))
+
+
+async def occurrence(app: AsyncApp, minute: int, name: str = "s") -> Timer | None:
+    return await app.store.get_timer("ns", occurrence_key(name, START + minute * MINUTE))
+
+
+async def at_minute(app: AsyncApp, clock: FrozenClock, worker: Materializer, minute: int) -> None:
+    clock.set(START + minute * MINUTE)
+    await worker.tick(clock.now())
+
+
+async def claim(app: AsyncApp, clock: FrozenClock) -> list[Timer]:
+    claimed = await app.store.claim_due("ns", None, clock.now(), 10, "n1", clock.now() + LEASE)
+    return [c.timer for c in claimed]
+
+
+async def finish(app: AsyncApp, clock: FrozenClock, timer: Timer, outcome: Outcome) -> None:
+    run_at = clock.now() + MINUTE if outcome is Outcome.RETRY else None
+    done = Finish(timer.id, timer.attempts, outcome, "boom", run_at=run_at)
+    assert await app.store.finish([done], "n1", clock.now()) == set()
+
+
+async def test_allow_fires_while_the_previous_runs_and_materialises_ahead(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *")
+    worker = materializer(app)
+    clock.set(START + MINUTE - timedelta(seconds=3))
+    await worker.tick(clock.now())
+    assert await occurrence(app, 1) is not None  # made ahead, within the lookahead
+    await at_minute(app, clock, worker, 1)
+    (_first,) = await claim(app, clock)
+    await at_minute(app, clock, worker, 2)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert second.status is Status.SCHEDULED
+    assert second.run_at == second.due_at
+
+
+async def test_a_schedule_with_a_policy_is_materialised_when_due_not_ahead(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
+    worker = materializer(app)
+    clock.set(START + MINUTE - timedelta(seconds=3))
+    assert await worker.tick(clock.now()) == 0
+    assert await occurrence(app, 1) is None
+    assert await app.schedules.next_schedule_at("ns", timedelta(seconds=2)) == START + MINUTE
+    await at_minute(app, clock, worker, 1)
+    first = await occurrence(app, 1)
+    assert first is not None
+    assert first.status is Status.SCHEDULED
+    assert first.run_at == START + MINUTE
+
+
+async def test_skip_records_the_occurrence_and_moves_on(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)
+    await at_minute(app, clock, worker, 2)  # the first is still running
+    skipped = await occurrence(app, 2)
+    assert skipped is not None
+    assert skipped.status is Status.CANCELLED
+    assert skipped.last_error == SKIPPED_RUNNING
+    assert skipped.completed_at == START + 2 * MINUTE
+    assert await claim(app, clock) == []
+    await finish(app, clock, first, Outcome.DONE)
+    await at_minute(app, clock, worker, 3)
+    third = await occurrence(app, 3)
+    assert third is not None
+    assert third.status is Status.SCHEDULED
+    schedule = await app.get_schedule("s")
+    assert schedule.next_at == START + 4 * MINUTE
+
+
+async def test_skip_counts_a_timer_waiting_for_its_retry_as_unfinished(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)
+    await finish(app, clock, first, Outcome.RETRY)
+    await at_minute(app, clock, worker, 2)
+    skipped = await occurrence(app, 2)
+    assert skipped is not None
+    assert skipped.status is Status.CANCELLED
+
+
+async def test_skip_counts_an_occurrence_not_started_yet_as_unfinished(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)  # no worker claims it
+    await at_minute(app, clock, worker, 2)
+    skipped = await occurrence(app, 2)
+    assert skipped is not None
+    assert skipped.status is Status.CANCELLED
+
+
+async def test_buffer_one_waits_for_the_previous_and_skips_beyond_one(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)
+    await at_minute(app, clock, worker, 2)
+    buffered = await occurrence(app, 2)
+    assert buffered is not None
+    assert (buffered.status, buffered.run_at, buffered.last_error) == (
+        Status.SCHEDULED,
+        PARKED,
+        BUFFERED,
+    )
+    await at_minute(app, clock, worker, 3)
+    third = await occurrence(app, 3)
+    assert third is not None
+    assert (third.status, third.last_error) == (Status.CANCELLED, SKIPPED_BUFFER_FULL)
+    assert await claim(app, clock) == []  # the buffered one waits
+    assert await app.store.next_run_at("ns", None) == PARKED
+
+    clock.set(START + 3 * MINUTE + timedelta(seconds=10))
+    await finish(app, clock, first, Outcome.DONE)
+    released = await occurrence(app, 2)
+    assert released is not None
+    assert (released.status, released.run_at, released.last_error) == (
+        Status.SCHEDULED,
+        clock.now(),
+        None,
+    )
+    (again,) = await claim(app, clock)
+    assert again.key == occurrence_key("s", START + 2 * MINUTE)
+
+    await at_minute(app, clock, worker, 4)  # the released one still runs: buffered again
+    fourth = await occurrence(app, 4)
+    assert fourth is not None
+    assert fourth.run_at == PARKED
+
+
+async def test_buffer_one_is_released_by_a_dead_or_cancelled_previous(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one", max_attempts=1)
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)
+    await at_minute(app, clock, worker, 2)
+    await finish(app, clock, first, Outcome.DEAD)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert second.run_at == clock.now()
+
+    await at_minute(app, clock, worker, 3)  # the second is unfinished (not claimed yet)
+    third = await occurrence(app, 3)
+    assert third is not None
+    assert third.run_at == PARKED
+    await app.cancel(second.key)
+    third = await occurrence(app, 3)
+    assert third is not None
+    assert (third.status, third.run_at) == (Status.SCHEDULED, clock.now())
+
+
+async def test_deleting_the_schedule_cancels_its_buffered_occurrence(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    await at_minute(app, clock, worker, 2)
+    _, cancelled = await app.delete_schedule("s")
+    assert cancelled == 2
+    for minute in (1, 2):
+        timer = await occurrence(app, minute)
+        assert timer is not None
+        assert timer.status is Status.CANCELLED
+    assert await claim(app, clock) == []
+
+
+async def test_a_policy_applies_to_catch_up_after_an_outage(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one", catch_up="all")
+    worker = materializer(app)
+    clock.set(START + 5 * MINUTE + timedelta(seconds=30))  # down past the grace: all 5
+    await worker.tick(clock.now())
+    fates = [await occurrence(app, minute) for minute in range(1, 6)]
+    assert [(t.status, t.run_at == PARKED) for t in fates if t is not None] == [
+        (Status.SCHEDULED, False),
+        (Status.SCHEDULED, True),
+        (Status.CANCELLED, False),
+        (Status.CANCELLED, False),
+        (Status.CANCELLED, False),
+    ]
+
+
+async def test_the_policy_can_be_changed_and_allow_goes_back_to_firing(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
+    worker = materializer(app)
+    await at_minute(app, clock, worker, 1)
+    await claim(app, clock)
+    changed = await app.update_schedule("s", overlap="allow")
+    assert changed.overlap == "allow"
+    await at_minute(app, clock, worker, 2)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert second.status is Status.SCHEDULED
+
+
+async def test_an_outage_shorter_than_the_grace_fires_every_late_occurrence(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("short", "t", cron="* * * * *", catch_up="none", catch_up_grace=300)
+    await app.add_schedule("long", "t", cron="* * * * *", catch_up="none", catch_up_grace="PT2M")
+    worker = materializer(app)
+    clock.set(START + 4 * MINUTE + timedelta(seconds=30))  # down 4.5 minutes
+    await worker.tick(clock.now())
+    short = [await occurrence(app, minute, "short") for minute in range(1, 5)]
+    assert all(t is not None and t.status is Status.SCHEDULED for t in short)
+    long = [await occurrence(app, minute, "long") for minute in range(1, 5)]
+    assert long == [None] * 4  # past its grace: catch_up=none fires none of them
+    schedule = await app.get_schedule("long")
+    assert schedule.next_at == START + 5 * MINUTE
+    assert schedule.catch_up_grace == timedelta(minutes=2)
