@@ -17,6 +17,7 @@ from duetime.errors import InvalidInput
 from duetime.model import NewTimer, OnConflict, Page, PutResult, Schedule, Timer
 from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
 from duetime.model.schedules import (
+    DueSchedule,
     Materialized,
     NewSchedule,
     OccurrenceState,
@@ -34,7 +35,7 @@ PostgreSQL: a psycopg ``AsyncConnection``, may return one)."""
 
 
 SchedulePlan = Callable[
-    [Sequence[Schedule], Mapping[int, OccurrenceState]], Sequence[ScheduleAdvance]
+    [Sequence[DueSchedule], Mapping[int, OccurrenceState]], Sequence[ScheduleAdvance]
 ]
 """Pure: due schedules, and the occurrence states of those with an overlap policy (by schedule
 id; absent: nothing unfinished) → how to advance each (run inside the materialising
