@@ -96,6 +96,9 @@ class ScheduleStore(Protocol):
     ) -> list[int]:
         """Create the timers and move each schedule on, in one transaction; the ids advanced.
 
+        Each timer (an :class:`~duetime.model.schedules.Occurrence`: key and due instant)
+        takes type, payload, subject and max_attempts from its schedule's row.
+
         An advance whose version no longer matches is skipped, its timers not inserted. Timers
         are inserted idempotently by key.
         """
@@ -105,6 +108,11 @@ class ScheduleStore(Protocol):
         self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
     ) -> Materialized:
         """``due_schedules`` + ``plan`` + ``advance_schedules`` in one transaction.
+
+        Set-based: the due rows are read as :class:`DueSchedule` (rule and position, no
+        payload), and the batch's advances and timers are written by one or two statements,
+        not one per row; each timer copies type, payload, subject and max_attempts from its
+        schedule's row.
 
         The due rows are locked while planned (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so many
         workers share the work instead of racing for the same rows). A schedule with an overlap
