@@ -9,6 +9,9 @@ schedule row's lock; the store's trigger releases the buffered one.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from storekit import wait_until
 
 from duetime import AsyncApp, FrozenClock
 from duetime.model import Finish, Outcome, Status, Timer
@@ -29,6 +32,26 @@ def app_on(store: Store, clock: FrozenClock) -> AsyncApp:
 
 def materializer(app: AsyncApp) -> Materializer:
     return app.materializer(check_tzdata=False, lookahead=timedelta(seconds=5))
+
+
+async def every_minute(store: Store, **options: Any) -> tuple[AsyncApp, FrozenClock, Materializer]:
+    """Schedule "s", every minute from START (with ``options``), and its materialiser."""
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="* * * * *", **options)
+    return app, clock, materializer(app)
+
+
+async def running_at_two(
+    store: Store, **options: Any
+) -> tuple[AsyncApp, FrozenClock, Materializer, Timer]:
+    """As :func:`every_minute`; its 12:01 occurrence claimed (running) and the clock at 12:02,
+    materialised."""
+    app, clock, worker = await every_minute(store, **options)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)
+    await at_minute(app, clock, worker, 2)
+    return app, clock, worker, first
 
 
 async def occurrence(app: AsyncApp, minute: int, name: str = "s") -> Timer | None:
@@ -52,10 +75,7 @@ async def finish(app: AsyncApp, clock: FrozenClock, timer: Timer, outcome: Outco
 
 
 async def test_allow_fires_while_the_previous_runs_and_materialises_ahead(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *")
-    worker = materializer(app)
+    app, clock, worker = await every_minute(store)
     clock.set(START + MINUTE - timedelta(seconds=3))
     await worker.tick(clock.now())
     assert await occurrence(app, 1) is not None  # made ahead, within the lookahead
@@ -69,10 +89,7 @@ async def test_allow_fires_while_the_previous_runs_and_materialises_ahead(store:
 
 
 async def test_a_schedule_with_a_policy_is_materialised_when_due_not_ahead(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
-    worker = materializer(app)
+    app, clock, worker = await every_minute(store, overlap="skip")
     clock.set(START + MINUTE - timedelta(seconds=3))
     assert await worker.tick(clock.now()) == 0
     assert await occurrence(app, 1) is None
@@ -85,13 +102,7 @@ async def test_a_schedule_with_a_policy_is_materialised_when_due_not_ahead(store
 
 
 async def test_skip_records_the_occurrence_and_moves_on(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
-    worker = materializer(app)
-    await at_minute(app, clock, worker, 1)
-    (first,) = await claim(app, clock)
-    await at_minute(app, clock, worker, 2)  # the first is still running
+    app, clock, worker, first = await running_at_two(store, overlap="skip")
     skipped = await occurrence(app, 2)
     assert skipped is not None
     assert skipped.status is Status.CANCELLED
@@ -108,10 +119,7 @@ async def test_skip_records_the_occurrence_and_moves_on(store: Store) -> None:
 
 
 async def test_skip_counts_a_timer_waiting_for_its_retry_as_unfinished(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
-    worker = materializer(app)
+    app, clock, worker = await every_minute(store, overlap="skip")
     await at_minute(app, clock, worker, 1)
     (first,) = await claim(app, clock)
     await finish(app, clock, first, Outcome.RETRY)
@@ -122,10 +130,7 @@ async def test_skip_counts_a_timer_waiting_for_its_retry_as_unfinished(store: St
 
 
 async def test_skip_counts_an_occurrence_not_started_yet_as_unfinished(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
-    worker = materializer(app)
+    app, clock, worker = await every_minute(store, overlap="skip")
     await at_minute(app, clock, worker, 1)  # no worker claims it
     await at_minute(app, clock, worker, 2)
     skipped = await occurrence(app, 2)
@@ -134,13 +139,7 @@ async def test_skip_counts_an_occurrence_not_started_yet_as_unfinished(store: St
 
 
 async def test_buffer_one_waits_for_the_previous_and_skips_beyond_one(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one")
-    worker = materializer(app)
-    await at_minute(app, clock, worker, 1)
-    (first,) = await claim(app, clock)
-    await at_minute(app, clock, worker, 2)
+    app, clock, worker, first = await running_at_two(store, overlap="buffer_one")
     buffered = await occurrence(app, 2)
     assert buffered is not None
     assert (buffered.status, buffered.run_at, buffered.last_error) == (
@@ -174,13 +173,7 @@ async def test_buffer_one_waits_for_the_previous_and_skips_beyond_one(store: Sto
 
 
 async def test_buffer_one_is_released_by_a_dead_or_cancelled_previous(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one", max_attempts=1)
-    worker = materializer(app)
-    await at_minute(app, clock, worker, 1)
-    (first,) = await claim(app, clock)
-    await at_minute(app, clock, worker, 2)
+    app, clock, worker, first = await running_at_two(store, overlap="buffer_one", max_attempts=1)
     await finish(app, clock, first, Outcome.DEAD)
     second = await occurrence(app, 2)
     assert second is not None
@@ -197,10 +190,7 @@ async def test_buffer_one_is_released_by_a_dead_or_cancelled_previous(store: Sto
 
 
 async def test_deleting_the_schedule_cancels_its_buffered_occurrence(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one")
-    worker = materializer(app)
+    app, clock, worker = await every_minute(store, overlap="buffer_one")
     await at_minute(app, clock, worker, 1)
     await at_minute(app, clock, worker, 2)
     _, cancelled = await app.delete_schedule("s")
@@ -213,10 +203,7 @@ async def test_deleting_the_schedule_cancels_its_buffered_occurrence(store: Stor
 
 
 async def test_a_policy_applies_to_catch_up_after_an_outage(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one", catch_up="all")
-    worker = materializer(app)
+    app, clock, worker = await every_minute(store, overlap="buffer_one", catch_up="all")
     clock.set(START + 5 * MINUTE + timedelta(seconds=30))  # down past the grace: all 5
     await worker.tick(clock.now())
     fates = [await occurrence(app, minute) for minute in range(1, 6)]
@@ -230,10 +217,7 @@ async def test_a_policy_applies_to_catch_up_after_an_outage(store: Store) -> Non
 
 
 async def test_the_policy_can_be_changed_and_allow_goes_back_to_firing(store: Store) -> None:
-    clock = FrozenClock(START)
-    app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="skip")
-    worker = materializer(app)
+    app, clock, worker = await every_minute(store, overlap="skip")
     await at_minute(app, clock, worker, 1)
     await claim(app, clock)
     changed = await app.update_schedule("s", overlap="allow")
@@ -259,3 +243,38 @@ async def test_an_outage_shorter_than_the_grace_fires_every_late_occurrence(stor
     schedule = await app.get_schedule("long")
     assert schedule.next_at == START + 5 * MINUTE
     assert schedule.catch_up_grace == timedelta(minutes=2)
+
+
+async def test_a_buffered_occurrence_behind_one_made_before_the_policy_is_not_stranded(
+    store: Store,
+) -> None:
+    app, clock, worker = await every_minute(store)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)  # made under allow: its end releases nothing
+    await app.update_schedule("s", overlap="buffer_one")
+    await at_minute(app, clock, worker, 2)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert second.run_at == PARKED
+    await finish(app, clock, first, Outcome.DONE)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert second.run_at == PARKED  # no trigger on an occurrence made under allow
+    await at_minute(app, clock, worker, 3)  # the materialiser releases it; 12:03 is buffered
+    second, third = await occurrence(app, 2), await occurrence(app, 3)
+    assert second is not None
+    assert (second.status, second.run_at) == (Status.SCHEDULED, clock.now())
+    assert third is not None
+    assert third.run_at == PARKED
+
+
+async def test_a_release_wakes_the_workers(store: Store) -> None:
+    app, clock, _worker, first = await running_at_two(store, overlap="buffer_one")
+    heard: list[datetime | None] = []
+    store.add_wakeup_listener(heard.append)
+    try:
+        clock.set(START + 2 * MINUTE + timedelta(seconds=7))
+        await finish(app, clock, first, Outcome.DONE)
+        await wait_until(lambda: clock.now() in heard)
+    finally:
+        store.remove_wakeup_listener(heard.append)

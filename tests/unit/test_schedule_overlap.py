@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.errors import InvalidInput
-from duetime.model.schedules import PARKED, next_wake, occurrence_row
+from duetime.model.schedules import PARKED, OccurrenceState, next_wake, occurrence_row, stranded
 from duetime.recurrence.overlap import (
     BUFFERED,
     SKIPPED_BUFFER_FULL,
@@ -113,3 +113,14 @@ def test_a_request_validates_both_and_keeps_the_defaults() -> None:
         with pytest.raises(InvalidInput) as caught:
             request.resolve("ns", T, 3, 1024)
         assert caught.value.field == field
+
+
+def test_stranded_releases_only_a_buffered_one_with_nothing_before_it() -> None:
+    states = {
+        1: OccurrenceState(unfinished=True, buffered=True),
+        2: OccurrenceState(unfinished=False, buffered=True),
+        3: OccurrenceState(unfinished=True, buffered=False),
+    }
+    stuck, after = stranded(states)
+    assert stuck == [2]
+    assert after == {**states, 2: OccurrenceState(unfinished=True, buffered=False)}

@@ -7,7 +7,7 @@ steps, each creating the occurrences' timers in the same transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, NamedTuple
@@ -168,6 +168,21 @@ def occurrence_values(
             row = occurrence_row(fate, due_at, a.overlap)
             rows.append((a.schedule_id, key, due_at, row.status, row.run_at, row.error, a.overlap))
     return rows
+
+
+def stranded(
+    states: Mapping[int, OccurrenceState],
+) -> tuple[list[int], dict[int, OccurrenceState]]:
+    """The schedules whose buffered occurrence has nothing unfinished before it, and the states
+    once it is released (unfinished, nothing buffered).
+
+    The release trigger frees a buffered occurrence when an earlier one of a ``buffer_one``
+    schedule ends; one made before the schedule had that policy carries none, so its end
+    releases nothing. The materialiser then releases it, at the schedule's next occurrence.
+    """
+    stuck = [id for id, state in states.items() if state.buffered and not state.unfinished]
+    released = OccurrenceState(unfinished=True, buffered=False)
+    return stuck, {**states, **dict.fromkeys(stuck, released)}
 
 
 def next_wake(

@@ -30,6 +30,7 @@ from duetime.model.schedules import (
     occurrence_values,
     schedule_from_new,
     stored_schedules,
+    stranded,
 )
 from duetime.recurrence.overlap import gated
 from duetime.store.codec import dump_json
@@ -177,8 +178,10 @@ class PostgresSchedules:
             due = await cur.fetchall()
             if not due:
                 return Materialized()
-            advances = plan(due, await _states(conn, due))
-            advanced, created, earliest[:] = await _advance(conn, advances, now)
+            states, released = await _states(conn, due, now)
+            advances = plan(due, states)
+            advanced, created, runnable = await _advance(conn, advances, now)
+            earliest[:] = [*runnable, *released]
             await self._notices.notify_earliest(conn, earliest)
             return Materialized(len(due), len(advanced), created)
 
@@ -260,13 +263,22 @@ class PostgresSchedules:
             raise InvalidInput("payload", f"PostgreSQL cannot store it: {exc}") from exc
 
 
-async def _states(conn: Conn, due: Sequence[DueSchedule]) -> dict[int, OccurrenceState]:
-    """The occurrence states of the due schedules with an overlap policy (none: no query)."""
+async def _states(
+    conn: Conn, due: Sequence[DueSchedule], now: datetime
+) -> tuple[dict[int, OccurrenceState], list[datetime]]:
+    """The occurrence states of the due schedules with an overlap policy (none: no query),
+    after releasing a buffered occurrence left with nothing unfinished before it (see
+    :func:`~duetime.model.schedules.stranded`); ``[now]`` when one was released."""
     ids = [schedule.id for schedule in due if gated(schedule.overlap)]
     if not ids:
-        return {}
+        return {}, []
     rows = await fetch_all(conn, Q["occurrence_states"], {"schedule_ids": ids})
-    return {r["schedule_id"]: OccurrenceState(r["unfinished"], r["buffered"]) for r in rows}
+    states = {r["schedule_id"]: OccurrenceState(r["unfinished"], r["buffered"]) for r in rows}
+    stuck, states = stranded(states)
+    if not stuck:
+        return states, []
+    await conn.execute(Q["release_buffered"], {"schedule_ids": stuck, "now": now})
+    return states, [now]
 
 
 async def _advance(

@@ -99,6 +99,14 @@ WHERE schedule_id = ANY (%(schedule_ids)s::bigint[])
   AND status IN ('scheduled', 'running', 'retrying')
 GROUP BY schedule_id
 
+-- name: release_buffered
+-- A buffered occurrence with nothing unfinished before it (the earlier one ended without the
+-- release trigger: it was made before the schedule had buffer_one) runs now.
+UPDATE timers
+SET run_at = %(now)s, last_error = NULL, updated_at = %(now)s, version = version + 1
+WHERE schedule_id = ANY (%(schedule_ids)s::bigint[]) AND status = 'scheduled'
+  AND run_at = '9000-01-01 00:00:00+00'
+
 -- name: next_schedule_at
 -- The next occurrence of a schedule without an overlap policy, and of one with (materialised
 -- when due, not ahead).

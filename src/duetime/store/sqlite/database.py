@@ -133,6 +133,8 @@ class SqliteDatabase:
                 self._released = run_at_us
 
     def _announce_released(self) -> None:
+        if self._released is None:  # nearly always: no lock taken on the hot path
+            return
         with self._lock:
             released, self._released = self._released, None
         if released is not None:

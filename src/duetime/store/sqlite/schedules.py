@@ -26,6 +26,7 @@ from duetime.model.schedules import (
     occurrence_values,
     schedule_from_new,
     stored_schedules,
+    stranded,
 )
 from duetime.recurrence.overlap import Fate, gated
 from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
@@ -168,6 +169,7 @@ class SqliteSchedules:
             "now": now_us,
         }
         planned: list[ScheduleAdvance] = []
+        released: list[int] = []
 
         def run(conn: sqlite3.Connection) -> Materialized:
             cursor = conn.cursor()
@@ -175,13 +177,16 @@ class SqliteSchedules:
             due = _due_rows(cursor.execute(Q["due_rows"], params).fetchall())
             if not due:
                 return Materialized()
-            planned[:] = plan(due, _states(conn, due))
+            states, released[:] = _states(conn, due, now_us)
+            planned[:] = plan(due, states)
             advanced, created = _advance(conn, planned, now_us)
             return Materialized(len(due), len(advanced), created)
 
         result = await self._db.write(run)
         if result.timers:
             _announce_timers(self, planned, {a.schedule_id for a in planned})
+        if released:
+            self._db.announce(now)
         return result
 
     async def next_schedule_at(
@@ -306,13 +311,21 @@ def _due_rows(rows: Sequence[tuple[Any, ...]]) -> list[DueSchedule]:
     ]
 
 
-def _states(conn: sqlite3.Connection, due: Sequence[DueSchedule]) -> dict[int, OccurrenceState]:
-    """The occurrence states of the due schedules with an overlap policy (none: no query)."""
+def _states(
+    conn: sqlite3.Connection, due: Sequence[DueSchedule], now_us: int
+) -> tuple[dict[int, OccurrenceState], list[int]]:
+    """The occurrence states of the due schedules with an overlap policy (none: no query),
+    after releasing a buffered occurrence left with nothing unfinished before it (see
+    :func:`~duetime.model.schedules.stranded`)."""
     ids = [schedule.id for schedule in due if gated(schedule.overlap)]
     if not ids:
-        return {}
+        return {}, []
     rows = conn.execute(Q["occurrence_states"], {"ids": dump_json(ids)})
-    return {row[0]: OccurrenceState(bool(row[1]), bool(row[2])) for row in rows}
+    states = {row[0]: OccurrenceState(bool(row[1]), bool(row[2])) for row in rows}
+    stuck, states = stranded(states)
+    if stuck:
+        conn.execute(Q["release_buffered"], {"ids": dump_json(stuck), "now": now_us})
+    return states, stuck
 
 
 def _advance(

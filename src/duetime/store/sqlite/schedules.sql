@@ -88,6 +88,14 @@ WHERE schedule_id IN (SELECT value FROM json_each(:ids))
   AND status IN ('scheduled', 'running', 'retrying')
 GROUP BY schedule_id
 
+-- name: release_buffered
+-- A buffered occurrence with nothing unfinished before it (the earlier one ended without the
+-- release trigger: it was made before the schedule had buffer_one) runs now.
+UPDATE timers
+SET run_at = :now, last_error = NULL, updated_at = :now, version = version + 1
+WHERE schedule_id IN (SELECT value FROM json_each(:ids)) AND status = 'scheduled'
+  AND run_at = 221845392000000000
+
 -- name: next_schedule_at
 -- The next occurrence of a schedule without an overlap policy, and of one with (materialised
 -- when due, not ahead).
