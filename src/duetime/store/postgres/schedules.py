@@ -306,6 +306,7 @@ async def _advance(
         "overlaps": [] if plain else [row[6] for row in made],
         "now": now,
     }
+    await conn.execute(Q["by_index"])
     cur = conn.cursor(binary=True)
     await cur.execute(Q["advance_schedules"], params)
     row = await cur.fetchone()

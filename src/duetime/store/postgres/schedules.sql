@@ -122,6 +122,12 @@ SELECT
      ORDER BY next_at
      LIMIT 1) AS gated_at
 
+-- name: by_index
+-- Before advance_schedules, in its transaction: every row it reads is found through an index.
+-- Without this the planner joins a large batch (or one on a table whose statistics are old)
+-- by a sequential scan of schedules or timer_keys: a cost that grows with the table.
+SET LOCAL enable_seqscan = off
+
 -- name: advance_schedules
 -- A batch in one statement: move each schedule whose version still matches (the others were
 -- changed meanwhile: skipped, their occurrences not made), and insert the occurrences of those
