@@ -41,10 +41,6 @@ log = logging.getLogger("duetime.materializer")
 LOOKAHEAD = timedelta(seconds=5)
 RECHECK = timedelta(seconds=30)
 BATCH_SIZE = 500
-BACKLOG_GROWTH = 10
-"""While batches come back full, each is twice the last, up to this many times batch_size: a
-backlog (a million schedules due after an outage, or added at once) pays a commit per few
-thousand schedules, not per 500."""
 PER_SCHEDULE = 100
 MIN_PAUSE = 0.05
 """Seconds between two rounds at least, so a burst of wake-up hints costs a few queries."""
@@ -261,7 +257,7 @@ class Materializer(Service):
             if result.advanced == 0 or (result.due < limit and not still_due):
                 break
             if result.due >= limit:  # a backlog: fewer, larger transactions while it lasts
-                limit = min(2 * limit, BACKLOG_GROWTH * self.batch_size)
+                limit = min(2 * limit, self.schedules.backlog_growth * self.batch_size)
         self.created += created
         return created
 

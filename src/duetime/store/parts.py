@@ -50,6 +50,12 @@ class ScheduleStore(Protocol):
     twice impossible.
     """
 
+    backlog_growth: int
+    """While the materialiser's batches come back full, each is twice the last, up to this
+    many times its batch_size. SQLite pays a commit and a WAL checkpoint per batch, so a backlog
+    (a million schedules due after an outage) goes faster in batches of thousands (10);
+    PostgreSQL's one statement per batch is planned best at the configured size (1)."""
+
     async def put_schedules(
         self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
     ) -> list[Schedule | None]:

@@ -48,6 +48,8 @@ R = TypeVar("R")
 class PostgresSchedules:
     """Schedule storage in one PostgreSQL schema (its pool, its notifications)."""
 
+    backlog_growth = 1
+
     def __init__(self, db: Database, notices: Notices) -> None:
         self._db = db
         self._notices = notices

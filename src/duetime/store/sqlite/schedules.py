@@ -42,6 +42,8 @@ Q = load_queries("duetime.store.sqlite", "schedules.sql")
 class SqliteSchedules:
     """Schedule storage on a SQLite file (the calls run on its connection thread)."""
 
+    backlog_growth = 10
+
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
 
