@@ -25,6 +25,7 @@ from typing import Any, Literal, cast
 from duetime.bounds import check_instant
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Schedule, iso
+from duetime.model.schedules import DueSchedule
 from duetime.model.schedules import Materialized as Materialized
 from duetime.model.schedules import NewSchedule as NewSchedule
 from duetime.model.schedules import ScheduleAdvance as ScheduleAdvance
@@ -123,7 +124,7 @@ def parse_instant(value: object, field: str) -> datetime | None:
     return check_instant(parsed, field)
 
 
-def recurrence_of(schedule: Schedule) -> Recurrence:
+def recurrence_of(schedule: Schedule | DueSchedule) -> Recurrence:
     """The stored rule as a :class:`Recurrence`; an interval runs on its anchor's grid."""
     start = schedule.start_at
     if start is None and schedule.every is not None:

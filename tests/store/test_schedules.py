@@ -13,6 +13,7 @@ from storekit import NOW, new_timer
 
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import Finish, Outcome, Schedule, Status, TimerFilter
+from duetime.model.schedules import Occurrence
 from duetime.schedules import (
     NewSchedule,
     ScheduleAdvance,
@@ -46,13 +47,7 @@ async def add(store: Store, *schedules: NewSchedule) -> list[Schedule]:
 
 def occurrence(schedule: Schedule, instant: datetime) -> ScheduleAdvance:
     """An advance that fires ``instant`` and moves on an hour."""
-    timer = new_timer(
-        occurrence_key(schedule.name, instant),
-        instant,
-        namespace=schedule.namespace,
-        type=schedule.type,
-        payload=schedule.payload,
-    )
+    timer = Occurrence(occurrence_key(schedule.name, instant), instant)
     return ScheduleAdvance(
         schedule.id, schedule.version, instant + HOUR, instant, instant, (timer,)
     )

@@ -7,12 +7,14 @@ steps, each creating the occurrences' timers in the same transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal, NamedTuple
 
 from duetime.bounds import LATEST_AT
-from duetime.model import JSON, CatchUp, NewTimer, Schedule
+from duetime.errors import AlreadyExists
+from duetime.model import JSON, CatchUp, Schedule
 from duetime.recurrence import Recurrence
 from duetime.recurrence.overlap import (
     BUFFERED,
@@ -53,6 +55,45 @@ class ScheduleFilter:
     active: bool | None = None
 
 
+class DueSchedule(NamedTuple):
+    """What planning a due schedule reads of its row: its rule and position, not its payload.
+
+    The stores read due schedules in this shape (a tuple: cheap to make by the million); the
+    occurrences' timers take type, payload, subject and max_attempts from the row in SQL.
+    """
+
+    id: int
+    version: int
+    name: str
+    cron: str | None
+    every: timedelta | None
+    timezone: str
+    start_at: datetime | None
+    end_at: datetime | None
+    on_gap: str
+    on_overlap: str
+    anchor_at: datetime
+    catch_up: str
+    catch_up_grace: timedelta
+    overlap: str
+    next_at: datetime | None
+    after_at: datetime
+    last_at: datetime | None
+
+
+DUE_COLUMNS = DueSchedule._fields
+"""The columns the stores' due-schedule queries return, in this order."""
+
+
+class Occurrence(NamedTuple):
+    """One occurrence to create: its timer's key and due instant. The rest of the timer (type,
+    payload, subject, max_attempts, namespace) is the schedule's: the store copies it from the
+    schedule's row in the statement that inserts the timer."""
+
+    key: str
+    due_at: datetime
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleAdvance:
     """One materialisation step of one schedule: the timers to create and its new position.
@@ -66,14 +107,14 @@ class ScheduleAdvance:
     next_at: datetime | None
     after_at: datetime
     last_at: datetime | None
-    timers: tuple[NewTimer, ...] = ()
+    timers: tuple[Occurrence, ...] = ()
     fates: tuple[Fate, ...] = ()
     """What becomes of each of ``timers`` (empty: they all fire)."""
     overlap: str | None = None
     """The schedule's overlap policy when it is not ``allow``: kept on its timers, so the end
     of one releases the occurrence buffered behind it (the stores' release trigger)."""
 
-    def occurrences(self) -> Iterator[tuple[NewTimer, Fate]]:
+    def occurrences(self) -> Iterator[tuple[Occurrence, Fate]]:
         """Each timer with its fate."""
         fates = self.fates or (Fate.FIRE,) * len(self.timers)
         return zip(self.timers, fates, strict=True)
@@ -103,6 +144,30 @@ def occurrence_row(fate: Fate, due_at: datetime, overlap: str | None) -> Occurre
         return OccurrenceRow("scheduled", PARKED, BUFFERED)
     reason = SKIPPED_BUFFER_FULL if overlap == "buffer_one" else SKIPPED_RUNNING
     return OccurrenceRow("cancelled", due_at, reason)
+
+
+OccurrenceValues = tuple[int, str, datetime, str, datetime, str | None, str | None]
+"""(schedule_id, key, due_at, status, run_at, error, overlap) of one timer to insert."""
+
+
+def occurrence_values(
+    advances: Iterable[ScheduleAdvance], advanced: set[int]
+) -> list[OccurrenceValues]:
+    """The timers the ``advanced`` of ``advances`` create, as the stores insert them."""
+    rows: list[OccurrenceValues] = []
+    for a in advances:
+        if a.schedule_id not in advanced or not a.timers:
+            continue
+        if not a.fates:  # all simply fire: the common case, kept cheap
+            rows.extend(
+                (a.schedule_id, key, due_at, "scheduled", due_at, None, None)
+                for key, due_at in a.timers
+            )
+            continue
+        for (key, due_at), fate in zip(a.timers, a.fates, strict=True):
+            row = occurrence_row(fate, due_at, a.overlap)
+            rows.append((a.schedule_id, key, due_at, row.status, row.run_at, row.error, a.overlap))
+    return rows
 
 
 def stranded(
@@ -178,3 +243,21 @@ def schedule_from_new(new: NewSchedule, id: int, now: datetime, version: int = 1
         overlap=new.overlap,
         catch_up_grace=new.catch_up_grace,
     )
+
+
+def stored_schedules(
+    schedules: Sequence[NewSchedule],
+    ids: dict[str, int],
+    on_conflict: Literal["error", "keep", "update"],
+    now: datetime,
+) -> list[Schedule | None]:
+    """What a batch insert returns: each schedule as stored (``ids``: the rows it made, by
+    name), or None where its name was taken (of a name given twice, the first is stored);
+    ``error`` refuses the batch instead."""
+    stored: list[Schedule | None] = []
+    for new in schedules:
+        id = ids.pop(new.name, None)
+        if id is None and on_conflict == "error":
+            raise AlreadyExists(f"a schedule named {new.name!r} already exists", field="name")
+        stored.append(None if id is None else schedule_from_new(new, id, now))
+    return stored

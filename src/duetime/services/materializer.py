@@ -24,13 +24,14 @@ import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import cast
 
 from duetime.clock import Clock, unwatch, watch
-from duetime.model import NewTimer, Schedule
-from duetime.model.schedules import OccurrenceState
-from duetime.recurrence import Recurrence, catch_up_due, next_after
+from duetime.model import Schedule, iso
+from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
+from duetime.recurrence import CatchUpPolicy, Recurrence, catch_up_due, next_after
 from duetime.recurrence.overlap import decide, gated, parse_overlap
-from duetime.schedules import Materialized, ScheduleAdvance, occurrence_key, recurrence_of
+from duetime.schedules import KEY_PREFIX, Materialized, ScheduleAdvance, recurrence_of
 from duetime.services.base import Service
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
 from duetime.store.protocol import Store
@@ -47,16 +48,66 @@ MIN_PAUSE = 0.05
 _TINY = timedelta(microseconds=1)
 NOTHING_UNFINISHED = OccurrenceState()
 
-NextCache = dict[tuple[Recurrence, datetime], datetime | None]
+Planned = Schedule | DueSchedule
+"""A schedule as planning reads it: a stored one, or the narrow row the stores read when due."""
+
+
+class PlanCache:
+    """What planning remembers across one batch: a million schedules share a few rules, and
+    those due together mostly share their next occurrence too (per-user schedules)."""
+
+    __slots__ = ("isos", "nexts", "rules")
+
+    def __init__(self) -> None:
+        self.rules: dict[tuple[object, ...], Recurrence] = {}
+        self.nexts: dict[tuple[Recurrence, datetime], datetime | None] = {}
+        self.isos: dict[datetime, str] = {}
+
+    def rule(self, schedule: Planned) -> Recurrence:
+        """The schedule's :class:`Recurrence`, made once per distinct rule."""
+        start = schedule.start_at
+        if start is None and schedule.every is not None:
+            start = schedule.anchor_at
+        key = (
+            schedule.cron,
+            schedule.every,
+            schedule.timezone,
+            schedule.on_gap,
+            schedule.on_overlap,
+            start,
+            schedule.end_at,
+        )
+        try:
+            return self.rules[key]
+        except KeyError:
+            rule = self.rules[key] = recurrence_of(schedule)
+            return rule
+
+    def next(self, rule: Recurrence, after: datetime) -> datetime | None:
+        """next_after, remembered."""
+        key = (rule, after)
+        try:
+            return self.nexts[key]
+        except KeyError:
+            found = self.nexts[key] = next_after(rule, after)
+            return found
+
+    def key(self, name: str, instant: datetime) -> str:
+        """occurrence_key, with the instant formatted once per batch."""
+        try:
+            text = self.isos[instant]
+        except KeyError:
+            text = self.isos[instant] = str(iso(instant))
+        return f"{KEY_PREFIX}{name}:{text}"
 
 
 def plan_advance(
-    schedule: Schedule,
+    schedule: Planned,
     now: datetime,
     *,
     lookahead: timedelta = LOOKAHEAD,
     per_schedule: int = PER_SCHEDULE,
-    cache: NextCache | None = None,
+    cache: PlanCache | None = None,
     state: OccurrenceState = NOTHING_UNFINISHED,
 ) -> ScheduleAdvance:
     """Pure: the timers one due schedule needs now, and where it goes next.
@@ -64,43 +115,32 @@ def plan_advance(
     ``state``: whether an earlier occurrence is unfinished, or buffered (schedules with an
     overlap policy only, which are planned up to ``now``, never ahead).
     """
-    rule = recurrence_of(schedule)
-    cache = {} if cache is None else cache
+    cache = PlanCache() if cache is None else cache
+    rule = cache.rule(schedule)
     horizon = _horizon(schedule, now, lookahead)
-    grace = schedule.catch_up_grace
     upcoming = schedule.next_at
     after_at = schedule.after_at
     fire: list[datetime] = []
-    if upcoming is not None and upcoming <= now - grace:
+    if upcoming is not None and upcoming <= now - schedule.catch_up_grace:
         # An outage: the schedule's catch-up policy decides about everything overdue.
         missed, upcoming = catch_up_due(
-            rule, upcoming - _TINY, now, schedule.catch_up, per_schedule
+            rule, upcoming - _TINY, now, cast(CatchUpPolicy, schedule.catch_up), per_schedule
         )
         fire = missed
         after_at = now
         if upcoming is not None and upcoming <= now:  # `all`, capped: go on next batch
             after_at = missed[-1]
-            return _advance(schedule, fire, upcoming, after_at, state)
+            return _advance(schedule, fire, upcoming, after_at, state, cache)
     while upcoming is not None and upcoming <= horizon and len(fire) < per_schedule:
         fire.append(upcoming)
         after_at = upcoming
-        upcoming = _next(rule, upcoming, cache)
-    return _advance(schedule, fire, upcoming, after_at, state)
+        upcoming = cache.next(rule, upcoming)
+    return _advance(schedule, fire, upcoming, after_at, state, cache)
 
 
-def _horizon(schedule: Schedule, now: datetime, lookahead: timedelta) -> datetime:
+def _horizon(schedule: Planned, now: datetime, lookahead: timedelta) -> datetime:
     """How far ahead a schedule is materialised: with an overlap policy, only what is due."""
     return now if gated(schedule.overlap) else now + lookahead
-
-
-def _next(rule: Recurrence, after: datetime, cache: NextCache) -> datetime | None:
-    """next_after, remembered for the batch: a million schedules share a few rules."""
-    key = (rule, after)
-    try:
-        return cache[key]
-    except KeyError:
-        found = cache[key] = next_after(rule, after)
-        return found
 
 
 def _due_by(instant: datetime | None, horizon: datetime) -> bool:
@@ -108,35 +148,27 @@ def _due_by(instant: datetime | None, horizon: datetime) -> bool:
 
 
 def _advance(
-    schedule: Schedule,
+    schedule: Planned,
     fire: Sequence[datetime],
     next_at: datetime | None,
     after_at: datetime,
     state: OccurrenceState,
+    cache: PlanCache,
 ) -> ScheduleAdvance:
-    timers = tuple(
-        NewTimer(
-            namespace=schedule.namespace,
-            key=occurrence_key(schedule.name, instant),
-            type=schedule.type,
-            payload=schedule.payload,
-            due_at=instant,
-            max_attempts=schedule.max_attempts,
-            subject=schedule.subject,
-        )
-        for instant in fire
-    )
+    timers = tuple(Occurrence(cache.key(schedule.name, instant), instant) for instant in fire)
+    last_at = fire[-1] if fire else schedule.last_at
+    if not gated(schedule.overlap):
+        return ScheduleAdvance(schedule.id, schedule.version, next_at, after_at, last_at, timers)
     policy = parse_overlap(schedule.overlap)
-    fates = decide(policy, fire, state.unfinished, state.buffered) if gated(policy) else []
     return ScheduleAdvance(
         schedule_id=schedule.id,
         version=schedule.version,
         next_at=next_at,
         after_at=after_at,
-        last_at=fire[-1] if fire else schedule.last_at,
+        last_at=last_at,
         timers=timers,
-        fates=tuple(fates),
-        overlap=policy if gated(policy) else None,
+        fates=tuple(decide(policy, fire, state.unfinished, state.buffered)),
+        overlap=policy,
     )
 
 
@@ -180,11 +212,11 @@ class Materializer(Service):
 
     def plan(
         self,
-        due: Sequence[Schedule],
+        due: Sequence[Planned],
         now: datetime,
         states: Mapping[int, OccurrenceState] | None = None,
     ) -> list[ScheduleAdvance]:
-        cache: NextCache = {}
+        cache = PlanCache()
         states = {} if states is None else states
         return [
             plan_advance(
@@ -205,7 +237,7 @@ class Materializer(Service):
         still_due: list[int] = []
 
         def plan(
-            due: Sequence[Schedule], states: Mapping[int, OccurrenceState]
+            due: Sequence[DueSchedule], states: Mapping[int, OccurrenceState]
         ) -> list[ScheduleAdvance]:
             advances = self.plan(due, now, states)
             still_due[:] = [
@@ -215,14 +247,17 @@ class Materializer(Service):
             ]
             return advances
 
+        limit = self.batch_size
         while True:
             result: Materialized = await self.schedules.materialize(
-                self.namespace, horizon, self.batch_size, plan, now
+                self.namespace, horizon, limit, plan, now
             )
             created += result.timers
             # A full batch, or schedules with more to do (capped catch-up): go on.
-            if result.advanced == 0 or (result.due < self.batch_size and not still_due):
+            if result.advanced == 0 or (result.due < limit and not still_due):
                 break
+            if result.due >= limit:  # a backlog: fewer, larger transactions while it lasts
+                limit = min(2 * limit, self.schedules.backlog_growth * self.batch_size)
         self.created += created
         return created
 

@@ -32,6 +32,7 @@ from duetime.model.history import (
 )
 from duetime.model.limits import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.schedules import (
+    DueSchedule,
     Materialized,
     NewSchedule,
     OccurrenceState,
@@ -49,7 +50,7 @@ PostgreSQL: a psycopg ``AsyncConnection``, may return one)."""
 
 
 SchedulePlan = Callable[
-    [Sequence[Schedule], Mapping[int, OccurrenceState]], Sequence[ScheduleAdvance]
+    [Sequence[DueSchedule], Mapping[int, OccurrenceState]], Sequence[ScheduleAdvance]
 ]
 """Pure: due schedules, and the occurrence states of those with an overlap policy (by schedule
 id; absent: nothing unfinished) → how to advance each (run inside the materialising
@@ -63,6 +64,12 @@ class ScheduleStore(Protocol):
     its pending occurrences; occurrence keys (``schedule:<name>:<instant>``) make creating one
     twice impossible.
     """
+
+    backlog_growth: int
+    """While the materialiser's batches come back full, each is twice the last, up to this
+    many times its batch_size. SQLite pays a commit and a WAL checkpoint per batch, so a backlog
+    (a million schedules due after an outage) goes faster in batches of thousands (10);
+    PostgreSQL's one statement per batch is planned best at the configured size (1)."""
 
     async def put_schedules(
         self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
@@ -110,6 +117,9 @@ class ScheduleStore(Protocol):
     ) -> list[int]:
         """Create the timers and move each schedule on, in one transaction; the ids advanced.
 
+        Each timer (an :class:`~duetime.model.schedules.Occurrence`: key and due instant)
+        takes type, payload, subject and max_attempts from its schedule's row.
+
         An advance whose version no longer matches is skipped, its timers not inserted. Timers
         are inserted idempotently by key.
         """
@@ -119,6 +129,11 @@ class ScheduleStore(Protocol):
         self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
     ) -> Materialized:
         """``due_schedules`` + ``plan`` + ``advance_schedules`` in one transaction.
+
+        Set-based: the due rows are read as :class:`DueSchedule` (rule and position, no
+        payload), and the batch's advances and timers are written by one or two statements,
+        not one per row; each timer copies type, payload, subject and max_attempts from its
+        schedule's row.
 
         The due rows are locked while planned (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so many
         workers share the work instead of racing for the same rows). A schedule with an overlap

@@ -8,25 +8,28 @@ keep it exactly-once even without the lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import psycopg
+from psycopg import AsyncCursor
 from psycopg.types.json import Jsonb
 
-from duetime.errors import AlreadyExists, InvalidInput
+from duetime.errors import InvalidInput
 from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
 from duetime.model.schedules import (
-    PARKED,
+    DUE_COLUMNS,
+    DueSchedule,
     Materialized,
     NewSchedule,
     OccurrenceState,
     ScheduleAdvance,
     ScheduleFilter,
     next_wake,
-    occurrence_row,
+    occurrence_values,
     schedule_from_new,
+    stored_schedules,
     stranded,
 )
 from duetime.recurrence.overlap import gated
@@ -45,6 +48,8 @@ R = TypeVar("R")
 class PostgresSchedules:
     """Schedule storage in one PostgreSQL schema (its pool, its notifications)."""
 
+    backlog_growth = 1
+
     def __init__(self, db: Database, notices: Notices) -> None:
         self._db = db
         self._notices = notices
@@ -54,25 +59,18 @@ class PostgresSchedules:
     ) -> list[Schedule | None]:
         if not schedules:
             return []
-        rows = [_new_params(schedule, now) for schedule in schedules]
+        params = _new_batch_params(schedules, now)
 
         async def run(conn: Conn) -> list[Schedule | None]:
-            stored: list[Schedule | None] = []
-            async with conn.cursor() as cur:
-                await cur.executemany(Q["insert_schedule"], rows, returning=True)
-                for _ in rows:
-                    row = await cur.fetchone()
-                    if row is None and on_conflict == "error":
-                        raise _exists(rows[len(stored)]["name"])
-                    stored.append(None if row is None else schedule_from_row(row))
-                    cur.nextset()
-            await self._notices.notify_earliest(
-                conn, [s.next_at for s in stored if s is not None and s.active]
-            )
+            cur = conn.cursor(binary=True)
+            await cur.execute(Q["insert_schedules"], params)
+            made = {row["name"]: row["id"] for row in await cur.fetchall()}
+            stored = stored_schedules(schedules, made, on_conflict, now)
+            await self._notices.notify_earliest(conn, _active_next(stored))
             return stored
 
         stored = await self._write(run)
-        self._notices.here_earliest([s.next_at for s in stored if s is not None and s.active])
+        self._notices.here_earliest(_active_next(stored))
         return stored
 
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
@@ -159,11 +157,10 @@ class PostgresSchedules:
     async def advance_schedules(
         self, advances: Sequence[ScheduleAdvance], now: datetime
     ) -> list[int]:
-        earliest: list[datetime] = []
+        earliest: list[datetime | None] = []
 
         async def run(conn: Conn) -> list[int]:
-            advanced, created = await _advance(conn, advances, now)
-            earliest[:] = _runnable(created)
+            advanced, _, earliest[:] = await _advance(conn, advances, now)
             await self._notices.notify_earliest(conn, earliest)
             return advanced
 
@@ -175,20 +172,20 @@ class PostgresSchedules:
         self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
     ) -> Materialized:
         params = {"namespace": namespace, "horizon": horizon, "limit": limit, "now": now}
-        earliest: list[datetime] = []
+        earliest: list[datetime | None] = []
 
         async def run(conn: Conn) -> Materialized:
-            due = [
-                schedule_from_row(r) for r in await fetch_all(conn, Q["lock_due_schedules"], params)
-            ]
+            cur = conn.cursor(row_factory=_due_row, binary=True)
+            await cur.execute(Q["lock_due_schedules"], params)
+            due = await cur.fetchall()
             if not due:
                 return Materialized()
             states, released = await _states(conn, due, now)
             advances = plan(due, states)
-            advanced, created = await _advance(conn, advances, now)
-            earliest[:] = _runnable(created) + released
+            advanced, created, runnable = await _advance(conn, advances, now)
+            earliest[:] = [*runnable, *released]
             await self._notices.notify_earliest(conn, earliest)
-            return Materialized(len(due), len(advanced), len(created))
+            return Materialized(len(due), len(advanced), created)
 
         result = await self._write(run)
         self._notices.here_earliest(earliest)
@@ -269,7 +266,7 @@ class PostgresSchedules:
 
 
 async def _states(
-    conn: Conn, due: Sequence[Schedule], now: datetime
+    conn: Conn, due: Sequence[DueSchedule], now: datetime
 ) -> tuple[dict[int, OccurrenceState], list[datetime]]:
     """The occurrence states of the due schedules with an overlap policy (none: no query),
     after releasing a buffered occurrence left with nothing unfinished before it (see
@@ -286,69 +283,88 @@ async def _states(
     return states, [now]
 
 
-def _runnable(created: Sequence[tuple[datetime, str]]) -> list[datetime]:
-    """The run_ats of the created occurrences that will run (not skipped, not buffered)."""
-    return [run_at for run_at, status in created if status == "scheduled" and run_at < PARKED]
-
-
 async def _advance(
     conn: Conn, advances: Sequence[ScheduleAdvance], now: datetime
-) -> tuple[list[int], list[tuple[datetime, str]]]:
-    """Advance the rows whose version matches, then insert only their timers ((run_at, status)
-    of each created)."""
+) -> tuple[list[int], int, list[datetime | None]]:
+    """Advance the rows whose version matches and insert only their timers, in one statement:
+    the ids advanced, how many timers were made, and the earliest that will run."""
     if not advances:
-        return [], []
+        return [], 0, []
+    made = occurrence_values(advances, {a.schedule_id for a in advances})
+    plain = all(status == "scheduled" and overlap is None for *_, status, _, _, overlap in made)
     params = {
         "ids": [a.schedule_id for a in advances],
         "versions": [a.version for a in advances],
         "next_ats": [a.next_at for a in advances],
         "after_ats": [a.after_at for a in advances],
         "last_ats": [a.last_at for a in advances],
-    }
-    advanced = [row["id"] for row in await fetch_all(conn, Q["advance_schedules"], params)]
-    ok = set(advanced)
-    timers = [(a.schedule_id, t) for a in advances if a.schedule_id in ok for t in a.timers]
-    if not timers:
-        return advanced, []
-    rows = {
-        "namespaces": [t.namespace for _, t in timers],
-        "keys": [t.key for _, t in timers],
-        "types": [t.type for _, t in timers],
-        "payloads": [dump_json(t.payload) for _, t in timers],
-        "subjects": [t.subject for _, t in timers],
-        "due_ats": [t.due_at for _, t in timers],
-        "max_attempts": [t.max_attempts for _, t in timers],
-        "schedule_ids": [schedule_id for schedule_id, _ in timers],
-        **_fate_columns(advances, ok),
+        "schedule_ids": [row[0] for row in made],
+        "keys": [row[1] for row in made],
+        "due_ats": [row[2] for row in made],
+        # Empty when every occurrence simply fires: unnest pads them with NULLs.
+        "statuses": [] if plain else [row[3] for row in made],
+        "run_ats": [] if plain else [row[4] for row in made],
+        "errors": [] if plain else [row[5] for row in made],
+        "overlaps": [] if plain else [row[6] for row in made],
         "now": now,
     }
-    cur = await conn.execute(Q["insert_occurrences"], rows)
-    return advanced, [(row["run_at"], row["status"]) for row in await cur.fetchall()]
+    await conn.execute(Q["by_index"])
+    cur = conn.cursor(binary=True)
+    await cur.execute(Q["advance_schedules"], params)
+    row = await cur.fetchone()
+    assert row is not None  # an aggregate: always one row
+    return list(row["advanced"]), row["created"], [row["earliest"]]
 
 
-def _fate_columns(advances: Sequence[ScheduleAdvance], ok: set[int]) -> Row:
-    """Status, run_at, reason and overlap of each timer: empty arrays when all simply fire."""
-    if not any(a.overlap is not None for a in advances if a.schedule_id in ok):
-        return {"statuses": [], "run_ats": [], "errors": [], "overlaps": []}
-    made = [
-        (occurrence_row(fate, timer.due_at, a.overlap), a.overlap)
-        for a in advances
-        if a.schedule_id in ok
-        for timer, fate in a.occurrences()
-    ]
-    return {
-        "statuses": [row.status for row, _ in made],
-        "run_ats": [row.run_at for row, _ in made],
-        "errors": [row.error for row, _ in made],
-        "overlaps": [overlap for _, overlap in made],
+def _due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueSchedule]:
+    """Rows of lock_due_schedules as :class:`DueSchedule` (its columns, in its order)."""
+    names = tuple(column.name for column in cursor.description or ())
+    if names != DUE_COLUMNS:  # pragma: no cover - schedules.sql and the model disagree
+        raise RuntimeError(f"lock_due_schedules returns {names}, not {DUE_COLUMNS}")
+    return DueSchedule._make
+
+
+def _new_batch_params(schedules: Sequence[NewSchedule], now: datetime) -> Row:
+    """insert_schedules' arrays: one column of the batch each."""
+    rows = [_definition_params(schedule_from_new(new, 0, now)) for new in schedules]
+    params: Row = {
+        "namespaces": [new.namespace for new in schedules],
+        "names": [new.name for new in schedules],
+        "payloads": [dump_json(new.payload) for new in schedules],
+        "now": now,
     }
-
-
-def _new_params(schedule: NewSchedule, now: datetime) -> Row:
-    row = schedule_from_new(schedule, 0, now)
-    params = _definition_params(row)
-    params.update(namespace=row.namespace, name=row.name, now=now)
+    for column, plural in _BATCH_COLUMNS.items():
+        params[plural] = [row[column] for row in rows]
     return params
+
+
+_BATCH_COLUMNS = {
+    column: "max_attempts" if column == "max_attempts" else f"{column}s"
+    for column in (
+        "type",
+        "subject",
+        "cron",
+        "every",
+        "timezone",
+        "start_at",
+        "end_at",
+        "catch_up",
+        "on_gap",
+        "on_overlap",
+        "active",
+        "max_attempts",
+        "next_at",
+        "after_at",
+        "anchor_at",
+        "overlap",
+        "catch_up_grace",
+    )
+}
+"""The columns of insert_schedules passed as arrays (besides namespace, name and payload)."""
+
+
+def _active_next(stored: Sequence[Schedule | None]) -> list[datetime | None]:
+    return [s.next_at for s in stored if s is not None and s.active]
 
 
 def _definition_params(schedule: Schedule) -> Row:
@@ -406,10 +422,6 @@ def schedule_from_row(row: Row) -> Schedule:
         overlap=row["overlap"],
         catch_up_grace=row["catch_up_grace"],
     )
-
-
-def _exists(name: str) -> AlreadyExists:
-    return AlreadyExists(f"a schedule named {name!r} already exists", field="name")
 
 
 def _name_cursor(schedule: Schedule) -> str:

@@ -1,19 +1,33 @@
 -- All SQL of the PostgreSQL store's schedules (PostgresSchedules). Each block's name is the
 -- method that runs it. Placeholders are psycopg's %(name)s; instants are timestamptz.
 
--- name: insert_schedule
+-- name: insert_schedules
+-- A batch in one statement (arrays, one element a schedule); a name already taken (or given
+-- twice) is left out and comes back missing. Only id and name come back: the caller has the
+-- rest.
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
     updated_at, overlap, catch_up_grace
-) VALUES (
-    %(namespace)s, %(name)s, %(type)s, %(payload)s, %(subject)s, %(cron)s, %(every)s,
-    %(timezone)s, %(start_at)s, %(end_at)s, %(catch_up)s, %(on_gap)s, %(on_overlap)s,
-    %(active)s, %(max_attempts)s, %(next_at)s, %(after_at)s, %(anchor_at)s, %(now)s, %(now)s,
-    %(overlap)s, %(catch_up_grace)s
 )
+SELECT namespace, name, type, payload::jsonb, subject, cron, every, timezone, start_at, end_at,
+    catch_up, on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, %(now)s,
+    %(now)s, overlap, catch_up_grace
+FROM unnest(
+    %(namespaces)b::text[], %(names)b::text[], %(types)b::text[], %(payloads)b::text[],
+    %(subjects)b::text[], %(crons)b::text[], %(everys)b::interval[], %(timezones)b::text[],
+    %(start_ats)b::timestamptz[], %(end_ats)b::timestamptz[], %(catch_ups)b::text[],
+    %(on_gaps)b::text[], %(on_overlaps)b::text[], %(actives)b::boolean[],
+    %(max_attempts)b::integer[], %(next_ats)b::timestamptz[], %(after_ats)b::timestamptz[],
+    %(anchor_ats)b::timestamptz[], %(overlaps)b::text[], %(catch_up_graces)b::interval[]
+) WITH ORDINALITY AS s (
+    namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
+    on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, overlap,
+    catch_up_grace, n
+)
+ORDER BY n
 ON CONFLICT (namespace, name) DO NOTHING
-RETURNING *
+RETURNING id, name
 
 -- name: get_schedule
 SELECT * FROM schedules WHERE namespace = %(namespace)s AND name = %(name)s
@@ -62,9 +76,12 @@ ORDER BY next_at
 LIMIT %(limit)s
 
 -- name: lock_due_schedules
--- As due_schedules. The rows another worker is materialising right now (or whose buffered
--- occurrence an ending one is releasing) are skipped, not waited on.
-SELECT * FROM schedules
+-- As due_schedules, but only what planning reads (model.schedules.DueSchedule: the rule and
+-- the position, not the payload). The rows another worker is materialising right now (or
+-- whose buffered occurrence an ending one is releasing) are skipped, not waited on.
+SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+FROM schedules
 WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
   AND (overlap = 'allow' OR next_at <= %(now)s)
 ORDER BY next_at
@@ -105,39 +122,49 @@ SELECT
      ORDER BY next_at
      LIMIT 1) AS gated_at
 
--- name: advance_schedules
--- Returns the ids whose version still matched (the others were changed meanwhile: skipped).
-UPDATE schedules
-SET next_at = advance.next_at, after_at = advance.after_at, last_at = advance.last_at,
-    version = schedules.version + 1
-FROM unnest(
-    %(ids)s::bigint[], %(versions)s::bigint[], %(next_ats)s::timestamptz[],
-    %(after_ats)s::timestamptz[], %(last_ats)s::timestamptz[]
-) AS advance (id, version, next_at, after_at, last_at)
-WHERE schedules.id = advance.id AND schedules.version = advance.version
-RETURNING schedules.id
+-- name: by_index
+-- Before advance_schedules, in its transaction: a batch's rows are found through the primary
+-- key. At the default random_page_cost (4, a spinning disk's) the planner joins a batch of a
+-- few thousand (or one on a table whose statistics are old) by a sequential scan of all the
+-- schedules: a cost growing with the table. (Turning sequential scans off instead made it
+-- walk whole indexes inside nested loops.)
+SET LOCAL random_page_cost = 1.1
 
--- name: insert_occurrences
+-- name: advance_schedules
+-- A batch in one statement: move each schedule whose version still matches (the others were
+-- changed meanwhile: skipped, their occurrences not made), and insert the occurrences of those
+-- moved, each timer taking type, payload, subject and max_attempts from its schedule's row.
 -- Idempotent by key (taken in timer_keys first, as in insert_timer). A key left cancelled
 -- (never fired) by a deleted schedule of the same name is taken over by the new one. A
 -- schedule's occurrences are made by one node at a time (lock_due_schedules), so no other
 -- statement makes the same keys meanwhile. An occurrence of a schedule with an overlap policy
 -- may be made skipped (cancelled, with the reason) or buffered (run_at 9000-01-01, with the
--- reason); the arrays of statuses, run_ats, errors and overlaps are empty for the others
--- (unnest pads them with NULLs: scheduled at due_at).
-WITH t AS (
-    SELECT namespace, key, type, payload, subject, due_at, max_attempts, schedule_id, n,
-        coalesce(status, 'scheduled') AS status, coalesce(run_at, due_at) AS run_at,
-        error, overlap
+-- reason); the arrays of statuses, run_ats, errors and overlaps are empty when every
+-- occurrence simply fires (unnest pads them with NULLs: scheduled at due_at). Returns the ids
+-- moved, how many timers were made, and the earliest run_at of those that will run.
+WITH advanced AS (
+    UPDATE schedules
+    SET next_at = advance.next_at, after_at = advance.after_at, last_at = advance.last_at,
+        version = schedules.version + 1
     FROM unnest(
-        %(namespaces)s::text[], %(keys)s::text[], %(types)s::text[], %(payloads)s::text[],
-        %(subjects)s::text[], %(due_ats)s::timestamptz[], %(max_attempts)s::integer[],
-        %(schedule_ids)s::bigint[], %(statuses)s::text[], %(run_ats)s::timestamptz[],
-        %(errors)s::text[], %(overlaps)s::text[]
-    ) WITH ORDINALITY AS t (
-        namespace, key, type, payload, subject, due_at, max_attempts, schedule_id, status,
-        run_at, error, overlap, n
-    )
+        %(ids)b::bigint[], %(versions)b::bigint[], %(next_ats)b::timestamptz[],
+        %(after_ats)b::timestamptz[], %(last_ats)b::timestamptz[]
+    ) AS advance (id, version, next_at, after_at, last_at)
+    WHERE schedules.id = advance.id AND schedules.version = advance.version
+    RETURNING schedules.id, schedules.namespace, schedules.type, schedules.payload,
+        schedules.subject, schedules.max_attempts
+),
+t AS (
+    SELECT advanced.namespace, o.key, advanced.type, advanced.payload, advanced.subject,
+        o.due_at, advanced.max_attempts, advanced.id AS schedule_id, o.n,
+        coalesce(o.status, 'scheduled') AS status, coalesce(o.run_at, o.due_at) AS run_at,
+        o.error, o.overlap
+    FROM unnest(
+        %(schedule_ids)b::bigint[], %(keys)b::text[], %(due_ats)b::timestamptz[],
+        %(statuses)b::text[], %(run_ats)b::timestamptz[], %(errors)b::text[],
+        %(overlaps)b::text[]
+    ) WITH ORDINALITY AS o (schedule_id, key, due_at, status, run_at, error, overlap, n)
+    JOIN advanced ON advanced.id = o.schedule_id
 ),
 keyed AS (
     INSERT INTO timer_keys (namespace, key, timer_id)
@@ -150,7 +177,7 @@ created AS (
         id, namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
         max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
     ) OVERRIDING SYSTEM VALUE
-    SELECT keyed.timer_id, t.namespace, t.key, type, payload::jsonb, subject, due_at, run_at,
+    SELECT keyed.timer_id, t.namespace, t.key, type, payload, subject, due_at, run_at,
         'compatible', status, max_attempts, %(now)s, %(now)s, schedule_id, error,
         CASE WHEN status = 'cancelled' THEN %(now)s END, overlap
     FROM t JOIN keyed ON keyed.namespace = t.namespace AND keyed.key = t.key
@@ -161,7 +188,7 @@ created AS (
 -- just made).
 taken AS (
     UPDATE timers
-    SET type = t.type, payload = t.payload::jsonb, subject = t.subject, due_at = t.due_at,
+    SET type = t.type, payload = t.payload, subject = t.subject, due_at = t.due_at,
         run_at = t.run_at, status = t.status, max_attempts = t.max_attempts,
         completed_at = CASE WHEN t.status = 'cancelled' THEN %(now)s END, last_error = t.error,
         updated_at = %(now)s, schedule_id = t.schedule_id, overlap = t.overlap,
@@ -171,10 +198,17 @@ taken AS (
       AND timers.status = 'cancelled' AND timers.attempts = 0
       AND timers.schedule_id IS DISTINCT FROM t.schedule_id
     RETURNING timers.run_at, timers.status
+),
+made AS (
+    SELECT run_at, status FROM created
+    UNION ALL
+    SELECT run_at, status FROM taken
 )
-SELECT run_at, status FROM created
-UNION ALL
-SELECT run_at, status FROM taken
+SELECT
+    coalesce((SELECT array_agg(id) FROM advanced), '{}') AS advanced,
+    (SELECT count(*) FROM made) AS created,
+    (SELECT min(run_at) FROM made
+     WHERE status = 'scheduled' AND run_at < '9000-01-01 00:00:00+00') AS earliest
 
 -- name: schedules_after
 SELECT * FROM schedules WHERE id > %(after_id)s AND cron IS NOT NULL ORDER BY id

@@ -14,18 +14,18 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from duetime.errors import AlreadyExists
 from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
 from duetime.model.schedules import (
+    DueSchedule,
     Materialized,
     NewSchedule,
-    OccurrenceRow,
     OccurrenceState,
     ScheduleAdvance,
     ScheduleFilter,
     next_wake,
-    occurrence_row,
+    occurrence_values,
     schedule_from_new,
+    stored_schedules,
     stranded,
 )
 from duetime.recurrence.overlap import Fate, gated
@@ -42,6 +42,8 @@ Q = load_queries("duetime.store.sqlite", "schedules.sql")
 class SqliteSchedules:
     """Schedule storage on a SQLite file (the calls run on its connection thread)."""
 
+    backlog_growth = 10
+
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
 
@@ -51,13 +53,13 @@ class SqliteSchedules:
         rows = [_new_params(schedule, now) for schedule in schedules]
 
         def run(conn: sqlite3.Connection) -> list[Schedule | None]:
-            stored: list[Schedule | None] = []
-            for params in rows:
-                row = conn.execute(Q["insert_schedule"], params).fetchone()
-                if row is None and on_conflict == "error":
-                    raise _exists(params["name"])
-                stored.append(None if row is None else schedule_from_row(row))
-            return stored
+            # One prepared statement for the batch; under the write lock, the ids after the
+            # last one given before are the rows it made.
+            (before,) = conn.execute(Q["last_schedule_id"]).fetchone()
+            conn.executemany(Q["insert_schedule"], rows)
+            made = conn.execute(Q["schedules_made_after"], {"after": before}).fetchall()
+            ids = {name: id for id, name in made}
+            return stored_schedules(schedules, ids, on_conflict, now)
 
         stored = await self._db.write(run)
         _announce_next(self, [s.next_at for s in stored if s is not None and s.active])
@@ -172,7 +174,9 @@ class SqliteSchedules:
         released: list[int] = []
 
         def run(conn: sqlite3.Connection) -> Materialized:
-            due = _due(conn, params)
+            cursor = conn.cursor()
+            cursor.row_factory = None
+            due = _due_rows(cursor.execute(Q["due_rows"], params).fetchall())
             if not due:
                 return Materialized()
             states, released[:] = _states(conn, due, now_us)
@@ -247,8 +251,70 @@ def _due(conn: sqlite3.Connection, params: dict[str, Any]) -> list[Schedule]:
     return [schedule_from_row(row) for row in conn.execute(Q["due_schedules"], params)]
 
 
+def _due_rows(rows: Sequence[tuple[Any, ...]]) -> list[DueSchedule]:
+    """Rows of due_rows as :class:`DueSchedule`; an instant or span shared by many rows (most
+    of a batch: same rule, same next occurrence) is converted once."""
+    instants: dict[int | None, datetime | None] = {None: None}
+    spans: dict[int | None, timedelta | None] = {None: None}
+
+    def instant(micros: int | None) -> datetime | None:
+        try:
+            return instants[micros]
+        except KeyError:
+            found = instants[micros] = maybe_from_micros(micros)
+            return found
+
+    def span(micros: int | None) -> timedelta | None:
+        try:
+            return spans[micros]
+        except KeyError:
+            found = spans[micros] = None if micros is None else timedelta(microseconds=micros)
+            return found
+
+    return [
+        DueSchedule(
+            id,
+            version,
+            name,
+            cron,
+            span(every),
+            timezone,
+            instant(start_at),
+            instant(end_at),
+            on_gap,
+            on_overlap,
+            cast(datetime, instant(anchor_at)),
+            catch_up,
+            cast(timedelta, span(grace)),
+            overlap,
+            instant(next_at),
+            cast(datetime, instant(after_at)),
+            instant(last_at),
+        )
+        for (
+            id,
+            version,
+            name,
+            cron,
+            every,
+            timezone,
+            start_at,
+            end_at,
+            on_gap,
+            on_overlap,
+            anchor_at,
+            catch_up,
+            grace,
+            overlap,
+            next_at,
+            after_at,
+            last_at,
+        ) in rows
+    ]
+
+
 def _states(
-    conn: sqlite3.Connection, due: Sequence[Schedule], now_us: int
+    conn: sqlite3.Connection, due: Sequence[DueSchedule], now_us: int
 ) -> tuple[dict[int, OccurrenceState], list[int]]:
     """The occurrence states of the due schedules with an overlap policy (none: no query),
     after releasing a buffered occurrence left with nothing unfinished before it (see
@@ -267,7 +333,8 @@ def _states(
 def _advance(
     conn: sqlite3.Connection, advances: Sequence[ScheduleAdvance], now_us: int
 ) -> tuple[list[int], int]:
-    """Advance the rows whose version matches, then insert only their timers."""
+    """Advance the rows whose version matches (one statement), then insert only their timers
+    (one prepared statement for the batch)."""
     if not advances:
         return [], 0
     batch = dump_json(
@@ -285,38 +352,25 @@ def _advance(
     advanced = [row[0] for row in conn.execute(Q["advance_schedules"], {"batch": batch})]
     if not advanced:
         return [], 0
-    ok = set(advanced)
+    micros: dict[datetime, int] = {}
+
+    def us(instant: datetime) -> int:
+        try:
+            return micros[instant]
+        except KeyError:
+            found = micros[instant] = to_micros(instant)
+            return found
+
     timers = [
-        {
-            "namespace": t.namespace,
-            "key": t.key,
-            "type": t.type,
-            "payload": dump_json(t.payload),
-            "subject": t.subject,
-            "due_at": to_micros(t.due_at),
-            "max_attempts": t.max_attempts,
-            "now": now_us,
-            "schedule_id": a.schedule_id,
-            **_fate_params(occurrence_row(fate, t.due_at, a.overlap), a.overlap),
-        }
-        for a in advances
-        if a.schedule_id in ok
-        for t, fate in a.occurrences()
+        (schedule_id, key, us(due_at), status, us(run_at), error, overlap, now_us)
+        for schedule_id, key, due_at, status, run_at, error, overlap in occurrence_values(
+            advances, set(advanced)
+        )
     ]
     created = 0
     if timers:
-        cursor = conn.executemany(Q["insert_occurrence"], timers)
-        created = max(cursor.rowcount, 0)
+        created = max(conn.executemany(Q["insert_occurrence"], timers).rowcount, 0)
     return advanced, created
-
-
-def _fate_params(row: OccurrenceRow, overlap: str | None) -> dict[str, Any]:
-    return {
-        "status": row.status,
-        "run_at": to_micros(row.run_at),
-        "error": row.error,
-        "overlap": overlap,
-    }
 
 
 def _announce_next(store: SqliteSchedules, instants: Sequence[datetime | None]) -> None:
@@ -409,10 +463,6 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
         overlap=row["overlap"],
         catch_up_grace=timedelta(microseconds=row["catch_up_grace"]),
     )
-
-
-def _exists(name: str) -> AlreadyExists:
-    return AlreadyExists(f"a schedule named {name!r} already exists", field="name")
 
 
 def _name_cursor(schedule: Schedule) -> str:

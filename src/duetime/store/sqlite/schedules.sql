@@ -2,6 +2,7 @@
 -- that runs it. Instants are integer microseconds since the epoch, UTC.
 
 -- name: insert_schedule
+-- Run for a batch (executemany, one prepared statement); a name already taken is left out.
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
@@ -12,7 +13,14 @@ INSERT INTO schedules (
     :now, :now, :overlap, :catch_up_grace
 )
 ON CONFLICT (namespace, name) DO NOTHING
-RETURNING *
+
+-- name: last_schedule_id
+-- The largest id given so far (AUTOINCREMENT: a new row's is larger). Under the write lock,
+-- the rows after it are the ones this transaction inserts.
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'schedules'), 0)
+
+-- name: schedules_made_after
+SELECT id, name FROM schedules WHERE id > :after ORDER BY id
 
 -- name: get_schedule
 SELECT * FROM schedules WHERE namespace = :namespace AND name = :name
@@ -53,6 +61,17 @@ WHERE schedule_id = :schedule_id AND status IN ('scheduled', 'retrying')
 -- A schedule with an overlap policy is due at its next occurrence, not ahead of it: whether it
 -- fires depends on the earlier occurrence's state at that instant.
 SELECT * FROM schedules
+WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
+  AND (overlap = 'allow' OR next_at <= :now)
+ORDER BY next_at
+LIMIT :limit
+
+-- name: due_rows
+-- As due_schedules, but only what planning reads (model.schedules.DueSchedule: the rule and
+-- the position, not the payload).
+SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+FROM schedules
 WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
   AND (overlap = 'allow' OR next_at <= :now)
 ORDER BY next_at
@@ -121,17 +140,20 @@ WHERE schedules.id = advance.id AND schedules.version = advance.version
 RETURNING schedules.id
 
 -- name: insert_occurrence
--- Idempotent by key. A key left cancelled (never fired) by a deleted schedule of the same name
--- is taken over by the new one. An occurrence of a schedule with an overlap policy may be made
--- skipped (cancelled, with the reason) or buffered (run_at 9000-01-01, with the reason).
+-- Run for a batch (executemany, one prepared statement): ?1 schedule id, ?2 key, ?3 due_at,
+-- ?4 status, ?5 run_at, ?6 error, ?7 overlap, ?8 now. The timer takes type, payload, subject
+-- and max_attempts from its schedule's row. Idempotent by key. A key left cancelled (never
+-- fired) by a deleted schedule of the same name is taken over by the new one. An occurrence of
+-- a schedule with an overlap policy may be made skipped (cancelled, with the reason) or
+-- buffered (run_at 9000-01-01, with the reason).
 INSERT INTO timers (
     namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
     max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
-) VALUES (
-    :namespace, :key, :type, :payload, :subject, :due_at, :run_at, 'compatible', :status,
-    :max_attempts, :now, :now, :schedule_id, :error,
-    CASE WHEN :status = 'cancelled' THEN :now END, :overlap
 )
+SELECT namespace, ?2, type, payload, subject, ?3, ?5, 'compatible', ?4, max_attempts, ?8, ?8,
+    id, ?6, CASE WHEN ?4 = 'cancelled' THEN ?8 END, ?7
+FROM schedules
+WHERE id = ?1
 ON CONFLICT (namespace, key) DO UPDATE SET
     type = excluded.type, payload = excluded.payload, subject = excluded.subject,
     due_at = excluded.due_at, run_at = excluded.run_at, status = excluded.status,
