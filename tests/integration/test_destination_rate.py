@@ -28,10 +28,11 @@ from storekit import fresh_pg_url
 pytestmark = pytest.mark.slow
 
 RATE, BURST, EVENTS = 50, 5, 300
-SLACK = math.ceil(RATE * 0.05)
-"""Starts are granted on the database's clock and reach the server after a worker's start delay
-and an HTTP exchange, not all equally late: a window of arrivals may hold the grants of a window
-some ms longer (as in test_flow_control's START_LAG)."""
+SLACK = math.ceil(RATE * 0.1)
+"""Sends are granted on the database's clock and reach the server after a worker's start delay
+and an HTTP exchange, not all equally late (on a loaded machine, tens of ms apart): a window of
+arrivals may hold the grants of a window up to 100 ms longer (as test_flow_control's START_LAG
+allows for starts). Without the limit, all 300 arrive within about a second."""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -115,7 +116,7 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(url:
         for window in (0.5, 1.0, 2.0):
             bound = round(RATE * window) + BURST + SLACK
             assert most_in_window(times, window) <= bound, window
-        assert times[-1] - times[0] >= (EVENTS - BURST - SLACK) / RATE * 0.98  # held back
+        assert times[-1] - times[0] >= (EVENTS - BURST) / RATE * 0.8  # held back, not dropped
 
         assert set(rules) == {"order.paid", "@hook"}
         assert rules["@hook"].destination == "hook"
