@@ -48,7 +48,7 @@ class Server:
     """A threaded HTTP server on 127.0.0.1 that records when each delivery arrived."""
 
     def __init__(self) -> None:
-        self.arrivals: list[tuple[float, str]] = []
+        self.arrivals: list[tuple[float, str, str]] = []
         lock = threading.Lock()
         arrivals = self.arrivals
 
@@ -57,7 +57,7 @@ class Server:
                 at = time.monotonic()
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with lock:
-                    arrivals.append((at, self.headers["Idempotency-Key"]))
+                    arrivals.append((at, self.path, self.headers["Idempotency-Key"]))
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -66,8 +66,12 @@ class Server:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def at(self, path: str) -> list[tuple[float, str]]:
+        """The arrivals on ``path``, in order: (when, delivery id)."""
+        return sorted((at, key) for at, where, key in list(self.arrivals) if where == path)
 
     def __enter__(self) -> Server:
         self.thread.start()
@@ -84,12 +88,21 @@ def most_in_window(times: list[float], window: float) -> int:
     return max(bisect_left(times, at + window) - i for i, at in enumerate(times))
 
 
-def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(url: str) -> None:
+@pytest.mark.parametrize("overlap", [False, True], ids=["alone", "overlapping-route"])
+def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(
+    url: str, overlap: bool
+) -> None:
+    """Alone, the events go to the destination directly (as delivery rows, so that its rule
+    sees them); with an overlapping route to another destination, they fan out, and the rate
+    still bounds what this destination receives."""
+
     async def main() -> None:
         with Server() as server:
             app = AsyncApp(url)
-            hook = WebhookDestination("hook", server.url, rate=f"{RATE}/s", burst=BURST)
+            hook = WebhookDestination("hook", f"{server.url}/hook", rate=f"{RATE}/s", burst=BURST)
             app.route("order.*", to=hook)
+            if overlap:
+                app.route("order.paid", to=WebhookDestination("crm", f"{server.url}/crm"))
             async with app:
                 mine = await app.set_limit("order.paid", rate="1000/s")
                 await app.schedule_many(
@@ -99,7 +112,8 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(url:
                 running = asyncio.create_task(worker.run())
                 try:
                     for _ in range(600):
-                        if len(server.arrivals) >= EVENTS:
+                        crm = len(server.at("/crm")) if overlap else EVENTS
+                        if len(server.at("/hook")) >= EVENTS and crm >= EVENTS:
                             break
                         await asyncio.sleep(0.05)
                 finally:
@@ -107,8 +121,10 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(url:
                     await running
                 rules = {s.rule.pattern: s.rule for s in await app.limits()}
             await hook.close()
-            arrivals = sorted(server.arrivals)
+            arrivals = server.at("/hook")
+            others = server.at("/crm")
 
+        assert len(others) == (EVENTS if overlap else 0)
         keys = [key for _, key in arrivals]
         assert len(keys) == EVENTS
         assert len(set(keys)) == EVENTS
