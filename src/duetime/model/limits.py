@@ -184,7 +184,8 @@ def specificity(pattern: str) -> tuple[int, int, str]:
 
 
 def plan_of(rules: Sequence[FlowRule]) -> FlowPlan:
-    """Order the limits most specific first, each shadowed by those before it."""
+    """Order the limits most specific first, each shadowed by those before it; the rules of
+    destinations come first and shadow none (they take deliveries, not types)."""
     limits = sorted(
         (r for r in rules if r.limits and r.destination is None),
         key=lambda r: specificity(r.pattern),
