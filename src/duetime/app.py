@@ -65,6 +65,7 @@ from duetime.validation import (
     type_name,
 )
 from duetime.worker import Worker, WorkerObserver, WorkerStats
+from duetime.worker.destination_limits import keep_destination_limits
 
 if TYPE_CHECKING:
     from duetime.otel import Tracing
@@ -146,6 +147,9 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
                 await self.store.ensure_namespace(self.namespace, self.clock.now())
             elif not await self.store.namespace_exists(self.namespace):
                 raise UnknownNamespace(self.namespace)
+            await keep_destination_limits(
+                self.store, self.namespace, self.destinations, self.clock.now()
+            )
         return self
 
     async def add_namespace(self, name: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from duetime.destinations.base import Destination
+from duetime.destinations.base import Destination, own_rate
 from duetime.destinations.handler import as_handler
 from duetime.errors import InvalidInput
 from duetime.handlers import Handler, HandlerRegistry
@@ -45,6 +45,11 @@ class Dispatch:
         )
         self.claim_filter: ClaimFilter = claim_filter(self.subscriptions)
         self._delivering = _destination_handlers(self.routes, destinations or {})
+        self._rated = frozenset(
+            name for name, d in (destinations or {}).items() if own_rate(d) is not None
+        )
+        """Destinations with a rate of their own: their rule governs delivery rows, so an event
+        for one of them alone still becomes a delivery row instead of being delivered as is."""
         self._everyone: tuple[Subscription, ...] = self.subscriptions
         self._plans: dict[str, Target] = {}
         self.may_fan_out = _has_routes(self._everyone)
@@ -91,6 +96,8 @@ class Dispatch:
         if isinstance(decided, Direct):
             if decided.destination == HANDLER:
                 return self.registry.get(type)
+            if decided.destination in self._rated:
+                return Fan((decided.destination,))
             return self._delivering.get(decided.destination)
         return decided
 

@@ -485,3 +485,19 @@ def test_an_event_type_with_dead_letters_is_paused_and_resumed_from_the_overview
         app.pause("legacy.*")  # a glob's pause: shown as such, resumed where the glob is
     expect(row.locator("a.pill")).to_have_text("paused by legacy.*")
     expect(row.locator("[data-pause-type]")).to_have_count(0)
+
+
+def test_flow_control_shows_a_destinations_rate_as_the_destinations(
+    console: Server, page: Page
+) -> None:
+    from duetime.destinations import WebhookDestination
+
+    app = stored(console)
+    app.add_destination(WebhookDestination("hook", "http://127.0.0.1:9/", rate="30/s", burst=4))
+    with app:  # opening writes the destination's rule
+        pass
+    page.goto(f"{console.base_url}/#limits")
+    row = page.locator('#limits tr[data-pattern="@hook"]')
+    expect(row.locator("td").first).to_have_text("destination hook")
+    expect(row.locator("td").nth(2)).to_have_text("30/s")
+    expect(row.locator("button")).to_have_count(0)  # set on the destination, not here

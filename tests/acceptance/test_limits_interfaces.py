@@ -117,3 +117,31 @@ def test_rest_limits(tmp_path: Path) -> None:
         assert client.delete(f"{base}/limits/email.*").status_code == 404
         assert client.get(f"{base}/limits").json()["items"] == []
         assert client.get("/v1/namespaces/nope/limits").status_code == 404
+
+
+def test_a_destinations_rate_is_listed_as_its_own_by_the_cli_and_rest(cli: Cli) -> None:
+    from fastapi.testclient import TestClient
+
+    from duetime.destinations import WebhookDestination
+
+    app = App(settings=Settings(database_url=cli.db_url))
+    app.add_destination(WebhookDestination("hook", "http://127.0.0.1:9/", rate="30/s", burst=4))
+    with app:
+        app.set_limit("order.*", concurrency=2)
+    items = {i["pattern"]: i for i in cli.ok("limits", "ls")["items"]}
+    assert items["@hook"]["destination"] == "hook"
+    assert (items["@hook"]["rate"], items["@hook"]["burst"]) == ("30/s", 4)
+    assert items["order.*"]["destination"] is None
+    shown = cli("limits", "ls")
+    assert shown.code == 0, shown.stderr
+    assert "destination hook" in shown.stdout
+    # It is the destination's: neither the CLI nor REST removes or replaces it.
+    assert cli.fails("limits", "rm", "@hook", code=2)["field"] == "pattern"
+    with TestClient(create_api(ApiSettings(core=Settings(database_url=cli.db_url)))) as client:
+        listed = client.get("/v1/namespaces/default/limits").json()["items"]
+        assert {i["pattern"]: i["destination"] for i in listed} == {
+            "@hook": "hook",
+            "order.*": None,
+        }
+        refused = client.put("/v1/namespaces/default/limits/@hook", json={"rate": "1/s"})
+        assert refused.status_code == 422

@@ -129,12 +129,41 @@ EXCHANGE = {"kind": "rabbitmq", "url": "amqp://r/", "exchange": "x"}
         (EXCHANGE, {"exchange": "x" * 256}, "exchange"),
         (EXCHANGE, {"routing_key": 5}, "routing_key"),
         (EXCHANGE, {"url": "amqp://r:0x/"}, "url"),
+        (HOOK, {"rate": "fast"}, "rate"),
+        (HOOK, {"rate": 100}, "rate"),
+        (HOOK, {"rate": "0/s"}, "rate"),
+        (BUS, {"subject": "a", "rate": "5/week"}, "rate"),
+        (HOOK, {"rate": "100/s", "burst": 0}, "burst"),
+        (HOOK, {"rate": "100/s", "burst": "5"}, "burst"),
+        (STREAM, {"burst": 5}, "burst"),
     ],
 )
 def test_every_option_mistake_names_its_field(
     base: dict[str, Any], options: dict[str, Any], field: str
 ) -> None:
     assert field_of({"d": {**base, **options}}) == f"destinations.d.{field}"
+
+
+def test_a_rate_and_burst_reach_every_kind_of_destination() -> None:
+    hook = build_destination(
+        DestinationSpec.from_dict({**HOOK, "rate": "100/s", "burst": 10}, name="h")
+    )
+    assert (str(getattr(hook, "rate", None)), getattr(hook, "burst", None)) == ("100/s", 10)
+    bus = build_destination(
+        DestinationSpec.from_dict({**BUS, "subject": "a", "rate": "6000/min"}, name="b")
+    )
+    assert (str(getattr(bus, "rate", None)), getattr(bus, "burst", None)) == ("6000/min", None)
+    plain = build_destination(DestinationSpec.from_dict(HOOK, name="p"))
+    assert getattr(plain, "rate", "?") is None
+    with pytest.raises(InvalidInput) as caught:
+        WebhookDestination("h", "https://x/", rate="100/s", burst=-1)
+    assert caught.value.field == "burst"
+    with pytest.raises(InvalidInput) as caught:
+        WebhookDestination("h", "https://x/", burst=3)
+    assert caught.value.field == "burst"
+    with pytest.raises(InvalidInput) as caught:
+        WebhookDestination("h", "https://x/", rate="lots")
+    assert caught.value.field == "rate"
 
 
 def test_unknown_kind_without_a_path_is_field_kind() -> None:

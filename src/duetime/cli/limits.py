@@ -79,7 +79,7 @@ def list_limits() -> None:
         age = row["oldest_held_seconds"]
         output.add_row(
             table,
-            status.rule.pattern,
+            _subject(status.rule),
             _describe(status.rule) if status.rule.limits else "-",
             "paused" if status.rule.paused else "",
             str(status.running),
@@ -135,6 +135,11 @@ def resume(pattern: str) -> None:
         output.emit_json({"action": "resumed", "pattern": pattern})
     else:
         output.stdout().print(f"resumed {pattern}")
+
+
+def _subject(rule: FlowRule) -> str:
+    """What a rule governs: its pattern's types, or a destination's deliveries."""
+    return rule.pattern if rule.destination is None else f"destination {rule.destination}"
 
 
 def _describe(rule: FlowRule) -> str:

@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 from duetime.errors import DuetimeError, InvalidInput
 from duetime.handlers import Event
 from duetime.model import JSON, iso
+from duetime.ratelimit import Rate, check_burst, parse_rate
 from duetime.redaction import redact_url
 
 ENVELOPE_VERSION = 1
@@ -185,6 +186,36 @@ def check_name(value: object, field: str = "name") -> str:
             " '-', starting with a letter, digit or '_'",
         )
     return value
+
+
+def check_rate_text(value: object, field: str = "rate") -> str:
+    """A rate as the configuration file gives it (``"100/s"``), checked, kept as text."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"expected a rate such as '100/s', got {value!r}")
+    parse_rate(value, field)
+    return value
+
+
+def check_rate_limit(rate: object, burst: object) -> tuple[Rate | None, int | None]:
+    """A destination's own rate limit (``rate="100/s"``, ``burst``): at most that many sends a
+    second to it, whatever routes reach it (:func:`duetime.model.limits.destination_rule`)."""
+    parsed = rate if isinstance(rate, Rate) or rate is None else parse_rate(check_rate_text(rate))
+    if burst is None:
+        return parsed, None
+    checked = check_burst(burst)
+    if parsed is None:
+        raise InvalidInput("burst", "a burst only applies to a rate: give a rate too")
+    return parsed, checked
+
+
+def own_rate(destination: Destination) -> tuple[Rate, int | None] | None:
+    """A destination's own rate limit and burst (None: it has none; a destination of one's own
+    may have ``rate`` and ``burst`` attributes as the built-in ones do)."""
+    rate = getattr(destination, "rate", None)
+    burst = getattr(destination, "burst", None)
+    if not isinstance(rate, Rate):
+        return None
+    return rate, burst if isinstance(burst, int) and not isinstance(burst, bool) else None
 
 
 def check_template(value: object, field: str) -> str:

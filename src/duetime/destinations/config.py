@@ -23,6 +23,10 @@ Options per kind (``*`` = required):
 - ``rabbitmq``: ``url``\\*, ``exchange``\\*, ``routing_key`` (default ``"{type}"``),
   ``timeout`` (default 10).
 
+Every kind also takes ``format`` and ``ce_source`` (the message format), and ``rate`` (``"100/s"``)
+with optionally ``burst``: the destination's own rate limit, a rule on its deliveries
+(:func:`duetime.model.limits.destination_rule`).
+
 Subjects, streams and routing keys may use the placeholders ``{namespace}`` and ``{type}``.
 Every mistake is an :class:`~duetime.errors.InvalidInput` whose ``field`` is the path to fix,
 e.g. ``destinations.billing-hook.url``; unknown options are refused (a typo is not ignored).
@@ -38,6 +42,7 @@ from typing import Any, Literal, get_args
 
 from duetime.destinations.base import (
     check_name,
+    check_rate_text,
     check_template,
     check_timeout,
     check_url,
@@ -61,6 +66,7 @@ from duetime.options import (
     redacted,
     split_spec,
 )
+from duetime.ratelimit import check_burst
 
 Kind = Literal["webhook", "nats", "redis", "rabbitmq", "kafka"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -186,9 +192,12 @@ def check_path(value: object, field: str) -> str:
 
 
 # -- the schema -------------------------------------------------------------------------------
-_FORMAT: Mapping[str, Option] = {
+_COMMON: Mapping[str, Option] = {
     "format": Option(check_format),
     "ce_source": Option(check_ce_source),
+    # The destination's own rate limit: see duetime.model.limits.destination_rule.
+    "rate": Option(check_rate_text),
+    "burst": Option(check_burst),
 }
 
 SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
@@ -198,28 +207,28 @@ SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
         "secret_env": Option(check_env_name),
         "timeout": Option(check_timeout),
         "headers": Option(check_headers),
-        **_FORMAT,
+        **_COMMON,
     },
     "nats": {
         "url": Option(check_nats_urls, required=True),
         "subject": Option(check_subject, required=True),
         "timeout": Option(check_timeout),
         "credentials": Option(check_path),
-        **_FORMAT,
+        **_COMMON,
     },
     "redis": {
         "url": Option(check_redis_url, required=True),
         "stream": Option(check_stream, required=True),
         "maxlen": Option(check_maxlen),
         "timeout": Option(check_timeout),
-        **_FORMAT,
+        **_COMMON,
     },
     "rabbitmq": {
         "url": Option(check_rabbitmq_url, required=True),
         "exchange": Option(check_exchange, required=True),
         "routing_key": Option(check_routing_key),
         "timeout": Option(check_timeout),
-        **_FORMAT,
+        **_COMMON,
     },
     "kafka": {
         "bootstrap_servers": Option(check_servers, required=True),
@@ -227,7 +236,7 @@ SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
         "key": Option(check_key_template),
         "headers": Option(check_headers),
         "timeout": Option(check_timeout),
-        **_FORMAT,
+        **_COMMON,
         **SECURITY,
     },
 }
@@ -239,6 +248,8 @@ def check_options(kind: Kind, options: Mapping[str, object], path: str = "") -> 
     for secret in ("secret", "sasl_password"):
         if secret in checked and f"{secret}_env" in checked:
             raise InvalidInput(at(path, secret), f"give either {secret} or {secret}_env, not both")
+    if "burst" in checked and "rate" not in checked:
+        raise InvalidInput(at(path, "burst"), "a burst only applies to a rate: give a rate too")
     return checked
 
 

@@ -32,6 +32,7 @@ from duetime.destinations.base import (
     Delivery,
     DeliveryFailed,
     check_name,
+    check_rate_limit,
     check_timeout,
     render_template,
 )
@@ -46,6 +47,7 @@ from duetime.kafka_options import (
     client_config,
     record_key,
 )
+from duetime.ratelimit import Rate
 
 log = logging.getLogger("duetime.destinations.kafka")
 
@@ -87,6 +89,8 @@ class KafkaDestination:
         headers: Mapping[str, str] | None = None,
         format: object = "duetime",
         ce_source: str | None = None,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         env: Mapping[str, str] | None = None,
         **security: Any,
@@ -99,6 +103,8 @@ class KafkaDestination:
         self.key = check_key_template(key)
         self.headers = check_headers(headers)
         self.format: Format = make_format(format, ce_source=ce_source)
+        self.rate, self.burst = check_rate_limit(rate, burst)
+        """This destination's own rate limit (None: none): a rule on its deliveries."""
         self.timeout = check_timeout(timeout)
         self.config: dict[str, Any] = {
             **client_config(self.servers, security, env, role="producer"),

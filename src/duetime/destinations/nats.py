@@ -33,12 +33,14 @@ from duetime.destinations.base import (
     DeliveryFailed,
     SingleFlight,
     check_name,
+    check_rate_limit,
     check_timeout,
     describe_error,
     render_template,
 )
 from duetime.destinations.config import check_nats_urls, check_path, check_subject
 from duetime.destinations.formats import Format, make_format
+from duetime.ratelimit import Rate
 from duetime.redaction import redact_url
 
 log = logging.getLogger("duetime.destinations.nats")
@@ -59,6 +61,8 @@ class NatsDestination:
         credentials: str | None = None,
         format: object = "duetime",
         ce_source: str | None = None,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
     ) -> None:
         self.name = check_name(name)
         self.servers = check_nats_urls(url if isinstance(url, str) else list(url))
@@ -66,6 +70,8 @@ class NatsDestination:
         self.timeout = check_timeout(timeout)
         self.credentials = None if credentials is None else check_path(credentials, "credentials")
         self.format: Format = make_format(format, ce_source=ce_source)
+        self.rate, self.burst = check_rate_limit(rate, burst)
+        """This destination's own rate limit (None: none): a rule on its deliveries."""
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._connecting: SingleFlight[Client] = SingleFlight()

@@ -28,6 +28,7 @@ from duetime.destinations.base import (
     DeliveryFailed,
     SingleFlight,
     check_name,
+    check_rate_limit,
     check_timeout,
     describe_error,
     render_template,
@@ -39,6 +40,7 @@ from duetime.destinations.config import (
     check_routing_key,
 )
 from duetime.destinations.formats import Format, make_format
+from duetime.ratelimit import Rate
 from duetime.redaction import redact_url
 
 DEFAULT_TIMEOUT = 10.0
@@ -60,10 +62,14 @@ class RabbitMQDestination:
         timeout: float = DEFAULT_TIMEOUT,
         format: object = "duetime",
         ce_source: str | None = None,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
     ) -> None:
         self.name = check_name(name)
         self.url = check_rabbitmq_url(url)
         self.format: Format = make_format(format, ce_source=ce_source)
+        self.rate, self.burst = check_rate_limit(rate, burst)
+        """This destination's own rate limit (None: none): a rule on its deliveries."""
         self.exchange = check_exchange(exchange)
         self.routing_key = check_routing_key(routing_key)
         self.timeout = check_timeout(timeout)

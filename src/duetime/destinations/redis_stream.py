@@ -32,6 +32,7 @@ from duetime.destinations.base import (
     Delivery,
     DeliveryFailed,
     check_name,
+    check_rate_limit,
     check_timeout,
     describe_error,
     render_template,
@@ -39,6 +40,7 @@ from duetime.destinations.base import (
 from duetime.destinations.config import check_maxlen, check_redis_url, check_stream
 from duetime.destinations.formats import CloudEventsFormat, Format, make_format
 from duetime.errors import InvalidInput
+from duetime.ratelimit import Rate
 from duetime.redaction import redact_url
 
 DEFAULT_TIMEOUT = 5.0
@@ -57,6 +59,8 @@ class RedisStreamDestination:
         timeout: float = DEFAULT_TIMEOUT,
         format: object = "duetime",
         ce_source: str | None = None,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
     ) -> None:
         self.name = check_name(name)
         self.url = check_redis_url(url)
@@ -64,6 +68,8 @@ class RedisStreamDestination:
         self.maxlen = check_maxlen(maxlen)
         self.timeout = check_timeout(timeout)
         self.format: Format = make_format(format, ce_source=ce_source)
+        self.rate, self.burst = check_rate_limit(rate, burst)
+        """This destination's own rate limit (None: none): a rule on its deliveries."""
         if isinstance(self.format, CloudEventsFormat) and self.format.binary:
             raise InvalidInput(
                 "format", "Redis streams have no CloudEvents binary mode; use 'cloudevents'"

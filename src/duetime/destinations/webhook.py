@@ -55,12 +55,14 @@ from duetime.destinations.base import (
     Delivery,
     DeliveryFailed,
     check_name,
+    check_rate_limit,
     check_timeout,
     describe_error,
     url_origin,
 )
 from duetime.destinations.config import check_headers, check_secret, check_webhook_url
 from duetime.destinations.formats import Format, make_format
+from duetime.ratelimit import Rate
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_TOLERANCE = 300.0
@@ -145,6 +147,8 @@ class WebhookDestination:
         headers: Mapping[str, str] | None = None,
         format: object = "duetime",
         ce_source: str | None = None,
+        rate: str | Rate | None = None,
+        burst: int | None = None,
         clock: Callable[[], float] = time.time,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -156,6 +160,8 @@ class WebhookDestination:
         self.timeout = check_timeout(timeout)
         self.headers = check_headers(headers)
         self.format: Format = make_format(format, ce_source=ce_source)
+        self.rate, self.burst = check_rate_limit(rate, burst)
+        """This destination's own rate limit (None: none): a rule on its deliveries."""
         self._clock = clock
         self._transport = transport
         self._client: httpx.AsyncClient | None = None

@@ -8,6 +8,11 @@ Which rule governs a type: a pause matching it always holds it back; of the limi
 the most specific one governs alone (an exact type before any glob, then the glob with the
 most literal characters, then by text), so ``email.welcome`` may have a limit of its own inside
 ``email.*``'s.
+
+A destination's rate (``rate="100/s"`` on a webhook or broker destination) is a row too, keyed
+``@<destination>`` (a key no type pattern can take) with its ``destination`` set: it governs the
+delivery rows to that destination alone, whatever their type, so the destination receives at
+most its rate whatever the routes and the type rules; a pause of a type still holds them.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from duetime.model import JSON, Claimed, iso
 from duetime.ratelimit import Rate, check_burst, default_burst
 
 MAX_CONCURRENCY = 1_000_000
+DESTINATION_PREFIX = "@"
+"""Before a destination's name in the key of its rule: no type pattern holds it."""
 _PATTERN = re.compile(r"[A-Za-z0-9_.:*\-/]{1,200}")
 _PAYLOAD_FIELD = re.compile(r"payload\.([A-Za-z0-9_\-]{1,100})")
 
@@ -38,6 +45,8 @@ class FlowRule:
     partition_by: str | None = None
     paused: bool = False
     updated_at: datetime | None = None
+    destination: str | None = None
+    """A destination's rule: it governs the deliveries to this destination (not types)."""
 
     @property
     def limits(self) -> bool:
@@ -59,6 +68,7 @@ class FlowRule:
             "burst": self.effective_burst if self.rate is not None else None,
             "partition_by": self.partition_by,
             "paused": self.paused,
+            "destination": self.destination,
             "updated_at": iso(self.updated_at) if self.updated_at else None,
         }
 
@@ -95,6 +105,18 @@ class Governed:
 
 
 @dataclass(frozen=True, slots=True)
+class RuleFilter:
+    """Which rows a rule's claim or count takes: types matching ``only`` and none of
+    ``excluded``; of the deliveries, those to ``destination`` only (when set) and none to one of
+    ``destinations`` (the destinations with rules of their own)."""
+
+    only: str
+    excluded: tuple[str, ...]
+    destination: str | None = None
+    destinations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class FlowPlan:
     """A namespace's rules as a claim applies them (see :func:`plan_of`)."""
 
@@ -108,8 +130,31 @@ class FlowPlan:
 
     @property
     def governed(self) -> tuple[str, ...]:
-        """Every pattern a rule holds: the plain claim leaves these types alone."""
-        return tuple(g.rule.pattern for g in self.limits) + self.paused
+        """Every type pattern a rule holds: the plain claim leaves these types alone."""
+        types = tuple(g.rule.pattern for g in self.limits if g.rule.destination is None)
+        return types + self.paused
+
+    @property
+    def destinations(self) -> tuple[str, ...]:
+        """The destinations with rules: their deliveries are theirs alone."""
+        return tuple(g.rule.destination for g in self.limits if g.rule.destination is not None)
+
+    def ungoverned(self) -> RuleFilter:
+        """What the claim of the rows no rule governs takes."""
+        return RuleFilter("*", self.governed, None, self.destinations)
+
+    def filter_of(self, governed: Governed) -> RuleFilter:
+        """What a limit's claim takes (paused types left alone)."""
+        return self._filter(governed.rule, governed.shadows + self.paused)
+
+    def counted_by(self, rule: FlowRule) -> RuleFilter:
+        """What a rule counts as running and held (paused types included)."""
+        return self._filter(rule, self.shadows_of(rule.pattern))
+
+    def _filter(self, rule: FlowRule, excluded: tuple[str, ...]) -> RuleFilter:
+        if rule.destination is not None:
+            return RuleFilter("*", tuple(p for p in excluded if p in self.paused), rule.destination)
+        return RuleFilter(rule.pattern, excluded, None, self.destinations)
 
     def shadows_of(self, pattern: str) -> tuple[str, ...]:
         """The more specific limits' patterns, which take types away from ``pattern``'s."""
@@ -117,10 +162,6 @@ class FlowPlan:
             if governed.rule.pattern == pattern:
                 return governed.shadows
         return ()
-
-    def excluded(self, governed: Governed) -> tuple[str, ...]:
-        """What a rule's claim leaves alone: its more specific limits' types and paused ones."""
-        return governed.shadows + self.paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +184,16 @@ def specificity(pattern: str) -> tuple[int, int, str]:
 
 
 def plan_of(rules: Sequence[FlowRule]) -> FlowPlan:
-    """Order the limits most specific first, each shadowed by those before it."""
-    limits = sorted((r for r in rules if r.limits), key=lambda r: specificity(r.pattern))
-    governed = tuple(
+    """Order the limits most specific first, each shadowed by those before it; the rules of
+    destinations come first and shadow none (they take deliveries, not types)."""
+    limits = sorted(
+        (r for r in rules if r.limits and r.destination is None),
+        key=lambda r: specificity(r.pattern),
+    )
+    destinations = sorted(
+        (r for r in rules if r.limits and r.destination is not None), key=lambda r: r.pattern
+    )
+    governed = tuple(Governed(rule, ()) for rule in destinations) + tuple(
         Governed(rule, tuple(r.pattern for r in limits[:i])) for i, rule in enumerate(limits)
     )
     paused = tuple(sorted(r.pattern for r in rules if r.paused))
@@ -214,3 +262,17 @@ def new_rule(
                 "partition_by", "a partition applies to a concurrency: give a concurrency too"
             )
     return FlowRule(namespace, pattern, concurrency, rate, burst, partition_by)
+
+
+def destination_key(destination: str) -> str:
+    """The key (``pattern`` column) of a destination's rule."""
+    return DESTINATION_PREFIX + destination
+
+
+def destination_rule(namespace: str, destination: str, rate: Rate, burst: int | None) -> FlowRule:
+    """The rule of a destination's rate: it governs the deliveries to it."""
+    if burst is not None:
+        check_burst(burst)
+    return FlowRule(
+        namespace, destination_key(destination), rate=rate, burst=burst, destination=destination
+    )

@@ -14,7 +14,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime.model import Claimed
-from duetime.model.limits import FlowPlan, FlowRule, Governed, RuledClaim, partition_field
+from duetime.model.limits import (
+    FlowPlan,
+    FlowRule,
+    Governed,
+    RuledClaim,
+    RuleFilter,
+    partition_field,
+)
 from duetime.ratelimit import Rate, allowance, default_burst, next_allowed, spend
 
 CONCURRENCY_POLL = timedelta(milliseconds=50)
@@ -109,6 +116,7 @@ def rule_from_row(row: Mapping[str, Any], instant: Callable[[Any], datetime]) ->
         partition_by=row["partition_by"],
         paused=bool(row["paused"]),
         updated_at=instant(row["updated_at"]),
+        destination=row["destination"],
     )
 
 
@@ -122,13 +130,14 @@ def rule_params(rule: FlowRule) -> dict[str, Any]:
         "rate_period_us": None if rate is None else rate.period // timedelta(microseconds=1),
         "burst": rule.burst,
         "partition_by": rule.partition_by,
+        "destination": rule.destination,
     }
 
 
 LimitClaim = Callable[[Governed, int], Awaitable[tuple[list[Claimed], Grant | None]]]
 """A backend's claim of one limit's rows (at most the int), in the limit's transaction."""
-PlainClaim = Callable[[tuple[str, ...], int], Awaitable[list[Claimed]]]
-"""A backend's claim of the types no rule governs (leaving those of the patterns alone)."""
+PlainClaim = Callable[[RuleFilter, int], Awaitable[list[Claimed]]]
+"""A backend's claim of the rows no rule governs (those the filter takes)."""
 
 
 async def claim_under(
@@ -158,7 +167,7 @@ async def claim_under(
     short = False
     if ungoverned and len(claimed) < limit:
         room = limit - len(claimed)
-        rows = await plain(plan.governed, room)
+        rows = await plain(plan.ungoverned(), room)
         claimed.extend(rows)
         short = len(rows) < room
     claimed.sort(key=lambda c: (-c.timer.priority, c.timer.run_at, c.timer.id))
@@ -167,12 +176,12 @@ async def claim_under(
 
 def next_run_parts(
     plan: FlowPlan, held: Sequence[str], ungoverned: bool = True
-) -> list[tuple[str, tuple[str, ...]]]:
+) -> list[RuleFilter]:
     """The (only, excluded) glob pairs whose earliest due row wakes a worker: the ungoverned
     types (unless the caller knows already), and each limit not holding rows back (those are
     retried at their own instant)."""
-    parts: list[tuple[str, tuple[str, ...]]] = [("*", plan.governed)] if ungoverned else []
+    parts = [plan.ungoverned()] if ungoverned else []
     for governed in plan.limits:
         if governed.rule.pattern not in held:
-            parts.append((governed.rule.pattern, plan.excluded(governed)))
+            parts.append(plan.filter_of(governed))
     return parts

@@ -28,6 +28,7 @@ from duetime.routes import Route
 from duetime.services.base import Service, ServiceGroup
 from duetime.store.protocol import Store
 from duetime.worker.completer import Completer
+from duetime.worker.destination_limits import keep_destination_limits
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
 from duetime.worker.leases import Leases
@@ -78,6 +79,7 @@ class Worker:
         self.dispatch = Dispatch(
             self.namespace, self.node_id, registry, routes, destinations, types=types
         )
+        self._destinations = list((destinations or {}).values())
         self.observers = list(observers)
         self.stats = WorkerStats()
         self.services: list[Service] = []
@@ -194,6 +196,9 @@ class Worker:
     async def _start(self) -> ServiceGroup:
         if self._group is not None:
             raise RuntimeError("this worker is already running")
+        await keep_destination_limits(
+            self.store, self.namespace, self._destinations, self.clock.now()
+        )
         group = ServiceGroup(self.services)
         await group.start()
         self._group = group

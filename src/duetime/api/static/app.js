@@ -551,8 +551,10 @@ function hasLimit(l) {
 function limitRow(l) {
   const dash = (value) => value === null || value === undefined ? "–" : String(value);
   const label = (verb) => `${verb} ${l.pattern}`;
+  // A destination's own rate is set on the destination, not here: shown, never edited.
+  const subject = l.destination ? `destination ${l.destination}` : l.pattern;
   return el("tr", { "data-pattern": l.pattern }, [
-    el("td", { class: "mono", text: l.pattern, title: l.pattern }),
+    el("td", { class: "mono", text: subject, title: subject }),
     el("td", { text: dash(l.concurrency) }),
     el("td", { class: "mono", text: dash(l.rate) }),
     el("td", { text: dash(l.burst) }),
@@ -564,7 +566,7 @@ function limitRow(l) {
       class: l.held ? "held" : "", text: l.oldest_held_seconds === null ? "–" : span(l.oldest_held_seconds * 1000),
       title: l.oldest_held_at ? `due ${instant(l.oldest_held_at)} UTC` : "",
     }),
-    el("td", {}, [el("div", { class: "row-actions" }, [
+    el("td", {}, [el("div", { class: "row-actions" }, l.destination ? [] : [
       l.paused
         ? el("button", { type: "button", class: "small", "data-resume": l.pattern, text: "Resume", "aria-label": label("Resume"), onclick: () => pauseTypes(l.pattern, true).catch(handleError) })
         : el("button", { type: "button", class: "secondary small", "data-pause": l.pattern, text: "Pause…", "aria-label": label("Pause"), onclick: () => pauseTypes(l.pattern, false).catch(handleError) }),

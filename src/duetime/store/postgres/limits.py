@@ -18,6 +18,7 @@ from duetime.model.limits import (
     FlowStatus,
     Governed,
     RuledClaim,
+    RuleFilter,
     plan_of,
 )
 from duetime.store.codec import like_pattern
@@ -44,8 +45,13 @@ def _instant(value: Any) -> datetime:
     return value  # type: ignore[no-any-return]
 
 
-def _globs(only: str, excluded: Sequence[str]) -> dict[str, Any]:
-    return {"only": like_pattern(only), "excluded": [like_pattern(p) for p in excluded]}
+def _globs(rows: RuleFilter) -> dict[str, Any]:
+    return {
+        "only": like_pattern(rows.only),
+        "excluded": [like_pattern(p) for p in rows.excluded],
+        "dest": rows.destination,
+        "dest_excluded": list(rows.destinations),
+    }
 
 
 class PostgresLimits:
@@ -98,8 +104,7 @@ class PostgresLimits:
         async def run(conn: Conn) -> list[FlowStatus]:
             found: list[FlowStatus] = []
             for rule in rules:
-                excluded = plan.shadows_of(rule.pattern)
-                params = {"namespace": namespace, "now": now, **_globs(rule.pattern, excluded)}
+                params = {"namespace": namespace, "now": now, **_globs(plan.counted_by(rule))}
                 running = await fetch_value(conn, Q["count_leased"], params)
                 held = (await fetch_all(conn, Q["held_by_rule"], params))[0]
                 found.append(FlowStatus(rule, int(running), int(held["held"]), held["oldest"]))
@@ -131,8 +136,8 @@ class PostgresLimits:
 
         async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
             pattern = governed.rule.pattern
-            globs = _globs(pattern, plan.excluded(governed))
-            shadows = _globs(pattern, governed.shadows)["excluded"]
+            globs = _globs(plan.filter_of(governed))
+            shadows = [like_pattern(p) for p in governed.shadows]
             key = {"namespace": namespace, "pattern": pattern}
 
             async def run(conn: Conn) -> tuple[list[Claimed], Grant | None]:
@@ -173,8 +178,8 @@ class PostgresLimits:
 
             return await self._db.write(run)
 
-        async def plain(excluded: tuple[str, ...], room: int) -> list[Claimed]:
-            params = {**base, **_globs("*", excluded), "limit": room}
+        async def plain(rows: RuleFilter, room: int) -> list[Claimed]:
+            params = {**base, **_globs(rows), "limit": room}
             _, claimed = await self._db.atomic(
                 [
                     Statement(Q["claim_in_order"], {}),
@@ -198,10 +203,8 @@ class PostgresLimits:
 
         async def run(conn: Conn) -> datetime | None:
             found: list[datetime] = []
-            for only, excluded in next_run_parts(plan, held, ungoverned):
-                value = await fetch_value(
-                    conn, Q["next_run_ruled"], {**base, **_globs(only, excluded)}
-                )
+            for rows in next_run_parts(plan, held, ungoverned):
+                value = await fetch_value(conn, Q["next_run_ruled"], {**base, **_globs(rows)})
                 if value is not None:
                     found.append(value)
             return min(found, default=None)

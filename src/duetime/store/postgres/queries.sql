@@ -498,6 +498,13 @@ SELECT * FROM claimed
     OR destination = ANY (%(destinations)s::text[])
     OR (destination = 'handler' AND type = ANY (%(handler_types)s::text[])))
 
+-- name: rule_destination
+-- Of the deliveries (rows with a destination), a destination's rule takes those to %(dest)s
+-- alone; every other rule, and the claim of the rows no rule governs, leaves alone those to the
+-- destinations with rules of their own (%(dest_excluded)s).
+((%(dest)s::text IS NULL OR destination = %(dest)s::text)
+    AND (destination IS NULL OR NOT destination = ANY (%(dest_excluded)s::text[])))
+
 -- name: claim_mark
 -- What a claim does to the rows of its CTE due (claim_due, claim_ruled).
 UPDATE timers
@@ -531,6 +538,8 @@ WITH urgent AS (
       AND run_at <= %(now)s
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
       AND
+      -- include: rule_destination
+      AND
       -- include: claim_subscribed
     ORDER BY priority DESC, run_at
     LIMIT %(limit)s
@@ -543,6 +552,8 @@ normal AS (
       AND run_at <= %(now)s
       AND priority = 0
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+      AND
+      -- include: rule_destination
       AND
       -- include: claim_subscribed
     ORDER BY run_at
@@ -573,6 +584,8 @@ WITH running AS (
     WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
       AND namespace = %(namespace)s
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(shadows)s::text[])
+      AND
+      -- include: rule_destination
     GROUP BY 1
 ),
 candidates AS (
@@ -584,6 +597,8 @@ candidates AS (
       AND status IN ('scheduled', 'retrying')
       AND run_at <= %(now)s
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+      AND
+      -- include: rule_destination
       AND
       -- include: claim_subscribed
     ORDER BY run_at
@@ -614,6 +629,8 @@ WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
   AND run_at <= 'infinity'
   AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
   AND
+  -- include: rule_destination
+  AND
   -- include: claim_subscribed
 ORDER BY run_at
 LIMIT 1
@@ -634,6 +651,8 @@ SELECT count(*) FROM timers
 WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
   AND namespace = %(namespace)s
   AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+  AND
+  -- include: rule_destination
 
 -- name: spend_tokens
 UPDATE flow_limits SET tat = %(tat)s WHERE namespace = %(namespace)s AND pattern = %(pattern)s
@@ -644,6 +663,8 @@ SELECT count(*) AS held, min(run_at) AS oldest FROM timers
 WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
   AND run_at <= %(now)s
   AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
+  AND
+  -- include: rule_destination
 
 -- name: list_limits
 SELECT * FROM flow_limits WHERE namespace = %(namespace)s ORDER BY pattern
@@ -651,13 +672,14 @@ SELECT * FROM flow_limits WHERE namespace = %(namespace)s ORDER BY pattern
 -- name: put_limit
 -- A limit replaces the pattern's previous one; a pause and the rate's state stay.
 INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
-    partition_by, updated_at)
+    partition_by, destination, updated_at)
 VALUES (%(namespace)s, %(pattern)s, %(concurrency)s, %(rate_count)s, %(rate_period_us)s,
-    %(burst)s, %(partition_by)s, %(now)s)
+    %(burst)s, %(partition_by)s, %(destination)s, %(now)s)
 ON CONFLICT (namespace, pattern) DO UPDATE
 SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
     rate_period_us = excluded.rate_period_us, burst = excluded.burst,
-    partition_by = excluded.partition_by, updated_at = excluded.updated_at
+    partition_by = excluded.partition_by, destination = excluded.destination,
+    updated_at = excluded.updated_at
 RETURNING *
 
 -- name: remove_limit

@@ -16,6 +16,7 @@ from duetime.model.limits import (
     FlowStatus,
     Governed,
     RuledClaim,
+    RuleFilter,
     plan_of,
 )
 from duetime.store.codec import dump_json, from_micros, to_micros
@@ -38,8 +39,13 @@ Q = load_queries("duetime.store.sqlite")
 Types = Sequence[str] | ClaimFilter | None
 
 
-def _globs(only: str, excluded: Sequence[str]) -> dict[str, Any]:
-    return {"only": only, "excluded": dump_json(list(excluded))}
+def _globs(rows: RuleFilter) -> dict[str, Any]:
+    return {
+        "only": rows.only,
+        "excluded": dump_json(list(rows.excluded)),
+        "dest": rows.destination,
+        "dest_excluded": dump_json(list(rows.destinations)),
+    }
 
 
 def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -109,7 +115,7 @@ class SqliteLimits:
                 params = {
                     "namespace": namespace,
                     "now": to_micros(now),
-                    **_globs(rule.pattern, plan.shadows_of(rule.pattern)),
+                    **_globs(plan.counted_by(rule)),
                 }
                 running = conn.execute(Q["count_leased"], params).fetchone()[0]
                 held, oldest = conn.execute(Q["held_by_rule"], params).fetchone()
@@ -141,7 +147,7 @@ class SqliteLimits:
 
         async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
             pattern = governed.rule.pattern
-            globs = _globs(pattern, plan.excluded(governed))
+            globs = _globs(plan.filter_of(governed))
             shadows = dump_json(list(governed.shadows))
             key = {"namespace": namespace, "pattern": pattern}
 
@@ -176,8 +182,8 @@ class SqliteLimits:
 
             return await self._db.write(run)
 
-        async def plain(excluded: tuple[str, ...], room: int) -> list[Claimed]:
-            params = {**base, **_globs("*", excluded), "limit": room}
+        async def plain(rows: RuleFilter, room: int) -> list[Claimed]:
+            params = {**base, **_globs(rows), "limit": room}
 
             def run(conn: sqlite3.Connection) -> list[Claimed]:
                 return take_rows(conn, Q["claim_ruled"], params, node_id, now_us)
@@ -199,8 +205,8 @@ class SqliteLimits:
 
         def run(conn: sqlite3.Connection) -> datetime | None:
             found: list[int] = []
-            for only, excluded in next_run_parts(plan, held, ungoverned):
-                value = conn.execute(Q["next_run_ruled"], {**base, **_globs(only, excluded)})
+            for rows in next_run_parts(plan, held, ungoverned):
+                value = conn.execute(Q["next_run_ruled"], {**base, **_globs(rows)})
                 earliest = value.fetchone()[0]
                 if earliest is not None:
                     found.append(earliest)

@@ -255,6 +255,13 @@ WHERE id IN (
     OR (destination = 'handler'
         AND type IN (SELECT value FROM json_each(:handler_types))))
 
+-- name: rule_destination
+-- Of the deliveries, a destination's rule takes those to :dest alone; every other rule, and the
+-- claim of the rows no rule governs, leaves alone those to the destinations with rules of their
+-- own (the JSON array :dest_excluded). See the PostgreSQL store's rule_destination.
+((:dest IS NULL OR destination = :dest)
+    AND NOT EXISTS (SELECT 1 FROM json_each(:dest_excluded) WHERE timers.destination = value))
+
 -- name: claim_mark
 UPDATE timers
 SET status = 'running',
@@ -284,6 +291,8 @@ WHERE id IN (
               AND type GLOB :only
               AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
               AND
+              -- include: rule_destination
+              AND
               -- include: claim_subscribed
             ORDER BY priority DESC, run_at
             LIMIT :limit
@@ -295,6 +304,8 @@ WHERE id IN (
               AND run_at <= :now AND priority = 0
               AND type GLOB :only
               AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+              AND
+              -- include: rule_destination
               AND
               -- include: claim_subscribed
             ORDER BY run_at
@@ -319,6 +330,8 @@ WHERE id IN (
         FROM timers
         WHERE status = 'running' AND namespace = :namespace AND type GLOB :only
           AND NOT EXISTS (SELECT 1 FROM json_each(:shadows) WHERE timers.type GLOB value)
+          AND
+          -- include: rule_destination
         GROUP BY 1
     ),
     candidates AS (
@@ -329,6 +342,8 @@ WHERE id IN (
         WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
           AND type GLOB :only
           AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+          AND
+          -- include: rule_destination
           AND
           -- include: claim_subscribed
         ORDER BY run_at
@@ -349,6 +364,8 @@ WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
   AND type GLOB :only
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
   AND
+  -- include: rule_destination
+  AND
   -- include: claim_subscribed
 
 -- name: get_limit
@@ -360,6 +377,8 @@ WHERE namespace = :namespace AND pattern = :pattern
 SELECT count(*) FROM timers
 WHERE status = 'running' AND namespace = :namespace AND type GLOB :only
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+  AND
+  -- include: rule_destination
 
 -- name: spend_tokens
 UPDATE flow_limits SET tat = :tat WHERE namespace = :namespace AND pattern = :pattern
@@ -369,19 +388,22 @@ SELECT count(*) AS held, min(run_at) AS oldest FROM timers
 WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
   AND type GLOB :only
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
+  AND
+  -- include: rule_destination
 
 -- name: list_limits
 SELECT * FROM flow_limits WHERE namespace = :namespace ORDER BY pattern
 
 -- name: put_limit
 INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
-    partition_by, updated_at)
+    partition_by, destination, updated_at)
 VALUES (:namespace, :pattern, :concurrency, :rate_count, :rate_period_us, :burst,
-    :partition_by, :now)
+    :partition_by, :destination, :now)
 ON CONFLICT (namespace, pattern) DO UPDATE
 SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
     rate_period_us = excluded.rate_period_us, burst = excluded.burst,
-    partition_by = excluded.partition_by, updated_at = excluded.updated_at
+    partition_by = excluded.partition_by, destination = excluded.destination,
+    updated_at = excluded.updated_at
 RETURNING *
 
 -- name: remove_limit
