@@ -28,11 +28,13 @@ from storekit import fresh_pg_url
 pytestmark = pytest.mark.slow
 
 RATE, BURST, EVENTS = 50, 5, 300
-SLACK = math.ceil(RATE * 0.1)
+SLACK = math.ceil(RATE * 0.3)
 """Sends are granted on the database's clock and reach the server after a worker's start delay
-and an HTTP exchange, not all equally late (on a loaded machine, tens of ms apart): a window of
-arrivals may hold the grants of a window up to 100 ms longer (as test_flow_control's START_LAG
-allows for starts). Without the limit, all 300 arrive within about a second."""
+and an HTTP exchange, not all equally late: on a loaded machine (a CI run beside other work)
+arrivals were seen bunched by up to ~200 ms, so a window of arrivals may hold the grants of a
+window 300 ms longer. The bound still fails without the limit by far: unlimited, all 300 arrive
+within about a second (~150 in half a second, against a bound of 45), and the span check below
+holds the whole run to the rate."""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
