@@ -231,9 +231,33 @@ class Materializer(Service):
         ]
 
     async def tick(self, now: datetime) -> int:
-        """Materialise everything due by ``now + lookahead``; the number of timers created."""
-        created = 0
+        """Materialise everything due by ``now + lookahead``; the number of timers created.
+
+        One batch first; when it comes back full (a backlog: a day's million birthdays, or the
+        schedules due while every worker was down), the rest in the store's
+        ``materialize_lanes`` concurrent transactions, each taking its own due rows (the
+        stores skip rows another transaction holds), so planning the next batch overlaps the
+        database writing the last."""
         horizon = now + self.lookahead
+        created, backlog = await self._batches(now, horizon, until_full=False)
+        if backlog:
+            lanes = max(1, self.schedules.materialize_lanes)
+            async with asyncio.TaskGroup() as group:
+                tasks = [
+                    group.create_task(self._batches(now, horizon, until_full=True))
+                    for _ in range(lanes)
+                ]
+            created += sum(task.result()[0] for task in tasks)
+        self.created += created
+        return created
+
+    async def _batches(
+        self, now: datetime, horizon: datetime, *, until_full: bool
+    ) -> tuple[int, bool]:
+        """Batches in one lane: one (``until_full`` false), or until one comes back short.
+        The timers created, and whether more is due (the last batch was full, or schedules
+        have more occurrences to make: capped catch-up)."""
+        created = 0
         still_due: list[int] = []
 
         def plan(
@@ -253,13 +277,11 @@ class Materializer(Service):
                 self.namespace, horizon, limit, plan, now
             )
             created += result.timers
-            # A full batch, or schedules with more to do (capped catch-up): go on.
-            if result.advanced == 0 or (result.due < limit and not still_due):
-                break
+            more = result.advanced > 0 and (result.due >= limit or bool(still_due))
+            if not (more and until_full):
+                return created, more
             if result.due >= limit:  # a backlog: fewer, larger transactions while it lasts
                 limit = min(2 * limit, self.schedules.backlog_growth * self.batch_size)
-        self.created += created
-        return created
 
     async def prepare(self) -> None:
         """Once per process: re-resolve local times and schedules if the tz data changed."""

@@ -71,6 +71,12 @@ class ScheduleStore(Protocol):
     (a million schedules due after an outage) goes faster in batches of thousands (10);
     PostgreSQL's one statement per batch is planned best at the configured size (1)."""
 
+    materialize_lanes: int
+    """How many materialising transactions one materialiser runs at once through a backlog.
+    PostgreSQL: 2 (the client plans a batch while the server writes another, and a batch's
+    commit waits while the next is written: a million due schedules in half the time);
+    SQLite: 1 (one writer at a time)."""
+
     async def put_schedules(
         self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
     ) -> list[Schedule | None]:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncCursor
+from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from duetime.errors import InvalidInput
@@ -49,6 +50,7 @@ class PostgresSchedules:
     """Schedule storage in one PostgreSQL schema (its pool, its notifications)."""
 
     backlog_growth = 1
+    materialize_lanes = 2
 
     def __init__(self, db: Database, notices: Notices) -> None:
         self._db = db
@@ -287,7 +289,9 @@ async def _advance(
     conn: Conn, advances: Sequence[ScheduleAdvance], now: datetime
 ) -> tuple[list[int], int, list[datetime | None]]:
     """Advance the rows whose version matches and insert only their timers, in one statement:
-    the ids advanced, how many timers were made, and the earliest that will run."""
+    the ids advanced, how many timers were made, and the earliest that will run. The fast
+    statement first; should an occurrence's key exist (a deleted schedule's cancelled
+    occurrence, a user's timer of that key), the one that minds existing keys instead."""
     if not advances:
         return [], 0, []
     made = occurrence_values(advances, {a.schedule_id for a in advances})
@@ -310,7 +314,11 @@ async def _advance(
     }
     await conn.execute(Q["by_index"])
     cur = conn.cursor(binary=True)
-    await cur.execute(Q["advance_schedules"], params)
+    try:
+        async with conn.transaction():  # a savepoint: only the statement is undone
+            await cur.execute(Q["advance_fresh"], params)
+    except UniqueViolation:  # an occurrence's key exists: the statement that minds them
+        await cur.execute(Q["advance_schedules"], params)
     row = await cur.fetchone()
     assert row is not None  # an aggregate: always one row
     return list(row["advanced"]), row["created"], [row["earliest"]]

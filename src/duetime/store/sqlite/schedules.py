@@ -43,6 +43,7 @@ class SqliteSchedules:
     """Schedule storage on a SQLite file (the calls run on its connection thread)."""
 
     backlog_growth = 10
+    materialize_lanes = 1
 
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
