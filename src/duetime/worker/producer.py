@@ -40,7 +40,9 @@ on an idle SSD, tens on a busy disk — is not added to the timer's lateness: th
 are held in memory and their handlers start at the due instant, never before it. When recent
 claims took longer, the worker claims twice their worst time ahead, up to
 :data:`MAX_CLAIM_AHEAD`. (Meanwhile the timer shows as ``running``: cancelling it that close to
-its due instant is a conflict, as it would be a moment later.)"""
+its due instant is a conflict, as it would be a moment later.) The claim made ahead of an
+instant also takes the rows due within this long after it, each held until its own instant:
+timers due a millisecond apart cost a claim a window, not a claim each."""
 MAX_CLAIM_AHEAD = timedelta(milliseconds=250)
 PREFETCH_HORIZON = 0.05
 """Seconds of work, at the worker's recent pace, it may claim beyond its free slots.
@@ -364,10 +366,14 @@ class Producer:
         plan = await self._rules(loop)
         paced: Mapping[int, datetime] = {}
         if plan.empty:
+            # The rows due within the claim-ahead after the cutoff come too, each held until
+            # its own instant (_take_claimed): timers due a millisecond apart (a stream of
+            # requests, each due soon) then cost a claim a window, not a claim each.
+            reach = cutoff + self._ahead()
             claimed = await self.store.claim_due(
                 self.namespace,
                 self.dispatch.claim_filter,
-                cutoff,
+                reach,
                 limit,
                 self.shared.node_id,
                 lease_until,
@@ -448,22 +454,27 @@ class Producer:
         pacing: dict[datetime, list[_Ready]] = {}  # rows a rate granted, by their instant
         free = self.free() if not self._ready else 0  # slots; the waiting rows go first
         start = self._executor.start
+        now = self.clock.now()
         for item in claimed:
             if item.problem is not None:
                 self._unreadable(item)
                 continue
+            start_at_row = start_at
+            run_at = item.timer.run_at
+            if run_at > now and (start_at is None or run_at > start_at):
+                start_at_row = run_at  # claimed ahead of its own instant: held until then
             goes = route(item.timer)
             if type(goes) is Fan:
                 fans.append((item, goes))
             elif paced and item.timer.id in paced:
-                ready = _Ready(item, goes, start_at, held)
+                ready = _Ready(item, goes, start_at_row, held)
                 pacing.setdefault(paced[item.timer.id], []).append(ready)
             elif free > 0:
                 free -= 1
                 self._started_count += 1
-                start(item, goes, start_at, loop, held)
+                start(item, goes, start_at_row, loop, held)
             else:
-                self._ready.append(_Ready(item, goes, start_at, held))
+                self._ready.append(_Ready(item, goes, start_at_row, held))
         for at, readies in pacing.items():
             self._hold_paced(readies, at, loop)
         self.start_ready()
