@@ -133,6 +133,33 @@ def test_unknown_namespace_and_bad_token_over_http(secured: tuple[Server, Tokens
         assert refused.json()["field"] == "authorization"
 
 
+def test_creating_a_timer_answers_alike_on_the_fast_route_and_the_documented_one(
+    secured: tuple[Server, Tokens],
+) -> None:
+    """POST …/timers is served outside FastAPI's dependency solving (duetime.api.fast) for a
+    valid namespace name; a malformed one falls through to the documented route's 422."""
+    server, tokens = secured
+    body = {"type": "x", "delay": 1}
+    with server.client(tokens.admin) as admin:
+        malformed = admin.post("/v1/namespaces/Not%20A%20Name/timers", json=body)
+        assert malformed.status_code == 422
+        assert malformed.json()["field"] == "namespace"
+        long = admin.post(f"/v1/namespaces/{'a' * 64}/timers", json=body)
+        assert long.status_code == 422
+        assert long.json()["field"] == "namespace"
+        made = admin.post("/v1/namespaces/alpha/timers", json={**body, "key": "fast-1"})
+        assert made.status_code == 201
+        assert made.json()["timer"]["key"] == "fast-1"
+        bad = admin.post("/v1/namespaces/alpha/timers", json={"type": "x", "delay": "soon"})
+        assert bad.status_code == 422
+        assert bad.json()["field"] == "delay"
+        assert "x-content-type-options" in {k.lower() for k in made.headers}
+    with server.client() as anonymous:
+        refused = anonymous.post("/v1/namespaces/alpha/timers", json=body)
+        assert refused.status_code == 401
+        assert refused.json()["field"] == "authorization"
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
-from duetime.api import events, limits, live, operations, schedules, system, timers
+from duetime.api import events, fast, limits, live, operations, schedules, system, timers
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.guard import RequestGuard
@@ -84,6 +84,7 @@ def create_api(
     api.state.duetime = service
     api.add_middleware(RequestGuard, service=service)
     install_error_handlers(api)
+    api.router.routes.extend(fast.ROUTES)  # first: matched before the documented routes
     api.include_router(operations.router)
     api.include_router(live.router)
     api.include_router(timers.router)

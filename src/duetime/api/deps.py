@@ -101,6 +101,16 @@ async def writable(namespace: NamespacePath, request: Request, credentials: Bear
     return await service.namespaces.existing(namespace)
 
 
+async def writable_of(request: Request) -> AsyncApp:
+    """:func:`writable` for a route outside FastAPI's dependency solving (see
+    :mod:`duetime.api.fast`): the namespace from the path (its convertor checked it), the
+    token from the Authorization header, the same answers."""
+    namespace: str = request.path_params["namespace"]
+    service = service_of(request)
+    require_writable(await principal_of(request, service, None), namespace)
+    return await service.namespaces.existing(namespace)
+
+
 ReadApp = Annotated[AsyncApp, Depends(readable)]
 WriteApp = Annotated[AsyncApp, Depends(writable)]
 

@@ -27,6 +27,7 @@ from duetime.api.schemas import (
     TypePattern,
     errors,
 )
+from duetime.app import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.model import OnConflict, Page, PutResult, Timer
 from duetime.requests import TimerRequest
@@ -87,6 +88,11 @@ def _page(page: Page[Timer]) -> dict[str, Any]:
 )
 async def schedule_timer(request: Request, app: WriteApp) -> JSONResponse:
     """Create (201), or update / keep an existing key (200); `action` says which."""
+    return await put_timer(request, app)
+
+
+async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
+    """The body of ``POST …/timers``, for its documented route and :mod:`duetime.api.fast`."""
     data = await read_json(request, service_of(request).settings.body_limit)
     on_conflict: object = "update"
     if isinstance(data, dict):
