@@ -24,6 +24,7 @@ from duetime.cli.worker import (
     same_database,
     sources_option,
 )
+from duetime.collector import pace_for_service
 from duetime.config import Settings
 from duetime.errors import InvalidInput
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
@@ -185,6 +186,7 @@ def serve(
         port,
         f", behind a proxy at {root_path}/" if root_path else "",
     )
+    pace_for_service()
     server.run(
         api,
         host,

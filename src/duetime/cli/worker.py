@@ -32,6 +32,7 @@ from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import CliConfig, common_options, config, log_options
+from duetime.collector import pace_for_service
 from duetime.errors import InvalidInput
 from duetime.redaction import redact_url
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
@@ -312,6 +313,7 @@ def worker(
     if sources:
         log.info("sources: %s", ", ".join(repr(source) for source in sources))
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
+    pace_for_service()
     stats = run_process(core, sources=sources, node_id=node_id, metrics=metrics)
     log.info("worker %s stopped", node_id)
     print_stats(stats, "worker stopped")
