@@ -66,14 +66,26 @@ class Phase:
     lateness_p99: float | None
     load: str = field(default="")
     server_cpu_us: float | None = None
+    wrk_latencies: tuple[float, float, float, float] | None = None
+    """p50, p90, p99 and max in ms, as wrk measured them (its phases keep no latencies)."""
     """The server process's CPU time a request (Linux): moves much less with the neighbours'
     load than the rate does."""
+
+    @property
+    def most(self) -> float:
+        if self.wrk_latencies is not None:
+            return self.wrk_latencies[3]
+        return max(self.latencies) * 1000
 
     @property
     def rate(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
 
     def percentile(self, q: float) -> float:
+        if self.wrk_latencies is not None:
+            return {0.5: self.wrk_latencies[0], 0.9: self.wrk_latencies[1]}.get(
+                q, self.wrk_latencies[2]
+            )
         ordered = sorted(self.latencies)
         index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
         return ordered[index] * 1000
@@ -120,11 +132,24 @@ def database(backend: str, workdir: Path, pg_url: str) -> Iterator[str]:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+def start_worker(workdir: Path, url: str) -> subprocess.Popen[bytes]:
+    """``duetime worker --app benchapp:app`` beside the server (``--worker-process``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_") or k == "DUETIME_GC"}
+    env["DUETIME_DATABASE_URL"] = url
+    return subprocess.Popen(
+        [*duetime_command(), "worker", "--app", "benchapp:app", "--log-level", "warning"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "worker.log", "wb"),
+    )
+
+
 def start_server(
-    workdir: Path, port: int, auth: bool, url: str
+    workdir: Path, port: int, auth: bool, url: str, worker: bool = True
 ) -> tuple[subprocess.Popen[bytes], str]:
     (workdir / "benchapp.py").write_text(APP_MODULE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_") or k == "DUETIME_GC"}
     env["DUETIME_DATABASE_URL"] = url
     token = ""
     if auth:
@@ -136,7 +161,9 @@ def start_server(
             check=True,
         )
         token = json.loads(made.stdout)["token"]
-    args = ["serve", "--port", str(port), "--app", "benchapp:app", "--log-level", "warning"]
+    args = ["serve", "--port", str(port), "--log-level", "warning"]
+    if worker:
+        args += ["--app", "benchapp:app"]
     process = subprocess.Popen(
         [*duetime_command(), *args],
         cwd=workdir,
@@ -200,6 +227,74 @@ async def run_phase(
     return phase
 
 
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local token = os.getenv("BENCH_TOKEN")
+if token and token ~= "" then wrk.headers["Authorization"] = "Bearer " .. token end
+local tag = os.getenv("BENCH_TAG")
+local n = 0
+math.randomseed(os.time())
+request = function()
+    n = n + 1
+    local body = string.format(
+        '{"type":"bench.fire","key":"%s-%d","subject":"user-%d","delay":%.3f,'
+        .. '"payload":{"n":%d,"note":"%s"}}',
+        tag, n, n % 1000, math.random() * 2, n, string.rep("x", 64))
+    return wrk.format(nil, "/v1/namespaces/bench/timers", nil, body)
+end
+done = function(summary, latency, requests)
+    local bad = summary.errors.status + summary.errors.connect + summary.errors.read
+        + summary.errors.write + summary.errors.timeout
+    io.write(string.format("WRK %d %d %.6f %d %d %d %d %d\\n", summary.requests,
+        summary.duration, 0, bad, latency:percentile(50), latency:percentile(90),
+        latency:percentile(99), latency.max))
+end
+"""
+"""wrk's Lua: a unique key per request (the tag and a counter: one wrk thread), the same
+bodies as the Python clients; done() prints requests, microseconds, errors and the latency
+percentiles (µs) on one line."""
+
+
+def run_wrk_phase(
+    base_url: str, token: str, clients: int, seconds: float, tag: str, server: int, workdir: Path
+) -> Phase:
+    """A phase driven by wrk (one thread, ``clients`` keep-alive connections, ``seconds``
+    long): a load generator that costs a fraction of the server's CPU a request, where the
+    Python clients cost about as much as the server and share its two CPUs."""
+    script = workdir / "post.lua"
+    script.write_text(WRK_SCRIPT)
+    env = {**os.environ, "BENCH_TOKEN": token, "BENCH_TAG": tag}
+    load_before = load_average()
+    cpu_before = cpu_seconds(server)
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{clients}", f"-d{seconds:g}s", "-s", str(script), base_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    cpu_after = cpu_seconds(server)
+    line = next(line for line in out.splitlines() if line.startswith("WRK "))
+    requests, micros, _, errors, p50, p90, p99, most = (float(x) for x in line.split()[1:])
+    phase = Phase(int(clients), int(requests), micros / 1e6, [], int(errors), 0, 0, None, None)
+    phase.wrk_latencies = (p50 / 1000, p90 / 1000, p99 / 1000, most / 1000)
+    phase.load = f"{load_before}→{load_average()}"
+    if cpu_before is not None and cpu_after is not None and requests:
+        phase.server_cpu_us = (cpu_after - cpu_before) / requests * 1e6
+    return phase
+
+
+async def fired(base_url: str, token: str, phase: Phase, tag: str) -> None:
+    """How many of the phase's timers are done at its end and 3 s later, and the lateness."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
+        phase.done_at_end = await count_done(client, tag)
+        await asyncio.sleep(3)
+        phase.done_later = await count_done(client, tag)
+        phase.lateness_p50, phase.lateness_p99 = await lateness(client)
+
+
 async def count_done(client: httpx.AsyncClient, tag: str) -> int:
     """Timers of this phase that are done (pages through the listing by status)."""
     done = 0
@@ -238,7 +333,7 @@ def fmt_seconds(value: float | None) -> str:
     return f"≤{value * 1000:g} ms" if value < 1 else f"≤{value:g} s"
 
 
-def print_table(phases: list[Phase], auth: bool, backend: str) -> None:
+def print_table(phases: list[Phase], auth: bool, backend: str, worker_process: bool) -> None:
     header = (
         f"{'clients':>7} {'requests':>8} {'req/s':>8} {'p50 ms':>7} {'p90 ms':>7} "
         f"{'p99 ms':>7} {'max ms':>7} {'errors':>6} {'fired@end':>9} {'fired+3s':>8} "
@@ -255,7 +350,7 @@ def print_table(phases: list[Phase], auth: bool, backend: str) -> None:
         cpu = "-" if p.server_cpu_us is None else f"{p.server_cpu_us:.0f}"
         print(
             f"{p.clients:>7} {p.requests:>8} {p.rate:>8.0f} {p.percentile(0.5):>7.1f} "
-            f"{p.percentile(0.9):>7.1f} {p.percentile(0.99):>7.1f} {max(p.latencies) * 1000:>7.1f} "
+            f"{p.percentile(0.9):>7.1f} {p.percentile(0.99):>7.1f} {p.most:>7.1f} "
             f"{p.errors:>6} {p.done_at_end:>9} {p.done_later:>8} "
             f"{fmt_seconds(p.lateness_p50):>9} {fmt_seconds(p.lateness_p99):>9} "
             f"{p.load:>12} {cpu:>7}"
@@ -263,6 +358,8 @@ def print_table(phases: list[Phase], auth: bool, backend: str) -> None:
     mean = statistics.fmean(p.rate for p in phases)
     print(f"\nmean over phases: {mean:.0f} req/s; lateness is cumulative over the whole run")
     print("CPU µs: the server's CPU time a request (API and worker: it fires them meanwhile)")
+    if worker_process:
+        print("(the worker ran as a process of its own: the CPU µs are the API server's alone)")
 
 
 def main() -> None:
@@ -272,6 +369,17 @@ def main() -> None:
         "--clients", default="1,8,32", help="Comma-separated concurrent client counts."
     )
     parser.add_argument("--auth", action="store_true", help="Send a bearer token (auth on).")
+    parser.add_argument(
+        "--worker-process",
+        action="store_true",
+        help="Run the worker as a process of its own (duetime worker) beside the API server.",
+    )
+    parser.add_argument(
+        "--wrk",
+        type=float,
+        metavar="SECONDS",
+        help="Drive each phase with wrk for SECONDS (instead of --requests from Python clients).",
+    )
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
         "--pg-url",
@@ -288,22 +396,34 @@ def main() -> None:
         database(args.backend, Path(tmp), args.pg_url) as url,
     ):
         port = free_port()
-        process, token = start_server(Path(tmp), port, args.auth, url)
+        worker = None
+        if args.worker_process:  # first: it makes the namespace the requests go to
+            (Path(tmp) / "benchapp.py").write_text(APP_MODULE)
+            worker = start_worker(Path(tmp), url)
+            time.sleep(3)
+        process, token = start_server(Path(tmp), port, args.auth, url, not args.worker_process)
         pid = process.pid
         base_url = f"http://127.0.0.1:{port}"
         try:
             phases = []
             for clients in counts:
+                tag = f"c{clients}"
+                if args.wrk:
+                    print(f"phase: wrk, {clients} connections x {args.wrk:g} s...", flush=True)
+                    phase = run_wrk_phase(base_url, token, clients, args.wrk, tag, pid, Path(tmp))
+                    asyncio.run(fired(base_url, token, phase, tag))
+                    phases.append(phase)
+                    continue
                 print(f"phase: {clients} clients x {args.requests} requests...", flush=True)
                 phases.append(
-                    asyncio.run(
-                        run_phase(base_url, token, clients, args.requests, f"c{clients}", pid)
-                    )
+                    asyncio.run(run_phase(base_url, token, clients, args.requests, tag, pid))
                 )
         finally:
-            process.terminate()
-            process.wait(timeout=60)
-        print_table(phases, args.auth, args.backend)
+            for running in (process, worker):
+                if running is not None:
+                    running.terminate()
+                    running.wait(timeout=60)
+        print_table(phases, args.auth, args.backend, args.worker_process)
 
 
 if __name__ == "__main__":
