@@ -58,6 +58,26 @@ async def test_wakeups_are_heard_here_and_by_other_instances(
     assert [hint for hint in there if hint is not None] == []
 
 
+async def test_a_lone_batch_of_drawn_keys_wakes_here_and_other_instances(
+    store: Store, make_store: StoreFactory
+) -> None:
+    """Timers whose keys the store draws (``emit()``) go out in one round trip on PostgreSQL,
+    their NOTIFY with them: the earliest of them is heard everywhere all the same."""
+    other = await make_store()
+    here: list[datetime | None] = []
+    there: list[datetime | None] = []
+    store.add_wakeup_listener(here.append)
+    other.add_wakeup_listener(there.append)
+    due = NOW + timedelta(seconds=7)
+    batch = [new_timer(None, due + timedelta(seconds=1)), new_timer(None, due)]
+    results = await store.put_timers(batch, "error", NOW)
+    assert [r.action for r in results] == ["created", "created"]
+    assert [r.timer.due_at for r in results] == [due + timedelta(seconds=1), due]
+    assert here[-1] == due
+    await wait_until(lambda: due in there)
+    assert await other.get_timer("ns", results[1].timer.key) == results[1].timer
+
+
 async def test_a_removed_wakeup_listener_hears_nothing_more(store: Store) -> None:
     kept: list[datetime | None] = []
     removed: list[datetime | None] = []
