@@ -65,6 +65,13 @@ _MAX_TEXT = 64
 ScheduleAction = Literal["created", "updated", "kept"]
 RuleCache = dict[tuple[object, ...], tuple[Recurrence, "datetime | None"]]
 
+CHECKED_RULES = 4096
+_CHECKED_RULES: dict[tuple[object, ...], Recurrence] = {}
+"""Rules parsed and checked (it fires within the horizon) lately, by their fields and the day
+they were checked on: batch after batch of per-user schedules share a few thousand rules, and
+checking one (its next instants in its zone) cost more than the rest of adding a schedule. A
+rule's next occurrence depends on the instant and is computed afresh each batch."""
+
 
 class Unset(enum.Enum):
     """The "not given" marker of updates, where None means "clear this field"."""
@@ -276,16 +283,26 @@ def _resolve_rule(
         found = None
     if found is not None:
         return found
-    rule = parse_recurrence(
-        cron=request.cron,
-        every=request.every,
-        timezone="UTC" if request.timezone is None else request.timezone,
-        on_gap=request.on_gap,
-        on_overlap=request.on_overlap,
-        start_at=parse_instant(request.start_at, "start_at"),
-        end_at=parse_instant(request.end_at, "end_at"),
-        now=now,
-    )
+    checked = (*key[:-1], now.date())
+    try:
+        rule = _CHECKED_RULES.get(checked)
+    except TypeError:
+        rule = None
+    if rule is None:
+        rule = parse_recurrence(
+            cron=request.cron,
+            every=request.every,
+            timezone="UTC" if request.timezone is None else request.timezone,
+            on_gap=request.on_gap,
+            on_overlap=request.on_overlap,
+            start_at=parse_instant(request.start_at, "start_at"),
+            end_at=parse_instant(request.end_at, "end_at"),
+            now=now,
+        )
+        with contextlib.suppress(TypeError):
+            _CHECKED_RULES[checked] = rule
+            while len(_CHECKED_RULES) > CHECKED_RULES:
+                del _CHECKED_RULES[next(iter(_CHECKED_RULES))]  # the oldest first
     found = rule, first_after(rule, anchor_at, now)
     with contextlib.suppress(TypeError):
         rules[key] = found

@@ -209,3 +209,36 @@ def test_the_package_exports_the_schedule_types() -> None:
     assert duetime.Schedule is Schedule
     assert duetime.ScheduleRequest is ScheduleRequest
     assert {"Schedule", "ScheduleRequest"} <= set(duetime.__all__)
+
+
+def test_a_checked_rule_is_reused_by_later_batches_with_the_next_occurrence_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Per-user schedules added batch after batch share a few rules: each is parsed and
+    checked once a day, its next occurrence computed at each batch's instant; a bad rule is
+    refused every time."""
+    import duetime.schedules as schedules
+
+    parsed: list[str | None] = []
+    real = schedules.parse_recurrence
+
+    def counting(**fields: object) -> object:
+        parsed.append(fields["cron"])  # type: ignore[arg-type]
+        return real(**fields)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(schedules, "parse_recurrence", counting)
+    monkeypatch.setattr(schedules, "_CHECKED_RULES", {})
+    request = ScheduleRequest(name="s", type="t", cron="7 9 * * *", timezone="Asia/Tokyo")
+    first = request.resolve("ns", NOW, 20, 1000, rules={})
+    later = NOW + timedelta(hours=1)
+    second = request.resolve("ns", later, 20, 1000, rules={})
+    assert parsed == ["7 9 * * *"]
+    assert first.next_at == second.next_at == datetime(2025, 3, 9, 0, 7, tzinfo=UTC)
+    after_it = request.resolve("ns", datetime(2025, 3, 9, 0, 7, tzinfo=UTC), 20, 1000, rules={})
+    assert after_it.next_at == datetime(2025, 3, 10, 0, 7, tzinfo=UTC)
+    assert parsed == ["7 9 * * *", "7 9 * * *"]  # a new day: checked again
+    bad = ScheduleRequest(name="s", type="t", cron="0 0 30 2 *")
+    for _ in range(2):
+        with pytest.raises(InvalidCron):
+            bad.resolve("ns", NOW, 20, 1000, rules={})
+    assert parsed[2:] == ["0 0 30 2 *", "0 0 30 2 *"]
