@@ -144,6 +144,19 @@ async def blocked_backend(holder: psycopg.AsyncConnection[Any]) -> int:
     pytest.fail("no write waited for the held key")
 
 
+async def transactions_writing(store: Store, keys: Sequence[str]) -> int:
+    """How many transactions wrote the timers of ``keys`` (PostgreSQL: their distinct xmin)."""
+    assert isinstance(store, PostgresStore)
+    async with await psycopg.AsyncConnection.connect(store.settings.conninfo) as conn:
+        cur = await conn.execute(
+            f"SELECT count(DISTINCT xmin::text) FROM {store.schema}.timers WHERE key = ANY(%s)",
+            [keys],
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 postgres_only = pytest.mark.parametrize("backend", ["postgres"])
 """PostgreSQL's own behaviour: its tests run on that backend alone."""
 
@@ -152,14 +165,7 @@ postgres_only = pytest.mark.parametrize("backend", ["postgres"])
 async def test_concurrent_puts_share_one_transaction(store: Store) -> None:
     keys = [f"x{i}" for i in range(CALLERS)]
     await asyncio.gather(*puts(store, [([new_timer(k)], "error") for k in keys]))
-    assert isinstance(store, PostgresStore)
-    async with await psycopg.AsyncConnection.connect(store.settings.conninfo) as conn:
-        cur = await conn.execute(
-            f"SELECT count(DISTINCT xmin::text) FROM {store.schema}.timers WHERE key = ANY(%s)",
-            [keys],
-        )
-        row = await cur.fetchone()
-    assert row == (2,)  # the first caller's own, then everyone who queued meanwhile
+    assert await transactions_writing(store, keys) == 2  # the first caller's, then the rest
 
 
 @postgres_only
@@ -192,3 +198,89 @@ async def test_a_batch_whose_connection_dies_fails_every_caller_and_stores_none(
         outcomes = await asyncio.gather(*batch, return_exceptions=True)
     assert all(isinstance(o, StoreUnavailable) for o in outcomes), outcomes
     assert await stored_keys(store, ["alone", "blocked", *keys]) == {"alone"}
+
+
+@postgres_only
+async def test_callers_whose_keys_are_drawn_share_one_statement(store: Store) -> None:
+    """emit()s at once: the group is one statement (one transaction) and each caller gets its
+    own timers back, in order."""
+    calls: list[tuple[list[NewTimer], OnConflict]] = [
+        ([new_timer(None, payload={"caller": i, "n": n}) for n in range(i % 3 + 1)], "error")
+        for i in range(CALLERS)
+    ]
+    outcomes = await asyncio.gather(*puts(store, calls))
+    for i, results in enumerate(outcomes):
+        assert [r.action for r in results] == ["created"] * (i % 3 + 1)
+        assert [r.timer.payload for r in results] == [
+            {"caller": i, "n": n} for n in range(i % 3 + 1)
+        ]
+    keys = [r.timer.key for results in outcomes for r in results]
+    assert len(set(keys)) == len(keys)
+    assert await transactions_writing(store, keys) == 2  # the first caller's, then the rest
+
+
+@postgres_only
+async def test_a_drawn_keys_caller_postgres_refuses_fails_alone(store: Store) -> None:
+    calls: list[tuple[list[NewTimer], OnConflict]] = [
+        ([new_timer(None, payload={"caller": i})], "error") for i in range(CALLERS)
+    ]
+    calls.insert(6, ([new_timer(None, payload={"text": "a\u0000b"})], "error"))
+    calls.insert(11, ([new_timer(None, type="bad\x00type")], "error"))
+    outcomes = await asyncio.gather(*puts(store, calls), return_exceptions=True)
+    assert isinstance(outcomes[6], InvalidInput)
+    assert outcomes[6].field == "payload"
+    assert isinstance(outcomes[11], InvalidInput)
+    assert outcomes[11].field == "type"
+    stored = [o for i, o in enumerate(outcomes) if i not in (6, 11)]
+    assert all(isinstance(o, list) and o[0].action == "created" for o in stored)
+    counts = await store.count_by_status("ns")
+    assert sum(counts.values()) == CALLERS
+
+
+async def test_callers_with_keys_of_their_own_keep_update_and_refuse_alike(store: Store) -> None:
+    """A group of callers each with keys of its own (PostgreSQL: one round trip for all):
+    kept timers come back as stored, updated ones changed, a single-timer ``error`` caller
+    whose key exists fails alone, a ``keep`` caller of several timers gets each one's answer."""
+    await store.put_timers(
+        [
+            new_timer("old-keep", payload={"v": 0}),
+            new_timer("old-update", payload={"v": 0}),
+            new_timer("old-many", payload={"v": 0}),
+            new_timer("old-error", payload={"v": 0}),
+        ],
+        "error",
+        NOW,
+    )
+    calls: list[tuple[list[NewTimer], OnConflict]] = [
+        ([new_timer("alone")], "keep"),  # first: alone, the others queue behind its commit
+        ([new_timer("old-keep", payload={"v": 1})], "keep"),
+        ([new_timer("old-update", payload={"v": 1})], "update"),
+        ([new_timer("old-keep", namespace="other", payload={"v": 1})], "error"),
+        ([new_timer("new-error")], "error"),
+        ([new_timer("many-1"), new_timer("old-many"), new_timer("many-2")], "keep"),
+    ]
+    calls.insert(4, ([new_timer("old-error", payload={"v": 2})], "error"))
+    outcomes = await asyncio.gather(*puts(store, calls), return_exceptions=True)
+    alone, kept, updated, other, refused, new_error, many = outcomes
+    assert isinstance(alone, list)
+    assert alone[0].action == "created"
+    assert isinstance(kept, list)
+    assert kept[0].action == "kept"
+    assert kept[0].timer.payload == {"v": 0}
+    assert isinstance(updated, list)
+    assert updated[0].action == "updated"
+    assert updated[0].timer.payload == {"v": 1}
+    assert isinstance(other, list)
+    assert other[0].action == "created"  # another namespace
+    assert isinstance(refused, AlreadyExists)
+    assert isinstance(new_error, list)
+    assert new_error[0].action == "created"
+    assert isinstance(many, list)
+    assert [r.action for r in many] == ["created", "kept", "created"]
+    assert many[1].timer.payload == {"v": 0}
+    stored = await store.get_timer("ns", "old-update")
+    assert stored is not None
+    assert stored.payload == {"v": 1}
+    untouched = await store.get_timer("ns", "old-error")
+    assert untouched is not None
+    assert untouched.payload == {"v": 0}

@@ -10,7 +10,7 @@ hears it in every process.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import NamedTuple
@@ -185,16 +185,106 @@ class PostgresStore:
         return await self._puts.run(PutCall(head, on_conflict, now))
 
     async def _put_alone(self, call: PutCall) -> list[PutResult]:
-        if call.timers and all(timer.key is None for timer in call.timers):
-            return await self._put_fresh(call.timers, call.now)
+        try:
+            if _drawn_keys_only([call]):
+                return await self._put_fresh(call.timers, call.now)
+            if _at_once([call]):
+                (answer,) = await self._put_at_once([call])
+                if isinstance(answer, Exception):
+                    raise answer
+                return answer
+        except psycopg.DataError as exc:
+            raise _refused_payload(exc) from exc
         return await self._put_apart(call.timers, call.on_conflict, call.now)
 
+    async def _put_at_once(self, calls: Sequence[PutCall]) -> list[list[PutResult] | Exception]:
+        """Callers' timers with keys of their own (see :func:`_at_once`) in one round trip: the
+        insert (``keep``, ``error``) and upsert (``update``) statements as one implicit
+        transaction (:meth:`Database.atomic`), then the NOTIFY if a timer was made or changed
+        (kept ones wake nobody), where a transaction costs six round trips for a group (BEGIN,
+        a savepoint, the statements, its release, COMMIT, the NOTIFY). What comes after the
+        commit never needs it undone: a caller whose only timer's key exists (``error``) stored
+        nothing and fails alone; kept timers are read afterwards; a key an upsert could not see
+        (a concurrent caller's) is that single-timer caller's whole write, made again on its
+        own. Raises InvalidInput or the DataError of a payload PostgreSQL refuses, with nothing
+        stored."""
+        timers = [timer for call in calls for timer in call.timers]
+        check_text(timers)
+        now = max(call.now for call in calls)
+        keys = [timer.key or "" for timer in timers]  # every one given (_at_once)
+        by_query: dict[str, list[int]] = {}
+        start = 0
+        for call in calls:
+            span = range(start, start + len(call.timers))
+            by_query.setdefault(_put_query(call.on_conflict), []).extend(span)
+            start += len(call.timers)
+        statements = []
+        for query, positions in by_query.items():
+            batch = [timers[i] for i in positions]
+            batch_keys = [keys[i] for i in positions]
+            params = timer_batch_params(batch, batch_keys, now)
+            make = written_timer_rows(batch, batch_keys)
+            statements.append(Statement(query, params, make, binary=True))
+        answered = await self._db.atomic(statements)
+        written: list[tuple[Timer, int] | None] = [None] * len(timers)
+        unseen: set[tuple[str, str]] = set()
+        for positions, answer in zip(by_query.values(), answered, strict=True):
+            unseen |= _place_written(answer, positions, timers, keys, written)
+        kept = [
+            (timers[i].namespace, keys[i])
+            for i, row in enumerate(written)
+            if row is None and (timers[i].namespace, keys[i]) not in unseen
+        ]
+        existing = await self._db.read(lambda conn: self._get_many(conn, kept)) if kept else {}
+        answers: list[list[PutResult] | Exception] = []
+        start = 0
+        for call in calls:
+            own = range(start, start + len(call.timers))
+            start += len(call.timers)
+            answers.append(
+                await self._answer_at_once(call, own, timers, keys, written, existing, unseen)
+            )
+        changed = _changed(*_answered(answers))
+        if changed:  # kept timers wake nobody: the NOTIFY waits for the answer
+            notice = self._notices.notice(min(changed))
+            await self._db.read(lambda conn: _send_notice(conn, notice))
+        self._notices.here_earliest(changed)
+        return answers
+
+    async def _answer_at_once(
+        self,
+        call: PutCall,
+        own: range,
+        timers: Sequence[NewTimer],
+        keys: Sequence[str],
+        written: Sequence[tuple[Timer, int] | None],
+        existing: Mapping[tuple[str, str], Timer],
+        unseen: set[tuple[str, str]],
+    ) -> list[PutResult] | Exception:
+        """One caller's answer from :meth:`_put_at_once`'s rows."""
+        results: list[PutResult] = []
+        for i in own:
+            row, at = written[i], (timers[i].namespace, keys[i])
+            if at in unseen:  # a single-timer caller's whole write: made again on its own
+                try:
+                    return await self._put_apart(call.timers, call.on_conflict, call.now)
+                except Exception as exc:  # that caller's own failure
+                    return exc
+            if row is not None:
+                results.append(PutResult("created" if row[1] == 1 else "updated", row[0]))
+            elif call.on_conflict == "error":  # its only timer: nothing of it was stored
+                return _exists(keys[i])
+            else:
+                results.append(PutResult("kept", existing[at]))
+        return results
+
     async def _put_fresh(self, timers: Sequence[NewTimer], now: datetime) -> list[PutResult]:
-        """A lone batch of up to PUT_CHUNK timers whose keys the store draws (``emit()``, a
-        REST create without a key): one statement and its NOTIFY in one round trip
-        (:meth:`Database.atomic`), where a transaction of its own costs four (BEGIN, the
-        insert, COMMIT, the NOTIFY). Nothing is decided after the insert, so nothing needs the
-        transaction open; a drawn key that is taken refuses it all (drawn again)."""
+        """Up to PUT_CHUNK timers whose keys the store draws (``emit()``, a REST create without
+        a key; one caller's, or a group's): one statement and its NOTIFY in one round trip
+        (:meth:`Database.atomic`), where a transaction costs four or more (BEGIN, a savepoint
+        for a group, the insert, COMMIT, the NOTIFY). Nothing is decided after the insert, so
+        nothing needs the transaction open; a drawn key that is taken refuses it all (drawn
+        again). A payload PostgreSQL refuses raises its DataError."""
         check_text(timers)
         # Each row is created with run_at = due_at: the wake-up is known before the answer.
         notice = self._notices.notice(min(timer.due_at for timer in timers))
@@ -212,10 +302,7 @@ class PostgresStore:
                 raise GeneratedKeyTaken
             return [PutResult("created", timer) for timer, _ in rows]
 
-        try:
-            results = await _drawing_keys(put)
-        except psycopg.DataError as exc:
-            raise _refused_payload(exc) from exc
+        results = await _drawing_keys(put)
         self._notices.here_earliest(_changed(results))
         return results
 
@@ -239,6 +326,23 @@ class PostgresStore:
     async def _put_together(self, calls: Sequence[PutCall]) -> list[list[PutResult] | Exception]:
         """Several callers' timers in one transaction and one NOTIFY (see :mod:`.grouping`):
         each caller's answer, or the error of its own timers, which stored none of them."""
+        if _drawn_keys_only(calls) and sum(len(call.timers) for call in calls) <= PUT_CHUNK:
+            timers = [timer for call in calls for timer in call.timers]
+            try:
+                results = await self._put_fresh(timers, max(call.now for call in calls))
+            except (psycopg.DataError, InvalidInput, AlreadyExists):
+                pass  # one caller's timers are refused: each in a savepoint of its own, below
+            else:
+                answers: list[list[PutResult] | Exception] = []
+                for call in calls:
+                    answers.append(results[: len(call.timers)])
+                    results = results[len(call.timers) :]
+                return answers
+        elif _at_once(calls):
+            try:
+                return await self._put_at_once(calls)
+            except (psycopg.DataError, InvalidInput):
+                pass  # as above
 
         async def run(conn: Conn) -> list[list[PutResult] | Exception]:
             by_query: dict[str, list[int]] = {}
@@ -690,6 +794,32 @@ def _put_query(on_conflict: OnConflict) -> str:
     return Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
 
 
+async def _send_notice(conn: Conn, notice: Statement) -> None:
+    await conn.execute(notice.query, notice.params)
+
+
+def _at_once(calls: Sequence[PutCall]) -> bool:
+    """Whether :meth:`PostgresStore._put_at_once` can write these calls: every timer has a
+    key of its own, no key twice, up to PUT_CHUNK in all, and a call of several timers only
+    with ``keep`` (its timers then stand or fall alone: nothing to undo after the commit)."""
+    seen: set[tuple[str, str]] = set()
+    total = 0
+    for call in calls:
+        if not call.timers or (call.on_conflict != "keep" and len(call.timers) != 1):
+            return False
+        for timer in call.timers:
+            if timer.key is None or (timer.namespace, timer.key) in seen:
+                return False
+            seen.add((timer.namespace, timer.key))
+        total += len(call.timers)
+    return total <= PUT_CHUNK
+
+
+def _drawn_keys_only(calls: Sequence[PutCall]) -> bool:
+    """Every timer of these calls has a key the store draws (none given)."""
+    return all(call.timers and all(t.key is None for t in call.timers) for call in calls)
+
+
 def _changed(*results: Sequence[PutResult]) -> list[datetime]:
     """When the timers a put created or changed are due (kept ones wake nobody)."""
     return [r.timer.run_at for rs in results for r in rs if r.action != "kept"]
@@ -725,14 +855,28 @@ async def _take_written(
     the keys an upsert reported :class:`Unseen`."""
     unseen: set[tuple[str, str]] = set()
     for positions, cursor in statements:
-        by_key: dict[tuple[str, str], tuple[Timer, int]] = {}
-        for row in await cursor.fetchall():
-            if isinstance(row, Unseen):
-                unseen.add((row.namespace, row.key))
-            else:
-                by_key[row[0].namespace, row[0].key] = row
-        for i in positions:
-            written[i] = by_key.get((sent[i].namespace, keys[i]))
+        unseen |= _place_written(await cursor.fetchall(), positions, sent, keys, written)
+    return unseen
+
+
+def _place_written(
+    rows: Iterable[tuple[Timer, int] | Unseen],
+    positions: Iterable[int],
+    sent: Sequence[NewTimer],
+    keys: Sequence[str],
+    written: list[tuple[Timer, int] | None],
+) -> set[tuple[str, str]]:
+    """One statement's rows at the input positions it wrote (None: kept as it was); the keys
+    an upsert reported :class:`Unseen`."""
+    unseen: set[tuple[str, str]] = set()
+    by_key: dict[tuple[str, str], tuple[Timer, int]] = {}
+    for row in rows:
+        if isinstance(row, Unseen):
+            unseen.add((row.namespace, row.key))
+        else:
+            by_key[row[0].namespace, row[0].key] = row
+    for i in positions:
+        written[i] = by_key.get((sent[i].namespace, keys[i]))
     return unseen
 
 
