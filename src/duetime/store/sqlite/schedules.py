@@ -335,7 +335,7 @@ def _advance(
     conn: sqlite3.Connection, advances: Sequence[ScheduleAdvance], now_us: int
 ) -> tuple[list[int], int]:
     """Advance the rows whose version matches (one statement), then insert only their timers
-    (one prepared statement for the batch)."""
+    (one statement)."""
     if not advances:
         return [], 0
     batch = dump_json(
@@ -363,14 +363,15 @@ def _advance(
             return found
 
     timers = [
-        (schedule_id, key, us(due_at), status, us(run_at), error, overlap, now_us)
+        (schedule_id, key, us(due_at), status, us(run_at), error, overlap)
         for schedule_id, key, due_at, status, run_at, error, overlap in occurrence_values(
             advances, set(advanced)
         )
     ]
     created = 0
     if timers:
-        created = max(conn.executemany(Q["insert_occurrence"], timers).rowcount, 0)
+        params = {"batch": dump_json(timers), "now": now_us}
+        created = max(conn.execute(Q["insert_occurrences"], params).rowcount, 0)
     return advanced, created
 
 
