@@ -178,6 +178,11 @@ class SqliteSchedules:
             cursor = conn.cursor()
             cursor.row_factory = None
             due = _due_rows(cursor.execute(Q["due_rows"], params).fetchall())
+            # A full batch: more follow (a backlog). Its commit leaves the WAL to grow to
+            # BACKLOG_CHECKPOINT pages before checkpointing, so a page that several batches
+            # change is copied to the database once, not once a batch; the batch that ends the
+            # backlog (short) puts the usual cadence back, and its commit checkpoints the lot.
+            conn.execute(Q["backlog_checkpoint" if len(due) >= limit else "usual_checkpoint"])
             if not due:
                 return Materialized()
             states, released[:] = _states(conn, due, now_us)
