@@ -209,3 +209,29 @@ def test_the_package_exports_the_schedule_types() -> None:
     assert duetime.Schedule is Schedule
     assert duetime.ScheduleRequest is ScheduleRequest
     assert {"Schedule", "ScheduleRequest"} <= set(duetime.__all__)
+
+
+def test_a_rule_resolved_in_an_earlier_batch_resolves_as_a_fresh_one() -> None:
+    """Rules parsed in one batch are reused by the next (another ``now``): same results, and
+    the same refusal once the rule's end is past."""
+    later = NOW + timedelta(days=3)
+    request = ScheduleRequest(
+        name="s",
+        type="t",
+        cron="30 9 * * *",
+        timezone="Asia/Kathmandu",
+        end_at=NOW + timedelta(days=2),
+    )
+    first = request.resolve("ns", NOW, 20, 1000, rules={})
+    again = request.resolve("ns", NOW + timedelta(hours=1), 20, 1000, rules={})
+    assert again.recurrence == first.recurrence
+    assert again.next_at == first.next_at == datetime(2025, 3, 9, 3, 45, tzinfo=UTC)
+    with pytest.raises(InvalidInput) as refused:
+        request.resolve("ns", later, 20, 1000, rules={})
+    assert refused.value.field == "end_at"
+    every = ScheduleRequest(name="s", type="t", every=90)
+    assert (
+        every.resolve("ns", later, 20, 1000).next_at
+        == every.resolve("ns", later, 20, 1000, rules={}).next_at
+        == later.replace(microsecond=0) + timedelta(seconds=1)
+    )
