@@ -24,7 +24,6 @@ from duetime.model.schedules import (
     ScheduleFilter,
     next_wake,
     occurrence_values,
-    schedule_from_new,
     stored_schedules,
     stranded,
 )
@@ -402,9 +401,8 @@ def _announce_timers(
 
 
 def _new_params(schedule: NewSchedule, now: datetime) -> dict[str, Any]:
-    row = schedule_from_new(schedule, 0, now)
-    params = _definition_params(row)
-    params.update(namespace=row.namespace, name=row.name, now=to_micros(now))
+    params = _definition_params(schedule)
+    params.update(namespace=schedule.namespace, name=schedule.name, now=to_micros(now))
     return params
 
 
@@ -414,19 +412,22 @@ def _saved_params(schedule: Schedule, now: datetime) -> dict[str, Any]:
     return params
 
 
-def _definition_params(schedule: Schedule) -> dict[str, Any]:
+def _definition_params(schedule: Schedule | NewSchedule) -> dict[str, Any]:
+    """A stored schedule's columns, or a new one's (its rule read from its recurrence: no
+    Schedule made for each of a batch)."""
+    rule = schedule.recurrence if isinstance(schedule, NewSchedule) else schedule
     return {
         "type": schedule.type,
         "payload": dump_json(schedule.payload),
         "subject": schedule.subject,
-        "cron": schedule.cron,
-        "every": None if schedule.every is None else _micros(schedule.every),
-        "timezone": schedule.timezone,
-        "start_at": None if schedule.start_at is None else to_micros(schedule.start_at),
-        "end_at": None if schedule.end_at is None else to_micros(schedule.end_at),
+        "cron": rule.cron,
+        "every": None if rule.every is None else _micros(rule.every),
+        "timezone": rule.timezone,
+        "start_at": None if rule.start_at is None else to_micros(rule.start_at),
+        "end_at": None if rule.end_at is None else to_micros(rule.end_at),
         "catch_up": schedule.catch_up,
-        "on_gap": schedule.on_gap,
-        "on_overlap": schedule.on_overlap,
+        "on_gap": rule.on_gap,
+        "on_overlap": rule.on_overlap,
         "active": int(schedule.active),
         "max_attempts": schedule.max_attempts,
         "next_at": None if schedule.next_at is None else to_micros(schedule.next_at),
