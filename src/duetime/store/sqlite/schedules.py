@@ -177,10 +177,10 @@ class SqliteSchedules:
             cursor = conn.cursor()
             cursor.row_factory = None
             due = _due_rows(cursor.execute(Q["due_rows"], params).fetchall())
-            # A full batch: more follow (a backlog). Its commit leaves the WAL to grow to
-            # BACKLOG_CHECKPOINT pages before checkpointing, so a page that several batches
-            # change is copied to the database once, not once a batch; the batch that ends the
-            # backlog (short) puts the usual cadence back, and its commit checkpoints the lot.
+            # A full batch: more follow (a backlog). Its commit lets the WAL grow to 40,000
+            # pages before a checkpoint (schedules.sql, backlog_checkpoint), so a page that
+            # several batches change is copied to the database once, not once a batch; the
+            # short batch that ends the backlog puts the usual cadence back.
             conn.execute(Q["backlog_checkpoint" if len(due) >= limit else "usual_checkpoint"])
             if not due:
                 return Materialized()
