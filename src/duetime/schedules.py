@@ -65,13 +65,6 @@ _MAX_TEXT = 64
 ScheduleAction = Literal["created", "updated", "kept"]
 RuleCache = dict[tuple[object, ...], tuple[Recurrence, "datetime | None"]]
 
-CHECKED_RULES = 4096
-_CHECKED_RULES: dict[tuple[object, ...], Recurrence] = {}
-"""Rules parsed and checked (it fires within the horizon) lately, by their fields and the day
-they were checked on: batch after batch of per-user schedules share a few thousand rules, and
-checking one (its next instants in its zone) cost more than the rest of adding a schedule. A
-rule's next occurrence depends on the instant and is computed afresh each batch."""
-
 
 class Unset(enum.Enum):
     """The "not given" marker of updates, where None means "clear this field"."""
@@ -283,12 +276,8 @@ def _resolve_rule(
         found = None
     if found is not None:
         return found
-    checked = (*key[:-1], now.date())
-    try:
-        rule = _CHECKED_RULES.get(checked)
-    except TypeError:
-        rule = None
-    if rule is None:
+    found = _known_rule(key[:-1], anchor_at, now)
+    if found is None:
         rule = parse_recurrence(
             cron=request.cron,
             every=request.every,
@@ -299,14 +288,47 @@ def _resolve_rule(
             end_at=parse_instant(request.end_at, "end_at"),
             now=now,
         )
-        with contextlib.suppress(TypeError):
-            _CHECKED_RULES[checked] = rule
-            while len(_CHECKED_RULES) > CHECKED_RULES:
-                del _CHECKED_RULES[next(iter(_CHECKED_RULES))]  # the oldest first
-    found = rule, first_after(rule, anchor_at, now)
+        found = rule, first_after(rule, anchor_at, now)
+        if request.start_at is None:
+            _remember_rule(key[:-1], rule)
     with contextlib.suppress(TypeError):
         rules[key] = found
     return found
+
+
+_KNOWN_RULES: dict[tuple[object, ...], Recurrence] = {}
+"""Rules parsed before, by their fields as given (those without ``start_at``): the batches of
+a million per-user schedules share a few rules, and each batch is resolved at its own ``now``,
+so a batch's own cache (``RuleCache``) parses every rule again. Bounded: emptied when full."""
+_KNOWN_RULES_MAX = 4096
+
+
+def _known_rule(
+    fields: tuple[object, ...], anchor_at: datetime, now: datetime
+) -> tuple[Recurrence, datetime | None] | None:
+    """A rule parsed before, with its first occurrence after ``now``; None to parse it afresh.
+
+    Parsing a cron rule checks that it fires after ``now`` (its ``start_at`` unset): exactly
+    when ``first_after`` finds an occurrence, so a rule that finds none is parsed again, to
+    refuse it with parsing's own message (or to report its ``end_at`` past).
+    """
+    try:
+        rule = _KNOWN_RULES.get(fields)
+    except TypeError:
+        return None
+    if rule is None:
+        return None
+    first = first_after(rule, anchor_at, now)
+    if first is None and rule.cron is not None:
+        return None
+    return rule, first
+
+
+def _remember_rule(fields: tuple[object, ...], rule: Recurrence) -> None:
+    if len(_KNOWN_RULES) >= _KNOWN_RULES_MAX:
+        _KNOWN_RULES.clear()
+    with contextlib.suppress(TypeError):
+        _KNOWN_RULES[fields] = rule
 
 
 def first_after(rule: Recurrence, anchor_at: datetime, after: datetime) -> datetime | None:

@@ -211,34 +211,27 @@ def test_the_package_exports_the_schedule_types() -> None:
     assert {"Schedule", "ScheduleRequest"} <= set(duetime.__all__)
 
 
-def test_a_checked_rule_is_reused_by_later_batches_with_the_next_occurrence_afresh(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Per-user schedules added batch after batch share a few rules: each is parsed and
-    checked once a day, its next occurrence computed at each batch's instant; a bad rule is
-    refused every time."""
-    import duetime.schedules as schedules
-
-    parsed: list[str | None] = []
-    real = schedules.parse_recurrence
-
-    def counting(**fields: object) -> object:
-        parsed.append(fields["cron"])  # type: ignore[arg-type]
-        return real(**fields)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(schedules, "parse_recurrence", counting)
-    monkeypatch.setattr(schedules, "_CHECKED_RULES", {})
-    request = ScheduleRequest(name="s", type="t", cron="7 9 * * *", timezone="Asia/Tokyo")
+def test_a_rule_resolved_in_an_earlier_batch_resolves_as_a_fresh_one() -> None:
+    """Rules parsed in one batch are reused by the next (another ``now``): same results, and
+    the same refusal once the rule's end is past."""
+    later = NOW + timedelta(days=3)
+    request = ScheduleRequest(
+        name="s",
+        type="t",
+        cron="30 9 * * *",
+        timezone="Asia/Kathmandu",
+        end_at=NOW + timedelta(days=2),
+    )
     first = request.resolve("ns", NOW, 20, 1000, rules={})
-    later = NOW + timedelta(hours=1)
-    second = request.resolve("ns", later, 20, 1000, rules={})
-    assert parsed == ["7 9 * * *"]
-    assert first.next_at == second.next_at == datetime(2025, 3, 9, 0, 7, tzinfo=UTC)
-    after_it = request.resolve("ns", datetime(2025, 3, 9, 0, 7, tzinfo=UTC), 20, 1000, rules={})
-    assert after_it.next_at == datetime(2025, 3, 10, 0, 7, tzinfo=UTC)
-    assert parsed == ["7 9 * * *", "7 9 * * *"]  # a new day: checked again
-    bad = ScheduleRequest(name="s", type="t", cron="0 0 30 2 *")
-    for _ in range(2):
-        with pytest.raises(InvalidCron):
-            bad.resolve("ns", NOW, 20, 1000, rules={})
-    assert parsed[2:] == ["0 0 30 2 *", "0 0 30 2 *"]
+    again = request.resolve("ns", NOW + timedelta(hours=1), 20, 1000, rules={})
+    assert again.recurrence == first.recurrence
+    assert again.next_at == first.next_at == datetime(2025, 3, 9, 3, 45, tzinfo=UTC)
+    with pytest.raises(InvalidInput) as refused:
+        request.resolve("ns", later, 20, 1000, rules={})
+    assert refused.value.field == "end_at"
+    every = ScheduleRequest(name="s", type="t", every=90)
+    assert (
+        every.resolve("ns", later, 20, 1000).next_at
+        == every.resolve("ns", later, 20, 1000, rules={}).next_at
+        == later.replace(microsecond=0) + timedelta(seconds=1)
+    )

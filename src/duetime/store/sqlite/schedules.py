@@ -24,7 +24,6 @@ from duetime.model.schedules import (
     ScheduleFilter,
     next_wake,
     occurrence_values,
-    schedule_from_new,
     stored_schedules,
     stranded,
 )
@@ -178,6 +177,11 @@ class SqliteSchedules:
             cursor = conn.cursor()
             cursor.row_factory = None
             due = _due_rows(cursor.execute(Q["due_rows"], params).fetchall())
+            # A full batch: more follow (a backlog). Its commit lets the WAL grow to 40,000
+            # pages before a checkpoint (schedules.sql, backlog_checkpoint), so a page that
+            # several batches change is copied to the database once, not once a batch; the
+            # short batch that ends the backlog puts the usual cadence back.
+            conn.execute(Q["backlog_checkpoint" if len(due) >= limit else "usual_checkpoint"])
             if not due:
                 return Materialized()
             states, released[:] = _states(conn, due, now_us)
@@ -335,9 +339,15 @@ def _advance(
     conn: sqlite3.Connection, advances: Sequence[ScheduleAdvance], now_us: int
 ) -> tuple[list[int], int]:
     """Advance the rows whose version matches (one statement), then insert only their timers
-    (one prepared statement for the batch)."""
+    (one statement).
+
+    Both in the order of the schedules' ids (rowids): the due rows come by next occurrence,
+    which jumps about the table (per-user schedules due at one instant lie one id in 1,200
+    apart); in rowid order each row is found near the last one's place in the tree (a million
+    due, batches of 5,000: 28 s of CPU instead of 35)."""
     if not advances:
         return [], 0
+    advances = sorted(advances, key=_schedule_id)
     batch = dump_json(
         [
             (
@@ -363,15 +373,20 @@ def _advance(
             return found
 
     timers = [
-        (schedule_id, key, us(due_at), status, us(run_at), error, overlap, now_us)
+        (schedule_id, key, us(due_at), status, us(run_at), error, overlap)
         for schedule_id, key, due_at, status, run_at, error, overlap in occurrence_values(
             advances, set(advanced)
         )
     ]
     created = 0
     if timers:
-        created = max(conn.executemany(Q["insert_occurrence"], timers).rowcount, 0)
+        params = {"batch": dump_json(timers), "now": now_us}
+        created = max(conn.execute(Q["insert_occurrences"], params).rowcount, 0)
     return advanced, created
+
+
+def _schedule_id(advance: ScheduleAdvance) -> int:
+    return advance.schedule_id
 
 
 def _announce_next(store: SqliteSchedules, instants: Sequence[datetime | None]) -> None:
@@ -396,9 +411,8 @@ def _announce_timers(
 
 
 def _new_params(schedule: NewSchedule, now: datetime) -> dict[str, Any]:
-    row = schedule_from_new(schedule, 0, now)
-    params = _definition_params(row)
-    params.update(namespace=row.namespace, name=row.name, now=to_micros(now))
+    params = _definition_params(schedule)
+    params.update(namespace=schedule.namespace, name=schedule.name, now=to_micros(now))
     return params
 
 
@@ -408,19 +422,22 @@ def _saved_params(schedule: Schedule, now: datetime) -> dict[str, Any]:
     return params
 
 
-def _definition_params(schedule: Schedule) -> dict[str, Any]:
+def _definition_params(schedule: Schedule | NewSchedule) -> dict[str, Any]:
+    """A stored schedule's columns, or a new one's (its rule read from its recurrence: no
+    Schedule made for each of a batch)."""
+    rule = schedule.recurrence if isinstance(schedule, NewSchedule) else schedule
     return {
         "type": schedule.type,
         "payload": dump_json(schedule.payload),
         "subject": schedule.subject,
-        "cron": schedule.cron,
-        "every": None if schedule.every is None else _micros(schedule.every),
-        "timezone": schedule.timezone,
-        "start_at": None if schedule.start_at is None else to_micros(schedule.start_at),
-        "end_at": None if schedule.end_at is None else to_micros(schedule.end_at),
+        "cron": rule.cron,
+        "every": None if rule.every is None else _micros(rule.every),
+        "timezone": rule.timezone,
+        "start_at": None if rule.start_at is None else to_micros(rule.start_at),
+        "end_at": None if rule.end_at is None else to_micros(rule.end_at),
         "catch_up": schedule.catch_up,
-        "on_gap": schedule.on_gap,
-        "on_overlap": schedule.on_overlap,
+        "on_gap": rule.on_gap,
+        "on_overlap": rule.on_overlap,
         "active": int(schedule.active),
         "max_attempts": schedule.max_attempts,
         "next_at": None if schedule.next_at is None else to_micros(schedule.next_at),

@@ -77,6 +77,17 @@ WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
 ORDER BY next_at
 LIMIT :limit
 
+-- name: backlog_checkpoint
+-- Through a materialising backlog: checkpoint once the WAL holds 40,000 pages (160 MB), not
+-- 1,000 (SQLite's default). A batch of 5,000 due schedules spread over a million dirties 10,000
+-- to 15,000 pages (each row its own page of schedules and of three timer indexes); checkpointed
+-- every few batches, a page changed by several is written to the database once.
+PRAGMA wal_autocheckpoint = 40000
+
+-- name: usual_checkpoint
+-- The rest of the time: SQLite's default cadence (1,000 pages, 4 MB).
+PRAGMA wal_autocheckpoint = 1000
+
 -- name: occurrence_states
 -- For the due schedules with an overlap policy (:ids a JSON array): has each an unfinished
 -- occurrence, and one buffered (run_at 9000-01-01, see migration 0007)?
@@ -139,21 +150,32 @@ FROM (
 WHERE schedules.id = advance.id AND schedules.version = advance.version
 RETURNING schedules.id
 
--- name: insert_occurrence
--- Run for a batch (executemany, one prepared statement): ?1 schedule id, ?2 key, ?3 due_at,
--- ?4 status, ?5 run_at, ?6 error, ?7 overlap, ?8 now. The timer takes type, payload, subject
--- and max_attempts from its schedule's row. Idempotent by key. A key left cancelled (never
+-- name: insert_occurrences
+-- One statement for a batch's timers: :batch is a JSON array of [schedule id, key, due_at,
+-- status, run_at, error, overlap]; :now the instant. One statement, not one a timer: run once
+-- a timer, a batch of 5,000 at a million schedules wrote about 150 MB to a temporary file (the
+-- statements' journals; PRAGMA temp_store = MEMORY removed it too), one writes none. Each
+-- timer takes type, payload, subject and max_attempts from its schedule's row (found by id:
+-- CROSS JOIN keeps the batch the outer loop). Idempotent by key. A key left cancelled (never
 -- fired) by a deleted schedule of the same name is taken over by the new one. An occurrence of
 -- a schedule with an overlap policy may be made skipped (cancelled, with the reason) or
--- buffered (run_at 9000-01-01, with the reason).
+-- buffered (run_at 9000-01-01, with the reason). (WHERE true: an upsert after a join needs it.)
 INSERT INTO timers (
     namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
     max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
 )
-SELECT namespace, ?2, type, payload, subject, ?3, ?5, 'compatible', ?4, max_attempts, ?8, ?8,
-    id, ?6, CASE WHEN ?4 = 'cancelled' THEN ?8 END, ?7
-FROM schedules
-WHERE id = ?1
+SELECT s.namespace, o.key, s.type, s.payload, s.subject, o.due_at, o.run_at, 'compatible',
+    o.status, s.max_attempts, :now, :now, s.id, o.error,
+    CASE WHEN o.status = 'cancelled' THEN :now END, o.overlap
+FROM (
+    SELECT json_extract(value, '$[0]') AS schedule_id, json_extract(value, '$[1]') AS key,
+        json_extract(value, '$[2]') AS due_at, json_extract(value, '$[3]') AS status,
+        json_extract(value, '$[4]') AS run_at, json_extract(value, '$[5]') AS error,
+        json_extract(value, '$[6]') AS overlap
+    FROM json_each(:batch)
+) AS o
+CROSS JOIN schedules AS s ON s.id = o.schedule_id
+WHERE true
 ON CONFLICT (namespace, key) DO UPDATE SET
     type = excluded.type, payload = excluded.payload, subject = excluded.subject,
     due_at = excluded.due_at, run_at = excluded.run_at, status = excluded.status,
