@@ -284,3 +284,30 @@ async def test_callers_with_keys_of_their_own_keep_update_and_refuse_alike(store
     untouched = await store.get_timer("ns", "old-error")
     assert untouched is not None
     assert untouched.payload == {"v": 0}
+
+
+@postgres_only
+async def test_an_update_racing_a_commit_of_its_key_is_made_again_on_its_own(
+    store: Store,
+) -> None:
+    """A lone ``update`` goes out in one round trip; when another transaction commits the same
+    key while it waits, the upsert cannot see that timer (its snapshot is older) and reports it
+    unseen: the caller's write is made again on its own, and updates it."""
+    assert isinstance(store, PostgresStore)
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as holder:
+        await holder.execute("BEGIN")
+        await store.outbox.put_timers_in(
+            holder, [new_timer("raced", payload={"v": 0})], "keep", NOW
+        )
+        racing = asyncio.create_task(
+            store.put_timers([new_timer("raced", payload={"v": 1})], "update", NOW)
+        )
+        await blocked_backend(holder)
+        await holder.execute("COMMIT")
+        (result,) = await racing
+    assert result.action == "updated"
+    assert result.timer.payload == {"v": 1}
+    stored = await store.get_timer("ns", "raced")
+    assert stored is not None
+    assert stored.payload == {"v": 1}
+    assert sum((await store.count_by_status("ns")).values()) == 1
