@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
-from duetime.api.schemas import errors
+from duetime.api.schemas import errors, json_body
 from duetime.errors import InvalidInput
 from duetime.model.limits import FlowRule
 
@@ -114,12 +114,7 @@ async def list_limits(app: ReadApp) -> JSONResponse:
     summary="Set a limit",
     response_model=LimitChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": LimitBody.model_json_schema()}},
-        }
-    },
+    openapi_extra=json_body(LimitBody),
 )
 async def set_limit(
     request: Request, app: WriteApp, service: ServiceDep, pattern: Pattern
@@ -146,12 +141,7 @@ async def remove_limit(app: WriteApp, pattern: Pattern) -> JSONResponse:
     summary="Pause event types",
     response_model=LimitChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": PatternBody.model_json_schema()}},
-        }
-    },
+    openapi_extra=json_body(PatternBody),
 )
 async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Start none of the types the pattern matches, on any node; their timers wait in order."""
@@ -163,12 +153,7 @@ async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONRes
     summary="Resume paused event types",
     response_model=LimitChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": PatternBody.model_json_schema()}},
-        }
-    },
+    openapi_extra=json_body(PatternBody),
 )
 async def resume(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """The paused types start again, oldest due first; 404 when the pattern is not paused."""

@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, read_json
-from duetime.api.schemas import WHEN, ChangedOut, StatusName, TypePattern, errors
-from duetime.api.timers import Key, json_body
+from duetime.api.schemas import WHEN, ChangedOut, StatusName, TypePattern, errors, json_body
+from duetime.api.timers import Key
 from duetime.errors import InvalidInput
 from duetime.timer_filters import check_action, timer_filter
 

@@ -13,7 +13,6 @@ from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 
 from duetime.api.deps import PrincipalDep, ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.schedule_schemas import (
@@ -29,7 +28,7 @@ from duetime.api.schedule_schemas import (
     SchedulePatch,
     SchedulePutOut,
 )
-from duetime.api.schemas import ErrorOut, errors
+from duetime.api.schemas import ErrorOut, errors, json_body
 from duetime.errors import InvalidInput
 from duetime.model import JSON, OnConflict, Schedule, iso
 from duetime.recurrence import describe, parse_recurrence
@@ -60,16 +59,6 @@ EXISTS: dict[int | str, dict[str, Any]] = {
 RACED: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut, "description": "Others kept changing the schedule; try again"}
 }
-
-
-def _body(model: type[BaseModel]) -> dict[str, Any]:
-    """Document a JSON body that the endpoint reads and validates itself."""
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": model.model_json_schema()}},
-        }
-    }
 
 
 def _answer(action: str, schedule: Schedule, status: int = 200) -> JSONResponse:
@@ -105,7 +94,7 @@ async def _object(request: Request, service: ServiceDep) -> dict[str, Any]:
         422,
         extra={**EXISTS, 200: {"model": SchedulePutOut, "description": "Updated or kept"}},
     ),
-    openapi_extra=_body(ScheduleBody),
+    openapi_extra=json_body(ScheduleBody),
 )
 async def add_schedule(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Create (201), or bring an existing name to this definition (200); `action` says which.
@@ -172,7 +161,7 @@ async def show_schedule(app: ReadApp, name: Name, count: Count = PREVIEW) -> JSO
     summary="Change some fields of a schedule",
     response_model=ScheduleChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422, extra=RACED),
-    openapi_extra=_body(SchedulePatch),
+    openapi_extra=json_body(SchedulePatch),
 )
 async def update_schedule(
     request: Request, app: WriteApp, name: Name, service: ServiceDep

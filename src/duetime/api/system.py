@@ -20,6 +20,7 @@ from duetime.api.schemas import (
     NamespacesOut,
     NodesOut,
     errors,
+    json_body,
 )
 from duetime.auth import Forbidden, TokenInfo
 from duetime.errors import DuetimeError, InvalidInput
@@ -50,12 +51,7 @@ async def list_namespaces(service: ServiceDep, who: PrincipalDep) -> JSONRespons
     status_code=201,
     response_model=NamespaceOut,
     responses=errors(400, 401, 403, 404, 422, extra={200: {"description": "It existed"}}),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": NamespaceIn.model_json_schema()}},
-        }
-    },
+    openapi_extra=json_body(NamespaceIn),
 )
 async def create_namespace(
     request: Request, service: ServiceDep, who: PrincipalDep

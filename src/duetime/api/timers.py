@@ -26,6 +26,7 @@ from duetime.api.schemas import (
     TimerPageOut,
     TypePattern,
     errors,
+    json_body,
 )
 from duetime.app import AsyncApp
 from duetime.errors import InvalidInput
@@ -48,16 +49,6 @@ Key = Annotated[
         description="The timer's key (a delivery's is its event's key + '@' + destination)",
     ),
 ]
-
-
-def json_body(model: type[BaseModel]) -> dict[str, Any]:
-    """Document a JSON body that the endpoint reads and validates itself."""
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": model.model_json_schema()}},
-        }
-    }
 
 
 def _put_answer(result: PutResult) -> JSONResponse:
