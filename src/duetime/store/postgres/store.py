@@ -212,12 +212,10 @@ class PostgresStore:
         check_text(timers)
         now = max(call.now for call in calls)
         keys = [timer.key or "" for timer in timers]  # every one given (_at_once)
+        spans = _spans(calls)
         by_query: dict[str, list[int]] = {}
-        start = 0
-        for call in calls:
-            span = range(start, start + len(call.timers))
+        for call, span in zip(calls, spans, strict=True):
             by_query.setdefault(_put_query(call.on_conflict), []).extend(span)
-            start += len(call.timers)
         statements = []
         for query, positions in by_query.items():
             batch = [timers[i] for i in positions]
@@ -236,14 +234,10 @@ class PostgresStore:
             if row is None and (timers[i].namespace, keys[i]) not in unseen
         ]
         existing = await self._db.read(lambda conn: self._get_many(conn, kept)) if kept else {}
-        answers: list[list[PutResult] | Exception] = []
-        start = 0
-        for call in calls:
-            own = range(start, start + len(call.timers))
-            start += len(call.timers)
-            answers.append(
-                await self._answer_at_once(call, own, timers, keys, written, existing, unseen)
-            )
+        answers = [
+            await self._answer_at_once(call, own, timers, keys, written, existing, unseen)
+            for call, own in zip(calls, spans, strict=True)
+        ]
         changed = _changed(*_answered(answers))
         if changed:  # kept timers wake nobody: the NOTIFY waits for the answer
             notice = self._notices.notice(min(changed))
@@ -333,11 +327,7 @@ class PostgresStore:
             except (psycopg.DataError, InvalidInput, AlreadyExists):
                 pass  # one caller's timers are refused: each in a savepoint of its own, below
             else:
-                answers: list[list[PutResult] | Exception] = []
-                for call in calls:
-                    answers.append(results[: len(call.timers)])
-                    results = results[len(call.timers) :]
-                return answers
+                return [results[span.start : span.stop] for span in _spans(calls)]
         elif _at_once(calls):
             try:
                 return await self._put_at_once(calls)
@@ -813,6 +803,16 @@ def _at_once(calls: Sequence[PutCall]) -> bool:
             seen.add((timer.namespace, timer.key))
         total += len(call.timers)
     return total <= PUT_CHUNK
+
+
+def _spans(calls: Sequence[PutCall]) -> list[range]:
+    """Each call's positions among the timers of all of them, in order."""
+    spans: list[range] = []
+    start = 0
+    for call in calls:
+        spans.append(range(start, start + len(call.timers)))
+        start += len(call.timers)
+    return spans
 
 
 def _drawn_keys_only(calls: Sequence[PutCall]) -> bool:
