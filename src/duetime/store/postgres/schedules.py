@@ -177,6 +177,7 @@ class PostgresSchedules:
         earliest: list[datetime | None] = []
 
         async def run(conn: Conn) -> Materialized:
+            await conn.execute(Q["by_index"])
             cur = conn.cursor(row_factory=_due_row, binary=True)
             await cur.execute(Q["lock_due_schedules"], params)
             due = await cur.fetchall()
@@ -184,7 +185,7 @@ class PostgresSchedules:
                 return Materialized()
             states, released = await _states(conn, due, now)
             advances = plan(due, states)
-            advanced, created, runnable = await _advance(conn, advances, now)
+            advanced, created, runnable = await _advance(conn, advances, now, planned=True)
             earliest[:] = [*runnable, *released]
             await self._notices.notify_earliest(conn, earliest)
             return Materialized(len(due), len(advanced), created)
@@ -286,7 +287,7 @@ async def _states(
 
 
 async def _advance(
-    conn: Conn, advances: Sequence[ScheduleAdvance], now: datetime
+    conn: Conn, advances: Sequence[ScheduleAdvance], now: datetime, *, planned: bool = False
 ) -> tuple[list[int], int, list[datetime | None]]:
     """Advance the rows whose version matches and insert only their timers, in one statement:
     the ids advanced, how many timers were made, and the earliest that will run. The fast
@@ -312,7 +313,8 @@ async def _advance(
         "overlaps": [] if plain else [row[6] for row in made],
         "now": now,
     }
-    await conn.execute(Q["by_index"])
+    if not planned:  # materialize has set it for lock_due_schedules already
+        await conn.execute(Q["by_index"])
     cur = conn.cursor(binary=True)
     try:
         async with conn.transaction():  # a savepoint: only the statement is undone

@@ -123,11 +123,14 @@ SELECT
      LIMIT 1) AS gated_at
 
 -- name: by_index
--- Before advance_schedules, in its transaction: a batch's rows are found through the primary
--- key. At the default random_page_cost (4, a spinning disk's) the planner joins a batch of a
--- few thousand (or one on a table whose statistics are old) by a sequential scan of all the
--- schedules: a cost growing with the table. (Turning sequential scans off instead made it
--- walk whole indexes inside nested loops.)
+-- Before lock_due_schedules and advance_schedules, in their transaction: the due rows are
+-- read in next_at order from schedules_due, and a batch's rows found through the primary key.
+-- At the default random_page_cost (4, a spinning disk's) the planner joins a batch of a few
+-- thousand (or one on a table whose statistics are old) by a sequential scan of all the
+-- schedules: a cost growing with the table. On a table never analysed (a million schedules
+-- just added, autovacuum not yet round) it read every due row by a bitmap scan and sorted
+-- them, for each batch of a backlog. (Turning sequential scans off instead made it walk whole
+-- indexes inside nested loops.)
 SET LOCAL random_page_cost = 1.1
 
 -- name: advance_moved
