@@ -6,7 +6,7 @@ store, clock, namespace, settings and ``open()``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -15,6 +15,7 @@ from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.errors import Conflict, InvalidInput, NotFound
 from duetime.model import JSON, OnConflict, Page, Schedule
+from duetime.model.schedules import NewSchedule
 from duetime.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
 from duetime.schedules import (
     UNSET,
@@ -49,6 +50,10 @@ class ScheduleMethods:
 
         async def open(self, *, create_namespace: bool | None = None) -> object:
             """Provided by the app: connects (and migrates) on first use."""
+
+        @property
+        def is_open(self) -> bool:
+            """Provided by the app: whether open has run."""
 
     @property
     def schedules(self) -> ScheduleStore:
@@ -114,27 +119,15 @@ class ScheduleMethods:
         on_conflict: OnConflict = "update",
         keep_active: bool = False,
     ) -> list[tuple[ScheduleAction, Schedule]]:
-        """Create many schedules in one transaction (all validated first); see add_schedule."""
+        """Create many schedules in one transaction (all or, on bad input, none); see
+        add_schedule. Each is validated as the store reads it, so the store can send the first
+        while the rest are still being validated."""
         check_on_conflict(on_conflict)
         requests = list(requests)
         now = self.clock.now()
-        news = []
-        rules: RuleCache = {}
-        for index, request in enumerate(requests):
-            try:
-                news.append(
-                    request.resolve(
-                        self.namespace,
-                        now,
-                        self.settings.max_attempts,
-                        self.settings.max_payload_bytes,
-                        rules=rules,
-                    )
-                )
-            except InvalidInput as exc:
-                if len(requests) == 1:
-                    raise
-                raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
+        news: Iterable[NewSchedule] = self._resolve_schedules(requests, now)
+        if not self.is_open:  # opening creates the namespace: not for a batch that is refused
+            news = list(news)
         await self.open()
         stored = await self.schedules.put_schedules(news, on_conflict, now)
         results: list[tuple[ScheduleAction, Schedule]] = []
@@ -152,6 +145,27 @@ class ScheduleMethods:
             changed, schedule = await self._revise(request.name, define)
             results.append(("updated" if changed else "kept", schedule))
         return results
+
+    def _resolve_schedules(
+        self, requests: list[ScheduleRequest], now: datetime
+    ) -> Iterator[NewSchedule]:
+        """Each request validated as it is read; a bad one raises InvalidInput naming its
+        field, behind its index (``[3].cron``) unless it is the only request."""
+        namespace, settings = self.namespace, self.settings
+        rules: RuleCache = {}
+        for index, request in enumerate(requests):
+            try:
+                yield request.resolve(
+                    namespace,
+                    now,
+                    settings.max_attempts,
+                    settings.max_payload_bytes,
+                    rules=rules,
+                )
+            except InvalidInput as exc:
+                if len(requests) == 1:
+                    raise
+                raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
 
     async def get_schedule(self, name: str) -> Schedule:
         await self.open()

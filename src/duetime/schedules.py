@@ -290,7 +290,7 @@ def _resolve_rule(
         )
         found = rule, first_after(rule, anchor_at, now)
         if request.start_at is None:
-            _remember_rule(key[:-1], rule)
+            _remember_rule(key[:-1], rule, now, found[1])
     with contextlib.suppress(TypeError):
         rules[key] = found
     return found
@@ -300,6 +300,11 @@ _KNOWN_RULES: dict[tuple[object, ...], Recurrence] = {}
 """Rules parsed before, by their fields as given (those without ``start_at``): the batches of
 a million per-user schedules share a few rules, and each batch is resolved at its own ``now``,
 so a batch's own cache (``RuleCache``) parses every rule again. Bounded: emptied when full."""
+_KNOWN_FIRSTS: dict[tuple[object, ...], tuple[datetime, datetime]] = {}
+"""For the cron rules of ``_KNOWN_RULES``: an instant and the rule's first occurrence after it.
+A cron rule's occurrences are fixed instants, so that occurrence is also the first after any
+later instant before it: the next batch, resolved a few milliseconds on, finds it here instead
+of walking the cron rule again."""
 _KNOWN_RULES_MAX = 4096
 
 
@@ -318,17 +323,28 @@ def _known_rule(
         return None
     if rule is None:
         return None
+    if rule.cron is None:
+        return rule, first_after(rule, anchor_at, now)
+    known = _KNOWN_FIRSTS.get(fields)
+    if known is not None and known[0] <= now < known[1]:
+        return rule, known[1]
     first = first_after(rule, anchor_at, now)
-    if first is None and rule.cron is not None:
+    if first is None:
         return None
+    _KNOWN_FIRSTS[fields] = (now, first)
     return rule, first
 
 
-def _remember_rule(fields: tuple[object, ...], rule: Recurrence) -> None:
+def _remember_rule(
+    fields: tuple[object, ...], rule: Recurrence, now: datetime, first: datetime | None
+) -> None:
     if len(_KNOWN_RULES) >= _KNOWN_RULES_MAX:
         _KNOWN_RULES.clear()
+        _KNOWN_FIRSTS.clear()
     with contextlib.suppress(TypeError):
         _KNOWN_RULES[fields] = rule
+        if rule.cron is not None and first is not None:
+            _KNOWN_FIRSTS[fields] = (now, first)
 
 
 def first_after(rule: Recurrence, anchor_at: datetime, after: datetime) -> datetime | None:

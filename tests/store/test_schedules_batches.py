@@ -15,12 +15,13 @@ import pytest
 from test_schedules_materializer import all_timers
 
 from duetime import AsyncApp, FrozenClock
-from duetime.errors import AlreadyExists
+from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model.schedules import DueSchedule, OccurrenceState, ScheduleAdvance
 from duetime.recurrence import occurrences_between
 from duetime.schedules import ScheduleRequest, occurrence_key, recurrence_of
 from duetime.services.materializer import Materializer
 from duetime.store import Store
+from duetime.store.postgres import schedules as pg_schedules
 
 START = datetime(2025, 3, 8, 12, 0, tzinfo=UTC)  # the US springs forward on the 9th
 ZONES = ("America/New_York", "Europe/London", "Australia/Sydney", "Asia/Kathmandu", "UTC")
@@ -187,3 +188,42 @@ async def test_add_schedules_in_a_batch_returns_what_is_stored(store: Store) -> 
             START,
         )
     assert [s.name for s in (await app.list_schedules(limit=100)).items if s.name == "new"] == []
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL sends a batch of schedules in chunks: four a statement here, so a dozen
+    spans three."""
+    monkeypatch.setattr(pg_schedules, "PUT_SCHEDULES_CHUNK", 4)
+
+
+@pytest.mark.usefixtures("small_chunks")
+async def test_a_batch_across_chunks_is_stored_as_one(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("user-9", "t.old", every=60)
+    requests = [*mixed(12), ScheduleRequest(name="user-1", type="t.twice", every=90)]
+    results = await app.add_schedules(requests, on_conflict="keep")
+    assert [action for action, _ in results] == ["created"] * 9 + ["kept"] + ["created"] * 2 + [
+        "kept"
+    ]
+    assert results[9][1].type == "t.old"
+    assert results[-1][1] == results[1][1]  # a name given twice, chunks apart: the first
+    for _, schedule in results:
+        assert schedule == await app.get_schedule(schedule.name)
+    ids = [schedule.id for action, schedule in results if action == "created"]
+    assert ids == sorted(ids)
+
+
+@pytest.mark.usefixtures("small_chunks")
+async def test_a_batch_refused_in_a_later_chunk_stores_nothing(store: Store) -> None:
+    app = app_on(store, FrozenClock(START))
+    await app.add_schedule("taken", "t", every=60)
+    bad = [*mixed(10), ScheduleRequest(name="late", type="t", cron="61 * * * *")]
+    with pytest.raises(InvalidInput) as refused:
+        await app.add_schedules(bad)
+    assert refused.value.field == "[10].cron"
+    taken = [*mixed(10), ScheduleRequest(name="taken", type="t", every=30)]
+    with pytest.raises(AlreadyExists):
+        await app.add_schedules(taken, on_conflict="error")
+    assert [s.name for s in (await app.list_schedules(limit=100)).items] == ["taken"]

@@ -6,9 +6,12 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from duetime.errors import InvalidCron, InvalidInput, UnknownTimezone
 from duetime.model import Schedule
+from duetime.recurrence import next_after, parse_recurrence
 from duetime.schedules import (
     ScheduleRequest,
     check_schedule_name,
@@ -235,3 +238,22 @@ def test_a_rule_resolved_in_an_earlier_batch_resolves_as_a_fresh_one() -> None:
         == every.resolve("ns", later, 20, 1000, rules={}).next_at
         == later.replace(microsecond=0) + timedelta(seconds=1)
     )
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    cron=st.sampled_from(("30 2 * * *", "0 1 * * 0", "*/45 * * * *", "0 0 29 2 *", "15 9 * * *")),
+    zone=st.sampled_from(("America/New_York", "Europe/London", "Australia/Lord_Howe", "UTC")),
+    offsets=st.lists(st.integers(0, 400 * 86_400_000), min_size=1, max_size=12),
+)
+def test_batches_at_any_instants_resolve_as_fresh_ones(
+    cron: str, zone: str, offsets: list[int]
+) -> None:
+    """The first occurrence remembered from an earlier batch is the fresh one at each later
+    (or earlier) batch's instant, around DST changes too."""
+    request = ScheduleRequest(name="s", type="t", cron=cron, timezone=zone)
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    for offset in offsets:
+        now = start + timedelta(milliseconds=offset)
+        rule = parse_recurrence(cron=cron, timezone=zone, now=now)
+        assert request.resolve("ns", now, 20, 1000, rules={}).next_at == next_after(rule, now)

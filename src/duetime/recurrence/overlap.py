@@ -56,6 +56,8 @@ def parse_overlap(value: object, field: str = "overlap") -> OverlapPolicy:
 
 def parse_catch_up_grace(value: object, field: str = "catch_up_grace") -> timedelta:
     """A grace in real time: ISO 8601 (``PT5M``), seconds or a timedelta; 0 to 31 days."""
+    if type(value) is timedelta and timedelta(0) <= value <= MAX_CATCH_UP_GRACE:
+        return value  # the default, and every schedule read back: nothing to parse
     if (
         value is None
         or isinstance(value, bool)

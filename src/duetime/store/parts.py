@@ -78,9 +78,12 @@ class ScheduleStore(Protocol):
     SQLite: 1 (one writer at a time)."""
 
     async def put_schedules(
-        self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
+        self, schedules: Iterable[NewSchedule], on_conflict: OnConflict, now: datetime
     ) -> list[Schedule | None]:
         """Insert new schedules in one transaction; None where the name is already taken.
+
+        ``schedules`` may be a lazy stream that validates each as it is read (``add_schedules``):
+        a store may send the first while the rest are read; one that raises stores nothing.
 
         ``error`` raises AlreadyExists instead (nothing stored); ``keep`` and ``update`` leave
         an existing schedule as it is (the caller revises it).

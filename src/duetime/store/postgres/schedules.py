@@ -8,7 +8,7 @@ keep it exactly-once even without the lock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
@@ -29,7 +29,6 @@ from duetime.model.schedules import (
     ScheduleFilter,
     next_wake,
     occurrence_values,
-    schedule_from_new,
     stored_schedules,
     stranded,
 )
@@ -41,9 +40,13 @@ from duetime.store.postgres.database import Conn, Database, Work, fetch_all, fet
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import Row, timer_from_row
 from duetime.store.queries import load_queries
+from duetime.store.streams import Replayable, chunked
 
 Q = load_queries("duetime.store.postgres", "schedules.sql")
 R = TypeVar("R")
+PUT_SCHEDULES_CHUNK = 500
+"""Schedules a statement of ``put_schedules``: the client validates and encodes the next chunk
+while the server inserts this one."""
 
 
 class PostgresSchedules:
@@ -57,17 +60,26 @@ class PostgresSchedules:
         self._notices = notices
 
     async def put_schedules(
-        self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
+        self, schedules: Iterable[NewSchedule], on_conflict: OnConflict, now: datetime
     ) -> list[Schedule | None]:
-        if not schedules:
-            return []
-        params = _new_batch_params(schedules, now)
+        # In chunks in one pipeline, as put_timers: while the server inserts a chunk, the next
+        # is taken from ``schedules`` -- validated, when it is the app's lazy stream -- and
+        # encoded. A name given twice is stored once, the first time: a later chunk's insert
+        # finds it taken, as the same chunk's does.
+        source = Replayable(schedules)  # a transaction PostgreSQL rolls back is run again
 
         async def run(conn: Conn) -> list[Schedule | None]:
-            cur = conn.cursor(binary=True)
-            await cur.execute(Q["insert_schedules"], params)
-            made = {row["name"]: row["id"] for row in await cur.fetchall()}
-            stored = stored_schedules(schedules, made, on_conflict, now)
+            read: list[NewSchedule] = []
+            cursors: list[AsyncCursor[Row]] = []
+            async with conn.pipeline() as pipeline:
+                for chunk in chunked(source, PUT_SCHEDULES_CHUNK):
+                    cursor = conn.cursor(binary=True)
+                    await cursor.execute(Q["insert_schedules"], _new_batch_params(chunk, now))
+                    cursors.append(cursor)
+                    read.extend(chunk)
+                await pipeline.sync()
+            made = {row["name"]: row["id"] for c in cursors for row in await c.fetchall()}
+            stored = stored_schedules(read, made, on_conflict, now)
             await self._notices.notify_earliest(conn, _active_next(stored))
             return stored
 
@@ -335,42 +347,41 @@ def _due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueS
 
 
 def _new_batch_params(schedules: Sequence[NewSchedule], now: datetime) -> Row:
-    """insert_schedules' arrays: one column of the batch each."""
-    rows = [_definition_params(schedule_from_new(new, 0, now)) for new in schedules]
-    params: Row = {
+    """insert_schedules' arrays: one column of the batch each, read from each schedule and
+    its recurrence (no Schedule made for each of a batch)."""
+    rules = [new.recurrence for new in schedules]
+    for new, rule in zip(schedules, rules, strict=True):
+        _refuse_nul(type=new.type, subject=new.subject, timezone=rule.timezone, cron=rule.cron)
+    return {
         "namespaces": [new.namespace for new in schedules],
         "names": [new.name for new in schedules],
         "payloads": [dump_json(new.payload) for new in schedules],
+        "types": [new.type for new in schedules],
+        "subjects": [new.subject for new in schedules],
+        "crons": [rule.cron for rule in rules],
+        "everys": [rule.every for rule in rules],
+        "timezones": [rule.timezone for rule in rules],
+        "start_ats": [rule.start_at for rule in rules],
+        "end_ats": [rule.end_at for rule in rules],
+        "catch_ups": [new.catch_up for new in schedules],
+        "on_gaps": [rule.on_gap for rule in rules],
+        "on_overlaps": [rule.on_overlap for rule in rules],
+        "actives": [new.active for new in schedules],
+        "max_attempts": [new.max_attempts for new in schedules],
+        "next_ats": [new.next_at for new in schedules],
+        "after_ats": [new.after_at for new in schedules],
+        "anchor_ats": [new.anchor_at for new in schedules],
+        "overlaps": [new.overlap for new in schedules],
+        "catch_up_graces": [new.catch_up_grace for new in schedules],
         "now": now,
     }
-    for column, plural in _BATCH_COLUMNS.items():
-        params[plural] = [row[column] for row in rows]
-    return params
 
 
-_BATCH_COLUMNS = {
-    column: "max_attempts" if column == "max_attempts" else f"{column}s"
-    for column in (
-        "type",
-        "subject",
-        "cron",
-        "every",
-        "timezone",
-        "start_at",
-        "end_at",
-        "catch_up",
-        "on_gap",
-        "on_overlap",
-        "active",
-        "max_attempts",
-        "next_at",
-        "after_at",
-        "anchor_at",
-        "overlap",
-        "catch_up_grace",
-    )
-}
-"""The columns of insert_schedules passed as arrays (besides namespace, name and payload)."""
+def _refuse_nul(**fields: str | None) -> None:
+    """PostgreSQL's text cannot hold NUL: refused naming the field, before anything is sent."""
+    for field, value in fields.items():
+        if value is not None and "\x00" in value:
+            raise InvalidInput(field, "must not contain NUL characters")
 
 
 def _active_next(stored: Sequence[Schedule | None]) -> list[datetime | None]:
@@ -378,10 +389,12 @@ def _active_next(stored: Sequence[Schedule | None]) -> list[datetime | None]:
 
 
 def _definition_params(schedule: Schedule) -> Row:
-    for field in ("type", "subject", "timezone", "cron"):
-        value = getattr(schedule, field)
-        if value is not None and "\x00" in value:
-            raise InvalidInput(field, "must not contain NUL characters")
+    _refuse_nul(
+        type=schedule.type,
+        subject=schedule.subject,
+        timezone=schedule.timezone,
+        cron=schedule.cron,
+    )
     return {
         "type": schedule.type,
         "payload": Jsonb(schedule.payload, dumps=dump_json),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -48,8 +48,9 @@ class SqliteSchedules:
         self._db = db
 
     async def put_schedules(
-        self, schedules: Sequence[NewSchedule], on_conflict: OnConflict, now: datetime
+        self, schedules: Iterable[NewSchedule], on_conflict: OnConflict, now: datetime
     ) -> list[Schedule | None]:
+        schedules = list(schedules)  # all validated before the write lock is taken
         rows = [_new_params(schedule, now) for schedule in schedules]
 
         def run(conn: sqlite3.Connection) -> list[Schedule | None]:
