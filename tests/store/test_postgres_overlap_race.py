@@ -44,10 +44,7 @@ async def test_an_end_waits_for_the_buffering_decision_and_releases_it(
         # The second occurrence as the materialiser is about to buffer it: not parked yet.
         await other.execute("UPDATE timers SET run_at = due_at WHERE key = %s", (second,))
         await other.commit()
-        await other.execute(
-            "SELECT 1 FROM schedule_positions JOIN schedules USING (id) WHERE name = 's'"
-            " FOR UPDATE OF schedule_positions"
-        )
+        await other.execute("SELECT 1 FROM schedules WHERE name = 's' FOR UPDATE")
         cursor = await other.execute("SELECT pg_current_xact_id()::text::bigint")
         row = await cursor.fetchone()
         assert row is not None

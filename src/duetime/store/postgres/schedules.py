@@ -72,12 +72,9 @@ class PostgresSchedules:
             read: list[NewSchedule] = []
             cursors: list[AsyncCursor[Row]] = []
             async with conn.pipeline() as pipeline:
-                await conn.execute(Q["by_index"])  # place_schedules finds each by its name
                 for chunk in chunked(source, PUT_SCHEDULES_CHUNK):
-                    params = _new_batch_params(chunk, now)
                     cursor = conn.cursor(binary=True)
-                    await cursor.execute(Q["insert_schedules"], params)
-                    await conn.cursor(binary=True).execute(Q["place_schedules"], params)
+                    await cursor.execute(Q["insert_schedules"], _new_batch_params(chunk, now))
                     cursors.append(cursor)
                     read.extend(chunk)
                 await pipeline.sync()

@@ -4,46 +4,36 @@
 -- name: insert_schedules
 -- A batch in one statement (arrays, one element a schedule); a name already taken (or given
 -- twice) is left out and comes back missing. Only id and name come back: the caller has the
--- rest. Its positions follow (place_schedules), in the next statement of the transaction.
+-- rest.
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
-    on_gap, on_overlap, max_attempts, anchor_at, created_at, updated_at, catch_up_grace
+    on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
+    updated_at, overlap, catch_up_grace
 )
 SELECT namespace, name, type, payload::jsonb, subject, cron, every, timezone, start_at, end_at,
-    catch_up, on_gap, on_overlap, max_attempts, anchor_at, %(now)s, %(now)s, catch_up_grace
+    catch_up, on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, %(now)s,
+    %(now)s, overlap, catch_up_grace
 FROM unnest(
     %(namespaces)b::text[], %(names)b::text[], %(types)b::text[], %(payloads)b::text[],
     %(subjects)b::text[], %(crons)b::text[], %(everys)b::interval[], %(timezones)b::text[],
     %(start_ats)b::timestamptz[], %(end_ats)b::timestamptz[], %(catch_ups)b::text[],
-    %(on_gaps)b::text[], %(on_overlaps)b::text[], %(max_attempts)b::integer[],
-    %(anchor_ats)b::timestamptz[], %(catch_up_graces)b::interval[]
+    %(on_gaps)b::text[], %(on_overlaps)b::text[], %(actives)b::boolean[],
+    %(max_attempts)b::integer[], %(next_ats)b::timestamptz[], %(after_ats)b::timestamptz[],
+    %(anchor_ats)b::timestamptz[], %(overlaps)b::text[], %(catch_up_graces)b::interval[]
 ) WITH ORDINALITY AS s (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
-    on_gap, on_overlap, max_attempts, anchor_at, catch_up_grace, n
+    on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, overlap,
+    catch_up_grace, n
 )
 ORDER BY n
 ON CONFLICT (namespace, name) DO NOTHING
 RETURNING id, name
 
--- name: place_schedules
--- After insert_schedules, with the same arrays: the position of each schedule it made (those
--- without one yet; of a name given twice, the first's). A later statement of the transaction,
--- so it sees the rows just made; each is found by its unique name.
-INSERT INTO schedule_positions (id, namespace, active, overlap, next_at, after_at)
-SELECT DISTINCT ON (s.id) s.id, s.namespace, p.active, p.overlap, p.next_at, p.after_at
-FROM unnest(
-    %(namespaces)b::text[], %(names)b::text[], %(actives)b::boolean[], %(overlaps)b::text[],
-    %(next_ats)b::timestamptz[], %(after_ats)b::timestamptz[]
-) WITH ORDINALITY AS p (namespace, name, active, overlap, next_at, after_at, n)
-JOIN schedules s ON s.namespace = p.namespace AND s.name = p.name
-WHERE NOT EXISTS (SELECT FROM schedule_positions placed WHERE placed.id = s.id)
-ORDER BY s.id, p.n
-
 -- name: get_schedule
-SELECT * FROM schedule_rows WHERE namespace = %(namespace)s AND name = %(name)s
+SELECT * FROM schedules WHERE namespace = %(namespace)s AND name = %(name)s
 
 -- name: list_schedules
-SELECT * FROM schedule_rows
+SELECT * FROM schedules
 WHERE namespace = %(namespace)s
   AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
   AND (%(type)s::text IS NULL OR type = %(type)s::text)
@@ -53,27 +43,15 @@ ORDER BY name
 LIMIT %(limit)s
 
 -- name: save_schedule
-WITH moved AS (
-    UPDATE schedule_positions
-    SET active = %(active)s, overlap = %(overlap)s, next_at = %(next_at)s,
-        after_at = %(after_at)s, version = version + 1
-    WHERE id = %(id)s AND version = %(version)s
-    RETURNING *
-),
-defined AS (
-    UPDATE schedules
-    SET type = %(type)s, payload = %(payload)s, subject = %(subject)s, cron = %(cron)s,
-        every = %(every)s, timezone = %(timezone)s, start_at = %(start_at)s,
-        end_at = %(end_at)s, catch_up = %(catch_up)s, on_gap = %(on_gap)s,
-        on_overlap = %(on_overlap)s, max_attempts = %(max_attempts)s,
-        anchor_at = %(anchor_at)s, catch_up_grace = %(catch_up_grace)s, updated_at = %(now)s
-    FROM moved
-    WHERE schedules.id = moved.id
-    RETURNING schedules.*
-)
-SELECT defined.*, moved.active, moved.overlap, moved.next_at, moved.after_at, moved.last_at,
-    moved.version
-FROM defined JOIN moved ON moved.id = defined.id
+UPDATE schedules
+SET type = %(type)s, payload = %(payload)s, subject = %(subject)s, cron = %(cron)s,
+    every = %(every)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
+    catch_up = %(catch_up)s, on_gap = %(on_gap)s, on_overlap = %(on_overlap)s,
+    active = %(active)s, max_attempts = %(max_attempts)s, next_at = %(next_at)s,
+    after_at = %(after_at)s, anchor_at = %(anchor_at)s, overlap = %(overlap)s,
+    catch_up_grace = %(catch_up_grace)s, updated_at = %(now)s, version = version + 1
+WHERE id = %(id)s AND version = %(version)s
+RETURNING *
 
 -- name: release_occurrences
 -- Occurrences materialised ahead of time and not fired: made again from the revised schedule.
@@ -82,16 +60,7 @@ WHERE schedule_id = %(schedule_id)s AND status = 'scheduled' AND attempts = 0
   AND due_at > %(after)s
 
 -- name: delete_schedule
-WITH gone AS (
-    DELETE FROM schedules WHERE namespace = %(namespace)s AND name = %(name)s RETURNING *
-),
-place AS (
-    DELETE FROM schedule_positions USING gone WHERE schedule_positions.id = gone.id
-    RETURNING schedule_positions.*
-)
-SELECT gone.*, place.active, place.overlap, place.next_at, place.after_at, place.last_at,
-    place.version
-FROM gone JOIN place ON place.id = gone.id
+DELETE FROM schedules WHERE namespace = %(namespace)s AND name = %(name)s RETURNING *
 
 -- name: cancel_occurrences
 UPDATE timers SET status = 'cancelled', completed_at = %(now)s, updated_at = %(now)s
@@ -100,36 +69,24 @@ WHERE schedule_id = %(schedule_id)s AND status IN ('scheduled', 'retrying')
 -- name: due_schedules
 -- A schedule with an overlap policy is due at its next occurrence, not ahead of it: whether it
 -- fires depends on the earlier occurrence's state at that instant.
--- (Read from the positions, in schedules_due order: through schedule_rows the planner takes the
--- namespace from schedules and sorts what it finds.)
-SELECT s.*, p.active, p.overlap, p.next_at, p.after_at, p.last_at, p.version
-FROM schedule_positions p
-JOIN schedules s ON s.id = p.id
-WHERE p.namespace = %(namespace)s AND p.active AND p.next_at <= %(horizon)s
-  AND (p.overlap = 'allow' OR p.next_at <= %(now)s)
-ORDER BY p.next_at
+SELECT * FROM schedules
+WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
+  AND (overlap = 'allow' OR next_at <= %(now)s)
+ORDER BY next_at
 LIMIT %(limit)s
 
 -- name: lock_due_schedules
 -- As due_schedules, but only what planning reads (model.schedules.DueSchedule: the rule and
 -- the position, not the payload). The rows another worker is materialising right now (or
 -- whose buffered occurrence an ending one is releasing) are skipped, not waited on.
--- The positions are locked first, then their rules read: a row skipped costs no join.
-WITH due AS (
-    SELECT id, version, overlap, next_at, after_at, last_at
-    FROM schedule_positions
-    WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
-      AND (overlap = 'allow' OR next_at <= %(now)s)
-    ORDER BY next_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-SELECT due.id, due.version, s.name, s.cron, s.every, s.timezone, s.start_at, s.end_at,
-    s.on_gap, s.on_overlap, s.anchor_at, s.catch_up, s.catch_up_grace, due.overlap,
-    due.next_at, due.after_at, due.last_at
-FROM due
-JOIN schedules s ON s.id = due.id
-ORDER BY due.next_at
+SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+FROM schedules
+WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
+  AND (overlap = 'allow' OR next_at <= %(now)s)
+ORDER BY next_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
 
 -- name: occurrence_states
 -- For the due schedules with an overlap policy (their rows locked by lock_due_schedules): has
@@ -154,12 +111,12 @@ WHERE schedule_id = ANY (%(schedule_ids)s::bigint[]) AND status = 'scheduled'
 -- The next occurrence of a schedule without an overlap policy, and of one with (materialised
 -- when due, not ahead).
 SELECT
-    (SELECT next_at FROM schedule_positions
+    (SELECT next_at FROM schedules
      WHERE namespace = %(namespace)s AND active AND overlap = 'allow'
        AND next_at <= 'infinity'
      ORDER BY next_at
      LIMIT 1) AS next_at,
-    (SELECT next_at FROM schedule_positions
+    (SELECT next_at FROM schedules
      WHERE namespace = %(namespace)s AND active AND overlap <> 'allow'
        AND next_at <= 'infinity'
      ORDER BY next_at
@@ -178,23 +135,17 @@ SET LOCAL random_page_cost = 1.1
 
 -- name: advance_moved
 -- Included by advance_fresh and advance_schedules: move each schedule whose version still
--- matches (the others were changed meanwhile: skipped, their occurrences not made), then read
--- from each one moved what its timers copy.
-moved AS (
-    UPDATE schedule_positions
-    SET next_at = advance.next_at, after_at = advance.after_at, last_at = advance.last_at,
-        version = schedule_positions.version + 1
-    FROM unnest(
-        %(ids)b::bigint[], %(versions)b::bigint[], %(next_ats)b::timestamptz[],
-        %(after_ats)b::timestamptz[], %(last_ats)b::timestamptz[]
-    ) AS advance (id, version, next_at, after_at, last_at)
-    WHERE schedule_positions.id = advance.id AND schedule_positions.version = advance.version
-    RETURNING schedule_positions.id
-),
-advanced AS (
-    SELECT s.id, s.namespace, s.type, s.payload, s.subject, s.max_attempts
-    FROM moved JOIN schedules s ON s.id = moved.id
-)
+-- matches (the others were changed meanwhile: skipped, their occurrences not made).
+UPDATE schedules
+SET next_at = advance.next_at, after_at = advance.after_at, last_at = advance.last_at,
+    version = schedules.version + 1
+FROM unnest(
+    %(ids)b::bigint[], %(versions)b::bigint[], %(next_ats)b::timestamptz[],
+    %(after_ats)b::timestamptz[], %(last_ats)b::timestamptz[]
+) AS advance (id, version, next_at, after_at, last_at)
+WHERE schedules.id = advance.id AND schedules.version = advance.version
+RETURNING schedules.id, schedules.namespace, schedules.type, schedules.payload,
+    schedules.subject, schedules.max_attempts
 
 -- name: advance_occurrences
 -- Included by advance_fresh and advance_schedules: the occurrences of the schedules moved,
@@ -217,9 +168,9 @@ JOIN advanced ON advanced.id = o.schedule_id
 -- CTE of advance_schedules and joins its keys back by a nested loop: a batch of 500 spent 34
 -- of its 52 ms there, growing with the square of the batch.) A key that exists already
 -- refuses the whole statement; the store then runs advance_schedules, under a savepoint.
-WITH
--- include: advance_moved
-,
+WITH advanced AS (
+    -- include: advance_moved
+),
 t AS (
     SELECT occurrence.*, nextval('timers_id_seq') AS id
     FROM (
@@ -243,7 +194,7 @@ created AS (
     RETURNING run_at, status
 )
 SELECT
-    coalesce((SELECT array_agg(id) FROM moved), '{}') AS advanced,
+    coalesce((SELECT array_agg(id) FROM advanced), '{}') AS advanced,
     (SELECT count(*) FROM created) AS created,
     (SELECT min(run_at) FROM created
      WHERE status = 'scheduled' AND run_at < '9000-01-01 00:00:00+00') AS earliest
@@ -260,9 +211,9 @@ SELECT
 -- reason); the arrays of statuses, run_ats, errors and overlaps are empty when every
 -- occurrence simply fires (unnest pads them with NULLs: scheduled at due_at). Returns the ids
 -- moved, how many timers were made, and the earliest run_at of those that will run.
-WITH
--- include: advance_moved
-,
+WITH advanced AS (
+    -- include: advance_moved
+),
 t AS (
     -- include: advance_occurrences
 ),
@@ -305,13 +256,13 @@ made AS (
     SELECT run_at, status FROM taken
 )
 SELECT
-    coalesce((SELECT array_agg(id) FROM moved), '{}') AS advanced,
+    coalesce((SELECT array_agg(id) FROM advanced), '{}') AS advanced,
     (SELECT count(*) FROM made) AS created,
     (SELECT min(run_at) FROM made
      WHERE status = 'scheduled' AND run_at < '9000-01-01 00:00:00+00') AS earliest
 
 -- name: schedules_after
-SELECT * FROM schedule_rows WHERE id > %(after_id)s AND cron IS NOT NULL ORDER BY id
+SELECT * FROM schedules WHERE id > %(after_id)s AND cron IS NOT NULL ORDER BY id
 LIMIT %(limit)s
 
 -- name: pending_local_timers
