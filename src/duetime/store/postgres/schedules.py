@@ -174,6 +174,7 @@ class PostgresSchedules:
         earliest: list[datetime | None] = []
 
         async def run(conn: Conn) -> list[int]:
+            await conn.execute(Q["by_index"])
             advanced, _, earliest[:] = await _advance(conn, advances, now)
             await self._notices.notify_earliest(conn, earliest)
             return advanced
@@ -197,7 +198,7 @@ class PostgresSchedules:
                 return Materialized()
             states, released = await _states(conn, due, now)
             advances = plan(due, states)
-            advanced, created, runnable = await _advance(conn, advances, now, planned=True)
+            advanced, created, runnable = await _advance(conn, advances, now)
             earliest[:] = [*runnable, *released]
             await self._notices.notify_earliest(conn, earliest)
             return Materialized(len(due), len(advanced), created)
@@ -299,12 +300,13 @@ async def _states(
 
 
 async def _advance(
-    conn: Conn, advances: Sequence[ScheduleAdvance], now: datetime, *, planned: bool = False
+    conn: Conn, advances: Sequence[ScheduleAdvance], now: datetime
 ) -> tuple[list[int], int, list[datetime | None]]:
     """Advance the rows whose version matches and insert only their timers, in one statement:
     the ids advanced, how many timers were made, and the earliest that will run. The fast
     statement first; should an occurrence's key exist (a deleted schedule's cancelled
-    occurrence, a user's timer of that key), the one that minds existing keys instead."""
+    occurrence, a user's timer of that key), the one that minds existing keys instead. In a
+    transaction that has run ``by_index``."""
     if not advances:
         return [], 0, []
     made = occurrence_values(advances, {a.schedule_id for a in advances})
@@ -325,8 +327,6 @@ async def _advance(
         "overlaps": [] if plain else [row[6] for row in made],
         "now": now,
     }
-    if not planned:  # materialize has set it for lock_due_schedules already
-        await conn.execute(Q["by_index"])
     cur = conn.cursor(binary=True)
     try:
         async with conn.transaction():  # a savepoint: only the statement is undone
