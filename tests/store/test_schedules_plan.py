@@ -47,6 +47,13 @@ async def test_sqlite_due_path_uses_the_index(open_store: StoreFactory, tmp_path
             )
             assert "schedules_due" in plan, (name, plan)
             assert "TEMP B-TREE" not in plan, (name, plan)
+        # A backlog's window: its range of ids, never every due row of the index.
+        window = {**params, "horizon": params["horizon"] + 10**12, "first_id": 500, "stop_id": 1000}
+        plan = " ".join(
+            str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + LITE["due_window"], window)
+        )
+        assert "INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
 
 
 async def test_postgres_due_path_uses_the_index(
@@ -83,7 +90,17 @@ async def test_postgres_due_path_uses_the_index(
             plan = explain(conn, PG["lock_due_schedules"], backlog)
         assert "Index Scan using schedules_due" in plan, plan
         assert "Sort" not in plan, plan
-        conn.execute("ANALYZE schedules")
+        # A backlog's window: its range of ids from the primary key, not ANDed with every due
+        # row of schedules_due (a bitmap of the whole backlog for each window).
+        window = {**backlog, "first_id": 20_000, "stop_id": 20_500}
+        for analysed in (False, True):
+            if analysed:
+                conn.execute("ANALYZE schedules")
+            with conn.transaction():
+                conn.execute(PG["by_index"])
+                plan = explain(conn, PG["lock_due_window"], window)
+            assert "schedules_pkey" in plan, plan
+            assert "schedules_due" not in plan, plan
         for name in ("due_schedules", "lock_due_schedules"):
             plan = explain(conn, PG[name], backlog)
             assert "Index Scan using schedules_due" in plan, (name, plan)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from duetime.clock import Clock, unwatch, watch
 from duetime.model import Schedule, iso
@@ -34,6 +34,7 @@ from duetime.recurrence.overlap import decide, gated, parse_overlap
 from duetime.schedules import KEY_PREFIX, Materialized, ScheduleAdvance, recurrence_of
 from duetime.services.base import Service
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
+from duetime.services.windows import Windows
 from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.materializer")
@@ -42,6 +43,11 @@ LOOKAHEAD = timedelta(seconds=5)
 RECHECK = timedelta(seconds=30)
 BATCH_SIZE = 500
 PER_SCHEDULE = 100
+WINDOWS_FROM = 20
+"""A backlog is walked in windows of ids only where the table holds at least this many
+batches' worth of ids (smaller, earliest first costs as little)."""
+REMEMBERED = 10_000
+"""Entries a round's PlanCache holds at most (rules, next occurrences, formatted instants)."""
 MIN_PAUSE = 0.05
 """Seconds between two rounds at least, so a burst of wake-up hints costs a few queries."""
 
@@ -53,8 +59,11 @@ Planned = Schedule | DueSchedule
 
 
 class PlanCache:
-    """What planning remembers across one batch: a million schedules share a few rules, and
-    those due together mostly share their next occurrence too (per-user schedules)."""
+    """What planning remembers across the batches of one round: a million schedules share a
+    few rules, and those due together mostly share their next occurrence too (per-user
+    schedules). A backlog walked in windows of ids (:mod:`duetime.services.windows`) meets
+    every rule in every batch. Bounded: past :data:`REMEMBERED` entries it starts afresh
+    (schedules of rules all their own: a cache of a million would only cost memory)."""
 
     __slots__ = ("isos", "nexts", "rules")
 
@@ -62,6 +71,13 @@ class PlanCache:
         self.rules: dict[tuple[object, ...], Recurrence] = {}
         self.nexts: dict[tuple[Recurrence, datetime], datetime | None] = {}
         self.isos: dict[datetime, str] = {}
+
+    def bound(self) -> None:
+        """Forget everything once any part holds more than :data:`REMEMBERED` entries."""
+        if max(len(self.rules), len(self.nexts), len(self.isos)) > REMEMBERED:
+            self.rules.clear()
+            self.nexts.clear()
+            self.isos.clear()
 
     def rule(self, schedule: Planned) -> Recurrence:
         """The schedule's :class:`Recurrence`, made once per distinct rule."""
@@ -215,8 +231,12 @@ class Materializer(Service):
         due: Sequence[Planned],
         now: datetime,
         states: Mapping[int, OccurrenceState] | None = None,
+        cache: PlanCache | None = None,
     ) -> list[ScheduleAdvance]:
-        cache = PlanCache()
+        if cache is None:
+            cache = PlanCache()
+        else:
+            cache.bound()
         states = {} if states is None else states
         return [
             plan_advance(
@@ -239,20 +259,54 @@ class Materializer(Service):
         stores skip rows another transaction holds), so planning the next batch overlaps the
         database writing the last."""
         horizon = now + self.lookahead
-        created, backlog = await self._batches(now, horizon, until_full=False)
+        cache = PlanCache()
+        created, backlog = await self._batches(now, horizon, cache, until_full=False)
         if backlog:
-            lanes = max(1, self.schedules.materialize_lanes)
-            async with asyncio.TaskGroup() as group:
-                tasks = [
-                    group.create_task(self._batches(now, horizon, until_full=True))
-                    for _ in range(lanes)
-                ]
-            created += sum(task.result()[0] for task in tasks)
+            ids = await self.schedules.schedule_ids()
+            rows = self.batch_size * self.schedules.backlog_growth
+            if ids is not None and len(ids) >= WINDOWS_FROM * rows:
+                # In the table's order first (see duetime.services.windows), then earliest
+                # first whatever is left: rows another worker held, a capped catch-up's next
+                # occurrences, everything if the due rows were too thin for windows.
+                windows = Windows(ids, rows)
+                created += await self._lanes(lambda: self._windows(now, horizon, cache, windows))
+            created += await self._lanes(lambda: self._until_short(now, horizon, cache))
         self.created += created
         return created
 
+    async def _lanes(self, lane: Callable[[], Coroutine[Any, Any, int]]) -> int:
+        """``lane`` in the store's ``materialize_lanes`` concurrent tasks: the timers created."""
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(lane()) for _ in range(max(1, self.schedules.materialize_lanes))
+            ]
+        return sum(task.result() for task in tasks)
+
+    async def _until_short(self, now: datetime, horizon: datetime, cache: PlanCache) -> int:
+        created, _ = await self._batches(now, horizon, cache, until_full=True)
+        return created
+
+    async def _windows(
+        self, now: datetime, horizon: datetime, cache: PlanCache, windows: Windows
+    ) -> int:
+        """One lane through a backlog, window by window: the timers created."""
+        created = 0
+
+        def plan(
+            due: Sequence[DueSchedule], states: Mapping[int, OccurrenceState]
+        ) -> list[ScheduleAdvance]:
+            return self.plan(due, now, states, cache)
+
+        while (window := windows.take()) is not None:
+            result: Materialized = await self.schedules.materialize(
+                self.namespace, horizon, len(window), plan, now, ids=window
+            )
+            windows.found(window, result.due)
+            created += result.timers
+        return created
+
     async def _batches(
-        self, now: datetime, horizon: datetime, *, until_full: bool
+        self, now: datetime, horizon: datetime, cache: PlanCache, *, until_full: bool
     ) -> tuple[int, bool]:
         """Batches in one lane: one (``until_full`` false), or until one comes back short.
         The timers created, and whether more is due (the last batch was full, or schedules
@@ -263,7 +317,7 @@ class Materializer(Service):
         def plan(
             due: Sequence[DueSchedule], states: Mapping[int, OccurrenceState]
         ) -> list[ScheduleAdvance]:
-            advances = self.plan(due, now, states)
+            advances = self.plan(due, now, states, cache)
             still_due[:] = [
                 a.schedule_id
                 for a, schedule in zip(advances, due, strict=True)

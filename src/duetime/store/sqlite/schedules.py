@@ -162,27 +162,38 @@ class SqliteSchedules:
         return advanced
 
     async def materialize(
-        self, namespace: str, horizon: datetime, limit: int, plan: SchedulePlan, now: datetime
+        self,
+        namespace: str,
+        horizon: datetime,
+        limit: int,
+        plan: SchedulePlan,
+        now: datetime,
+        ids: range | None = None,
     ) -> Materialized:
         now_us = to_micros(now)
-        params = {
+        params: dict[str, object] = {
             "namespace": namespace,
             "horizon": to_micros(horizon),
             "limit": limit,
             "now": now_us,
         }
+        query = Q["due_rows"]
+        if ids is not None:
+            params.update(first_id=ids.start, stop_id=ids.stop)
+            query = Q["due_window"]
         planned: list[ScheduleAdvance] = []
         released: list[int] = []
 
         def run(conn: sqlite3.Connection) -> Materialized:
             cursor = conn.cursor()
             cursor.row_factory = None
-            due = _due_rows(cursor.execute(Q["due_rows"], params).fetchall())
-            # A full batch: more follow (a backlog). Its commit lets the WAL grow to 40,000
-            # pages before a checkpoint (schedules.sql, backlog_checkpoint), so a page that
-            # several batches change is copied to the database once, not once a batch; the
-            # short batch that ends the backlog puts the usual cadence back.
-            conn.execute(Q["backlog_checkpoint" if len(due) >= limit else "usual_checkpoint"])
+            due = _due_rows(cursor.execute(query, params).fetchall())
+            # A full batch or a window: more follow (a backlog). Its commit lets the WAL grow
+            # to 40,000 pages before a checkpoint (schedules.sql, backlog_checkpoint), so a page
+            # that several batches change is copied to the database once, not once a batch;
+            # the short batch that ends the backlog puts the usual cadence back.
+            backlog = ids is not None or len(due) >= limit
+            conn.execute(Q["backlog_checkpoint" if backlog else "usual_checkpoint"])
             if not due:
                 return Materialized()
             states, released[:] = _states(conn, due, now_us)
@@ -196,6 +207,13 @@ class SqliteSchedules:
         if released:
             self._db.announce(now)
         return result
+
+    async def schedule_ids(self) -> range | None:
+        def run(conn: sqlite3.Connection) -> range | None:
+            first, last = conn.execute(Q["schedule_ids"]).fetchone()
+            return None if first is None else range(first, last + 1)
+
+        return await self._db.read(run)
 
     async def next_schedule_at(
         self, namespace: str, ahead: timedelta = timedelta(0)

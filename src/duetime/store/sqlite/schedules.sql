@@ -77,6 +77,22 @@ WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
 ORDER BY next_at
 LIMIT :limit
 
+-- name: due_window
+-- due_rows within a range of ids, in id order: a backlog walked in the table's order (see
+-- Materializer.tick), a window's rows on neighbouring pages, not one page each.
+SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+FROM schedules NOT INDEXED
+WHERE id >= :first_id AND id < :stop_id
+  AND namespace = :namespace AND active = 1 AND next_at <= :horizon
+  AND (overlap = 'allow' OR next_at <= :now)
+ORDER BY id
+LIMIT :limit
+
+-- name: schedule_ids
+-- The range of ids a backlog's windows walk.
+SELECT min(id), max(id) FROM schedules
+
 -- name: backlog_checkpoint
 -- Through a materialising backlog: checkpoint once the WAL holds 40,000 pages (160 MB), not
 -- 1,000 (SQLite's default). A batch of 5,000 due schedules spread over a million dirties 10,000
