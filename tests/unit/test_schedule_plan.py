@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import cast
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from duetime import FrozenClock
 from duetime.model import Schedule
+from duetime.model.schedules import DUE_COLUMNS, DueSchedule
 from duetime.schedules import ScheduleRequest, schedule_from_new
-from duetime.services.materializer import plan_advance
+from duetime.services.materializer import Materializer, PlanCache, plan_advance
+from duetime.store import Store
 
 T0 = datetime(2025, 3, 8, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -68,3 +76,60 @@ def test_an_ended_schedule_has_no_next() -> None:
     advance = plan_advance(ending, T0 + timedelta(minutes=1))
     assert due(advance.timers) == ["12:01:00"]  # created at 12:00: strictly after it
     assert advance.next_at is None
+
+
+ALIKE_RULES = (
+    {"cron": "0 9 * * *", "timezone": "Europe/London"},
+    {"cron": "30 1 * * *", "timezone": "Europe/London"},  # the 30th of March's gap
+    {"cron": "*/20 * * * *", "timezone": "America/New_York"},
+    {"every": 3600},
+    {"every": 5400},
+)
+
+
+@st.composite
+def due_alike(draw: st.DrawFn) -> DueSchedule:
+    """A due row from a handful of rules and positions (many alike), each its own id, name,
+    anchor (when made) and catch-up."""
+    fields = dict(draw(st.sampled_from(ALIKE_RULES)))
+    fields["catch_up"] = draw(st.sampled_from(["latest", "all", "none"]))
+    fields["catch_up_grace"] = draw(st.sampled_from([0, 600, 86_400]))
+    made = T0 + draw(st.sampled_from([0, 1, 7_200])) * SECOND
+    request = ScheduleRequest(name=f"s{draw(st.integers(0, 10**6))}", type="t", **fields)  # type: ignore[arg-type]
+    new = request.resolve("ns", made, 20, 1000)
+    row = schedule_from_new(new, draw(st.integers(1, 10**6)), made, version=draw(st.integers(1, 9)))
+    moved = draw(st.sampled_from([None, timedelta(hours=5), timedelta(days=20)]))
+    if moved is not None and row.next_at is not None:
+        row = replace(
+            row,
+            after_at=row.next_at + moved,
+            next_at=None if moved.days else row.next_at + moved + SECOND,
+            last_at=row.next_at,
+        )
+    return DueSchedule(*(getattr(row, name) for name in DUE_COLUMNS))
+
+
+@given(
+    rounds=st.lists(
+        st.tuples(st.lists(due_alike(), max_size=12), st.integers(0, 40 * 86_400)),
+        max_size=4,
+    )
+)
+@settings(deadline=None, max_examples=150)
+def test_plans_made_alike_in_a_round_equal_fresh_ones(
+    rounds: list[tuple[list[DueSchedule], int]],
+) -> None:
+    worker = Materializer(
+        cast(Store, SimpleNamespace(schedules=None)), FrozenClock(T0), "ns", per_schedule=5
+    )
+    cache = PlanCache()
+    for due_rows, seconds in rounds:
+        now = T0 + seconds * SECOND
+        twins = [
+            r._replace(id=r.id + 1, version=r.version + 1, name=r.name + "b") for r in due_rows
+        ]
+        # Alike in rule and position (one plan, their own keys), and alike but for last_at.
+        others = [r._replace(id=r.id + 2, last_at=None if r.last_at else T0) for r in due_rows]
+        due_rows = [*due_rows, *twins, *others]
+        fresh = [plan_advance(row, now, per_schedule=5) for row in due_rows]
+        assert worker.plan(due_rows, now, cache=cache) == fresh

@@ -58,6 +58,10 @@ Planned = Schedule | DueSchedule
 """A schedule as planning reads it: a stored one, or the narrow row the stores read when due."""
 
 
+Shape = tuple[tuple[datetime, ...], datetime | None, datetime, datetime | None]
+"""A plan without the schedule it is for: the instants that fire, next_at, after_at, last_at."""
+
+
 class PlanCache:
     """What planning remembers across the batches of one round: a million schedules share a
     few rules, and those due together mostly share their next occurrence too (per-user
@@ -65,19 +69,20 @@ class PlanCache:
     every rule in every batch. Bounded: past :data:`REMEMBERED` entries it starts afresh
     (schedules of rules all their own: a cache of a million would only cost memory)."""
 
-    __slots__ = ("isos", "nexts", "rules")
+    __slots__ = ("isos", "nexts", "rules", "shapes")
 
     def __init__(self) -> None:
         self.rules: dict[tuple[object, ...], Recurrence] = {}
         self.nexts: dict[tuple[Recurrence, datetime], datetime | None] = {}
         self.isos: dict[datetime, str] = {}
+        self.shapes: dict[tuple[object, ...], Shape] = {}
 
     def bound(self) -> None:
         """Forget everything once any part holds more than :data:`REMEMBERED` entries."""
-        if max(len(self.rules), len(self.nexts), len(self.isos)) > REMEMBERED:
-            self.rules.clear()
-            self.nexts.clear()
-            self.isos.clear()
+        parts: tuple[dict[Any, Any], ...] = (self.rules, self.nexts, self.isos, self.shapes)
+        if max(map(len, parts)) > REMEMBERED:
+            for part in parts:
+                part.clear()
 
     def rule(self, schedule: Planned) -> Recurrence:
         """The schedule's :class:`Recurrence`, made once per distinct rule."""
@@ -238,17 +243,56 @@ class Materializer(Service):
         else:
             cache.bound()
         states = {} if states is None else states
-        return [
-            plan_advance(
-                schedule,
-                now,
-                lookahead=self.lookahead,
-                per_schedule=self.per_schedule,
-                cache=cache,
-                state=states.get(schedule.id, NOTHING_UNFINISHED),
+        advances = []
+        for schedule in due:
+            if gated(schedule.overlap):  # its plan depends on its occurrences' states
+                advance = plan_advance(
+                    schedule,
+                    now,
+                    lookahead=self.lookahead,
+                    per_schedule=self.per_schedule,
+                    cache=cache,
+                    state=states.get(schedule.id, NOTHING_UNFINISHED),
+                )
+            else:
+                advance = self._planned_alike(schedule, now, cache)
+            advances.append(advance)
+        return advances
+
+    def _planned_alike(self, schedule: Planned, now: datetime, cache: PlanCache) -> ScheduleAdvance:
+        """plan_advance, once per round for schedules alike in rule and position (a million
+        users' daily greeting: a few thousand distinct plans); each gets its own keys."""
+        key = (
+            now,
+            schedule.cron,
+            schedule.every,
+            schedule.timezone,
+            schedule.start_at,
+            schedule.end_at,
+            schedule.on_gap,
+            schedule.on_overlap,
+            None if schedule.every is None else schedule.anchor_at,  # a cron's is not read
+            schedule.catch_up,
+            schedule.catch_up_grace,
+            schedule.next_at,
+            schedule.after_at,
+            schedule.last_at,
+        )
+        shape = cache.shapes.get(key)
+        if shape is None:
+            advance = plan_advance(
+                schedule, now, lookahead=self.lookahead, per_schedule=self.per_schedule, cache=cache
             )
-            for schedule in due
-        ]
+            cache.shapes[key] = (
+                tuple(due_at for _, due_at in advance.timers),
+                advance.next_at,
+                advance.after_at,
+                advance.last_at,
+            )
+            return advance
+        fire, next_at, after_at, last_at = shape
+        timers = tuple(Occurrence(cache.key(schedule.name, instant), instant) for instant in fire)
+        return ScheduleAdvance(schedule.id, schedule.version, next_at, after_at, last_at, timers)
 
     async def tick(self, now: datetime) -> int:
         """Materialise everything due by ``now + lookahead``; the number of timers created.
