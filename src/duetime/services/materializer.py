@@ -301,7 +301,8 @@ class Materializer(Service):
         schedules due while every worker was down), the rest in the store's
         ``materialize_lanes`` concurrent transactions, each taking its own due rows (the
         stores skip rows another transaction holds), so planning the next batch overlaps the
-        database writing the last."""
+        database writing the last: in windows of ids first (the table's order, where the table
+        is large enough), then earliest first until a batch comes back short."""
         horizon = now + self.lookahead
         cache = PlanCache()
         created, backlog = await self._batches(now, horizon, cache, until_full=False)
