@@ -130,6 +130,8 @@ def test_plans_made_alike_in_a_round_equal_fresh_ones(
         ]
         # Alike in rule and position (one plan, their own keys), and alike but for last_at.
         others = [r._replace(id=r.id + 2, last_at=None if r.last_at else T0) for r in due_rows]
-        due_rows = [*due_rows, *twins, *others]
+        # A cron schedule made at another instant (its anchor) is alike: cron does not read it.
+        anchored = [r._replace(id=r.id + 3, anchor_at=r.anchor_at + SECOND) for r in due_rows]
+        due_rows = [*due_rows, *twins, *others, *anchored]
         fresh = [plan_advance(row, now, per_schedule=5) for row in due_rows]
         assert worker.plan(due_rows, now, cache=cache) == fresh
