@@ -92,7 +92,7 @@ FOR UPDATE SKIP LOCKED
 -- lock_due_schedules within a range of ids, in id order: a backlog walked in the table's order
 -- (see Materializer.tick). The due rows of a backlog lie all over the table and its indexes in
 -- next_at order; a window's rows share their pages, and their new versions and index entries
--- go in next to one another: a million materialised with two fifths less work for the server.
+-- go in next to one another: a million materialised with about a quarter less server CPU.
 -- Only the range is a condition an index can serve: the rest is one expression (IS TRUE), so
 -- the planner cannot AND the range with every due row of schedules_due, window after window.
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
