@@ -1,14 +1,14 @@
-"""Seed 004's delayed-notification worker: schedule-events in, notifications out at their time.
+"""The delayed-notification worker: schedule-events in, notifications out at their time.
 
 Schedule-events ``{"id", "executionDate", "userId", ...}`` arrive on ``schedule-event``, read by
-the ``scheduling-worker`` consumer group — a Kafka topic (:mod:`.on_kafka`, as the seed ran it)
+the ``scheduling-worker`` consumer group — a Kafka topic (:mod:`.on_kafka`, as the original ran it)
 or a Redis stream (:mod:`.on_redis`). duetime stores each as the timer ``notification:<id>`` (a
 redelivered or repeated event updates it; it never doubles) and commits the offset / acknowledges
 the entry only after the timer is committed. At ``executionDate`` the worker sends the
 notification to ``delayed-notification-sender``. Malformed events are dead-lettered with the
 reason (``schedule-event.dead`` on Kafka, ``schedule-event:dead`` on Redis).
 
-The acceptance window (default 5 minutes) is where this differs from the seed. The seed's filter
+The acceptance window (default 5 minutes) is where this differs from the original. Its filter
 dropped, silently, every event not due within "now .. now + 5 minutes" *when it arrived*: past
 ones and far-future ones alike. Here every valid event is kept; the window only says how late a
 notification may still be sent. One found due later than that (the worker was down, the event
@@ -42,7 +42,7 @@ __all__ = ["DelayedNotifications", "KafkaTopology", "RedisTopology", "schedule_e
 
 SCHEDULE_EVENT = "schedule-event"
 NOTIFICATION_SENDER = "delayed-notification-sender"
-"""The seed's topic names (stream names on Redis), before any ``--prefix``."""
+"""The original topic names (stream names on Redis), before any ``--prefix``."""
 SEPARATORS = ".-_:"
 
 
@@ -50,7 +50,7 @@ def named(prefix: str, name: str) -> str:
     """``name`` under ``prefix``: ``staging`` + ``schedule-event`` → ``staging.schedule-event``.
 
     A prefix that already ends in a separator (``staging-``, ``team:``) is used as it is, and
-    no prefix leaves the seed's names.
+    no prefix leaves the original names.
     """
     if not prefix or prefix[-1] in SEPARATORS:
         return f"{prefix}{name}"

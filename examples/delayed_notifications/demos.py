@@ -1,7 +1,7 @@
 """``--demo``: publish sample schedule-events, print what became of them, on either broker.
 
 The events: one due in 2 s, one a minute late (sent at once), one ten minutes late (expired:
-older than the 5-minute acceptance window), one 13 minutes ahead (kept; the seed dropped it)
+older than the 5-minute acceptance window), one 13 minutes ahead (kept; the original dropped it)
 and one malformed (dead-lettered with the reason).
 """
 

@@ -1,8 +1,8 @@
-"""The Kafka wiring, as seed 004 ran it: topic ``schedule-event`` in, consumer group
+"""The Kafka wiring, as the game service runs it: topic ``schedule-event`` in, consumer group
 ``scheduling-worker``, topic ``delayed-notification-sender`` out.
 
 The notification is the schedule-event itself, as the game service published it (format
-``payload``: the seed's Kafka Streams topology forwarded the value unchanged), keyed by
+``payload``: the original Kafka Streams topology forwarded the value unchanged), keyed by
 ``userId`` so one user's notifications stay in order on one partition; duetime's fields travel
 as ``Duetime-*`` headers, ``Duetime-Delivery-Id`` among them for the receiver to deduplicate on.
 """
@@ -24,7 +24,7 @@ KAFKA_BOOTSTRAP_SERVERS = os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or "127.0.0.
 
 @dataclass(frozen=True, slots=True)
 class KafkaTopology:
-    """The topics and the consumer group of seed 004."""
+    """The topics and the consumer group the game service uses."""
 
     bootstrap_servers: str = KAFKA_BOOTSTRAP_SERVERS
     schedule_topic: str = "schedule-event"

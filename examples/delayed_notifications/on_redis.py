@@ -15,7 +15,7 @@ REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 @dataclass(frozen=True, slots=True)
 class RedisTopology:
-    """The streams and the consumer group, named as the seed's Kafka topics were."""
+    """The streams and the consumer group, named as the original Kafka topics were."""
 
     redis_url: str = REDIS_URL
     schedule_stream: str = "schedule-event"

@@ -193,7 +193,7 @@ def _percent(text: str) -> Decimal:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m examples.event_bus",
-        description="Seed 002's event bus on duetime: 'setup' once, a 'node ROLE' per terminal, "
+        description="An event bus on duetime: 'setup' once, a 'node ROLE' per terminal, "
         "then 'emit', 'dead', 'tax-rate', 'replay', 'cleanup', 'report' -- or all of it: 'demo'.",
     )
     p.add_argument(

@@ -1,15 +1,16 @@
-"""Seed 003's service-call timer: ScheduleTimer commands in, DueTimeReached events out, on NATS.
+"""A service-call timer: ScheduleTimer commands in, DueTimeReached events out, on NATS.
 
 Commands ``{"tenantId", "serviceCallId", "dueAt"}`` arrive on a JetStream subject. duetime stores
 each as the timer ``"<tenantId>:<serviceCallId>"`` (a second command for the same call moves its
 due time while it has not fired; once fired it is left alone) and acknowledges the command only
 after the timer is committed. At ``dueAt`` the worker publishes DueTimeReached to another
-JetStream subject in the seed's own envelope ``{id, type, tenantId, correlationId, timestampMs,
-payload}`` (:data:`DUE_TIME_REACHED_ENVELOPE`, a ``template`` format: no encoding code), with
+JetStream subject in the orchestration module's own envelope ``{id, type, tenantId,
+correlationId, timestampMs, payload}`` (:data:`DUE_TIME_REACHED_ENVELOPE`, a ``template``
+format: no encoding code), with
 ``Nats-Msg-Id`` set to the envelope's ``id`` so JetStream drops a redelivered duplicate.
 Malformed commands go to ``<commands subject>.dead`` with the reason in headers.
 
-What this fixes in the seed's design: no 5-second polling (the worker sleeps until the next due
+What this fixes in a polling design: no 5-second polling (the worker sleeps until the next due
 instant and is woken when an earlier timer is stored), publish-then-mark is replaced by fenced
 leases with retries and a dead-letter queue, and bad commands are kept with their reason rather
 than logged and lost.
@@ -47,8 +48,8 @@ DUE_TIME_REACHED_ENVELOPE = {
     "timestampMs": "{sent_at_ms}",
     "payload": "{payload}",
 }
-"""Seed 003's event envelope, filled per delivery. ``id`` is the delivery id: the same on every
-attempt, so the orchestrator (which must be idempotent on DueTimeReached) deduplicates on it;
+"""The orchestrator's event envelope, filled per delivery. ``id`` is the delivery id: the same on
+every attempt, so the orchestrator (which must be idempotent on DueTimeReached) deduplicates on it;
 ``timestampMs`` is when this attempt publishes (epoch milliseconds)."""
 
 
@@ -118,7 +119,7 @@ class ServiceCallTimer:
 
     async def publish_due_time_reached(self, event: duetime.Event) -> None:
         """Publish the envelope whose payload is ``{tenantId, serviceCallId, dueAt, firedAt}``."""
-        # firedAt is when this attempt publishes it (the seed's reachedAt); the envelope's id
+        # firedAt is when this attempt publishes it (a poller's reachedAt); the envelope's id
         # and the Nats-Msg-Id stay the same on every attempt.
         body = {**event.payload, "firedAt": iso(self.app.clock.now())}
         # Failures become retries with backoff (then the dead-letter queue), per deliver_event.

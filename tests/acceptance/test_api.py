@@ -1,6 +1,6 @@
-"""The REST API over HTTP against a real ``duetime serve``: seed 001's flows, idempotency, auth.
+"""The REST API over HTTP against a real ``duetime serve``: the follow-up flows, idempotency, auth.
 
-Seed 001 (a serverless per-user task scheduler) in REST terms: schedule a task for user 1234
+A serverless per-user task scheduler in REST terms: schedule a task for user 1234
 15 days after a purchase, by date or delay and in the user's timezone; list a user's tasks
 including executed ones; cancel only what is still scheduled.
 """
@@ -40,7 +40,7 @@ def status_of(client: httpx.Client, key: str, namespace: str = NS) -> str:
     return status
 
 
-# -- seed 001 --------------------------------------------------------------------------------
+# -- follow-up tasks ------------------------------------------------------------------------
 def test_schedule_a_task_15_days_after_purchase_by_date_in_the_users_zone(
     client: httpx.Client,
 ) -> None:

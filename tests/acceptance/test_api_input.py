@@ -1,4 +1,4 @@
-"""Bad input over HTTP (SPEC §6): a clear 4xx naming the field, and nothing stored — never a 5xx.
+"""Bad input over HTTP: a clear 4xx naming the field, and nothing stored — never a 5xx.
 
 Runs against a server with auth on, as a deployment would; one request per case.
 """

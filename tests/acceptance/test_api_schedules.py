@@ -1,8 +1,8 @@
 """The REST schedules endpoints in process: define, list, show, change, pause, resume, delete,
 preview — with auth on, a frozen clock, and bad input refused with the field to fix.
 
-Seed 000 in REST terms: "each user's birthday greeting at 09:00 in their zone" is one schedule per
-user; its next occurrences are shown in UTC and in the user's local time, DST included.
+A birthday greeter in REST terms: "each user's birthday greeting at 09:00 in their zone" is one
+schedule per user; its next occurrences are shown in UTC and in the user's local time, DST included.
 """
 
 from __future__ import annotations

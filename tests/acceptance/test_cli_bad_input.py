@@ -1,4 +1,4 @@
-"""Bad input through the CLI: exit 2, the field named in the JSON error, nothing stored (§6)."""
+"""Bad input through the CLI: exit 2, the field named in the JSON error, nothing stored."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seed 002 event bus example, run as a user runs it: every command and node a subprocess.
+"""The event bus example, run as a user runs it: every command and node a subprocess.
 
 Four node processes on the real PostgreSQL (a schema of the test's own, ``?schema=t_…``) and
 real NATS JetStream (subjects and stream of the test's own). The checks read the database, the

@@ -1,4 +1,4 @@
-"""Worker processes with different handlers on one PostgreSQL schema (seed 002's weakness: its
+"""Worker processes with different handlers on one PostgreSQL schema (a pgmq bus's weakness: its
 heterogeneous nodes dead-letter each other's events). Here each node claims only the types it
 subscribes to, so neither touches the other's events; an event no live node subscribes to is
 dead-lettered, with the reason, once it is overdue by the grace.

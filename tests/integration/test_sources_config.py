@@ -87,7 +87,7 @@ def test_timer_mapping_refuses_bad_messages_naming_the_field(
     assert not rejection.reason.startswith(f"{field}: {field}:")  # the field is named once
 
 
-# -- seed 003: ScheduleTimer ------------------------------------------------------------------
+# -- ScheduleTimer commands ------------------------------------------------------------------
 def test_seed003_command_becomes_an_upsertable_due_time_reached_timer(app: AsyncApp) -> None:
     data = body({"tenantId": "t1", "serviceCallId": "sc-9", "dueAt": "2025-03-15T09:00:00-04:00"})
     timer = SEED003.prepare(app, data, "ignored")
@@ -146,7 +146,7 @@ def test_seed003_refuses_bad_commands_naming_the_field(
     assert error_of(SEED003, app, body(command)).field == field
 
 
-# -- seed 004: schedule-event -----------------------------------------------------------------
+# -- schedule-event messages -----------------------------------------------------------------
 def test_seed004_event_keeps_the_whole_event_and_the_window(app: AsyncApp) -> None:
     event = {
         "id": 42,

@@ -31,7 +31,7 @@ def z(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> dateti
 VECTORS: list[tuple[str, datetime, str, dict[Disambiguation, datetime]]] = [
     # --- America/New_York: EST -05:00, EDT -04:00. DST 2025-03-09 02:00 -> 03:00,
     # ends 2025-11-02 02:00 EDT -> 01:00 EST.
-    # 09:00 on 2025-03-15 is after the change: EDT, 09:00 + 4h = 13:00Z (seed text said 14:00).
+    # 09:00 on 2025-03-15 is after the change: EDT, 09:00 + 4h = 13:00Z (not 14:00, a common slip).
     ("America/New_York", datetime(2025, 3, 15, 9, 0), "normal", {"compatible": z(2025, 3, 15, 13)}),
     # January: EST, 09:00 + 5h = 14:00Z.
     ("America/New_York", datetime(2025, 1, 15, 9, 0), "normal", {"compatible": z(2025, 1, 15, 14)}),

@@ -158,7 +158,7 @@ def test_delay_landing_in_a_gap_with_reject() -> None:
 @pytest.mark.parametrize(
     ("local", "timezone", "disambiguation", "expected"),
     [
-        # The seed's mistake: 09:00 New York on 2025-03-15 is EDT, 13:00Z (not 14:00Z).
+        # A common mistake: 09:00 New York on 2025-03-15 is EDT, 13:00Z (not 14:00Z).
         ("2025-03-15T09:00", "America/New_York", "compatible", z(2025, 3, 15, 13)),
         ("2025-03-15 09:00:00", "America/New_York", "compatible", z(2025, 3, 15, 13)),
         # Gap: 02:30 on 2025-03-09 -> EST reading 07:30Z; earlier -> EDT reading 06:30Z.

@@ -30,7 +30,7 @@ deduplication id), ``source`` = ``duetime:<namespace>`` (overridable with ``ce_s
 JSON format and the header names are a dozen lines here, while the SDK brings its own HTTP
 conversion layer and has no Kafka, NATS or AMQP binding for these clients.
 
-The seed 003 ``DueTimeReached`` envelope, with no handler code::
+A ``DueTimeReached`` envelope of a service-call system's own, with no handler code::
 
     "format": {"template": {"id": "{delivery_id}", "type": "{type}",
                             "tenantId": "{payload.tenantId}", "correlationId": "{correlation_id}",

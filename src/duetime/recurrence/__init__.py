@@ -1,4 +1,4 @@
-"""Recurrences: when a Schedule's occurrences fall, as pure functions of the rule (SPEC §2).
+"""Recurrences: when a Schedule's occurrences fall, as pure functions of the rule.
 
 A :class:`Recurrence` is either a 5-field cron expression (or ``@daily``-style alias) read on
 an IANA zone's wall clock, or a fixed interval (``every``) counted in real elapsed time. The set

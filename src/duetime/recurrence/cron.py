@@ -1,4 +1,4 @@
-"""The cron engine: naive wall-clock matches (cronsim, no zone) mapped to instants by SPEC §2.
+"""The cron engine: naive wall-clock matches (cronsim, no zone) mapped to instants by our DST rules.
 
 cronsim's own zone-aware mode is not used to produce instants: it collapses gaps of any length
 (cronie drops the matches inside a jump of more than 3 hours, e.g. Pacific/Apia's missing
@@ -90,7 +90,7 @@ def cron_instants(
 def instants_of(
     wall: datetime, zone: ZoneInfo, fixed: bool, on_gap: OnGap, on_overlap: OnOverlap
 ) -> list[datetime]:
-    """The instants at which one wall-clock match fires, earliest first (SPEC §2 / cronie)."""
+    """The instants at which one wall-clock match fires, earliest first (as cronie fires them)."""
     kind = classify(wall, zone)
     earlier = to_utc(wall, zone, "earlier")
     if kind == "normal":

@@ -11,7 +11,7 @@ for a retry — in flight until it ends as done, dead, cancelled or expired):
   a further occurrence while one is buffered is skipped.
 
 The catch-up grace is how late an occurrence may be and still simply fire late; past it, the
-schedule's ``catch_up`` policy decides (SPEC §3).
+schedule's ``catch_up`` policy decides.
 """
 
 from __future__ import annotations

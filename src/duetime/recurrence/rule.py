@@ -122,7 +122,7 @@ def parse_recurrence(
 
 
 def parse_catch_up(value: object, field: str = "catch_up") -> CatchUpPolicy:
-    """Check a catch-up policy name: ``latest`` (the default in SPEC §3), ``all`` or ``none``."""
+    """Check a catch-up policy name: ``latest`` (the default), ``all`` or ``none``."""
     return _choice(value, CATCH_UP, field)
 
 
@@ -155,7 +155,7 @@ def _parse_every(value: object) -> timedelta:
         raise InvalidInput(
             "every", "months and years have no fixed length; use a cron expression instead"
         )
-    # Days and weeks count as 24 real hours each: `every` ignores DST (SPEC §2).
+    # Days and weeks count as 24 real hours each: an interval is elapsed time.
     step = timedelta(days=duration.days) + duration.clock
     if step < MIN_EVERY:
         raise InvalidInput("every", "must be at least 1 second")

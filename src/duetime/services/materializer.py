@@ -5,7 +5,7 @@ creates that occurrence's timer (key ``schedule:<name>:<instant>``) and advances
 transaction: no occurrence is lost while workers are down, none fires twice with many workers.
 It runs ``lookahead`` ahead of time, so the timer exists before it is due and fires on time.
 
-Catch-up (SPEC §3): occurrences less than the schedule's ``catch_up_grace`` late are simply
+Catch-up: occurrences less than the schedule's ``catch_up_grace`` late are simply
 late and fire. When the oldest overdue occurrence is more than that late (everything was down),
 the schedule's ``catch_up`` decides: ``latest`` fires the most recent overdue occurrence once,
 ``all`` every one (oldest first, ``per_schedule`` per batch), ``none`` none of them; then it

@@ -1,4 +1,4 @@
-"""tz database changes: keep "09:00 local" at 09:00 local when a zone gets new rules (SPEC §2).
+"""tz database changes: keep "09:00 local" at 09:00 local when a zone gets new rules.
 
 The database records the tz data release it was last resolved with (``meta`` key
 ``tzdata_version``). When a worker starts with another release, every pending local-form timer

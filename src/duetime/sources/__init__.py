@@ -1,7 +1,7 @@
 """Sources: schedule requests arriving as broker messages (NATS JetStream, Redis Streams, Kafka).
 
 A source consumes messages, maps each to a timer (see :mod:`duetime.sources.base` for the
-mappings: a TimerRequest object, seed 003's ScheduleTimer command, seed 004's schedule-event),
+mappings: a TimerRequest object, a ScheduleTimer command, a schedule-event message),
 stores it through the app, and acknowledges the message only after the timer is committed.
 Malformed messages go to a dead-letter subject/stream with the reason; they never crash the
 consumer and are never lost.

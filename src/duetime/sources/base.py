@@ -192,7 +192,7 @@ class TimerRequestMapping:
 
 @dataclass(frozen=True, slots=True)
 class ServiceCallTimerMapping:
-    """Seed 003's ScheduleTimer command: one timer per (tenantId, serviceCallId), upserted."""
+    """A ScheduleTimer command: one timer per (tenantId, serviceCallId), upserted."""
 
     type: str = SERVICE_CALL_TYPE
 

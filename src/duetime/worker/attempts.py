@@ -101,8 +101,9 @@ def failed(
 
 
 def is_stale(timer: Timer, now: datetime) -> bool:
-    """Past its ``expires_after``: it is recorded expired instead of running (seed 004). A
-    window that reaches past the last instant a datetime holds never closes."""
+    """Past its ``expires_after``: it is recorded expired instead of running (a stale
+    message is worse than none). A window that reaches past the last instant a datetime holds
+    never closes."""
     if timer.expires_after is None:
         return False
     try:

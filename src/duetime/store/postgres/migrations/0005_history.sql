@@ -1,4 +1,4 @@
--- History off the hot path (seed 002's monthly partitions). Finished timers move here some time
+-- History off the hot path (monthly partitions). Finished timers move here some time
 -- after they finished (the maintenance step, in batches), so the hot table keeps pending work,
 -- recent history and dead letters only, and whole months are dropped once past the retention.
 --

@@ -1,4 +1,4 @@
-"""The seed 003 and 004 examples end to end, on real NATS JetStream, Redis and Kafka, in real time.
+"""The broker examples end to end, on real NATS JetStream, Redis and Kafka, in real time.
 
 Each test names its own subjects/streams/topics (a random prefix) and deletes the NATS and Redis
 ones afterwards (the Kafka broker is the session's own, see kafka_broker.py). Due
@@ -133,7 +133,7 @@ async def delete_redis_streams(topology: RedisTopology) -> None:
         await client.aclose()
 
 
-# -- seed 003: service-call timers over NATS --------------------------------------------------
+# -- service-call timers over NATS --------------------------------------------------
 def test_service_call_timer_fires_due_time_reached_once_per_call(
     tmp_path: Path, nats_topology: NatsTopology
 ) -> None:
@@ -169,7 +169,7 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
                             assert call not in arrivals, f"{call} fired twice"
                             arrivals[call] = (now, envelope, msg_id)
 
-                # A command for a call that has already fired is left alone (seed 003 §5).
+                # A command for a call that has already fired is left alone (one timer a call).
                 late = schedule_timer("t1", "call-1", iso_in(0.3))
                 await js.publish(topology.commands_subject, json.dumps(late).encode())
                 await asyncio.sleep(1.2)
@@ -178,7 +178,7 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
             for call, command in (("call-1", call_1), ("call-2", call_2)):
                 received, envelope, msg_id = arrivals[call]
                 due = instant(command["dueAt"])
-                # seed 003's own envelope, exactly its fields
+                # the orchestration module's own envelope, exactly its fields
                 assert sorted(envelope) == sorted(SEED003_ENVELOPE_FIELDS)
                 assert envelope["type"] == "DueTimeReached"
                 assert envelope["tenantId"] == "t1"
@@ -258,7 +258,7 @@ def test_service_call_timer_runs_as_a_program(tmp_path: Path, nats_topology: Nat
     assert "no UTC offset" in done.stdout
 
 
-# -- seed 004: delayed notifications over Redis Streams ---------------------------------------
+# -- delayed notifications over Redis Streams ---------------------------------------
 def test_delayed_notifications_sent_on_time_stale_ones_expired(
     tmp_path: Path, redis_topology: RedisTopology
 ) -> None:
@@ -271,7 +271,7 @@ def test_delayed_notifications_sent_on_time_stale_ones_expired(
             soon = schedule_event("soon", iso_in(1.5), createdDate=iso_in(0))
             late = schedule_event("late", iso_in(-60))  # a minute late: inside the window
             stale = schedule_event("stale", iso_in(-600))  # ten minutes late: expired
-            far = schedule_event("far", iso_in(13 * 60))  # the seed dropped these
+            far = schedule_event("far", iso_in(13 * 60))  # an in-memory consumer drops these
             broken = {"id": "broken", "userId": "user-789", "executionDate": "tomorrow"}
             for event in (soon, late, stale, far, broken, soon):  # soon twice: one timer
                 await client.xadd(topology.schedule_stream, {"body": json.dumps(event)})
@@ -379,7 +379,7 @@ def test_delayed_notifications_redis_runs_as_a_program(
     assert "dead-lettered" in done.stdout
 
 
-# -- seed 004 on Kafka, as the seed ran it ----------------------------------------------------
+# -- delayed notifications on Kafka ----------------------------------------------------
 def produce_events(servers: str, topic: str, events: list[Any]) -> None:
     """Produce each event as the game service does: JSON value, its id as the key."""
     producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True})
@@ -401,7 +401,7 @@ def test_delayed_notifications_on_kafka_sent_on_time_as_the_original_event(
         await topology.prepare()
         reader = Consumer({"bootstrap.servers": servers, "group.id": "observer"})
         reader.assign([TopicPartition(topology.notification_topic, 0, OFFSET_BEGINNING)])
-        far = schedule_event("far", iso_in(13 * 60))  # the seed dropped these
+        far = schedule_event("far", iso_in(13 * 60))  # an in-memory consumer drops these
         try:
             async with running(service):
                 # The first event shows the consumer group has formed; the timed ones follow.
