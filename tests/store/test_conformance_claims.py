@@ -36,7 +36,8 @@ async def test_an_outcome_of_an_earlier_claim_of_the_same_attempt_is_refused(
     stale = Finish(first.timer.id, 1, Outcome.DONE, claim_token=first.timer.claim_token)
     assert await store.finish([stale], "n1", NOW) == {first.timer.id}
     timer = await store.get_timer("ns", "k")
-    assert timer is not None and timer.status is Status.RUNNING
+    assert timer is not None
+    assert timer.status is Status.RUNNING
 
     stale_fan = FanOut(first.timer.id, 1, "k", ("a", "b"), first.timer.claim_token)
     assert await store.fan_out([stale_fan], "n1", NOW) == {first.timer.id}
@@ -45,7 +46,8 @@ async def test_an_outcome_of_an_earlier_claim_of_the_same_attempt_is_refused(
     own = Finish(second.timer.id, 1, Outcome.DONE, claim_token=second.timer.claim_token)
     assert await store.finish([own], "n1", NOW) == set()
     timer = await store.get_timer("ns", "k")
-    assert timer is not None and timer.status is Status.DONE
+    assert timer is not None
+    assert timer.status is Status.DONE
 
 
 async def test_a_transactional_completion_of_an_earlier_claim_is_refused(store: Store) -> None:
@@ -58,11 +60,13 @@ async def test_a_transactional_completion_of_an_earlier_claim_is_refused(store: 
     ours = await store.transactions.complete_in_transaction(
         first.timer.id, 1, "n1", NOW, ran.append, claim_token=token
     )
-    assert ours is False and ran == []
+    assert ours is False
+    assert ran == []
     ours = await store.transactions.complete_in_transaction(
         second.timer.id, 1, "n1", NOW, ran.append, claim_token=second.timer.claim_token
     )
-    assert ours is True and len(ran) == 1
+    assert ours is True
+    assert len(ran) == 1
 
 
 async def test_an_attempt_records_when_its_handler_began_not_the_claims_instant(
@@ -117,7 +121,8 @@ async def test_a_second_attempt_keeps_the_first_ones_fired_at(store: Store) -> N
     )
     await store.finish([done], "n1", later + timedelta(milliseconds=9))
     timer = await store.get_timer("ns", "k")
-    assert timer is not None and timer.fired_at == began
+    assert timer is not None
+    assert timer.fired_at == began
     attempts = await store.list_attempts(timer.id)
     assert [a.started_at for a in attempts] == [began, again]
 
@@ -129,6 +134,7 @@ async def test_a_fan_out_records_its_own_instant_as_the_start(store: Store) -> N
     fan = FanOut(claimed.timer.id, 1, "k", ("a",), claimed.timer.claim_token)
     assert await store.fan_out([fan], "n1", handed) == set()
     timer = await store.get_timer("ns", "k")
-    assert timer is not None and timer.fired_at == handed
+    assert timer is not None
+    assert timer.fired_at == handed
     (attempt,) = await store.list_attempts(timer.id)
     assert attempt.started_at == handed

@@ -2,10 +2,11 @@
 
 Each write is one transaction taking every outcome waiting when it starts, fenced by (timer id,
 attempt, owner, claim token) in the store, and carrying the instant each attempt's handler began
-(the executor tells it: :meth:`Completer.started`). A write the store cannot take while it answers (not an outage)
-is split in halves until the one outcome it refuses is found: that one is recorded dead with
-the store's reason, the others as they were. A write that failed because the store is down
-keeps its outcomes and retries them; a write already sent is never abandoned half-way.
+(the executor tells it: :meth:`Completer.started`). A write the store cannot take while it
+answers (not an outage) is split in halves until the one outcome it refuses is found: that
+one is recorded dead with the store's reason, the others as they were. A write that failed
+because the store is down keeps its outcomes and retries them; a write already sent is never
+abandoned half-way.
 """
 
 from __future__ import annotations

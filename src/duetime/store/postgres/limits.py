@@ -33,8 +33,8 @@ from duetime.store.limits import (
     rule_params,
     spent,
 )
-from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.claims import give_back_if_unread
+from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.rows import claim_known, claimed_rows
 from duetime.store.queries import load_queries
 

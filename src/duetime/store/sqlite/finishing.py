@@ -1,7 +1,8 @@
 """Fenced finishes on SQLite: the transitions an owner's outcomes make, and only while it owns them.
 
-Each statement checks ``(timer id, attempt, owner node, claim token)``, so a node that lost its lease cannot
-overwrite the attempt that replaced it; shared by ``finish`` and the transactional handlers.
+Each statement checks ``(timer id, attempt, owner node, claim token)``, so a node that lost its
+lease cannot overwrite the attempt that replaced it, nor an outcome of a claim the database
+forgot land on the claim that replaced it; shared by ``finish`` and the transactional handlers.
 """
 
 from __future__ import annotations
