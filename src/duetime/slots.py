@@ -59,6 +59,8 @@ _set_destination = slot_setter(Timer, "destination")
 _set_producer = slot_setter(Timer, "producer")
 _set_trace_context = slot_setter(Timer, "trace_context")
 _set_priority = slot_setter(Timer, "priority")
+set_claim_token = slot_setter(Timer, "claim_token")
+"""Stamp a just-claimed Timer with its claim's token (the object is still being made)."""
 
 
 def make_timer(
@@ -89,6 +91,7 @@ def make_timer(
     producer: str | None,
     trace_context: str | None,
     priority: int,
+    claim_token: int | None = None,
 ) -> Timer:
     """``Timer(...)`` with every field given, in about half the time."""
     timer: Timer = _new(Timer)
@@ -119,6 +122,7 @@ def make_timer(
     _set_producer(timer, producer)
     _set_trace_context(timer, trace_context)
     _set_priority(timer, priority)
+    set_claim_token(timer, claim_token)
     return timer
 
 

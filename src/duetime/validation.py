@@ -204,6 +204,12 @@ def encode_payload(
     # Only a text with more brackets than the limit can nest deeper: the walk is for those.
     if text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH and _too_deep(value):
         raise InvalidInput(field, _TOO_DEEP)
+    if len(text) > MAX_INT_DIGITS and _LONG_DIGITS.search(text) and _has_long_int(value):
+        raise InvalidInput(
+            field,
+            f"holds an integer of more than {MAX_INT_DIGITS} digits, which a worker cannot read "
+            "back (Python's limit on integer text)",
+        )
     if "\\u0000" in text and _has_nul(value):
         raise InvalidInput(field, "must not contain NUL characters (\\u0000)")
     size = len(encoded)
@@ -223,6 +229,28 @@ def _too_deep(value: Any) -> bool:
             return True
         children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+MAX_INT_DIGITS = 4300
+"""Python's default limit on the digits of an integer read from text: a worker decodes the
+payload under it, whatever limit the process that scheduled it ran with."""
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1},}}")
+_TOO_LONG_INT = 10**MAX_INT_DIGITS  # the least integer with one digit too many
+
+
+def _has_long_int(value: Any) -> bool:
+    """True when an integer anywhere in ``value`` has more than :data:`MAX_INT_DIGITS` digits."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if abs(item) >= _TOO_LONG_INT:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return False
 
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from test_destinations_webhook import Receiver
 from tests.waiting import run
@@ -21,6 +22,7 @@ from duetime import AsyncApp, Cancel, Event, FrozenClock, Outcome, Status, Timer
 from duetime.destinations import WebhookDestination
 from duetime.model import FanOut
 from duetime.store import Store, create_store
+from duetime.store.postgres.settings import parse_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
@@ -75,11 +77,44 @@ class StartObserver:
         pass
 
 
+UNREADABLE_JSONB = {
+    "poison-decode": "1e5000",  # PostgreSQL writes it back as an integer of 5,001 digits
+    "poison-deep": "[" * 5000 + "]" * 5000,  # deeper than Python's decoder recurses
+    "poison-digits": "9" * 5000,  # as a client with PYTHONINTMAXSTRDIGITS=0 could store
+}
+"""Payloads PostgreSQL's jsonb holds and Python cannot read back, each written by SQL."""
+
+
 def stored_row(url: str, key: str) -> tuple[str, str]:
     """(status, last_error) read with SQL: the row is past what a Timer can be read from."""
+    if url.startswith("postgresql"):
+        settings = parse_url(url)
+        with psycopg.connect(settings.conninfo) as pg:
+            cur = pg.execute(
+                f"SELECT status, last_error FROM {settings.schema}.timers WHERE key = %s", (key,)
+            )
+            found = cur.fetchone()
+            assert found is not None
+            return found[0], found[1] or ""
     with sqlite3.connect(url[len("sqlite:///") :]) as conn:
         row = conn.execute("SELECT status, last_error FROM timers WHERE key = ?", (key,)).fetchone()
     return row[0], row[1] or ""
+
+
+def break_payloads(url: str) -> list[str]:
+    """Make stored payloads unreadable with SQL; the keys of the rows broken."""
+    if url.startswith("sqlite"):  # a row no reader can decode: its payload is no longer JSON
+        with sqlite3.connect(url[len("sqlite:///") :]) as conn:
+            conn.execute("UPDATE timers SET payload = '{broken' WHERE key = ?", ("poison-decode",))
+        return ["poison-decode"]
+    settings = parse_url(url)
+    with psycopg.connect(settings.conninfo) as pg:
+        for key, text in UNREADABLE_JSONB.items():
+            pg.execute(
+                f"UPDATE {settings.schema}.timers SET payload = %s::jsonb WHERE key = %s",
+                (text, key),
+            )
+    return list(UNREADABLE_JSONB)
 
 
 def test_a_failure_at_each_step_ends_only_its_own_timer(url: str) -> None:
@@ -107,26 +142,18 @@ def test_a_failure_at_each_step_ends_only_its_own_timer(url: str) -> None:
         async with Receiver() as hook:
             app.route("fan", to=WebhookDestination("hook", hook.url))
             async with app:
-                keys = ["poison-decode", "poison-start", "poison-handler", "poison-record"]
+                keys = [*UNREADABLE_JSONB, "poison-start", "poison-handler", "poison-record"]
                 for key in [*GOOD[:6], *keys, *GOOD[6:]]:
                     await app.schedule("job", {"k": key}, at=START, key=key, max_attempts=1)
                 for key in [*FANNED, "poison-fan"]:
                     await app.schedule("fan", {"k": key}, at=START, key=key)
                 store.refuse = (await app.get("poison-fan")).id
-                if sqlite:  # a row no reader can decode: its payload is no longer JSON
-                    path = url[len("sqlite:///") :]
-                    with sqlite3.connect(path) as conn:
-                        conn.execute(
-                            "UPDATE timers SET payload = '{broken' WHERE key = ?",
-                            ("poison-decode",),
-                        )
-                else:  # PostgreSQL's jsonb cannot hold broken JSON: the row is read as usual
-                    keys.remove("poison-decode")
-                    GOOD.append("poison-decode")
+                broken = break_payloads(url)
+                good = [*GOOD, *(k for k in UNREADABLE_JSONB if k not in broken)]
 
                 await app.tick()
 
-                for key in GOOD:
+                for key in good:
                     assert (await app.get(key)).status is Status.DONE, key
                 for key in FANNED:
                     assert (await app.get(key)).status is Status.DONE, key
@@ -135,11 +162,12 @@ def test_a_failure_at_each_step_ends_only_its_own_timer(url: str) -> None:
                 )
                 assert len(hook.requests) == len(FANNED)
 
-                if sqlite:
-                    status, error = stored_row(url, "poison-decode")
-                    assert status == "dead"
-                    assert "could not be read" in error
-                    keys.remove("poison-decode")
+                for key in broken:  # each ends alone, dead with its reason
+                    status, error = stored_row(url, key)
+                    assert status == "dead", key
+                    assert "could not be read" in error, key
+                for key in UNREADABLE_JSONB:
+                    keys.remove(key)
                 failures = {key: await app.get(key) for key in keys}
                 assert failures["poison-start"].status is Status.DEAD
                 assert "could not be started" in (failures["poison-start"].last_error or "")

@@ -32,6 +32,7 @@ PARAM_TYPES = {
     "limit": "integer",
     "node_id": "text",
     "lease_until": "timestamptz",
+    "claim_token": "bigint",
     "before": "timestamptz",
 }
 FILTERS: list[list[str] | ClaimFilter | None] = [
@@ -115,6 +116,7 @@ def claim_due_params(types: list[str] | ClaimFilter | None) -> dict[str, Any]:
         "limit": 50,
         "node_id": "n1",
         "lease_until": now + timedelta(seconds=30),
+        "claim_token": 1,
     }
 
 
@@ -188,6 +190,7 @@ FAN_OUT_PARAM_TYPES = {
     "timer_ids": "bigint[]",
     "attempts": "integer[]",
     "notes": "text[]",
+    "claim_tokens": "bigint[]",
     "root_ids": "bigint[]",
     "keys": "text[]",
     "destinations": "text[]",
@@ -201,6 +204,8 @@ FINISH_PARAM_TYPES = {
     "errors": "text[]",
     "run_ats": "timestamptz[]",
     "tracebacks": "text[]",
+    "claim_tokens": "bigint[]",
+    "started_ats": "timestamptz[]",
     "node_id": "text",
     "now": "timestamptz",
 }

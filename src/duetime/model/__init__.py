@@ -98,6 +98,9 @@ class Timer:
     priority: int = 0
     """Priority within the due timers: 0 normal (the default), up to 9 the most urgent. A claim
     takes the due timers of higher priority first, then the earlier due."""
+    claim_token: int | None = field(default=None, compare=False, repr=False)
+    """On a row a claim just took: that claim's token, which every write about its attempt
+    carries (see :attr:`Finish.claim_token`); None on a timer read any other way."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z')."""
@@ -243,6 +246,14 @@ class Finish:
     error: str | None = None
     run_at: datetime | None = None
     traceback: str | None = None
+    claim_token: int | None = None
+    """The token of the claim that took this attempt (:attr:`Timer.claim_token`): the outcome
+    lands only on that claim, never on a later claim of the same attempt number (one the
+    database took again after a crash forgot the first). None: fenced by attempt and owner only
+    (the worker always gives it)."""
+    started_at: datetime | None = None
+    """When the handler (or the delivery) began: the attempt's recorded start, and the timer's
+    ``fired_at`` when it is its first. None: not known (the claim's instant is kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +268,8 @@ class FanOut:
     attempt: int
     key: str
     destinations: tuple[str, ...]
+    claim_token: int | None = None
+    """As :attr:`Finish.claim_token`."""
 
 
 @dataclass(frozen=True, slots=True)

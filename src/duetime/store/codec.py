@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,3 +42,11 @@ def like_pattern(pattern: str) -> str:
     escaped."""
     escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped.replace("*", "%")
+
+
+def new_claim_token() -> int:
+    """A fresh claim's token (63 random bits, a PostgreSQL bigint): written on the rows the claim
+    takes and required by every later write about their attempts. The attempt number and owner
+    alone do not tell two claims apart when a database crash forgot the first (the claim
+    commits without waiting for its flush) and the same node claims the row again."""
+    return secrets.randbits(63)

@@ -230,8 +230,14 @@ class TransactionStore(Protocol):
         node_id: str,
         now: datetime,
         effect: TransactionEffect,
+        *,
+        claim_token: int | None = None,
+        started_at: datetime | None = None,
     ) -> bool:
-        """Run ``effect`` and mark the attempt done in one transaction; False if not ours."""
+        """Run ``effect`` and mark the attempt done in one transaction; False if not ours.
+
+        ``claim_token`` and ``started_at``: as :class:`~duetime.model.Finish` has them (the
+        claim the attempt must still be under; when the handler began)."""
         ...
 
 

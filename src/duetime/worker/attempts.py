@@ -184,4 +184,6 @@ def unrecordable(finish: Finish, exc: BaseException) -> Finish:
         error=(f"the outcome {finish.outcome.value} could not be recorded: {describe(exc)}")[
             :MAX_ERROR_LENGTH
         ],
+        claim_token=finish.claim_token,
+        started_at=finish.started_at,
     )

@@ -1,10 +1,12 @@
 """Outcomes of finished attempts, written back in batches: the worker's completer.
 
 Each write is one transaction taking every outcome waiting when it starts, fenced by (timer id,
-attempt, owner) in the store. A write the store cannot take while it answers (not an outage)
-is split in halves until the one outcome it refuses is found: that one is recorded dead with
-the store's reason, the others as they were. A write that failed because the store is down
-keeps its outcomes and retries them; a write already sent is never abandoned half-way.
+attempt, owner, claim token) in the store, and carrying the instant each attempt's handler began
+(the executor tells it: :meth:`Completer.started`). A write the store cannot take while it
+answers (not an outage) is split in halves until the one outcome it refuses is found: that
+one is recorded dead with the store's reason, the others as they were. A write that failed
+because the store is down keeps its outcomes and retries them; a write already sent is never
+abandoned half-way.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from duetime.errors import StoreUnavailable
 from duetime.model import Finish, Timer
@@ -46,18 +49,50 @@ class Completer:
         self._capacity = shared.capacity
         self._start_ready = start_ready
         self._finishes: list[Finish] = []
+        # When each running attempt's handler began, by (timer id, claim token): the outcome
+        # records it (see started). Keyed by the claim too: the same timer may be held twice
+        # by this node, under a claim the database forgot and under the one that replaced it.
+        self._starts: dict[tuple[int, int | None], datetime] = {}
         self._writes: dict[asyncio.Future[set[int]], list[Finish]] = {}  # under way: outcomes
         self._waiting = asyncio.Event()
         self._slots = asyncio.Semaphore(WRITES_IN_FLIGHT)
         self._lanes: list[asyncio.Task[None]] = []
 
     # -- what the worker asks ---------------------------------------------------------------
+    def started(self, timer: Timer, at: datetime) -> None:
+        """The handler of ``timer``'s claimed attempt begins at ``at``: its outcome records it
+        as the attempt's start (and the timer's ``fired_at``, on its first attempt)."""
+        self._starts[timer.id, timer.claim_token] = at
+
+    def start_of(self, timer: Timer) -> datetime | None:
+        """When the handler of ``timer``'s claimed attempt began (None: not yet)."""
+        return self._starts.get((timer.id, timer.claim_token))
+
+    def forget(self, timer: Timer) -> None:
+        """The attempt's outcome is written elsewhere (a transactional handler's, with its
+        writes): its start is no longer needed here."""
+        self._starts.pop((timer.id, timer.claim_token), None)
+
     def record(self, timer: Timer, finish: Finish) -> None:
-        """Queue an attempt's outcome for the next batched write."""
+        """Queue an attempt's outcome for the next batched write, stamped with its claim's
+        token (only that claim's attempt takes it) and the instant its handler began."""
         shared = self.shared
         shared.stats.outcomes[finish.outcome.value] += 1
         for observer in shared.observers:
             observer.finished(timer, finish.outcome)
+        token = timer.claim_token
+        started = self._starts.pop((timer.id, token), None)
+        if token is not None or started is not None:
+            finish = Finish(
+                finish.timer_id,
+                finish.attempt,
+                finish.outcome,
+                finish.error,
+                finish.run_at,
+                finish.traceback,
+                token,
+                started,
+            )
         self._finishes.append(finish)
         self._waiting.set()
 

@@ -164,6 +164,7 @@ class Executor:
     def _before(self, timer: Timer, attempt: int, target: Target) -> Finish | Handler:
         """The handler to run now, or the outcome when there is none to run."""
         now = self.clock.now()
+        self.completer.started(timer, now)  # the attempt's start, as its outcome records it
         if attempts.is_stale(timer, now):
             return attempts.expired(timer, attempt, now)
         if not isinstance(target, Handler):  # None; a fan-out never comes this way
@@ -223,6 +224,8 @@ class Executor:
             self._capacity.set()
         if span is not None and self._tracing is not None:
             self._tracing.end(span, finish)
+        if finish is _TAKEN_OVER or finish is None:
+            self.completer.forget(timer)
         if finish is _TAKEN_OVER:
             self._start_ready()
             return
@@ -291,7 +294,13 @@ class Executor:
 
         try:
             ours = await transactions.complete_in_transaction(
-                timer.id, attempt, self.shared.node_id, self.clock.now(), effect
+                timer.id,
+                attempt,
+                self.shared.node_id,
+                self.clock.now(),
+                effect,
+                claim_token=timer.claim_token,
+                started_at=self.completer.start_of(timer),
             )
         except Exception as exc:
             return self._judge(timer, attempt, None, exc, span)

@@ -75,7 +75,11 @@ class FanOuter:
             if attempts.is_stale(timer, now):
                 record(timer, attempts.expired(timer, claimed.attempt, now))
             else:
-                todo.append(FanOut(timer.id, claimed.attempt, timer.key, fan.destinations))
+                todo.append(
+                    FanOut(
+                        timer.id, claimed.attempt, timer.key, fan.destinations, timer.claim_token
+                    )
+                )
         wanted = {f.timer_id for f in todo}
         try:
             lost, refused = await self._hand_on(todo, now) if todo else (set(), {})

@@ -40,6 +40,9 @@ class DjangoTransactions:
         node_id: str,
         now: datetime,
         effect: TransactionEffect,
+        *,
+        claim_token: int | None = None,
+        started_at: datetime | None = None,
     ) -> bool:
         """Run ``effect`` (the handler) and mark the attempt done in one Django transaction, in
         a handler thread; False, with nothing run, when the attempt is no longer ours."""
@@ -52,7 +55,15 @@ class DjangoTransactions:
                 with transaction.atomic(using=alias):
                     raw = _psycopg(wrapper)
                     return complete_in_callers_transaction(
-                        raw, schema, timer_id, attempt, node_id, now, _plain(effect, wrapper)
+                        raw,
+                        schema,
+                        timer_id,
+                        attempt,
+                        node_id,
+                        now,
+                        _plain(effect, wrapper),
+                        claim_token=claim_token,
+                        started_at=started_at,
                     )
             finally:
                 close_old_connections()

@@ -21,7 +21,7 @@ from duetime.model.limits import (
     RuleFilter,
     plan_of,
 )
-from duetime.store.codec import like_pattern
+from duetime.store.codec import like_pattern, new_claim_token
 from duetime.store.limits import (
     Grant,
     claim_under,
@@ -33,6 +33,7 @@ from duetime.store.limits import (
     rule_params,
     spent,
 )
+from duetime.store.postgres.claims import give_back_if_unread
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.rows import claim_known, claimed_rows
 from duetime.store.queries import load_queries
@@ -124,14 +125,16 @@ class PostgresLimits:
         *,
         ungoverned: bool = True,
     ) -> RuledClaim:
+        token = new_claim_token()
         base = {
             "namespace": namespace,
             **self._filter(types),
             "now": now,
             "node_id": node_id,
             "lease_until": lease_until,
+            "claim_token": token,
         }
-        known = claim_known(namespace, node_id, lease_until, now)
+        known = claim_known(namespace, node_id, lease_until, now, token)
         rows_of = claimed_rows(known)
 
         async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
@@ -180,13 +183,13 @@ class PostgresLimits:
 
         async def plain(rows: RuleFilter, room: int) -> list[Claimed]:
             params = {**base, **_globs(rows), "limit": room}
-            _, claimed = await self._db.atomic(
+            claiming = self._db.atomic(
                 [
                     Statement(Q["claim_in_order"], {}),
                     Statement(Q["claim_ruled"], params, rows_of, binary=True),
                 ]
             )
-            return list(claimed)
+            return list(await give_back_if_unread(self._db, claiming, node_id, token, now))
 
         return await claim_under(plan, limit, by_limit, plain, ungoverned)
 

@@ -513,12 +513,15 @@ SET status = 'running',
     lease_owner = %(node_id)s,
     lease_expires_at = %(lease_until)s,
     fired_at = coalesce(timers.fired_at, %(now)s),
-    updated_at = %(now)s
+    updated_at = %(now)s,
+    claim_token = %(claim_token)s
 FROM due
 WHERE timers.ctid = due.ctid
 -- Not what the claim just set, nor the namespace: the caller knows those
--- (rows.claimed_timer_rows).
-RETURNING timers.id, timers.key, timers.type, timers.payload, timers.subject,
+-- (rows.claimed_timer_rows). The payload comes as JSON text, decoded row by row by the caller
+-- (rows.claimed_rows): one value Python cannot read must not fail the whole claim's fetch.
+-- fired_at is the claim's instant until the first attempt's outcome brings its true start.
+RETURNING timers.id, timers.key, timers.type, timers.payload::text AS payload, timers.subject,
     timers.correlation_id, timers.due_at, timers.run_at, timers.local, timers.timezone,
     timers.disambiguation, timers.expires_after, timers.attempts, timers.max_attempts,
     timers.registered_at, timers.fired_at, timers.completed_at, timers.last_error,
@@ -734,16 +737,22 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 WITH f AS (
     -- outcomes, errors and run_ats may come empty (rows.FinishBatch): unnest pads them with
     -- NULLs, and a NULL outcome is done.
-    SELECT timer_id, attempt, coalesce(outcome, 'done') AS outcome, error, run_at, traceback
+    SELECT timer_id, attempt, coalesce(outcome, 'done') AS outcome, error, run_at, traceback,
+        claim_token, started_at AS began_at
     FROM unnest(
         %(timer_ids)b::bigint[], %(attempts)b::integer[], %(outcomes)b::text[],
-        %(errors)b::text[], %(run_ats)b::timestamptz[], %(tracebacks)b::text[]
-    ) AS f (timer_id, attempt, outcome, error, run_at, traceback)
+        %(errors)b::text[], %(run_ats)b::timestamptz[], %(tracebacks)b::text[],
+        %(claim_tokens)b::bigint[], %(started_ats)b::timestamptz[]
+    ) AS f (
+        timer_id, attempt, outcome, error, run_at, traceback, claim_token, started_at
+    )
 ),
 mine AS (
-    SELECT f.*, t.started_at
+    -- claimed_at: the claim's instant (the row's updated_at while it runs); started_at: when
+    -- the handler began, as the worker recorded it (the claim's instant when not given).
+    SELECT f.*, t.claimed_at, coalesce(f.began_at, t.claimed_at) AS started_at
     FROM f CROSS JOIN LATERAL (
-        SELECT updated_at AS started_at FROM timers WHERE id = f.timer_id
+        SELECT updated_at AS claimed_at FROM timers WHERE id = f.timer_id
     ) AS t
 ),
 finished AS (
@@ -769,13 +778,15 @@ finished AS (
         attempts = timers.attempts - CASE WHEN f.outcome = 'released' THEN 1 ELSE 0 END,
         fired_at = CASE
             WHEN f.outcome = 'released' AND timers.attempts <= 1 THEN NULL
+            -- the first attempt (its claim set fired_at): when its handler truly began
+            WHEN timers.fired_at = f.claimed_at THEN f.started_at
             ELSE timers.fired_at
         END,
         updated_at = %(now)s,
         lease_owner = NULL,
         lease_expires_at = NULL,
         done_by = CASE
-            WHEN f.outcome = 'done' AND f.attempt = 1 AND f.started_at = timers.fired_at
+            WHEN f.outcome = 'done' AND f.attempt = 1 AND f.claimed_at = timers.fired_at
                 -- an earlier version opened the attempt's row at the claim: close that one
                 AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = f.timer_id AND number = 1)
                 THEN %(node_id)s::text
@@ -783,6 +794,7 @@ finished AS (
     FROM mine AS f
     WHERE timers.id = f.timer_id AND timers.attempts = f.attempt
       AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
+      AND (f.claim_token IS NULL OR timers.claim_token = f.claim_token)
     RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at, timers.done_by,
         f.traceback
 ),
@@ -803,6 +815,17 @@ ended AS (
 SELECT CASE WHEN count(*) = cardinality(%(timer_ids)b::bigint[]) THEN NULL
             ELSE coalesce(array_agg(id), '{}') END AS applied
 FROM finished
+
+-- name: give_back_claim
+-- The rows of a claim (by its token) that could not be read after it committed, back as they
+-- were before it: pending, the attempt not counted, fired_at cleared if the claim set it.
+UPDATE timers
+SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
+    attempts = attempts - 1,
+    fired_at = CASE WHEN fired_at = updated_at THEN NULL ELSE fired_at END,
+    lease_owner = NULL, lease_expires_at = NULL, claim_token = NULL, updated_at = %(now)s
+WHERE lease_owner = %(node_id)s AND claim_token = %(claim_token)s AND status = 'running'
+RETURNING id
 
 -- name: rescue
 -- Leases that ran out: the attempt is lost; the timer retries, or is dead when out of
@@ -885,6 +908,7 @@ SELECT id,
 FROM timers
 WHERE id = %(timer_id)s AND attempts = %(attempt)s AND lease_owner = %(node_id)s
   AND status = 'running'
+  AND (%(claim_token)s::bigint IS NULL OR claim_token = %(claim_token)s::bigint)
 FOR UPDATE
 
 -- name: limit_transaction
@@ -904,23 +928,30 @@ SELECT set_config('search_path', %(search_path)s, true) AS search_path
 -- marked done, its attempt written as fanned_out with a note, and one delivery row per
 -- destination inserted with the event's content, due when the event was; a key that exists
 -- already is kept as it is (the keys are taken in timer_keys first, as in insert_timer).
+-- The attempt started when the fan-out began (%(now)s), and so did the event's firing when it
+-- is its first attempt (its claim set fired_at to the claim's instant).
 WITH f AS (
-    SELECT * FROM unnest(%(timer_ids)s::bigint[], %(attempts)s::integer[], %(notes)s::text[])
-        AS f (timer_id, attempt, note)
+    SELECT * FROM unnest(
+        %(timer_ids)s::bigint[], %(attempts)s::integer[], %(notes)s::text[],
+        %(claim_tokens)s::bigint[]
+    ) AS f (timer_id, attempt, note, claim_token)
 ),
 mine AS (
-    SELECT f.*, t.started_at
+    SELECT f.*, t.claimed_at, %(now)s::timestamptz AS started_at
     FROM f CROSS JOIN LATERAL (
-        SELECT updated_at AS started_at FROM timers WHERE id = f.timer_id
+        SELECT updated_at AS claimed_at FROM timers WHERE id = f.timer_id
     ) AS t
 ),
 roots AS (
     UPDATE timers
     SET status = 'done', completed_at = %(now)s, updated_at = %(now)s, last_error = NULL,
-        lease_owner = NULL, lease_expires_at = NULL
+        lease_owner = NULL, lease_expires_at = NULL,
+        fired_at = CASE WHEN timers.fired_at = mine.claimed_at THEN %(now)s
+            ELSE timers.fired_at END
     FROM mine
     WHERE timers.id = mine.timer_id AND timers.attempts = mine.attempt
       AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
+      AND (mine.claim_token IS NULL OR timers.claim_token = mine.claim_token)
     RETURNING timers.*, mine.note, mine.started_at
 ),
 ended AS (

@@ -26,7 +26,7 @@ from duetime.model import (
     unreadable_timer,
 )
 from duetime.slots import make_timer
-from duetime.store.codec import payload_text
+from duetime.store.codec import load_json, payload_text
 
 Row = dict[str, Any]
 
@@ -99,7 +99,7 @@ def claimed_timer_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]],
 
 
 def claim_known(
-    namespace: str, node_id: str, lease_until: datetime, now: datetime
+    namespace: str, node_id: str, lease_until: datetime, now: datetime, claim_token: int
 ) -> dict[str, Any]:
     """What a claim sets on every row it takes, which :func:`claimed_rows` need not read back."""
     return {
@@ -108,13 +108,19 @@ def claim_known(
         "lease_owner": node_id,
         "lease_expires_at": lease_until,
         "updated_at": now,
+        "claim_token": claim_token,
     }
 
 
 def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMaker[Claimed]]:
     """:func:`claimed_timer_rows` for ``claim_due``, each row a :class:`Claimed`; a row that
     cannot be made into a Timer becomes a Claimed that says why (see ``Claimed.problem``), so
-    that it ends alone instead of failing the whole claim."""
+    that it ends alone instead of failing the whole claim.
+
+    The claim returns the payload as JSON text (``claim_mark``), decoded here row by row: a
+    jsonb value PostgreSQL holds and Python cannot read (a number of 5,000 digits, an array
+    nested 5,000 deep) fails its own row, where psycopg's jsonb loader would fail the fetch
+    of the whole claim, after its commit."""
     timers = claimed_timer_rows(known)
     namespace = str(known["namespace"])
 
@@ -122,9 +128,16 @@ def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMa
         make = timers(cursor)
         at = {name: i for i, name in enumerate(_column_names(cursor))}
         id_at, key_at, type_at, attempts_at = at["id"], at["key"], at["type"], at["attempts"]
+        payload_at = at["payload"]
 
         def claimed(values: Sequence[Any]) -> Claimed:
             try:
+                text = values[payload_at]
+                values = (
+                    *values[:payload_at],
+                    None if text is None else load_json(text),
+                    *values[payload_at + 1 :],
+                )
                 timer = make(values)
             except Exception as exc:
                 attempt = values[attempts_at]
@@ -375,6 +388,12 @@ class FinishBatch:
             "errors": [f.error for f in batch] if any(f.error for f in batch) else [],
             "run_ats": [f.run_at or now for f in batch] if any(f.run_at for f in batch) else [],
             "tracebacks": ([f.traceback for f in batch] if any(f.traceback for f in batch) else []),
+            "claim_tokens": (
+                [f.claim_token for f in batch] if any(f.claim_token for f in batch) else []
+            ),
+            "started_ats": (
+                [f.started_at for f in batch] if any(f.started_at for f in batch) else []
+            ),
             "node_id": node_id,
             "now": now,
         }

@@ -38,9 +38,10 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
-from duetime.store.codec import like_pattern
+from duetime.store.codec import like_pattern, new_claim_token
 from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
+from duetime.store.postgres.claims import give_back_if_unread
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.grouping import CommitQueue
 from duetime.store.postgres.history import PostgresHistory
@@ -642,6 +643,7 @@ class PostgresStore:
         node_id: str,
         lease_until: datetime,
     ) -> list[Claimed]:
+        token = new_claim_token()
         params = {
             "namespace": namespace,
             **claim_params(types),
@@ -649,13 +651,20 @@ class PostgresStore:
             "limit": limit,
             "node_id": node_id,
             "lease_until": lease_until,
+            "claim_token": token,
         }
-        known = claim_known(namespace, node_id, lease_until, now)
-        _, claimed = await self._db.atomic(
-            [
-                Statement(Q["claim_in_order"], {}),
-                Statement(Q["claim_due"], params, claimed_rows(known), binary=True),
-            ]
+        known = claim_known(namespace, node_id, lease_until, now, token)
+        claimed = await give_back_if_unread(
+            self._db,
+            self._db.atomic(
+                [
+                    Statement(Q["claim_in_order"], {}),
+                    Statement(Q["claim_due"], params, claimed_rows(known), binary=True),
+                ]
+            ),
+            node_id,
+            token,
+            now,
         )
         claimed.sort(key=lambda c: (-c.timer.priority, c.timer.run_at, c.timer.id))
         return claimed
@@ -954,6 +963,7 @@ def fan_out_params(fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> R
         "timer_ids": [f.timer_id for f in fan_outs],
         "attempts": [f.attempt for f in fan_outs],
         "notes": [fan_out_note(f.destinations) for f in fan_outs],
+        "claim_tokens": [f.claim_token for f in fan_outs],
         "root_ids": root_ids,
         "keys": keys,
         "destinations": destinations,

@@ -53,6 +53,9 @@ class PostgresTransactions:
         node_id: str,
         now: datetime,
         effect: TransactionEffect,
+        *,
+        claim_token: int | None = None,
+        started_at: datetime | None = None,
     ) -> bool:
         """Run a handler's writes and mark its timer done in one transaction (exactly-once).
 
@@ -65,10 +68,18 @@ class PostgresTransactions:
         the attempt fails like any handler), and the server ends the transaction of a process
         that stalled altogether a moment later, which frees the row for rescue.
         """
-        batch = FinishBatch.of([Finish(timer_id, attempt, Outcome.DONE)], node_id, now)
+        done = Finish(
+            timer_id, attempt, Outcome.DONE, claim_token=claim_token, started_at=started_at
+        )
+        batch = FinishBatch.of([done], node_id, now)
 
         async def run(conn: Conn) -> bool:
-            params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
+            params = {
+                "timer_id": timer_id,
+                "attempt": attempt,
+                "node_id": node_id,
+                "claim_token": claim_token,
+            }
             locked = await fetch_all(conn, Q["lock_attempt"], params)
             if not locked:
                 return False
@@ -195,6 +206,9 @@ def complete_in_callers_transaction(
     node_id: str,
     now: datetime,
     effect: Callable[[], None],
+    *,
+    claim_token: int | None = None,
+    started_at: datetime | None = None,
 ) -> bool:
     """:meth:`PostgresTransactions.complete_in_transaction` inside a transaction the caller
     opened on a blocking psycopg connection of its own (a web framework's, whose ORM writes
@@ -205,7 +219,12 @@ def complete_in_callers_transaction(
     the transaction (the caller's next statement fails and everything rolls back).
     """
     joinable(connection)  # or InvalidInput saying why not
-    params = {"timer_id": timer_id, "attempt": attempt, "node_id": node_id}
+    params = {
+        "timer_id": timer_id,
+        "attempt": attempt,
+        "node_id": node_id,
+        "claim_token": claim_token,
+    }
     with _in_schema(connection, schema) as cur:
         locked = cur.execute(Q["lock_attempt"], params).fetchall()
         if not locked:
@@ -214,7 +233,8 @@ def complete_in_callers_transaction(
         server_ms = round((seconds + SERVER_GRACE_SECONDS) * 1000)
         cur.execute(Q["limit_transaction"], {"ms": str(server_ms)})
     effect()
-    batch = FinishBatch.of([Finish(timer_id, attempt, Outcome.DONE)], node_id, now)
+    done = Finish(timer_id, attempt, Outcome.DONE, claim_token=claim_token, started_at=started_at)
+    batch = FinishBatch.of([done], node_id, now)
     with _in_schema(connection, schema) as cur:
         (answer,) = cur.execute(Q["finish"], batch.params).fetchall()
     return not batch.lost(answer["applied"])

@@ -269,7 +269,8 @@ SET status = 'running',
     lease_owner = :node_id,
     lease_expires_at = :lease_until,
     fired_at = coalesce(fired_at, :now),
-    updated_at = :now
+    updated_at = :now,
+    claim_token = :claim_token
 
 -- name: claim_returning
 RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, max_attempts,
@@ -433,8 +434,11 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :node_id, :now
 FROM json_each(:batch)
 
 -- name: close_attempt
+-- started_at: when the handler (or the delivery) began, replacing the claim's instant the
+-- attempt was opened with (kept when not known).
 UPDATE attempts
-SET finished_at = :now, outcome = :outcome, error = :error, traceback = :traceback
+SET finished_at = :now, outcome = :outcome, error = :error, traceback = :traceback,
+    started_at = coalesce(:started_at, started_at)
 WHERE timer_id = :timer_id AND number = :attempt AND finished_at IS NULL
 
 -- name: drop_attempt
@@ -443,28 +447,39 @@ DELETE FROM attempts WHERE timer_id = :timer_id AND number = :attempt
 -- name: finish_done
 UPDATE timers
 SET status = 'done', completed_at = :now, updated_at = :now, lease_owner = NULL,
+    -- the first attempt (its claim set fired_at): when its handler truly began
+    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
+        ELSE fired_at END,
     lease_expires_at = NULL, last_error = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+  AND (:claim_token IS NULL OR claim_token = :claim_token)
 
 -- name: finish_done_many
--- The common case in one statement: :batch is a JSON array of [timer id, attempt number]
--- pairs, each fenced like finish_done; returns the ids it changed (the rest are lost).
+-- The common case in one statement: :batch is a JSON array of [timer id, attempt number, claim
+-- token, started_at] rows, each fenced like finish_done; returns the ids it changed (the rest
+-- are lost).
 UPDATE timers
 SET status = 'done', completed_at = :now, updated_at = :now, lease_owner = NULL,
+    fired_at = CASE WHEN timers.fired_at = timers.updated_at
+        THEN coalesce(finished.started_at, timers.fired_at) ELSE timers.fired_at END,
     lease_expires_at = NULL, last_error = NULL
 FROM (
-    SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt
+    SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt,
+        json_extract(value, '$[2]') AS claim_token, json_extract(value, '$[3]') AS started_at
     FROM json_each(:batch)
 ) AS finished
 WHERE timers.id = finished.timer_id AND timers.attempts = finished.attempt
   AND timers.lease_owner = :node_id AND timers.status = 'running'
+  AND (finished.claim_token IS NULL OR timers.claim_token = finished.claim_token)
 RETURNING timers.id
 
 -- name: close_attempts_done
--- close_attempt for every [timer id, attempt number] pair of :batch, outcome done.
-UPDATE attempts SET finished_at = :now, outcome = 'done', error = NULL
+-- close_attempt for every row of :batch (as finish_done_many's), outcome done.
+UPDATE attempts SET finished_at = :now, outcome = 'done', error = NULL,
+    started_at = coalesce(finished.started_at, attempts.started_at)
 FROM (
-    SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt
+    SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt,
+        json_extract(value, '$[3]') AS started_at
     FROM json_each(:batch)
 ) AS finished
 WHERE attempts.timer_id = finished.timer_id AND attempts.number = finished.attempt
@@ -473,20 +488,32 @@ WHERE attempts.timer_id = finished.timer_id AND attempts.number = finished.attem
 -- name: finish_retry
 UPDATE timers
 SET status = 'retrying', run_at = :run_at, last_error = :error, updated_at = :now,
+    -- the first attempt (its claim set fired_at): when its handler truly began
+    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
+        ELSE fired_at END,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+  AND (:claim_token IS NULL OR claim_token = :claim_token)
 
 -- name: finish_snoozed
 UPDATE timers
 SET status = 'scheduled', run_at = :run_at, max_attempts = max_attempts + 1, updated_at = :now,
+    -- the first attempt (its claim set fired_at): when its handler truly began
+    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
+        ELSE fired_at END,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+  AND (:claim_token IS NULL OR claim_token = :claim_token)
 
 -- name: finish_final
 UPDATE timers
 SET status = :status, last_error = :error, completed_at = :now, updated_at = :now,
+    -- the first attempt (its claim set fired_at): when its handler truly began
+    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
+        ELSE fired_at END,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+  AND (:claim_token IS NULL OR claim_token = :claim_token)
 
 -- name: finish_released
 UPDATE timers
@@ -494,6 +521,7 @@ SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
     attempts = attempts - 1, updated_at = :now, lease_owner = NULL, lease_expires_at = NULL,
     fired_at = CASE WHEN attempts > 1 THEN fired_at END
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+  AND (:claim_token IS NULL OR claim_token = :claim_token)
 
 -- name: expired_leases
 SELECT id, attempts, lease_owner FROM timers
@@ -534,14 +562,17 @@ SELECT * FROM nodes ORDER BY started_at
 -- name: owned_attempt
 SELECT 1 FROM timers
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+  AND (:claim_token IS NULL OR claim_token = :claim_token)
 
 -- name: fan_out_event
 -- An event handed on by its owner (fenced as finish_done is): done; fan_out_deliveries and
 -- close_attempt follow in the same transaction.
 UPDATE timers
 SET status = 'done', completed_at = :now, updated_at = :now, last_error = NULL,
+    fired_at = CASE WHEN fired_at = updated_at THEN :now ELSE fired_at END,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
+  AND (:claim_token IS NULL OR claim_token = :claim_token)
 RETURNING run_at
 
 -- name: fan_out_deliveries

@@ -289,6 +289,8 @@ class SqliteStore:
                     "traceback": finish.traceback,
                     "outcome": finish.outcome.value,
                     "run_at": to_micros(finish.run_at) if finish.run_at else now_us,
+                    "claim_token": finish.claim_token,
+                    "started_at": to_micros(finish.started_at) if finish.started_at else None,
                 }
                 if not apply_finish(conn, finish.outcome, params):
                     lost.add(finish.timer_id)
@@ -313,6 +315,8 @@ class SqliteStore:
                     "attempt": f.attempt,
                     "node_id": node_id,
                     "now": now_us,
+                    "claim_token": f.claim_token,
+                    "started_at": now_us,  # the delivery's start: the fan-out's
                 }
                 row = conn.execute(Q["fan_out_event"], params).fetchone()
                 if row is None:
@@ -366,6 +370,7 @@ class SqliteStore:
                     "now": now_us,
                     "error": error,
                     "traceback": None,
+                    "started_at": None,  # never known: the claim's instant stays
                 }
                 if conn.execute(Q["rescue_timer"], params).rowcount:
                     params["outcome"] = Outcome.LOST.value

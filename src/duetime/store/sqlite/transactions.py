@@ -34,6 +34,9 @@ class SqliteTransactions:
         node_id: str,
         now: datetime,
         effect: TransactionEffect,
+        *,
+        claim_token: int | None = None,
+        started_at: datetime | None = None,
     ) -> bool:
         """Run a handler's writes and mark its timer done in one transaction (exactly-once).
 
@@ -48,6 +51,8 @@ class SqliteTransactions:
             "error": None,
             "traceback": None,
             "outcome": Outcome.DONE.value,
+            "claim_token": claim_token,
+            "started_at": None if started_at is None else to_micros(started_at),
         }
 
         def run(conn: sqlite3.Connection) -> bool:

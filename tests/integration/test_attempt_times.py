@@ -1,0 +1,81 @@
+"""Recorded times are true: an attempt's start is when its handler began, not when its row was
+claimed, and the timer's fired_at is its first attempt's start. On SQLite and PostgreSQL,
+through one ``tick``; the clock moves between the claim and the start (as it does while a row
+claimed ahead waits for its instant)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from tests.waiting import run
+
+from duetime import AsyncApp, Event, FrozenClock, Outcome, Status, Timer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
+
+START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+WAIT = timedelta(seconds=2)
+"""From the claim to the handler's start."""
+RUN = timedelta(seconds=3)
+"""The handler's own time."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'times.db'}"
+        return
+    require_pg()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    yield with_params(PG_URL, schema=schema)
+    drop_schema(schema)
+
+
+class WaitAfterClaim:
+    """Moves the clock on once a claim is back, before any handler starts."""
+
+    def __init__(self, clock: FrozenClock) -> None:
+        self.clock = clock
+
+    def claimed(self, namespace: str, count: int, seconds: float) -> None:
+        self.clock.advance(WAIT)
+
+    def started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
+        pass
+
+    def finished(self, timer: Timer, outcome: Outcome) -> None:
+        pass
+
+
+def test_started_at_and_fired_at_are_when_the_handler_began(url: str) -> None:
+    async def main() -> None:
+        clock = FrozenClock(START)
+        app = AsyncApp(url, clock=clock)
+        app.observers.append(WaitAfterClaim(clock))
+        seen: list[datetime | None] = []
+
+        @app.handler("job")
+        async def job(event: Event) -> None:
+            seen.append(clock.now())
+            clock.advance(RUN)
+
+        async with app:
+            await app.schedule("job", {}, at=START, key="k")
+            await app.tick()
+            timer = await app.get("k")
+            assert timer.status is Status.DONE
+            began = START + WAIT
+            assert seen == [began]
+            assert timer.fired_at == began
+            (attempt,) = await app.attempts("k")
+            assert attempt.started_at == began
+            assert attempt.finished_at == began + RUN
+
+    run(main)
