@@ -217,3 +217,22 @@ def test_unpaired_surrogates_are_refused_naming_the_field(
         assert answer.status_code == 400, answer.text
         assert answer.json()["code"] == "invalid_json"
         assert answer.json()["field"] == field
+
+
+def test_a_method_not_allowed_names_every_method_of_the_path(
+    secured: tuple[Server, Tokens],
+) -> None:
+    """405 says, in ``Allow``, every method the document gives the path (a path served by
+    several routes included: one per method, or a fast one beside the documented)."""
+    server, tokens = secured
+    with server.client(tokens.alpha) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+        for path, operations in paths.items():
+            documented = {method.upper() for method in operations}
+            assert "OPTIONS" not in documented
+            url = path.format(namespace="alpha", key="k", name="n", pattern="p")
+            answer = client.options(url)
+            assert answer.status_code == 405, (path, answer.text)
+            assert answer.json()["code"] == "method_not_allowed"
+            allowed = {method.strip() for method in answer.headers["allow"].split(",")}
+            assert documented <= allowed, (path, allowed)

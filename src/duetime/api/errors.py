@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from duetime.auth import Forbidden, Unauthorized
 from duetime.errors import (
@@ -113,9 +114,33 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    headers = dict(exc.headers or {})
     if exc.status_code == 404:
         message = f"no such endpoint: {request.method} {request.url.path}"
-    return error_response(exc.status_code, code, message, None, dict(exc.headers or {}))
+    elif exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return error_response(exc.status_code, code, message, None, headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes at this path.
+
+    The router answers 405 from the first route whose path matched, and one path is served by
+    several routes (one per method, and a fast route beside the documented one), so that
+    route's own methods are only part of the answer: each method is tried on every route.
+    """
+    routes = request.app.router.routes
+    return [
+        method
+        for method in METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+"""The methods the API serves anywhere (it serves no OPTIONS or TRACE)."""
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
