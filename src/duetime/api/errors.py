@@ -7,6 +7,7 @@ API and the CLI. Malformed bodies, FastAPI's own validation and unknown routes g
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -123,12 +124,17 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route takes at this path.
+    """Every method the path takes: the document's, for a documented path.
 
     The router answers 405 from the first route whose path matched, and one path is served by
     several routes (one per method, and a fast route beside the documented one), so that
-    route's own methods are only part of the answer: each method is tried on every route.
+    route's own methods are only part of the answer. A documented path answers with its
+    operations (GET with HEAD); any other, with every method some route takes there.
     """
+    path = request.scope["path"].removeprefix(request.scope.get("root_path", ""))
+    for template, methods in _documented(request.app):
+        if template.fullmatch(path):
+            return [method for method in METHODS if method in methods]
     routes = request.app.router.routes
     return [
         method
@@ -137,6 +143,21 @@ def allowed_methods(request: Request) -> list[str]:
             route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
         )
     ]
+
+
+def _documented(app: Any) -> list[tuple[re.Pattern[str], set[str]]]:
+    """Each documented path as a pattern (a parameter is one segment), with its methods."""
+    found: list[tuple[re.Pattern[str], set[str]]] | None = getattr(app.state, "allow", None)
+    if found is None:
+        found = []
+        for path, operations in app.openapi()["paths"].items():
+            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path))
+            methods = {method.upper() for method in operations}
+            if "GET" in methods:
+                methods.add("HEAD")
+            found.append((re.compile(pattern), methods))
+        app.state.allow = found
+    return found
 
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
