@@ -217,3 +217,51 @@ def test_unpaired_surrogates_are_refused_naming_the_field(
         assert answer.status_code == 400, answer.text
         assert answer.json()["code"] == "invalid_json"
         assert answer.json()["field"] == field
+
+
+def test_a_method_not_allowed_names_every_method_of_the_path(
+    secured: tuple[Server, Tokens],
+) -> None:
+    """405 says, in ``Allow``, the methods the document gives the path, all of them (a path
+    served by several routes included: one per method, or a fast one beside the documented)
+    and no others (a timer's key, which may hold a slash, does not make ``…/run-now`` a
+    timer's path)."""
+    server, tokens = secured
+    with server.client(tokens.alpha) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+        for path, operations in paths.items():
+            documented = {method.upper() for method in operations}
+            assert "OPTIONS" not in documented
+            url = path.format(namespace="alpha", key="k", name="n", pattern="p")
+            answer = client.options(url)
+            assert answer.status_code == 405, (path, answer.text)
+            assert answer.json()["code"] == "method_not_allowed"
+            allowed = {method.strip() for method in answer.headers["allow"].split(",")}
+            assert allowed - {"HEAD"} == documented, (path, allowed)
+
+
+def test_an_empty_query_value_the_document_allows_is_taken(
+    secured: tuple[Server, Tokens],
+) -> None:
+    """Where the document allows ``?name=`` (empty) the server takes it; where the server
+    refuses it, the document says so (``minLength``) — client and server agree."""
+    import jsonschema_rs
+
+    server, tokens = secured
+    with server.client(tokens.alpha) as client:
+        document = client.get("/openapi.json").json()
+        checked = 0
+        for path, operations in document["paths"].items():
+            if "get" not in operations or path.endswith("/live"):
+                continue
+            url = path.format(namespace="alpha", key="k", name="n", pattern="p")
+            for parameter in operations["get"].get("parameters", []):
+                if parameter["in"] != "query":
+                    continue
+                if not jsonschema_rs.is_valid(parameter["schema"], ""):
+                    continue  # the document refuses it too
+                checked += 1
+                answer = client.get(url, params={parameter["name"]: ""})
+                refused = answer.status_code == 422 and answer.json()["field"] == parameter["name"]
+                assert not refused, (path, parameter["name"], answer.text)
+        assert checked > 0

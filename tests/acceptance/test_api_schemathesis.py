@@ -1,20 +1,27 @@
-"""Property-based API testing with schemathesis: generated requests never get a 5xx.
+"""Property-based API testing with schemathesis, as a tenant would try it: two namespaces, each
+with a token scoped to it, and generated requests made with tenant A's token.
 
-Every operation of /openapi.json gets generated (valid and invalid) requests against a real
-``duetime serve``; every answer must be a documented status with a documented body, and never a
-server error. Half the cases keep the generated namespace (404/422 paths), half use an existing
-one so bodies reach validation and the store.
+Every operation of /openapi.json gets generated requests, schema-valid and schema-violating,
+against a real ``duetime serve``; then the stateful run follows the document's links (a
+created timer fetched, cancelled, run now; a schedule paused…). Every answer must be a
+documented status with a documented body and headers, never a server error, and never a 2xx
+for tenant B's namespace: a third of the cases aim at A's own namespace, a third at B's (half
+of those at B's real timer, schedule and limit), the rest keep the generated name (404s).
 
 A request whose generated headers break HTTP itself (a non-numeric ``Content-Length``) is
 answered 400 by uvicorn's parser before the API sees it; that answer is accepted as it is.
 
-One check is left out: ``positive_data_acceptance`` (schema-valid ⇒ 2xx). JSON Schema cannot say
-"exactly one of at / delay / local / date", that a timezone must exist or that 2025-02-29 is
-not a date, so schema-valid bodies are rightly refused with a 422 naming the field.
+Two checks are left out. ``positive_data_acceptance`` (schema-valid ⇒ 2xx): JSON Schema cannot
+say that a timezone must exist, that a cron expression's fields must be in range or that
+2025-02-29 is not a date, so schema-valid bodies are rightly refused with a 422 naming the field.
+``use_after_free`` (a deleted resource answers 404): ``DELETE`` on a timer cancels it, and the
+cancelled timer stays readable with its history, as documented.
 """
 
 from __future__ import annotations
 
+import zlib
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +30,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import Case, GenerationMode
 from schemathesis.core.parameters import ParameterLocation
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import positive_data_acceptance, use_after_free
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from duetime.api import ApiSettings, create_api
@@ -32,25 +39,74 @@ from duetime.config import Settings
 from .test_api_serve import Server, make_server
 
 MAX_EXAMPLES = 30
+STATEFUL_EXAMPLES = 15
+STATEFUL_STEPS = 6
+OWN, FOREIGN = "alpha", "beta"
+FOREIGN_TIMER, FOREIGN_SCHEDULE, FOREIGN_LIMIT = "b-timer", "b-schedule", "b.*"
+EXCLUDED = [positive_data_acceptance, use_after_free]
 HTTP_REFUSAL = "Invalid HTTP request received."
 """uvicorn's answer (400) to a request its HTTP parser refuses, e.g. a generated
 ``content-length: GUvoa~`` header, before any application code runs."""
 
+SENT: Counter[str] = Counter()
+"""Requests sent, by operation (``-s`` prints the totals when the module ends)."""
+AIMED: Counter[str] = Counter()
+"""Requests sent, by the namespace they aimed at."""
+
+
+class Tenants:
+    """The server, and a token scoped to each of the two namespaces."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.own = server.create_token(OWN)
+        self.foreign = server.create_token(FOREIGN)
+
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+def tenants(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tenants]:
     server = make_server(tmp_path_factory.mktemp("schemathesis"))
-    token = server.create_token("*")
-    server.create_token("alpha")
+    for namespace in (OWN, FOREIGN):
+        done = server.cli("namespaces", "create", namespace)
+        assert done.returncode == 0, done.stderr
+    tenants = Tenants(server)
     server.start("--no-worker")
-    yield server, token
+    _seed_foreign(tenants)
+    yield tenants
     assert server.stop() == 0, server.log()
+    print(f"\nschemathesis: {sum(SENT.values())} requests, {len(SENT)} operations, {dict(AIMED)}")
+    if SENT:  # the isolation check had something to check
+        assert AIMED[OWN] > 0, AIMED
+        assert AIMED[FOREIGN] > 0, AIMED
+
+
+def _seed_foreign(tenants: Tenants) -> None:
+    """Tenant B's own things, for A's requests to aim at."""
+    base = f"/v1/namespaces/{FOREIGN}"
+    with tenants.server.client(tenants.foreign) as client:
+        for path, body, method in (
+            (f"{base}/timers", {"type": "b.paid", "key": FOREIGN_TIMER, "delay": 86400}, "POST"),
+            (f"{base}/schedules", {"name": FOREIGN_SCHEDULE, "type": "b.tick", "every": 3600},
+             "POST"),
+            (f"{base}/limits/{FOREIGN_LIMIT}", {"concurrency": 1}, "PUT"),
+        ):  # fmt: skip
+            answer = client.request(method, path, json=body)
+            assert answer.status_code < 300, answer.text
 
 
 @pytest.fixture(scope="module")
-def api_schema(served: tuple[Server, str]) -> OpenApiSchema:
-    server, _ = served
-    return schemathesis.openapi.from_url(f"{server.base_url}/openapi.json")
+def api_schema(tenants: Tenants) -> OpenApiSchema:
+    return schemathesis.openapi.from_url(f"{tenants.server.base_url}/openapi.json")
+
+
+@schemathesis.check
+def no_cross_tenant_success(ctx: Any, response: Any, case: Case) -> bool | None:
+    """Tenant A's token never succeeds on tenant B's namespace, nor sees it listed."""
+    namespace = (case.path_parameters or {}).get("namespace")
+    if 200 <= response.status_code < 300:
+        assert namespace != FOREIGN, f"{case.method} {case.formatted_path}: 2xx on B's namespace"
+        assert FOREIGN not in response.text, f"{case.method} {case.formatted_path} shows B's name"
+    return None
 
 
 STREAMS = {("GET", "/v1/namespaces/{namespace}/live")}
@@ -77,13 +133,44 @@ def _strategy(operation: Any) -> Any:
         return strategy
 
 
-@pytest.mark.parametrize(("method", "path"), _operations())
-def test_generated_requests_never_get_a_server_error(
-    api_schema: OpenApiSchema, served: tuple[Server, str], method: str, path: str
-) -> None:
-    server, token = served
-    headers = {"Authorization": f"Bearer {token}"}
+def _aim(case: Case) -> None:
+    """Point the case at A's namespace, at B's (half the time at B's real things), or leave the
+    generated name; what the case deliberately broke stays broken."""
+    meta = case.meta
+    if meta is not None and meta.is_negative_at(ParameterLocation.PATH):
+        return
+    parameters = case.path_parameters or {}
+    namespace = parameters.get("namespace")
+    if namespace is None:
+        return
+    choice = zlib.crc32(repr(sorted(parameters.items())).encode()) % 6
+    if choice < 2:
+        parameters["namespace"] = OWN
+    elif choice < 4:
+        parameters["namespace"] = FOREIGN
+        if choice == 3:
+            for name, value in (
+                ("key", FOREIGN_TIMER),
+                ("name", FOREIGN_SCHEDULE),
+                ("pattern", FOREIGN_LIMIT),
+            ):
+                if name in parameters:
+                    parameters[name] = value
+    aimed = parameters["namespace"]
+    AIMED[aimed if aimed in (OWN, FOREIGN) else "generated"] += 1
 
+
+def _headers(tenants: Tenants, case: Case) -> dict[str, str] | None:
+    meta = case.meta
+    if meta is not None and meta.is_negative_at(ParameterLocation.HEADER):
+        return None
+    return {"Authorization": f"Bearer {tenants.own}"}
+
+
+@pytest.mark.parametrize(("method", "path"), _operations())
+def test_generated_requests_are_answered_as_documented(
+    api_schema: OpenApiSchema, tenants: Tenants, method: str, path: str
+) -> None:
     @given(case=_strategy(api_schema[path][method]))
     @settings(
         max_examples=MAX_EXAMPLES,
@@ -92,21 +179,57 @@ def test_generated_requests_never_get_a_server_error(
         suppress_health_check=list(HealthCheck),
     )
     def check(case: Case) -> None:
-        # Steer only what the case did not deliberately break (negative components stay as made).
-        meta = case.meta
-        broken_path = meta is not None and meta.is_negative_at(ParameterLocation.PATH)
-        broken_headers = meta is not None and meta.is_negative_at(ParameterLocation.HEADER)
-        path_parameters = case.path_parameters or {}
-        namespace = path_parameters.get("namespace")
-        if namespace is not None and not broken_path and len(str(namespace)) % 2 == 0:
-            path_parameters["namespace"] = "alpha"
-        sent = None if broken_headers else headers
-        response = case.call(base_url=server.base_url, headers=sent)
-        if broken_headers and response.status_code == 400 and response.text == HTTP_REFUSAL:
+        _aim(case)
+        sent = _headers(tenants, case)
+        response = case.call(base_url=tenants.server.base_url, headers=sent)
+        SENT[f"{method} {path}"] += 1
+        if sent is None and response.status_code == 400 and response.text == HTTP_REFUSAL:
             return  # headers no HTTP server accepts: the HTTP layer answered, the app never ran
-        case.validate_response(response, excluded_checks=[positive_data_acceptance], headers=sent)
+        case.validate_response(
+            response,
+            excluded_checks=EXCLUDED,
+            additional_checks=[no_cross_tenant_success],
+            headers=sent,
+        )
 
     check()
+
+
+def test_linked_requests_are_answered_as_documented(
+    api_schema: OpenApiSchema, tenants: Tenants
+) -> None:
+    """The stateful run: sequences that follow the document's links."""
+    machine = api_schema.as_state_machine()
+
+    class Tenant(machine):  # type: ignore[misc,valid-type]
+        def before_call(self, case: Case) -> None:
+            _aim(case)
+
+        def get_call_kwargs(self, case: Case) -> dict[str, Any]:
+            return {"base_url": tenants.server.base_url, "headers": _headers(tenants, case)}
+
+        def after_call(self, response: Any, case: Case) -> None:
+            SENT[f"{case.method} {case.path} (stateful)"] += 1
+
+        def validate_response(self, response: Any, case: Case, **kwargs: Any) -> None:
+            if response.status_code == 400 and response.text == HTTP_REFUSAL:
+                return
+            case.validate_response(
+                response,
+                excluded_checks=EXCLUDED,
+                additional_checks=[no_cross_tenant_success],
+                headers=_headers(tenants, case),
+            )
+
+    Tenant.run(
+        settings=settings(
+            max_examples=STATEFUL_EXAMPLES,
+            stateful_step_count=STATEFUL_STEPS,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
 
 
 def test_the_schema_documents_every_operation(api_schema: OpenApiSchema) -> None:

@@ -1,8 +1,9 @@
 """A minimal Django project on the test PostgreSQL that schedules in ``transaction.atomic()``.
 
 Run as a script (Django's settings are process-wide, so it gets a process of its own):
-``django_outbox_app.py DUETIME_URL DSN USER_SCHEMA``. It prints one JSON object: what each
-step answered, for ``test_outbox_django.py`` to check against the database.
+``django_outbox_app.py DUETIME_URL DSN USER_SCHEMA [OTHER_DSN]``. It prints one JSON object:
+what each step answered, for ``test_outbox_django.py`` to check against the database. With
+``OTHER_DSN``, Django has a second database (alias ``other``) whose connection it also tries.
 """
 
 from __future__ import annotations
@@ -23,27 +24,32 @@ class Failed(Exception):
     """The caller's own work failed: its atomic block rolls back."""
 
 
-def configure(dsn: str) -> None:
+def database(dsn: str) -> dict[str, object]:
     parts = urlsplit(dsn)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": parts.path.lstrip("/"),
+        "USER": parts.username or "postgres",
+        "HOST": parts.hostname or "127.0.0.1",
+        "PORT": parts.port or 5432,
+    }
+
+
+def configure(dsn: str, other_dsn: str | None) -> None:
+    databases = {"default": database(dsn)}
+    if other_dsn is not None:
+        databases["other"] = database(other_dsn)
     settings.configure(
-        DATABASES={
-            "default": {
-                "ENGINE": "django.db.backends.postgresql",
-                "NAME": parts.path.lstrip("/"),
-                "USER": parts.username or "postgres",
-                "HOST": parts.hostname or "127.0.0.1",
-                "PORT": parts.port or 5432,
-            }
-        },
+        DATABASES=databases,
         INSTALLED_APPS=[],
         USE_TZ=True,
     )
     django.setup()
 
 
-def main(url: str, dsn: str, user_schema: str) -> dict[str, object]:
-    configure(dsn)
-    from django.db import connection, transaction
+def main(url: str, dsn: str, user_schema: str, other_dsn: str | None = None) -> dict[str, object]:
+    configure(dsn, other_dsn)
+    from django.db import connection, connections, transaction
 
     answers: dict[str, object] = {"driver": type(connection.connection).__module__}
     orders = f'INSERT INTO "{user_schema}".orders (ref) VALUES (%s)'
@@ -87,8 +93,14 @@ def main(url: str, dsn: str, user_schema: str) -> dict[str, object]:
             app.schedule(FIRED, key="autocommit", delay=0, transaction=connection)
         except InvalidInput as exc:
             answers["outside_atomic"] = [exc.field, exc.message]
+        if other_dsn is not None:
+            try:
+                with transaction.atomic(using="other"):
+                    app.schedule(FIRED, key="other", delay=0, transaction=connections["other"])
+            except InvalidInput as exc:
+                answers["other_database"] = [exc.field, exc.message]
     return answers
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:4])))
+    print(json.dumps(main(*sys.argv[1:5])))

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -85,6 +86,42 @@ def pg_outbox() -> Iterator[PgOutbox]:
     yield outbox
     drop_schema(schema)
     drop_schema(user_schema)
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A database beside the app's on the same server, with a duetime schema of the same name
+    migrated in it: what a caller holding the wrong connection would write to."""
+
+    dsn: str
+    url: str
+    schema: str
+
+    def timer_keys(self) -> list[str]:
+        with psycopg.connect(self.dsn) as conn:
+            query = sql.SQL("SELECT key FROM {}.timer_keys ORDER BY key")
+            return [row[0] for row in conn.execute(query.format(sql.Identifier(self.schema)))]
+
+
+def dsn_of_database(dsn: str, database: str) -> str:
+    """``dsn`` with its database replaced."""
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@pytest.fixture
+def elsewhere(pg_outbox: PgOutbox) -> Iterator[Elsewhere]:
+    name = f"other_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_outbox.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = dsn_of_database(pg_outbox.dsn, name)
+    other = Elsewhere(dsn, with_params(dsn, schema=pg_outbox.schema), pg_outbox.schema)
+    try:
+        asyncio.run(_migrate(other.url))
+        yield other
+    finally:
+        with psycopg.connect(pg_outbox.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 async def _migrate(url: str) -> None:

@@ -11,16 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from outbox_kit import PgOutbox, WorkerThread, pg_outbox
+from outbox_kit import Elsewhere, PgOutbox, WorkerThread, elsewhere, pg_outbox
 
-__all__ = ["pg_outbox"]
+__all__ = ["elsewhere", "pg_outbox"]
 
 APP = Path(__file__).with_name("django_outbox_app.py")
 
 
-def run_django(pg_outbox: PgOutbox) -> dict[str, object]:
+def run_django(pg_outbox: PgOutbox, *other_dsn: str) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, str(APP), pg_outbox.url, pg_outbox.dsn, pg_outbox.user_schema],
+        [sys.executable, str(APP), pg_outbox.url, pg_outbox.dsn, pg_outbox.user_schema, *other_dsn],
         capture_output=True,
         text=True,
         timeout=120,
@@ -52,3 +52,14 @@ def test_django_outside_an_atomic_block_is_refused(pg_outbox: PgOutbox) -> None:
     field, message = answers["outside_atomic"]  # type: ignore[misc]
     assert field == "transaction"
     assert "transaction.atomic()" in message
+
+
+def test_django_connection_to_another_database_is_refused(
+    pg_outbox: PgOutbox, elsewhere: Elsewhere
+) -> None:
+    answers = run_django(pg_outbox, elsewhere.dsn)
+    field, message = answers["other_database"]  # type: ignore[misc]
+    assert field == "transaction"
+    assert "not this app's database" in message
+    assert elsewhere.timer_keys() == []
+    assert "other" not in pg_outbox.timer_keys()

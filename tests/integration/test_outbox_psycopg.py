@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 
 import asyncpg
 import psycopg
 import pytest
-from outbox_kit import FIRED, NS, PgOutbox, WorkerThread, pg_outbox
+from outbox_kit import (
+    FIRED,
+    NS,
+    Elsewhere,
+    PgOutbox,
+    WorkerThread,
+    dsn_of_database,
+    elsewhere,
+    pg_outbox,
+)
+from pg_cluster import PgCluster, cluster_problem
 from psycopg import IsolationLevel, sql
 
 from duetime import App, AsyncApp, InvalidInput, NotFound
 
-__all__ = ["pg_outbox"]
+__all__ = ["elsewhere", "pg_outbox"]
 
 
 class Failed(Exception):
@@ -211,3 +222,149 @@ def test_anything_else_is_refused_naming_transaction(pg_outbox: PgOutbox, wrong:
         with pytest.raises(InvalidInput) as info:
             app.cancel("k", transaction=wrong)
         assert info.value.field == "transaction"
+
+
+def _refused(error: pytest.ExceptionInfo[InvalidInput], *words: str) -> None:
+    assert error.value.field == "transaction"
+    for word in words:
+        assert word in error.value.message, error.value.message
+
+
+def test_a_connection_to_another_database_is_refused(
+    pg_outbox: PgOutbox, elsewhere: Elsewhere
+) -> None:
+    # One database has a duetime schema of the app's name (another deployment's), the other
+    # none: before duetime looked, the first took the timer ("created") and the second failed
+    # with a raw driver error.
+    others = [elsewhere.dsn, dsn_of_database(pg_outbox.dsn, "postgres")]
+    with App(pg_outbox.url, NS) as app:
+        app.schedule(FIRED, key="later", delay=3600)
+        for dsn in others:
+            with psycopg.connect(dsn) as conn:
+                with pytest.raises(InvalidInput) as error:
+                    app.schedule(FIRED, key="lost", delay=0, transaction=conn)
+                _refused(error, "not this app's database", pg_outbox.dsn.rsplit("/", 1)[1])
+                with pytest.raises(InvalidInput) as error:
+                    app.cancel("later", transaction=conn)
+                _refused(error, "not this app's database")
+                conn.execute("SELECT 1")  # the caller's transaction carries on
+                conn.commit()
+
+    async def main() -> None:
+        async with AsyncApp(pg_outbox.url, NS) as app:
+            for dsn in others:
+                async with await psycopg.AsyncConnection.connect(dsn) as conn:
+                    with pytest.raises(InvalidInput) as error:
+                        await app.schedule(FIRED, key="lost-async", delay=0, transaction=conn)
+                    _refused(error, "not this app's database")
+
+    asyncio.run(main())
+    assert elsewhere.timer_keys() == []
+    assert not {"lost", "lost-async"} & set(pg_outbox.timer_keys())
+    assert pg_outbox.status("later") == "scheduled"
+
+
+def test_a_connection_to_another_server_is_refused(pg_outbox: PgOutbox) -> None:
+    """A server of its own with a database and a duetime schema named as the app's."""
+    problem = cluster_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    cluster = PgCluster.create()
+    try:
+        cluster.start()
+        database = pg_outbox.dsn.rsplit("/", 1)[1]
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+        dsn = dsn_of_database(cluster.url(), database)
+        asyncio.run(_open(f"{dsn}?schema={pg_outbox.schema}"))
+        with App(pg_outbox.url, NS) as app, psycopg.connect(dsn) as conn:
+            with pytest.raises(InvalidInput) as error:
+                app.schedule(FIRED, key="lost", delay=0, transaction=conn)
+            _refused(error, "another PostgreSQL server")
+            count = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}.timer_keys").format(
+                    sql.Identifier(pg_outbox.schema)
+                )
+            ).fetchone()
+            assert count == (0,)
+    finally:
+        cluster.remove()
+
+
+async def _open(url: str) -> None:
+    async with AsyncApp(url, NS):
+        pass
+
+
+def test_a_read_only_transaction_is_refused(pg_outbox: PgOutbox) -> None:
+    with App(pg_outbox.url, NS) as app, psycopg.connect(pg_outbox.dsn) as conn:
+        conn.read_only = True
+        with pytest.raises(InvalidInput) as error:
+            app.schedule(FIRED, key="ro", delay=0, transaction=conn)
+        _refused(error, "read-only")
+        conn.rollback()
+        conn.read_only = None
+        conn.execute("SET default_transaction_read_only = on")
+        conn.commit()
+        with pytest.raises(InvalidInput) as error:
+            app.emit(FIRED, key="ro-default", transaction=conn)
+        _refused(error, "read-only")
+        conn.rollback()
+
+    async def main() -> None:
+        async with (
+            AsyncApp(pg_outbox.url, NS) as app,
+            await psycopg.AsyncConnection.connect(pg_outbox.dsn, autocommit=True) as conn,
+            conn.transaction(),
+        ):
+            await conn.execute("SET TRANSACTION READ ONLY")
+            with pytest.raises(InvalidInput) as error:
+                await app.schedule(FIRED, key="ro-async", delay=0, transaction=conn)
+            _refused(error, "read-only")
+
+    asyncio.run(main())
+    assert not {"ro", "ro-default", "ro-async"} & set(pg_outbox.timer_keys())
+
+
+def test_a_role_that_may_not_write_the_schema_is_refused(pg_outbox: PgOutbox) -> None:
+    role = f"r_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_outbox.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        dsn = pg_outbox.dsn.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+        assert role in dsn
+        with App(pg_outbox.url, NS) as app, psycopg.connect(dsn) as conn:
+            with pytest.raises(InvalidInput) as error:
+                app.schedule(FIRED, key="denied", delay=0, transaction=conn)
+            _refused(error, "may not write", pg_outbox.schema)
+    finally:
+        with psycopg.connect(pg_outbox.dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_a_closed_connection_is_refused(pg_outbox: PgOutbox) -> None:
+    conn = psycopg.connect(pg_outbox.dsn)
+    conn.close()
+    with App(pg_outbox.url, NS) as app:
+        with pytest.raises(InvalidInput) as error:
+            app.schedule(FIRED, key="closed", delay=0, transaction=conn)
+        _refused(error, "closed")
+
+
+def test_the_callers_search_path_and_temporary_tables_never_take_the_timers(
+    pg_outbox: PgOutbox,
+) -> None:
+    # The caller's session looks at a temporary copy of duetime's key table (which PostgreSQL
+    # searches before any schema unless told otherwise) and at its own schema.
+    with App(pg_outbox.url, NS) as app, psycopg.connect(pg_outbox.dsn) as conn:
+        conn.execute(
+            sql.SQL("CREATE TEMPORARY TABLE timer_keys (LIKE {}.timer_keys INCLUDING ALL)").format(
+                sql.Identifier(pg_outbox.schema)
+            )
+        )
+        conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(pg_outbox.user_schema)))
+        conn.commit()
+        assert app.schedule(FIRED, key="mine", delay=3600, transaction=conn).action == "created"
+        conn.commit()
+        assert conn.execute("SELECT count(*) FROM pg_temp.timer_keys").fetchone() == (0,)
+    assert "mine" in pg_outbox.timer_keys()

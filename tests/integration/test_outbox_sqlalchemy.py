@@ -12,7 +12,16 @@ from collections.abc import AsyncIterator, Iterator
 from typing import ClassVar
 
 import pytest
-from outbox_kit import FIRED, NS, PgOutbox, WorkerThread, pg_outbox
+from outbox_kit import (
+    FIRED,
+    NS,
+    Elsewhere,
+    PgOutbox,
+    WorkerThread,
+    dsn_of_database,
+    elsewhere,
+    pg_outbox,
+)
 from sqlalchemy import Engine, String, create_engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import (
@@ -26,7 +35,7 @@ from sqlalchemy.orm import (
 
 from duetime import App, AsyncApp, InvalidInput
 
-__all__ = ["pg_outbox"]
+__all__ = ["elsewhere", "pg_outbox"]
 
 
 class Base(DeclarativeBase):
@@ -221,3 +230,43 @@ def test_blocking_and_async_kinds_go_to_their_own_app(pg_outbox: PgOutbox, engin
 
     asyncio.run(main())
     assert "k" not in pg_outbox.timer_keys()
+
+
+def test_sessions_on_another_database_are_refused(
+    pg_outbox: PgOutbox, elsewhere: Elsewhere
+) -> None:
+    """A Session on another database with a duetime schema of the app's name; an AsyncSession
+    on a database with none; a read-only AsyncConnection on the app's own."""
+    other = create_engine(elsewhere.dsn.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with App(pg_outbox.url, NS) as app, Session(other) as session:
+            with pytest.raises(InvalidInput, match="not this app's database") as info:
+                app.schedule(FIRED, key="lost", delay=0, transaction=session)
+            assert info.value.field == "transaction"
+            session.commit()
+    finally:
+        other.dispose()
+
+    async def main() -> None:
+        bare = dsn_of_database(pg_outbox.dsn, "postgres")
+        engine = create_async_engine(bare.replace("postgresql://", "postgresql+psycopg://", 1))
+        try:
+            async with AsyncApp(pg_outbox.url, NS) as app, AsyncSession(engine) as session:
+                with pytest.raises(InvalidInput, match="not this app's database") as info:
+                    await app.schedule(FIRED, key="lost-async", delay=0, transaction=session)
+                assert info.value.field == "transaction"
+        finally:
+            await engine.dispose()
+        async with (
+            _async_engine(pg_outbox) as engine,
+            AsyncApp(pg_outbox.url, NS) as app,
+            engine.connect() as conn,
+        ):
+            await conn.execute(text("SET TRANSACTION READ ONLY"))
+            with pytest.raises(InvalidInput, match="read-only") as info:
+                await app.schedule(FIRED, key="read-only", delay=0, transaction=conn)
+            assert info.value.field == "transaction"
+
+    asyncio.run(main())
+    assert elsewhere.timer_keys() == []
+    assert not {"lost", "lost-async", "read-only"} & set(pg_outbox.timer_keys())

@@ -174,3 +174,32 @@ def test_a_postgres_connection_is_refused(db: Path) -> None:
             app.schedule(FIRED, key="k", delay=0, transaction=pg)
         assert info.value.field == "transaction"
     assert "k" not in keys(db)
+
+
+def test_a_closed_or_read_only_connection_is_refused(db: Path) -> None:
+    closed = sqlite3.connect(db)
+    closed.close()
+    read_only = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    query_only = sqlite3.connect(db)
+    query_only.execute("PRAGMA query_only = 1")
+    try:
+        with App(url(db), NS) as app:
+            app.schedule(FIRED, key="later", delay=3600)
+            for conn, why in (
+                (closed, "closed"),
+                (read_only, "read-only"),
+                (query_only, "read-only"),
+            ):
+                with pytest.raises(InvalidInput, match=why) as info:
+                    app.schedule(FIRED, key="k", delay=0, transaction=conn)
+                assert info.value.field == "transaction"
+                with pytest.raises(InvalidInput, match=why) as info:
+                    app.cancel("later", transaction=conn)
+                assert info.value.field == "transaction"
+            read_only.execute("SELECT count(*) FROM timers")  # its transaction carries on
+            read_only.rollback()
+    finally:
+        read_only.close()
+        query_only.close()
+    assert "k" not in keys(db)
+    assert status(db, "later") == "scheduled"

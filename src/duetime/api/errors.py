@@ -7,12 +7,14 @@ API and the CLI. Malformed bodies, FastAPI's own validation and unknown routes g
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from duetime.auth import Forbidden, Unauthorized
 from duetime.errors import (
@@ -113,9 +115,53 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    headers = dict(exc.headers or {})
     if exc.status_code == 404:
         message = f"no such endpoint: {request.method} {request.url.path}"
-    return error_response(exc.status_code, code, message, None, dict(exc.headers or {}))
+    elif exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return error_response(exc.status_code, code, message, None, headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the path takes: the document's, for a documented path.
+
+    The router answers 405 from the first route whose path matched, and one path is served by
+    several routes (one per method, and a fast route beside the documented one), so that
+    route's own methods are only part of the answer. A documented path answers with its
+    operations (GET with HEAD); any other, with every method some route takes there.
+    """
+    path = request.scope["path"].removeprefix(request.scope.get("root_path", ""))
+    for template, methods in _documented(request.app):
+        if template.fullmatch(path):
+            return [method for method in METHODS if method in methods]
+    routes = request.app.router.routes
+    return [
+        method
+        for method in METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+
+
+def _documented(app: Any) -> list[tuple[re.Pattern[str], set[str]]]:
+    """Each documented path as a pattern (a parameter is one segment), with its methods."""
+    found: list[tuple[re.Pattern[str], set[str]]] | None = getattr(app.state, "allow", None)
+    if found is None:
+        found = []
+        for path, operations in app.openapi()["paths"].items():
+            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path))
+            methods = {method.upper() for method in operations}
+            if "GET" in methods:
+                methods.add("HEAD")
+            found.append((re.compile(pattern), methods))
+        app.state.allow = found
+    return found
+
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+"""The methods the API serves anywhere (it serves no OPTIONS or TRACE)."""
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -14,7 +14,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api.deps import ReadApp
-from duetime.api.schemas import WHEN, AttemptOut, TimerOut, TypePattern, errors
+from duetime.api.schemas import (
+    CURSOR,
+    CURSOR_PATTERN,
+    WHEN,
+    AttemptOut,
+    TimerOut,
+    TypePattern,
+    errors,
+)
 from duetime.history import MAX_ACTIVITY_MINUTES
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["events"])
@@ -45,12 +53,17 @@ async def list_events(
         str | None,
         Query(
             description=TypePattern,
+            min_length=1,
             max_length=200,
         ),
     ] = None,
-    since: Annotated[str | None, Query(description=f"Fired at or after: {WHEN}")] = None,
-    until: Annotated[str | None, Query(description=f"Fired before: {WHEN}")] = None,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    since: Annotated[
+        str | None, Query(description=f"Fired at or after: {WHEN}", min_length=1)
+    ] = None,
+    until: Annotated[str | None, Query(description=f"Fired before: {WHEN}", min_length=1)] = None,
+    cursor: Annotated[
+        str | None, Query(description=CURSOR, pattern=CURSOR_PATTERN, max_length=400)
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 50,
 ) -> JSONResponse:
     """Timers that fired (events emitted now and timers that came due), archived ones too,

@@ -28,7 +28,7 @@ from duetime.api.schedule_schemas import (
     SchedulePatch,
     SchedulePutOut,
 )
-from duetime.api.schemas import ErrorOut, errors, json_body
+from duetime.api.schemas import CURSOR, CURSOR_PATTERN, ErrorOut, errors, json_body
 from duetime.errors import InvalidInput
 from duetime.model import JSON, OnConflict, Schedule, iso
 from duetime.recurrence import describe, parse_recurrence
@@ -52,7 +52,7 @@ Name = Annotated[
 ]
 Count = Annotated[int, Query(ge=1, le=1000, description="How many occurrences")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
+Cursor = Annotated[str | None, Query(description=CURSOR, pattern=CURSOR_PATTERN, max_length=400)]
 EXISTS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut, "description": "A schedule of that name exists"}
 }
@@ -123,8 +123,10 @@ async def add_schedule(request: Request, app: WriteApp, service: ServiceDep) -> 
 )
 async def list_schedules(
     app: ReadApp,
-    subject: Annotated[str | None, Query(description="Only schedules about this subject")] = None,
-    type: Annotated[str | None, Query(description="Only this event type")] = None,
+    subject: Annotated[
+        str | None, Query(description="Only schedules about this subject", min_length=1)
+    ] = None,
+    type: Annotated[str | None, Query(description="Only this event type", min_length=1)] = None,
     active: Annotated[bool | None, Query(description="Only running (true) / paused")] = None,
     cursor: Cursor = None,
     limit: Limit = 50,
@@ -226,12 +228,14 @@ async def delete_schedule(app: WriteApp, name: Name) -> JSONResponse:
 async def preview(
     service: ServiceDep,
     who: PrincipalDep,
-    cron: Annotated[str | None, Query(examples=["30 2 * * *"])] = None,
-    every: Annotated[str | None, Query(description="Instead of cron: PT5M or seconds")] = None,
-    timezone: Annotated[str, Query(examples=["America/New_York"])] = "UTC",
-    after: Annotated[str | None, Query(description="ISO 8601 instant [now]")] = None,
-    start_at: str | None = None,
-    end_at: str | None = None,
+    cron: Annotated[str | None, Query(examples=["30 2 * * *"], min_length=1)] = None,
+    every: Annotated[
+        str | None, Query(description="Instead of cron: PT5M or seconds", min_length=1)
+    ] = None,
+    timezone: Annotated[str, Query(examples=["America/New_York"], min_length=1)] = "UTC",
+    after: Annotated[str | None, Query(description="ISO 8601 instant [now]", min_length=1)] = None,
+    start_at: Annotated[str | None, Query(min_length=1)] = None,
+    end_at: Annotated[str | None, Query(min_length=1)] = None,
     on_gap: OnGapName = "run_after",
     on_overlap: OnOverlapName = "once",
     count: Count = PREVIEW,

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 StatusName = Literal["scheduled", "running", "retrying", "done", "dead", "cancelled", "expired"]
 Disambiguation = Literal["compatible", "earlier", "later", "reject"]
 TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
+CURSOR = "`next_cursor` of the previous page (empty: the first page)"
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]*$"
+"""What the server issues as a cursor (unpadded URL-safe base64); anything else is not one."""
 WHEN = (
     "an ISO 8601 instant with an offset (`2025-03-15T13:00:00Z`), or a duration meaning that "
     "long ago (`PT1H`, `P7D`)"

@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 from duetime.api import compat
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json, service_of
 from duetime.api.schemas import (
+    CURSOR,
+    CURSOR_PATTERN,
     WHEN,
     ChangedOut,
     EventBody,
@@ -39,8 +41,8 @@ router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 ON_CONFLICT = ("update", "keep", "error")
 EVENT_FIELDS = frozenset(EventBody.model_fields)
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
-TypeQuery = Annotated[str | None, Query(description=TypePattern, max_length=200)]
+Cursor = Annotated[str | None, Query(description=CURSOR, pattern=CURSOR_PATTERN, max_length=400)]
+TypeQuery = Annotated[str | None, Query(description=TypePattern, min_length=1, max_length=200)]
 Key = Annotated[
     str,
     Path(
@@ -103,11 +105,15 @@ async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
 )
 async def list_timers(
     app: ReadApp,
-    subject: Annotated[str | None, Query(description="Only timers about this subject")] = None,
+    subject: Annotated[
+        str | None, Query(description="Only timers about this subject", min_length=1)
+    ] = None,
     status: Annotated[StatusName | None, Query(description="Only this status")] = None,
     type: TypeQuery = None,
-    due_from: Annotated[str | None, Query(description=f"Due at or after: {WHEN}")] = None,
-    due_until: Annotated[str | None, Query(description=f"Due before: {WHEN}")] = None,
+    due_from: Annotated[
+        str | None, Query(description=f"Due at or after: {WHEN}", min_length=1)
+    ] = None,
+    due_until: Annotated[str | None, Query(description=f"Due before: {WHEN}", min_length=1)] = None,
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> JSONResponse:

@@ -923,6 +923,37 @@ SELECT current_setting('search_path') AS search_path
 -- name: set_search_path
 SELECT set_config('search_path', %(search_path)s, true) AS search_path
 
+-- name: outbox_enter
+-- The outbox's first statement in a caller's transaction: the caller's own search_path (put
+-- back after), and whether the transaction may write at all (SET TRANSACTION READ ONLY,
+-- default_transaction_read_only, a standby's).
+SELECT current_setting('search_path') AS search_path,
+       current_setting('transaction_read_only') = 'on' AS read_only
+
+-- name: reach
+-- Where a connection leads: its database, and duetime's table of timers there (by oid, so a
+-- schema of the same name in another database, or restored from a dump, is told apart); with
+-- whether its role may read the server's identity, use the schema and write the timers. Read
+-- from the catalogs, which every role may read (to_regclass fails on a schema it may not use).
+WITH timers AS (
+    SELECT n.oid AS schema_oid, c.oid AS timers_oid
+    FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = 'timers'
+    WHERE n.nspname = %(schema)s::text
+)
+SELECT current_database() AS database,
+       (SELECT oid FROM pg_database WHERE datname = current_database()) AS database_oid,
+       current_setting('port') AS port,
+       (SELECT timers_oid FROM timers) AS timers_oid,
+       has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') AS sees_server,
+       coalesce((SELECT has_schema_privilege(schema_oid, 'USAGE') FROM timers), false)
+           AS uses_schema,
+       coalesce((SELECT has_table_privilege(timers_oid, 'INSERT, UPDATE') FROM timers), false)
+           AS writes_timers
+
+-- name: server_identity
+-- The cluster's identifier, made by initdb: two servers never share it (a standby does).
+SELECT system_identifier::text AS system_identifier FROM pg_control_system()
+
 -- name: fan_out
 -- Owners hand claimed events on: each event still theirs (fenced, and reached, as in finish) is
 -- marked done, its attempt written as fanned_out with a note, and one delivery row per

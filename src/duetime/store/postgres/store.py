@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from itertools import chain, islice
 from typing import NamedTuple
 
@@ -47,6 +48,7 @@ from duetime.store.postgres.grouping import CommitQueue
 from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.limits import PostgresLimits
 from duetime.store.postgres.notices import Notices
+from duetime.store.postgres.reach import reach_of
 from duetime.store.postgres.rows import (
     FinishBatch,
     Row,
@@ -110,6 +112,8 @@ class PostgresStore:
         try:
             if migrate:
                 await self.migrate()
+            else:
+                await self._learn_reach()
             if self._listen:
                 self._listener = Listener(
                     self.settings.conninfo, self.settings.channel, self._notices.listeners
@@ -150,7 +154,13 @@ class PostgresStore:
     # -- schema -----------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
         """Apply pending migrations under an advisory lock, so concurrent starters queue up."""
-        return await self._db.write(lambda conn: migrate(conn, self.schema))
+        applied = await self._db.write(lambda conn: migrate(conn, self.schema))
+        await self._learn_reach()  # the schema's tables may be new
+        return applied
+
+    async def _learn_reach(self) -> None:
+        """Where the store's connections lead: callers' transactions must lead there too."""
+        self.outbox.reach = await self._db.read(partial(reach_of, schema=self.schema))
 
     async def schema_version(self) -> int:
         return await self._db.read(lambda conn: schema_version(conn, self.schema))

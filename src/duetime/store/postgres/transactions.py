@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -18,11 +19,12 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
-from duetime.errors import InvalidInput
+from duetime.errors import InvalidInput, StoreUnavailable
 from duetime.model import Finish, NewTimer, OnConflict, Outcome, PutResult, Timer
 from duetime.store.parts import TransactionEffect
-from duetime.store.postgres.bridge import PlainCursors, SyncBridge
+from duetime.store.postgres.bridge import Borrowed, PlainCursors, SyncBridge
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.reach import Reach, reach_of, refusal
 from duetime.store.postgres.rows import FinishBatch
 from duetime.store.queries import load_queries
 from duetime.store.transitions import Transition
@@ -113,12 +115,20 @@ class PostgresOutbox:
     the search path for the transaction only (``set_config(..., true)``) and the caller's own
     path put back after; the isolation level is never touched (a transaction psycopg has still
     to begin, begins with the caller's own settings at duetime's first statement).
+
+    A connection must reach the app's own database and schema (see :mod:`.reach`), in a
+    transaction that may write: anything else is refused naming ``transaction`` before duetime
+    writes a row.
     """
 
     def __init__(self, schema: str, put: PutOn, transition: TransitionOn) -> None:
         self.schema = schema
         self._put = put
         self._transition = transition
+        self.reach: Reach | None = None
+        """Where the store's own connections lead: learned when the store opens."""
+        self._reached: weakref.WeakKeyDictionary[object, Reach] = weakref.WeakKeyDictionary()
+        """Where callers' connections lead, each looked at once while it lives."""
 
     async def put_timers_in(
         self,
@@ -154,15 +164,42 @@ class PostgresOutbox:
             await fetch_value(conn, Q["set_search_path"], {"search_path": saved})
 
     async def _enter(self, conn: Conn) -> str:
-        """Put duetime's schema on the path for this transaction; the caller's path before.
+        """Check that ``conn`` reaches the app's schema and may write there, then put that
+        schema on the path for this transaction; the caller's path before.
 
         Reading it is duetime's first statement: a transaction psycopg has yet to begin (autocommit
         off, nothing run yet — a fresh SQLAlchemy session) begins here, as the caller's own
         first statement would have begun it.
         """
-        saved: str = await fetch_value(conn, Q["current_search_path"], {})
-        await fetch_value(conn, Q["set_search_path"], {"search_path": self.schema})
-        return saved
+        (entered,) = await fetch_all(conn, Q["outbox_enter"], {})
+        await self._check_reach(conn)
+        if entered["read_only"]:
+            raise InvalidInput(
+                "transaction",
+                "the transaction is read-only (SET TRANSACTION READ ONLY, "
+                "default_transaction_read_only, or a standby server): pass one that may write",
+            )
+        await fetch_value(conn, Q["set_search_path"], {"search_path": own_path(self.schema)})
+        return str(entered["search_path"])
+
+    async def _check_reach(self, conn: Conn) -> None:
+        """InvalidInput unless ``conn`` reaches the app's own database and schema."""
+        if self.reach is None:
+            raise StoreUnavailable("the app's PostgreSQL store is not open")
+        connection = cast(Borrowed, conn).connection
+        caller = self._reached.get(connection)
+        if caller is None:
+            caller = await reach_of(conn, self.schema)
+            self._reached[connection] = caller
+        why = refusal(caller, self.reach, self.schema)
+        if why is not None:
+            raise InvalidInput("transaction", why)
+
+
+def own_path(schema: str) -> str:
+    """duetime's schema alone on the search path, temporary tables after it (they come first
+    unless named): a caller's temporary table named like one of duetime's never takes its rows."""
+    return f"{schema}, pg_temp"
 
 
 def joinable(connection: object) -> Conn:
@@ -178,6 +215,8 @@ def joinable(connection: object) -> Conn:
             "this app's database is PostgreSQL: pass a psycopg connection (or a SQLAlchemy or "
             f"Django one on psycopg 3) to it, not {type(connection).__name__}",
         )
+    if connection.closed:
+        raise InvalidInput("transaction", "the connection is closed: pass an open one")
     status = conn.info.transaction_status
     if status == TransactionStatus.INTRANS:
         return conn
@@ -250,6 +289,6 @@ def _in_schema(
     with psycopg.Cursor(connection, row_factory=dict_row) as cur:
         row = cur.execute(Q["current_search_path"]).fetchone()
         saved = None if row is None else row["search_path"]
-        cur.execute(Q["set_search_path"], {"search_path": schema})
+        cur.execute(Q["set_search_path"], {"search_path": own_path(schema)})
         yield cur
         cur.execute(Q["set_search_path"], {"search_path": saved})  # (a failed one rolls back)

@@ -23,7 +23,8 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -60,7 +61,8 @@ class SqliteOutbox:
         conn = self._joinable(connection)
         timers = list(timers)
         rows = timer_rows(timers, now)
-        results = in_savepoint(conn, lambda c: write_timers(c, timers, rows, on_conflict))
+        with _writable():
+            results = in_savepoint(conn, lambda c: write_timers(c, timers, rows, on_conflict))
         earliest = earliest_written(results)
         if earliest is not None:
             self._watch.announce_after(earliest)
@@ -69,7 +71,8 @@ class SqliteOutbox:
     async def cancel_in(self, connection: object, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel a timer inside the caller's open transaction: undone if it rolls back."""
         conn = self._joinable(connection)
-        return in_savepoint(conn, lambda c: transition(c, "cancel", namespace, key, now))
+        with _writable():
+            return in_savepoint(conn, lambda c: transition(c, "cancel", namespace, key, now))
 
     def _joinable(self, connection: object) -> sqlite3.Connection:
         """The caller's connection, checked: on this file, with a transaction to join."""
@@ -79,7 +82,12 @@ class SqliteOutbox:
                 "this app's database is SQLite: pass a sqlite3.Connection open on its file "
                 f"({self._db.path}), not {type(connection).__name__}",
             )
-        cursor = connection.cursor()
+        try:
+            cursor = connection.cursor()
+        except sqlite3.ProgrammingError as exc:  # closed, or made in another thread
+            raise InvalidInput(
+                "transaction", f"the connection cannot be used here: {exc}"
+            ) from None
         cursor.row_factory = None
         files = {name: file for _, name, file, *_ in cursor.execute("PRAGMA database_list")}
         main = files.get("main") or ""
@@ -94,8 +102,28 @@ class SqliteOutbox:
                 "transaction",
                 f"the connection is to {main}, not to this app's database file ({self._db.path})",
             )
+        if cursor.execute("PRAGMA query_only").fetchone() != (0,):
+            raise InvalidInput("transaction", READ_ONLY)
         _begin(connection)
         return connection
+
+
+READ_ONLY = (
+    "the connection is read-only (opened with mode=ro, PRAGMA query_only, or a file it may not "
+    "write): pass one that may write"
+)
+
+
+@contextmanager
+def _writable() -> Iterator[None]:
+    """A write the caller's connection refuses as read-only (opened ``mode=ro``, or on a
+    file it may not write) is refused naming ``transaction``; the savepoint has undone it."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_READONLY:
+            raise InvalidInput("transaction", READ_ONLY) from exc
+        raise
 
 
 def _same_file(file: str, path: os.PathLike[str]) -> bool:
