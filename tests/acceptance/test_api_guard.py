@@ -6,6 +6,7 @@ it. Real requests with the headers a browser (or an attacker's rebinding page) w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,3 +174,48 @@ def test_the_dashboard_and_a_script_without_origin_still_change_things(
         _schedule_and_timer(client, "curl")  # curl -X POST: no Origin, no body, no type
         assert client.post(f"{SCHEDULES}/curl/pause").status_code == 200
         assert client.post(f"{TIMERS}/curl/run-now").status_code == 200
+
+
+def test_revoking_the_last_token_keeps_the_api_protected(tmp_path: Path) -> None:
+    """Once protected, a database's API stays protected: only --no-auth opens it again."""
+    server = make_server(tmp_path)
+    server.start("--no-worker")
+    try:
+        token = server.create_token("default")
+        with server.client() as anonymous:
+            wait_for(lambda: anonymous.get(TIMERS).status_code == 401)
+        (listed,) = json.loads(server.cli("tokens", "ls", "--json").stdout)["items"]
+        revoked = server.cli("tokens", "revoke", str(listed["id"]))
+        assert revoked.returncode == 0, revoked.stderr
+        assert revoked.stdout.strip() == f"revoked token {listed['id']}; 0 active token(s) left"
+        assert "stays protected" in revoked.stderr
+        assert "--no-auth" in revoked.stderr
+    finally:
+        assert server.stop() == 0, server.log()
+    server.start("--no-worker")  # decides afresh from the database at start
+    try:
+        with server.client() as anonymous, server.client(token) as revoked_holder:
+            assert anonymous.get("/v1/info").json()["auth"] is True
+            assert anonymous.get(TIMERS).status_code == 401
+            assert anonymous.post(TIMERS, json=BODY).status_code == 401
+            assert revoked_holder.get(TIMERS).status_code == 401
+    finally:
+        assert server.stop() == 0, server.log()
+    server.start("--no-worker", "--no-auth")  # the operator says so explicitly
+    try:
+        with server.client() as anonymous:
+            assert anonymous.get(TIMERS).status_code == 200
+    finally:
+        assert server.stop() == 0, server.log()
+
+
+def test_tokens_revoke_says_how_many_are_left(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    server.create_token("default")
+    server.create_token("default")
+    first = server.cli("tokens", "revoke", "1", "--json")
+    assert json.loads(first.stdout)["active_tokens"] == 1
+    assert first.stderr == ""
+    second = server.cli("tokens", "revoke", "2")
+    assert second.stdout.strip() == "revoked token 2; 0 active token(s) left"
+    assert "401" in second.stderr

@@ -71,7 +71,7 @@ def routed_apps(
 
 
 def decide_auth(host: str, auth: bool | None) -> bool | None:
-    """``None`` (on when tokens exist) on loopback; always on for any other address."""
+    """``None`` (on once a token has been created) on loopback; always on for any other address."""
     if is_loopback(host):
         return auth
     if auth is False:
@@ -113,8 +113,8 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     "--auth/--no-auth",
     default=None,
     envvar="DUETIME_AUTH",
-    help="Require bearer tokens [env DUETIME_AUTH; default: on when tokens exist; always on "
-    "off loopback]",
+    help="Require bearer tokens [env DUETIME_AUTH; default: on once a token has been created, "
+    "even if revoked since; always on off loopback]",
 )
 @click.option(
     "--allowed-host",
