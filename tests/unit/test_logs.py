@@ -75,3 +75,36 @@ def test_a_json_line_names_the_current_trace() -> None:
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="text, json"):
         formatter("yaml")
+
+
+def _uvicorn_access(args: tuple[object, ...]) -> tuple[str, str]:
+    """What uvicorn's own access formatter writes for ``args``, and logging's stderr."""
+    from uvicorn.logging import AccessFormatter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s'))
+    logger = logging.getLogger("test.uvicorn.access")
+    logger.handlers, logger.propagate = [handler], False
+    logger.setLevel(logging.INFO)
+    install_log_escaping(logger)
+    errors = io.StringIO()
+    raising, logging.raiseExceptions = logging.raiseExceptions, True
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("sys.stderr", errors)
+            logger.info('%s - "%s %s HTTP/%s" %d', *args)
+    finally:
+        logging.raiseExceptions = raising
+        logger.handlers = []
+    return stream.getvalue(), errors.getvalue()
+
+
+def test_uvicorns_access_lines_survive_the_escaping() -> None:
+    """Its formatter reads the fields from ``record.args``: the filter must leave them there."""
+    line, errors = _uvicorn_access(("127.0.0.1:5000", "GET", "/healthz", "1.1", 200))
+    assert errors == ""
+    assert line == '127.0.0.1:5000 - "GET /healthz HTTP/1.1" 200 OK\n'
+    line, errors = _uvicorn_access(("127.0.0.1:5000", "GET", "/a\x1b[31m\nb", "1.1", 404))
+    assert errors == ""
+    assert line == '127.0.0.1:5000 - "GET /a\\x1b[31m\\nb HTTP/1.1" 404 Not Found\n'
