@@ -14,6 +14,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from duetime.controls import IDENTIFIER_CONTROL
 from duetime.errors import InvalidInput
 from duetime.jsontext import json_text, load_json
 from duetime.model import JSON
@@ -30,8 +31,6 @@ MAX_PAYLOAD_DEPTH = 64
 """Arrays and objects nested deeper than this are refused: no reader recurses out of stack."""
 _TOO_DEEP = f"nests arrays and objects deeper than {MAX_PAYLOAD_DEPTH} levels"
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""C0, DEL, C1 and Unicode's line separators: refused in identifiers, which terminals show."""
 _NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 
@@ -158,9 +157,11 @@ def check_correlation_id(value: object, field: str = "correlation_id") -> str | 
 
 
 def check_identifier_text(value: str, field: str) -> str:
-    """An identifier: :func:`check_text`, and no control characters (a newline or an escape
-    sequence in a subject would reach every terminal that lists it)."""
-    if _CONTROL.search(value) is not None:
+    """An identifier: :func:`check_text`, and no control characters — C0 (tab too), DEL, C1,
+    U+2028 and U+2029 (a newline or an escape sequence in a subject would reach every terminal
+    that lists it). The one rule for every name a caller gives: keys, subjects, token names,
+    broker names."""
+    if IDENTIFIER_CONTROL.search(value) is not None:
         raise InvalidInput(field, "must not contain control characters")
     return check_text(value, field)
 

@@ -108,3 +108,15 @@ def test_uvicorns_access_lines_survive_the_escaping() -> None:
     line, errors = _uvicorn_access(("127.0.0.1:5000", "GET", "/a\x1b[31m\nb", "1.1", 404))
     assert errors == ""
     assert line == '127.0.0.1:5000 - "GET /a\\x1b[31m\\nb HTTP/1.1" 404 Not Found\n'
+
+
+def test_a_logged_traceback_keeps_its_lines_but_not_its_escape_sequences() -> None:
+    try:
+        raise ValueError("\x1b]0;pwned\x07\x1b[2J\x9b31m\u2028end")
+    except ValueError:
+        text = _logged("text", "handler failed", exc_info=True)
+    for raw in ("\x1b", "\x9b", "\u2028"):
+        assert raw not in text
+    assert "ValueError: \\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u2028end" in text
+    assert text.count("\n") >= 4
+    assert "\nTraceback (most recent call last):\n" in text
