@@ -20,7 +20,7 @@ from duetime.errors import DuetimeError, InvalidInput
 from duetime.model.tokens import ALL_NAMESPACES as ALL_NAMESPACES
 from duetime.model.tokens import TokenInfo as TokenInfo
 from duetime.store.parts import TokenStore as TokenStore
-from duetime.validation import check_namespace
+from duetime.validation import check_identifier_text, check_namespace
 
 TOKEN_PREFIX = "dt_"
 TOKEN_BYTES = 32
@@ -81,11 +81,12 @@ def check_token_namespaces(namespaces: Iterable[str]) -> tuple[str, ...]:
 
 
 def check_token_name(name: str | None) -> str | None:
+    """A label for ``tokens ls``: an identifier, as every name is (no control characters)."""
     if name is None:
         return None
-    if not name.strip() or len(name) > MAX_TOKEN_NAME or any(ord(ch) < 32 for ch in name):
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_TOKEN_NAME:
         raise InvalidInput("name", f"must be 1-{MAX_TOKEN_NAME} printable characters")
-    return name
+    return check_identifier_text(name, "name")
 
 
 def bearer_token(authorization: str | None) -> str:

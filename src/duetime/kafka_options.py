@@ -30,6 +30,7 @@ from typing import Any, Literal
 from duetime.destinations.base import Delivery, check_template
 from duetime.errors import InvalidInput
 from duetime.options import Option, check_env_name
+from duetime.validation import check_identifier_text
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
@@ -174,9 +175,9 @@ def check_choice(choices: tuple[str, ...]) -> Any:
 
 
 def check_text(value: object, field: str) -> str:
-    if not isinstance(value, str) or not value or any(ord(c) < 32 for c in value):
+    if not isinstance(value, str) or not value:
         raise InvalidInput(field, "expected a non-empty single-line string")
-    return value
+    return check_identifier_text(value, field)
 
 
 def check_client_config(value: object, field: str = "client_config") -> dict[str, Any]:

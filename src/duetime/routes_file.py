@@ -23,7 +23,6 @@ and optionally ``namespace`` (default: the namespace the process works in). Ever
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from duetime.destinations.config import DestinationSpec, parse_destinations
 from duetime.destinations.registry import build_destination
 from duetime.errors import InvalidInput
 from duetime.routes import HANDLER, check_pattern
-from duetime.validation import check_namespace
+from duetime.validation import check_namespace, parse_json_text
 
 _TOP = ("destinations", "routes")
 _ROUTE = ("namespace", "type", "to")
@@ -108,13 +107,7 @@ def _route(raw: object, path: str, destinations: Mapping[str, DestinationSpec]) 
 
 
 def routes_from_json(text: str) -> RoutesFile:
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(
-            "routes", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    return parse_routes_file(raw)
+    return parse_routes_file(parse_json_text(text, "routes"))
 
 
 def read_routes(value: str) -> RoutesFile:

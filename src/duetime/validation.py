@@ -14,6 +14,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from duetime.controls import IDENTIFIER_CONTROL
 from duetime.errors import InvalidInput
 from duetime.jsontext import json_text, load_json
 from duetime.model import JSON
@@ -29,9 +30,9 @@ MAX_ATTEMPTS_LIMIT = 1000
 MAX_PAYLOAD_DEPTH = 64
 """Arrays and objects nested deeper than this are refused: no reader recurses out of stack."""
 _TOO_DEEP = f"nests arrays and objects deeper than {MAX_PAYLOAD_DEPTH} levels"
+FILE_LINE_DEPTH = MAX_PAYLOAD_DEPTH + 1
+"""A ``--from-file`` line is an object around its payload: one level more."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""C0, DEL, C1 and Unicode's line separators: refused in identifiers, which terminals show."""
 _NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _TYPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 
@@ -158,9 +159,11 @@ def check_correlation_id(value: object, field: str = "correlation_id") -> str | 
 
 
 def check_identifier_text(value: str, field: str) -> str:
-    """An identifier: :func:`check_text`, and no control characters (a newline or an escape
-    sequence in a subject would reach every terminal that lists it)."""
-    if _CONTROL.search(value) is not None:
+    """An identifier: :func:`check_text`, and no control characters — C0 (tab too), DEL, C1,
+    U+2028 and U+2029 (a newline or an escape sequence in a subject would reach every terminal
+    that lists it). The one rule for every name a caller gives: keys, subjects, token names,
+    broker names."""
+    if IDENTIFIER_CONTROL.search(value) is not None:
         raise InvalidInput(field, "must not contain control characters")
     return check_text(value, field)
 
@@ -218,14 +221,14 @@ def encode_payload(
     return load_json(text), text
 
 
-def _too_deep(value: Any) -> bool:
-    """True when arrays and objects nest more than :data:`MAX_PAYLOAD_DEPTH` levels."""
+def _too_deep(value: Any, limit: int = MAX_PAYLOAD_DEPTH) -> bool:
+    """True when arrays and objects nest more than ``limit`` levels."""
     if not isinstance(value, dict | list | tuple):
         return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_PAYLOAD_DEPTH:
+        if depth > limit:
             return True
         children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
@@ -266,12 +269,29 @@ def _has_nul(value: Any) -> bool:
 
 def parse_payload_text(text: str, field: str = "payload") -> JSON:
     """A payload given as JSON text (CLI, files)."""
+    return parse_json_text(text, field)
+
+
+def parse_json_text(text: str, field: str, *, depth: int = MAX_PAYLOAD_DEPTH) -> Any:
+    """JSON text the CLI reads (``--payload``, a ``--from-file`` line, ``--routes``,
+    ``--sources``): one reader and one depth rule for all, InvalidInput naming ``field`` for
+    text that is not JSON or nests arrays and objects deeper than ``depth`` (a document that
+    wraps a payload allows the levels around it). Without the rule, JSON deep enough made the
+    reader, or whatever walks the value next, fail with a RecursionError traceback."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError:
-        raise InvalidInput(field, _TOO_DEEP) from None
+        raise InvalidInput(field, _too_deep_message(depth)) from None
     except json.JSONDecodeError as exc:
-        raise InvalidInput(field, f"is not valid JSON: {exc.msg} at position {exc.pos}") from exc
+        where = f"line {exc.lineno} column {exc.colno}" if "\n" in text else f"position {exc.pos}"
+        raise InvalidInput(field, f"is not valid JSON: {exc.msg} at {where}") from None
+    if text.count("[") + text.count("{") > depth and _too_deep(value, depth):
+        raise InvalidInput(field, _too_deep_message(depth))
+    return value
+
+
+def _too_deep_message(depth: int) -> str:
+    return f"nests arrays and objects deeper than {depth} levels"
 
 
 def check_max_attempts(value: object, field: str = "max_attempts") -> int:

@@ -6,6 +6,7 @@ it. Real requests with the headers a browser (or an attacker's rebinding page) w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +116,106 @@ def test_a_token_created_while_serving_turns_auth_on(tmp_path: Path) -> None:
             assert holder.post(TIMERS, json=BODY).status_code == 201
     finally:
         assert server.stop() == 0, server.log()
+
+
+SCHEDULES = "/v1/namespaces/default/schedules"
+
+
+def _schedule_and_timer(client: httpx.Client, name: str) -> None:
+    schedule = {"name": name, "type": "x", "cron": "0 9 * * *", "timezone": "UTC"}
+    assert client.post(SCHEDULES, json=schedule).status_code == 201
+    assert client.post(TIMERS, json={**BODY, "key": name}).status_code == 201
+
+
+def _untouched(client: httpx.Client, name: str) -> None:
+    assert client.get(f"{SCHEDULES}/{name}").json()["schedule"]["active"] is True
+    answer = client.get(f"{TIMERS}/{name}").json()
+    timer = answer.get("timer", answer)
+    assert timer["run_at"] == timer["due_at"], "the timer was made due now"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://127.0.0.1:9999"},  # another port of the same host: another site
+        {"Origin": "http://localhost:9999"},
+        {"Origin": "https://127.0.0.1"},
+        {"Sec-Fetch-Site": "same-site"},  # a browser that says so without an Origin
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Content-Type": "application/x-www-form-urlencoded"},  # an empty form post
+        {"Content-Type": "text/plain"},
+    ],
+    ids=lambda headers: "+".join(f"{k}={v}" for k, v in headers.items()),
+)
+def test_a_bodiless_request_from_another_origin_changes_nothing(
+    open_server: Server, headers: dict[str, str]
+) -> None:
+    """A page on another local port sent body-less POSTs: no pre-flight, no body type to check."""
+    name = "csrf-" + str(abs(hash(tuple(headers.items()))))
+    with open_server.client() as client:
+        _schedule_and_timer(client, name)
+        for path in (f"{SCHEDULES}/{name}/pause", f"{TIMERS}/{name}/run-now"):
+            answer = client.post(path, headers=headers)
+            assert answer.status_code in (403, 415), (path, answer.text)
+        assert client.delete(f"{TIMERS}/{name}", headers=headers).status_code in (403, 415)
+        _untouched(client, name)
+
+
+def test_the_dashboard_and_a_script_without_origin_still_change_things(
+    open_server: Server,
+) -> None:
+    own = {"Origin": f"http://127.0.0.1:{open_server.port}", "Sec-Fetch-Site": "same-origin"}
+    with open_server.client() as client:
+        _schedule_and_timer(client, "own-page")
+        assert client.post(f"{SCHEDULES}/own-page/pause", headers=own).status_code == 200
+        by_name = {"Origin": f"http://localhost:{open_server.port}", "Host": "localhost"}
+        by_name["Host"] += f":{open_server.port}"
+        assert client.post(f"{SCHEDULES}/own-page/resume", headers=by_name).status_code == 200
+        _schedule_and_timer(client, "curl")  # curl -X POST: no Origin, no body, no type
+        assert client.post(f"{SCHEDULES}/curl/pause").status_code == 200
+        assert client.post(f"{TIMERS}/curl/run-now").status_code == 200
+
+
+def test_revoking_the_last_token_keeps_the_api_protected(tmp_path: Path) -> None:
+    """Once protected, a database's API stays protected: only --no-auth opens it again."""
+    server = make_server(tmp_path)
+    server.start("--no-worker")
+    try:
+        token = server.create_token("default")
+        with server.client() as anonymous:
+            wait_for(lambda: anonymous.get(TIMERS).status_code == 401)
+        (listed,) = json.loads(server.cli("tokens", "ls", "--json").stdout)["items"]
+        revoked = server.cli("tokens", "revoke", str(listed["id"]))
+        assert revoked.returncode == 0, revoked.stderr
+        assert revoked.stdout.strip() == f"revoked token {listed['id']}; 0 active token(s) left"
+        assert "stays protected" in revoked.stderr
+        assert "--no-auth" in revoked.stderr
+    finally:
+        assert server.stop() == 0, server.log()
+    server.start("--no-worker")  # decides afresh from the database at start
+    try:
+        with server.client() as anonymous, server.client(token) as revoked_holder:
+            assert anonymous.get("/v1/info").json()["auth"] is True
+            assert anonymous.get(TIMERS).status_code == 401
+            assert anonymous.post(TIMERS, json=BODY).status_code == 401
+            assert revoked_holder.get(TIMERS).status_code == 401
+    finally:
+        assert server.stop() == 0, server.log()
+    server.start("--no-worker", "--no-auth")  # the operator says so explicitly
+    try:
+        with server.client() as anonymous:
+            assert anonymous.get(TIMERS).status_code == 200
+    finally:
+        assert server.stop() == 0, server.log()
+
+
+def test_tokens_revoke_says_how_many_are_left(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    server.create_token("default")
+    server.create_token("default")
+    first = server.cli("tokens", "revoke", "1", "--json")
+    assert json.loads(first.stdout)["active_tokens"] == 1
+    assert first.stderr == ""
+    second = server.cli("tokens", "revoke", "2")
+    assert second.stdout.strip() == "revoked token 2; 0 active token(s) left"
+    assert "401" in second.stderr

@@ -171,3 +171,55 @@ def test_usage_errors_are_exit_2(seeded: Cli) -> None:
     assert seeded("no-such-command").code == 2
     error = seeded.fails("ls", "--limit", "0", code=2)
     assert error["field"] == "limit"
+
+
+DEEP = "[" * 30_000 + "]" * 30_000
+"""Deeper than Python's parser recurses."""
+
+
+def _nested(levels: int) -> str:
+    """Arrays nested ``levels`` deep."""
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("depth", ["parser", "rule"])
+def test_a_deep_from_file_line_is_refused_like_a_deep_payload(
+    seeded: Cli, tmp_path: Path, depth: str
+) -> None:
+    payload = DEEP if depth == "parser" else _nested(65)  # one level past the payload's rule
+    line = '{"type": "greet", "delay": "P1D", "key": "deep", "payload": ' + payload + "}"
+    error = seeded.fails("schedule", "--from-file", "-", input=f"{line}\n", code=2)
+    assert error["field"].startswith("line 1"), error
+    assert "deeper than" in error["message"]
+    assert seeded.stored_keys() == ["seed"]
+
+
+def test_a_from_file_line_may_carry_a_payload_of_the_full_depth(seeded: Cli) -> None:
+    line = '{"type": "greet", "delay": "P1D", "key": "deep64", "payload": ' + _nested(64) + "}"
+    seeded.ok("schedule", "--from-file", "-", input=f"{line}\n")
+    assert "deep64" in seeded.stored_keys()
+
+
+@pytest.mark.parametrize("document", [DEEP, '{"routes": ' + _nested(70) + "}"])
+def test_deep_routes_are_refused_naming_routes(cli: Cli, tmp_path: Path, document: str) -> None:
+    routes = tmp_path / "routes.json"
+    routes.write_text(document)
+    inline = [document] if document.startswith("{") else []  # --routes '{…}' is the JSON
+    for value in (str(routes), *inline):
+        error = cli.fails("tick", "--routes", value, code=2)
+        assert error["field"] == "routes"
+        assert "deeper than 64 levels" in error["message"]
+
+
+@pytest.mark.parametrize("document", [DEEP, _nested(70)])
+def test_deep_sources_are_refused_naming_sources(
+    cli: Cli, app_module: str, tmp_path: Path, document: str
+) -> None:
+    sources = tmp_path / "sources.json"
+    sources.write_text(document)
+    error = cli.fails("worker", "--app", app_module, "--sources", str(sources), code=2)
+    assert error["field"] == "sources"
+    assert "deeper than 64 levels" in error["message"]
+    env = {"DUETIME_SOURCES": document}
+    env_error = cli.fails("worker", "--app", app_module, code=2, env=env)
+    assert env_error["field"] == "sources"

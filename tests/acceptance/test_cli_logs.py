@@ -83,3 +83,19 @@ def test_serve_logs_uvicorn_lines_as_json_too(tmp_path: Path) -> None:
     assert {"uvicorn.error", "uvicorn.access", "duetime.cli"} <= loggers, loggers
     assert any("Application startup complete" in r["message"] for r in records)
     assert any("/healthz" in r["message"] for r in records if r["logger"] == "uvicorn.access")
+
+
+def test_serve_access_log_in_text_is_one_line_a_request(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    try:
+        server.start("--no-worker", "--access-log")
+        for path in ("/healthz", "/v1/namespaces/default/timers/a%1B%5B31m%0Ab"):
+            httpx.get(f"{server.base_url}{path}", timeout=5)
+    finally:
+        assert server.stop() == 0, server.log()
+    log = server.log()
+    assert "Logging error" not in log
+    access = [line for line in log.splitlines() if '"GET /' in line]
+    assert access[-2].endswith('"GET /healthz HTTP/1.1" 200 OK'), log
+    assert access[-1].endswith('/timers/a%1B%5B31m%0Ab HTTP/1.1" 404 Not Found'), log
+    assert "\x1b" not in log

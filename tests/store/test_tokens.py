@@ -26,7 +26,7 @@ def tokens(store: Store) -> TokenStore:
 
 
 async def test_a_new_store_has_no_tokens(store: Store) -> None:
-    assert await tokens(store).has_active_tokens() is False
+    assert await tokens(store).has_issued_tokens() is False
     assert await tokens(store).list_tokens(include_revoked=True) == []
 
 
@@ -41,7 +41,7 @@ async def test_create_and_find_by_hash(store: Store) -> None:
     assert info.last_used_at is None
     assert await token_store.find_token(hash_token(secret)) == info
     assert await token_store.find_token(hash_token(generate_token())) is None
-    assert await token_store.has_active_tokens() is True
+    assert await token_store.has_issued_tokens() is True
 
 
 async def test_issue_stores_only_the_hash_and_authenticates(store: Store) -> None:
@@ -78,7 +78,7 @@ async def test_revoke_at_once_then_conflict_and_unknown_ids(store: Store) -> Non
     assert revoked.revoked_at == later
     assert not revoked.active
     assert await token_store.find_token(hash_token(secret)) is None
-    assert await token_store.has_active_tokens() is False
+    assert await token_store.has_issued_tokens() is True  # the API stays protected
     with pytest.raises(Conflict) as conflict:
         await token_store.revoke_token(info.id, later)
     assert conflict.value.field == "id"

@@ -101,14 +101,14 @@ def test_sqlite_token_store_round_trip(db_url: str) -> None:
         await store.open()
         try:
             tokens = store.tokens
-            assert not await tokens.has_active_tokens()
+            assert not await tokens.has_issued_tokens()
             issued = await issue_token(
                 tokens, ["shop", "billing"], read_only=True, name="reports", now=NOW
             )
             assert issued.info.namespaces == ("billing", "shop")
             assert issued.info.read_only
             assert issued.info.name == "reports"
-            assert await tokens.has_active_tokens()
+            assert await tokens.has_issued_tokens()
 
             found = await authenticate(tokens, issued.secret)
             assert found.id == issued.info.id
@@ -130,7 +130,7 @@ def test_sqlite_token_store_round_trip(db_url: str) -> None:
                 await tokens.revoke_token(999, NOW)
             assert await tokens.list_tokens() == []
             assert len(await tokens.list_tokens(include_revoked=True)) == 1
-            assert not await tokens.has_active_tokens()
+            assert await tokens.has_issued_tokens()  # protected once, protected still
         finally:
             await store.close()
         path = Path(db_url[len("sqlite:///") :])

@@ -75,3 +75,48 @@ def test_a_json_line_names_the_current_trace() -> None:
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="text, json"):
         formatter("yaml")
+
+
+def _uvicorn_access(args: tuple[object, ...]) -> tuple[str, str]:
+    """What uvicorn's own access formatter writes for ``args``, and logging's stderr."""
+    from uvicorn.logging import AccessFormatter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s'))
+    logger = logging.getLogger("test.uvicorn.access")
+    logger.handlers, logger.propagate = [handler], False
+    logger.setLevel(logging.INFO)
+    install_log_escaping(logger)
+    errors = io.StringIO()
+    raising, logging.raiseExceptions = logging.raiseExceptions, True
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("sys.stderr", errors)
+            logger.info('%s - "%s %s HTTP/%s" %d', *args)
+    finally:
+        logging.raiseExceptions = raising
+        logger.handlers = []
+    return stream.getvalue(), errors.getvalue()
+
+
+def test_uvicorns_access_lines_survive_the_escaping() -> None:
+    """Its formatter reads the fields from ``record.args``: the filter must leave them there."""
+    line, errors = _uvicorn_access(("127.0.0.1:5000", "GET", "/healthz", "1.1", 200))
+    assert errors == ""
+    assert line == '127.0.0.1:5000 - "GET /healthz HTTP/1.1" 200 OK\n'
+    line, errors = _uvicorn_access(("127.0.0.1:5000", "GET", "/a\x1b[31m\nb", "1.1", 404))
+    assert errors == ""
+    assert line == '127.0.0.1:5000 - "GET /a\\x1b[31m\\nb HTTP/1.1" 404 Not Found\n'
+
+
+def test_a_logged_traceback_keeps_its_lines_but_not_its_escape_sequences() -> None:
+    try:
+        raise ValueError("\x1b]0;pwned\x07\x1b[2J\x9b31m\u2028end")
+    except ValueError:
+        text = _logged("text", "handler failed", exc_info=True)
+    for raw in ("\x1b", "\x9b", "\u2028"):
+        assert raw not in text
+    assert "ValueError: \\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u2028end" in text
+    assert text.count("\n") >= 4
+    assert "\nTraceback (most recent call last):\n" in text

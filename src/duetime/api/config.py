@@ -19,7 +19,7 @@ DEFAULT_PORT = 8080
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
-    """Settings of one API process; ``auth=None`` means on when any token exists."""
+    """Settings of one API process; ``auth=None`` means on once any token has been created."""
 
     core: Settings
     auth: bool | None = None

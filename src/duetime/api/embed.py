@@ -127,8 +127,8 @@ def mount(
     ``lifespan`` (default) starts duetime before the parent's own startup code and stops it
     after its shutdown code, so both may schedule timers. With ``lifespan=False`` enter the
     returned :meth:`Embedded.lifespan` in your own lifespan, where your handlers need it.
-    ``auth`` is as ``duetime serve --auth`` (None: on while any token exists). With auth off,
-    only requests whose ``Host`` (and a browser's ``Origin``) is in ``allowed_hosts`` are
+    ``auth`` is as ``duetime serve --auth`` (None: on once any token has been created). With
+    auth off, only requests whose ``Host`` (and a browser's ``Origin``) is in ``allowed_hosts`` are
     answered, loopback names by default, against DNS rebinding and cross-site requests (see
     guard.py): add the names your site is reached by, or None to answer any.
     """

@@ -40,7 +40,8 @@ router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["live"])
 async def live(app: ReadApp, service: ServiceDep, request: Request) -> StreamingResponse:
     """``event: changed`` (data: a counter) at most once a second; re-read what you show.
     The database's clock of changes is shared by every namespace, so a change in another
-    namespace may say ``changed`` too."""
+    namespace may say ``changed`` too: a listener learns that something was written, never
+    where or what (a marker per namespace would put every write of a namespace on one row)."""
     changes = service.changes
 
     async def stream() -> AsyncIterator[str]:

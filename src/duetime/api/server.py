@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from uvicorn.config import LOGGING_CONFIG
 
 from duetime import eventloop
+from duetime.api.http_limits import HEAD_TIMEOUT, http_protocol
 from duetime.controls import install_log_escaping
 
 SHUTDOWN_TIMEOUT = 10
@@ -57,6 +58,7 @@ def run(
     access_log: bool,
     root_path: str = "",
     json_logs: bool = False,
+    head_timeout: float = HEAD_TIMEOUT,
 ) -> None:
     """Serve until SIGTERM/SIGINT, then stop without dropping work.
 
@@ -64,8 +66,10 @@ def run(
     in-flight handlers finish within the shutdown grace) and closes the store. With
     ``root_path`` is the prefix a reverse proxy strips (uvicorn's ``--root-path``). With
     ``json_logs`` uvicorn's loggers keep no handlers of their own: their records reach the
-    root logger's JSON handler like duetime's.
+    root logger's JSON handler like duetime's. A request's head is bounded in size, lines and
+    ``head_timeout`` seconds (:mod:`duetime.api.http_limits`).
     """
+    protocol, max_head = http_protocol(head_timeout)
     config = uvicorn.Config(
         api,
         host=host,
@@ -77,6 +81,8 @@ def run(
         lifespan="on",
         server_header=False,
         timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
+        http=protocol,
+        h11_max_incomplete_event_size=max_head,
     )
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):  # set up by uvicorn.Config
         install_log_escaping(logging.getLogger(name))

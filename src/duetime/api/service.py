@@ -32,7 +32,7 @@ log = logging.getLogger("duetime.api")
 TOUCH_EVERY = 60.0
 """Seconds between two ``last_used_at`` writes for one token (a write per request is waste)."""
 AUTH_TTL = 2.0
-"""Seconds the answer "does any active token exist?" is reused: a token created while the
+"""Seconds the answer "was any token ever issued?" is reused: a token created while the
 server runs turns auth on within this long, without a restart."""
 COUNTS_TTL = 2.0
 """Seconds a scrape's pending/dead snapshot is reused, so dashboards polling do not pile up."""
@@ -158,18 +158,20 @@ class Service:
         if wanted:
             return True
         self._auth_at = asyncio.get_running_loop().time()
-        return await self.tokens.has_active_tokens()
+        return await self.tokens.has_issued_tokens()
 
     # -- helpers for requests ---------------------------------------------------------------
     async def auth_required(self) -> bool:
-        """Whether a request needs a token. Forced on or off by the settings; otherwise on
-        while any active token exists, re-read at most every :data:`AUTH_TTL` seconds."""
+        """Whether a request needs a token. Forced on or off by the settings; otherwise on once
+        any token has been issued, and still on after the last one is revoked (revoking must
+        never open the API to anyone: only ``auth=False``, ``--no-auth``, does that), re-read
+        at most every :data:`AUTH_TTL` seconds."""
         if self.settings.auth is not None or self.tokens is None:
             return self.auth
         now = asyncio.get_running_loop().time()
         if now - self._auth_at >= AUTH_TTL:
             self._auth_at = now
-            self.auth = await self.tokens.has_active_tokens()
+            self.auth = await self.tokens.has_issued_tokens()
         return self.auth
 
     async def touch(self, token: TokenInfo) -> None:

@@ -7,7 +7,6 @@ Every line is checked before anything is written, so one bad line (named in the 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -19,6 +18,7 @@ from duetime.cli import output
 from duetime.errors import DuetimeError, InvalidInput
 from duetime.model import NewTimer, OnConflict
 from duetime.requests import TimerRequest
+from duetime.validation import FILE_LINE_DEPTH, parse_json_text
 
 BATCH_SIZE = 1000
 
@@ -51,12 +51,7 @@ def validate(app: AsyncApp, lines: Iterable[tuple[int, str]]) -> list[NewTimer]:
     """Every line as a storable timer, or InvalidInput naming the first bad line and field."""
     timers: list[NewTimer] = []
     for number, line in lines:
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(
-                f"line {number}", f"is not valid JSON: {exc.msg} at column {exc.colno}"
-            ) from exc
+        data = parse_json_text(line.rstrip("\r\n"), f"line {number}", depth=FILE_LINE_DEPTH)
         try:
             request = TimerRequest.from_dict(data)
             timers.extend(app.prepare([request]))

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from duetime.controls import escape_controls
+from duetime.controls import escape_controls, escape_json_controls
 from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
 from duetime.model import JSON, Attempt, Node, PutResult, Timer
 
@@ -67,9 +67,15 @@ def exit_code(error: DuetimeError) -> int:
     return EXIT_ERROR
 
 
+def json_line(document: JSON) -> str:
+    """A JSON document as one line a terminal shows as it is: every control character escaped
+    (JSON leaves DEL, C1 and the Unicode line separators raw)."""
+    return escape_json_controls(json.dumps(document, ensure_ascii=False))
+
+
 def emit_json(document: JSON) -> None:
     """One JSON document on stdout (plain text: no Rich markup, wrapping or colour)."""
-    sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_line(document) + "\n")
     sys.stdout.flush()
 
 
@@ -84,11 +90,11 @@ def report_error(
 ) -> None:
     if as_json:
         document = {"code": code, "message": message, "field": field}
-        sys.stderr.write(json.dumps(document, ensure_ascii=False) + "\n")
+        sys.stderr.write(json_line(document) + "\n")
     else:
         sys.stderr.write(error_line(code, message, field) + "\n")
         if hint:
-            sys.stderr.write(hint + "\n")
+            sys.stderr.write(escape_controls(hint) + "\n")
     sys.stderr.flush()
 
 
@@ -230,7 +236,7 @@ def print_last_traceback(console: Console, attempts: Sequence[Attempt]) -> None:
     last = failed[-1]
     earlier = f" ({len(failed) - 1} earlier in --json)" if len(failed) > 1 else ""
     console.print(f"traceback of attempt {last.number}{earlier}:", style="bold")
-    console.out(last.traceback or "", end="")
+    console.out(escape_controls(last.traceback or "", keep_lines=True), end="")
 
 
 def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:

@@ -15,6 +15,7 @@ from duetime.api import ApiSettings, create_api, server
 from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
 from duetime.api.embed import mount_path, rebuilt_on
 from duetime.api.guard import allowed_hosts_for
+from duetime.api.http_limits import HEAD_TIMEOUT
 from duetime.app import AsyncApp, Store, create_store
 from duetime.cli.context import config, database_url_option, log_options
 from duetime.cli.worker import (
@@ -71,7 +72,7 @@ def routed_apps(
 
 
 def decide_auth(host: str, auth: bool | None) -> bool | None:
-    """``None`` (on when tokens exist) on loopback; always on for any other address."""
+    """``None`` (on once a token has been created) on loopback; always on for any other address."""
     if is_loopback(host):
         return auth
     if auth is False:
@@ -113,8 +114,8 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     "--auth/--no-auth",
     default=None,
     envvar="DUETIME_AUTH",
-    help="Require bearer tokens [env DUETIME_AUTH; default: on when tokens exist; always on "
-    "off loopback]",
+    help="Require bearer tokens [env DUETIME_AUTH; default: on once a token has been created, "
+    "even if revoked since; always on off loopback]",
 )
 @click.option(
     "--allowed-host",
@@ -134,6 +135,16 @@ def decide_auth(host: str, auth: bool | None) -> bool | None:
     "/docs then carry it [env DUETIME_ROOT_PATH]",
 )
 @click.option("--access-log/--no-access-log", default=False, help="Log every request.")
+@click.option(
+    "--head-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=HEAD_TIMEOUT,
+    show_default=True,
+    envvar="DUETIME_HEAD_TIMEOUT",
+    metavar="SECONDS",
+    help="Time a client has to send a request's headers; a slower one gets 408 "
+    "[env DUETIME_HEAD_TIMEOUT]",
+)
 @routes_option
 @sources_option
 @database_url_option()
@@ -147,6 +158,7 @@ def serve(
     allowed_hosts: tuple[str, ...],
     root_path: str,
     access_log: bool,
+    head_timeout: float,
     routes_spec: str | None,
     sources_spec: str | None,
 ) -> None:
@@ -195,6 +207,7 @@ def serve(
         access_log=access_log,
         root_path=root_path,
         json_logs=cfg.log_format == "json",
+        head_timeout=head_timeout,
     )
 
 

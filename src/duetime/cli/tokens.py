@@ -95,13 +95,25 @@ def list_tokens(include_revoked: bool) -> None:
 @database_url_option()
 @json_option
 def revoke(token_id: int) -> None:
-    """Revoke token ID at once (requests with it get 401 from then on)."""
+    """Revoke token ID at once (requests with it get 401 from then on).
 
-    async def action(app: AsyncApp) -> TokenInfo:
-        return await app.revoke_token(token_id)
+    Revoking the last token does not open the API: a server that turns auth on by tokens
+    keeps asking for one until a new token is created, or until it is served with --no-auth.
+    """
 
-    info = run_app(action)
+    async def action(app: AsyncApp) -> tuple[TokenInfo, int]:
+        info = await app.revoke_token(token_id)
+        return info, len(await app.list_tokens())
+
+    info, active = run_app(action)
     if config().json:
-        output.emit_json({"action": "revoked", **info.to_dict()})
-    else:
-        output.stdout().print(f"revoked token {info.id}")
+        output.emit_json({"action": "revoked", **info.to_dict(), "active_tokens": active})
+        return
+    output.stdout().print(f"revoked token {info.id}; {active} active token(s) left")
+    if active == 0:
+        output.stderr().print(
+            "No active token is left, and the API stays protected: every request now gets "
+            "401 until you create a token ('duetime tokens create --namespace NAME'). To open "
+            "it to anyone who can reach it, serve with --no-auth (DUETIME_AUTH=false).",
+            soft_wrap=True,
+        )

@@ -54,6 +54,7 @@ from duetime.handlers import Event
 from duetime.model import JSON, iso
 from duetime.ratelimit import Rate, check_burst, parse_rate
 from duetime.redaction import redact_url
+from duetime.validation import check_identifier_text
 
 ENVELOPE_VERSION = 1
 RESPONSE_LIMIT = 500
@@ -222,6 +223,7 @@ def check_template(value: object, field: str) -> str:
     """A subject/stream/routing-key template whose only placeholders are ``TEMPLATE_FIELDS``."""
     if not isinstance(value, str):
         raise InvalidInput(field, f"expected a string, got {type(value).__name__}")
+    check_identifier_text(value, field)
     try:
         parts = list(string.Formatter().parse(value))
     except ValueError as exc:

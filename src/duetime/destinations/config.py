@@ -67,6 +67,7 @@ from duetime.options import (
     split_spec,
 )
 from duetime.ratelimit import check_burst
+from duetime.validation import check_identifier_text
 
 Kind = Literal["webhook", "nats", "redis", "rabbitmq", "kafka"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -146,7 +147,7 @@ def check_exchange(value: object, field: str = "exchange") -> str:
     """An exchange name; ``""`` is the default exchange, which routes by queue name."""
     if not isinstance(value, str) or len(value.encode("utf-8")) > MAX_SHORTSTR:
         raise InvalidInput(field, f"expected an exchange name of at most {MAX_SHORTSTR} bytes")
-    return value
+    return check_identifier_text(value, field)
 
 
 def check_maxlen(value: object, field: str = "maxlen") -> int | None:

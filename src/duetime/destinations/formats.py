@@ -14,7 +14,8 @@ Every broker and webhook destination takes ``format``:
   ``Duetime-Correlation-Id`` when set).
 - ``{"template": {...}}``: a custom JSON envelope. Every string of the template that is exactly
   ``"{field}"`` becomes that field's value, typed (a number stays a number, the payload an
-  object); a string with placeholders among other text becomes text. Fields: ``id``, ``key``,
+  object); a string with placeholders among other text becomes text, where an absent value
+  (no ``subject``, a null payload field) is empty. Fields: ``id``, ``key``,
   ``namespace``, ``type``, ``payload``, ``payload.<name>[.<name>…]``, ``subject``,
   ``correlation_id``, ``attempt``, ``max_attempts``, ``delivery_id``, ``destination``,
   ``producer``, ``due_at``, ``fired_at``, ``emitted_at`` (ISO 8601) and ``due_at_ms``,
@@ -293,10 +294,18 @@ def _compile_text(text: str, field_path: str) -> Node:
                 out.append(piece)
             else:
                 value = piece(d, now)
-                out.append(value if isinstance(value, str) else json.dumps(value))
+                out.append(_as_text(value))
         return "".join(out)
 
     return render
+
+
+def _as_text(value: JSON) -> str:
+    """A value inside text: a string as it is, nothing (a missing subject, an event not yet
+    fired) as empty text — never the word ``null`` — and anything else as its JSON."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json.dumps(value, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ and :mod:`.kafka_source` (``duetime[kafka]``); this package imports no client un
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -39,6 +38,7 @@ from duetime.sources.base import (
     sleep_until_stopped,
 )
 from duetime.sources.config import SourceSpec, parse_sources
+from duetime.validation import parse_json_text
 from duetime.worker import Worker
 
 log = logging.getLogger("duetime.sources")
@@ -97,11 +97,7 @@ def build_sources(specs: Iterable[SourceSpec], app: AsyncApp) -> list[Source]:
 
 def sources_from_json(text: str, app: AsyncApp, path: str = "sources") -> list[Source]:
     """Sources from JSON text (a config file's content or ``DUETIME_SOURCES``)."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(path, f"is not valid JSON: {exc.msg} at position {exc.pos}") from None
-    return build_sources(parse_sources(raw, path).values(), app)
+    return build_sources(parse_sources(parse_json_text(text, path), path).values(), app)
 
 
 async def run_sources(app: AsyncApp, sources: Sequence[Source], stop: asyncio.Event) -> None:

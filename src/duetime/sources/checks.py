@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from duetime.errors import InvalidInput
+from duetime.validation import check_identifier_text
 
 _NATS_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
@@ -67,9 +68,7 @@ def check_plain(value: object, field: str, *, what: str) -> str:
     """A stream, group, consumer or field name: non-empty, one line, at most 255 characters."""
     if not isinstance(value, str) or not value or len(value) > 255:
         raise InvalidInput(field, f"expected a {what} name of 1-255 characters")
-    if any(ord(c) < 32 for c in value):
-        raise InvalidInput(field, f"{value!r} has control characters")
-    return value
+    return check_identifier_text(value, field)
 
 
 def check_start_id(value: object, field: str = "start_id") -> str:

@@ -292,7 +292,10 @@ class TokenStore(Protocol):
         """Record that the token was just used (callers throttle this write)."""
         ...
 
-    async def has_active_tokens(self) -> bool: ...
+    async def has_issued_tokens(self) -> bool:
+        """Whether any token was ever issued, revoked ones included: a database whose API was
+        once protected stays protected when its last token is revoked."""
+        ...
 
 
 class LimitStore(Protocol):

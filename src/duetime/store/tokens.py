@@ -136,6 +136,6 @@ class Tokens:
         if can_name_a_token(token_id):
             await self._run("touch_token", self._columns.stamp(token_id, now), True)
 
-    async def has_active_tokens(self) -> bool:
-        (row,) = await self._run("has_active_tokens", {}, False)
-        return bool(row["active"])
+    async def has_issued_tokens(self) -> bool:
+        (row,) = await self._run("has_issued_tokens", {}, False)
+        return bool(row["issued"])

@@ -31,8 +31,8 @@ def with_duetime(
     """``django`` with duetime's API at ``prefix``: ``api``, else one built from
     ``settings.DUETIME`` (no worker: that is ``manage.py duetime_worker``).
 
-    ``auth`` is as ``duetime serve --auth`` (None: on while any token exists). With auth off,
-    the API answers only requests whose ``Host`` (and a browser's ``Origin``) is in
+    ``auth`` is as ``duetime serve --auth`` (None: on once any token has been created). With
+    auth off, the API answers only requests whose ``Host`` (and a browser's ``Origin``) is in
     ``allowed_hosts`` — loopback names by default, against DNS rebinding: add the names your
     site is reached by, or None to answer any (Django's ALLOWED_HOSTS guards Django's part).
     """

@@ -23,5 +23,5 @@ RETURNING *
 -- name: touch_token
 UPDATE tokens SET last_used_at = %(now)s WHERE id = %(id)s
 
--- name: has_active_tokens
-SELECT EXISTS (SELECT 1 FROM tokens WHERE revoked_at IS NULL) AS active
+-- name: has_issued_tokens
+SELECT EXISTS (SELECT 1 FROM tokens) AS issued
