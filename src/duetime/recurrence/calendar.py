@@ -98,6 +98,37 @@ class Calendar:
         return _from_text(text)
 
 
+CALENDAR_FIELDS = (
+    "rrule",
+    "dtstart",
+    "exdates",
+    "rdates",
+    "holidays",
+    "holiday_dates",
+    "weekend",
+    "roll",
+    "feb29",
+)
+"""What a schedule takes besides ``timezone`` to define a calendar rule."""
+
+
+def calendar_fields(calendar: Calendar | None) -> dict[str, Any]:
+    """A schedule's JSON view of its calendar rule: every field None for cron and interval."""
+    if calendar is None:
+        return dict.fromkeys(CALENDAR_FIELDS)
+    return calendar.to_dict()
+
+
+def calendar_text(calendar: Calendar | None) -> str | None:
+    """A calendar rule as the stores keep it, or None."""
+    return None if calendar is None else calendar.to_text()
+
+
+def calendar_of(text: str | None) -> Calendar | None:
+    """A stored calendar rule read back, or None."""
+    return None if text is None else Calendar.from_text(text)
+
+
 @functools.lru_cache(maxsize=4096)
 def _from_text(text: str) -> Calendar:
     data = json.loads(text)
