@@ -395,7 +395,8 @@ def _years_later(wall: datetime) -> datetime:
 
 def calendar_walls(calendar: Calendar, zone: ZoneInfo) -> Iterator[datetime]:
     """Every wall time that fires, in order: the rule's (UNTIL in UTC applied) and the RDATEs,
-    without the EXDATEs, each on a business day (or dropped) when ``roll`` says so."""
+    each on a business day (or dropped) when ``roll`` says so; an EXDATE removes an occurrence
+    named by its own time or by the time it was rolled to."""
     until = calendar.parts.until
     until_at = until.value.replace(tzinfo=UTC) if until is not None and until.utc else None
     own = rule_walls(calendar)
@@ -417,6 +418,8 @@ def calendar_walls(calendar: Calendar, zone: ZoneInfo) -> Iterator[datetime]:
             if day is None:
                 continue
             wall = datetime.combine(day, wall.time())
+            if wall in excluded:  # the rolled time is what users see, and may exclude
+                continue
         if last is not None and wall <= last:
             continue  # rolled onto (or before) one already made: one firing
         last = wall
