@@ -366,20 +366,25 @@ def _dateutil(text: str, start: datetime) -> Iterator[datetime]:
         return
 
 
+def anniversary(day: date, year: int, feb29: Feb29 = "feb28") -> date | None:
+    """``day``'s anniversary in ``year``: 29 February in a common year is 28 February, 1 March
+    or none, as ``feb29`` says (a yearly schedule's rule, also for chains of one-shot timers)."""
+    try:
+        return day.replace(year=year)
+    except ValueError:
+        if feb29 == "skip":
+            return None
+        return date(year, 2, 28) if feb29 == "feb28" else date(year, 3, 1)
+
+
 def _leap_anniversaries(start: datetime, parts: RuleParts, feb29: Feb29) -> Iterator[datetime]:
     """29 February in leap years; 28 February or 1 March in the others (COUNT counts both)."""
     made = 0
     year = start.year
     while year <= 9999:
-        try:
-            wall = start.replace(year=year)
-        except ValueError:
-            wall = (
-                start.replace(year=year, day=28)
-                if feb29 == "feb28"
-                else start.replace(year=year, month=3, day=1)
-            )
-        yield wall
+        day = anniversary(start.date(), year, feb29)
+        assert day is not None  # feb29 is not "skip" here
+        yield datetime.combine(day, start.time())
         made += 1
         if parts.count is not None and made >= parts.count:
             return
