@@ -35,6 +35,7 @@ from duetime.validation import check_limit, check_on_conflict, check_type
 
 if TYPE_CHECKING:
     from duetime.services.materializer import Materializer
+    from duetime.services.tzdata_diff import ZoneMove
 
 _REVISE_TRIES = 20
 
@@ -390,6 +391,17 @@ class ScheduleMethods:
             if saved is not None:
                 return True, saved
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+
+    async def tzdata_diff(self, zoneinfo: str, *, count: int = 5) -> list[ZoneMove]:
+        """What the tz rules compiled in the folder ``zoneinfo`` would move: every pending
+        local-form timer and each schedule's next ``count`` occurrences (all namespaces: tz data
+        is the installation's). Nothing is changed."""
+        from duetime.services.tzdata_diff import tzdata_diff
+
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise InvalidInput("count", "must be a whole number from 1 to 1000")
+        await self.open()
+        return await tzdata_diff(self.schedules, zoneinfo, self.clock.now(), count)
 
     def materializer(self, **options: Any) -> Materializer:
         """A schedule materialiser for this app's namespace (``tick()`` or ``run(stop)``)."""
