@@ -21,6 +21,7 @@ from examples.birthday_greeter.greetings import (
     User,
     birthday_in,
     greeting_request,
+    greeting_year_from,
     is_still_birthday,
     next_greeting_year,
 )
@@ -49,7 +50,7 @@ Sender = Callable[[Greeting], None]
 
 
 def print_greeting(greeting: Greeting) -> None:
-    day = birthday_in(greeting.user.birth_date, greeting.year)
+    day = birthday_in(greeting.user.birth_date, greeting.year, greeting.user.feb29)
     print(f"{greeting.text} ({greeting.user.id}, {day}, {greeting.user.timezone})", flush=True)
 
 
@@ -70,7 +71,10 @@ def create_app(
         # this attempt is retried, the second call keeps the timer the first one stored.
         # (The async facade, app.core, runs on the worker's own event loop.)
         series = str(event.payload.get("series", ""))
-        await schedule_greeting(app.core, user, year + 1, series, fallback=digest(event.key))
+        following = greeting_year_from(
+            user, year + 1
+        )  # a skipped 29 February waits for a leap year
+        await schedule_greeting(app.core, user, following, series, fallback=digest(event.key))
         if not is_still_birthday(user, year, app.core.clock.now()):
             # The worker was down through the whole birthday: a greeting a day late reads
             # oddly, so skip it (next year's is scheduled). expires_after would not do here:

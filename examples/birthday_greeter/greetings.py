@@ -1,20 +1,20 @@
 """The birthday rules, with no I/O: which day, which instant, which key.
 
 A user is greeted at 09:00 wall-clock time in their own IANA zone on their birthday. Someone born
-on 29 February is greeted on 28 February in years without a 29 February: it is still their
-birthday month, and the greeting comes before their birthday rather than after it (the
-convention most countries use for legal age, e.g. the UK; New Zealand and Taiwan use 1 March).
+on 29 February is greeted, in years without a 29 February, as their ``feb29`` says, by
+duetime's own rule for leap-day anniversaries (:func:`duetime.anniversary`): on 28 February by
+default (still their birthday month, before rather than after it), on 1 March (New Zealand's and
+Taiwan's convention for legal age), or only in leap years (``skip``).
 """
 
 from __future__ import annotations
 
-import calendar
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from duetime import TimerRequest
+from duetime import TimerRequest, anniversary
 
 GREETING = "birthday.greeting"
 """The event type of a birthday greeting."""
@@ -30,14 +30,19 @@ class User:
     name: str
     birth_date: date
     timezone: str
+    feb29: str = "feb28"
+    """Born on 29 February: greeted in common years on ``feb28``, ``mar1``, or ``skip``ped."""
 
     def to_payload(self) -> dict[str, str]:
-        return {
+        payload = {
             "user_id": self.id,
             "name": self.name,
             "birth_date": self.birth_date.isoformat(),
             "timezone": self.timezone,
         }
+        if self.feb29 != "feb28":
+            payload["feb29"] = self.feb29
+        return payload
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> User:
@@ -46,14 +51,22 @@ class User:
             name=str(payload["name"]),
             birth_date=date.fromisoformat(str(payload["birth_date"])),
             timezone=str(payload["timezone"]),
+            feb29=str(payload.get("feb29", "feb28")),
         )
 
 
-def birthday_in(birth_date: date, year: int) -> date:
-    """The day the birthday falls on in ``year``: 29 February becomes 28 February off leap years."""
-    if birth_date.month == 2 and birth_date.day == 29 and not calendar.isleap(year):
-        return date(year, 2, 28)
-    return birth_date.replace(year=year)
+def birthday_in(birth_date: date, year: int, feb29: str = "feb28") -> date | None:
+    """The day the birthday falls on in ``year`` (None: a 29 February skipped in a common year)."""
+    if feb29 not in ("feb28", "mar1", "skip"):
+        raise ValueError(f"feb29 must be feb28, mar1 or skip, not {feb29!r}")
+    return anniversary(birth_date, year, feb29)  # type: ignore[arg-type]
+
+
+def greeting_year_from(user: User, year: int) -> int:
+    """The first year from ``year`` on with a birthday (a skipped 29 February has none)."""
+    while birthday_in(user.birth_date, year, user.feb29) is None:
+        year += 1
+    return year
 
 
 def greeting_key(user_id: str, year: int, series: str = "") -> str:
@@ -67,7 +80,10 @@ def greeting_key(user_id: str, year: int, series: str = "") -> str:
 
 def greeting_local_time(user: User, year: int) -> datetime:
     """The wall-clock time of the greeting (naive: it is read in the user's zone)."""
-    return datetime.combine(birthday_in(user.birth_date, year), GREETING_TIME)
+    day = birthday_in(user.birth_date, year, user.feb29)
+    if day is None:
+        raise ValueError(f"{user.id} has no birthday in {year}")
+    return datetime.combine(day, GREETING_TIME)
 
 
 def greeting_at(user: User, year: int) -> datetime:
@@ -77,9 +93,9 @@ def greeting_at(user: User, year: int) -> datetime:
 
 def next_greeting_year(user: User, now: datetime) -> int:
     """The first year whose greeting is still ahead of ``now`` (this year's, or next year's)."""
-    year = now.astimezone(ZoneInfo(user.timezone)).year
+    year = greeting_year_from(user, now.astimezone(ZoneInfo(user.timezone)).year)
     if greeting_at(user, year) <= now:
-        year += 1
+        year = greeting_year_from(user, year + 1)
     return year
 
 
@@ -101,4 +117,5 @@ def greeting_request(user: User, year: int, series: str = "") -> TimerRequest:
 
 def is_still_birthday(user: User, year: int, now: datetime) -> bool:
     """True while it is still the birthday in the user's zone (a late greeting is fine today)."""
-    return now.astimezone(ZoneInfo(user.timezone)).date() == birthday_in(user.birth_date, year)
+    today = now.astimezone(ZoneInfo(user.timezone)).date()
+    return today == birthday_in(user.birth_date, year, user.feb29)

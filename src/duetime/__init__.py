@@ -38,6 +38,7 @@ _NAMES = {
     "HANDLER": "duetime.routes",
     "Route": "duetime.routes",
     "ScheduleRequest": "duetime.schedules",
+    "anniversary": "duetime.recurrence.calendar",
     "App": "duetime.sync",
 }
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from duetime.handlers import Event
     from duetime.model import Attempt, Outcome, Page, PutResult, Schedule, Status, Timer
     from duetime.outcomes import Cancel, Dead, Retry, Snooze
+    from duetime.recurrence.calendar import anniversary
     from duetime.requests import TimerRequest
     from duetime.routes import HANDLER, Route
     from duetime.schedules import ScheduleRequest
@@ -93,4 +95,5 @@ __all__ = [
     "TimerRequest",
     "UnknownTimezone",
     "__version__",
+    "anniversary",
 ]

@@ -6,9 +6,9 @@ store, clock, namespace, settings and ``open()``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from duetime.clock import Clock
@@ -16,6 +16,7 @@ from duetime.config import Settings
 from duetime.errors import Conflict, InvalidInput, NotFound
 from duetime.model import JSON, OnConflict, Page, Schedule
 from duetime.model.schedules import NewSchedule
+from duetime.recurrence.calendar import CALENDAR_FIELDS
 from duetime.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
 from duetime.schedules import (
     UNSET,
@@ -34,6 +35,7 @@ from duetime.validation import check_limit, check_on_conflict, check_type
 
 if TYPE_CHECKING:
     from duetime.services.materializer import Materializer
+    from duetime.services.tzdata_diff import ZoneMove
 
 _REVISE_TRIES = 20
 
@@ -80,6 +82,15 @@ class ScheduleMethods:
         on_conflict: OnConflict = "update",
         overlap: str = "allow",
         catch_up_grace: str | int | float | timedelta = DEFAULT_CATCH_UP_GRACE,
+        rrule: str | None = None,
+        dtstart: str | datetime | None = None,
+        exdates: Sequence[str | datetime] | None = None,
+        rdates: Sequence[str | datetime] | None = None,
+        holidays: str | None = None,
+        holiday_dates: Sequence[str | date] | None = None,
+        weekend: str | Sequence[str] | None = None,
+        roll: str | None = None,
+        feb29: str = "feb28",
     ) -> tuple[ScheduleAction, Schedule]:
         """Create the schedule ``name``, or bring an existing one to this definition.
 
@@ -88,6 +99,12 @@ class ScheduleMethods:
         the stored schedule already had this definition). ``overlap`` says what an occurrence
         due while an earlier one is unfinished does (``allow`` | ``skip`` | ``buffer_one``);
         ``catch_up_grace`` how late one may be and still fire before ``catch_up`` decides.
+
+        ``rrule`` (instead of ``cron``/``every``) is an RFC 5545 recurrence rule from
+        ``dtstart``, a local time in ``timezone``; ``exdates``/``rdates`` remove and add local
+        times; ``holidays`` (``DE-BE``), ``holiday_dates``, ``weekend`` and ``roll``
+        (``skip`` | ``forward`` | ``backward``) keep it on business days; ``feb29`` says what
+        a yearly rule on 29 February does in common years (see docs/schedules.md).
         """
         request = ScheduleRequest(
             name=name,
@@ -106,6 +123,15 @@ class ScheduleMethods:
             max_attempts=max_attempts,
             overlap=overlap,
             catch_up_grace=catch_up_grace,
+            rrule=rrule,
+            dtstart=dtstart,
+            exdates=exdates,
+            rdates=rdates,
+            holidays=holidays,
+            holiday_dates=holiday_dates,
+            weekend=weekend,
+            roll=roll,
+            feb29=feb29,
         )
         (result,) = await self.add_schedules(
             [request], on_conflict=on_conflict, keep_active=active is None
@@ -210,10 +236,17 @@ class ScheduleMethods:
         active: bool | Unset = UNSET,
         overlap: str | Unset = UNSET,
         catch_up_grace: str | int | float | timedelta | Unset = UNSET,
+        rrule: str | Unset | None = UNSET,
+        dtstart: str | datetime | Unset | None = UNSET,
+        exdates: Sequence[str | datetime] | Unset | None = UNSET,
+        rdates: Sequence[str | datetime] | Unset | None = UNSET,
+        holidays: str | Unset | None = UNSET,
+        roll: str | Unset | None = UNSET,
+        feb29: str | Unset = UNSET,
     ) -> Schedule:
         """Change some fields (None clears an optional one); the next occurrence is recomputed.
 
-        Giving ``cron`` switches an interval schedule to cron and the other way round.
+        Giving ``cron``, ``every`` or ``rrule`` switches the schedule to that kind of rule.
         """
         changes: dict[str, Any] = {
             key: value
@@ -233,13 +266,23 @@ class ScheduleMethods:
                 "active": active,
                 "overlap": overlap,
                 "catch_up_grace": catch_up_grace,
+                "rrule": rrule,
+                "dtstart": dtstart,
+                "exdates": exdates,
+                "rdates": rdates,
+                "holidays": holidays,
+                "roll": roll,
+                "feb29": feb29,
             }.items()
             if value is not UNSET
         }
-        if changes.get("cron") is not None and "every" not in changes:
-            changes["every"] = None
-        if changes.get("every") is not None and "cron" not in changes:
-            changes["cron"] = None
+        kinds = ("cron", "every", "rrule")
+        for kind in kinds:
+            if changes.get(kind) is not None:
+                for other in kinds:
+                    changes.setdefault(other, None)
+        if changes.get("rrule", UNSET) is None:  # no longer a calendar rule
+            changes.update(dict.fromkeys(CALENDAR_FIELDS[1:]), feb29="feb28")
 
         def define(current: Schedule) -> ScheduleRequest:
             return replace(ScheduleRequest.of(current), **changes)
@@ -278,11 +321,34 @@ class ScheduleMethods:
         after: str | datetime | None = None,
         count: int = 5,
         schedule: str | None = None,
+        rrule: str | None = None,
+        dtstart: str | datetime | None = None,
+        exdates: Sequence[str | datetime] | None = None,
+        rdates: Sequence[str | datetime] | None = None,
+        holidays: str | None = None,
+        holiday_dates: Sequence[str | date] | None = None,
+        weekend: str | Sequence[str] | None = None,
+        roll: str | None = None,
+        feb29: str = "feb28",
     ) -> list[datetime]:
         """The next ``count`` occurrences (UTC) of a rule, or of the stored ``schedule``.
 
-        From ``after`` (default: now; for a stored schedule, its next occurrence on).
+        From ``after`` (default: now; for a stored schedule, its next occurrence on; for an
+        ``rrule``, its DTSTART on, DTSTART included when it matches).
         """
+        calendar = ScheduleRequest(
+            name="preview",
+            type="preview",
+            rrule=rrule,
+            dtstart=dtstart,
+            exdates=exdates,
+            rdates=rdates,
+            holidays=holidays,
+            holiday_dates=holiday_dates,
+            weekend=weekend,
+            roll=roll,
+            feb29=feb29,
+        ).calendar_options()
         stored = await self.get_schedule(schedule) if schedule is not None else None
         return preview_occurrences(
             stored,
@@ -296,6 +362,8 @@ class ScheduleMethods:
             after=after,
             count=count,
             now=self.clock.now(),
+            rrule=rrule,
+            calendar=calendar,
         )
 
     def _missing(self, name: str) -> NotFound:
@@ -323,6 +391,17 @@ class ScheduleMethods:
             if saved is not None:
                 return True, saved
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+
+    async def tzdata_diff(self, zoneinfo: str, *, count: int = 5) -> list[ZoneMove]:
+        """What the tz rules compiled in the folder ``zoneinfo`` would move: every pending
+        local-form timer and each schedule's next ``count`` occurrences (all namespaces: tz data
+        is the installation's). Nothing is changed."""
+        from duetime.services.tzdata_diff import tzdata_diff
+
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise InvalidInput("count", "must be a whole number from 1 to 1000")
+        await self.open()
+        return await tzdata_diff(self.schedules, zoneinfo, self.clock.now(), count)
 
     def materializer(self, **options: Any) -> Materializer:
         """A schedule materialiser for this app's namespace (``tick()`` or ``run(stop)``)."""

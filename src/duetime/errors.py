@@ -49,6 +49,12 @@ class InvalidCron(InvalidInput):
     code = "invalid_cron"
 
 
+class InvalidRrule(InvalidInput):
+    """An RFC 5545 recurrence rule that is malformed or never fires; the message names the part."""
+
+    code = "invalid_rrule"
+
+
 class NotFound(DuetimeError):
     code = "not_found"
 

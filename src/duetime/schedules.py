@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import enum
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Literal, cast
 
 from duetime.bounds import check_instant
-from duetime.errors import InvalidInput
+from duetime.errors import InvalidInput, InvalidRrule
 from duetime.model import JSON, Schedule, iso
 from duetime.model.schedules import DueSchedule
 from duetime.model.schedules import Materialized as Materialized
@@ -40,12 +41,13 @@ from duetime.recurrence import (
     parse_catch_up,
     parse_recurrence,
 )
+from duetime.recurrence.calendar import CALENDAR_FIELDS, Calendar
 from duetime.recurrence.overlap import (
     DEFAULT_CATCH_UP_GRACE,
     parse_catch_up_grace,
     parse_overlap,
 )
-from duetime.tzmath import is_aware
+from duetime.tzmath import is_aware, to_utc
 from duetime.validation import (
     check_max_attempts,
     check_payload,
@@ -74,7 +76,16 @@ class Unset(enum.Enum):
 
 UNSET = Unset.UNSET
 
-RULE_FIELDS = ("cron", "every", "timezone", "start_at", "end_at", "on_gap", "on_overlap")
+RULE_FIELDS = (
+    "cron",
+    "every",
+    "timezone",
+    "start_at",
+    "end_at",
+    "on_gap",
+    "on_overlap",
+    "calendar",
+)
 """Changing any of these starts the schedule afresh from now."""
 
 
@@ -137,7 +148,25 @@ def recurrence_of(schedule: Schedule | DueSchedule) -> Recurrence:
         cast(OnOverlap, schedule.on_overlap),
         start,
         schedule.end_at,
+        schedule.calendar,
     )
+
+
+def _listed(value: object) -> object:
+    """A list or tuple given as a tuple (hashable, so a batch's rules are cached); else as is."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _hashable(options: dict[str, object] | None) -> object:
+    return None if options is None else tuple(options.items())
+
+
+def _calendar_request(calendar: Calendar | None) -> dict[str, Any]:
+    """A stored calendar rule as the request fields that define it again."""
+    if calendar is None:
+        return {}
+    fields = calendar.to_dict()
+    return {name: fields[name] for name in CALENDAR_FIELDS}
 
 
 def anchor_for(now: datetime) -> datetime:
@@ -147,7 +176,8 @@ def anchor_for(now: datetime) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleRequest:
-    """Everything ``add_schedule(...)`` accepts; exactly one of ``cron`` and ``every``."""
+    """Everything ``add_schedule(...)`` accepts; exactly one of ``cron``, ``every`` and
+    ``rrule`` (whose DTSTART, EXDATEs, RDATEs, business days and 29 February policy follow)."""
 
     name: str
     type: str
@@ -165,6 +195,34 @@ class ScheduleRequest:
     max_attempts: int | None = None
     overlap: str = "allow"
     catch_up_grace: str | int | float | timedelta = DEFAULT_CATCH_UP_GRACE
+    rrule: str | None = None
+    dtstart: str | datetime | None = None
+    exdates: Sequence[str | datetime] | None = None
+    rdates: Sequence[str | datetime] | None = None
+    holidays: str | None = None
+    holiday_dates: Sequence[str | date] | None = None
+    weekend: str | Sequence[str] | None = None
+    roll: str | None = None
+    feb29: str = "feb28"
+
+    def calendar_options(self) -> dict[str, object] | None:
+        """What parse_calendar takes besides the rule; None (checked) without an rrule."""
+        options: dict[str, object] = {
+            "dtstart": self.dtstart,
+            "exdates": _listed(self.exdates),
+            "rdates": _listed(self.rdates),
+            "holidays": self.holidays,
+            "holiday_dates": _listed(self.holiday_dates),
+            "weekend": _listed(self.weekend),
+            "roll": self.roll,
+            "feb29": self.feb29,
+        }
+        if self.rrule is None:
+            for name, value in options.items():
+                if value is not None and not (name == "feb29" and value == "feb28"):
+                    raise InvalidInput(name, "only with rrule (an RFC 5545 recurrence rule)")
+            return None
+        return options
 
     @classmethod
     def from_dict(cls, data: Any, field_prefix: str = "") -> ScheduleRequest:
@@ -200,6 +258,7 @@ class ScheduleRequest:
             max_attempts=schedule.max_attempts,
             overlap=schedule.overlap,
             catch_up_grace=schedule.catch_up_grace,
+            **_calendar_request(schedule.calendar),
         )
 
     def _rule(
@@ -238,6 +297,10 @@ class ScheduleRequest:
         anchor_at = anchor_for(now)
         rule, next_at = self._rule(now, anchor_at, {} if rules is None else rules)
         if next_at is None and not allow_ended:
+            if rule.calendar is not None:
+                raise InvalidRrule(
+                    "rrule", "has no occurrence after now (COUNT, UNTIL or end_at ended it)"
+                )
             raise InvalidInput("end_at", "is past: the schedule has no occurrence after now")
         return NewSchedule(
             namespace=namespace,
@@ -268,6 +331,8 @@ def _resolve_rule(
         request.on_overlap,
         request.start_at,
         request.end_at,
+        request.rrule,
+        _hashable(request.calendar_options()),
         now,
     )
     try:
@@ -287,6 +352,8 @@ def _resolve_rule(
             start_at=parse_instant(request.start_at, "start_at"),
             end_at=parse_instant(request.end_at, "end_at"),
             now=now,
+            rrule=request.rrule,
+            calendar=request.calendar_options(),
         )
         found = rule, first_after(rule, anchor_at, now)
         if request.start_at is None:
@@ -323,7 +390,7 @@ def _known_rule(
         return None
     if rule is None:
         return None
-    if rule.cron is None:
+    if rule.every is not None:
         return rule, first_after(rule, anchor_at, now)
     known = _KNOWN_FIRSTS.get(fields)
     if known is not None and known[0] <= now < known[1]:
@@ -343,7 +410,7 @@ def _remember_rule(
         _KNOWN_FIRSTS.clear()
     with contextlib.suppress(TypeError):
         _KNOWN_RULES[fields] = rule
-        if rule.cron is not None and first is not None:
+        if rule.every is None and first is not None:
             _KNOWN_FIRSTS[fields] = (now, first)
 
 
@@ -388,6 +455,7 @@ def revise(
         catch_up=new.catch_up,
         on_gap=rule.on_gap,
         on_overlap=rule.on_overlap,
+        calendar=rule.calendar,
         max_attempts=new.max_attempts,
         active=new.active,
         overlap=new.overlap,
@@ -423,8 +491,14 @@ def preview_occurrences(
     after: str | datetime | None = None,
     count: int = 5,
     now: datetime,
+    rrule: str | None = None,
+    calendar: dict[str, object] | None = None,
 ) -> list[datetime]:
-    """The next ``count`` occurrences of a rule (or of ``stored``) after ``after``/now."""
+    """The next ``count`` occurrences of a rule (or of ``stored``) after ``after``/now.
+
+    A calendar rule without ``after`` lists from its DTSTART on (DTSTART itself included when
+    it matches, as RFC 5545 counts it), so a finished rule lists what it had.
+    """
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
         raise InvalidInput("count", "must be a whole number from 1 to 1000")
     since = parse_instant(after, "after")
@@ -435,7 +509,6 @@ def preview_occurrences(
                 return []
             since = stored.next_at - _TINY
         return occurrences(rule, since, count)
-    since = now if since is None else since
     rule = parse_recurrence(
         cron=cron,
         every=every,
@@ -444,8 +517,13 @@ def preview_occurrences(
         on_overlap=on_overlap,
         start_at=parse_instant(start_at, "start_at"),
         end_at=parse_instant(end_at, "end_at"),
-        now=since,
+        now=now if since is None else since,
+        rrule=rrule,
+        calendar=calendar,
     )
+    if since is None and rule.calendar is not None:
+        since = to_utc(rule.calendar.dtstart, rule.zone, "earlier") - _TINY
+    since = now if since is None else since
     if rule.every is not None and rule.start_at is None:
         rule = replace(rule, start_at=anchor_for(since))
     return occurrences(rule, since, count)

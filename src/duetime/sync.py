@@ -167,6 +167,7 @@ class App:
     resume_schedule = _blocking(AsyncApp.resume_schedule)
     delete_schedule = _blocking(AsyncApp.delete_schedule)
     preview = _blocking(AsyncApp.preview)
+    tzdata_diff = _blocking(AsyncApp.tzdata_diff)
     set_limit = _blocking(AsyncApp.set_limit)
     remove_limit = _blocking(AsyncApp.remove_limit)
     pause = _blocking(AsyncApp.pause)

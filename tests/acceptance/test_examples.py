@@ -139,6 +139,26 @@ def test_a_leap_day_birthday_is_greeted_on_28_february_in_other_years(
     assert outbox.keys == ["birthday:leap:2025", "birthday:leap:2026", "birthday:leap:2027"]
 
 
+def test_a_leap_day_birthday_on_1_march_or_only_in_leap_years(
+    greeter: Harness, outbox: Outbox
+) -> None:
+    march = User("march", "Mia", date(2000, 2, 29), "Pacific/Auckland", feb29="mar1")
+    leap_only = User("leaps", "Lou", date(2000, 2, 29), "Europe/London", feb29="skip")
+    assert birthday_in(march.birth_date, 2025, "mar1") == date(2025, 3, 1)
+    assert birthday_in(leap_only.birth_date, 2025, "skip") is None
+    add_user(greeter.app, march)
+    add_user(greeter.app, leap_only)
+    greeter.assert_scheduled(key="birthday:march:2025", due_at="2025-02-28T20:00:00Z")
+    greeter.assert_scheduled(key="birthday:leaps:2028", due_at="2028-02-29T09:00:00Z")
+    greeter.travel_to("2025-02-28T20:00:00Z")
+    greeter.run_due(fail_on_error=True)
+    assert outbox.keys == ["birthday:march:2025"]
+    greeter.assert_scheduled(key="birthday:march:2026", due_at="2026-02-28T20:00:00Z")
+    greeter.travel_to("2028-02-29T09:00:00Z")
+    greeter.run_due(fail_on_error=True)
+    greeter.assert_scheduled(key="birthday:leaps:2032", due_at="2032-02-29T09:00:00Z")
+
+
 def test_adding_a_user_twice_keeps_one_greeting_and_a_move_updates_it(greeter: Harness) -> None:
     add_user(greeter.app, ADA)
     assert add_user(greeter.app, ADA).action == "kept"  # the same request: nothing to change

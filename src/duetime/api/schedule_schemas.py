@@ -17,6 +17,8 @@ CatchUpName = Literal["latest", "all", "none"]
 OnGapName = Literal["run_after", "skip"]
 OnOverlapName = Literal["once", "both"]
 OverlapName = Literal["allow", "skip", "buffer_one"]
+RollName = Literal["skip", "forward", "backward"]
+Feb29Name = Literal["feb28", "mar1", "skip"]
 OVERLAP_HELP = (
     "An occurrence due while an earlier one is unfinished (not started, running or waiting "
     "for a retry): allow fires it, skip records it skipped, buffer_one fires it when the "
@@ -50,10 +52,32 @@ class _RuleFields(BaseModel):
     max_attempts: int | None = Field(None, ge=1, le=1000)
     overlap: OverlapName = Field("allow", description=OVERLAP_HELP)
     catch_up_grace: str | float = Field(60, examples=["PT5M", 300], description=GRACE_HELP)
+    rrule: str | None = Field(
+        None,
+        examples=["FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"],
+        description="Instead of cron/every: an RFC 5545 recurrence rule from dtstart",
+    )
+    dtstart: str | None = Field(
+        None, examples=["2027-01-29T17:00"], description="With rrule: local time in timezone"
+    )
+    exdates: list[str] | None = Field(None, description="Local times the rrule skips")
+    rdates: list[str] | None = Field(None, description="Local times added to the rrule")
+    holidays: str | None = Field(
+        None, examples=["DE-BE"], description="Public holidays: country or country-subdivision"
+    )
+    holiday_dates: list[str] | None = Field(None, description="Your own non-business dates")
+    weekend: list[str] | str | None = Field(None, examples=[["sat", "sun"]])
+    roll: RollName | None = Field(
+        None, description="An occurrence on a non-business day: skip, forward or backward"
+    )
+    feb29: Feb29Name = Field(
+        "feb28", description="A yearly rule on 29 February in common years: feb28, mar1, skip"
+    )
 
 
 class ScheduleBody(_RuleFields):
-    """Create a schedule, or bring an existing one to this definition: ``cron`` or ``every``."""
+    """Create a schedule, or bring an existing one to this definition: ``cron``, ``every`` or
+    ``rrule``."""
 
     name: str = Field(
         examples=["birthday:user-42"],
@@ -69,7 +93,16 @@ class ScheduleBody(_RuleFields):
     on_conflict: Literal["update", "keep", "error"] = "update"
 
 
-_NOT_NULL = ("type", "catch_up", "on_gap", "on_overlap", "active", "overlap", "catch_up_grace")
+_NOT_NULL = (
+    "type",
+    "catch_up",
+    "on_gap",
+    "on_overlap",
+    "active",
+    "overlap",
+    "catch_up_grace",
+    "feb29",
+)
 """Fields of a patch that cannot be cleared: null is refused, not read as "unchanged"."""
 
 
@@ -107,6 +140,13 @@ class SchedulePatch(BaseModel):
     active: bool | None = Field(None, description="false pauses, true resumes")
     overlap: OverlapName | None = Field(None, description=OVERLAP_HELP)
     catch_up_grace: str | float | None = Field(None, examples=["PT5M"], description=GRACE_HELP)
+    rrule: str | None = Field(None, examples=["FREQ=WEEKLY;BYDAY=MO"])
+    dtstart: str | None = Field(None, examples=["2027-01-04T09:00"])
+    exdates: list[str] | None = None
+    rdates: list[str] | None = None
+    holidays: str | None = Field(None, examples=["US-NY"])
+    roll: RollName | None = None
+    feb29: Feb29Name | None = None
 
 
 class ScheduleOut(BaseModel):
@@ -135,6 +175,15 @@ class ScheduleOut(BaseModel):
     created_at: str
     updated_at: str
     version: int
+    rrule: str | None
+    dtstart: str | None
+    exdates: list[str] | None
+    rdates: list[str] | None
+    holidays: str | None
+    holiday_dates: list[str] | None
+    weekend: list[str] | None
+    roll: str | None
+    feb29: str | None
 
 
 class OccurrenceOut(BaseModel):

@@ -17,9 +17,11 @@ from fastapi.responses import JSONResponse
 from duetime.api.deps import PrincipalDep, ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.schedule_schemas import (
     SCHEDULE_NAME_PATTERN,
+    Feb29Name,
     OnGapName,
     OnOverlapName,
     PreviewOut,
+    RollName,
     ScheduleBody,
     ScheduleChangedOut,
     ScheduleDeletedOut,
@@ -221,7 +223,7 @@ async def delete_schedule(app: WriteApp, name: Name) -> JSONResponse:
 
 @preview_router.get(
     "/v1/preview",
-    summary="The next occurrences of a cron or interval rule",
+    summary="The next occurrences of a cron, interval or RFC 5545 rule",
     response_model=PreviewOut,
     responses=errors(401, 422),
 )
@@ -239,8 +241,27 @@ async def preview(
     on_gap: OnGapName = "run_after",
     on_overlap: OnOverlapName = "once",
     count: Count = PREVIEW,
+    rrule: Annotated[str | None, Query(examples=["FREQ=MONTHLY;BYMONTHDAY=15,-1"])] = None,
+    dtstart: Annotated[str | None, Query(description="With rrule: local time")] = None,
+    exdate: Annotated[list[str] | None, Query(description="Local time to skip")] = None,
+    rdate: Annotated[list[str] | None, Query(description="Local time to add")] = None,
+    holidays: Annotated[str | None, Query(examples=["DE-BE"])] = None,
+    roll: RollName | None = None,
+    feb29: Feb29Name = "feb28",
 ) -> JSONResponse:
-    """Nothing is stored: try a rule (and its DST behaviour) before defining a schedule."""
+    """Nothing is stored: try a rule (and its DST behaviour) before defining a schedule. An
+    `rrule` without `after` lists from its `dtstart` on."""
+    calendar = ScheduleRequest(
+        name="preview",
+        type="preview",
+        rrule=rrule,
+        dtstart=dtstart,
+        exdates=exdate,
+        rdates=rdate,
+        holidays=holidays,
+        roll=roll,
+        feb29=feb29,
+    ).calendar_options()
     upcoming = await service.root.preview(
         cron,
         every=every,
@@ -251,9 +272,22 @@ async def preview(
         end_at=end_at,
         after=after,
         count=count,
+        rrule=rrule,
+        dtstart=dtstart,
+        exdates=exdate,
+        rdates=rdate,
+        holidays=holidays,
+        roll=roll,
+        feb29=feb29,
     )
     rule = parse_recurrence(
-        cron=cron, every=every, timezone=timezone, on_gap=on_gap, on_overlap=on_overlap
+        cron=cron,
+        every=every,
+        timezone=timezone,
+        on_gap=on_gap,
+        on_overlap=on_overlap,
+        rrule=rrule,
+        calendar=calendar,
     )
     return JSONResponse(
         {

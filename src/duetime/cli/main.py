@@ -29,6 +29,7 @@ from duetime.cli.limits import limits, pause, resume
 from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
+from duetime.cli.tzdata import tzdata
 from duetime.cli.worker import tick, worker
 from duetime.errors import DuetimeError
 from duetime.extras import server_missing
@@ -116,6 +117,7 @@ for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker
     cli.add_command(command)
 cli.add_command(schedules)
 cli.add_command(next_occurrences)
+cli.add_command(tzdata)
 cli.add_command(events)
 cli.add_command(prune)
 cli.add_command(namespaces)

@@ -15,6 +15,7 @@ import click
 from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.cli import output
+from duetime.cli.calendar_options import calendar_options, calendar_values
 from duetime.cli.context import common_options, config, run_app
 from duetime.cli.timers import parse_payload
 from duetime.model import JSON, OnConflict, Page, Schedule, iso
@@ -77,13 +78,14 @@ def rule_options(func: FC) -> FC:
 
 @click.group("schedules")
 def schedules() -> None:
-    """Recurring schedules: cron or fixed intervals in an IANA zone, each occurrence a timer."""
+    """Recurring schedules: cron, fixed intervals or RFC 5545 rules, each occurrence a timer."""
 
 
 @schedules.command("add")
 @click.argument("name")
 @click.argument("event_type", metavar="TYPE")
 @rule_options
+@calendar_options
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @click.option(
     "--on-conflict",
@@ -103,7 +105,8 @@ def add(
 ) -> None:
     """Create schedule NAME firing events of TYPE (or update it to this definition)."""
     data = parse_payload(payload)
-    given = {key: value for key, value in fields.items() if value is not None}
+    calendar = calendar_values(fields)
+    given = {key: value for key, value in fields.items() if value is not None} | calendar
 
     async def action(app: AsyncApp) -> tuple[ScheduleAction, Schedule]:
         return await app.add_schedule(
@@ -122,10 +125,12 @@ def add(
 @click.argument("name")
 @click.option("--type", "event_type", metavar="TYPE", help="The event type it fires.")
 @rule_options
+@calendar_options
 @common_options
 def update(name: str, event_type: str | None, payload: str | None, **fields: Any) -> None:
     """Change some fields of schedule NAME; its next occurrence is recomputed."""
-    changes = {key: value for key, value in fields.items() if value is not None}
+    calendar = calendar_values(fields)
+    changes = {key: value for key, value in fields.items() if value is not None} | calendar
     if event_type is not None:
         changes["type"] = event_type
     if payload is not None:
@@ -254,6 +259,7 @@ def remove(name: str) -> None:
 @click.option("--on-gap", type=click.Choice(ON_GAP), default="run_after", show_default=True)
 @click.option("--on-overlap", type=click.Choice(ON_OVERLAP), default="once", show_default=True)
 @click.option("--schedule", "schedule_name", metavar="NAME", help="A stored schedule's rule.")
+@calendar_options
 @common_options
 def next_occurrences(
     cron: str | None,
@@ -264,12 +270,16 @@ def next_occurrences(
     on_gap: str,
     on_overlap: str,
     schedule_name: str | None,
+    **fields: Any,
 ) -> None:
-    """Preview the next occurrences of a CRON expression (or --every, or --schedule NAME)."""
-    if schedule_name is not None and (cron is not None or every is not None):
-        raise click.UsageError("--schedule cannot be combined with CRON or --every")
-    if schedule_name is None and cron is None and every is None:
-        raise click.UsageError("give a CRON expression, --every or --schedule NAME")
+    """Preview the next occurrences of a CRON expression (or --every, --rrule, or --schedule
+    NAME). An --rrule without --after lists from its --dtstart on."""
+    calendar = calendar_values(fields)
+    rrule = calendar.get("rrule")
+    if schedule_name is not None and (cron is not None or every is not None or rrule):
+        raise click.UsageError("--schedule cannot be combined with CRON, --every or --rrule")
+    if schedule_name is None and cron is None and every is None and rrule is None:
+        raise click.UsageError("give a CRON expression, --every, --rrule or --schedule NAME")
 
     async def action(app: AsyncApp) -> tuple[list[datetime], str, str]:
         if schedule_name is not None:
@@ -284,9 +294,17 @@ def next_occurrences(
             on_overlap=on_overlap,
             after=after,
             count=count,
+            **calendar,
         )
+        options = {k: v for k, v in calendar.items() if k != "rrule"}
         rule = parse_recurrence(
-            cron=cron, every=every, timezone=timezone, on_gap=on_gap, on_overlap=on_overlap
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            on_gap=on_gap,
+            on_overlap=on_overlap,
+            rrule=rrule,
+            calendar=options if rrule is not None else None,
         )
         return upcoming, timezone, describe(rule)
 
@@ -322,6 +340,9 @@ def print_action(action: str, schedule: Schedule) -> None:
 
 
 def rule_text(schedule: Schedule) -> str:
+    if schedule.calendar is not None:
+        start = schedule.calendar.dtstart.isoformat()
+        return f"rrule {schedule.calendar.rrule} from {start} ({schedule.timezone})"
     if schedule.cron is not None:
         return f"cron {schedule.cron} ({schedule.timezone})"
     assert schedule.every is not None
@@ -344,7 +365,7 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
         ("catch_up_grace", f"{schedule.catch_up_grace.total_seconds():g}s"),
         ("overlap", schedule.overlap),
     ]
-    if schedule.cron is not None:
+    if schedule.cron is not None or schedule.calendar is not None:
         rows.append(("dst", f"on_gap={schedule.on_gap} on_overlap={schedule.on_overlap}"))
     optional = [
         ("subject", schedule.subject),

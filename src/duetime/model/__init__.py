@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
+from duetime.recurrence.calendar import Calendar, calendar_fields
+
 JSON = Any
 """A JSON-compatible value (dict, list, str, int, float, bool, None)."""
 
@@ -400,8 +402,9 @@ CatchUp = Literal["latest", "all", "none"]
 class Schedule:
     """A recurrence stored as data: each occurrence becomes an ordinary Timer.
 
-    Exactly one of ``cron`` and ``every`` is set. ``next_at`` is the next occurrence not yet
-    materialised (None once ``end_at`` is past: the schedule is finished); ``after_at`` is the
+    Exactly one of ``cron``, ``every`` and ``calendar`` is set. ``next_at`` is the next
+    occurrence not yet materialised (None once ``end_at`` is past or the rule has ended: the
+    schedule is finished); ``after_at`` is the
     instant through which every occurrence has been handled (fired or skipped by catch-up), so
     ``next_at`` is always the first occurrence after it. ``anchor_at`` is the grid of an
     interval without ``start_at``; ``last_at`` the last occurrence that became a timer.
@@ -435,6 +438,8 @@ class Schedule:
     ``buffer_one`` (see :mod:`duetime.recurrence.overlap`)."""
     catch_up_grace: timedelta = timedelta(seconds=60)
     """How late an occurrence may be and still fire; past it, ``catch_up`` decides."""
+    calendar: Calendar | None = None
+    """An RFC 5545 rule (with DTSTART, EXDATE, RDATE, business days) instead of cron/every."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in
@@ -465,4 +470,5 @@ class Schedule:
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "version": self.version,
+            **calendar_fields(self.calendar),
         }

@@ -16,6 +16,7 @@ from duetime.bounds import LATEST_AT
 from duetime.errors import AlreadyExists
 from duetime.model import JSON, CatchUp, Schedule
 from duetime.recurrence import Recurrence
+from duetime.recurrence.calendar import Calendar
 from duetime.recurrence.overlap import (
     BUFFERED,
     DEFAULT_CATCH_UP_GRACE,
@@ -79,6 +80,7 @@ class DueSchedule(NamedTuple):
     next_at: datetime | None
     after_at: datetime
     last_at: datetime | None
+    calendar: Calendar | None
 
 
 DUE_COLUMNS = DueSchedule._fields
@@ -242,6 +244,7 @@ def schedule_from_new(new: NewSchedule, id: int, now: datetime, version: int = 1
         version=version,
         overlap=new.overlap,
         catch_up_grace=new.catch_up_grace,
+        calendar=rule.calendar,
     )
 
 

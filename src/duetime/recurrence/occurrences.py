@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronsim import CronSim
 
+from duetime.recurrence.calendar import calendar_instants
 from duetime.recurrence.cron import cron_instants
 from duetime.recurrence.rule import CatchUpPolicy, Recurrence, parse_catch_up
 from duetime.tzmath import is_aware
@@ -26,7 +27,9 @@ def iter_occurrences(
     after = _utc(after, "after")
     if rec.start_at is not None and after < rec.start_at:
         after = rec.start_at - _TINY  # start_at itself is an occurrence when it matches
-    if rec.cron is not None:
+    if rec.calendar is not None:
+        source = calendar_instants(rec.calendar, rec.zone, after, rec.on_gap, rec.on_overlap)
+    elif rec.cron is not None:
         source = cron_instants(rec.expression, rec.zone, after, rec.on_gap, rec.on_overlap)
     else:
         source = _interval_instants(rec, after, anchor)
@@ -152,6 +155,9 @@ def describe(rec: Recurrence) -> str:
     """A short human summary, e.g. 'At 02:30 every day (America/New_York)'."""
     if rec.every is not None:
         text = f"Every {_span(rec.every)} of real time"
+    elif rec.calendar is not None:
+        text = f"RRULE {rec.calendar.rrule} from {rec.calendar.dtstart.isoformat()}"
+        text += f" ({rec.timezone})"
     else:
         try:
             text = CronSim(rec.expression, datetime(2000, 1, 1)).explain()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar, get_args
@@ -11,6 +12,7 @@ from cronsim import CronSim, CronSimError
 
 from duetime.durations import parse_duration
 from duetime.errors import InvalidCron, InvalidInput
+from duetime.recurrence.calendar import Calendar, parse_calendar
 from duetime.recurrence.cron import HORIZON_YEARS, OnGap, OnOverlap, cron_instants, is_fixed_time
 from duetime.tzmath import is_aware, load_zone, stored_zone
 
@@ -41,9 +43,9 @@ _T = TypeVar("_T", bound=str)
 class Recurrence:
     """A validated rule; build it with :func:`parse_recurrence`.
 
-    Exactly one of ``cron`` (as written, whitespace collapsed, an alias kept in lower case) and
-    ``every`` is set. ``start_at``/``end_at`` are UTC and inclusive. ``on_gap``/``on_overlap``
-    only change fixed-time cron jobs.
+    Exactly one of ``cron`` (as written, whitespace collapsed, an alias kept in lower case),
+    ``every`` and ``calendar`` (an RFC 5545 rule) is set. ``start_at``/``end_at`` are UTC and
+    inclusive. ``on_gap``/``on_overlap`` change fixed-time cron jobs and calendar rules.
     """
 
     cron: str | None
@@ -53,9 +55,12 @@ class Recurrence:
     on_overlap: OnOverlap = "once"
     start_at: datetime | None = None
     end_at: datetime | None = None
+    calendar: Calendar | None = None
 
     @property
-    def kind(self) -> Literal["cron", "interval"]:
+    def kind(self) -> Literal["cron", "interval", "calendar"]:
+        if self.calendar is not None:
+            return "calendar"
         return "cron" if self.cron is not None else "interval"
 
     @property
@@ -85,6 +90,8 @@ def parse_recurrence(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     now: datetime | None = None,
+    rrule: str | None = None,
+    calendar: Mapping[str, object] | None = None,
 ) -> Recurrence:
     """Check a user's rule and build the :class:`Recurrence`.
 
@@ -93,12 +100,19 @@ def parse_recurrence(
     expression has 5 fields or is an alias (``@daily``...). One that can never fire
     (``0 0 30 2 *``, or a wildcard job whose every match falls in a DST gap) is refused: it must
     fire within ``HORIZON_YEARS`` after ``start_at`` (else ``now``, else the current time).
+    An ``rrule`` takes its DTSTART, EXDATEs, RDATEs, business days and 29 February policy from
+    ``calendar`` (see :func:`duetime.recurrence.calendar.parse_calendar`).
     """
-    if cron is None and every is None:
-        raise InvalidInput("cron", "give either cron or every")
-    if cron is not None and every is not None:
-        raise InvalidInput("every", "give either cron or every, not both")
-    load_zone(timezone, "timezone")
+    given = [
+        name
+        for name, value in (("cron", cron), ("every", every), ("rrule", rrule))
+        if value is not None
+    ]
+    if not given:
+        raise InvalidInput("cron", "give one of cron, every or rrule")
+    if len(given) > 1:
+        raise InvalidInput(given[1], f"give only one of cron, every or rrule, not {given[0]} too")
+    zone = load_zone(timezone, "timezone")
     gap = _choice(on_gap, ON_GAP, "on_gap")
     overlap = _choice(on_overlap, ON_OVERLAP, "on_overlap")
     start = _instant(start_at, "start_at")
@@ -107,6 +121,9 @@ def parse_recurrence(
         raise InvalidInput("end_at", "must not be before start_at")
     if every is not None:
         return Recurrence(None, _parse_every(every), timezone, gap, overlap, start, end)
+    if rrule is not None:
+        cal = parse_calendar(rrule=rrule, zone=zone, **dict(calendar or {}))
+        return Recurrence(None, None, timezone, gap, overlap, start, end, cal)
     rec = Recurrence(_parse_cron_text(cron), None, timezone, gap, overlap, start, end)
     reference = start - _TINY if start is not None else _instant(now, "now")
     if reference is None:

@@ -97,6 +97,7 @@ class PlanCache:
             schedule.on_overlap,
             start,
             schedule.end_at,
+            schedule.calendar,
         )
         try:
             return self.rules[key]

@@ -32,6 +32,7 @@ from duetime.model.schedules import (
     stored_schedules,
     stranded,
 )
+from duetime.recurrence.calendar import Calendar, calendar_of, calendar_text
 from duetime.recurrence.overlap import gated
 from duetime.store.codec import dump_json
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
@@ -360,7 +361,14 @@ def _due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueS
     names = tuple(column.name for column in cursor.description or ())
     if names != DUE_COLUMNS:  # pragma: no cover - schedules.sql and the model disagree
         raise RuntimeError(f"lock_due_schedules returns {names}, not {DUE_COLUMNS}")
-    return DueSchedule._make
+
+    def due(values: Sequence[Any]) -> DueSchedule:
+        calendar = values[-1]
+        if calendar is None:
+            return DueSchedule._make(values)
+        return DueSchedule._make((*values[:-1], Calendar.from_text(calendar)))
+
+    return due
 
 
 def _new_batch_params(schedules: Sequence[NewSchedule], now: datetime) -> Row:
@@ -390,6 +398,7 @@ def _new_batch_params(schedules: Sequence[NewSchedule], now: datetime) -> Row:
         "anchor_ats": [new.anchor_at for new in schedules],
         "overlaps": [new.overlap for new in schedules],
         "catch_up_graces": [new.catch_up_grace for new in schedules],
+        "calendars": [calendar_text(rule.calendar) for rule in rules],
         "now": now,
     }
 
@@ -431,6 +440,7 @@ def _definition_params(schedule: Schedule) -> Row:
         "anchor_at": schedule.anchor_at,
         "overlap": schedule.overlap,
         "catch_up_grace": schedule.catch_up_grace,
+        "calendar": calendar_text(schedule.calendar),
     }
 
 
@@ -456,6 +466,7 @@ def schedule_from_row(row: Row) -> Schedule:
         after_at=row["after_at"],
         anchor_at=row["anchor_at"],
         last_at=row["last_at"],
+        calendar=calendar_of(row["calendar"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         version=row["version"],

@@ -8,22 +8,23 @@
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
-    updated_at, overlap, catch_up_grace
+    updated_at, overlap, catch_up_grace, calendar
 )
 SELECT namespace, name, type, payload::jsonb, subject, cron, every, timezone, start_at, end_at,
     catch_up, on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, %(now)s,
-    %(now)s, overlap, catch_up_grace
+    %(now)s, overlap, catch_up_grace, calendar
 FROM unnest(
     %(namespaces)b::text[], %(names)b::text[], %(types)b::text[], %(payloads)b::text[],
     %(subjects)b::text[], %(crons)b::text[], %(everys)b::interval[], %(timezones)b::text[],
     %(start_ats)b::timestamptz[], %(end_ats)b::timestamptz[], %(catch_ups)b::text[],
     %(on_gaps)b::text[], %(on_overlaps)b::text[], %(actives)b::boolean[],
     %(max_attempts)b::integer[], %(next_ats)b::timestamptz[], %(after_ats)b::timestamptz[],
-    %(anchor_ats)b::timestamptz[], %(overlaps)b::text[], %(catch_up_graces)b::interval[]
+    %(anchor_ats)b::timestamptz[], %(overlaps)b::text[], %(catch_up_graces)b::interval[],
+    %(calendars)b::text[]
 ) WITH ORDINALITY AS s (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, overlap,
-    catch_up_grace, n
+    catch_up_grace, calendar, n
 )
 ORDER BY n
 ON CONFLICT (namespace, name) DO NOTHING
@@ -49,7 +50,8 @@ SET type = %(type)s, payload = %(payload)s, subject = %(subject)s, cron = %(cron
     catch_up = %(catch_up)s, on_gap = %(on_gap)s, on_overlap = %(on_overlap)s,
     active = %(active)s, max_attempts = %(max_attempts)s, next_at = %(next_at)s,
     after_at = %(after_at)s, anchor_at = %(anchor_at)s, overlap = %(overlap)s,
-    catch_up_grace = %(catch_up_grace)s, updated_at = %(now)s, version = version + 1
+    catch_up_grace = %(catch_up_grace)s, calendar = %(calendar)s, updated_at = %(now)s,
+    version = version + 1
 WHERE id = %(id)s AND version = %(version)s
 RETURNING *
 
@@ -80,7 +82,7 @@ LIMIT %(limit)s
 -- the position, not the payload). The rows another worker is materialising right now (or
 -- whose buffered occurrence an ending one is releasing) are skipped, not waited on.
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
 FROM schedules
 WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
   AND (overlap = 'allow' OR next_at <= %(now)s)
@@ -96,7 +98,7 @@ FOR UPDATE SKIP LOCKED
 -- Only the range is a condition an index can serve: the rest is one expression (IS TRUE), so
 -- the planner cannot AND the range with every due row of schedules_due, window after window.
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
 FROM schedules
 WHERE id >= %(first_id)s AND id < %(stop_id)s
   AND (namespace = %(namespace)s AND active AND next_at <= %(horizon)s
@@ -283,7 +285,9 @@ SELECT
      WHERE status = 'scheduled' AND run_at < '9000-01-01 00:00:00+00') AS earliest
 
 -- name: schedules_after
-SELECT * FROM schedules WHERE id > %(after_id)s AND cron IS NOT NULL ORDER BY id
+SELECT * FROM schedules
+WHERE id > %(after_id)s AND (cron IS NOT NULL OR calendar IS NOT NULL)
+ORDER BY id
 LIMIT %(limit)s
 
 -- name: pending_local_timers

@@ -27,6 +27,7 @@ from duetime.model.schedules import (
     stored_schedules,
     stranded,
 )
+from duetime.recurrence.calendar import Calendar, calendar_of, calendar_text
 from duetime.recurrence.overlap import Fate, gated
 from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
@@ -314,6 +315,7 @@ def _due_rows(rows: Sequence[tuple[Any, ...]]) -> list[DueSchedule]:
             instant(next_at),
             cast(datetime, instant(after_at)),
             instant(last_at),
+            None if calendar is None else Calendar.from_text(calendar),
         )
         for (
             id,
@@ -333,6 +335,7 @@ def _due_rows(rows: Sequence[tuple[Any, ...]]) -> list[DueSchedule]:
             next_at,
             after_at,
             last_at,
+            calendar,
         ) in rows
     ]
 
@@ -464,6 +467,7 @@ def _definition_params(schedule: Schedule | NewSchedule) -> dict[str, Any]:
         "anchor_at": to_micros(schedule.anchor_at),
         "overlap": schedule.overlap,
         "catch_up_grace": _micros(schedule.catch_up_grace),
+        "calendar": calendar_text(rule.calendar),
     }
 
 
@@ -494,6 +498,7 @@ def schedule_from_row(row: sqlite3.Row) -> Schedule:
         after_at=from_micros(row["after_at"]),
         anchor_at=from_micros(row["anchor_at"]),
         last_at=maybe_from_micros(row["last_at"]),
+        calendar=calendar_of(row["calendar"]),
         created_at=from_micros(row["created_at"]),
         updated_at=from_micros(row["updated_at"]),
         version=row["version"],

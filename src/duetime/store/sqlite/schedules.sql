@@ -6,11 +6,11 @@
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
-    updated_at, overlap, catch_up_grace
+    updated_at, overlap, catch_up_grace, calendar
 ) VALUES (
     :namespace, :name, :type, :payload, :subject, :cron, :every, :timezone, :start_at, :end_at,
     :catch_up, :on_gap, :on_overlap, :active, :max_attempts, :next_at, :after_at, :anchor_at,
-    :now, :now, :overlap, :catch_up_grace
+    :now, :now, :overlap, :catch_up_grace, :calendar
 )
 ON CONFLICT (namespace, name) DO NOTHING
 
@@ -41,7 +41,8 @@ SET type = :type, payload = :payload, subject = :subject, cron = :cron, every = 
     timezone = :timezone, start_at = :start_at, end_at = :end_at, catch_up = :catch_up,
     on_gap = :on_gap, on_overlap = :on_overlap, active = :active, max_attempts = :max_attempts,
     next_at = :next_at, after_at = :after_at, anchor_at = :anchor_at, overlap = :overlap,
-    catch_up_grace = :catch_up_grace, updated_at = :now, version = version + 1
+    catch_up_grace = :catch_up_grace, calendar = :calendar, updated_at = :now,
+    version = version + 1
 WHERE id = :id AND version = :version
 RETURNING *
 
@@ -70,7 +71,7 @@ LIMIT :limit
 -- As due_schedules, but only what planning reads (model.schedules.DueSchedule: the rule and
 -- the position, not the payload).
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
 FROM schedules
 WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
   AND (overlap = 'allow' OR next_at <= :now)
@@ -81,7 +82,7 @@ LIMIT :limit
 -- due_rows within a range of ids, in id order: a backlog walked in the table's order (see
 -- Materializer.tick), a window's rows on neighbouring pages, not one page each.
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
 FROM schedules NOT INDEXED
 WHERE id >= :first_id AND id < :stop_id
   AND namespace = :namespace AND active = 1 AND next_at <= :horizon
@@ -203,7 +204,10 @@ WHERE timers.status = 'cancelled' AND timers.attempts = 0
   AND timers.schedule_id IS NOT excluded.schedule_id
 
 -- name: schedules_after
-SELECT * FROM schedules WHERE id > :after_id AND cron IS NOT NULL ORDER BY id LIMIT :limit
+SELECT * FROM schedules
+WHERE id > :after_id AND (cron IS NOT NULL OR calendar IS NOT NULL)
+ORDER BY id
+LIMIT :limit
 
 -- name: pending_local_timers
 SELECT * FROM timers

@@ -1,0 +1,134 @@
+"""RFC 5545 calendar schedules through REST and the CLI, as a user would define them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Cli
+from .test_api_schedules import NS, Api, api  # noqa: F401 - the fixture
+
+PAYROLL: dict[str, Any] = {
+    "name": "payroll",
+    "type": "payroll.run",
+    "rrule": "FREQ=MONTHLY;BYMONTHDAY=15,-1",
+    "dtstart": "2025-03-14T09:00",
+    "timezone": "Europe/Berlin",
+    "holidays": "DE-BE",
+    "roll": "backward",
+}
+
+
+def test_rest_defines_a_calendar_schedule_and_refuses_a_bad_rule(api: Api) -> None:  # noqa: F811
+    created = api.post(f"{NS}/schedules", PAYROLL)
+    assert created.status_code == 201, created.text
+    schedule = created.json()["schedule"]
+    assert schedule["rrule"] == "FREQ=MONTHLY;BYMONTHDAY=15,-1"
+    assert schedule["cron"] is None
+    assert schedule["holidays"] == "DE-BE"
+    assert schedule["next_at"] == "2025-03-14T08:00:00Z"  # the 15th is a Saturday
+    shown = api.get(f"{NS}/schedules/payroll", count=3).json()
+    assert [o["utc"] for o in shown["next"]] == [
+        "2025-03-14T08:00:00Z",
+        "2025-03-31T07:00:00Z",
+        "2025-04-15T07:00:00Z",
+    ]
+    bad = api.post(f"{NS}/schedules", {**PAYROLL, "name": "bad", "rrule": "FREQ=DAILY;BYSETPOS=1"})
+    assert bad.status_code == 422, bad.text
+    assert bad.json()["field"] == "rrule"
+    assert "BYSETPOS" in bad.json()["message"]
+    assert [s["name"] for s in api.get(f"{NS}/schedules").json()["items"]] == ["payroll"]
+    patched = api.patch(f"{NS}/schedules/payroll", {"exdates": ["2025-03-14T09:00"]})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["schedule"]["next_at"] == "2025-03-31T07:00:00Z"
+
+
+def test_rest_preview_of_an_rrule_starts_at_dtstart(api: Api) -> None:  # noqa: F811
+    answer = api.get(
+        "/v1/preview",
+        rrule="FREQ=DAILY;COUNT=3",
+        dtstart="2025-03-08T02:30",
+        timezone="America/New_York",
+        count=5,
+    )
+    assert answer.status_code == 200, answer.text
+    assert [o["utc"] for o in answer.json()["occurrences"]] == [
+        "2025-03-08T07:30:00Z",
+        "2025-03-09T07:30:00Z",
+        "2025-03-10T06:30:00Z",
+    ]
+
+
+def test_cli_next_previews_an_rrule_exactly(cli: Cli) -> None:
+    got = cli.ok(
+        "next",
+        "--rrule",
+        "FREQ=DAILY;COUNT=4",
+        "--dtstart",
+        "2025-03-08T02:30",
+        "--timezone",
+        "America/New_York",
+        "--exdate",
+        "2025-03-10T02:30",
+        "--rdate",
+        "2025-03-20T12:00",
+        "--count",
+        "10",
+    )
+    assert got["occurrences"] == [
+        {"utc": "2025-03-08T07:30:00Z", "local": "2025-03-08T02:30:00-05:00"},
+        {"utc": "2025-03-09T07:30:00Z", "local": "2025-03-09T03:30:00-04:00"},
+        {"utc": "2025-03-11T06:30:00Z", "local": "2025-03-11T02:30:00-04:00"},
+        {"utc": "2025-03-20T16:00:00Z", "local": "2025-03-20T12:00:00-04:00"},
+    ]
+    error = cli.fails(
+        "next",
+        "--rrule",
+        "FREQ=DAILY;COUNT=2;UNTIL=20300101T000000Z",
+        "--dtstart",
+        "2025-03-08T09:00",
+        "--count",
+        "3",
+        code=2,
+    )
+    assert error["field"] == "rrule"
+    assert "COUNT" in error["message"]
+
+
+def test_cli_schedules_add_with_rrule_and_refusal_stores_nothing(cli: Cli) -> None:
+    cli.ok("namespaces", "create", "default")
+    made = cli.ok(
+        "schedules",
+        "add",
+        "weekdays",
+        "standup",
+        "--rrule",
+        "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR",
+        "--dtstart",
+        "2030-01-07T09:00",
+        "--timezone",
+        "Asia/Tokyo",
+        "--exdate",
+        "2030-01-08T09:00",
+        "--holidays",
+        "JP",
+    )
+    schedule = made["schedule"]
+    assert schedule["rrule"] == "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"
+    assert schedule["exdates"] == ["2030-01-08T09:00:00"]
+    assert schedule["roll"] == "skip"
+    assert schedule["next_at"] == "2030-01-07T00:00:00Z"
+    error = cli.fails(
+        "schedules",
+        "add",
+        "bad",
+        "t",
+        "--rrule",
+        "FREQ=DAILY;BYWHEN=1",
+        "--dtstart",
+        "2030-01-07T09:00",
+        code=2,
+    )
+    assert error["field"] == "rrule"
+    assert "BYWHEN" in error["message"]
+    listed = cli.ok("schedules", "ls")
+    assert [s["name"] for s in listed["items"]] == ["weekdays"]

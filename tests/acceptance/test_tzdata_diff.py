@@ -1,0 +1,141 @@
+"""``duetime tzdata diff`` against a zoneinfo tree built with ``zic`` in which New York drops
+DST from 2030: exactly the timers and schedule occurrences that would move are listed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import Cli
+
+ZIC = shutil.which("zic") or "/usr/sbin/zic"
+
+# New York as today until 2030, then EST all year; Berlin as today (the EU rules since 1996).
+RULES = """
+Rule NYC 2007 max - Mar Sun>=8 2:00 1:00 D
+Rule NYC 2007 max - Nov Sun>=1 2:00 0 S
+Zone America/New_York -5:00 NYC E%sT 2030 Jan 1
+    -5:00 - EST
+Rule EU 1981 max - Mar lastSun 1:00u 1:00 S
+Rule EU 1996 max - Oct lastSun 1:00u 0 -
+Zone Europe/Berlin 1:00 EU CE%sT
+"""
+
+
+@pytest.fixture
+def no_dst_tree(tmp_path: Path) -> Path:
+    if not Path(ZIC).exists():
+        pytest.skip("zic is not installed (apt-get install tzdata's zic, or libc-bin)")
+    source = tmp_path / "rules.zi"
+    source.write_text(RULES)
+    tree = tmp_path / "zoneinfo"
+    subprocess.run([ZIC, "-d", str(tree), str(source)], check=True, capture_output=True)
+    return tree
+
+
+def test_diff_lists_exactly_what_the_new_rules_move(cli: Cli, no_dst_tree: Path) -> None:
+    summer_ny = cli.ok(
+        "schedule",
+        "t",
+        "--local",
+        "2031-07-01T09:00",
+        "--timezone",
+        "America/New_York",
+        "--key",
+        "summer-ny",
+    )
+    assert summer_ny["timer"]["due_at"] == "2031-07-01T13:00:00Z"
+    cli.ok(
+        "schedule",
+        "t",
+        "--local",
+        "2031-01-15T09:00",
+        "--timezone",
+        "America/New_York",
+        "--key",
+        "winter-ny",
+    )
+    cli.ok(
+        "schedule",
+        "t",
+        "--local",
+        "2031-07-01T09:00",
+        "--timezone",
+        "Europe/Berlin",
+        "--key",
+        "summer-berlin",
+    )
+    cli.ok("schedule", "t", "--at", "2031-07-01T13:00:00Z", "--key", "instant")
+    cli.ok(
+        "schedules",
+        "add",
+        "anniversary",
+        "t",
+        "--rrule",
+        "FREQ=YEARLY;COUNT=2",
+        "--dtstart",
+        "2031-06-15T09:00",
+        "--timezone",
+        "America/New_York",
+    )
+    cli.ok(
+        "schedules",
+        "add",
+        "berlin-daily",
+        "t",
+        "--rrule",
+        "FREQ=DAILY",
+        "--dtstart",
+        "2031-06-15T09:00",
+        "--timezone",
+        "Europe/Berlin",
+    )
+    cli.ok(
+        "schedules",
+        "add",
+        "ny-morning",
+        "t",
+        "--cron",
+        "0 9 * * *",
+        "--timezone",
+        "America/New_York",
+    )
+
+    report = cli.ok("tzdata", "diff", "--zoneinfo", str(no_dst_tree), "--count", "3")
+    moves = [(m["kind"], m["key"], m["local"], m["now_at"], m["then_at"]) for m in report["moves"]]
+    assert moves == [
+        (
+            "timer",
+            "summer-ny",
+            "2031-07-01T09:00:00",
+            "2031-07-01T13:00:00Z",
+            "2031-07-01T14:00:00Z",
+        ),
+        (
+            "schedule",
+            "schedule:anniversary:2031-06-15T13:00:00Z",
+            "2031-06-15T09:00:00",
+            "2031-06-15T13:00:00Z",
+            "2031-06-15T14:00:00Z",
+        ),
+        (
+            "schedule",
+            "schedule:anniversary:2032-06-15T13:00:00Z",
+            "2032-06-15T09:00:00",
+            "2032-06-15T13:00:00Z",
+            "2032-06-15T14:00:00Z",
+        ),
+    ]
+    assert {m["timezone"] for m in report["moves"]} == {"America/New_York"}
+    human = cli("tzdata", "diff", "--zoneinfo", str(no_dst_tree))
+    assert human.code == 0, human.stderr
+    assert "summer-ny" in human.stdout
+    assert "winter-ny" not in human.stdout
+
+
+def test_diff_refuses_a_folder_that_is_not_there(cli: Cli, tmp_path: Path) -> None:
+    error = cli.fails("tzdata", "diff", "--zoneinfo", str(tmp_path / "nope"), code=2)
+    assert error["field"] == "zoneinfo"

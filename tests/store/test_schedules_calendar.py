@@ -1,0 +1,179 @@
+"""RFC 5545 calendar schedules on each backend: stored durably, materialised by the same
+machinery as cron schedules, every occurrence once, COUNT / UNTIL / EXDATE honoured, DST edges
+resolved as RFC 5545 says (a gap time takes the offset before the gap)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from storekit import StoreFactory
+from test_schedules_materializer import all_timers, app_on, materializer, run_clock
+
+from duetime import FrozenClock
+from duetime.errors import InvalidInput, InvalidRrule
+from duetime.store import Store
+
+START = datetime(2025, 3, 7, 12, 0, tzinfo=UTC)
+NY = "America/New_York"
+
+
+async def test_calendar_schedule_survives_a_restart(store: Store, make_store: StoreFactory) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    action, made = await app.add_schedule(
+        "payroll",
+        "pay",
+        rrule="FREQ=MONTHLY;BYMONTHDAY=15,-1",
+        dtstart="2025-03-14T09:00",
+        timezone="Europe/Berlin",
+        holidays="DE-BE",
+        roll="backward",
+        exdates=["2025-04-15T09:00"],
+        rdates=["2025-04-01T12:00"],
+    )
+    assert action == "created"
+    assert made.cron is None
+    assert made.every is None
+    assert made.calendar is not None
+    assert made.next_at == datetime(2025, 3, 14, 8, 0, tzinfo=UTC)  # 15 Mar is a Saturday
+    await store.close()
+    again = app_on(await make_store(), clock)
+    stored = await again.get_schedule("payroll")
+    assert stored.calendar == made.calendar
+    assert stored.next_at == made.next_at
+    view = stored.to_dict()
+    assert view["rrule"] == "FREQ=MONTHLY;BYMONTHDAY=15,-1"
+    assert view["holidays"] == "DE-BE"
+    assert view["roll"] == "backward"
+    assert view["exdates"] == ["2025-04-15T09:00:00"]
+
+
+async def test_count_exdate_and_dst_edges_in_one_batch(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule(
+        "night",
+        "t",
+        rrule="FREQ=DAILY;COUNT=5",
+        dtstart="2025-03-08T02:30",
+        timezone=NY,
+        exdates=["2025-03-10T02:30"],
+        catch_up="all",
+    )
+    worker = materializer(app, batch_size=500)
+    clock.advance(timedelta(days=6))
+    await worker.tick(clock.now())
+    timers = [t for t in await all_timers(app) if t.status.value != "cancelled"]
+    assert [t.due_at for t in timers] == [
+        datetime(2025, 3, 8, 7, 30, tzinfo=UTC),  # 02:30 EST
+        datetime(2025, 3, 9, 7, 30, tzinfo=UTC),  # 02:30 does not exist: 03:30 EDT
+        datetime(2025, 3, 11, 6, 30, tzinfo=UTC),  # the 10th is an EXDATE
+        datetime(2025, 3, 12, 6, 30, tzinfo=UTC),  # COUNT=5 counts the EXDATE too
+    ]
+    assert (await app.get_schedule("night")).next_at is None
+    assert await worker.tick(clock.now() + timedelta(days=30)) == 0
+
+
+async def test_until_ends_the_schedule_compared_in_utc(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    # UNTIL 13:00Z is 08:00 EST: the 08:00 occurrence of the 9th (12:00Z, EDT) is in, the
+    # 10th's is not.
+    await app.add_schedule(
+        "u",
+        "t",
+        rrule="FREQ=DAILY;UNTIL=20250309T130000Z",
+        dtstart="2025-03-08T08:00",
+        timezone=NY,
+    )
+    worker = materializer(app)
+    await run_clock(
+        clock, START + timedelta(days=4), timedelta(hours=3), lambda: worker.tick(clock.now())
+    )
+    timers = await all_timers(app)
+    assert [t.due_at for t in timers] == [
+        datetime(2025, 3, 8, 13, 0, tzinfo=UTC),
+        datetime(2025, 3, 9, 12, 0, tzinfo=UTC),
+    ]
+    assert (await app.get_schedule("u")).next_at is None
+
+
+async def test_three_materializers_make_each_occurrence_once(
+    store: Store, make_store: StoreFactory
+) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    zones = ["America/New_York", "Europe/Berlin", "Asia/Tokyo", "Australia/Sydney"]
+    for i in range(20):
+        await app.add_schedule(
+            f"user-{i}",
+            "t",
+            rrule="FREQ=HOURLY;BYMINUTE=0,30",
+            dtstart="2025-03-07T00:00",
+            timezone=zones[i % len(zones)],
+        )
+    others = [app_on(await make_store(), clock) for _ in range(2)]
+    workers = [materializer(a, batch_size=7) for a in [app, *others]]
+
+    async def tick_all() -> None:
+        await asyncio.gather(*(w.tick(clock.now()) for w in workers))
+
+    end = START + timedelta(days=2)  # across New York's spring-forward night
+    await run_clock(clock, end, timedelta(minutes=20), tick_all)
+    timers = await all_timers(app)
+    assert len({t.key for t in timers}) == len(timers)
+    assert sum(w.created for w in workers) == len(timers)
+    per_schedule = {t.key.rsplit(":", 3)[0] for t in timers}
+    assert len(per_schedule) == 20
+    for i in range(20):
+        mine = [t for t in timers if t.key.startswith(f"schedule:user-{i}:")]
+        assert len(mine) >= 2 * 48, (i, len(mine))
+        instants = [t.due_at for t in mine]
+        assert instants == sorted(set(instants))
+
+
+@pytest.mark.parametrize(
+    ("fields", "part"),
+    [
+        ({"rrule": "FREQ=DAILY;BYFOO=1"}, "BYFOO"),
+        ({"rrule": "FREQ=MONTHLY;BYSETPOS=1"}, "BYSETPOS"),
+        ({"rrule": "FREQ=DAILY;COUNT=2;UNTIL=20300101T000000Z"}, "COUNT"),
+        ({"rrule": "FREQ=DAILY;UNTIL=20200101T000000Z"}, "UNTIL"),
+        ({"rrule": "FREQ=YEARLY;BYMONTH=4;BYMONTHDAY=31"}, "BYMONTHDAY"),
+    ],
+)
+async def test_bad_rules_store_nothing(store: Store, fields: dict[str, str], part: str) -> None:
+    app = app_on(store, FrozenClock(START))
+    with pytest.raises(InvalidRrule) as caught:
+        await app.add_schedule("bad", "t", dtstart="2025-03-08T09:00", timezone=NY, **fields)
+    assert caught.value.field == "rrule"
+    assert part in caught.value.message
+    page = await app.list_schedules()
+    assert page.items == []
+
+
+async def test_calendar_fields_need_an_rrule(store: Store) -> None:
+    app = app_on(store, FrozenClock(START))
+    with pytest.raises(InvalidInput) as caught:
+        await app.add_schedule("bad", "t", cron="0 9 * * *", dtstart="2025-03-08T09:00")
+    assert caught.value.field == "dtstart"
+    with pytest.raises(InvalidInput) as caught:
+        await app.add_schedule("bad", "t", cron="0 9 * * *", rrule="FREQ=DAILY")
+    assert caught.value.field == "rrule"
+
+
+async def test_switching_a_schedule_between_cron_and_rrule(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("s", "t", cron="0 9 * * *", timezone=NY)
+    switched = await app.update_schedule(
+        "s", rrule="FREQ=WEEKLY;BYDAY=MO", dtstart="2025-03-10T09:00"
+    )
+    assert switched.cron is None
+    assert switched.calendar is not None
+    assert switched.next_at == datetime(2025, 3, 10, 13, 0, tzinfo=UTC)
+    back = await app.update_schedule("s", cron="0 10 * * *")
+    assert back.calendar is None
+    assert back.cron == "0 10 * * *"
