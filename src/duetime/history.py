@@ -35,12 +35,13 @@ def event_filter(
     until: str | datetime | timedelta | None,
     now: datetime,
 ) -> EventFilter:
-    """Read a caller's filter; InvalidInput names ``type``, ``since`` or ``until``."""
+    """Read a caller's filter; InvalidInput names ``type``, ``since`` or ``until``.
+
+    ``until`` at or before ``since`` is an empty window, and lists nothing: each bound is
+    checked on its own, as a client that sends them (or a form that builds them) can."""
     pattern = None if type is None else check_pattern(type, "type")
     start = None if since is None else instant_or_ago(since, now, "since")
     end = None if until is None else instant_or_ago(until, now, "until")
-    if start is not None and end is not None and end <= start:
-        raise InvalidInput("until", "must be later than since")
     return EventFilter(pattern, start, end)
 
 

@@ -27,7 +27,8 @@ def timer_filter(
     due_until: Instant = None,
     now: datetime,
 ) -> TimerFilter:
-    """The :class:`TimerFilter` of these fields; InvalidInput names the first bad one."""
+    """The :class:`TimerFilter` of these fields; InvalidInput names the first bad one.
+    ``due_until`` at or before ``due_from`` is an empty range: it takes no timer."""
     if status is not None:
         try:
             status = Status(status)
@@ -41,8 +42,6 @@ def timer_filter(
         subject = check_subject(subject)
     start = None if due_from is None else instant_or_ago(due_from, now, "due_from")
     end = None if due_until is None else instant_or_ago(due_until, now, "due_until")
-    if start is not None and end is not None and end <= start:
-        raise InvalidInput("due_until", "must be later than due_from")
     return TimerFilter(subject, status, type, start, end)
 
 

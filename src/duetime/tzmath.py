@@ -82,6 +82,13 @@ def _load_zone_cached(name: str) -> ZoneInfo:
         return ZoneInfo.from_file(fobj, key=name)
 
 
+def zone_names() -> frozenset[str]:
+    """Every zone name this build knows: tzdata's index, else the system's zoneinfo."""
+    from zoneinfo import available_timezones
+
+    return _tzdata_zone_names() or frozenset(available_timezones())
+
+
 def _plausible_zone_name(name: str) -> bool:
     """Reject paths and control characters before anything touches the file system."""
     if not name or len(name) > _MAX_ZONE_NAME or name != name.strip():

@@ -294,7 +294,15 @@ def _too_deep_message(depth: int) -> str:
     return f"nests arrays and objects deeper than {depth} levels"
 
 
+def whole_number(value: object) -> object:
+    """``3.0`` as ``3``: JSON has one number type, and JSON Schema calls 3.0 an integer."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def check_max_attempts(value: object, field: str = "max_attempts") -> int:
+    value = whole_number(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(field, "must be a whole number")
     if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
@@ -311,6 +319,7 @@ def check_priority(value: object, field: str = "priority") -> int:
     Among the due timers a claim takes the higher priority first, then the earlier due."""
     if value is None:
         return PRIORITY_DEFAULT
+    value = whole_number(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(field, f"must be a whole number from 0 to {PRIORITY_MAX}")
     if not PRIORITY_DEFAULT <= value <= PRIORITY_MAX:

@@ -48,12 +48,17 @@ def test_the_filter_reads_each_field_and_names_a_bad_one() -> None:
         "status": {"status": "zombie"},
         "type": {"type": "no spaces"},
         "due_from": {"due_from": "tomorrow"},
-        "due_until": {"due_from": "2030-01-02T00:00:00Z", "due_until": "2030-01-01T00:00:00Z"},
+        "due_until": {"due_until": "next week"},
     }
     for field, fields in cases.items():
         with pytest.raises(InvalidInput) as caught:
             timer_filter(**fields, now=NOW)
         assert caught.value.field == field
+    # A range that ends before it starts is empty: it takes no timer, and is no error.
+    empty = timer_filter(due_from="2030-01-02T00:00:00Z", due_until="2030-01-01T00:00:00Z", now=NOW)
+    assert empty.due_until is not None
+    assert empty.due_from is not None
+    assert empty.due_until < empty.due_from
 
 
 def test_bulk_actions_are_a_closed_set() -> None:

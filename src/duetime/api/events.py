@@ -14,9 +14,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api.deps import ReadApp
+from duetime.api.formats import WHEN_PATTERN
 from duetime.api.schemas import (
     CURSOR,
-    CURSOR_PATTERN,
+    TYPE_GLOB_PATTERN,
     WHEN,
     AttemptOut,
     TimerOut,
@@ -24,6 +25,7 @@ from duetime.api.schemas import (
     errors,
 )
 from duetime.history import MAX_ACTIVITY_MINUTES
+from duetime.model.cursors import EVENT_CURSOR_PATTERN
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["events"])
 
@@ -53,17 +55,17 @@ async def list_events(
         str | None,
         Query(
             description=TypePattern,
-            min_length=1,
+            pattern=TYPE_GLOB_PATTERN,
             max_length=200,
         ),
     ] = None,
     since: Annotated[
-        str | None, Query(description=f"Fired at or after: {WHEN}", min_length=1)
+        str | None, Query(description=f"Fired at or after: {WHEN}", pattern=WHEN_PATTERN)
     ] = None,
-    until: Annotated[str | None, Query(description=f"Fired before: {WHEN}", min_length=1)] = None,
-    cursor: Annotated[
-        str | None, Query(description=CURSOR, pattern=CURSOR_PATTERN, max_length=400)
+    until: Annotated[
+        str | None, Query(description=f"Fired before: {WHEN}", pattern=WHEN_PATTERN)
     ] = None,
+    cursor: Annotated[str | None, Query(description=CURSOR, pattern=EVENT_CURSOR_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 50,
 ) -> JSONResponse:
     """Timers that fired (events emitted now and timers that came due), archived ones too,

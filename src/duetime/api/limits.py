@@ -10,12 +10,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
-from duetime.api.schemas import errors, json_body
+from duetime.api.schemas import errors, json_body, not_null
 from duetime.errors import InvalidInput
-from duetime.model.limits import FlowRule
+from duetime.model.limits import MAX_CONCURRENCY, FlowRule
+from duetime.ratelimit import MAX_COUNT
+from duetime.validation import whole_number
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["limits"])
 
@@ -25,20 +27,47 @@ Pattern = Annotated[
     Path(min_length=1, max_length=200, pattern=PATTERN_RE, description="An event type or glob"),
 ]
 LIMIT_FIELDS = ("concurrency", "rate", "burst", "partition_by")
+RATE_PATTERN = r"^(?:[1-9][0-9]{0,5}|1000000)/(?:(?:[1-9][0-9]?)?(?:s|min)|[1-9]?h|d)$"
+"""Rates within the bounds: 1 to a million starts per period of at most a day (the server
+also reads spellings such as ``100 / sec``)."""
+PARTITION_PATTERN = r"^(?:subject|payload\.[A-Za-z0-9_-]{1,100})$"
+
+
+def _limit_schema(schema: dict[str, Any]) -> None:
+    """A concurrency or a rate (or both); a burst needs the rate, a partition the concurrency."""
+    schema["anyOf"] = [not_null("concurrency"), not_null("rate")]
+    schema["dependentSchemas"] = {
+        "burst": {"anyOf": [_null("burst"), not_null("rate")]},
+        "partition_by": {"anyOf": [_null("partition_by"), not_null("concurrency")]},
+    }
+
+
+def _null(name: str) -> dict[str, Any]:
+    return {"properties": {name: {"type": "null"}}}
 
 
 class LimitBody(BaseModel):
     """A limit: a concurrency, a rate, or both."""
 
-    concurrency: int | None = Field(None, ge=1, description="At most this many running at once")
-    rate: str | None = Field(None, description="At most N starts per period: 100/s, 6000/min")
-    burst: int | None = Field(None, ge=1, description="Starts a rate allows at once")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_limit_schema)
+
+    concurrency: int | None = Field(
+        None, ge=1, le=MAX_CONCURRENCY, description="At most this many running at once"
+    )
+    rate: str | None = Field(
+        None, pattern=RATE_PATTERN, description="At most N starts per period: 100/s, 6000/min"
+    )
+    burst: int | None = Field(None, ge=1, le=MAX_COUNT, description="Starts a rate allows at once")
     partition_by: str | None = Field(
-        None, description="The concurrency applies per 'subject' or per 'payload.<field>'"
+        None,
+        pattern=PARTITION_PATTERN,
+        description="The concurrency applies per 'subject' or per 'payload.<field>'",
     )
 
 
 class PatternBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     pattern: str = Field(pattern=PATTERN_RE, description="An event type or glob: email.*")
 
 
@@ -84,7 +113,7 @@ def _limit_fields(data: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(data) - set(LIMIT_FIELDS))
     if unknown:
         raise InvalidInput(unknown[0], f"is not a field of a limit ({', '.join(LIMIT_FIELDS)})")
-    return {name: data.get(name) for name in LIMIT_FIELDS}
+    return {name: whole_number(data.get(name)) for name in LIMIT_FIELDS}
 
 
 def _pattern_of(data: dict[str, Any]) -> str:

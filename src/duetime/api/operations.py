@@ -11,35 +11,63 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, read_json
-from duetime.api.schemas import WHEN, ChangedOut, StatusName, TypePattern, errors, json_body
+from duetime.api.formats import WHEN_PATTERN
+from duetime.api.schemas import (
+    IDENTIFIER,
+    TYPE_GLOB_PATTERN,
+    WHEN,
+    ChangedOut,
+    StatusName,
+    TypePattern,
+    errors,
+    json_body,
+)
 from duetime.api.timers import Key
 from duetime.errors import InvalidInput
 from duetime.timer_filters import check_action, timer_filter
+from duetime.validation import MAX_SUBJECT_LENGTH
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
 FILTER_FIELDS = ("subject", "status", "type", "due_from", "due_until")
 
 
-class FilterIn(BaseModel):
-    """Which timers: every field narrows it, as in ``GET …/timers``."""
+def _or_empty(pattern: str) -> str:
+    """``pattern`` (anchored), or the empty text: an empty field narrows nothing."""
+    return f"^(?:{pattern.removeprefix('^').removesuffix('$')})?$"
 
-    subject: str | None = None
+
+class FilterIn(BaseModel):
+    """Which timers: every field narrows it, as in ``GET …/timers`` (empty or null: not)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str | None = Field(None, pattern=_or_empty(IDENTIFIER), max_length=MAX_SUBJECT_LENGTH)
     status: StatusName | None = None
-    type: str | None = Field(None, description=TypePattern)
-    due_from: str | None = Field(None, description=f"Due at or after: {WHEN}")
-    due_until: str | None = Field(None, description=f"Due before: {WHEN}")
+    type: str | None = Field(
+        None, description=TypePattern, pattern=_or_empty(TYPE_GLOB_PATTERN), max_length=200
+    )
+    due_from: str | None = Field(
+        None, description=f"Due at or after: {WHEN}", pattern=_or_empty(WHEN_PATTERN)
+    )
+    due_until: str | None = Field(
+        None, description=f"Due before: {WHEN}", pattern=_or_empty(WHEN_PATTERN)
+    )
 
 
 class BulkIn(BaseModel):
     """``cancel`` takes scheduled and retrying timers, ``replay`` dead ones, ``run_now``
     scheduled and retrying ones not due yet; other timers the filter takes are left alone."""
 
+    model_config = ConfigDict(extra="forbid")
+
     action: Literal["cancel", "replay", "run_now"]
-    filter: FilterIn | None = None
+    filter: FilterIn = Field(
+        default_factory=lambda: FilterIn.model_validate({}), description="Absent: every timer"
+    )
     dry_run: bool = Field(False, description="Only count the timers it would take")
 
 

@@ -6,11 +6,20 @@ Bodies are validated by :class:`duetime.ScheduleRequest` and the facade, exactly
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from itertools import combinations
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from duetime.api.schemas import TYPE_PATTERN
+from duetime.api.formats import (
+    CRON_PATTERN,
+    EVERY_PATTERN,
+    GRACE_PATTERN,
+    INSTANT_PATTERN,
+    MAX_SECONDS,
+)
+from duetime.api.schemas import TYPE_PATTERN, Subject, not_null, zone_field
+from duetime.recurrence.overlap import MAX_CATCH_UP_GRACE
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$"
 CatchUpName = Literal["latest", "all", "none"]
@@ -30,28 +39,54 @@ GRACE_HELP = (
 )
 
 
+RULE_KINDS = ("cron", "every", "rrule")
+"""The ways to say when a schedule recurs: a definition gives exactly one."""
+GRACE_SECONDS = int(MAX_CATCH_UP_GRACE.total_seconds())
+Cron = Annotated[str | None, Field(pattern=CRON_PATTERN)]
+Every = Annotated[str, Field(pattern=EVERY_PATTERN)] | Annotated[float, Field(ge=1, le=MAX_SECONDS)]
+Instant = Annotated[str | None, Field(pattern=INSTANT_PATTERN)]
+Grace = (
+    Annotated[str, Field(pattern=GRACE_PATTERN)] | Annotated[float, Field(ge=0, le=GRACE_SECONDS)]
+)
+
+
+def _zone(schema: dict[str, Any], nullable: bool) -> None:
+    prop = schema["properties"]["timezone"]
+    kept = {key: prop[key] for key in ("description", "examples", "title") if key in prop}
+    prop.clear()
+    zone = zone_field()
+    prop.update(kept, **({"anyOf": [zone, {"type": "null"}]} if nullable else zone))
+
+
+def _rule_schema(schema: dict[str, Any]) -> None:
+    """A definition has one rule: a cron expression, an interval or a recurrence rule; zones are
+    named ones."""
+    _zone(schema, nullable=True)
+    schema["oneOf"] = [not_null(kind) for kind in RULE_KINDS]
+
+
 class _RuleFields(BaseModel):
     """What a schedule's definition may say (every field of a create, any of an update)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_rule_schema)
 
     payload: Any = Field(None, description="Any JSON, up to the payload size limit")
-    cron: str | None = Field(
+    cron: Cron = Field(
         None, examples=["0 9 * * *", "@daily"], description="5-field cron, or an alias"
     )
-    every: str | float | None = Field(
+    every: Every | None = Field(
         None, examples=["PT5M", 300], description="Fixed interval: ISO 8601 duration or seconds"
     )
     timezone: str = Field("UTC", examples=["Asia/Tokyo"], description="IANA zone of the cron")
-    subject: str | int | None = Field(None, examples=["user-1234"])
-    start_at: str | None = Field(None, examples=["2025-03-15T00:00:00Z"])
-    end_at: str | None = Field(None, examples=["2026-03-15T00:00:00Z"])
+    subject: Subject = Field(None, examples=["user-1234"])
+    start_at: Instant = Field(None, examples=["2025-03-15T00:00:00Z"])
+    end_at: Instant = Field(None, examples=["2026-03-15T00:00:00Z"])
     catch_up: CatchUpName = Field("latest", description="After an outage: latest, all or none")
     on_gap: OnGapName = Field("run_after", description="Fixed-time cron in a DST gap")
     on_overlap: OnOverlapName = Field("once", description="Fixed-time cron in a repeated hour")
     max_attempts: int | None = Field(None, ge=1, le=1000)
     overlap: OverlapName = Field("allow", description=OVERLAP_HELP)
-    catch_up_grace: str | float = Field(60, examples=["PT5M", 300], description=GRACE_HELP)
+    catch_up_grace: Grace = Field(60, examples=["PT5M", 300], description=GRACE_HELP)
     rrule: str | None = Field(
         None,
         examples=["FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"],
@@ -107,7 +142,11 @@ _NOT_NULL = (
 
 
 def _patch_schema(schema: dict[str, Any]) -> None:
-    """Absent means unchanged, so no field has a default; only clearable ones take null."""
+    """Absent means unchanged, so no field has a default; only clearable ones take null. At
+    least one field, and at most one rule kind (one replaces the others)."""
+    _zone(schema, nullable=True)
+    schema["minProperties"] = 1
+    schema["not"] = {"anyOf": [not_null(*pair) for pair in combinations(RULE_KINDS, 2)]}
     for name, prop in schema.get("properties", {}).items():
         prop.pop("default", None)
         if name in _NOT_NULL and "anyOf" in prop:
@@ -127,19 +166,19 @@ class SchedulePatch(BaseModel):
 
     type: str | None = Field(None, pattern=TYPE_PATTERN, max_length=200)
     payload: Any = Field(None, description="Any JSON, up to the payload size limit")
-    cron: str | None = Field(None, examples=["0 9 * * *"])
-    every: str | float | None = Field(None, examples=["PT5M", 300])
+    cron: Cron = Field(None, examples=["0 9 * * *"])
+    every: Every | None = Field(None, examples=["PT5M", 300])
     timezone: str | None = Field(None, examples=["Europe/Berlin"])
-    subject: str | int | None = None
-    start_at: str | None = None
-    end_at: str | None = None
+    subject: Subject = None
+    start_at: Instant = None
+    end_at: Instant = None
     catch_up: CatchUpName | None = None
     on_gap: OnGapName | None = None
     on_overlap: OnOverlapName | None = None
     max_attempts: int | None = Field(None, ge=1, le=1000)
     active: bool | None = Field(None, description="false pauses, true resumes")
     overlap: OverlapName | None = Field(None, description=OVERLAP_HELP)
-    catch_up_grace: str | float | None = Field(None, examples=["PT5M"], description=GRACE_HELP)
+    catch_up_grace: Grace | None = Field(None, examples=["PT5M"], description=GRACE_HELP)
     rrule: str | None = Field(None, examples=["FREQ=WEEKLY;BYDAY=MO"])
     dtstart: str | None = Field(None, examples=["2027-01-04T09:00"])
     exdates: list[str] | None = None

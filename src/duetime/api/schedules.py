@@ -15,6 +15,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from duetime.api.deps import PrincipalDep, ReadApp, ServiceDep, WriteApp, read_json
+from duetime.api.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, timezones
 from duetime.api.schedule_schemas import (
     SCHEDULE_NAME_PATTERN,
     Feb29Name,
@@ -30,9 +31,10 @@ from duetime.api.schedule_schemas import (
     SchedulePatch,
     SchedulePutOut,
 )
-from duetime.api.schemas import CURSOR, CURSOR_PATTERN, ErrorOut, errors, json_body
+from duetime.api.schemas import CURSOR, TYPE_PATTERN, ErrorOut, errors, json_body
 from duetime.errors import InvalidInput
 from duetime.model import JSON, OnConflict, Schedule, iso
+from duetime.model.cursors import NAME_CURSOR_PATTERN
 from duetime.recurrence import describe, parse_recurrence
 from duetime.schedules import ScheduleRequest, recurrence_of
 from duetime.tzmath import load_zone
@@ -54,7 +56,7 @@ Name = Annotated[
 ]
 Count = Annotated[int, Query(ge=1, le=1000, description="How many occurrences")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-Cursor = Annotated[str | None, Query(description=CURSOR, pattern=CURSOR_PATTERN, max_length=400)]
+Cursor = Annotated[str | None, Query(description=CURSOR, pattern=NAME_CURSOR_PATTERN)]
 EXISTS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut, "description": "A schedule of that name exists"}
 }
@@ -128,7 +130,10 @@ async def list_schedules(
     subject: Annotated[
         str | None, Query(description="Only schedules about this subject", min_length=1)
     ] = None,
-    type: Annotated[str | None, Query(description="Only this event type", min_length=1)] = None,
+    type: Annotated[
+        str | None,
+        Query(description="Only this event type", pattern=TYPE_PATTERN, max_length=200),
+    ] = None,
     active: Annotated[bool | None, Query(description="Only running (true) / paused")] = None,
     cursor: Cursor = None,
     limit: Limit = 50,
@@ -230,14 +235,18 @@ async def delete_schedule(app: WriteApp, name: Name) -> JSONResponse:
 async def preview(
     service: ServiceDep,
     who: PrincipalDep,
-    cron: Annotated[str | None, Query(examples=["30 2 * * *"], min_length=1)] = None,
+    cron: Annotated[str | None, Query(examples=["30 2 * * *"], pattern=CRON_PATTERN)] = None,
     every: Annotated[
-        str | None, Query(description="Instead of cron: PT5M or seconds", min_length=1)
+        str | None, Query(description="Instead of cron: PT5M or seconds", pattern=EVERY_PATTERN)
     ] = None,
-    timezone: Annotated[str, Query(examples=["America/New_York"], min_length=1)] = "UTC",
-    after: Annotated[str | None, Query(description="ISO 8601 instant [now]", min_length=1)] = None,
-    start_at: Annotated[str | None, Query(min_length=1)] = None,
-    end_at: Annotated[str | None, Query(min_length=1)] = None,
+    timezone: Annotated[
+        str, Query(examples=["America/New_York"], json_schema_extra={"enum": timezones()})
+    ] = "UTC",
+    after: Annotated[
+        str | None, Query(description="ISO 8601 instant [now]", pattern=INSTANT_PATTERN)
+    ] = None,
+    start_at: Annotated[str | None, Query(pattern=INSTANT_PATTERN)] = None,
+    end_at: Annotated[str | None, Query(pattern=INSTANT_PATTERN)] = None,
     on_gap: OnGapName = "run_after",
     on_overlap: OnOverlapName = "once",
     count: Count = PREVIEW,

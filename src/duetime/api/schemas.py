@@ -6,21 +6,79 @@ not by these models; they exist for the OpenAPI document and for schema checks i
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from duetime.api.formats import (
+    CONTROL,
+    DATE_PATTERN,
+    DURATION_PATTERN,
+    EXPIRES_PATTERN,
+    INSTANT_PATTERN,
+    LOCAL_PATTERN,
+    MAX_SECONDS,
+    identifier_pattern,
+    timezones,
+)
+from duetime.validation import MAX_KEY_LENGTH, MAX_SUBJECT_LENGTH
 
 StatusName = Literal["scheduled", "running", "retrying", "done", "dead", "cancelled", "expired"]
 Disambiguation = Literal["compatible", "earlier", "later", "reject"]
 TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
+TYPE_GLOB_PATTERN = r"^[A-Za-z0-9_*][A-Za-z0-9_.:/*-]*$"
 CURSOR = "`next_cursor` of the previous page (empty: the first page)"
-CURSOR_PATTERN = r"^[A-Za-z0-9_-]*$"
-"""What the server issues as a cursor (unpadded URL-safe base64); anything else is not one."""
 WHEN = (
     "an ISO 8601 instant with an offset (`2025-03-15T13:00:00Z`), or a duration meaning that "
     "long ago (`PT1H`, `P7D`)"
 )
 TypePattern = "An event type, or a glob where `*` is any run of characters (`order.*`)"
+IDENTIFIER = identifier_pattern()
+CORRELATION = f"^[^{CONTROL}]+$"
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+WHEN_FORMS = ("at", "delay", "local", "date")
+
+
+def zone_field() -> dict[str, Any]:
+    """A timezone's schema: the names the server knows."""
+    return {"type": "string", "enum": timezones()}
+
+
+def not_null(*names: str) -> dict[str, Any]:
+    """Present, and not null (absent and null mean the same to the server)."""
+    return {
+        "required": list(names),
+        "properties": {name: {"not": {"type": "null"}} for name in names},
+    }
+
+
+def _nullable(schema: dict[str, Any], name: str, value: dict[str, Any]) -> None:
+    """Make property ``name`` ``value`` or null, keeping its description and examples."""
+    prop = schema["properties"][name]
+    kept = {key: prop[key] for key in ("description", "examples", "title") if key in prop}
+    prop.clear()
+    prop.update(kept, anyOf=[value, {"type": "null"}])
+
+
+def _timer_schema(schema: dict[str, Any]) -> None:
+    """What pydantic cannot say: exactly one form of "when" (``local`` with its zone), and
+    the zone names."""
+    _nullable(schema, "timezone", zone_field())
+    schema["oneOf"] = [not_null(form) for form in WHEN_FORMS]
+    schema["dependentSchemas"] = {
+        "local": {"anyOf": [{"properties": {"local": {"type": "null"}}}, not_null("timezone")]}
+    }
+
+
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+PositiveSeconds = Annotated[float, Field(ge=0.000001, le=MAX_SECONDS)]
+"""At least a microsecond: a smaller span rounds to nothing."""
+Key = Annotated[str | None, Field(pattern=IDENTIFIER, max_length=MAX_KEY_LENGTH)]
+Subject = Annotated[
+    Annotated[str, Field(pattern=IDENTIFIER, max_length=MAX_SUBJECT_LENGTH)] | int | None,
+    Field(description="Who the timer is about; a number is read as its text"),
+]
+Correlation = Annotated[str | None, Field(pattern=CORRELATION, max_length=MAX_KEY_LENGTH)]
 
 
 class ErrorOut(BaseModel):
@@ -34,7 +92,7 @@ class ErrorOut(BaseModel):
 class TimerBody(BaseModel):
     """Schedule one timer: exactly one of ``at``, ``delay``, ``local`` or ``date``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_timer_schema)
 
     type: str = Field(
         examples=["followup.email"],
@@ -43,19 +101,27 @@ class TimerBody(BaseModel):
         max_length=200,
     )
     payload: Any = Field(None, description="Any JSON, up to the payload size limit")
-    at: str | None = Field(None, examples=["2025-03-15T13:00:00Z"], description="ISO 8601")
-    delay: str | float | None = Field(None, examples=["P15D", 90], description="From now")
-    local: str | None = Field(None, examples=["2025-03-15T09:00"], description="Wall time")
-    date: str | None = Field(None, examples=["2025-03-15"], description="That day at 00:00")
+    at: str | None = Field(
+        None, examples=["2025-03-15T13:00:00Z"], description="ISO 8601", pattern=INSTANT_PATTERN
+    )
+    delay: Annotated[str, Field(pattern=DURATION_PATTERN)] | Seconds | None = Field(
+        None, examples=["P15D", 90], description="From now"
+    )
+    local: str | None = Field(
+        None, examples=["2025-03-15T09:00"], description="Wall time", pattern=LOCAL_PATTERN
+    )
+    date: str | None = Field(
+        None, examples=["2025-03-15"], description="That day at 00:00", pattern=DATE_PATTERN
+    )
     timezone: str | None = Field(None, examples=["America/New_York"])
     disambiguation: Disambiguation = "compatible"
-    key: str | None = Field(
-        None, min_length=1, max_length=255, description="Idempotency key (generated if absent)"
-    )
-    subject: str | int | None = Field(None, examples=["user-1234"])
-    correlation_id: str | None = Field(None, min_length=1, max_length=255)
+    key: Key = Field(None, description="Idempotency key (generated if absent)")
+    subject: Subject = Field(None, examples=["user-1234"])
+    correlation_id: Correlation = None
     max_attempts: int | None = Field(None, ge=1, le=1000)
-    expires_after: str | float | None = Field(None, examples=["PT1H"])
+    expires_after: Annotated[str, Field(pattern=EXPIRES_PATTERN)] | PositiveSeconds | None = Field(
+        None, examples=["PT1H"]
+    )
     priority: int | None = Field(
         None, ge=0, le=9, description="0 normal (the default) to 9 most urgent: due first"
     )
@@ -69,9 +135,9 @@ class EventBody(BaseModel):
 
     type: str = Field(examples=["order.paid"], pattern=TYPE_PATTERN, max_length=200)
     payload: Any = None
-    key: str | None = Field(None, min_length=1, max_length=255)
-    subject: str | int | None = None
-    correlation_id: str | None = Field(None, min_length=1, max_length=255)
+    key: Key = None
+    subject: Subject = None
+    correlation_id: Correlation = None
     max_attempts: int | None = Field(None, ge=1, le=1000)
     priority: int | None = Field(
         None, ge=0, le=9, description="0 normal (the default) to 9 most urgent: due first"
@@ -195,7 +261,13 @@ class NamespacesOut(BaseModel):
 
 
 class NamespaceIn(BaseModel):
-    name: str = Field(examples=["shop"], description="1-63 characters of a-z 0-9 _ . -")
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        examples=["shop"],
+        description="1-63 characters of a-z 0-9 _ . -, starting with a letter or digit",
+        pattern=NAMESPACE_PATTERN,
+    )
 
 
 class NamespaceOut(BaseModel):
@@ -235,10 +307,29 @@ def errors(
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:
     """``openapi_extra`` documenting a JSON body that the endpoint reads and validates itself
-    (so that a bad body is answered like any other bad input, naming its field)."""
+    (so that a bad body is answered like any other bad input, naming its field).
+
+    A nested model's schema is written in place: pydantic refers to it as ``#/$defs/Name``,
+    which in the OpenAPI document would point at the document's root, not at the body."""
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
     return {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": model.model_json_schema()}},
+            "content": {"application/json": {"schema": _inline(schema, definitions)}},
         }
     }
+
+
+def _inline(node: Any, definitions: dict[str, Any]) -> Any:
+    """``node`` with every ``{"$ref": "#/$defs/Name"}`` replaced by that definition."""
+    if isinstance(node, list):
+        return [_inline(item, definitions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    reference = node.get("$ref")
+    if isinstance(reference, str) and reference.startswith("#/$defs/"):
+        rest = {key: value for key, value in node.items() if key != "$ref"}
+        found = _inline(definitions[reference.removeprefix("#/$defs/")], definitions)
+        return {**found, **rest}
+    return {key: _inline(value, definitions) for key, value in node.items()}

@@ -14,9 +14,11 @@ from pydantic import BaseModel, Field
 
 from duetime.api import compat
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json, service_of
+from duetime.api.formats import WHEN_PATTERN
 from duetime.api.schemas import (
     CURSOR,
-    CURSOR_PATTERN,
+    IDENTIFIER,
+    TYPE_GLOB_PATTERN,
     WHEN,
     ChangedOut,
     EventBody,
@@ -33,21 +35,25 @@ from duetime.api.schemas import (
 from duetime.app import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.model import OnConflict, Page, PutResult, Timer
+from duetime.model.cursors import ID_CURSOR_PATTERN
 from duetime.requests import TimerRequest
-from duetime.validation import MAX_STORED_KEY_LENGTH
+from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
 ON_CONFLICT = ("update", "keep", "error")
 EVENT_FIELDS = frozenset(EventBody.model_fields)
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-Cursor = Annotated[str | None, Query(description=CURSOR, pattern=CURSOR_PATTERN, max_length=400)]
-TypeQuery = Annotated[str | None, Query(description=TypePattern, min_length=1, max_length=200)]
+Cursor = Annotated[str | None, Query(description=CURSOR, pattern=ID_CURSOR_PATTERN)]
+TypeQuery = Annotated[
+    str | None, Query(description=TypePattern, pattern=TYPE_GLOB_PATTERN, max_length=200)
+]
 Key = Annotated[
     str,
     Path(
         min_length=1,
         max_length=MAX_STORED_KEY_LENGTH,
+        pattern=IDENTIFIER,
         description="The timer's key (a delivery's is its event's key + '@' + destination)",
     ),
 ]
@@ -106,14 +112,21 @@ async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
 async def list_timers(
     app: ReadApp,
     subject: Annotated[
-        str | None, Query(description="Only timers about this subject", min_length=1)
+        str | None,
+        Query(
+            description="Only timers about this subject",
+            pattern=IDENTIFIER,
+            max_length=MAX_SUBJECT_LENGTH,
+        ),
     ] = None,
     status: Annotated[StatusName | None, Query(description="Only this status")] = None,
     type: TypeQuery = None,
     due_from: Annotated[
-        str | None, Query(description=f"Due at or after: {WHEN}", min_length=1)
+        str | None, Query(description=f"Due at or after: {WHEN}", pattern=WHEN_PATTERN)
     ] = None,
-    due_until: Annotated[str | None, Query(description=f"Due before: {WHEN}", min_length=1)] = None,
+    due_until: Annotated[
+        str | None, Query(description=f"Due before: {WHEN}", pattern=WHEN_PATTERN)
+    ] = None,
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> JSONResponse:

@@ -1,19 +1,21 @@
 """Pages of listings, and their opaque cursors: where the next page starts, after the last row.
 
-Callers pass cursors back and never build them; each says which listing it belongs to (``id:``,
-``event:``, ``name:``), so one listing's cursor given to another is refused as not issued here.
+Callers pass cursors back and never build them; each says which listing it belongs to (``id.``,
+``event.``, ``name.``), so one listing's cursor given to another is refused as not issued here.
+They are plain text a pattern describes exactly (the API documents them so), not encoded.
 A listing fetches one row more than the page holds, to know whether another page follows.
 """
 
 from __future__ import annotations
 
-import base64
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from duetime.errors import InvalidInput
 from duetime.model import BulkAction, Page, TimerFilter
+from duetime.model.cursors import EVENT_CURSOR_PATTERN, ID_CURSOR_PATTERN, NAME_CURSOR_PATTERN
 from duetime.store.codec import like_pattern
 from duetime.store.transitions import ACTS_ON
 
@@ -85,60 +87,58 @@ def timer_listing(
     }
 
 
-def _encode(text: str) -> str:
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+_ID = re.compile(ID_CURSOR_PATTERN)
+_EVENT = re.compile(EVENT_CURSOR_PATTERN)
+_NAME = re.compile(NAME_CURSOR_PATTERN)
+_LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
-def _decode(cursor: str, prefix: str) -> str:
-    """The text after ``prefix:``; InvalidInput naming ``cursor`` for anything else."""
-    try:
-        text = base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()).decode()
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("cursor", "not a cursor this server issued") from exc
-    found, _, rest = text.partition(":")
-    if found != prefix:
+def _match(pattern: re.Pattern[str], cursor: str) -> str:
+    """The text after the cursor's kind; InvalidInput naming ``cursor`` for anything else."""
+    if len(cursor) > _MAX_CURSOR or pattern.fullmatch(cursor) is None:
         raise InvalidInput("cursor", "not a cursor this server issued")
-    return rest
+    return cursor.partition(".")[2]
+
+
+_MAX_CURSOR = 256
 
 
 def encode_cursor(last_id: int) -> str:
     """After the row ``last_id`` of a listing by id."""
-    return _encode(f"id:{last_id}")
+    return f"id.{last_id}"
 
 
 def decode_cursor(cursor: str | None) -> int | None:
     """The id to list before (None: from the newest)."""
     if cursor is None or cursor == "":
         return None
-    try:
-        return int(_decode(cursor, "id"))
-    except ValueError as exc:
-        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+    return min(int(_match(_ID, cursor)), MAX_ID)
 
 
 def encode_event_cursor(fired_at: datetime, timer_id: int) -> str:
     """After the event ``(fired_at, id)``: the event log is ordered by both."""
-    return _encode(f"event:{(fired_at - _EPOCH) // _MICROSECOND}:{timer_id}")
+    return f"event.{(fired_at - _EPOCH) // _MICROSECOND}.{timer_id}"
 
 
 def decode_event_cursor(cursor: str | None) -> tuple[datetime, int] | None:
     """``(fired_at, id)`` to list before (None: from the newest)."""
     if cursor is None or cursor == "":
         return None
+    micros, _, timer_id = _match(_EVENT, cursor).partition(".")
     try:
-        micros, timer_id = _decode(cursor, "event").split(":")
-        return _EPOCH + int(micros) * _MICROSECOND, int(timer_id)
-    except (ValueError, OverflowError) as exc:
-        raise InvalidInput("cursor", "not a cursor this server issued") from exc
+        fired_at = _EPOCH + int(micros) * _MICROSECOND
+    except OverflowError:
+        fired_at = _LATEST
+    return min(fired_at, _LATEST), min(int(timer_id), MAX_ID)
 
 
 def encode_name_cursor(name: str) -> str:
     """After ``name`` in a listing by name."""
-    return _encode(f"name:{name}")
+    return f"name.{name}"
 
 
 def decode_name_cursor(cursor: str | None) -> str:
     """The name to list after ('' from the start)."""
     if cursor is None or cursor == "":
         return ""
-    return _decode(cursor, "name")
+    return _match(_NAME, cursor)
