@@ -4,10 +4,13 @@ and clock skew while a producer schedules; then a total-queue check of every ack
     .venv/bin/python bench/chaos.py --store sqlite --workers 3 --duration 60 --faults kill,stop
     .venv/bin/python bench/chaos.py --store postgres --workers 4 --duration 120 \\
         --faults kill,stop,dbrestart,dropconn,skew --json
+    .venv/bin/python bench/chaos.py --store postgres --workers 4 --duration 120 \\
+        --faults kill,stop,dbrestart,dropconn,skew,raise --sync-handlers
 
 PostgreSQL runs on a private throwaway cluster (initdb on a free port, removed afterwards), so
 restarting it harms no one; SQLite on a file in a temporary folder. Prints a table (or JSON)
-and exits 1 when a timer was lost, started early, unexpected, or an attempt was overwritten.
+and exits 1 when a timer was lost, started early, unexpected, an attempt was overwritten or
+started after it was recorded lost (a stale start), or a worker ended by itself.
 See bench/README.md for what each fault does and how to read the output.
 """
 
@@ -26,7 +29,7 @@ from bench.chaoslib import ChaosConfig, Report, run
 from bench.chaoslib.faults import EVENT_FAULTS
 from bench.chaoslib.render import render
 
-ALL_FAULTS = (*EVENT_FAULTS, "skew")
+ALL_FAULTS = (*EVENT_FAULTS, "skew", "raise")
 
 
 def parse_args() -> argparse.Namespace:
@@ -41,6 +44,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lease", type=float, default=4.0, help="the workers' lease, seconds")
     parser.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between")
     parser.add_argument("--handler-seconds", type=float, default=0.01)
+    parser.add_argument(
+        "--sync-handlers", action="store_true", help="plain def handlers, run in threads"
+    )
+    parser.add_argument("--concurrency", type=int, default=50, help="each worker's")
+    parser.add_argument(
+        "--raise-every", type=int, default=50, help="the raise fault: every N-th timer's"
+    )
     parser.add_argument("--horizon", type=float, default=8.0, help="timers due within, seconds")
     parser.add_argument("--drain-timeout", type=float, default=180.0)
     parser.add_argument("--keep", type=Path, help="copy the records and worker logs here")
@@ -73,6 +83,9 @@ def main() -> int:
         seed=args.seed,
         lease=args.lease,
         handler_seconds=args.handler_seconds,
+        sync_handlers=args.sync_handlers,
+        concurrency=args.concurrency,
+        raise_every=args.raise_every,
         horizon=args.horizon,
         fault_every=args.fault_every,
         drain_timeout=args.drain_timeout,

@@ -15,6 +15,12 @@ start records (reference clock), and the store's timers and attempts read with S
   dead, cancelled) on an attempt that was not the last, a finished timer whose last attempt
   does not carry it, one attempt number started twice, or an attempt recorded under a node
   other than the one whose handler ran it;
+- **stale start**: a handler began an attempt after the store had recorded that attempt
+  ``lost`` on the node that began it (its lease ran out and another node took it over): a
+  worker woken from a pause must not start what it no longer holds. Its start was recorded by
+  the reference clock, the ``lost`` outcome by the database's, the machine's clock both;
+- **worker exit**: a worker process that ended by itself (not killed by the injector nor
+  stopped at the end): nothing a timer or a handler does may stop a worker;
 - **reclaimed**: one attempt number started twice with a database crash or failover between
   the two starts: a claim commits without waiting for its flush (or a standby), so the server
   that came back never saw the first claim and the timer was claimed under the same number
@@ -47,6 +53,8 @@ class NodeFate:
     skew: float
     started_us: int
     killed_us: int | None = None
+    exited: int | None = None
+    """The exit status of a process that ended by itself (not killed, not stopped)."""
     stops: list[tuple[int, int]] = field(default_factory=list)
 
 
@@ -85,6 +93,8 @@ class Report:
     earliest_ms: float = 0.0
     unexpected: int = 0
     overwritten: int = 0
+    stale_starts: int = 0
+    worker_exits: int = 0
     reclaimed: int = 0
     expired_early: int = 0
     """Counted in ``lost`` too: expired without running while the window was still open."""
@@ -102,8 +112,9 @@ class Report:
         return not self.problems()
 
     def problems(self) -> list[str]:
-        """What broke a promise: lost, early, unexpected or overwritten, with their counts."""
-        names = ("lost", "early", "unexpected", "overwritten")
+        """What broke a promise: lost, early, unexpected, overwritten, a stale start or a
+        worker that exited, with their counts."""
+        names = ("lost", "early", "unexpected", "overwritten", "stale_starts", "worker_exits")
         return [f"{name} {getattr(self, name)}" for name in names if getattr(self, name)]
 
     def to_json(self) -> dict[str, Any]:
@@ -145,6 +156,11 @@ def classify(
     _fates(report, acks, by_key, timers, checked_us)
     _duplicates(report, by_key, rows, nodes, faults)
     _overwritten(report, by_key, timers, rows, faults)
+    _stale_starts(report, starts, attempts)
+    for fate in nodes.values():
+        if fate.exited is not None:
+            report.worker_exits += 1
+            report.example("worker exits", f"{fate.node}: exited by itself, status {fate.exited}")
     expiring = [nodes[r.node].skew if r.node in nodes else 0.0 for r in attempts
                 if r.outcome == "expired"]  # fmt: skip
     report.expired_by_skew = dict(Counter(f"{skew:+g}s" for skew in expiring))
@@ -270,7 +286,10 @@ def _cause(
     nodes: dict[str, NodeFate],
     faults: list[FaultEvent],
 ) -> str:
-    """Why ``earlier`` was started again: what happened to its node between the two starts."""
+    """Why ``earlier`` was started again: its handler failed (a retry), or what happened to
+    its node between the two starts."""
+    if outcome == "retry":
+        return "the handler failed (a retry)"
     fate = nodes.get(earlier.node)
     if fate is not None:
         if fate.killed_us is not None and earlier.at_us <= fate.killed_us <= later.at_us:
@@ -290,6 +309,24 @@ def _cause(
     if outcome == "lost":
         return "rescued, no fault on its node (its lease ran out)"
     return f"other (attempt {earlier.attempt} outcome {outcome})"
+
+
+def _stale_starts(report: Report, starts: list[Start], attempts: list[AttemptRow]) -> None:
+    lost = {
+        (r.key, r.number, r.node): r.finished_us
+        for r in attempts
+        if r.outcome == "lost" and r.finished_us is not None
+    }
+    for s in starts:
+        lost_us = lost.get((s.key, s.attempt, s.node))
+        if lost_us is not None and s.at_us > lost_us:
+            report.stale_starts += 1
+            late_ms = (s.at_us - lost_us) / 1000
+            report.example(
+                "stale starts",
+                f"{s.key} attempt {s.attempt} on {s.node}: began {late_ms:.1f} ms after it "
+                "was recorded lost",
+            )
 
 
 def _overwritten(

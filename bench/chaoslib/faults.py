@@ -77,6 +77,7 @@ class WorkerPool:
         self._count = 0
 
     def start(self, slot: int) -> None:
+        self._note_exit(slot)
         self._count += 1
         node = f"w{slot}-{self._count}"
         url = with_params(self.url, application_name=f"chaos-{node}", pool_max="4")
@@ -133,7 +134,25 @@ class WorkerPool:
             if proc.poll() is not None:
                 self.start(slot)
 
+    def restart_exited(self) -> None:
+        """Start again, as a supervisor would, each worker that ended by itself (its node is
+        counted as a worker exit): a crash loop then shows as many exits, not one."""
+        for slot, (node, proc) in list(self.procs.items()):
+            if proc.poll() is not None and self.fates[node].killed_us is None:
+                self.start(slot)
+
+    def _note_exit(self, slot: int) -> None:
+        """Record the slot's process as exited by itself if it ended and was never killed."""
+        if slot not in self.procs:
+            return
+        node, proc = self.procs[slot]
+        fate = self.fates[node]
+        if proc.poll() is not None and fate.killed_us is None and fate.exited is None:
+            fate.exited = proc.returncode
+
     def stop_all(self, grace: float = 15.0) -> None:
+        for slot in self.procs:
+            self._note_exit(slot)
         self.heal_stopped_only()
         for _, proc in self.procs.values():
             if proc.poll() is None:
@@ -193,6 +212,7 @@ class Injector:
         next_at = time.monotonic() + self.rng.expovariate(1 / self.every)
         while time.monotonic() < deadline and alive():
             self._due_later()
+            self.pool.restart_exited()
             while self._planned and time.monotonic() >= started + self._planned[0][0]:
                 _, kind, action = self._planned.pop(0)
                 target = action()  # its instant: once done (a crash is then surely over)

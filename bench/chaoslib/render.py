@@ -21,6 +21,8 @@ def render(report: Report, command: str, seed: int, elapsed: float, log: list[st
         ("  by the skew of the node", _counts(report.early_by_skew)),
         ("UNEXPECTED", report.unexpected),
         ("OVERWRITTEN attempts", report.overwritten),
+        ("STALE STARTS (began after recorded lost)", report.stale_starts),
+        ("WORKER EXITS (ended by themselves)", report.worker_exits),
         ("reclaimed (a claim lost in a crash, run again)", report.reclaimed),
         ("duplicated (started twice or more)", report.duplicated),
         ("  by cause", _counts(report.duplicate_causes)),

@@ -64,6 +64,11 @@ class ChaosConfig:
     drain_timeout: float = 120.0
     concurrency: int = 50
     batch_size: int = 100
+    sync_handlers: bool = False
+    """Plain ``def`` handlers (run in threads) instead of ``async`` ones."""
+    raise_every: int = 50
+    """With the ``raise`` fault: the first attempt of every this-many-th timer raises
+    ``SystemExit``, ``KeyboardInterrupt`` or a bare ``BaseException`` in its handler."""
     planned: list[tuple[float, str, Callable[[], str]]] = field(default_factory=list)
     """Faults at set moments: (seconds into production, kind, action returning its target)."""
     keep: Path | None = None
@@ -110,6 +115,10 @@ def _run(
         "--lease", str(config.lease), "--handler-seconds", str(config.handler_seconds),
         "--concurrency", str(config.concurrency), "--batch-size", str(config.batch_size),
     ]  # fmt: skip
+    if config.sync_handlers:
+        options.append("--sync-handlers")
+    if "raise" in config.faults:
+        options += ["--raise-every", str(config.raise_every)]
     pool = WorkerPool(url, folder, clock, skews, options)
     faults = config.faults if kind_of(url) == "postgres" else config.faults - PG_ONLY
     injector = Injector(

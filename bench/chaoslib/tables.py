@@ -20,10 +20,10 @@ PENDING = ("scheduled", "running", "retrying")
 TIMERS_SQL = "SELECT key, status, attempts, due_at FROM timers WHERE namespace = ?"
 ATTEMPTS_SQL = {
     "sqlite": """
-        SELECT t.key, a.number, a.node_id, a.outcome
+        SELECT t.key, a.number, a.node_id, a.outcome, a.finished_at
         FROM attempts a JOIN timers t ON t.id = a.timer_id WHERE t.namespace = ?""",
     "postgres": """
-        SELECT t.key, a.number, a.node_id, a.outcome
+        SELECT t.key, a.number, a.node_id, a.outcome, a.finished_at
         FROM all_attempts a JOIN timers t ON t.id = a.timer_id WHERE t.namespace = %s""",
 }
 UNFINISHED_SQL = (
@@ -46,6 +46,8 @@ class AttemptRow:
     number: int
     node: str
     outcome: str | None
+    finished_us: int | None = None
+    """When its outcome was recorded (the database's clock: the machine's, on this bench)."""
 
 
 def kind_of(url: str) -> str:
@@ -84,7 +86,10 @@ class StoreTables:
         }
 
     def attempts(self) -> list[AttemptRow]:
-        return [AttemptRow(*row) for row in self._rows(ATTEMPTS_SQL[self.kind])]
+        return [
+            AttemptRow(key, number, node, outcome, None if at is None else _us(at))
+            for key, number, node, outcome, at in self._rows(ATTEMPTS_SQL[self.kind])
+        ]
 
 
 def _us(value: int | datetime) -> int:

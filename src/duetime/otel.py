@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -181,9 +181,11 @@ class Tracing:
     @staticmethod
     def failed(span: Span, error: BaseException) -> None:
         """Record a handler's exception on its attempt's span; an explicit outcome (Retry,
-        Snooze, Dead...) is no exception to record: :meth:`end` says it."""
+        Snooze, Dead...) is no exception to record: :meth:`end` says it. One that cannot be
+        recorded (its ``str()`` fails) is left out: :meth:`end` still marks the span failed."""
         if not isinstance(error, HandlerOutcome):
-            span.record_exception(error)
+            with suppress(Exception):
+                span.record_exception(error)
 
     @staticmethod
     def end(span: Span, finish: Finish | None) -> None:

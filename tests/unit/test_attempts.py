@@ -57,6 +57,19 @@ def test_an_exception_retries_after_the_backoff_with_its_description() -> None:
     assert finish.run_at == NOW + timedelta(seconds=20)
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+def test_an_exception_whose_str_fails_is_an_ordinary_failure_named_by_its_type() -> None:
+    finish = judge(error=Unprintable(), attempt=1)
+    assert finish.outcome is Outcome.RETRY
+    assert finish.error == "Unprintable: <str() raised ValueError>"
+    assert finish.traceback is not None
+    assert "Unprintable" in finish.traceback
+
+
 def test_the_last_attempt_is_dead_and_says_how_many_were_made() -> None:
     finish = judge(error=ValueError("bad"), attempt=3)
     assert finish.outcome is Outcome.DEAD

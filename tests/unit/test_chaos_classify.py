@@ -152,3 +152,39 @@ def test_an_attempt_started_again_after_a_failover_is_reclaimed_not_overwritten(
     for faults in ([], [clean_stop]):
         report = check([ack(1)], starts, [done(1)], [row(1, 1, "done")], faults=faults)
         assert (report.reclaimed, report.overwritten) == (0, 1), faults
+
+
+def test_a_start_after_its_attempt_was_recorded_lost_is_a_stale_start() -> None:
+    lost_at = DUE + 5 * S
+    report = check(
+        [ack(1), ack(2)],
+        [
+            start(1, DUE + 1_000),  # began in time; its node was then paused, taken over
+            start(1, DUE + 6 * S, attempt=2, node="w1-2"),
+            start(2, lost_at + 1_000),  # began after the store recorded it lost: stale
+            start(2, DUE + 6 * S, attempt=2, node="w1-2"),
+        ],
+        [done(1, attempts=2), done(2, attempts=2)],
+        [
+            AttemptRow("k0000001", 1, "w0-1", "lost", lost_at),
+            AttemptRow("k0000001", 2, "w1-2", "done", DUE + 7 * S),
+            AttemptRow("k0000002", 1, "w0-1", "lost", lost_at),
+            AttemptRow("k0000002", 2, "w1-2", "done", DUE + 7 * S),
+        ],
+        nodes=[NodeFate("w0-1", 0.0, 0), NodeFate("w1-2", 0.0, 0)],
+    )
+    assert report.stale_starts == 1
+    assert report.problems() == ["stale_starts 1"]
+
+
+def test_a_worker_that_ended_by_itself_fails_the_run_and_a_retry_is_the_handlers() -> None:
+    report = check(
+        [ack(1)],
+        [start(1, DUE + 1_000), start(1, DUE + 2 * S, attempt=2)],
+        [done(1, attempts=2)],
+        [row(1, 1, "retry"), row(1, 2, "done")],
+        nodes=[NodeFate("w0-1", 0.0, 0, exited=1)],
+    )
+    assert report.worker_exits == 1
+    assert report.problems() == ["worker_exits 1"]
+    assert report.duplicate_causes == {"the handler failed (a retry)": 1}

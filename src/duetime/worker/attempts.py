@@ -136,8 +136,13 @@ def interrupted(timer: Timer, attempt: int, now: datetime) -> Finish:
 def describe(exc: BaseException) -> str:
     """``Type: message``, cut to :data:`MAX_ERROR_LENGTH`, without NUL characters (which no
     database text column takes: one such message must not keep its outcome from being
-    written)."""
-    text = f"{type(exc).__name__}: {exc}".replace("\x00", "\\x00")
+    written). An exception whose ``str()`` fails is still described, by its type: it is a
+    failed attempt like any other, not a second failure of the worker's."""
+    try:
+        message = str(exc)
+    except BaseException as problem:  # the handler's own code, run to describe its exception
+        message = f"<str() raised {type(problem).__name__}>"
+    text = f"{type(exc).__name__}: {message}".replace("\x00", "\\x00")
     return text[:MAX_ERROR_LENGTH]
 
 

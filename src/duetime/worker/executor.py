@@ -4,6 +4,14 @@ It decides what a claimed row needs (a handler, or an outcome without one: expir
 destination), runs the handler — an async one as its own task, a sync one in a thread, a
 transactional one inside the store's transaction — and hands the outcome to the completer.
 What a result means is :mod:`duetime.worker.attempts`' pure mapping.
+
+Two promises hold whatever kind the handler is. A row starts only while this worker's lease
+on it is good, checked at the moment the handler begins (in its thread, for a sync one): a
+worker paused past its lease must not start what another node may have taken over. And what
+a handler raises is its attempt's failure, never the worker's end: ``SystemExit``,
+``KeyboardInterrupt`` or a bare ``BaseException`` raised out of a task would stop the event
+loop (and a restarted worker would claim the same row and stop again), so they are caught and
+recorded like any error; a ``CancelledError`` is the worker's only when it cancelled the task.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from duetime.eventloop import start_task
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
+from duetime.threads import Escaped, NotStarted
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
@@ -84,7 +93,7 @@ class Executor:
         """Start one attempt: now, or (claimed ahead) held until ``start_at`` and started only
         if its lease is still good then."""
         if start_at is None:
-            self._launch(claimed, loop, target)
+            self._launch(claimed, loop, target, held)
         else:
             self.in_flight[claimed.timer.id] = loop.create_task(
                 self._run_one(claimed, start_at, target=target, held=held)
@@ -103,13 +112,17 @@ class Executor:
 
     # -- starting ---------------------------------------------------------------------------
     def _launch(
-        self, claimed: Claimed, loop: asyncio.AbstractEventLoop, target: Target = None
+        self,
+        claimed: Claimed,
+        loop: asyncio.AbstractEventLoop,
+        target: Target = None,
+        held: Held | None = None,
     ) -> None:
-        """Start one attempt now: the hot path of a busy worker, so it avoids wrapping an async
-        handler in more coroutines — the handler's own coroutine is the task."""
+        """Start one attempt now: the hot path of a busy worker, so an async handler's
+        coroutine runs as the task with one thin wrapper (:func:`_contained`) around it."""
         timer, attempt = claimed.timer, claimed.attempt
         try:
-            before = self._before(timer, attempt, target)
+            before = self._before(timer, attempt, target, held)
         except Exception as exc:
             before = self._unstartable(timer, attempt, exc)
         if isinstance(before, Finish):
@@ -123,7 +136,7 @@ class Executor:
             context = self._tracing.context_for(span)
         if not before.is_async or before.transactional:
             self.in_flight[timer.id] = loop.create_task(
-                self._run_one(claimed, None, before, span=span), context=context
+                self._run_one(claimed, None, before, held=held, span=span), context=context
             )
             return
         try:
@@ -133,7 +146,7 @@ class Executor:
                 timer, self._ended(span, self._judge(timer, attempt, None, exc, span))
             )
             return
-        task = start_task(loop, cast(Coroutine[Any, Any, Any], coro), context)
+        task = start_task(loop, _contained(cast(Coroutine[Any, Any, Any], coro)), context)
         if task.done():  # it never suspended (see start_task)
             self._handler_done(claimed, span, task)
             return
@@ -144,10 +157,10 @@ class Executor:
         timer, attempt = claimed.timer, claimed.attempt
         self.in_flight.pop(timer.id, None)
         self._capacity.set()
-        if task.cancelled():
+        if task.cancelled() and task.cancelling():  # the worker cancelled it (shutdown)
             finish = attempts.interrupted(timer, attempt, self.clock.now())
         else:
-            error = task.exception()
+            error = _raised(task) if task.cancelled() else task.exception()
             if error is None or span is None or self._tracing is None:
                 finish = self._judge(timer, attempt, None if error else task.result(), error, span)
             else:
@@ -161,9 +174,14 @@ class Executor:
             self._tracing.end(span, finish)
         return finish
 
-    def _before(self, timer: Timer, attempt: int, target: Target) -> Finish | Handler:
-        """The handler to run now, or the outcome when there is none to run."""
+    def _before(
+        self, timer: Timer, attempt: int, target: Target, held: Held | None = None
+    ) -> Finish | Handler:
+        """The handler to run now, or the outcome when there is none to run (its lease ran
+        out: given back unstarted)."""
         now = self.clock.now()
+        if held is not None and not self.shared.leases.usable(held, now):
+            return self._released(timer, attempt)
         self.completer.started(timer, now)  # the attempt's start, as its outcome records it
         if attempts.is_stale(timer, now):
             return attempts.expired(timer, attempt, now)
@@ -193,25 +211,19 @@ class Executor:
         try:
             if start_at is not None:
                 await self._hold(start_at)
-                if held is not None and not self._usable(held):
-                    raise _LeaseLost
             started = True
-            before = handler or self._before(timer, attempt, target)
+            before = handler or self._before(timer, attempt, target, held)
+            may_start = functools.partial(self._begins, timer, held)
             if isinstance(before, Finish):
                 finish: Finish | None = before
             elif self._tracing is None or span is not None:
-                finish = await self._invoke(before, timer, attempt, span)
+                finish = await self._invoke(before, timer, attempt, span, may_start)
             else:
                 span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
                 with self._tracing.entered(span):
-                    finish = await self._invoke(before, timer, attempt, span)
+                    finish = await self._invoke(before, timer, attempt, span, may_start)
         except _LeaseLost:
-            log.warning(
-                "timer %s waited past its lease: given back unstarted",
-                timer.key,
-                extra=self.shared.about(timer, attempt),
-            )
-            finish = Finish(timer.id, attempt, Outcome.RELEASED)
+            finish = self._released(timer, attempt)
         except Exception as exc:  # not the handler's (its errors are its outcome): ours
             finish = self._unstartable(timer, attempt, exc)
         except asyncio.CancelledError:
@@ -237,6 +249,15 @@ class Executor:
             return
         self.completer.record(timer, finish)
 
+    def _released(self, timer: Timer, attempt: int) -> Finish:
+        """A row whose lease ran out before its handler could begin: given back unstarted."""
+        log.warning(
+            "timer %s waited past its lease: given back unstarted",
+            timer.key,
+            extra=self.shared.about(timer, attempt),
+        )
+        return Finish(timer.id, attempt, Outcome.RELEASED)
+
     def _unstartable(self, timer: Timer, attempt: int, exc: Exception) -> Finish:
         log.error(
             "could not start %s (key %s)",
@@ -256,19 +277,40 @@ class Executor:
                 return
             await asyncio.sleep(max(remaining, MIN_HOLD))
 
-    def _usable(self, held: Held) -> bool:
-        return self.shared.leases.usable(held, self.clock.now())
+    def _begins(self, timer: Timer, held: Held | None) -> bool:
+        """Called as the handler begins (in its thread, for a plain one): whether its lease
+        still allows it, and if so, that instant is the attempt's recorded start."""
+        now = self.clock.now()
+        if held is not None and not self.shared.leases.usable(held, now):
+            return False
+        self.completer.started(timer, now)
+        return True
 
     async def _invoke(
-        self, handler: Handler, timer: Timer, attempt: int, span: Span | None = None
+        self,
+        handler: Handler,
+        timer: Timer,
+        attempt: int,
+        span: Span | None = None,
+        may_start: Callable[[], bool] | None = None,
     ) -> Finish | None:
-        """Run the handler; None when a transactional handler already recorded its outcome."""
+        """Run the handler, if ``may_start`` (the lease check) still says yes as it begins
+        (else :class:`_LeaseLost`); None when a transactional handler already recorded its
+        outcome."""
         event = Event.from_timer(timer, attempt, handler.destination)
+        on_loop = handler.is_async or handler.transactional  # else it begins in its thread
+        if on_loop and may_start is not None and not may_start():
+            raise _LeaseLost
         if handler.transactional:
             return await self._invoke_in_transaction(handler, event, timer, attempt, span)
+        task = asyncio.current_task()
         try:
-            result: Any = await handler(event)
-        except Exception as exc:
+            result: Any = await handler(event, may_start)
+        except NotStarted:
+            raise _LeaseLost from None
+        except BaseException as exc:
+            if not _handlers_own(exc, task):
+                raise
             return self._judge(timer, attempt, None, exc, span)
         return self._judge(timer, attempt, result, None)
 
@@ -284,7 +326,12 @@ class Executor:
         returned: list[Any] = []
 
         def effect(connection: Any) -> Any:
-            result = handler.func(event, connection)
+            try:
+                result = handler.func(event, connection)
+            except Exception:
+                raise
+            except BaseException as exc:  # rolls the writes back, then recorded as its failure
+                raise Escaped(exc) from exc
             if inspect.isawaitable(result):
                 return _keep_result(result, returned)
             returned.append(result)
@@ -329,6 +376,8 @@ class Executor:
         traced) when a handler failed."""
         if error is None and not isinstance(result, HandlerOutcome):
             return Finish(timer.id, attempt, Outcome.DONE)  # nearly every attempt: no clock read
+        if isinstance(error, Escaped):  # what the handler raised, as it raised it
+            error = error.error
         if error is not None and span is not None and self._tracing is not None:
             self._tracing.failed(span, error)
         if error is not None and not isinstance(error, HandlerOutcome):
@@ -345,12 +394,55 @@ class Executor:
 
 
 class _LeaseLost(Exception):
-    """A held row's lease ran out before its instant came: it must not start."""
+    """A row's lease ran out before its handler could begin: it must not start."""
+
+
+async def _contained(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await a handler's coroutine as its task, so that a ``SystemExit`` or
+    ``KeyboardInterrupt`` it raises ends the attempt (as :class:`Escaped`) and not the event
+    loop, which an asyncio task re-raises them into. Anything else passes as it is: the task
+    keeps it as its exception, or (a ``CancelledError``) is cancelled."""
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise Escaped(exc) from exc
+
+
+def _raised(task: asyncio.Task[Any]) -> BaseException | None:
+    """The ``CancelledError`` a cancelled handler task ended with (one the handler raised
+    itself, when nobody cancelled the task)."""
+    try:
+        task.result()
+    except asyncio.CancelledError as exc:
+        return exc
+    return None  # pragma: no cover - a cancelled task always raises
+
+
+def _handlers_own(error: BaseException, task: asyncio.Task[Any] | None) -> bool:
+    """Whether ``error``, out of awaiting a handler in ``task``, is the handler's failure rather
+    than the worker stopping the task: a ``CancelledError`` while nobody cancelled the task, a
+    ``GeneratorExit`` raised during the task's own step (not by closing its coroutine), and
+    everything else."""
+    if isinstance(error, asyncio.CancelledError):
+        return task is not None and not task.cancelling()
+    if isinstance(error, GeneratorExit):
+        try:
+            return task is not None and asyncio.current_task() is task
+        except RuntimeError:  # no running loop: the coroutine is being closed
+            return False
+    return True
 
 
 async def _keep_result(awaitable: Awaitable[Any], returned: list[Any]) -> None:
-    """Await an async transactional handler; an explicit outcome rolls its writes back."""
-    result = await awaitable
+    """Await an async transactional handler; an explicit outcome rolls its writes back, and so
+    does a ``SystemExit``, ``KeyboardInterrupt`` or bare ``BaseException`` (as :class:`Escaped`,
+    an Exception the transaction rolls back on)."""
+    try:
+        result = await awaitable
+    except (Exception, asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:
+        raise Escaped(exc) from exc
     returned.append(result)
     if isinstance(result, HandlerOutcome):
         raise result
