@@ -19,8 +19,12 @@ from duetime.validation import (
     check_subject,
     check_type,
     encode_payload,
+    whole_number,
 )
 from duetime.when import resolve_when
+
+JSON_COUNTS = ("max_attempts", "priority")
+"""Fields read as whole numbers from JSON, where 3.0 is 3."""
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -89,8 +93,10 @@ class TimerRequest:
                 raise InvalidInput(f"{field_prefix}{name}", "is not a known field")
         if "type" not in data:
             raise InvalidInput(f"{field_prefix}type", "an event type is required")
+        # JSON has one number type: 3.0 is the whole number 3 there (and in JSON Schema).
+        counts = {name: whole_number(data[name]) for name in JSON_COUNTS if name in data}
         try:
-            return cls(**data)
+            return cls(**{**data, **counts})
         except TypeError as exc:  # pragma: no cover - guarded by the checks above
             raise InvalidInput(field_prefix.rstrip(".") or "body", str(exc)) from exc
 

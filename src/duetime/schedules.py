@@ -53,6 +53,7 @@ from duetime.validation import (
     check_payload,
     check_subject,
     check_type,
+    whole_number,
 )
 from duetime.when import check_day_exists
 
@@ -236,6 +237,8 @@ class ScheduleRequest:
         for required in ("name", "type"):
             if required not in data:
                 raise InvalidInput(f"{field_prefix}{required}", "is required")
+        if "max_attempts" in data:  # JSON has one number type: 3.0 is the whole number 3
+            data = {**data, "max_attempts": whole_number(data["max_attempts"])}
         return cls(**data)
 
     @classmethod

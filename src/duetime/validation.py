@@ -302,7 +302,6 @@ def whole_number(value: object) -> object:
 
 
 def check_max_attempts(value: object, field: str = "max_attempts") -> int:
-    value = whole_number(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(field, "must be a whole number")
     if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
@@ -319,7 +318,6 @@ def check_priority(value: object, field: str = "priority") -> int:
     Among the due timers a claim takes the higher priority first, then the earlier due."""
     if value is None:
         return PRIORITY_DEFAULT
-    value = whole_number(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(field, f"must be a whole number from 0 to {PRIORITY_MAX}")
     if not PRIORITY_DEFAULT <= value <= PRIORITY_MAX:

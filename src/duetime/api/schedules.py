@@ -235,7 +235,10 @@ async def delete_schedule(app: WriteApp, name: Name) -> JSONResponse:
 async def preview(
     service: ServiceDep,
     who: PrincipalDep,
-    cron: Annotated[str | None, Query(examples=["30 2 * * *"], pattern=CRON_PATTERN)] = None,
+    cron: Annotated[
+        # Documented, not enforced: the cron parser answers `invalid_cron` naming the field.
+        str | None, Query(examples=["30 2 * * *"], json_schema_extra={"pattern": CRON_PATTERN})
+    ] = None,
     every: Annotated[
         str | None, Query(description="Instead of cron: PT5M or seconds", pattern=EVERY_PATTERN)
     ] = None,
@@ -250,11 +253,15 @@ async def preview(
     on_gap: OnGapName = "run_after",
     on_overlap: OnOverlapName = "once",
     count: Count = PREVIEW,
-    rrule: Annotated[str | None, Query(examples=["FREQ=MONTHLY;BYMONTHDAY=15,-1"])] = None,
-    dtstart: Annotated[str | None, Query(description="With rrule: local time")] = None,
+    rrule: Annotated[
+        str | None, Query(min_length=1, examples=["FREQ=MONTHLY;BYMONTHDAY=15,-1"])
+    ] = None,
+    dtstart: Annotated[
+        str | None, Query(min_length=1, description="With rrule: local time")
+    ] = None,
     exdate: Annotated[list[str] | None, Query(description="Local time to skip")] = None,
     rdate: Annotated[list[str] | None, Query(description="Local time to add")] = None,
-    holidays: Annotated[str | None, Query(examples=["DE-BE"])] = None,
+    holidays: Annotated[str | None, Query(min_length=1, examples=["DE-BE"])] = None,
     roll: RollName | None = None,
     feb29: Feb29Name = "feb28",
 ) -> JSONResponse:

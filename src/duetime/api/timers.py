@@ -36,8 +36,8 @@ from duetime.app import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.model import OnConflict, Page, PutResult, Timer
 from duetime.model.cursors import ID_CURSOR_PATTERN
-from duetime.requests import TimerRequest
-from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH
+from duetime.requests import JSON_COUNTS, TimerRequest
+from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, whole_number
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
@@ -196,7 +196,7 @@ async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
             raise InvalidInput(name, "is not a known field")
     if "type" not in data:
         raise InvalidInput("type", "an event type is required")
-    fields = dict(data)
+    fields = {**data, **{name: whole_number(data[name]) for name in JSON_COUNTS if name in data}}
     event_type = fields.pop("type")
     payload = fields.pop("payload", None)
     result = await app.emit(event_type, payload, **fields)
