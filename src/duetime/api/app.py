@@ -17,6 +17,7 @@ from duetime.api import events, fast, limits, live, operations, schedules, syste
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.guard import RequestGuard
+from duetime.api.responses import JSONResponse
 from duetime.api.service import Service
 from duetime.app import AsyncApp, Store, create_store
 from duetime.clock import Clock
@@ -80,6 +81,7 @@ def create_api(
         docs_url=None,  # served below with Swagger UI's files from this package, not a CDN
         redoc_url=None,
         openapi_url="/openapi.json",
+        default_response_class=JSONResponse,  # a route that returns a model is escaped too
     )
     api.state.duetime = service
     api.add_middleware(RequestGuard, service=service)

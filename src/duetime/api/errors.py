@@ -12,10 +12,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from duetime.api.responses import JSONResponse
 from duetime.auth import Forbidden, Unauthorized
 from duetime.errors import (
     Conflict,

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api.deps import ReadApp
 from duetime.api.formats import WHEN_PATTERN
+from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     CURSOR,
     TYPE_GLOB_PATTERN,

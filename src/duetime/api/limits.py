@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
+from duetime.api.responses import JSONResponse
 from duetime.api.schemas import errors, json_body, not_null
 from duetime.errors import InvalidInput
 from duetime.model.limits import MAX_CONCURRENCY, FlowRule

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, read_json
 from duetime.api.formats import WHEN_PATTERN
+from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     IDENTIFIER,
     TYPE_GLOB_PATTERN,

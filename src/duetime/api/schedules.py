@@ -12,10 +12,10 @@ from datetime import datetime
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import JSONResponse
 
 from duetime.api.deps import PrincipalDep, ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, timezones
+from duetime.api.responses import JSONResponse
 from duetime.api.schedule_schemas import (
     SCHEDULE_NAME_PATTERN,
     Feb29Name,

@@ -6,12 +6,13 @@ from dataclasses import replace
 from importlib import resources
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from duetime import __version__
 from duetime.api import compat
 from duetime.api.deps import PrincipalDep, ServiceDep, read_json
 from duetime.api.errors import error_response
+from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     HealthOut,
     InfoOut,

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from duetime.api import compat
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json, service_of
 from duetime.api.formats import WHEN_PATTERN
+from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     CURSOR,
     IDENTIFIER,
