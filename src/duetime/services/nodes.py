@@ -42,6 +42,10 @@ class NodeUpkeep(Periodic):
     retry_after = 0.5
     """After a failed heartbeat (the database away: a restart, a failover), renew as soon as it
     answers again, not a heartbeat later: the leases have been running out all along."""
+    steady = True
+    """A heartbeat every ``heartbeat`` from the start of the last: one that took long (a busy
+    database, a busy event loop) does not push the next one later still, since the leases it
+    renews run out counted from its start."""
 
     def __init__(
         self,

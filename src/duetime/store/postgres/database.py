@@ -1,6 +1,7 @@
 """The connection pool, with one rule for failures: callers see StoreUnavailable, never hangs.
 
-Every store call borrows a pooled connection (autocommit; writes open an explicit transaction).
+Every store call borrows a pooled connection (autocommit; writes open an explicit transaction),
+except a node's heartbeat, which has a connection of its own (:meth:`Database.renew`).
 When the server goes away, the failing call raises :class:`StoreUnavailable`, the broken
 connection is dropped, and the idle ones are checked in the background, so the first call after
 the server is back gets a fresh connection instead of a stale one. A server that refuses writes
@@ -83,6 +84,8 @@ class Database:
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._lane: AsyncConnectionPool[Conn] | None = None  # the heartbeat's, opened on use
+        self._lane_opening = asyncio.Lock()
         self._checking: asyncio.Task[None] | None = None
         self._after_commit: dict[int, list[Statement]] = {}  # by id() of a connection in write()
 
@@ -94,20 +97,7 @@ class Database:
         """Create the pool and wait for its first connection (StoreUnavailable if none comes)."""
         if self._pool is not None:
             return
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            self.settings.conninfo,
-            connection_class=AsyncConnection[DictRow],
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            min_size=self.settings.pool_min,
-            max_size=self.settings.pool_max,
-            timeout=self.settings.pool_timeout,
-            # Give up a reconnection burst quickly: the next caller starts a new one, so a
-            # server that comes back is used at once rather than after a long backoff.
-            reconnect_timeout=self.settings.pool_timeout,
-            name=f"duetime-{self.settings.schema}",
-            configure=configure,
-            open=False,
-        )
+        pool = self._new_pool(self.settings.pool_min, self.settings.pool_max, "")
         try:
             await pool.open(wait=self.settings.pool_min > 0, timeout=self.settings.pool_timeout)
         except psycopg.Error as exc:
@@ -115,11 +105,30 @@ class Database:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
         self._pool = pool
 
+    def _new_pool(self, min_size: int, max_size: int, suffix: str) -> AsyncConnectionPool[Conn]:
+        return AsyncConnectionPool(
+            self.settings.conninfo,
+            connection_class=AsyncConnection[DictRow],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            min_size=min_size,
+            max_size=max_size,
+            timeout=self.settings.pool_timeout,
+            # Give up a reconnection burst quickly: the next caller starts a new one, so a
+            # server that comes back is used at once rather than after a long backoff.
+            reconnect_timeout=self.settings.pool_timeout,
+            name=f"duetime-{self.settings.schema}{suffix}",
+            configure=configure,
+            open=False,
+        )
+
     async def close(self) -> None:
         pool, self._pool = self._pool, None
+        lane, self._lane = self._lane, None
         if self._checking is not None:
             self._checking.cancel()
             self._checking = None
+        if lane is not None:
+            await lane.close()
         if pool is not None:
             await pool.close()
 
@@ -133,6 +142,26 @@ class Database:
         Statements ``work`` hands to :meth:`after_commit` run once it has committed.
         """
         return await self._run(work, transaction=True)
+
+    async def renew(self, work: Work[R]) -> R:
+        """:meth:`write` on a connection kept for this alone: a node's heartbeat.
+
+        A worker's leases last only as long as its heartbeats keep renewing them. Taken from the
+        pool, a heartbeat would queue behind every call waiting there — a hundred transactional
+        handlers sharing a few connections, each holding one for its handler's whole
+        transaction — and the leases of rows waiting their turn would run out while their
+        worker lived: rescued, recorded lost, run again. Opened on first use (a process that
+        never heartbeats never connects it); one connection more than ``pool_max``.
+        """
+        if self._pool is None:
+            raise StoreUnavailable("the PostgreSQL store is not open")
+        async with self._lane_opening:
+            lane = self._lane
+            if lane is None:
+                lane = self._new_pool(0, 1, "-heartbeat")
+                await lane.open(wait=False)
+                self._lane = lane
+        return await self._run(work, transaction=True, pool=lane)
 
     def after_commit(self, conn: Conn, statement: Statement) -> bool:
         """Send ``statement`` on ``conn`` after the :meth:`write` transaction it is in commits
@@ -179,8 +208,14 @@ class Database:
 
         return await self._run(work, transaction=False)
 
-    async def _run(self, work: Work[R], *, transaction: bool) -> R:
-        pool = self._pool
+    async def _run(
+        self,
+        work: Work[R],
+        *,
+        transaction: bool,
+        pool: AsyncConnectionPool[Conn] | None = None,
+    ) -> R:
+        pool = pool or self._pool
         if pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
         attempt = 0

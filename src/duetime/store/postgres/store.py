@@ -756,7 +756,7 @@ class PostgresStore:
             await conn.execute(Q["heartbeat_node"], params)
             return (await conn.execute(Q["extend_leases"], params)).rowcount
 
-        return await self._db.write(run)
+        return await self._db.renew(run)
 
     async def deregister_node(self, node_id: str) -> None:
         await self._db.read(lambda conn: conn.execute(Q["deregister_node"], {"node_id": node_id}))
