@@ -1,7 +1,7 @@
 """The connection pool, with one rule for failures: callers see StoreUnavailable, never hangs.
 
 Every store call borrows a pooled connection (autocommit; writes open an explicit transaction),
-except a node's heartbeat, which has a connection of its own (:meth:`Database.renew`).
+except the calls a worker's leases depend on, which have lanes of their own (:data:`LANES`).
 When the server goes away, the failing call raises :class:`StoreUnavailable`, the broken
 connection is dropped, and the idle ones are checked in the background, so the first call after
 the server is back gets a fresh connection instead of a stale one. A server that refuses writes
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor
@@ -54,6 +54,18 @@ class Statement(NamedTuple):
 
 ROLLBACK_RETRIES = 3
 
+Lane = Literal["heartbeat", "claims"]
+LANES: dict[Lane, int] = {"heartbeat": 1, "claims": 2}
+"""Connections kept apart from the pool, each lane opened on first use (a process that never
+heartbeats or claims never connects them), for the calls a worker's leases depend on.
+
+Taken from the pool, they would queue behind every call waiting there — a hundred
+transactional handlers sharing a few connections, each holding one for its handler's whole
+transaction. A heartbeat waiting there lets the leases of the rows waiting their turn run
+out while their worker lives (rescued, recorded lost, run again); a claim waiting there has
+spent its lease before its rows are known to be held, so no heartbeat renews them in time.
+``claims``: as many as a worker pipelines (its producer's ``CLAIMS_IN_FLIGHT``)."""
+
 
 class JsonbBinaryLoader(Loader):
     """Binary jsonb → Python: a version byte (1), then the same JSON text."""
@@ -84,7 +96,7 @@ class Database:
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
         self._pool: AsyncConnectionPool[Conn] | None = None
-        self._lane: AsyncConnectionPool[Conn] | None = None  # the heartbeat's, opened on use
+        self._lanes: dict[Lane, AsyncConnectionPool[Conn]] = {}  # see LANES: opened on use
         self._lane_opening = asyncio.Lock()
         self._checking: asyncio.Task[None] | None = None
         self._after_commit: dict[int, list[Statement]] = {}  # by id() of a connection in write()
@@ -123,11 +135,11 @@ class Database:
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
-        lane, self._lane = self._lane, None
+        lanes, self._lanes = self._lanes, {}
         if self._checking is not None:
             self._checking.cancel()
             self._checking = None
-        if lane is not None:
+        for lane in lanes.values():
             await lane.close()
         if pool is not None:
             await pool.close()
@@ -136,32 +148,25 @@ class Database:
         """Run ``work`` on a connection in autocommit mode (each statement on its own)."""
         return await self._run(work, transaction=False)
 
-    async def write(self, work: Work[R]) -> R:
+    async def write(self, work: Work[R], *, lane: Lane | None = None) -> R:
         """Run ``work`` in one transaction: all of it commits, or none of it.
 
         Statements ``work`` hands to :meth:`after_commit` run once it has committed.
+        ``lane``: on that lane's connections, not the pool's (see :data:`LANES`).
         """
-        return await self._run(work, transaction=True)
+        pool = None if lane is None else await self._lane(lane)
+        return await self._run(work, transaction=True, pool=pool)
 
-    async def renew(self, work: Work[R]) -> R:
-        """:meth:`write` on a connection kept for this alone: a node's heartbeat.
-
-        A worker's leases last only as long as its heartbeats keep renewing them. Taken from the
-        pool, a heartbeat would queue behind every call waiting there — a hundred transactional
-        handlers sharing a few connections, each holding one for its handler's whole
-        transaction — and the leases of rows waiting their turn would run out while their
-        worker lived: rescued, recorded lost, run again. Opened on first use (a process that
-        never heartbeats never connects it); one connection more than ``pool_max``.
-        """
+    async def _lane(self, name: Lane) -> AsyncConnectionPool[Conn]:
         if self._pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
         async with self._lane_opening:
-            lane = self._lane
+            lane = self._lanes.get(name)
             if lane is None:
-                lane = self._new_pool(0, 1, "-heartbeat")
+                lane = self._new_pool(0, LANES[name], f"-{name}")
                 await lane.open(wait=False)
-                self._lane = lane
-        return await self._run(work, transaction=True, pool=lane)
+                self._lanes[name] = lane
+        return lane
 
     def after_commit(self, conn: Conn, statement: Statement) -> bool:
         """Send ``statement`` on ``conn`` after the :meth:`write` transaction it is in commits
@@ -183,10 +188,15 @@ class Database:
         return True
 
     async def atomic(
-        self, statements: Sequence[Statement], after: Sequence[Statement] = ()
+        self,
+        statements: Sequence[Statement],
+        after: Sequence[Statement] = (),
+        *,
+        lane: Lane | None = None,
     ) -> list[list[Any]]:
         """Run ``statements`` as one transaction in one round trip; their rows, in order.
-        ``after`` runs once that transaction has committed (as :meth:`after_commit`).
+        ``after`` runs once that transaction has committed (as :meth:`after_commit`);
+        ``lane``: on that lane's connections, not the pool's (see :data:`LANES`).
 
         They go out in a pipeline with a single sync and no BEGIN: the server runs everything
         up to the sync as one implicit transaction and commits it there, or rolls all of it back
@@ -206,7 +216,8 @@ class Database:
             await _send_after_commit(conn, after)
             return results
 
-        return await self._run(work, transaction=False)
+        pool = None if lane is None else await self._lane(lane)
+        return await self._run(work, transaction=False, pool=pool)
 
     async def _run(
         self,

@@ -655,7 +655,8 @@ class PostgresStore:
             [
                 Statement(Q["claim_in_order"], {}),
                 Statement(Q["claim_due"], params, claimed_rows(known), binary=True),
-            ]
+            ],
+            lane="claims",  # not behind the handlers: the lease runs from now
         )
         claimed.sort(key=lambda c: (-c.timer.priority, c.timer.run_at, c.timer.id))
         return claimed
@@ -756,7 +757,7 @@ class PostgresStore:
             await conn.execute(Q["heartbeat_node"], params)
             return (await conn.execute(Q["extend_leases"], params)).rowcount
 
-        return await self._db.renew(run)
+        return await self._db.write(run, lane="heartbeat")
 
     async def deregister_node(self, node_id: str) -> None:
         await self._db.read(lambda conn: conn.execute(Q["deregister_node"], {"node_id": node_id}))

@@ -1,10 +1,11 @@
-"""A node's heartbeat on PostgreSQL is never queued behind the connection pool.
+"""What a worker's leases depend on, on PostgreSQL, is never queued behind the connection pool.
 
 Transactional handlers hold a pooled connection for their whole transaction; with more of them
 running than the pool has connections, the rest wait for one. A heartbeat that waited in that
 queue too would let the leases of the waiting rows run out while their worker lives (they would
 be rescued, recorded lost and run twice), so it has a connection of its own, and the routing
-read that follows it does not hold the next one back.
+read that follows it does not hold the next one back. A claim that waited there would spend
+its lease before its rows were known to be held, so claims have connections of their own too.
 """
 
 from __future__ import annotations
@@ -112,3 +113,18 @@ async def test_the_routing_read_does_not_hold_the_next_heartbeat_back(
     finally:
         await upkeep.close()
     assert "subscriptions failed" not in caplog.text
+
+
+async def test_a_claim_is_made_while_every_pooled_connection_is_taken(
+    pg_schema: str, open_store: StoreFactory
+) -> None:
+    store, claimed = await busy_store(pg_schema, open_store)
+    now = datetime.now(UTC)
+    await store.put_timers([new_timer("d", now)], "error", now)
+    lease_until = now + timedelta(minutes=1)
+    async with pool_taken(store, claimed):
+        (more,) = await store.claim_due("ns", None, now, 10, "n1", lease_until)
+    assert more.timer.key == "d"
+    row = await store.get_timer("ns", "d")
+    assert row is not None
+    assert (row.lease_owner, row.lease_expires_at) == ("n1", lease_until)
