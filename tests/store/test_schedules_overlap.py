@@ -11,12 +11,18 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from storekit import wait_until
 
 from duetime import AsyncApp, FrozenClock
 from duetime.model import Finish, Outcome, Status, Timer
 from duetime.model.schedules import PARKED
-from duetime.recurrence.overlap import BUFFERED, SKIPPED_BUFFER_FULL, SKIPPED_RUNNING
+from duetime.recurrence.overlap import (
+    BUFFERED,
+    SKIPPED_BUFFER_FULL,
+    SKIPPED_RUNNING,
+    waiting,
+)
 from duetime.schedules import occurrence_key
 from duetime.services.materializer import Materializer
 from duetime.store import Store
@@ -88,17 +94,124 @@ async def test_allow_fires_while_the_previous_runs_and_materialises_ahead(store:
     assert second.run_at == second.due_at
 
 
-async def test_a_schedule_with_a_policy_is_materialised_when_due_not_ahead(store: Store) -> None:
-    app, clock, worker = await every_minute(store, overlap="skip")
+@pytest.mark.parametrize("policy", ["skip", "buffer_one"])
+async def test_a_schedule_with_a_policy_is_made_ahead_and_claimable_at_its_instant(
+    store: Store, policy: str
+) -> None:
+    """Made within the lookahead, as any schedule's: at its instant it is there to claim (a
+    worker claims it ahead and starts it on time), no materialiser round needed then."""
+    app, clock, worker = await every_minute(store, overlap=policy)
+    assert await app.schedules.next_schedule_at("ns", timedelta(seconds=2)) == (
+        START + MINUTE - timedelta(seconds=2)
+    )
     clock.set(START + MINUTE - timedelta(seconds=3))
-    assert await worker.tick(clock.now()) == 0
-    assert await occurrence(app, 1) is None
-    assert await app.schedules.next_schedule_at("ns", timedelta(seconds=2)) == START + MINUTE
-    await at_minute(app, clock, worker, 1)
+    assert await worker.tick(clock.now()) == 1
     first = await occurrence(app, 1)
     assert first is not None
-    assert first.status is Status.SCHEDULED
-    assert first.run_at == START + MINUTE
+    assert (first.status, first.run_at, first.last_error) == (
+        Status.SCHEDULED,
+        START + MINUTE,
+        None,
+    )
+    assert await claim(app, clock) == []  # never early
+    clock.set(START + MINUTE)
+    assert [t.key for t in await claim(app, clock)] == [first.key]
+
+
+async def made_behind_a_running_one(
+    store: Store, policy: str, waiting_for: int = 1
+) -> tuple[AsyncApp, FrozenClock, Timer]:
+    """The 12:01 occurrence claimed (running); then the next ``waiting_for`` occurrences made
+    three seconds ahead of each: they wait for it."""
+    app, clock, worker = await every_minute(store, overlap=policy)
+    await at_minute(app, clock, worker, 1)
+    (first,) = await claim(app, clock)
+    for minute in range(2, 2 + waiting_for):
+        clock.set(START + minute * MINUTE - timedelta(seconds=3))
+        assert await worker.tick(clock.now()) == 1
+        made = await occurrence(app, minute)
+        assert made is not None
+        assert (made.status, made.run_at, made.last_error) == (
+            Status.SCHEDULED,
+            PARKED,
+            waiting(policy),
+        )
+    return app, clock, first
+
+
+@pytest.mark.parametrize("policy", ["skip", "buffer_one"])
+async def test_one_waiting_fires_at_its_instant_when_the_earlier_ends_before_it(
+    store: Store, policy: str
+) -> None:
+    app, clock, first = await made_behind_a_running_one(store, policy)
+    clock.set(START + 2 * MINUTE - timedelta(seconds=1))
+    await finish(app, clock, first, Outcome.DONE)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert (second.status, second.run_at, second.last_error) == (
+        Status.SCHEDULED,
+        START + 2 * MINUTE,
+        None,
+    )
+    assert await claim(app, clock) == []  # never early
+    clock.set(START + 2 * MINUTE)
+    assert [t.key for t in await claim(app, clock)] == [second.key]
+
+
+@pytest.mark.parametrize(
+    ("policy", "status", "run_at", "error"),
+    [
+        ("skip", Status.CANCELLED, START + 2 * MINUTE, SKIPPED_RUNNING),
+        ("buffer_one", Status.SCHEDULED, START + 2 * MINUTE + timedelta(seconds=10), None),
+    ],
+)
+async def test_one_waiting_is_skipped_or_buffered_when_the_earlier_ends_after_it(
+    store: Store, policy: str, status: Status, run_at: datetime, error: str | None
+) -> None:
+    app, clock, first = await made_behind_a_running_one(store, policy)
+    clock.set(START + 2 * MINUTE + timedelta(seconds=10))
+    await finish(app, clock, first, Outcome.DONE)
+    second = await occurrence(app, 2)
+    assert second is not None
+    assert (second.status, second.run_at, second.last_error) == (status, run_at, error)
+
+
+@pytest.mark.parametrize(
+    ("policy", "ended_at", "fates"),
+    [
+        # Ended between the two instants: skip skips the first, fires the second on time;
+        # buffer_one runs the first now, the second waits behind it.
+        ("skip", 2.5, [(Status.CANCELLED, 2, SKIPPED_RUNNING), (Status.SCHEDULED, 3, None)]),
+        ("buffer_one", 2.5, [(Status.SCHEDULED, 2.5, None), (Status.SCHEDULED, None, "wait")]),
+        # Ended after both: skip skips both; buffer_one runs one, skips the other.
+        ("skip", 3.5, [(Status.CANCELLED, 2, SKIPPED_RUNNING)] * 2),
+        (
+            "buffer_one",
+            3.5,
+            [(Status.SCHEDULED, 3.5, None), (Status.CANCELLED, 3, SKIPPED_BUFFER_FULL)],
+        ),
+    ],
+)
+async def test_two_waiting_are_decided_together_by_the_earlier_ones_end(
+    store: Store, policy: str, ended_at: float, fates: list[tuple[Status, float | None, Any]]
+) -> None:
+    app, clock, first = await made_behind_a_running_one(store, policy, waiting_for=2)
+    clock.set(START + timedelta(minutes=ended_at))
+    await finish(app, clock, first, Outcome.DONE)
+    for minute, (status, run_minute, error) in zip((2, 3), fates, strict=True):
+        timer = await occurrence(app, minute)
+        assert timer is not None
+        if run_minute is None:  # still waiting
+            assert (timer.status, timer.run_at, timer.last_error) == (
+                status,
+                PARKED,
+                waiting(policy),
+            )
+            continue
+        if status is Status.CANCELLED:
+            run_minute = minute
+        run_at = START + timedelta(minutes=run_minute)
+        assert (timer.status, timer.run_at, timer.last_error) == (status, run_at, error)
 
 
 async def test_skip_records_the_occurrence_and_moves_on(store: Store) -> None:

@@ -16,6 +16,7 @@ from duetime.recurrence.overlap import (
     decide,
     parse_catch_up_grace,
     parse_overlap,
+    waiting,
 )
 from duetime.schedules import ScheduleRequest
 
@@ -42,6 +43,33 @@ def test_decide(policy: str, unfinished: bool, buffered: bool, fates: list[Fate]
     assert decide(policy, THREE, unfinished, buffered) == fates  # type: ignore[arg-type]
 
 
+W = Fate.WAIT
+
+
+@pytest.mark.parametrize(
+    ("policy", "unfinished", "buffered", "fates"),
+    [
+        ("allow", True, False, [F, F, F]),
+        ("skip", False, False, [F, W, W]),
+        ("skip", True, False, [S, W, W]),
+        ("buffer_one", False, False, [F, W, W]),
+        ("buffer_one", True, False, [B, W, W]),
+        ("buffer_one", True, True, [S, W, W]),
+    ],
+)
+def test_decide_ahead(policy: str, unfinished: bool, buffered: bool, fates: list[Fate]) -> None:
+    """Made at the first instant: the later two, behind an unfinished one, wait for its end."""
+    assert decide(policy, THREE, unfinished, buffered, now=T) == fates  # type: ignore[arg-type]
+
+
+def test_a_waiting_occurrence_is_parked_with_its_reason() -> None:
+    row = occurrence_row(W, T, "skip")
+    assert (row.status, row.run_at) == ("scheduled", PARKED)
+    assert row.error == waiting("skip")
+    assert "else is skipped" in waiting("skip")
+    assert "else is buffered" in waiting("buffer_one")
+
+
 def test_decide_nothing_due() -> None:
     assert decide("skip", [], True, False) == []
 
@@ -61,9 +89,10 @@ def test_next_wake() -> None:
     ahead = timedelta(seconds=2)
     assert next_wake(None, None, ahead) is None
     assert next_wake(T, None, ahead) == T - ahead
-    assert next_wake(None, T, ahead) == T
+    # A schedule with a policy is made ahead too, so that its occurrence starts on time.
+    assert next_wake(None, T, ahead) == T - ahead
     assert next_wake(T, T, ahead) == T - ahead
-    assert next_wake(T + timedelta(hours=1), T, ahead) == T
+    assert next_wake(T + timedelta(hours=1), T, ahead) == T - ahead
 
 
 @pytest.mark.parametrize("value", ["allow", "skip", "buffer_one"])

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from duetime.services.base import Periodic, Service, ServiceGroup
+from duetime.services.nodes import NodeUpkeep
 
 
 class Recorder(Service):
@@ -162,3 +163,49 @@ def test_an_outage_is_logged_once_with_its_traceback_and_once_when_it_ends(
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert [r.exc_info is not None for r in errors] == [True]
     assert "down: working again after 3 failed rounds" in caplog.text
+
+
+class SteppedLoop(asyncio.SelectorEventLoop):
+    """An event loop whose time moves only when a round says how long it took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 100.0
+
+    def time(self) -> float:
+        return self.now
+
+
+class Slow(Periodic):
+    """Rounds that take the given seconds of the loop's time."""
+
+    name = "slow"
+
+    def __init__(self, steady: bool, took: list[float]) -> None:
+        super().__init__(10.0)
+        self.steady = steady
+        self.took = took
+
+    async def step(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SteppedLoop)
+        loop.now += self.took.pop(0)
+
+
+@pytest.mark.parametrize(("steady", "waits"), [(True, [10, 6, 0, 9]), (False, [10, 10, 10, 10])])
+def test_a_steady_duty_counts_its_interval_from_the_start_of_a_round(
+    steady: bool, waits: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartbeat that took 4 s of a 10 s interval comes 6 s later, one that took longer than
+    the interval at once: its leases run out counted from its start, not its end."""
+    asked = record_waits(monkeypatch, rounds=3)
+    loop = SteppedLoop()
+    try:
+        loop.run_until_complete(Slow(steady, [4.0, 12.0, 1.0]).run(asyncio.Event()))
+    finally:
+        loop.close()
+    assert asked == waits
+
+
+def test_the_heartbeat_is_a_steady_duty() -> None:
+    assert NodeUpkeep.steady

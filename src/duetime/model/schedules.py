@@ -24,6 +24,7 @@ from duetime.recurrence.overlap import (
     SKIPPED_RUNNING,
     Fate,
     OverlapPolicy,
+    waiting,
 )
 
 
@@ -138,12 +139,15 @@ class OccurrenceRow:
 
 
 def occurrence_row(fate: Fate, due_at: datetime, overlap: str | None) -> OccurrenceRow:
-    """Fire: scheduled at its due instant. Buffer: scheduled, parked until released. Skip:
-    cancelled at once, with the reason."""
+    """Fire: scheduled at its due instant. Buffer and wait: scheduled, parked until released
+    (the end of the earlier occurrence decides a waiting one's fate). Skip: cancelled at once,
+    with the reason."""
     if fate is Fate.FIRE:
         return OccurrenceRow("scheduled", due_at, None)
     if fate is Fate.BUFFER:
         return OccurrenceRow("scheduled", PARKED, BUFFERED)
+    if fate is Fate.WAIT:
+        return OccurrenceRow("scheduled", PARKED, waiting(overlap or "skip"))
     reason = SKIPPED_BUFFER_FULL if overlap == "buffer_one" else SKIPPED_RUNNING
     return OccurrenceRow("cancelled", due_at, reason)
 
@@ -190,9 +194,9 @@ def stranded(
 def next_wake(
     next_at: datetime | None, gated_at: datetime | None, ahead: timedelta
 ) -> datetime | None:
-    """When the materialiser next has work: ``ahead`` of the next occurrence of a schedule
-    without an overlap policy, or at the next of one with a policy (made when due)."""
-    known = [instant for instant in (next_at and next_at - ahead, gated_at) if instant]
+    """When the materialiser next has work: ``ahead`` of the next occurrence of a schedule,
+    with an overlap policy (``gated_at``) or without (``next_at``): both are made ahead."""
+    known = [instant - ahead for instant in (next_at, gated_at) if instant]
     return min(known, default=None)
 
 

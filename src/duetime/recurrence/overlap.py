@@ -10,6 +10,11 @@ for a retry — in flight until it ends as done, dead, cancelled or expired):
 * ``buffer_one``: it waits and fires as soon as the unfinished one ends; at most one waits, so
   a further occurrence while one is buffered is skipped.
 
+Occurrences are made ahead of their instant, as every schedule's are, so that they are claimed
+ahead and start on time. One made ahead behind an unfinished occurrence *waits*: the earlier
+one's end decides its fate (the stores' release trigger) — ended before the instant, it fires at
+its instant; ended after, it is skipped or was buffered, as it would have been at that instant.
+
 The catch-up grace is how late an occurrence may be and still simply fire late; past it, the
 schedule's ``catch_up`` policy decides.
 """
@@ -39,6 +44,8 @@ class Fate(enum.StrEnum):
     FIRE = "fire"
     BUFFER = "buffer"
     SKIP = "skip"
+    WAIT = "wait"
+    """Not due yet, behind an unfinished occurrence: the end of that one decides."""
 
 
 SKIPPED_RUNNING = "skipped: an earlier occurrence was still unfinished (overlap=skip)"
@@ -47,6 +54,16 @@ SKIPPED_BUFFER_FULL = (
     "(overlap=buffer_one)"
 )
 BUFFERED = "buffered: fires when the earlier occurrence finishes (overlap=buffer_one)"
+WAITING = (
+    "waiting: fires at its instant if the earlier occurrence has finished by then, else {fate} "
+    "(overlap={policy})"
+)
+
+
+def waiting(policy: str) -> str:
+    """The reason a waiting occurrence shows until the earlier one's end decides its fate."""
+    fate = "is buffered" if policy == "buffer_one" else "is skipped"
+    return WAITING.format(fate=fate, policy=policy)
 
 
 def parse_overlap(value: object, field: str = "overlap") -> OverlapPolicy:
@@ -82,18 +99,27 @@ def gated(policy: str) -> bool:
 
 
 def decide(
-    policy: OverlapPolicy, due: Sequence[datetime], unfinished: bool, buffered: bool
+    policy: OverlapPolicy,
+    due: Sequence[datetime],
+    unfinished: bool,
+    buffered: bool,
+    now: datetime | None = None,
 ) -> list[Fate]:
-    """The fate of each occurrence of ``due`` (oldest first), all falling due now.
+    """The fate of each occurrence of ``due`` (oldest first), as far as it is known at ``now``
+    (None: all of them fall due now).
 
     ``unfinished``: an earlier occurrence has not finished; ``buffered``: one already waits for
-    it. An occurrence that fires is itself unfinished for the ones after it.
+    it. An occurrence that fires is itself unfinished for the ones after it. One that is not
+    due yet behind an unfinished one waits: whether that one ends before its instant is not
+    known yet.
     """
     fates: list[Fate] = []
-    for _ in due:
+    for instant in due:
         if policy == "allow" or not unfinished:
             fates.append(Fate.FIRE)
             unfinished = True
+        elif now is not None and instant > now:
+            fates.append(Fate.WAIT)
         elif policy == "buffer_one" and not buffered:
             fates.append(Fate.BUFFER)
             buffered = True

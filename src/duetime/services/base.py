@@ -42,6 +42,10 @@ class Periodic(Service, abc.ABC):
     retry_after: float | None = None
     """Seconds to the next round after a failed one (None: ``interval``): for a duty whose
     result matters most right after an outage."""
+    steady = False
+    """Rounds begin every ``interval`` from the start of the last one, however long it took
+    (True), rather than ``interval`` after it ended: for a duty whose rounds must not drift
+    apart on a slow moment, as a heartbeat renewing leases against a deadline."""
 
     def __init__(self, interval: float) -> None:
         if not interval > 0:
@@ -55,9 +59,11 @@ class Periodic(Service, abc.ABC):
     async def run(self, stop: asyncio.Event) -> None:
         """The rounds; of failures in a row only the first is logged with its traceback (an
         outage would otherwise log one every :attr:`retry_after`)."""
+        loop = asyncio.get_running_loop()
         wait = self.interval
         failures = 0
         while not await _stopped_within(stop, wait):
+            began = loop.time()
             try:
                 await self.step()
             except Exception as exc:
@@ -71,6 +77,8 @@ class Periodic(Service, abc.ABC):
             if failures:
                 log.info("%s: working again after %d failed rounds", self.name, failures)
             failures, wait = 0, self.interval
+            if self.steady:
+                wait = max(0.0, began + self.interval - loop.time())
 
 
 async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:

@@ -12,9 +12,11 @@ the schedule's ``catch_up`` decides: ``latest`` fires the most recent overdue oc
 goes on with the next future occurrence.
 
 Overlap (:mod:`duetime.recurrence.overlap`): a schedule whose ``overlap`` is not ``allow`` is
-materialised when its occurrence is due, not ahead, with the state of its earlier occurrences
-read under the schedule row's lock; each due occurrence then fires, is buffered, or is
-recorded as skipped. Nothing more is read for ``allow`` schedules.
+materialised ahead too, with the state of its earlier occurrences read under the schedule row's
+lock. An occurrence with nothing unfinished before it fires (at its instant, claimed ahead like
+any timer: nothing finished comes back unfinished); one behind an unfinished occurrence waits,
+and the end of that one decides (the stores' release trigger); one already due is decided at
+once: fired, buffered or recorded as skipped. Nothing more is read for ``allow`` schedules.
 """
 
 from __future__ import annotations
@@ -135,11 +137,11 @@ def plan_advance(
     """Pure: the timers one due schedule needs now, and where it goes next.
 
     ``state``: whether an earlier occurrence is unfinished, or buffered (schedules with an
-    overlap policy only, which are planned up to ``now``, never ahead).
+    overlap policy only).
     """
     cache = PlanCache() if cache is None else cache
     rule = cache.rule(schedule)
-    horizon = _horizon(schedule, now, lookahead)
+    horizon = now + lookahead
     upcoming = schedule.next_at
     after_at = schedule.after_at
     fire: list[datetime] = []
@@ -152,17 +154,12 @@ def plan_advance(
         after_at = now
         if upcoming is not None and upcoming <= now:  # `all`, capped: go on next batch
             after_at = missed[-1]
-            return _advance(schedule, fire, upcoming, after_at, state, cache)
+            return _advance(schedule, fire, upcoming, after_at, state, cache, now)
     while upcoming is not None and upcoming <= horizon and len(fire) < per_schedule:
         fire.append(upcoming)
         after_at = upcoming
         upcoming = cache.next(rule, upcoming)
-    return _advance(schedule, fire, upcoming, after_at, state, cache)
-
-
-def _horizon(schedule: Planned, now: datetime, lookahead: timedelta) -> datetime:
-    """How far ahead a schedule is materialised: with an overlap policy, only what is due."""
-    return now if gated(schedule.overlap) else now + lookahead
+    return _advance(schedule, fire, upcoming, after_at, state, cache, now)
 
 
 def _due_by(instant: datetime | None, horizon: datetime) -> bool:
@@ -176,6 +173,7 @@ def _advance(
     after_at: datetime,
     state: OccurrenceState,
     cache: PlanCache,
+    now: datetime,
 ) -> ScheduleAdvance:
     timers = tuple(Occurrence(cache.key(schedule.name, instant), instant) for instant in fire)
     last_at = fire[-1] if fire else schedule.last_at
@@ -189,7 +187,7 @@ def _advance(
         after_at=after_at,
         last_at=last_at,
         timers=timers,
-        fates=tuple(decide(policy, fire, state.unfinished, state.buffered)),
+        fates=tuple(decide(policy, fire, state.unfinished, state.buffered, now)),
         overlap=policy,
     )
 
@@ -364,11 +362,7 @@ class Materializer(Service):
             due: Sequence[DueSchedule], states: Mapping[int, OccurrenceState]
         ) -> list[ScheduleAdvance]:
             advances = self.plan(due, now, states, cache)
-            still_due[:] = [
-                a.schedule_id
-                for a, schedule in zip(advances, due, strict=True)
-                if _due_by(a.next_at, _horizon(schedule, now, self.lookahead))
-            ]
+            still_due[:] = [a.schedule_id for a in advances if _due_by(a.next_at, horizon)]
             return advances
 
         limit = self.batch_size

@@ -6,6 +6,8 @@ heartbeat re-reads the live nodes' subscriptions, which decide where events are 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -42,6 +44,10 @@ class NodeUpkeep(Periodic):
     retry_after = 0.5
     """After a failed heartbeat (the database away: a restart, a failover), renew as soon as it
     answers again, not a heartbeat later: the leases have been running out all along."""
+    steady = True
+    """A heartbeat every ``heartbeat`` from the start of the last: one that took long (a busy
+    database, a busy event loop) does not push the next one later still, since the leases it
+    renews run out counted from its start."""
 
     def __init__(
         self,
@@ -67,6 +73,7 @@ class NodeUpkeep(Periodic):
         self.subscriptions = subscriptions
         self.holder = holder
         self.dispatch = dispatch
+        self._routing: asyncio.Task[None] | None = None  # the routing read under way
 
     async def start(self) -> None:
         now = self.clock.now()
@@ -86,13 +93,23 @@ class NodeUpkeep(Periodic):
 
     async def step(self) -> None:
         """Renew the node and its leases (a failure raises: the next try comes after
-        :attr:`retry_after`), then re-read the routing."""
+        :attr:`retry_after`), then re-read the routing beside the next heartbeats.
+
+        The routing is read through the store's shared connections, which a busy worker's
+        handlers may all hold for a while: awaited here, that read would hold the next
+        renewal back with it, and the leases would run out while their worker lives. So it
+        runs on its own task, one at a time (a round finding the last one still under way
+        starts none)."""
         now = self.clock.now()
         held, mark = self.holder.held_now() if self.holder is not None else ([], 0)
         until = now + self.lease
         renewed = await self.store.heartbeat(self.node_id, now, until, held, self._offset())
         if self.holder is not None and renewed == len(held):
             self.holder.renewed(mark, until)
+        if self.dispatch is not None and (self._routing is None or self._routing.done()):
+            self._routing = asyncio.create_task(self._reroute(), name="duetime-routing")
+
+    async def _reroute(self) -> None:
         try:
             await self.refresh_subscriptions()
         except Exception:
@@ -108,6 +125,11 @@ class NodeUpkeep(Periodic):
             self.dispatch.refresh(nodes, self.clock.now(), self.lease)
 
     async def close(self) -> None:
+        routing, self._routing = self._routing, None
+        if routing is not None:
+            routing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await routing
         try:
             await self.store.deregister_node(self.node_id)
         except Exception:

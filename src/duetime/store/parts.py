@@ -155,8 +155,9 @@ class ScheduleStore(Protocol):
 
         The due rows are locked while planned (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so many
         workers share the work instead of racing for the same rows). A schedule with an overlap
-        policy is due at ``now``, not ahead; its occurrence state is read under that lock, so
-        the plan's decision is race-free (read only when such schedules are due).
+        policy is due ahead too; its occurrence state is read under that lock, so the plan's
+        decision is race-free (read only when such schedules are due), and the end of an
+        earlier occurrence decides what the plan left waiting (the stores' release trigger).
         """
         ...
 

@@ -359,11 +359,13 @@ class Producer:
         :data:`RATE_START_DELAY`)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        # The rules first: read through the store's shared connections, they may wait behind
+        # busy handlers, and a lease taken before that wait would be spent by the claim.
+        plan = await self._rules(loop)
         now = self.clock.now()
         hold = target is not None and target > now
         cutoff = target if hold and target is not None else now
         lease_until = now + self.settings.lease
-        plan = await self._rules(loop)
         paced: Mapping[int, datetime] = {}
         if plan.empty:
             # The rows due within the claim-ahead after the cutoff come too, each held until

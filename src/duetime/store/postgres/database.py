@@ -1,6 +1,7 @@
 """The connection pool, with one rule for failures: callers see StoreUnavailable, never hangs.
 
-Every store call borrows a pooled connection (autocommit; writes open an explicit transaction).
+Every store call borrows a pooled connection (autocommit; writes open an explicit transaction),
+except the calls a worker's leases depend on, which have lanes of their own (:data:`LANES`).
 When the server goes away, the failing call raises :class:`StoreUnavailable`, the broken
 connection is dropped, and the idle ones are checked in the background, so the first call after
 the server is back gets a fresh connection instead of a stale one. A server that refuses writes
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor
@@ -53,6 +54,18 @@ class Statement(NamedTuple):
 
 ROLLBACK_RETRIES = 3
 
+Lane = Literal["heartbeat", "claims"]
+LANES: dict[Lane, int] = {"heartbeat": 1, "claims": 2}
+"""Connections kept apart from the pool, each lane opened on first use (a process that never
+heartbeats or claims never connects them), for the calls a worker's leases depend on.
+
+Taken from the pool, they would queue behind every call waiting there — a hundred
+transactional handlers sharing a few connections, each holding one for its handler's whole
+transaction. A heartbeat waiting there lets the leases of the rows waiting their turn run
+out while their worker lives (rescued, recorded lost, run again); a claim waiting there has
+spent its lease before its rows are known to be held, so no heartbeat renews them in time.
+``claims``: as many as a worker pipelines (its producer's ``CLAIMS_IN_FLIGHT``)."""
+
 
 class JsonbBinaryLoader(Loader):
     """Binary jsonb → Python: a version byte (1), then the same JSON text."""
@@ -83,6 +96,8 @@ class Database:
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._lanes: dict[Lane, AsyncConnectionPool[Conn]] = {}  # see LANES: opened on use
+        self._lane_opening = asyncio.Lock()
         self._checking: asyncio.Task[None] | None = None
         self._after_commit: dict[int, list[Statement]] = {}  # by id() of a connection in write()
 
@@ -94,20 +109,7 @@ class Database:
         """Create the pool and wait for its first connection (StoreUnavailable if none comes)."""
         if self._pool is not None:
             return
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            self.settings.conninfo,
-            connection_class=AsyncConnection[DictRow],
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            min_size=self.settings.pool_min,
-            max_size=self.settings.pool_max,
-            timeout=self.settings.pool_timeout,
-            # Give up a reconnection burst quickly: the next caller starts a new one, so a
-            # server that comes back is used at once rather than after a long backoff.
-            reconnect_timeout=self.settings.pool_timeout,
-            name=f"duetime-{self.settings.schema}",
-            configure=configure,
-            open=False,
-        )
+        pool = self._new_pool(self.settings.pool_min, self.settings.pool_max, "")
         try:
             await pool.open(wait=self.settings.pool_min > 0, timeout=self.settings.pool_timeout)
         except psycopg.Error as exc:
@@ -115,11 +117,30 @@ class Database:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
         self._pool = pool
 
+    def _new_pool(self, min_size: int, max_size: int, suffix: str) -> AsyncConnectionPool[Conn]:
+        return AsyncConnectionPool(
+            self.settings.conninfo,
+            connection_class=AsyncConnection[DictRow],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            min_size=min_size,
+            max_size=max_size,
+            timeout=self.settings.pool_timeout,
+            # Give up a reconnection burst quickly: the next caller starts a new one, so a
+            # server that comes back is used at once rather than after a long backoff.
+            reconnect_timeout=self.settings.pool_timeout,
+            name=f"duetime-{self.settings.schema}{suffix}",
+            configure=configure,
+            open=False,
+        )
+
     async def close(self) -> None:
         pool, self._pool = self._pool, None
+        lanes, self._lanes = self._lanes, {}
         if self._checking is not None:
             self._checking.cancel()
             self._checking = None
+        for lane in lanes.values():
+            await lane.close()
         if pool is not None:
             await pool.close()
 
@@ -127,12 +148,25 @@ class Database:
         """Run ``work`` on a connection in autocommit mode (each statement on its own)."""
         return await self._run(work, transaction=False)
 
-    async def write(self, work: Work[R]) -> R:
+    async def write(self, work: Work[R], *, lane: Lane | None = None) -> R:
         """Run ``work`` in one transaction: all of it commits, or none of it.
 
         Statements ``work`` hands to :meth:`after_commit` run once it has committed.
+        ``lane``: on that lane's connections, not the pool's (see :data:`LANES`).
         """
-        return await self._run(work, transaction=True)
+        pool = None if lane is None else await self._lane(lane)
+        return await self._run(work, transaction=True, pool=pool)
+
+    async def _lane(self, name: Lane) -> AsyncConnectionPool[Conn]:
+        if self._pool is None:
+            raise StoreUnavailable("the PostgreSQL store is not open")
+        async with self._lane_opening:
+            lane = self._lanes.get(name)
+            if lane is None:
+                lane = self._new_pool(0, LANES[name], f"-{name}")
+                await lane.open(wait=False)
+                self._lanes[name] = lane
+        return lane
 
     def after_commit(self, conn: Conn, statement: Statement) -> bool:
         """Send ``statement`` on ``conn`` after the :meth:`write` transaction it is in commits
@@ -154,10 +188,15 @@ class Database:
         return True
 
     async def atomic(
-        self, statements: Sequence[Statement], after: Sequence[Statement] = ()
+        self,
+        statements: Sequence[Statement],
+        after: Sequence[Statement] = (),
+        *,
+        lane: Lane | None = None,
     ) -> list[list[Any]]:
         """Run ``statements`` as one transaction in one round trip; their rows, in order.
-        ``after`` runs once that transaction has committed (as :meth:`after_commit`).
+        ``after`` runs once that transaction has committed (as :meth:`after_commit`);
+        ``lane``: on that lane's connections, not the pool's (see :data:`LANES`).
 
         They go out in a pipeline with a single sync and no BEGIN: the server runs everything
         up to the sync as one implicit transaction and commits it there, or rolls all of it back
@@ -177,10 +216,17 @@ class Database:
             await _send_after_commit(conn, after)
             return results
 
-        return await self._run(work, transaction=False)
+        pool = None if lane is None else await self._lane(lane)
+        return await self._run(work, transaction=False, pool=pool)
 
-    async def _run(self, work: Work[R], *, transaction: bool) -> R:
-        pool = self._pool
+    async def _run(
+        self,
+        work: Work[R],
+        *,
+        transaction: bool,
+        pool: AsyncConnectionPool[Conn] | None = None,
+    ) -> R:
+        pool = pool or self._pool
         if pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
         attempt = 0

@@ -179,7 +179,7 @@ class PostgresLimits:
                     await conn.execute(Q["spend_tokens"], {**key, "tat": tat})
                 return claimed, granted
 
-            return await self._db.write(run)
+            return await self._db.write(run, lane="claims")  # see Database.LANES
 
         async def plain(rows: RuleFilter, room: int) -> list[Claimed]:
             params = {**base, **_globs(rows), "limit": room}
@@ -187,7 +187,8 @@ class PostgresLimits:
                 [
                     Statement(Q["claim_in_order"], {}),
                     Statement(Q["claim_ruled"], params, rows_of, binary=True),
-                ]
+                ],
+                lane="claims",
             )
             return list(await give_back_if_unread(self._db, claiming, node_id, token, now))
 

@@ -69,11 +69,10 @@ UPDATE timers SET status = 'cancelled', completed_at = %(now)s, updated_at = %(n
 WHERE schedule_id = %(schedule_id)s AND status IN ('scheduled', 'retrying')
 
 -- name: due_schedules
--- A schedule with an overlap policy is due at its next occurrence, not ahead of it: whether it
--- fires depends on the earlier occurrence's state at that instant.
+-- Every schedule is due ahead of its next occurrence, with an overlap policy or without (one
+-- behind an unfinished occurrence is made waiting: see migration 0021).
 SELECT * FROM schedules
 WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
-  AND (overlap = 'allow' OR next_at <= %(now)s)
 ORDER BY next_at
 LIMIT %(limit)s
 
@@ -85,7 +84,6 @@ SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_ov
     anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
 FROM schedules
 WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
-  AND (overlap = 'allow' OR next_at <= %(now)s)
 ORDER BY next_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
@@ -101,8 +99,7 @@ SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_ov
     anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
 FROM schedules
 WHERE id >= %(first_id)s AND id < %(stop_id)s
-  AND (namespace = %(namespace)s AND active AND next_at <= %(horizon)s
-    AND (overlap = 'allow' OR next_at <= %(now)s)) IS TRUE
+  AND (namespace = %(namespace)s AND active AND next_at <= %(horizon)s) IS TRUE
 ORDER BY id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
@@ -123,16 +120,23 @@ WHERE schedule_id = ANY (%(schedule_ids)s::bigint[])
 GROUP BY schedule_id
 
 -- name: release_buffered
--- A buffered occurrence with nothing unfinished before it (the earlier one ended without the
--- release trigger: it was made before the schedule had buffer_one) runs now.
+-- The first occurrence parked (buffered or waiting) with nothing unfinished before it (the
+-- earlier one ended without the release trigger: it was made before the schedule had a
+-- policy) runs now, or at its instant if that is still to come: never early. Any behind it
+-- wait for its end.
 UPDATE timers
-SET run_at = %(now)s, last_error = NULL, updated_at = %(now)s, version = version + 1
-WHERE schedule_id = ANY (%(schedule_ids)s::bigint[]) AND status = 'scheduled'
-  AND run_at = '9000-01-01 00:00:00+00'
+SET run_at = greatest(due_at, %(now)s), last_error = NULL, updated_at = %(now)s,
+    version = version + 1
+WHERE id IN (
+    SELECT DISTINCT ON (schedule_id) id FROM timers
+    WHERE schedule_id = ANY (%(schedule_ids)s::bigint[]) AND status = 'scheduled'
+      AND run_at = '9000-01-01 00:00:00+00'
+    ORDER BY schedule_id, due_at
+)
 
 -- name: next_schedule_at
--- The next occurrence of a schedule without an overlap policy, and of one with (materialised
--- when due, not ahead).
+-- The next occurrence of a schedule without an overlap policy, and of one with (each index
+-- serves one of them).
 SELECT
     (SELECT next_at FROM schedules
      WHERE namespace = %(namespace)s AND active AND overlap = 'allow'

@@ -670,7 +670,8 @@ class PostgresStore:
                 [
                     Statement(Q["claim_in_order"], {}),
                     Statement(Q["claim_due"], params, claimed_rows(known), binary=True),
-                ]
+                ],
+                lane="claims",  # not behind the handlers: the lease runs from now
             ),
             node_id,
             token,
@@ -775,7 +776,7 @@ class PostgresStore:
             await conn.execute(Q["heartbeat_node"], params)
             return (await conn.execute(Q["extend_leases"], params)).rowcount
 
-        return await self._db.write(run)
+        return await self._db.write(run, lane="heartbeat")
 
     async def deregister_node(self, node_id: str) -> None:
         await self._db.read(lambda conn: conn.execute(Q["deregister_node"], {"node_id": node_id}))

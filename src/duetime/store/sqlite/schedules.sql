@@ -59,11 +59,10 @@ UPDATE timers SET status = 'cancelled', completed_at = :now, updated_at = :now
 WHERE schedule_id = :schedule_id AND status IN ('scheduled', 'retrying')
 
 -- name: due_schedules
--- A schedule with an overlap policy is due at its next occurrence, not ahead of it: whether it
--- fires depends on the earlier occurrence's state at that instant.
+-- Every schedule is due ahead of its next occurrence, with an overlap policy or without (one
+-- behind an unfinished occurrence is made waiting: see migration 0012).
 SELECT * FROM schedules
 WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
-  AND (overlap = 'allow' OR next_at <= :now)
 ORDER BY next_at
 LIMIT :limit
 
@@ -74,7 +73,6 @@ SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_ov
     anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
 FROM schedules
 WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
-  AND (overlap = 'allow' OR next_at <= :now)
 ORDER BY next_at
 LIMIT :limit
 
@@ -86,7 +84,6 @@ SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_ov
 FROM schedules NOT INDEXED
 WHERE id >= :first_id AND id < :stop_id
   AND namespace = :namespace AND active = 1 AND next_at <= :horizon
-  AND (overlap = 'allow' OR next_at <= :now)
 ORDER BY id
 LIMIT :limit
 
@@ -117,16 +114,24 @@ WHERE schedule_id IN (SELECT value FROM json_each(:ids))
 GROUP BY schedule_id
 
 -- name: release_buffered
--- A buffered occurrence with nothing unfinished before it (the earlier one ended without the
--- release trigger: it was made before the schedule had buffer_one) runs now.
+-- The first occurrence parked (buffered or waiting) with nothing unfinished before it (the
+-- earlier one ended without the release trigger: it was made before the schedule had a
+-- policy) runs now, or at its instant if that is still to come: never early. Any behind it
+-- wait for its end.
 UPDATE timers
-SET run_at = :now, last_error = NULL, updated_at = :now, version = version + 1
-WHERE schedule_id IN (SELECT value FROM json_each(:ids)) AND status = 'scheduled'
-  AND run_at = 221845392000000000
+SET run_at = max(due_at, :now), last_error = NULL, updated_at = :now, version = version + 1
+WHERE id IN (
+    SELECT (SELECT id FROM timers AS parked
+            WHERE parked.schedule_id = ids.value AND parked.status = 'scheduled'
+              AND parked.run_at = 221845392000000000
+            ORDER BY parked.due_at
+            LIMIT 1)
+    FROM json_each(:ids) AS ids
+)
 
 -- name: next_schedule_at
--- The next occurrence of a schedule without an overlap policy, and of one with (materialised
--- when due, not ahead).
+-- The next occurrence of a schedule without an overlap policy, and of one with (each index
+-- serves one of them).
 SELECT
     (SELECT next_at FROM schedules
      WHERE namespace = :namespace AND active = 1 AND overlap = 'allow' AND next_at IS NOT NULL
@@ -139,13 +144,14 @@ SELECT
      LIMIT 1)
 
 -- name: hear_releases
--- On this process's own connection only (TEMP): a buffered occurrence released by the end of
--- an earlier one (migration 0007's trigger) wakes the workers, as a stored timer does.
+-- On this process's own connection only (TEMP): an occurrence released by the end of an
+-- earlier one (migration 0012's trigger) wakes the workers, as a stored timer does.
 -- duetime_released is a function of that connection; other connections have neither.
 CREATE TEMP TRIGGER IF NOT EXISTS timers_released_wakeup
 AFTER UPDATE OF status ON main.timers
 FOR EACH ROW
-WHEN NEW.overlap = 'buffer_one'
+WHEN NEW.overlap IN ('skip', 'buffer_one')
+    AND OLD.run_at < 221845392000000000
     AND OLD.status IN ('scheduled', 'running', 'retrying')
     AND NEW.status IN ('done', 'dead', 'cancelled', 'expired')
 BEGIN
