@@ -138,3 +138,27 @@ async def test_a_fan_out_records_its_own_instant_as_the_start(store: Store) -> N
     assert timer.fired_at == handed
     (attempt,) = await store.list_attempts(timer.id)
     assert attempt.started_at == handed
+
+
+async def test_a_heartbeat_of_an_earlier_claim_does_not_renew_a_later_one(store: Store) -> None:
+    """The same node holds the same attempt number under two claims (the first given back, as a
+    database crash that forgot it would): renewing the first claim's lease must leave the
+    second's to run out, and renewing the second's renews it."""
+    await store.put_timers([new_timer("k", NOW, type="t")], "error", NOW)
+    (first,) = await store.claim_due("ns", None, NOW, 10, "n1", LEASE)
+    token = first.timer.claim_token
+    await store.finish([Finish(first.timer.id, 1, Outcome.RELEASED, claim_token=token)], "n1", NOW)
+    (second,) = await store.claim_due("ns", None, NOW, 10, "n1", LEASE)
+    assert (second.timer.id, second.attempt) == (first.timer.id, 1)
+    later = LEASE + timedelta(minutes=1)
+
+    assert await store.heartbeat("n1", NOW, later, [(first.timer.id, token)]) == 0
+    timer = await store.get_timer("ns", "k")
+    assert timer is not None
+    assert timer.lease_expires_at == LEASE
+
+    own = [(second.timer.id, second.timer.claim_token)]
+    assert await store.heartbeat("n1", NOW, later, own) == 1
+    timer = await store.get_timer("ns", "k")
+    assert timer is not None
+    assert timer.lease_expires_at == later

@@ -337,7 +337,7 @@ async def test_heartbeat_extends_only_the_nodes_own_leases(store: Store) -> None
     ids = {k: t.id for k in "abc" if (t := await store.get_timer("ns", k))}
     # c is n2's, so not n1's to extend; b is n1's but not listed (its claim answer was lost),
     # so it is left to expire and be rescued
-    assert await store.heartbeat("n1", SOON, until, [ids["a"], ids["c"]]) == 1
+    assert await store.heartbeat("n1", SOON, until, [(ids["a"], None), (ids["c"], None)]) == 1
     leases = {k: (await store.get_timer("ns", k)) for k in "abc"}
     assert {k: t.lease_expires_at if t else None for k, t in leases.items()} == {
         "a": until,

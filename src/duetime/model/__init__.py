@@ -256,6 +256,11 @@ class Finish:
     ``fired_at`` when it is its first. None: not known (the claim's instant is kept)."""
 
 
+HeldRow = tuple[int, int | None]
+"""A row a worker holds, as its heartbeat lists it: the timer id and the token of the claim it
+holds the row by (:attr:`Timer.claim_token`; None: whichever claim)."""
+
+
 @dataclass(frozen=True, slots=True)
 class FanOut:
     """The owner of a claimed event hands it on: one delivery row per destination.

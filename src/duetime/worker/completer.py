@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from duetime.errors import StoreUnavailable
-from duetime.model import Finish, Timer
+from duetime.model import Finish, HeldRow, Timer
 from duetime.worker import attempts
 from duetime.worker.shared import Shared
 
@@ -100,10 +100,11 @@ class Completer:
         """Outcomes not yet written: waiting, or in a write under way."""
         return len(self._finishes) + sum(map(len, self._writes.values()))
 
-    def held(self) -> Iterator[int]:
-        """Ids of the timers whose outcome is not yet written (their leases are still ours)."""
-        yield from (f.timer_id for f in self._finishes)
-        yield from (f.timer_id for batch in self._writes.values() for f in batch)
+    def held(self) -> Iterator[HeldRow]:
+        """The timers whose outcome is not yet written (their leases are still ours), each with
+        its claim's token."""
+        yield from ((f.timer_id, f.claim_token) for f in self._finishes)
+        yield from ((f.timer_id, f.claim_token) for batch in self._writes.values() for f in batch)
 
     @property
     def busy(self) -> bool:

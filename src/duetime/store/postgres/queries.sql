@@ -883,10 +883,17 @@ WHERE id = %(node_id)s
 -- name: extend_leases
 -- Locks the node's rows in id order, as finish does, so the two never deadlock. Rows locked by
 -- a transactional handler still running are skipped: rescue skips them too, so they stay ours.
+-- Each row is renewed only under the claim the node holds it by (its token, NULL: any): a
+-- heartbeat of a claim the database forgot never keeps alive the claim that replaced it.
 UPDATE timers SET lease_expires_at = %(lease_until)s
 FROM (
     SELECT id FROM timers
     WHERE lease_owner = %(node_id)s AND status = 'running' AND id = ANY(%(held)s::bigint[])
+      AND EXISTS (
+          SELECT FROM unnest(%(held)s::bigint[], %(tokens)s::bigint[]) AS h (id, claim_token)
+          WHERE h.id = timers.id
+            AND (h.claim_token IS NULL OR h.claim_token = timers.claim_token)
+      )
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ) AS mine
