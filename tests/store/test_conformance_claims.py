@@ -162,3 +162,22 @@ async def test_a_heartbeat_of_an_earlier_claim_does_not_renew_a_later_one(store:
     timer = await store.get_timer("ns", "k")
     assert timer is not None
     assert timer.lease_expires_at == later
+
+
+async def test_a_lost_attempt_shows_its_claim_and_no_start(store: Store) -> None:
+    """A node claims ahead and is lost before it reports a start: the rescued attempt keeps its
+    claim's instant as claimed_at and shows no start, and the timer has not fired (no start was
+    ever known), instead of showing the planned instant as if it had started then."""
+    await store.put_timers([new_timer("k", NOW, type="t", max_attempts=2)], "error", NOW)
+    (claimed,) = await store.claim_due("ns", None, AHEAD, 10, "n1", LEASE)
+    (running,) = await store.list_attempts(claimed.timer.id)
+    assert (running.claimed_at, running.started_at, running.finished_at) == (AHEAD, None, None)
+    rescued_at = LEASE + timedelta(seconds=1)
+    assert await store.rescue(rescued_at) == [claimed.timer.id]
+    (lost,) = await store.list_attempts(claimed.timer.id)
+    assert (lost.outcome, lost.claimed_at, lost.started_at) == (Outcome.LOST, AHEAD, None)
+    assert lost.finished_at == rescued_at
+    timer = await store.get_timer("ns", "k")
+    assert timer is not None
+    assert (timer.status, timer.fired_at) == (Status.RETRYING, None)
+    assert lost.to_dict()["started_at"] is None

@@ -178,17 +178,23 @@ class Attempt:
     timer_id: int
     number: int
     node_id: str
-    started_at: datetime
+    started_at: datetime | None
+    """When its handler (or delivery) truly began, as its worker reported with the outcome;
+    None while that is not known: the attempt is running, or was lost with its node."""
     finished_at: datetime | None = None
     outcome: Outcome | None = None
     error: str | None = None
     traceback: str | None = None
     """Where a failed attempt's exception was raised (innermost frames, bounded)."""
+    claimed_at: datetime | None = None
+    """When a claim took the row for it: up to the claim's look-ahead before the due instant,
+    so never its start. None only on rows written before it was kept."""
 
     def to_dict(self) -> dict[str, JSON]:
         return {
             "number": self.number,
             "node_id": self.node_id,
+            "claimed_at": iso(self.claimed_at),
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
             "outcome": self.outcome.value if self.outcome else None,
