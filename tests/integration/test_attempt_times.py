@@ -124,3 +124,32 @@ def test_a_running_attempt_shows_its_claim_and_no_start_and_the_handler_sees_its
             assert second.claimed_at == timer.run_at
 
     run(main)
+
+
+def test_the_handler_sees_its_true_start_as_fired_at(url: str) -> None:
+    """The claim is made ahead of the start (here the clock moves WAIT between them): the
+    first attempt's event says the handler's start, not the claim's instant; a later attempt's
+    says the first attempt's start."""
+
+    async def main() -> None:
+        clock = FrozenClock(START)
+        app = AsyncApp(url, clock=clock)
+        app.observers.append(WaitAfterClaim(clock))
+        fired: list[datetime | None] = []
+
+        @app.handler("job")
+        async def job(event: Event) -> None:
+            fired.append(event.fired_at)
+            if event.attempt == 1:
+                raise RuntimeError("again")
+
+        async with app:
+            await app.schedule("job", {}, at=START, key="k", max_attempts=2)
+            await app.tick()
+            timer = await app.get("k")
+            clock.set(timer.run_at)
+            await app.tick()
+            assert fired == [START + WAIT, START + WAIT]
+            assert (await app.get("k")).status is Status.DONE
+
+    run(main)

@@ -171,13 +171,13 @@ async def test_a_lost_attempt_shows_its_claim_and_no_start(store: Store) -> None
     await store.put_timers([new_timer("k", NOW, type="t", max_attempts=2)], "error", NOW)
     (claimed,) = await store.claim_due("ns", None, AHEAD, 10, "n1", LEASE)
     (running,) = await store.list_attempts(claimed.timer.id)
-    assert (running.claimed_at, running.started_at, running.finished_at) == (AHEAD, None, None)
+    assert (running.started_at, running.finished_at) == (None, None)
     rescued_at = LEASE + timedelta(seconds=1)
     assert await store.rescue(rescued_at) == [claimed.timer.id]
     (lost,) = await store.list_attempts(claimed.timer.id)
-    assert (lost.outcome, lost.claimed_at, lost.started_at) == (Outcome.LOST, AHEAD, None)
-    assert lost.finished_at == rescued_at
+    assert (lost.outcome, lost.started_at, lost.finished_at) == (Outcome.LOST, None, rescued_at)
+    assert lost.to_dict()["started_at"] is None
     timer = await store.get_timer("ns", "k")
     assert timer is not None
     assert (timer.status, timer.fired_at) == (Status.RETRYING, None)
-    assert lost.to_dict()["started_at"] is None
+    assert (running.claimed_at, lost.claimed_at) == (AHEAD, AHEAD)
