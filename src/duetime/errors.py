@@ -91,4 +91,23 @@ class LeaseLost(DuetimeError):
 
 
 class StoreUnavailable(DuetimeError):
+    """The store could not be reached or went away: nothing was written, unless
+    :attr:`outcome_unknown` says the connection was lost while the write committed."""
+
     code = "store_unavailable"
+    outcome_unknown = False
+
+
+class CommitOutcomeUnknown(StoreUnavailable):
+    """The connection was lost while the store committed a write: it may have been stored, or
+    not, and no one can tell from here. A write made again with the same keys is safe (a key's
+    timer is stored once; ``on_conflict='keep'`` or ``'update'`` answers what is there), so
+    retrying resolves it; :meth:`~duetime.AsyncApp.get` by key shows which it was."""
+
+    outcome_unknown = True
+
+    def __init__(self, cause: object) -> None:
+        super().__init__(
+            f"the connection to the store was lost while it committed ({cause}): the write may "
+            "have been stored or not; retrying with the same keys is safe"
+        )

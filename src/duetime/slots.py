@@ -60,6 +60,9 @@ _set_producer = slot_setter(Timer, "producer")
 _set_trace_context = slot_setter(Timer, "trace_context")
 _set_priority = slot_setter(Timer, "priority")
 set_claim_token = slot_setter(Timer, "claim_token")
+set_fired_at = _set_fired_at
+"""Give a just-claimed Timer that has not fired yet the start of its attempt as ``fired_at``,
+the instant its outcome records (the object is the worker's own until its outcome)."""
 """Stamp a just-claimed Timer with its claim's token (the object is still being made)."""
 
 

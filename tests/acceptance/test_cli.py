@@ -294,3 +294,41 @@ def test_database_url_flag_wins_over_the_environment(cli: Cli) -> None:
     assert (cli.cwd / "other.db").exists()
     assert not cli.db_path.exists()
     assert [t["key"] for t in cli.ok("ls", "--database-url", other)["items"]] == ["k"]
+
+
+def test_show_says_when_a_lost_attempt_was_claimed_and_that_its_start_is_unknown(cli: Cli) -> None:
+    """A worker claimed the timer and was lost before it reported a start: ``show`` gives the
+    claim's instant and no start (never the claim's instant as if it had started then)."""
+    import asyncio
+
+    from duetime.store import create_store
+
+    cli.ok("schedule", "greet", "--at", "2025-03-15T13:00:00Z", "--key", "lost")
+    # a claim made ahead records the instant it looked ahead to
+    claimed_at = datetime(2025, 3, 15, 13, 0, 0, 250000, tzinfo=UTC)
+    lease_until = claimed_at + timedelta(seconds=30)
+
+    async def lose_it() -> None:
+        store = create_store(cli.db_url)
+        await store.open()
+        try:
+            (claimed,) = await store.claim_due("default", None, claimed_at, 1, "n1", lease_until)
+            assert claimed.timer.key == "lost"
+            assert await store.rescue(lease_until + timedelta(seconds=1)) == [claimed.timer.id]
+        finally:
+            await store.close()
+
+    asyncio.run(lose_it())
+    shown = cli.ok("show", "lost")
+    (attempt,) = shown["attempts"]
+    assert attempt["outcome"] == "lost"
+    assert _instant(attempt["claimed_at"]) == claimed_at
+    assert attempt["started_at"] is None
+    assert shown["timer"]["fired_at"] is None
+    human = cli("show", "lost", env={"COLUMNS": "200"})
+    assert human.code == 0
+    lines = human.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("#"))
+    assert header.split()[:5] == ["#", "node", "claimed", "started", "finished"]
+    (row,) = [line for line in lines if line.startswith("1 ")]
+    assert row.split()[:4] == ["1", "n1", "2025-03-15T13:00:00Z", "-"]  # claimed, no start

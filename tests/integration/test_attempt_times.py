@@ -79,3 +79,77 @@ def test_started_at_and_fired_at_are_when_the_handler_began(url: str) -> None:
             assert attempt.finished_at == began + RUN
 
     run(main)
+
+
+def test_a_running_attempt_shows_its_claim_and_no_start_and_the_handler_sees_its_start(
+    url: str,
+) -> None:
+    """While the handler runs, the store knows when the row was claimed, not yet when the
+    handler began (its outcome reports that): the attempt shows claimed_at and no started_at,
+    the timer no fired_at. The handler's event says when it truly fired; a second attempt's
+    event keeps the first one's start."""
+
+    async def main() -> None:
+        clock = FrozenClock(START)
+        app = AsyncApp(url, clock=clock)
+        app.observers.append(WaitAfterClaim(clock))
+        fired: list[datetime | None] = []
+        during: list[tuple[datetime | None, datetime | None, datetime | None]] = []
+
+        @app.handler("job")
+        async def job(event: Event) -> None:
+            fired.append(event.fired_at)
+            if event.attempt == 1:
+                (attempt,) = await app.attempts("k")
+                timer = await app.get("k")
+                during.append((attempt.claimed_at, attempt.started_at, timer.fired_at))
+                clock.advance(RUN)
+                raise RuntimeError("again")
+
+        async with app:
+            await app.schedule("job", {}, at=START, key="k", max_attempts=3)
+            await app.tick()
+            assert during == [(START, None, None)]
+            first_start = START + WAIT
+            timer = await app.get("k")
+            assert (timer.status, timer.fired_at) == (Status.RETRYING, first_start)
+            clock.set(timer.run_at)
+            await app.tick()
+            assert fired == [first_start, first_start]
+            timer = await app.get("k")
+            assert (timer.status, timer.fired_at) == (Status.DONE, first_start)
+            first, second = await app.attempts("k")
+            assert (first.claimed_at, first.started_at) == (START, first_start)
+            assert second.started_at == timer.run_at + WAIT
+            assert second.claimed_at == timer.run_at
+
+    run(main)
+
+
+def test_the_handler_sees_its_true_start_as_fired_at(url: str) -> None:
+    """The claim is made ahead of the start (here the clock moves WAIT between them): the
+    first attempt's event says the handler's start, not the claim's instant; a later attempt's
+    says the first attempt's start."""
+
+    async def main() -> None:
+        clock = FrozenClock(START)
+        app = AsyncApp(url, clock=clock)
+        app.observers.append(WaitAfterClaim(clock))
+        fired: list[datetime | None] = []
+
+        @app.handler("job")
+        async def job(event: Event) -> None:
+            fired.append(event.fired_at)
+            if event.attempt == 1:
+                raise RuntimeError("again")
+
+        async with app:
+            await app.schedule("job", {}, at=START, key="k", max_attempts=2)
+            await app.tick()
+            timer = await app.get("k")
+            clock.set(timer.run_at)
+            await app.tick()
+            assert fired == [START + WAIT, START + WAIT]
+            assert (await app.get("k")).status is Status.DONE
+
+    run(main)

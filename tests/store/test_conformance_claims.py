@@ -138,3 +138,46 @@ async def test_a_fan_out_records_its_own_instant_as_the_start(store: Store) -> N
     assert timer.fired_at == handed
     (attempt,) = await store.list_attempts(timer.id)
     assert attempt.started_at == handed
+
+
+async def test_a_heartbeat_of_an_earlier_claim_does_not_renew_a_later_one(store: Store) -> None:
+    """The same node holds the same attempt number under two claims (the first given back, as a
+    database crash that forgot it would): renewing the first claim's lease must leave the
+    second's to run out, and renewing the second's renews it."""
+    await store.put_timers([new_timer("k", NOW, type="t")], "error", NOW)
+    (first,) = await store.claim_due("ns", None, NOW, 10, "n1", LEASE)
+    token = first.timer.claim_token
+    await store.finish([Finish(first.timer.id, 1, Outcome.RELEASED, claim_token=token)], "n1", NOW)
+    (second,) = await store.claim_due("ns", None, NOW, 10, "n1", LEASE)
+    assert (second.timer.id, second.attempt) == (first.timer.id, 1)
+    later = LEASE + timedelta(minutes=1)
+
+    assert await store.heartbeat("n1", NOW, later, [(first.timer.id, token)]) == 0
+    timer = await store.get_timer("ns", "k")
+    assert timer is not None
+    assert timer.lease_expires_at == LEASE
+
+    own = [(second.timer.id, second.timer.claim_token)]
+    assert await store.heartbeat("n1", NOW, later, own) == 1
+    timer = await store.get_timer("ns", "k")
+    assert timer is not None
+    assert timer.lease_expires_at == later
+
+
+async def test_a_lost_attempt_shows_its_claim_and_no_start(store: Store) -> None:
+    """A node claims ahead and is lost before it reports a start: the rescued attempt keeps its
+    claim's instant as claimed_at and shows no start, and the timer has not fired (no start was
+    ever known), instead of showing the planned instant as if it had started then."""
+    await store.put_timers([new_timer("k", NOW, type="t", max_attempts=2)], "error", NOW)
+    (claimed,) = await store.claim_due("ns", None, AHEAD, 10, "n1", LEASE)
+    (running,) = await store.list_attempts(claimed.timer.id)
+    assert (running.started_at, running.finished_at) == (None, None)
+    rescued_at = LEASE + timedelta(seconds=1)
+    assert await store.rescue(rescued_at) == [claimed.timer.id]
+    (lost,) = await store.list_attempts(claimed.timer.id)
+    assert (lost.outcome, lost.started_at, lost.finished_at) == (Outcome.LOST, None, rescued_at)
+    assert lost.to_dict()["started_at"] is None
+    timer = await store.get_timer("ns", "k")
+    assert timer is not None
+    assert (timer.status, timer.fired_at) == (Status.RETRYING, None)
+    assert (running.claimed_at, lost.claimed_at) == (AHEAD, AHEAD)

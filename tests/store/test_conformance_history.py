@@ -47,6 +47,7 @@ async def finish(store: Store, key: str, outcome: Outcome, at: timedelta = timed
                 error=f"{outcome}!",
                 run_at=run_at,
                 traceback=None if outcome is Outcome.DONE else f"Traceback: {outcome}\n",
+                started_at=NOW + at,  # as the worker reports it
             )
         ],
         "n1",
@@ -309,7 +310,9 @@ async def test_a_fanned_out_event_and_each_delivery_are_logged(store: Store) -> 
     soon = NOW + timedelta(seconds=1)
     deliveries = await store.claim_due("ns", None, soon, 10, "n1", LEASE)
     await store.finish(
-        [Finish(d.timer.id, d.attempt, Outcome.DONE) for d in deliveries], "n1", soon
+        [Finish(d.timer.id, d.attempt, Outcome.DONE, started_at=soon) for d in deliveries],
+        "n1",
+        soon,
     )
     await hist(store).maintain(POLICY, LATER)
     page = await hist(store).list_events("ns", EventFilter(type="order.*"), None, 10)
@@ -348,6 +351,15 @@ async def test_running_timers_are_listed_in_their_place(store: Store) -> None:
     assert await pages(TimerFilter(subject="s"), 3) == [["k4", "k3", "k2"], ["k1", "k0"]]
     assert await pages(TimerFilter(status=Status.RUNNING), 1) == [["k3"], ["k1"]]
     assert await pages(TimerFilter(status=Status.SCHEDULED, type="t"), 5) == [["k4", "k2", "k0"]]
+    # a first attempt running has no known start (its outcome reports it): not in the event
+    # log yet; a later attempt running is, at its timer's first start
     events = await hist(store).list_events("ns", EventFilter(), None, 50)
-    assert [e.timer.key for e in events.items] == ["k3", "k1"]
-    assert all(e.timer.status is Status.RUNNING for e in events.items)
+    assert events.items == []
+    k1 = next(c for c in running if c.timer.key == "k1")
+    retry = Finish(k1.timer.id, 1, Outcome.RETRY, "x", NOW, started_at=NOW)
+    assert await store.finish([retry], "n1", NOW) == set()
+    assert len(await store.claim_due("ns", None, NOW, 10, "n1", LEASE)) == 1
+    events = await hist(store).list_events("ns", EventFilter(), None, 50)
+    assert [(e.timer.key, e.timer.status, e.timer.fired_at) for e in events.items] == [
+        ("k1", Status.RUNNING, NOW)
+    ]

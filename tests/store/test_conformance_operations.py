@@ -19,7 +19,10 @@ async def kill(store: Store, keys: list[str], at: timedelta = timedelta(0)) -> N
     """Claim the due ``keys`` and end each attempt as dead."""
     claimed = await store.claim_due("ns", None, NOW + at, len(keys), "n1", LEASE + at)
     assert sorted(c.timer.key for c in claimed) == sorted(keys)
-    finishes = [Finish(c.timer.id, c.attempt, Outcome.DEAD, error="no") for c in claimed]
+    began = NOW + at  # the handler's start, which the worker reports with the outcome
+    finishes = [
+        Finish(c.timer.id, c.attempt, Outcome.DEAD, error="no", started_at=began) for c in claimed
+    ]
     assert await store.finish(finishes, "n1", NOW + at + timedelta(seconds=1)) == set()
 
 

@@ -35,7 +35,9 @@ async def fire(
     assert timer is not None
     claimed = await store.claim_due("ns", [timer.type], timer.run_at, 100, "n1", LATER)
     (item,) = [c for c in claimed if c.timer.key == key]
-    finish = Finish(item.timer.id, item.attempt, outcome, error=error, run_at=run_at)
+    finish = Finish(
+        item.timer.id, item.attempt, outcome, error=error, run_at=run_at, started_at=timer.run_at
+    )
     assert await store.finish([finish], "n1", NOW) == set()
 
 

@@ -40,10 +40,13 @@ async def test_claim_takes_due_timers_oldest_first_and_opens_attempts(store: Sto
         assert item.attempt == timer.attempts == 1
         assert timer.status is Status.RUNNING
         assert (timer.lease_owner, timer.lease_expires_at) == ("n1", LEASE)
-        assert timer.fired_at == timer.updated_at == NOW
+        # running: claimed now, its start not known until its outcome reports it
+        assert timer.updated_at == NOW
+        assert timer.fired_at is None
         assert await store.get_timer("ns", timer.key) == timer
         (attempt,) = await store.list_attempts(timer.id)
-        assert (attempt.number, attempt.node_id, attempt.started_at) == (1, "n1", NOW)
+        assert (attempt.number, attempt.node_id, attempt.claimed_at) == (1, "n1", NOW)
+        assert attempt.started_at is None
         assert (attempt.finished_at, attempt.outcome, attempt.error) == (None, None, None)
     assert await store.claim_due("ns", None, NOW, 10, "n1", LEASE) == []
     late = await store.claim_due("ns", None, NOW + timedelta(minutes=1), 10, "n1", LEASE)
@@ -195,12 +198,13 @@ async def test_finish_applies_a_batch_and_reports_only_the_lost(store: Store) ->
 async def test_done(store: Store) -> None:
     await store.put_timers([new_timer("a")], "error", NOW)
     claimed = await claim_one(store, "a")
-    await store.finish([Finish(claimed.timer.id, 1, Outcome.DONE)], "n1", SOON)
+    began = NOW + timedelta(milliseconds=3)
+    await store.finish([Finish(claimed.timer.id, 1, Outcome.DONE, started_at=began)], "n1", SOON)
     timer = await store.get_timer("ns", "a")
     assert timer is not None
     assert timer.status is Status.DONE
     assert timer.completed_at == timer.updated_at == SOON
-    assert timer.fired_at == NOW
+    assert timer.fired_at == began
     assert (timer.lease_owner, timer.lease_expires_at, timer.last_error) == (None, None, None)
     (attempt,) = await store.list_attempts(timer.id)
     assert (attempt.finished_at, attempt.outcome, attempt.error) == (SOON, Outcome.DONE, None)
@@ -211,7 +215,9 @@ async def test_retry_then_next_attempt(store: Store) -> None:
     claimed = await claim_one(store, "a")
     retry_at = NOW + timedelta(minutes=1)
     trace = "Traceback (most recent call last):\n  ...\nValueError: boom\n"
-    retried = Finish(claimed.timer.id, 1, Outcome.RETRY, "boom", retry_at, traceback=trace)
+    retried = Finish(
+        claimed.timer.id, 1, Outcome.RETRY, "boom", retry_at, traceback=trace, started_at=NOW
+    )
     await store.finish([retried], "n1", SOON)
     timer = await store.get_timer("ns", "a")
     assert timer is not None
@@ -278,7 +284,9 @@ async def test_released_work_goes_back_unstarted(store: Store) -> None:
     assert await store.list_attempts(timer.id) == []
 
     second = await claim_one(store, "b")
-    await store.finish([Finish(second.timer.id, 1, Outcome.RETRY, "x", NOW)], "n1", NOW)
+    await store.finish(
+        [Finish(second.timer.id, 1, Outcome.RETRY, "x", NOW, started_at=NOW)], "n1", NOW
+    )
     again = await claim_one(store, "b")
     assert again.attempt == 2
     await store.finish([Finish(again.timer.id, 2, Outcome.RELEASED)], "n1", SOON)
@@ -337,7 +345,7 @@ async def test_heartbeat_extends_only_the_nodes_own_leases(store: Store) -> None
     ids = {k: t.id for k in "abc" if (t := await store.get_timer("ns", k))}
     # c is n2's, so not n1's to extend; b is n1's but not listed (its claim answer was lost),
     # so it is left to expire and be rescued
-    assert await store.heartbeat("n1", SOON, until, [ids["a"], ids["c"]]) == 1
+    assert await store.heartbeat("n1", SOON, until, [(ids["a"], None), (ids["c"], None)]) == 1
     leases = {k: (await store.get_timer("ns", k)) for k in "abc"}
     assert {k: t.lease_expires_at if t else None for k, t in leases.items()} == {
         "a": until,

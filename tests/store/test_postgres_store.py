@@ -265,12 +265,13 @@ async def test_an_attempt_row_opened_by_an_earlier_version_is_closed_at_finish(
     later = NOW + timedelta(seconds=2)
     assert await store.finish([Finish(claimed.timer.id, 1, Outcome.DONE)], "n1", later) == set()
     (ended,) = await store.list_attempts(claimed.timer.id)
-    assert (ended.node_id, ended.started_at, ended.finished_at, ended.outcome) == (
+    assert (ended.node_id, ended.claimed_at, ended.finished_at, ended.outcome) == (
         "n1",
         NOW,
         later,
         "done",
     )
+    assert ended.started_at is None  # the outcome reported none
 
 
 async def test_a_first_attempt_that_completes_its_timer_is_kept_on_the_timer_row(
@@ -287,9 +288,12 @@ async def test_a_first_attempt_that_completes_its_timer_is_kept_on_the_timer_row
     first = {c.timer.key: c for c in await store.claim_due("ns", None, NOW, 10, "n1", lease)}
     later = NOW + timedelta(seconds=2)
     retry_at = NOW + timedelta(seconds=5)
+    began = NOW + timedelta(milliseconds=4)
     finishes = [
-        Finish(first["a"].timer.id, 1, Outcome.DONE),
-        Finish(first["b"].timer.id, 1, Outcome.RETRY, error="boom", run_at=retry_at),
+        Finish(first["a"].timer.id, 1, Outcome.DONE, started_at=began),
+        Finish(
+            first["b"].timer.id, 1, Outcome.RETRY, error="boom", run_at=retry_at, started_at=NOW
+        ),
     ]
     assert await store.finish(finishes, "n1", later) == set()
     (again,) = await store.claim_due("ns", None, retry_at, 10, "n2", lease + timedelta(seconds=5))
@@ -306,8 +310,9 @@ async def test_a_first_attempt_that_completes_its_timer_is_kept_on_the_timer_row
     assert kept == [("a", "n1"), ("b", None)]
     (only,) = await store.list_attempts(a)
     assert (only.timer_id, only.number, only.node_id) == (a, 1, "n1")
-    assert (only.started_at, only.finished_at, only.outcome, only.error) == (
+    assert (only.claimed_at, only.started_at, only.finished_at, only.outcome, only.error) == (
         NOW,
+        began,
         later,
         Outcome.DONE,
         None,

@@ -69,9 +69,22 @@ def status_for(error: DuetimeError) -> int:
 
 
 def error_response(
-    status: int, code: str, message: str, field: str | None, headers: dict[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    field: str | None,
+    headers: dict[str, str] | None = None,
+    *,
+    outcome_unknown: bool = False,
 ) -> JSONResponse:
-    body = {"code": code, "message": _printable(message), "field": field and _printable(field)}
+    """The error body; ``outcome_unknown`` (a 503 only): the write may have been stored."""
+    body: dict[str, object] = {
+        "code": code,
+        "message": _printable(message),
+        "field": field and _printable(field),
+    }
+    if outcome_unknown:
+        body["outcome_unknown"] = True
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -84,7 +97,10 @@ async def _duetime_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DuetimeError)
     status = status_for(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return error_response(status, exc.code, exc.message, exc.field, headers)
+    unknown = isinstance(exc, StoreUnavailable) and exc.outcome_unknown
+    return error_response(
+        status, exc.code, exc.message, exc.field, headers, outcome_unknown=unknown
+    )
 
 
 def _field_of(location: Any) -> str | None:

@@ -178,7 +178,17 @@ class TimerOut(BaseModel):
 class AttemptOut(BaseModel):
     number: int
     node_id: str
-    started_at: str
+    claimed_at: str | None = Field(
+        None,
+        description="When a claim took the row for this attempt: up to the claim's look-ahead "
+        "before the due instant, so never its start (null only on rows kept from before it was "
+        "recorded)",
+    )
+    started_at: str | None = Field(
+        description="When its handler (or delivery) truly began, as its worker reported with "
+        "the outcome; null while that is not known: the attempt is running, or was lost with "
+        "its node"
+    )
     finished_at: str | None
     outcome: str | None
     error: str | None

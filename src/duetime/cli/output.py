@@ -212,13 +212,14 @@ def timers_table(timers: Sequence[Timer], *, with_error: bool = False) -> Table:
 def attempts_table(attempts: Sequence[Attempt]) -> Table:
 
     table = new_table(title="attempts")
-    for name in ("#", "node", "started", "finished", "outcome", "error"):
+    for name in ("#", "node", "claimed", "started", "finished", "outcome", "error"):
         table.add_column(name, overflow="fold")
     for attempt in attempts:
         add_row(
             table,
             str(attempt.number),
             attempt.node_id,
+            when(attempt.claimed_at),
             when(attempt.started_at),
             when(attempt.finished_at),
             text(attempt.outcome and attempt.outcome.value),

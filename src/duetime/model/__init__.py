@@ -180,17 +180,23 @@ class Attempt:
     timer_id: int
     number: int
     node_id: str
-    started_at: datetime
+    started_at: datetime | None
+    """When its handler (or delivery) truly began, as its worker reported with the outcome;
+    None while that is not known: the attempt is running, or was lost with its node."""
     finished_at: datetime | None = None
     outcome: Outcome | None = None
     error: str | None = None
     traceback: str | None = None
     """Where a failed attempt's exception was raised (innermost frames, bounded)."""
+    claimed_at: datetime | None = None
+    """When a claim took the row for it: up to the claim's look-ahead before the due instant,
+    so never its start. None only on rows written before it was kept."""
 
     def to_dict(self) -> dict[str, JSON]:
         return {
             "number": self.number,
             "node_id": self.node_id,
+            "claimed_at": iso(self.claimed_at),
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
             "outcome": self.outcome.value if self.outcome else None,
@@ -256,6 +262,11 @@ class Finish:
     started_at: datetime | None = None
     """When the handler (or the delivery) began: the attempt's recorded start, and the timer's
     ``fired_at`` when it is its first. None: not known (the claim's instant is kept)."""
+
+
+HeldRow = tuple[int, int | None]
+"""A row a worker holds, as its heartbeat lists it: the timer id and the token of the claim it
+holds the row by (:attr:`Timer.claim_token`; None: whichever claim)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Protocol
 from duetime.clock import Clock, DatabaseClock
 from duetime.config import Settings
 from duetime.dispatch import Dispatch
-from duetime.model import Node, Subscription
+from duetime.model import HeldRow, Node, Subscription
 from duetime.services.base import Periodic
 from duetime.store.protocol import Store
 
@@ -27,8 +27,8 @@ log = logging.getLogger("duetime.services")
 class LeaseHolder(Protocol):
     """A worker, as its heartbeat sees it."""
 
-    def held_now(self) -> tuple[list[int], int]:
-        """The ids of the timers it holds, and a mark for :meth:`renewed`."""
+    def held_now(self) -> tuple[list[HeldRow], int]:
+        """The timers it holds (id and claim token), and a mark for :meth:`renewed`."""
         ...
 
     def renewed(self, mark: int, until: datetime) -> None:

@@ -25,6 +25,7 @@ from duetime.model import (
     DeadType,
     FanOut,
     Finish,
+    HeldRow,
     NewTimer,
     Node,
     OnConflict,
@@ -249,12 +250,14 @@ class Store(Protocol):
         node_id: str,
         now: datetime,
         lease_until: datetime,
-        held: Sequence[int],
+        held: Sequence[HeldRow],
         clock_offset: timedelta | None = None,
     ) -> int:
-        """Refresh the node's heartbeat and extend its leases on ``held`` (the timer ids it knows
-        it is working on); returns leases extended. A lease the node does not list is not renewed,
-        so work whose claim answer never reached it is rescued when the lease runs out.
+        """Refresh the node's heartbeat and extend its leases on ``held`` (the timers it knows it
+        is working on, each with the token of the claim it holds it by); returns leases extended.
+        A lease the node does not list is not renewed, so work whose claim answer never reached it
+        is rescued when the lease runs out; nor is a row held under another claim than the one
+        listed (a later claim of the same attempt, after the database forgot the first).
         ``clock_offset``: the node's latest measure of its clock against the database's."""
         ...
 

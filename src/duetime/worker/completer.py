@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from duetime.errors import StoreUnavailable
-from duetime.model import Finish, Timer
+from duetime.model import Finish, HeldRow, Timer
+from duetime.slots import set_fired_at
 from duetime.worker import attempts
 from duetime.worker.shared import Shared
 
@@ -61,8 +62,12 @@ class Completer:
     # -- what the worker asks ---------------------------------------------------------------
     def started(self, timer: Timer, at: datetime) -> None:
         """The handler of ``timer``'s claimed attempt begins at ``at``: its outcome records it
-        as the attempt's start (and the timer's ``fired_at``, on its first attempt)."""
+        as the attempt's start, and as the timer's ``fired_at`` when no attempt before had a
+        known start. The claimed ``timer`` gets that ``fired_at`` now, so the handler's event
+        says when it truly fired, as the stored timer will."""
         self._starts[timer.id, timer.claim_token] = at
+        if timer.fired_at is None:
+            set_fired_at(timer, at)
 
     def start_of(self, timer: Timer) -> datetime | None:
         """When the handler of ``timer``'s claimed attempt began (None: not yet)."""
@@ -100,10 +105,11 @@ class Completer:
         """Outcomes not yet written: waiting, or in a write under way."""
         return len(self._finishes) + sum(map(len, self._writes.values()))
 
-    def held(self) -> Iterator[int]:
-        """Ids of the timers whose outcome is not yet written (their leases are still ours)."""
-        yield from (f.timer_id for f in self._finishes)
-        yield from (f.timer_id for batch in self._writes.values() for f in batch)
+    def held(self) -> Iterator[HeldRow]:
+        """The timers whose outcome is not yet written (their leases are still ours), each with
+        its claim's token."""
+        yield from ((f.timer_id, f.claim_token) for f in self._finishes)
+        yield from ((f.timer_id, f.claim_token) for batch in self._writes.values() for f in batch)
 
     @property
     def busy(self) -> bool:

@@ -21,7 +21,7 @@ import functools
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -29,7 +29,7 @@ from duetime.backoff import Backoff
 from duetime.dispatch import Dispatch, Target
 from duetime.eventloop import start_task
 from duetime.handlers import Event, Handler
-from duetime.model import Claimed, Finish, Outcome, Timer
+from duetime.model import Claimed, Finish, HeldRow, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
 from duetime.threads import Escaped, NotStarted
 from duetime.worker import attempts
@@ -73,11 +73,17 @@ class Executor:
         self.dispatch = dispatch
         self.completer = completer
         self.in_flight: dict[int, asyncio.Task[None]] = {}
+        self._tokens: dict[int, int | None] = {}  # the claim token of each in_flight timer
         self._backoff = backoff
         self._rng = rng
         self._capacity = shared.capacity
         self._start_ready = start_ready
         self._tracing: Tracing | None = shared.tracing
+
+    def held(self) -> Iterator[HeldRow]:
+        """The :attr:`in_flight` timers, each with the token of the claim that took it."""
+        tokens = self._tokens
+        return ((timer_id, tokens.get(timer_id)) for timer_id in list(self.in_flight))
 
     def retry_delay(self, attempt: int) -> timedelta:
         return self._backoff.delay(attempt, self._rng)
@@ -95,6 +101,7 @@ class Executor:
         if start_at is None:
             self._launch(claimed, loop, target, held)
         else:
+            self._tokens[claimed.timer.id] = claimed.timer.claim_token
             self.in_flight[claimed.timer.id] = loop.create_task(
                 self._run_one(claimed, start_at, target=target, held=held)
             )
@@ -135,6 +142,7 @@ class Executor:
             span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
             context = self._tracing.context_for(span)
         if not before.is_async or before.transactional:
+            self._tokens[timer.id] = timer.claim_token
             self.in_flight[timer.id] = loop.create_task(
                 self._run_one(claimed, None, before, held=held, span=span), context=context
             )
@@ -151,11 +159,13 @@ class Executor:
             self._handler_done(claimed, span, task)
             return
         task.add_done_callback(functools.partial(self._handler_done, claimed, span))
+        self._tokens[timer.id] = timer.claim_token
         self.in_flight[timer.id] = task
 
     def _handler_done(self, claimed: Claimed, span: Span | None, task: asyncio.Task[Any]) -> None:
         timer, attempt = claimed.timer, claimed.attempt
         self.in_flight.pop(timer.id, None)
+        self._tokens.pop(timer.id, None)
         self._capacity.set()
         if task.cancelled() and task.cancelling():  # the worker cancelled it (shutdown)
             finish = attempts.interrupted(timer, attempt, self.clock.now())
@@ -182,11 +192,11 @@ class Executor:
         now = self.clock.now()
         if held is not None and not self.shared.leases.usable(held, now):
             return self._released(timer, attempt)
-        self.completer.started(timer, now)  # the attempt's start, as its outcome records it
-        if attempts.is_stale(timer, now):
+        if attempts.is_stale(timer, now):  # recorded expired: no handler ever started
             return attempts.expired(timer, attempt, now)
         if not isinstance(target, Handler):  # None; a fan-out never comes this way
             return Finish(timer.id, attempt, Outcome.DEAD, error=self.dispatch.missing(timer))
+        self.completer.started(timer, now)  # the attempt's start, as its outcome records it
         for observer in self.observers:
             observer.started(timer, attempt, now - timer.due_at)
         return target
@@ -233,6 +243,7 @@ class Executor:
                 finish = Finish(timer.id, attempt, Outcome.RELEASED)
         finally:
             self.in_flight.pop(timer.id, None)
+            self._tokens.pop(timer.id, None)
             self._capacity.set()
         if span is not None and self._tracing is not None:
             self._tracing.end(span, finish)

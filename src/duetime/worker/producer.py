@@ -20,7 +20,7 @@ from typing import cast
 
 from duetime.config import Settings
 from duetime.dispatch import Dispatch, Target
-from duetime.model import Claimed, Finish, Outcome
+from duetime.model import Claimed, Finish, HeldRow, Outcome
 from duetime.model.limits import FlowPlan, plan_of
 from duetime.routes import Fan
 from duetime.worker import attempts
@@ -156,10 +156,11 @@ class Producer:
         """Rows claimed and waiting for a slot."""
         return len(self._ready)
 
-    def held(self) -> Iterator[int]:
-        """Ids of the rows claimed and not started yet."""
-        yield from (r.claimed.timer.id for r in self._ready)
-        yield from list(self._pacing)
+    def held(self) -> Iterator[HeldRow]:
+        """The rows claimed and not started yet, each with its claim's token."""
+        for ready in (*self._ready, *self._pacing.values()):
+            timer = ready.claimed.timer
+            yield timer.id, timer.claim_token
 
     def free(self) -> int:
         """Slots for handlers to start in.

@@ -24,6 +24,7 @@ from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.dispatch import Dispatch
 from duetime.handlers import HandlerRegistry
+from duetime.model import HeldRow
 from duetime.routes import Route
 from duetime.services.base import Service, ServiceGroup
 from duetime.store.protocol import Store
@@ -178,13 +179,14 @@ class Worker:
         and waiting for a free slot."""
         return len(self.executor.in_flight) + self.producer.waiting
 
-    def held(self) -> list[int]:
-        """Ids of the timers this worker knows it holds: running, or with an outcome not yet
-        recorded. Only these leases are renewed — a claim whose answer was lost (the connection
-        died after the commit) is left to expire and be rescued, not kept alive forever."""
-        return [*self.executor.in_flight, *self.producer.held(), *self.completer.held()]
+    def held(self) -> list[HeldRow]:
+        """The timers this worker knows it holds (id and claim token): running, or with an
+        outcome not yet recorded. Only these leases are renewed — a claim whose answer was lost
+        (the connection died after the commit) is left to expire and be rescued, not kept alive
+        forever; nor is a row claimed again under another token."""
+        return [*self.executor.held(), *self.producer.held(), *self.completer.held()]
 
-    def held_now(self) -> tuple[list[int], int]:
+    def held_now(self) -> tuple[list[HeldRow], int]:
         """What a heartbeat renews: the ids :meth:`held` lists, with the mark that tells later
         whether a row was among them (see :class:`~.leases.Leases`)."""
         return self.held(), self.leases.mark()

@@ -388,18 +388,24 @@ async function showTimer() {
   const newestTraceback = Math.max(-1, ...attempts.filter((a) => a.traceback).map((a) => a.number));
   body.dataset.key = key;
   body.replaceChildren(...attempts.flatMap((a) => {
-    const took = a.finished_at ? span(Date.parse(a.finished_at) - Date.parse(a.started_at)) : "–";
+    // Took: from the true start, which a running or lost attempt has none of (never the claim's
+    // instant, up to the claim's look-ahead before the due time).
+    const took = a.finished_at && a.started_at
+      ? span(Date.parse(a.finished_at) - Date.parse(a.started_at)) : "–";
+    const unknown = a.finished_at ? "start not reported" : "not reported yet";
     const row = el("tr", { class: "attempt" }, [
       el("td", { text: String(a.number) }),
       el("td", { class: "mono", text: a.node_id, title: a.node_id }),
-      el("td", { class: "mono", text: instant(a.started_at) }),
+      el("td", { class: "mono", text: instant(a.claimed_at) }),
+      el("td", { class: "mono", text: a.started_at ? instant(a.started_at) : "–",
+        title: a.started_at ? "" : unknown }),
       el("td", { class: "mono", text: instant(a.finished_at) }),
       el("td", { text: took }),
       el("td", {}, [a.outcome ? pill(a.outcome) : pill("running")]),
       el("td", { class: "error", text: a.error ?? "", title: a.error ?? "" }),
     ]);
     if (!a.traceback) return [row];
-    return [row, el("tr", { class: "traceback" }, [el("td", { colspan: 7 }, [
+    return [row, el("tr", { class: "traceback" }, [el("td", { colspan: 8 }, [
       el("details", { "data-number": a.number, open: seen ? opened.has(String(a.number)) : a.number === newestTraceback }, [
         el("summary", { text: `Traceback of attempt ${a.number}` }),
         el("pre", { class: "code", text: a.traceback }),

@@ -30,7 +30,7 @@ from psycopg.errors import (
 from psycopg.rows import AsyncRowFactory, DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from duetime.errors import StoreUnavailable
+from duetime.errors import CommitOutcomeUnknown, StoreUnavailable
 from duetime.jsontext import load_json
 from duetime.store.postgres.settings import PostgresSettings
 
@@ -211,13 +211,16 @@ class Database:
                     cursor = conn.cursor(row_factory=rows, binary=binary)
                     await cursor.execute(query, params)
                     cursors.append(cursor)
+                commit.sent = True  # the sync commits: from here, a loss leaves it unknown
                 await pipeline.sync()
                 results = [await c.fetchall() if c.description else [] for c in cursors]
+            commit.sent = False  # committed: what comes after cannot undo it
             await _send_after_commit(conn, after)
             return results
 
+        commit = _Commit()
         pool = None if lane is None else await self._lane(lane)
-        return await self._run(work, transaction=False, pool=pool)
+        return await self._run(work, transaction=False, pool=pool, commit=commit)
 
     async def _run(
         self,
@@ -225,17 +228,20 @@ class Database:
         *,
         transaction: bool,
         pool: AsyncConnectionPool[Conn] | None = None,
+        commit: _Commit | None = None,
     ) -> R:
         pool = pool or self._pool
         if pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
+        commit = commit or _Commit()
         attempt = 0
         while True:
             attempt += 1
+            commit.sent = False
             try:
                 async with pool.connection() as conn:
                     try:
-                        return await self._work(conn, work, transaction)
+                        return await self._work(conn, work, transaction, commit)
                     except ReadOnlySqlTransaction:
                         await conn.close()  # the server was demoted: the pool drops it
                         raise
@@ -253,9 +259,11 @@ class Database:
                 ReadOnlySqlTransaction,  # a standby now: the primary is elsewhere
             ) as exc:
                 self._check_idle_connections(pool)
+                if commit.sent and not isinstance(exc, ReadOnlySqlTransaction):
+                    raise CommitOutcomeUnknown(exc) from exc
                 raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
 
-    async def _work(self, conn: Conn, work: Work[R], transaction: bool) -> R:
+    async def _work(self, conn: Conn, work: Work[R], transaction: bool, commit: _Commit) -> R:
         if not transaction:
             return await work(conn)
         pending: list[Statement] = []
@@ -263,6 +271,8 @@ class Database:
         try:
             async with conn.transaction():
                 result = await work(conn)
+                commit.sent = True  # leaving the block sends COMMIT
+            commit.sent = False
         finally:
             del self._after_commit[id(conn)]
         await _send_after_commit(conn, pending)
@@ -280,6 +290,17 @@ class Database:
             await pool.check()
         except Exception as exc:  # the pool is closing, or the server is still away
             log.debug("checking pooled connections failed: %s", exc)
+
+
+class _Commit:
+    """Whether a write's commit has been sent and not yet answered: a connection lost then
+    leaves its outcome unknown (:class:`CommitOutcomeUnknown`), where a loss before it means
+    nothing was written."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
 
 
 async def _send_after_commit(conn: Conn, statements: Sequence[Statement]) -> None:

@@ -361,19 +361,24 @@ RETURNING *
 -- name: list_attempts
 -- A timer's attempts, in the hot table or archived with it, the one it is running now, and the
 -- first attempt that completed it when that has no row of its own (see finish).
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+-- An attempt running now has no known start (its worker reports it with the outcome); rows
+-- written before claimed_at was kept have none either, and their started_at held the claim's
+-- instant.
+SELECT timer_id, number, node_id, coalesce(claimed_at, started_at) AS claimed_at, started_at,
+    finished_at, outcome, error, traceback
 FROM attempts
 WHERE timer_id = %(timer_id)s
 UNION ALL
-SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL, NULL FROM timers
+SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL, NULL, NULL FROM timers
 WHERE id = %(timer_id)s AND status = 'running'
   AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
 UNION ALL
 -- A first attempt that completed the timer lives on its row (migration 0011).
-SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL, NULL FROM timers
+SELECT id, 1, done_by, claimed_at, fired_at, completed_at, 'done', NULL, NULL FROM timers
 WHERE id = %(timer_id)s AND done_by IS NOT NULL
 UNION ALL
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+SELECT timer_id, number, node_id, coalesce(claimed_at, started_at), started_at, finished_at,
+    outcome, error, traceback
 FROM attempt_history
 WHERE timer_id = %(timer_id)s
 ORDER BY number
@@ -512,7 +517,7 @@ SET status = 'running',
     attempts = timers.attempts + 1,
     lease_owner = %(node_id)s,
     lease_expires_at = %(lease_until)s,
-    fired_at = coalesce(timers.fired_at, %(now)s),
+    claimed_at = %(now)s,
     updated_at = %(now)s,
     claim_token = %(claim_token)s
 FROM due
@@ -520,7 +525,8 @@ WHERE timers.ctid = due.ctid
 -- Not what the claim just set, nor the namespace: the caller knows those
 -- (rows.claimed_timer_rows). The payload comes as JSON text, decoded row by row by the caller
 -- (rows.claimed_rows): one value Python cannot read must not fail the whole claim's fetch.
--- fired_at is the claim's instant until the first attempt's outcome brings its true start.
+-- fired_at is not the claim's to set: it is the first attempt's true start, which the outcome
+-- brings (NULL until one is known).
 RETURNING timers.id, timers.key, timers.type, timers.payload::text AS payload, timers.subject,
     timers.correlation_id, timers.due_at, timers.run_at, timers.local, timers.timezone,
     timers.disambiguation, timers.expires_after, timers.attempts, timers.max_attempts,
@@ -721,7 +727,8 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 -- owner's are left alone and come back missing from the result (lost). Each ended attempt's
 -- row is written (see claim_due); one released unstarted leaves none, and neither does a first
 -- attempt that completes its timer (nearly every attempt): done_by names its node, and with
--- fired_at (its start, which the first claim set) and completed_at it is the attempt's row,
+-- claimed_at (its claim's instant), fired_at (its start, which this outcome writes) and
+-- completed_at it is the attempt's row,
 -- which list_attempts, list_deliveries and archive_timers read from there (migration 0011).
 -- (Arrays go in binary, as in insert_timer.)
 -- Each outcome reaches its row by one primary-key probe (the update's nested loop over the
@@ -730,8 +737,9 @@ SELECT set_config('enable_hashjoin', 'off', true) AS hashjoin,
 -- meanwhile): no separate lock of each row first, which cost a WAL record an outcome. The
 -- planner is never asked to join the batch with "this node's running rows", whose estimate
 -- after an ANALYZE of a quiet table is one row and which it would then read once per outcome
--- (batch × running). The attempt's start is the row's updated_at as this statement's snapshot
--- sees it (the LATERAL, a read): nothing but the claim sets it while the timer runs. (Not by
+-- (batch × running). The attempt's claim instant is the row's updated_at as this statement's
+-- snapshot sees it (the LATERAL, a read): nothing but the claim sets it while the timer runs;
+-- its start is the one the worker reports (NULL: not known). (Not by
 -- ctid: a heartbeat committed while the lock was awaited leaves a version this statement's
 -- snapshot cannot see, and the outcome would be lost.)
 WITH f AS (
@@ -749,8 +757,8 @@ WITH f AS (
 ),
 mine AS (
     -- claimed_at: the claim's instant (the row's updated_at while it runs); started_at: when
-    -- the handler began, as the worker recorded it (the claim's instant when not given).
-    SELECT f.*, t.claimed_at, coalesce(f.began_at, t.claimed_at) AS started_at
+    -- the handler began, as the worker reported it (NULL when not given: not known).
+    SELECT f.*, t.claimed_at, f.began_at AS started_at
     FROM f CROSS JOIN LATERAL (
         SELECT updated_at AS claimed_at FROM timers WHERE id = f.timer_id
     ) AS t
@@ -776,17 +784,19 @@ finished AS (
         END,
         max_attempts = timers.max_attempts + CASE WHEN f.outcome = 'snoozed' THEN 1 ELSE 0 END,
         attempts = timers.attempts - CASE WHEN f.outcome = 'released' THEN 1 ELSE 0 END,
+        -- the first start known (a released attempt never started): the timer's firing
         fired_at = CASE
             WHEN f.outcome = 'released' AND timers.attempts <= 1 THEN NULL
-            -- the first attempt (its claim set fired_at): when its handler truly began
-            WHEN timers.fired_at = f.claimed_at THEN f.started_at
-            ELSE timers.fired_at
+            WHEN f.outcome = 'released' THEN timers.fired_at
+            ELSE coalesce(timers.fired_at, f.started_at)
         END,
         updated_at = %(now)s,
         lease_owner = NULL,
         lease_expires_at = NULL,
         done_by = CASE
-            WHEN f.outcome = 'done' AND f.attempt = 1 AND f.claimed_at = timers.fired_at
+            -- its start becomes fired_at and its claim's instant stays in claimed_at
+            WHEN f.outcome = 'done' AND f.attempt = 1 AND timers.fired_at IS NULL
+                AND timers.claimed_at = f.claimed_at
                 -- an earlier version opened the attempt's row at the claim: close that one
                 AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = f.timer_id AND number = 1)
                 THEN %(node_id)s::text
@@ -795,18 +805,19 @@ finished AS (
     WHERE timers.id = f.timer_id AND timers.attempts = f.attempt
       AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
       AND (f.claim_token IS NULL OR timers.claim_token = f.claim_token)
-    RETURNING timers.id, f.attempt, f.outcome, f.error, f.started_at, timers.done_by,
-        f.traceback
+    RETURNING timers.id, f.attempt, f.outcome, f.error, f.claimed_at, f.started_at,
+        timers.done_by, f.traceback
 ),
 ended AS (
     INSERT INTO attempts (
-        timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+        timer_id, number, node_id, claimed_at, started_at, finished_at, outcome, error, traceback
     )
-    SELECT id, attempt, %(node_id)s, started_at, %(now)s, outcome, error, traceback
+    SELECT id, attempt, %(node_id)s, claimed_at, started_at, %(now)s, outcome, error, traceback
     FROM finished
     WHERE outcome <> 'released' AND done_by IS NULL
     ON CONFLICT (timer_id, number) DO UPDATE SET
-        node_id = excluded.node_id, started_at = excluded.started_at,
+        node_id = excluded.node_id, claimed_at = excluded.claimed_at,
+        started_at = excluded.started_at,
         finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error,
         traceback = excluded.traceback
 )
@@ -818,11 +829,10 @@ FROM finished
 
 -- name: give_back_claim
 -- The rows of a claim (by its token) that could not be read after it committed, back as they
--- were before it: pending, the attempt not counted, fired_at cleared if the claim set it.
+-- were before it: pending, the attempt not counted.
 UPDATE timers
 SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
     attempts = attempts - 1,
-    fired_at = CASE WHEN fired_at = updated_at THEN NULL ELSE fired_at END,
     lease_owner = NULL, lease_expires_at = NULL, claim_token = NULL, updated_at = %(now)s
 WHERE lease_owner = %(node_id)s AND claim_token = %(claim_token)s AND status = 'running'
 RETURNING id
@@ -830,8 +840,9 @@ RETURNING id
 -- name: rescue
 -- Leases that ran out: the attempt is lost; the timer retries, or is dead when out of
 -- attempts. Rows another node is rescuing (or finishing) right now are skipped, not waited on.
+-- The lost attempt's start was never reported: it has none (its claim's instant is kept).
 WITH expired AS (
-    SELECT id, lease_owner, updated_at AS started_at FROM timers
+    SELECT id, lease_owner, updated_at AS claimed_at FROM timers
     WHERE status = 'running' AND lease_expires_at < %(now)s
     ORDER BY id
     FOR UPDATE SKIP LOCKED
@@ -848,13 +859,17 @@ rescued AS (
     FROM expired
     WHERE timers.id = expired.id
     RETURNING timers.id, timers.attempts, timers.last_error, expired.lease_owner,
-        expired.started_at
+        expired.claimed_at
 ),
 ended AS (
-    INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
-    SELECT id, attempts, lease_owner, started_at, %(now)s, 'lost', last_error FROM rescued
+    INSERT INTO attempts (
+        timer_id, number, node_id, claimed_at, started_at, finished_at, outcome, error
+    )
+    SELECT id, attempts, lease_owner, claimed_at, NULL, %(now)s, 'lost', last_error
+    FROM rescued
     ON CONFLICT (timer_id, number) DO UPDATE SET
-        node_id = excluded.node_id, started_at = excluded.started_at,
+        node_id = excluded.node_id, claimed_at = excluded.claimed_at,
+        started_at = excluded.started_at,
         finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
 )
 SELECT id FROM rescued ORDER BY id
@@ -883,10 +898,17 @@ WHERE id = %(node_id)s
 -- name: extend_leases
 -- Locks the node's rows in id order, as finish does, so the two never deadlock. Rows locked by
 -- a transactional handler still running are skipped: rescue skips them too, so they stay ours.
+-- Each row is renewed only under the claim the node holds it by (its token, NULL: any): a
+-- heartbeat of a claim the database forgot never keeps alive the claim that replaced it.
 UPDATE timers SET lease_expires_at = %(lease_until)s
 FROM (
     SELECT id FROM timers
     WHERE lease_owner = %(node_id)s AND status = 'running' AND id = ANY(%(held)s::bigint[])
+      AND EXISTS (
+          SELECT FROM unnest(%(held)s::bigint[], %(tokens)s::bigint[]) AS h (id, claim_token)
+          WHERE h.id = timers.id
+            AND (h.claim_token IS NULL OR h.claim_token = timers.claim_token)
+      )
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ) AS mine
@@ -959,8 +981,8 @@ SELECT system_identifier::text AS system_identifier FROM pg_control_system()
 -- marked done, its attempt written as fanned_out with a note, and one delivery row per
 -- destination inserted with the event's content, due when the event was; a key that exists
 -- already is kept as it is (the keys are taken in timer_keys first, as in insert_timer).
--- The attempt started when the fan-out began (%(now)s), and so did the event's firing when it
--- is its first attempt (its claim set fired_at to the claim's instant).
+-- The attempt started when the fan-out began (%(now)s), and so did the event's firing when no
+-- attempt before had a known start.
 WITH f AS (
     SELECT * FROM unnest(
         %(timer_ids)s::bigint[], %(attempts)s::integer[], %(notes)s::text[],
@@ -977,19 +999,22 @@ roots AS (
     UPDATE timers
     SET status = 'done', completed_at = %(now)s, updated_at = %(now)s, last_error = NULL,
         lease_owner = NULL, lease_expires_at = NULL,
-        fired_at = CASE WHEN timers.fired_at = mine.claimed_at THEN %(now)s
-            ELSE timers.fired_at END
+        fired_at = coalesce(timers.fired_at, %(now)s)
     FROM mine
     WHERE timers.id = mine.timer_id AND timers.attempts = mine.attempt
       AND timers.lease_owner = %(node_id)s AND timers.status = 'running'
       AND (mine.claim_token IS NULL OR timers.claim_token = mine.claim_token)
-    RETURNING timers.*, mine.note, mine.started_at
+    RETURNING timers.*, mine.note, mine.claimed_at AS claim_instant, mine.started_at
 ),
 ended AS (
-    INSERT INTO attempts (timer_id, number, node_id, started_at, finished_at, outcome, error)
-    SELECT id, attempts, %(node_id)s, started_at, %(now)s, 'fanned_out', note FROM roots
+    INSERT INTO attempts (
+        timer_id, number, node_id, claimed_at, started_at, finished_at, outcome, error
+    )
+    SELECT id, attempts, %(node_id)s, claim_instant, started_at, %(now)s, 'fanned_out', note
+    FROM roots
     ON CONFLICT (timer_id, number) DO UPDATE SET
-        node_id = excluded.node_id, started_at = excluded.started_at,
+        node_id = excluded.node_id, claimed_at = excluded.claimed_at,
+        started_at = excluded.started_at,
         finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
 ),
 d AS (
@@ -1132,7 +1157,7 @@ moved_attempts AS (
 -- the history as a row like the others.
 first_attempts AS (
     SELECT timers.completed_at, timers.id, 1, timers.done_by, timers.fired_at,
-        timers.completed_at, 'done', NULL::text, NULL::text
+        timers.completed_at, 'done', NULL::text, NULL::text, timers.claimed_at
     FROM batch JOIN timers ON timers.id = batch.id
     WHERE timers.done_by IS NOT NULL
 ),
@@ -1214,18 +1239,20 @@ LIMIT %(limit)s
 -- name: list_deliveries
 -- The attempts of a page of events, hot or archived (none finished before since), those
 -- running now, and first attempts that completed their timer without a row (see finish).
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+SELECT timer_id, number, node_id, coalesce(claimed_at, started_at) AS claimed_at, started_at,
+    finished_at, outcome, error, traceback
 FROM attempts
 WHERE timer_id = ANY (%(ids)s::bigint[])
 UNION ALL
-SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL, NULL FROM timers
+SELECT id, attempts, lease_owner, updated_at, NULL, NULL, NULL, NULL, NULL FROM timers
 WHERE id = ANY (%(ids)s::bigint[]) AND status = 'running'
   AND NOT EXISTS (SELECT FROM attempts WHERE timer_id = timers.id AND number = timers.attempts)
 UNION ALL
-SELECT id, 1, done_by, fired_at, completed_at, 'done', NULL, NULL FROM timers
+SELECT id, 1, done_by, claimed_at, fired_at, completed_at, 'done', NULL, NULL FROM timers
 WHERE id = ANY (%(ids)s::bigint[]) AND done_by IS NOT NULL
 UNION ALL
-SELECT timer_id, number, node_id, started_at, finished_at, outcome, error, traceback
+SELECT timer_id, number, node_id, coalesce(claimed_at, started_at), started_at, finished_at,
+    outcome, error, traceback
 FROM attempt_history
 WHERE timer_id = ANY (%(ids)s::bigint[]) AND completed_at >= %(since)s
 ORDER BY timer_id, number

@@ -255,6 +255,7 @@ def attempt_from_row(row: Row) -> Attempt:
         number=row["number"],
         node_id=row["node_id"],
         started_at=row["started_at"],
+        claimed_at=row["claimed_at"],
         finished_at=row["finished_at"],
         outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
         error=row["error"],

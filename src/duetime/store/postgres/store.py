@@ -29,6 +29,7 @@ from duetime.model import (
     DeadType,
     FanOut,
     Finish,
+    HeldRow,
     NewTimer,
     Node,
     OnConflict,
@@ -760,7 +761,7 @@ class PostgresStore:
         node_id: str,
         now: datetime,
         lease_until: datetime,
-        held: Sequence[int],
+        held: Sequence[HeldRow],
         clock_offset: timedelta | None = None,
     ) -> int:
         params = {
@@ -768,7 +769,8 @@ class PostgresStore:
             "now": now,
             "lease_until": lease_until,
             "in_flight": len(held),
-            "held": list(held),
+            "held": [timer_id for timer_id, _ in held],
+            "tokens": [token for _, token in held],
             "clock_offset_ms": offset_ms(clock_offset),
         }
 

@@ -268,7 +268,6 @@ SET status = 'running',
     attempts = attempts + 1,
     lease_owner = :node_id,
     lease_expires_at = :lease_until,
-    fired_at = coalesce(fired_at, :now),
     updated_at = :now,
     claim_token = :claim_token
 
@@ -428,14 +427,14 @@ WHERE namespace = :namespace AND pattern = :pattern
   AND NOT paused AND concurrency IS NULL AND rate_count IS NULL
 
 -- name: open_attempts
--- :batch is a JSON array of [timer id, attempt number] pairs.
-INSERT INTO attempts (timer_id, number, node_id, started_at)
+-- :batch is a JSON array of [timer id, attempt number] pairs. The attempt has no start until its
+-- outcome reports one: :now is the claim's instant.
+INSERT INTO attempts (timer_id, number, node_id, claimed_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :node_id, :now
 FROM json_each(:batch)
 
 -- name: close_attempt
--- started_at: when the handler (or the delivery) began, replacing the claim's instant the
--- attempt was opened with (kept when not known).
+-- started_at: when the handler (or the delivery) began (NULL: not known, as for a lost one).
 UPDATE attempts
 SET finished_at = :now, outcome = :outcome, error = :error, traceback = :traceback,
     started_at = coalesce(:started_at, started_at)
@@ -447,9 +446,8 @@ DELETE FROM attempts WHERE timer_id = :timer_id AND number = :attempt
 -- name: finish_done
 UPDATE timers
 SET status = 'done', completed_at = :now, updated_at = :now, lease_owner = NULL,
-    -- the first attempt (its claim set fired_at): when its handler truly began
-    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
-        ELSE fired_at END,
+    -- the first start known: when the timer fired
+    fired_at = coalesce(fired_at, :started_at),
     lease_expires_at = NULL, last_error = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
   AND (:claim_token IS NULL OR claim_token = :claim_token)
@@ -460,8 +458,7 @@ WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND stat
 -- are lost).
 UPDATE timers
 SET status = 'done', completed_at = :now, updated_at = :now, lease_owner = NULL,
-    fired_at = CASE WHEN timers.fired_at = timers.updated_at
-        THEN coalesce(finished.started_at, timers.fired_at) ELSE timers.fired_at END,
+    fired_at = coalesce(timers.fired_at, finished.started_at),
     lease_expires_at = NULL, last_error = NULL
 FROM (
     SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt,
@@ -488,9 +485,8 @@ WHERE attempts.timer_id = finished.timer_id AND attempts.number = finished.attem
 -- name: finish_retry
 UPDATE timers
 SET status = 'retrying', run_at = :run_at, last_error = :error, updated_at = :now,
-    -- the first attempt (its claim set fired_at): when its handler truly began
-    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
-        ELSE fired_at END,
+    -- the first start known: when the timer fired
+    fired_at = coalesce(fired_at, :started_at),
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
   AND (:claim_token IS NULL OR claim_token = :claim_token)
@@ -498,9 +494,8 @@ WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND stat
 -- name: finish_snoozed
 UPDATE timers
 SET status = 'scheduled', run_at = :run_at, max_attempts = max_attempts + 1, updated_at = :now,
-    -- the first attempt (its claim set fired_at): when its handler truly began
-    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
-        ELSE fired_at END,
+    -- the first start known: when the timer fired
+    fired_at = coalesce(fired_at, :started_at),
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
   AND (:claim_token IS NULL OR claim_token = :claim_token)
@@ -508,9 +503,8 @@ WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND stat
 -- name: finish_final
 UPDATE timers
 SET status = :status, last_error = :error, completed_at = :now, updated_at = :now,
-    -- the first attempt (its claim set fired_at): when its handler truly began
-    fired_at = CASE WHEN fired_at = updated_at THEN coalesce(:started_at, fired_at)
-        ELSE fired_at END,
+    -- the first start known: when the timer fired
+    fired_at = coalesce(fired_at, :started_at),
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
   AND (:claim_token IS NULL OR claim_token = :claim_token)
@@ -518,8 +512,7 @@ WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND stat
 -- name: finish_released
 UPDATE timers
 SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
-    attempts = attempts - 1, updated_at = :now, lease_owner = NULL, lease_expires_at = NULL,
-    fired_at = CASE WHEN attempts > 1 THEN fired_at END
+    attempts = attempts - 1, updated_at = :now, lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
   AND (:claim_token IS NULL OR claim_token = :claim_token)
 
@@ -549,9 +542,17 @@ ON CONFLICT (id) DO UPDATE SET
 UPDATE nodes SET heartbeat_at = :now, in_flight = :in_flight WHERE id = :node_id
 
 -- name: extend_leases
+-- :held is a JSON array of [timer id, claim token] pairs: each row is renewed only under the
+-- claim the node holds it by (a NULL token: any), as on PostgreSQL.
 UPDATE timers SET lease_expires_at = :lease_until
 WHERE lease_owner = :node_id AND status = 'running'
-  AND id IN (SELECT value FROM json_each(:held))
+  AND id IN (SELECT json_extract(value, '$[0]') FROM json_each(:held))
+  AND EXISTS (
+      SELECT 1 FROM json_each(:held) AS h
+      WHERE json_extract(h.value, '$[0]') = timers.id
+        AND (json_extract(h.value, '$[1]') IS NULL
+            OR json_extract(h.value, '$[1]') = timers.claim_token)
+  )
 
 -- name: deregister_node
 DELETE FROM nodes WHERE id = ?
@@ -569,7 +570,7 @@ WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND stat
 -- close_attempt follow in the same transaction.
 UPDATE timers
 SET status = 'done', completed_at = :now, updated_at = :now, last_error = NULL,
-    fired_at = CASE WHEN fired_at = updated_at THEN :now ELSE fired_at END,
+    fired_at = coalesce(fired_at, :now),
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND lease_owner = :node_id AND status = 'running'
   AND (:claim_token IS NULL OR claim_token = :claim_token)

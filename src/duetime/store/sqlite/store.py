@@ -21,6 +21,7 @@ from duetime.model import (
     DeadType,
     FanOut,
     Finish,
+    HeldRow,
     NewTimer,
     Node,
     OnConflict,
@@ -406,7 +407,7 @@ class SqliteStore:
         node_id: str,
         now: datetime,
         lease_until: datetime,
-        held: Sequence[int],
+        held: Sequence[HeldRow],
         clock_offset: timedelta | None = None,
     ) -> int:
         """``clock_offset`` is not kept: on SQLite every node runs on the database's clock."""
@@ -415,7 +416,7 @@ class SqliteStore:
             "now": to_micros(now),
             "lease_until": to_micros(lease_until),
             "in_flight": len(held),
-            "held": json.dumps(list(held)),
+            "held": json.dumps([list(row) for row in held]),
         }
 
         def run(conn: sqlite3.Connection) -> int:
