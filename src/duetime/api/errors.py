@@ -16,11 +16,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from duetime.auth import Forbidden, Unauthorized
 from duetime.errors import (
+    CapReached,
     Conflict,
     DuetimeError,
     InvalidInput,
     LeaseLost,
     NotFound,
+    StoreBusy,
     StoreUnavailable,
 )
 
@@ -66,10 +68,24 @@ def status_for(error: DuetimeError) -> int:
     return 400
 
 
+BUSY_RETRY_AFTER = "1"
+"""Seconds a client is told to wait when the database could not take its request in time."""
+
+
 def error_response(
-    status: int, code: str, message: str, field: str | None, headers: dict[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    field: str | None,
+    headers: dict[str, str] | None = None,
+    extra: dict[str, int] | None = None,
 ) -> JSONResponse:
-    body = {"code": code, "message": _printable(message), "field": field and _printable(field)}
+    body: dict[str, str | int | None] = {
+        "code": code,
+        "message": _printable(message),
+        "field": field and _printable(field),
+    }
+    body.update(extra or {})
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -82,7 +98,10 @@ async def _duetime_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DuetimeError)
     status = status_for(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return error_response(status, exc.code, exc.message, exc.field, headers)
+    if isinstance(exc, StoreBusy):
+        headers = {"Retry-After": BUSY_RETRY_AFTER}
+    extra = {"limit": exc.cap} if isinstance(exc, CapReached) else None
+    return error_response(status, exc.code, exc.message, exc.field, headers, extra)
 
 
 def _field_of(location: Any) -> str | None:

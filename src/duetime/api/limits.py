@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
@@ -25,6 +25,8 @@ Pattern = Annotated[
     Path(min_length=1, max_length=200, pattern=PATTERN_RE, description="An event type or glob"),
 ]
 LIMIT_FIELDS = ("concurrency", "rate", "burst", "partition_by")
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page")]
 
 
 class LimitBody(BaseModel):
@@ -61,7 +63,10 @@ class LimitStatusOut(LimitOut):
 
 
 class LimitListOut(BaseModel):
+    """By pattern; pass ``next_cursor`` as ``cursor`` for the next page (null at the end)."""
+
     items: list[LimitStatusOut]
+    next_cursor: str | None
 
 
 class LimitChangedOut(BaseModel):
@@ -103,10 +108,14 @@ def _pattern_of(data: dict[str, Any]) -> str:
     response_model=LimitListOut,
     responses=errors(401, 403, 404, 422),
 )
-async def list_limits(app: ReadApp) -> JSONResponse:
-    """Each rule with what it holds now: attempts running, due timers held back, the oldest."""
+async def list_limits(app: ReadApp, cursor: Cursor = None, limit: Limit = 100) -> JSONResponse:
+    """Each rule with what it holds now: attempts running, due timers held back, the oldest.
+    A namespace holds at most ``max_limits`` rules; setting one more answers 422
+    ``cap_reached`` with the ``limit``."""
     now = app.clock.now()
-    return JSONResponse({"items": [status.to_dict(now) for status in await app.limits()]})
+    page = await app.list_limits(cursor=cursor, limit=limit)
+    items = [status.to_dict(now) for status in page.items]
+    return JSONResponse({"items": items, "next_cursor": page.next_cursor})
 
 
 @router.put(

@@ -1,7 +1,8 @@
 """Pages of listings, and their opaque cursors: where the next page starts, after the last row.
 
 Callers pass cursors back and never build them; each says which listing it belongs to (``id:``,
-``event:``, ``name:``), so one listing's cursor given to another is refused as not issued here.
+``event:``, ``name:``, ``pattern:``), so one listing's cursor given to another is refused as not
+issued here.
 A listing fetches one row more than the page holds, to know whether another page follows.
 """
 
@@ -142,3 +143,15 @@ def decode_name_cursor(cursor: str | None) -> str:
     if cursor is None or cursor == "":
         return ""
     return _decode(cursor, "name")
+
+
+def encode_pattern_cursor(pattern: str) -> str:
+    """After ``pattern`` in the listing of flow control rules."""
+    return _encode(f"pattern:{pattern}")
+
+
+def decode_pattern_cursor(cursor: str | None) -> str:
+    """The pattern to list after ('' from the start)."""
+    if cursor is None or cursor == "":
+        return ""
+    return _decode(cursor, "pattern")

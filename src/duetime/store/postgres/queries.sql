@@ -669,6 +669,40 @@ WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
 -- name: list_limits
 SELECT * FROM flow_limits WHERE namespace = %(namespace)s ORDER BY pattern
 
+-- name: limit_room
+-- Whether the pattern has a row already, and how many rules of types the namespace holds (a
+-- new one must stay within the cap; a destination's rate is configuration, not counted). The
+-- namespace's row is locked first, so two new rules at once cannot both take the last place
+-- (NO KEY UPDATE: timers written meanwhile, whose key-share lock it leaves alone, never wait).
+WITH locked AS (
+    SELECT name FROM namespaces WHERE name = %(namespace)s FOR NO KEY UPDATE
+)
+SELECT EXISTS (SELECT 1 FROM flow_limits
+               WHERE namespace = %(namespace)s AND pattern = %(pattern)s) AS present,
+    (SELECT count(*) FROM flow_limits
+     WHERE namespace = %(namespace)s AND destination IS NULL) AS rules,
+    (SELECT count(*) FROM locked) AS locked
+
+-- name: count_by_type
+-- What every rule of a namespace holds (limits ls), in one statement whatever the number of
+-- rules: attempts running (through the index of leased rows) and due rows waiting, per type
+-- and destination (the rules are matched to the types in Python, duetime.model.limits.tally).
+SELECT type, destination, sum(running)::bigint AS running, sum(held)::bigint AS held,
+    min(oldest) AS oldest
+FROM (
+    SELECT type, destination, count(*) AS running, 0 AS held, NULL::timestamptz AS oldest
+    FROM timers
+    WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
+      AND namespace = %(namespace)s
+    GROUP BY type, destination
+    UNION ALL
+    SELECT type, destination, 0, count(*), min(run_at) FROM timers
+    WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
+    GROUP BY type, destination
+) counted
+GROUP BY type, destination
+
 -- name: put_limit
 -- A limit replaces the pattern's previous one; a pause and the rate's state stay.
 INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
