@@ -7,6 +7,11 @@ the server is back gets a fresh connection instead of a stale one. A server that
 (a primary demoted to a standby behind a name that moved) is unavailable too, and that
 connection is closed: the next one goes where the URL leads now. A deadlock or serialization
 failure (the server rolled the transaction back) is retried a few times before it is reported.
+
+Work done for a REST request runs under its :class:`~duetime.budgets.Budget`: it waits at most
+``connection_wait`` for a connection and each statement runs at most ``statement_timeout``
+(``SET LOCAL statement_timeout``, so the setting ends with the request's transaction and never
+reaches a worker's use of the connection); either is :class:`StoreBusy`, a quick 503.
 """
 
 from __future__ import annotations
@@ -23,15 +28,19 @@ from psycopg.adapt import Loader
 from psycopg.errors import (
     DeadlockDetected,
     IdleInTransactionSessionTimeout,
+    QueryCanceled,
     ReadOnlySqlTransaction,
     TransactionRollback,
 )
 from psycopg.rows import AsyncRowFactory, DictRow, dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from duetime.errors import StoreUnavailable
+from duetime import budgets
+from duetime.budgets import Budget
+from duetime.errors import StoreBusy, StoreUnavailable
 from duetime.jsontext import load_json
 from duetime.store.postgres.settings import PostgresSettings
+from duetime.store.queries import load_queries
 
 log = logging.getLogger("duetime.store.postgres")
 
@@ -52,6 +61,7 @@ class Statement(NamedTuple):
 
 
 ROLLBACK_RETRIES = 3
+Q = load_queries("duetime.store.postgres")
 
 
 class JsonbBinaryLoader(Loader):
@@ -183,13 +193,15 @@ class Database:
         pool = self._pool
         if pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
+        budget = budgets.current()
+        wait = None if budget is None else budget.connection_wait
         attempt = 0
         while True:
             attempt += 1
             try:
-                async with pool.connection() as conn:
+                async with pool.connection(timeout=wait) as conn:
                     try:
-                        return await self._work(conn, work, transaction)
+                        return await self._work(conn, work, transaction, budget)
                     except ReadOnlySqlTransaction:
                         await conn.close()  # the server was demoted: the pool drops it
                         raise
@@ -200,6 +212,21 @@ class Database:
                     ) from exc
                 log.info("retrying a transaction PostgreSQL rolled back: %s", exc)
                 await asyncio.sleep(0.01 * attempt)
+            except PoolTimeout as exc:
+                if budget is None:
+                    raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+                raise StoreBusy(
+                    "every database connection is busy: none came free within "
+                    f"connection_wait ({budget.connection_wait:g} s); try again shortly"
+                ) from exc
+            except QueryCanceled as exc:
+                if budget is None:
+                    raise StoreUnavailable(f"PostgreSQL canceled a statement: {exc}") from exc
+                raise StoreBusy(
+                    "the request's database work ran past statement_timeout "
+                    f"({budget.statement_timeout:g} s) and was ended; ask for less (a smaller "
+                    "page) or try again"
+                ) from exc
             except (
                 psycopg.OperationalError,
                 psycopg.InterfaceError,
@@ -209,13 +236,19 @@ class Database:
                 self._check_idle_connections(pool)
                 raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
 
-    async def _work(self, conn: Conn, work: Work[R], transaction: bool) -> R:
+    async def _work(self, conn: Conn, work: Work[R], transaction: bool, budget: Budget | None) -> R:
         if not transaction:
-            return await work(conn)
+            if budget is None:
+                return await work(conn)
+            async with conn.transaction():  # the timeout lasts as long as it
+                await _limit_statements(conn, budget)
+                return await work(conn)
         pending: list[Statement] = []
         self._after_commit[id(conn)] = pending
         try:
             async with conn.transaction():
+                if budget is not None:
+                    await _limit_statements(conn, budget)
                 result = await work(conn)
         finally:
             del self._after_commit[id(conn)]
@@ -234,6 +267,12 @@ class Database:
             await pool.check()
         except Exception as exc:  # the pool is closing, or the server is still away
             log.debug("checking pooled connections failed: %s", exc)
+
+
+async def _limit_statements(conn: Conn, budget: Budget) -> None:
+    """End any statement of this transaction that runs past the budget's timeout."""
+    timeout_ms = max(1, round(budget.statement_timeout * 1000))
+    await conn.execute(Q["limit_statements"], {"timeout": f"{timeout_ms}ms"})
 
 
 async def _send_after_commit(conn: Conn, statements: Sequence[Statement]) -> None:

@@ -1236,3 +1236,8 @@ GROUP BY minute, status
 -- The next transaction id of the cluster: it moves whenever any transaction writes, here or in
 -- another database of the same server, so it is a "maybe changed" signal, read in no time.
 SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS marker
+
+-- name: limit_statements
+-- A REST request's statements end after its statement_timeout (duetime.budgets); LOCAL: the
+-- setting ends with the transaction, so the pooled connection goes back as it was.
+SELECT set_config('statement_timeout', %(timeout)s, true)

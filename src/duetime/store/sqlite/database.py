@@ -7,6 +7,11 @@ together (group commit: one fsync for, say, a worker's batch of outcomes and its
 each in its own savepoint, and each caller hears back only after that durable commit. Other
 processes coordinate through SQLite's own locking (``BEGIN IMMEDIATE``, polled in short steps
 within a busy timeout), and learn about new timers through :mod:`duetime.store.sqlite.wakeup`.
+
+A read made for a REST request runs under its :class:`~duetime.budgets.Budget`: one that has not
+reached the connection thread within ``connection_wait`` is dropped from the queue, and one whose
+statements run past ``statement_timeout`` is interrupted; either is :class:`StoreBusy`, a quick
+503, so one tenant's slow read cannot hold the thread every other request waits for.
 """
 
 from __future__ import annotations
@@ -22,13 +27,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from duetime.errors import StoreUnavailable
+from duetime import budgets
+from duetime.budgets import Budget
+from duetime.errors import StoreBusy, StoreUnavailable
 from duetime.store.codec import from_micros
 from duetime.store.listeners import Listeners
 from duetime.store.sqlite.wakeup import WakeupChannel
 
 R = TypeVar("R")
 Op = Callable[[sqlite3.Connection], Any]
+PROGRESS_STEPS = 10_000
+"""Virtual machine steps between two looks at a request's deadline (a few milliseconds)."""
 
 
 def path_from_url(url: str) -> Path:
@@ -82,6 +91,9 @@ class SqliteDatabase:
             self._wakeup = None
         if self._conn is not None:
             conn = self._conn
+            # Whatever still runs on the thread now is a straggler (a cancelled request's
+            # read): end its statement, so closing waits for no one.
+            conn.interrupt()
             await asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
             self._conn = None
         self._executor.shutdown(wait=True)
@@ -94,9 +106,44 @@ class SqliteDatabase:
             self._wakeup.broadcast(earliest)
 
     async def read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        """Run ``fn`` on the connection thread, outside any write transaction of this process."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
+        """Run ``fn`` on the connection thread, outside any write transaction of this process
+        (within the request's budget, if it has one)."""
+        budget = budgets.current()
+        if budget is None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, self._call, fn)
+        try:
+            queued = self._executor.submit(self._call_within, fn, budget)
+        except RuntimeError:  # closing: the executor takes no more work
+            raise StoreUnavailable("the SQLite store is closed") from None
+        answer = asyncio.wrap_future(queued)
+        done, _ = await asyncio.wait([answer], timeout=budget.connection_wait)
+        if not done and queued.cancel():  # still queued: give up its place
+            raise StoreBusy(
+                "the database is busy with other requests: this one did not start within "
+                f"connection_wait ({budget.connection_wait:g} s); try again shortly"
+            )
+        return await answer  # started: its statements end by the timeout
+
+    def _call_within(self, fn: Callable[[sqlite3.Connection], R], budget: Budget) -> R:
+        """``fn``, interrupted (StoreBusy) once its statements have run ``statement_timeout``."""
+        conn = self._conn
+        if conn is None:
+            raise StoreUnavailable("the SQLite store is not open")
+        deadline = time.monotonic() + budget.statement_timeout
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
+        try:
+            return fn(conn)
+        except sqlite3.OperationalError as exc:
+            if time.monotonic() <= deadline:
+                raise
+            raise StoreBusy(
+                "the request's database work ran past statement_timeout "
+                f"({budget.statement_timeout:g} s) and was ended; ask for less (a smaller page) "
+                "or try again"
+            ) from exc
+        finally:
+            conn.set_progress_handler(None, 0)
 
     def _call(self, fn: Callable[[sqlite3.Connection], R]) -> R:
         if self._conn is None:
