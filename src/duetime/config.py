@@ -66,6 +66,9 @@ class Settings:
     statement_timeout: timedelta = timedelta(seconds=10)
     """The longest one REST request's database statement may run before it is ended (503):
     one tenant's slow request cannot hold a connection the others need."""
+    reads_per_namespace: int = 1
+    """REST reads of one namespace served at once; the others wait their turn (at most
+    ``connection_wait``), so one tenant's many listings cannot crowd out the other tenants."""
     connection_wait: timedelta = timedelta(seconds=1)
     """How long a REST request waits for a database connection before it is answered 503
     with ``Retry-After`` instead of hanging."""
@@ -97,7 +100,14 @@ class Settings:
         for f in fields(self):
             if _is_duration(f.name):
                 check_timedelta(getattr(self, f.name), f.name)
-        for name in (*CAPS, "max_payload_bytes", "max_attempts", "concurrency", "batch_size"):
+        for name in (
+            *CAPS,
+            "max_payload_bytes",
+            "max_attempts",
+            "concurrency",
+            "batch_size",
+            "reads_per_namespace",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidInput(name, "must be at least 1")
         for name in ("lease", "heartbeat", "recheck", "rescue_interval", "backoff_base"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from duetime.budgets import Budget
 from duetime.errors import StoreBusy
 from duetime.model.limits import FlowRule
 from duetime.store.postgres.store import PostgresStore
+from duetime.store.sqlite.database import READERS
 from duetime.store.sqlite.store import SqliteStore
 
 WAIT = 30.0
@@ -32,7 +33,7 @@ QUICK = Budget(statement_timeout=0.3, connection_wait=0.2)
 
 @asynccontextmanager
 async def thread_held(store: SqliteStore) -> AsyncIterator[None]:
-    """Keep SQLite's connection thread busy (as a long read would) until the block ends."""
+    """Keep SQLite's connection thread busy (as a long write would) until the block ends."""
     entered, release = threading.Event(), threading.Event()
 
     def hold(conn: sqlite3.Connection) -> None:
@@ -48,22 +49,60 @@ async def thread_held(store: SqliteStore) -> AsyncIterator[None]:
         await holding
 
 
+@asynccontextmanager
+async def readers_held(store: SqliteStore) -> AsyncIterator[None]:
+    """Keep every reader of requests busy (as other requests' long reads would)."""
+    entered = [threading.Event() for _ in range(READERS)]
+    release = threading.Event()
+
+    def hold(started: threading.Event) -> Callable[[sqlite3.Connection], None]:
+        def run(conn: sqlite3.Connection) -> None:
+            started.set()
+            release.wait(WAIT)
+
+        return run
+
+    with budgets.within(Budget(statement_timeout=WAIT, connection_wait=WAIT)):
+        holding = [asyncio.ensure_future(store._db.read(hold(e))) for e in entered]
+    try:
+        for started in entered:
+            assert await asyncio.to_thread(started.wait, WAIT)
+        yield
+    finally:
+        release.set()
+        await asyncio.gather(*holding)
+
+
 async def test_sqlite_a_read_that_cannot_start_in_time_is_busy(
     open_store: StoreFactory, tmp_path: Path
 ) -> None:
     store = await open_store(f"sqlite:///{tmp_path / 'busy.db'}")
     assert isinstance(store, SqliteStore)
-    async with thread_held(store):
+    async with readers_held(store):
         with budgets.within(QUICK), pytest.raises(StoreBusy) as busy:
             await store.limits.list_rules("ns")
         assert "connection_wait" in busy.value.message
-        # Outside a request, the same read waits its turn.
+    with budgets.within(QUICK):
+        assert await store.limits.list_rules("ns") == []  # the readers serve the next one
+
+
+async def test_sqlite_a_requests_read_never_waits_for_the_writer(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'beside.db'}")
+    assert isinstance(store, SqliteStore)
+    await store.limits.put_limit(FlowRule("ns", "a", concurrency=1), NOW)
+    async with thread_held(store):
+        with budgets.within(QUICK):
+            assert [r.pattern for r in await store.limits.list_rules("ns")] == ["a"]
+        # Outside a request, a read takes its turn on the connection thread.
         waiting = asyncio.ensure_future(store.limits.list_rules("ns"))
         await asyncio.sleep(QUICK.connection_wait * 2)
         assert not waiting.done()
-    assert await waiting == []
-    with budgets.within(QUICK):
-        assert await store.limits.list_rules("ns") == []  # the thread serves the next one
+    assert [r.pattern for r in await waiting] == ["a"]
+    with budgets.within(QUICK):  # a read that writes runs where writes run, in full
+        await store.ensure_namespace("made", NOW)
+        assert await store.namespace_exists("made")
 
 
 async def test_sqlite_a_read_past_the_statement_timeout_is_interrupted(

@@ -5,11 +5,12 @@ database's clock; other claims never wait for it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 
 from duetime.model import Claimed, ClaimFilter, Page
 from duetime.model.limits import (
@@ -111,16 +112,18 @@ class PostgresLimits:
     ) -> Page[FlowStatus]:
         params = {"namespace": namespace, "now": now}
 
-        async def run(conn: Conn) -> Page[FlowStatus]:
+        async def run(conn: Conn) -> tuple[list[DictRow], list[DictRow]]:
             rows = await fetch_all(conn, Q["list_limits"], params)
-            rules = [rule_from_row(row, _instant) for row in rows]
-            size = len(rules) if limit is None else limit
-            shown = shown_rules(rules, cursor, size)
-            counts = await fetch_all(conn, Q["count_by_type"], params) if shown else []
-            found = [type_count(row, _instant) for row in counts]
-            return status_page(rules, shown, found, size)
+            counts = await fetch_all(conn, Q["count_by_type"], params) if rows else []
+            return rows, counts
 
-        return await self._db.read(run)
+        rows, counts = await self._db.read(run)
+        await asyncio.sleep(0)  # in turns with other requests: the rest is Python work
+        rules = [rule_from_row(row, _instant) for row in rows]
+        size = len(rules) if limit is None else limit
+        shown = shown_rules(rules, cursor, size)
+        found = [type_count(row, _instant) for row in counts]
+        return status_page(rules, shown, found, size)
 
     async def claim(
         self,
