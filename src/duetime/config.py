@@ -68,7 +68,7 @@ class Settings:
     one tenant's slow request cannot hold a connection the others need."""
     reads_per_namespace: int = 1
     """REST reads of one namespace served at once; the others wait their turn (at most
-    ``connection_wait``), so one tenant's many listings cannot crowd out the other tenants."""
+    ``statement_timeout``), so one tenant's many listings cannot crowd out the other tenants."""
     connection_wait: timedelta = timedelta(seconds=1)
     """How long a REST request waits for a database connection before it is answered 503
     with ``Retry-After`` instead of hanging."""

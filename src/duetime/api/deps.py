@@ -88,6 +88,14 @@ def require_writable(principal: TokenInfo | None, namespace: str) -> None:
 
 # The facades below take the service and the token themselves rather than as dependencies of
 # their own: FastAPI's resolution of each dependency costs every request more than the work.
+async def visible(namespace: NamespacePath, request: Request, credentials: BearerDep) -> AsyncApp:
+    """The facade of an existing namespace the caller may read, taking no turn: for a stream
+    that stays open (``/live``) and reads nothing itself."""
+    service = service_of(request)
+    require_visible(await principal_of(request, service, credentials), namespace)
+    return await service.namespaces.existing(namespace)
+
+
 async def readable(
     namespace: NamespacePath, request: Request, credentials: BearerDep
 ) -> AsyncIterator[AsyncApp]:
@@ -118,6 +126,7 @@ async def writable_of(request: Request) -> AsyncApp:
 
 
 ReadApp = Annotated[AsyncApp, Depends(readable)]
+VisibleApp = Annotated[AsyncApp, Depends(visible)]
 WriteApp = Annotated[AsyncApp, Depends(writable)]
 
 

@@ -4,8 +4,8 @@ A tenant that sends its most expensive listing from many clients at once would o
 the server (its event loop, SQLite's one connection thread, the pool) work on nothing else: a
 request from another tenant waits behind all of them. Each namespace's reads take turns at a
 gate of ``reads_per_namespace`` places; the rest wait there, costing nothing, and one that
-cannot get a place within ``connection_wait`` is answered 503 with ``Retry-After``. Other
-tenants never queue at this tenant's gate.
+cannot get a place within ``statement_timeout`` (as long as the read before it may run) is
+answered 503 with ``Retry-After``. Other tenants never queue at this tenant's gate.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class NamespaceGates:
             except TimeoutError:
                 raise StoreBusy(
                     f"namespace {namespace!r} already has {self.places} reads under way and "
-                    f"none ended within connection_wait ({self.wait:g} s); try again shortly"
+                    f"none ended within statement_timeout ({self.wait:g} s); try again shortly"
                 ) from None
             try:
                 yield

@@ -94,7 +94,9 @@ class Service:
         self.clock: Clock = clock or DatabaseClock(store.db_now)
         self.namespaces = NamespaceApps(settings, store, self.clock)
         core = settings.core
-        self.reads = NamespaceGates(core.reads_per_namespace, core.connection_wait.total_seconds())
+        self.reads = NamespaceGates(
+            core.reads_per_namespace, core.statement_timeout.total_seconds()
+        )
         """Each namespace's reads take turns (see :mod:`duetime.api.gates`)."""
         self.root = AsyncApp(settings=settings.core, store=store, clock=self.clock)
         """For what is not per namespace (nodes, health); never opened, so it creates nothing."""
