@@ -7,6 +7,7 @@ exactly like a Python call, and bad input (``"rate": "fast"``) is a 422 naming t
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -16,7 +17,8 @@ from pydantic import BaseModel, Field
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.schemas import errors, json_body
 from duetime.errors import InvalidInput
-from duetime.model.limits import FlowRule
+from duetime.model import Page
+from duetime.model.limits import FlowRule, FlowStatus
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["limits"])
 
@@ -115,9 +117,13 @@ async def list_limits(app: ReadApp, cursor: Cursor = None, limit: Limit = 100) -
     ``cap_reached`` with the ``limit``."""
     now = app.clock.now()
     page = await app.list_limits(cursor=cursor, limit=limit)
-    await asyncio.sleep(0)  # a long page is built in turns with other tenants' requests
+    # A page of a thousand rules is milliseconds of Python: on a thread, the event loop serves
+    # other tenants' requests meanwhile (it gets the interpreter back every few milliseconds).
+    return await asyncio.to_thread(_page_response, page, now)
+
+
+def _page_response(page: Page[FlowStatus], now: datetime) -> JSONResponse:
     items = [status.to_dict(now) for status in page.items]
-    await asyncio.sleep(0)
     return JSONResponse({"items": items, "next_cursor": page.next_cursor})
 
 
