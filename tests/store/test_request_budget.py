@@ -105,6 +105,23 @@ async def test_sqlite_a_requests_read_never_waits_for_the_writer(
         assert await store.namespace_exists("made")
 
 
+async def test_sqlite_a_write_that_cannot_start_in_time_is_busy(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'writes.db'}")
+    assert isinstance(store, SqliteStore)
+    rule = FlowRule("ns", "a", concurrency=1)
+    async with thread_held(store):
+        with budgets.within(QUICK), pytest.raises(StoreBusy) as busy:
+            await store.limits.put_limit(rule, NOW)
+        assert "connection_wait" in busy.value.message
+        waiting = asyncio.ensure_future(store.limits.put_limit(rule, NOW))  # no budget: waits
+        await asyncio.sleep(QUICK.connection_wait * 2)
+        assert not waiting.done()
+    await waiting
+    assert [r.pattern for r in await store.limits.list_rules("ns")] == ["a"]
+
+
 async def test_sqlite_a_read_past_the_statement_timeout_is_interrupted(
     open_store: StoreFactory, tmp_path: Path
 ) -> None:

@@ -206,6 +206,8 @@ class SqliteDatabase:
         Writes queued while the connection is busy share one transaction — group commit: one
         fsync for all of them — each in its own savepoint, so one that raises is rolled back
         alone. Each caller still hears back only after the commit that made its write durable.
+        A REST request's write still queued after its ``connection_wait`` (the thread busy, or
+        another process holding the file's write lock) leaves the queue: StoreBusy.
         """
         future: Future[R] = Future()
         with self._lock:
@@ -217,8 +219,17 @@ class SqliteDatabase:
                     self._writes.remove((fn, future))
                     raise StoreUnavailable("the SQLite store is closed") from None
                 self._drain_scheduled = True
+        budget = budgets.current()
         try:
-            return await asyncio.wrap_future(future)
+            answer = asyncio.wrap_future(future)
+            if budget is not None:
+                done, _ = await asyncio.wait([answer], timeout=budget.connection_wait)
+                if not done and future.cancel():  # not begun: the drain skips it
+                    raise StoreBusy(
+                        "the database is busy: this request's write did not start within "
+                        f"connection_wait ({budget.connection_wait:g} s); try again shortly"
+                    )
+            return await answer
         finally:
             self._announce_released()
 
