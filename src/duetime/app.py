@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
 from duetime.app_tokens import TokenMethods
+from duetime.caps import check_namespace_room
 from duetime.clock import Clock, DatabaseClock
 from duetime.config import DEFAULT_NAMESPACE, Settings
 from duetime.destinations.base import Destination, check_name
 from duetime.destinations.registry import Destinations
 from duetime.dispatch import check_routes
-from duetime.errors import InvalidInput, NotFound, UnknownNamespace
+from duetime.errors import CapReached, InvalidInput, NotFound, UnknownNamespace
 from duetime.handlers import HandlerRegistry
 from duetime.history import (
     ActivityMinute,
@@ -154,11 +155,12 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
 
     async def add_namespace(self, name: str) -> bool:
         """Create namespace ``name`` (True) unless it exists (False): ``duetime namespaces
-        create`` and ``POST /v1/namespaces``."""
+        create`` and ``POST /v1/namespaces``; at most ``max_namespaces`` of them."""
         name = check_namespace(name)
         await self._open_store(migrate=self.settings.migrate)
         if await self.store.namespace_exists(name):
             return False
+        await check_namespace_room(self.store, [name], self.settings, "name")
         await self.store.ensure_namespace(name, self.clock.now())
         return True
 
@@ -242,9 +244,14 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         The worker of this app then claims those events (and their deliveries to these
         destinations); an event several destinations want, across every live node's handlers
         and routes, fans out into one delivery per destination, each retried and dead-lettered
-        on its own. Names are checked when the worker is made: an unknown one is refused.
+        on its own. Names are checked when the worker is made: an unknown one is refused. An
+        app has at most ``max_routes`` routes (every node's subscriptions carry them).
         """
         pattern = check_pattern(type)
+        cap = self.settings.max_routes
+        if len(self.routes) >= cap:
+            where = f"the app of namespace {self.namespace!r}"
+            raise CapReached("type", where, "routes", cap, "max_routes")
         items: list[object] = (
             list(to) if isinstance(to, Sequence) and not isinstance(to, str) else [to]
         )

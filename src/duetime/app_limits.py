@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from duetime.clock import Clock
+from duetime.config import Settings
 from duetime.errors import NotFound
+from duetime.model import Page
 from duetime.model.limits import FlowRule, FlowStatus, check_pattern, new_rule
 from duetime.ratelimit import Rate, parse_rate
 from duetime.store import Store
+from duetime.validation import check_limit
 
 
 class LimitMethods:
@@ -22,6 +25,7 @@ class LimitMethods:
     store: Store
     clock: Clock
     namespace: str
+    settings: Settings
 
     if TYPE_CHECKING:
 
@@ -39,7 +43,9 @@ class LimitMethods:
     ) -> FlowRule:
         """Limit the types ``pattern`` matches (``email.*``) on every node: at most
         ``concurrency`` attempts running at once, at most ``rate`` starts (``"100/s"``,
-        ``"6000/min"``; smooth, with up to ``burst`` at once). Replaces the pattern's limit."""
+        ``"6000/min"``; smooth, with up to ``burst`` at once). Replaces the pattern's limit.
+        A namespace holds at most ``max_limits`` rules (limits and pauses): CapReached past
+        it."""
         parsed = rate if isinstance(rate, Rate) or rate is None else parse_rate(rate)
         rule = new_rule(
             self.namespace,
@@ -50,7 +56,8 @@ class LimitMethods:
             partition_by=partition_by,
         )
         await self.open()
-        return await self.store.limits.put_limit(rule, self.clock.now())
+        cap = self.settings.max_limits
+        return await self.store.limits.put_limit(rule, self.clock.now(), cap)
 
     async def remove_limit(self, pattern: str) -> None:
         """Drop the pattern's limit (a pause stays); NotFound when it has none."""
@@ -64,7 +71,9 @@ class LimitMethods:
         scheduled, in order, until :meth:`resume`."""
         check_pattern(pattern)
         await self.open()
-        rule = await self.store.limits.set_paused(self.namespace, pattern, True, self.clock.now())
+        now = self.clock.now()
+        cap = self.settings.max_limits
+        rule = await self.store.limits.set_paused(self.namespace, pattern, True, now, cap)
         assert rule is not None  # a paused row is never pruned
         return rule
 
@@ -79,6 +88,13 @@ class LimitMethods:
         await self.store.limits.set_paused(self.namespace, pattern, False, self.clock.now())
 
     async def limits(self) -> list[FlowStatus]:
-        """The namespace's rules with what each holds now (running, held back, oldest held)."""
+        """The namespace's rules with what each holds now (running, held back, oldest held):
+        all of them (at most ``max_limits``); :meth:`list_limits` pages them."""
         await self.open()
-        return await self.store.limits.status(self.namespace, self.clock.now())
+        return (await self.store.limits.status(self.namespace, self.clock.now())).items
+
+    async def list_limits(self, *, cursor: str | None = None, limit: int = 100) -> Page[FlowStatus]:
+        """One page of :meth:`limits`, by pattern; pass ``next_cursor`` back for the next."""
+        check_limit(limit)
+        await self.open()
+        return await self.store.limits.status(self.namespace, self.clock.now(), cursor, limit)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from duetime.clock import Clock
 from duetime.config import Settings
-from duetime.errors import Conflict, InvalidInput, NotFound
+from duetime.errors import CapReached, Conflict, InvalidInput, NotFound
 from duetime.model import JSON, OnConflict, Page, Schedule
 from duetime.model.schedules import NewSchedule
 from duetime.recurrence.calendar import CALENDAR_FIELDS
@@ -155,6 +155,7 @@ class ScheduleMethods:
         if not self.is_open:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
         await self.open()
+        await self._check_schedule_room(requests)
         stored = await self.schedules.put_schedules(news, on_conflict, now)
         results: list[tuple[ScheduleAction, Schedule]] = []
         for request, row in zip(requests, stored, strict=True):
@@ -192,6 +193,16 @@ class ScheduleMethods:
                 if len(requests) == 1:
                     raise
                 raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
+
+    async def _check_schedule_room(self, requests: Sequence[ScheduleRequest]) -> None:
+        """The new schedules among ``requests`` must leave the namespace within
+        ``max_schedules``: CapReached naming ``name`` otherwise (nothing is stored)."""
+        cap = self.settings.max_schedules
+        names = sorted({r.name for r in requests if isinstance(r.name, str)})
+        held, present = await self.schedules.schedule_room(self.namespace, names, cap)
+        if held + len(names) - present > cap:
+            where = f"namespace {self.namespace!r}"
+            raise CapReached("name", where, "schedules", cap, "max_schedules")
 
     async def get_schedule(self, name: str) -> Schedule:
         await self.open()

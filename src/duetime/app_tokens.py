@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from duetime.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
+from duetime.caps import check_namespace_room, check_token_room
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.model.tokens import TokenInfo
@@ -34,9 +35,13 @@ class TokenMethods:
         self, namespaces: Iterable[str], *, read_only: bool = False, name: str | None = None
     ) -> IssuedToken:
         """Create a token for ``namespaces`` (``*`` for all) and the namespaces it names; the
-        secret it returns is the only copy there will ever be."""
+        secret it returns is the only copy there will ever be. At most ``max_tokens`` are
+        active, and the namespaces it creates count against ``max_namespaces``."""
         scope = check_token_namespaces(namespaces)
         await self._open_store(migrate=self.settings.migrate)
+        await check_token_room(self.store, self.settings)
+        named = [namespace for namespace in scope if namespace != ALL_NAMESPACES]
+        await check_namespace_room(self.store, named, self.settings, "namespace")
         now = self.clock.now()
         for namespace in scope:
             if namespace != ALL_NAMESPACES:

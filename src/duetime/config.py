@@ -53,6 +53,25 @@ class Settings:
     clock_warn: timedelta = timedelta(seconds=1)
     """A node warns when its wall clock is this far from the database's (it keeps working on
     the database's clock either way)."""
+    max_limits: int = 1_000
+    """Limit and pause rules one namespace may hold (a destination's own rate is not one)."""
+    max_schedules: int = 1_000_000
+    """Schedules one namespace may hold."""
+    max_namespaces: int = 10_000
+    """Namespaces a database may hold: the REST API and the CLI create no more."""
+    max_tokens: int = 1_000
+    """Active API tokens a database may hold."""
+    max_routes: int = 1_000
+    """Routes one namespace's app may have."""
+    statement_timeout: timedelta = timedelta(seconds=10)
+    """The longest one REST request's database statement may run before it is ended (503):
+    one tenant's slow request cannot hold a connection the others need."""
+    reads_per_namespace: int = 1
+    """REST reads of one namespace served at once; the others wait their turn (at most
+    ``statement_timeout``), so one tenant's many listings cannot crowd out the other tenants."""
+    connection_wait: timedelta = timedelta(seconds=1)
+    """How long a REST request waits for a database connection before it is answered 503
+    with ``Retry-After`` instead of hanging."""
     tracing: str = "auto"
     """OpenTelemetry spans: ``auto`` (when the program has set a tracer provider), ``on`` or
     ``off`` (see docs/observability.md)."""
@@ -81,7 +100,14 @@ class Settings:
         for f in fields(self):
             if _is_duration(f.name):
                 check_timedelta(getattr(self, f.name), f.name)
-        for name in ("max_payload_bytes", "max_attempts", "concurrency", "batch_size"):
+        for name in (
+            *CAPS,
+            "max_payload_bytes",
+            "max_attempts",
+            "concurrency",
+            "batch_size",
+            "reads_per_namespace",
+        ):
             if getattr(self, name) < 1:
                 raise InvalidInput(name, "must be at least 1")
         for name in ("lease", "heartbeat", "recheck", "rescue_interval", "backoff_base"):
@@ -93,7 +119,14 @@ class Settings:
             raise InvalidInput("no_subscriber_grace", "must not be negative (0 turns it off)")
         if self.heartbeat >= self.lease:
             raise InvalidInput("heartbeat", "must be shorter than the lease it renews")
-        for name in ("retention", "archive_after", "maintenance_interval", "clock_warn"):
+        for name in (
+            "retention",
+            "archive_after",
+            "maintenance_interval",
+            "clock_warn",
+            "statement_timeout",
+            "connection_wait",
+        ):
             if getattr(self, name) <= timedelta(0):
                 raise InvalidInput(name, "must be a positive duration")
         if self.archive_after >= self.retention:
@@ -120,7 +153,13 @@ def _is_duration(name: str) -> bool:
         "archive_after",
         "maintenance_interval",
         "clock_warn",
+        "statement_timeout",
+        "connection_wait",
     }
+
+
+CAPS = ("max_limits", "max_schedules", "max_namespaces", "max_tokens", "max_routes")
+"""The settings that bound what a tenant can create (see docs/operating.md, "Caps")."""
 
 
 def _parse(name: str, raw: str, annotation: object) -> Any:

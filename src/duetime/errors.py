@@ -111,3 +111,27 @@ class CommitOutcomeUnknown(StoreUnavailable):
             f"the connection to the store was lost while it committed ({cause}): the write may "
             "have been stored or not; retrying with the same keys is safe"
         )
+
+
+class CapReached(InvalidInput):
+    """A tenant already has as many of something as its cap allows (``cap``): one tenant can
+    create nothing without bound, so no tenant's listing or claim grows without bound either.
+    ``setting`` names the setting that raises the cap."""
+
+    code = "cap_reached"
+
+    def __init__(self, field: str, where: str, what: str, cap: int, setting: str) -> None:
+        super().__init__(
+            field,
+            f"{where} already has {cap} {what}, the most allowed (setting {setting}); "
+            "remove some first, or have the operator raise the cap",
+        )
+        self.cap = cap
+        self.setting = setting
+
+
+class StoreBusy(StoreUnavailable):
+    """The database could not take this request in time (every connection busy, or its
+    statement ran past the request's timeout): try again shortly. Other requests carry on."""
+
+    code = "store_busy"

@@ -173,6 +173,7 @@ class App:
     pause = _blocking(AsyncApp.pause)
     resume = _blocking(AsyncApp.resume)
     limits = _blocking(AsyncApp.limits)
+    list_limits = _blocking(AsyncApp.list_limits)
 
     def open(self) -> App:
         if not self.core.is_open:

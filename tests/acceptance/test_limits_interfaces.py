@@ -145,3 +145,49 @@ def test_a_destinations_rate_is_listed_as_its_own_by_the_cli_and_rest(cli: Cli) 
         }
         refused = client.put("/v1/namespaces/default/limits/@hook", json={"rate": "1/s"})
         assert refused.status_code == 422
+
+
+def test_a_namespace_past_its_cap_of_rules_is_refused_everywhere(tmp_path: Path, cli: Cli) -> None:
+    """``max_limits`` bounds the rules a tenant can make: Python, the CLI and REST refuse one
+    more naming ``pattern`` and the cap; the listing pages them."""
+    from fastapi.testclient import TestClient
+
+    from duetime.errors import CapReached
+
+    url = f"sqlite:///{tmp_path / 'caps.db'}"
+    with App(settings=Settings(database_url=url, namespace="shop", max_limits=3)) as app:
+        for pattern in ("a", "b"):
+            app.set_limit(pattern, concurrency=1)
+        app.pause("c")
+        with pytest.raises(CapReached) as raised:
+            app.set_limit("d", concurrency=1)
+        assert raised.value.field == "pattern"
+        app.set_limit("a", concurrency=2)  # an existing rule changes freely
+        first = app.list_limits(limit=2)
+        assert [s.rule.pattern for s in first.items] == ["a", "b"]
+        rest = app.list_limits(cursor=first.next_cursor, limit=2)
+        assert [s.rule.pattern for s in rest.items] == ["c"]
+        assert rest.next_cursor is None
+    settings = Settings(database_url=url, max_limits=3)
+    with TestClient(create_api(ApiSettings(core=settings))) as client:
+        base = "/v1/namespaces/shop"
+        refused = client.put(f"{base}/limits/d", json={"concurrency": 1})
+        assert refused.status_code == 422, refused.text
+        body = refused.json()
+        assert (body["code"], body["field"], body["limit"]) == ("cap_reached", "pattern", 3)
+        assert "max_limits" in body["message"]
+        assert client.post(f"{base}/pause", json={"pattern": "d"}).status_code == 422
+        page = client.get(f"{base}/limits", params={"limit": 2}).json()
+        assert [i["pattern"] for i in page["items"]] == ["a", "b"]
+        more = client.get(f"{base}/limits", params={"limit": 2, "cursor": page["next_cursor"]})
+        assert [i["pattern"] for i in more.json()["items"]] == ["c"]
+    cli.ok("migrate")
+    cli.ok("limits", "set", "a", "--concurrency", "1", env={"DUETIME_MAX_LIMITS": "1"})
+    error = cli.fails(
+        "limits", "set", "b", "--concurrency", "1", code=2, env={"DUETIME_MAX_LIMITS": "1"}
+    )
+    assert (error["code"], error["field"]) == ("cap_reached", "pattern"), error
+    cli.ok("limits", "set", "b", "--concurrency", "1", env={"DUETIME_MAX_LIMITS": "2"})
+    listed = cli.ok("limits", "ls", "--limit", "1")
+    assert [i["pattern"] for i in listed["items"]] == ["a"]
+    assert listed["next_cursor"]

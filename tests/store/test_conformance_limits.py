@@ -77,7 +77,7 @@ async def test_a_concurrency_limit_counts_running_attempts_of_its_types(store: S
     await store.finish([Finish(done.timer.id, done.attempt, Outcome.DONE)], "n1", NOW)
     third = await store.limits.claim("ns", None, NOW, 100, "n1", LEASE, await plan(store))
     assert [c.timer.key for c in third.claimed] == ["crm.sync-2"]  # oldest held first
-    (status,) = await store.limits.status("ns", NOW)
+    (status,) = (await store.limits.status("ns", NOW)).items
     assert (status.running, status.held) == (2, 2)
     assert status.oldest_held_at == NOW - timedelta(seconds=2)
 
@@ -106,7 +106,7 @@ async def test_a_pause_holds_its_types_and_resume_lets_them_go_oldest_first(stor
     paused = await store.limits.claim("ns", None, NOW, 100, "n1", LEASE, await plan(store))
     assert [c.timer.type for c in paused.claimed] == ["ping"]
     assert await store.limits.next_run_at("ns", None, await plan(store), ()) is None
-    (status,) = await store.limits.status("ns", NOW)
+    (status,) = (await store.limits.status("ns", NOW)).items
     assert status.held == 3
     await store.limits.set_paused("ns", "report.*", False, NOW)
     resumed = await store.claim_due("ns", None, NOW, 100, "n1", LEASE)

@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
 from duetime.api import events, fast, limits, live, operations, schedules, system, timers
+from duetime.api.budget import RequestBudget, request_budget
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.guard import RequestGuard
@@ -85,6 +86,7 @@ def create_api(
     )
     api.state.duetime = service
     api.add_middleware(RequestGuard, service=service)
+    api.add_middleware(RequestBudget, budget=request_budget(settings.core))
     install_error_handlers(api)
     api.router.routes.extend(fast.ROUTES)  # first: matched before the documented routes
     api.include_router(operations.router)

@@ -7,6 +7,7 @@ A namespace the token may not see answers exactly like one that does not exist (
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, cast
 
 from fastapi import Depends, Path, Request
@@ -87,11 +88,24 @@ def require_writable(principal: TokenInfo | None, namespace: str) -> None:
 
 # The facades below take the service and the token themselves rather than as dependencies of
 # their own: FastAPI's resolution of each dependency costs every request more than the work.
-async def readable(namespace: NamespacePath, request: Request, credentials: BearerDep) -> AsyncApp:
-    """The facade of an existing namespace the caller may read."""
+async def visible(namespace: NamespacePath, request: Request, credentials: BearerDep) -> AsyncApp:
+    """The facade of an existing namespace the caller may read, taking no turn: for a stream
+    that stays open (``/live``) and reads nothing itself."""
     service = service_of(request)
     require_visible(await principal_of(request, service, credentials), namespace)
     return await service.namespaces.existing(namespace)
+
+
+async def readable(
+    namespace: NamespacePath, request: Request, credentials: BearerDep
+) -> AsyncIterator[AsyncApp]:
+    """The facade of an existing namespace the caller may read, during one of the namespace's
+    turns to read (:mod:`duetime.api.gates`), taken once the caller is known to may."""
+    service = service_of(request)
+    require_visible(await principal_of(request, service, credentials), namespace)
+    app = await service.namespaces.existing(namespace)
+    async with service.reads.turn(namespace):
+        yield app
 
 
 async def writable(namespace: NamespacePath, request: Request, credentials: BearerDep) -> AsyncApp:
@@ -112,6 +126,7 @@ async def writable_of(request: Request) -> AsyncApp:
 
 
 ReadApp = Annotated[AsyncApp, Depends(readable)]
+VisibleApp = Annotated[AsyncApp, Depends(visible)]
 WriteApp = Annotated[AsyncApp, Depends(writable)]
 
 

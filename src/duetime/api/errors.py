@@ -18,11 +18,13 @@ from starlette.routing import Match
 from duetime.api.responses import JSONResponse
 from duetime.auth import Forbidden, Unauthorized
 from duetime.errors import (
+    CapReached,
     Conflict,
     DuetimeError,
     InvalidInput,
     LeaseLost,
     NotFound,
+    StoreBusy,
     StoreUnavailable,
 )
 
@@ -68,12 +70,17 @@ def status_for(error: DuetimeError) -> int:
     return 400
 
 
+BUSY_RETRY_AFTER = "1"
+"""Seconds a client is told to wait when the database could not take its request in time."""
+
+
 def error_response(
     status: int,
     code: str,
     message: str,
     field: str | None,
     headers: dict[str, str] | None = None,
+    extra: dict[str, int] | None = None,
     *,
     outcome_unknown: bool = False,
 ) -> JSONResponse:
@@ -83,6 +90,7 @@ def error_response(
         "message": _printable(message),
         "field": field and _printable(field),
     }
+    body.update(extra or {})
     if outcome_unknown:
         body["outcome_unknown"] = True
     return JSONResponse(body, status_code=status, headers=headers)
@@ -97,9 +105,12 @@ async def _duetime_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DuetimeError)
     status = status_for(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, StoreBusy):
+        headers = {"Retry-After": BUSY_RETRY_AFTER}
+    extra = {"limit": exc.cap} if isinstance(exc, CapReached) else None
     unknown = isinstance(exc, StoreUnavailable) and exc.outcome_unknown
     return error_response(
-        status, exc.code, exc.message, exc.field, headers, outcome_unknown=unknown
+        status, exc.code, exc.message, exc.field, headers, extra, outcome_unknown=unknown
     )
 
 

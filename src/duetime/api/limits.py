@@ -6,16 +6,20 @@ exactly like a Python call, and bad input (``"rate": "fast"``) is a 422 naming t
 
 from __future__ import annotations
 
+import asyncio
+from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import errors, json_body, not_null
 from duetime.errors import InvalidInput
-from duetime.model.limits import MAX_CONCURRENCY, FlowRule
+from duetime.model import Page
+from duetime.model.cursors import PATTERN_CURSOR_PATTERN
+from duetime.model.limits import MAX_CONCURRENCY, FlowRule, FlowStatus
 from duetime.ratelimit import MAX_COUNT
 from duetime.validation import whole_number
 
@@ -44,6 +48,13 @@ def _limit_schema(schema: dict[str, Any]) -> None:
 
 def _null(name: str) -> dict[str, Any]:
     return {"properties": {name: {"type": "null"}}}
+
+
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
+Cursor = Annotated[
+    str | None,
+    Query(description="`next_cursor` of the previous page", pattern=PATTERN_CURSOR_PATTERN),
+]
 
 
 class LimitBody(BaseModel):
@@ -90,7 +101,10 @@ class LimitStatusOut(LimitOut):
 
 
 class LimitListOut(BaseModel):
+    """By pattern; pass ``next_cursor`` as ``cursor`` for the next page (null at the end)."""
+
     items: list[LimitStatusOut]
+    next_cursor: str | None
 
 
 class LimitChangedOut(BaseModel):
@@ -132,10 +146,20 @@ def _pattern_of(data: dict[str, Any]) -> str:
     response_model=LimitListOut,
     responses=errors(401, 403, 404, 422),
 )
-async def list_limits(app: ReadApp) -> JSONResponse:
-    """Each rule with what it holds now: attempts running, due timers held back, the oldest."""
+async def list_limits(app: ReadApp, cursor: Cursor = None, limit: Limit = 100) -> JSONResponse:
+    """Each rule with what it holds now: attempts running, due timers held back, the oldest.
+    A namespace holds at most ``max_limits`` rules; setting one more answers 422
+    ``cap_reached`` with the ``limit``."""
     now = app.clock.now()
-    return JSONResponse({"items": [status.to_dict(now) for status in await app.limits()]})
+    page = await app.list_limits(cursor=cursor, limit=limit)
+    # A page of a thousand rules is milliseconds of Python: on a thread, the event loop serves
+    # other tenants' requests meanwhile (it gets the interpreter back every few milliseconds).
+    return await asyncio.to_thread(_page_response, page, now)
+
+
+def _page_response(page: Page[FlowStatus], now: datetime) -> JSONResponse:
+    items = [status.to_dict(now) for status in page.items]
+    return JSONResponse({"items": items, "next_cursor": page.next_cursor})
 
 
 @router.put(

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from duetime.api.deps import ReadApp, ServiceDep
+from duetime.api.deps import ServiceDep, VisibleApp
 from duetime.api.schemas import errors
 
 KEEP_ALIVE = 15.0
@@ -37,7 +37,7 @@ router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["live"])
     response_class=StreamingResponse,
     responses=errors(401, 404, extra={200: {"content": {"text/event-stream": {}}}}),
 )
-async def live(app: ReadApp, service: ServiceDep, request: Request) -> StreamingResponse:
+async def live(app: VisibleApp, service: ServiceDep, request: Request) -> StreamingResponse:
     """``event: changed`` (data: a counter) at most once a second; re-read what you show.
     The database's clock of changes is shared by every namespace, so a change in another
     namespace may say ``changed`` too: a listener learns that something was written, never

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from duetime.api import compat
 from duetime.api.changes import Changes
 from duetime.api.config import ApiSettings
+from duetime.api.gates import NamespaceGates
 from duetime.app import AsyncApp, Store
 from duetime.auth import TokenInfo, TokenStore
 from duetime.clock import Clock, DatabaseClock
@@ -92,6 +93,11 @@ class Service:
         self.metrics = metrics
         self.clock: Clock = clock or DatabaseClock(store.db_now)
         self.namespaces = NamespaceApps(settings, store, self.clock)
+        core = settings.core
+        self.reads = NamespaceGates(
+            core.reads_per_namespace, core.statement_timeout.total_seconds()
+        )
+        """Each namespace's reads take turns (see :mod:`duetime.api.gates`)."""
         self.root = AsyncApp(settings=settings.core, store=store, clock=self.clock)
         """For what is not per namespace (nodes, health); never opened, so it creates nothing."""
         self.worker_apps = list(workers)

@@ -13,6 +13,7 @@ import click
 from duetime.app import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
+from duetime.model import Page
 from duetime.model.limits import FlowRule, FlowStatus
 
 
@@ -56,17 +57,21 @@ def set_limit(
 
 
 @limits.command("ls")
+@click.option("--limit", type=int, default=100, show_default=True)
+@click.option("--cursor", help="Continue a listing (printed after the previous page).")
 @common_options
-def list_limits() -> None:
-    """The namespace's limits and pauses, with what each holds back now."""
+def list_limits(limit: int, cursor: str | None) -> None:
+    """The namespace's limits and pauses by pattern, with what each holds back now."""
 
-    async def action(app: AsyncApp) -> list[FlowStatus]:
-        return await app.limits()
+    async def action(app: AsyncApp) -> Page[FlowStatus]:
+        return await app.list_limits(cursor=cursor, limit=limit)
 
-    found = run_app(action, create_namespace=False)
+    listed = run_app(action, create_namespace=False)
+    found = listed.items
     now = datetime.now(UTC)
     if config().json:
-        output.emit_json({"items": [status.to_dict(now) for status in found]})
+        items = [status.to_dict(now) for status in found]
+        output.emit_json({"items": items, "next_cursor": listed.next_cursor})
         return
     if not found:
         output.stdout().print("no limits or pauses")
@@ -87,6 +92,8 @@ def list_limits() -> None:
             "" if age is None else f"{age:.1f}s ago",
         )
     output.stdout().print(table)
+    if listed.next_cursor:
+        output.stdout().print(f"more: pass --cursor {listed.next_cursor}", style="dim")
 
 
 @limits.command("rm")

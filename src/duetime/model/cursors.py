@@ -14,3 +14,6 @@ EVENT_CURSOR_PATTERN = r"^(?:event\.[0-9]{1,18}\.[0-9]{1,19})?$"
 """The event log: before this (fired_at in microseconds since 1970, id)."""
 NAME_CURSOR_PATTERN = r"^(?:name\.[A-Za-z0-9_.:@+=-]{1,200})?$"
 """A listing by name: after this name."""
+PATTERN_CURSOR_PATTERN = r"^(?:pattern\.[A-Za-z0-9_.:/*@-]{1,201})?$"
+"""The flow control rules, by pattern: after this pattern (a type glob, or ``@`` and a
+destination's name)."""

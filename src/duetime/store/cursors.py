@@ -1,8 +1,9 @@
 """Pages of listings, and their opaque cursors: where the next page starts, after the last row.
 
 Callers pass cursors back and never build them; each says which listing it belongs to (``id.``,
-``event.``, ``name.``), so one listing's cursor given to another is refused as not issued here.
-They are plain text a pattern describes exactly (the API documents them so), not encoded.
+``event.``, ``name.``, ``pattern.``), so one listing's cursor given to another is refused as not
+issued here. They are plain text a pattern describes exactly (the API documents them so), not
+encoded.
 A listing fetches one row more than the page holds, to know whether another page follows.
 """
 
@@ -15,7 +16,12 @@ from typing import Any, TypeVar
 
 from duetime.errors import InvalidInput
 from duetime.model import BulkAction, Page, TimerFilter
-from duetime.model.cursors import EVENT_CURSOR_PATTERN, ID_CURSOR_PATTERN, NAME_CURSOR_PATTERN
+from duetime.model.cursors import (
+    EVENT_CURSOR_PATTERN,
+    ID_CURSOR_PATTERN,
+    NAME_CURSOR_PATTERN,
+    PATTERN_CURSOR_PATTERN,
+)
 from duetime.store.codec import like_pattern
 from duetime.store.transitions import ACTS_ON
 
@@ -90,6 +96,7 @@ def timer_listing(
 _ID = re.compile(ID_CURSOR_PATTERN)
 _EVENT = re.compile(EVENT_CURSOR_PATTERN)
 _NAME = re.compile(NAME_CURSOR_PATTERN)
+_PATTERN = re.compile(PATTERN_CURSOR_PATTERN)
 _LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
@@ -142,3 +149,15 @@ def decode_name_cursor(cursor: str | None) -> str:
     if cursor is None or cursor == "":
         return ""
     return _match(_NAME, cursor)
+
+
+def encode_pattern_cursor(pattern: str) -> str:
+    """After ``pattern`` in the listing of flow control rules."""
+    return f"pattern.{pattern}"
+
+
+def decode_pattern_cursor(cursor: str | None) -> str:
+    """The pattern to list after ('' from the start)."""
+    if cursor is None or cursor == "":
+        return ""
+    return _match(_PATTERN, cursor)

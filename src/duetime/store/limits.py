@@ -13,16 +13,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from duetime.model import Claimed
+from duetime.errors import CapReached
+from duetime.model import Claimed, Page
 from duetime.model.limits import (
     FlowPlan,
     FlowRule,
+    FlowStatus,
     Governed,
     RuledClaim,
     RuleFilter,
+    TypeCount,
     partition_field,
+    tally,
 )
 from duetime.ratelimit import Rate, allowance, default_burst, next_allowed, spend
+from duetime.store.cursors import decode_pattern_cursor, encode_pattern_cursor, page
 
 CONCURRENCY_POLL = timedelta(milliseconds=50)
 """When a concurrency limit is full, how soon its claim is tried again: a finish on another
@@ -103,6 +108,51 @@ def spent(granted: Grant, now: datetime, starts: int) -> datetime | None:
     if granted.rate is None or starts == 0:
         return None
     return spend(granted.rate, granted.tat, now, starts)
+
+
+def check_room(row: Mapping[str, Any], rule: FlowRule, cap: int | None) -> None:
+    """A new rule of types must leave the namespace within ``cap`` rules (``limit_room``'s
+    row says whether the pattern has one already and how many there are): CapReached naming
+    ``pattern`` otherwise. Changing an existing rule, or a destination's, is always allowed."""
+    if cap is None or rule.destination is not None or row["present"]:
+        return
+    if int(row["rules"]) >= cap:
+        where = f"namespace {rule.namespace!r}"
+        raise CapReached("pattern", where, "limit and pause rules", cap, "max_limits")
+
+
+def shown_rules(rules: Sequence[FlowRule], cursor: str | None, limit: int) -> list[FlowRule]:
+    """The rules of one page (by pattern, after the cursor's), with one more when another page
+    follows; ``rules`` are the namespace's, as ``list_limits`` orders them."""
+    after = decode_pattern_cursor(cursor)
+    return [rule for rule in rules if rule.pattern > after][: limit + 1]
+
+
+def status_page(
+    rules: Sequence[FlowRule],
+    shown: Sequence[FlowRule],
+    counts: Sequence[TypeCount],
+    limit: int,
+) -> Page[FlowStatus]:
+    """The page of ``shown`` (from :func:`shown_rules`) with what each rule holds."""
+    return page(
+        tally(rules, shown, counts),
+        limit,
+        lambda s: s,
+        lambda s: encode_pattern_cursor(s.rule.pattern),
+    )
+
+
+def type_count(row: Mapping[str, Any], instant: Callable[[Any], datetime]) -> TypeCount:
+    """A row of ``count_by_type``; ``instant`` decodes the backend's instants."""
+    oldest = row["oldest"]
+    return TypeCount(
+        row["type"],
+        row["destination"],
+        int(row["running"]),
+        int(row["held"]),
+        None if oldest is None else instant(oldest),
+    )
 
 
 def rule_from_row(row: Mapping[str, Any], instant: Callable[[Any], datetime]) -> FlowRule:

@@ -90,6 +90,13 @@ class ScheduleStore(Protocol):
         """
         ...
 
+    async def schedule_room(
+        self, namespace: str, names: Sequence[str], up_to: int
+    ) -> tuple[int, int]:
+        """How many schedules ``namespace`` holds (counted no further than ``up_to``) and how
+        many of ``names`` exist already: what a cap on schedules needs to know."""
+        ...
+
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None: ...
 
     async def list_schedules(
@@ -306,9 +313,10 @@ class LimitStore(Protocol):
         """The namespace's rules, by pattern."""
         ...
 
-    async def put_limit(self, rule: FlowRule, now: datetime) -> FlowRule:
+    async def put_limit(self, rule: FlowRule, now: datetime, cap: int | None = None) -> FlowRule:
         """Set the pattern's limit (replacing its previous one; a pause and the rate's state
-        stay)."""
+        stay). A new pattern's row is refused (CapReached naming ``pattern``) when the
+        namespace holds ``cap`` rules of types already."""
         ...
 
     async def remove_limit(self, namespace: str, pattern: str, now: datetime) -> bool:
@@ -316,13 +324,18 @@ class LimitStore(Protocol):
         ...
 
     async def set_paused(
-        self, namespace: str, pattern: str, paused: bool, now: datetime
+        self, namespace: str, pattern: str, paused: bool, now: datetime, cap: int | None = None
     ) -> FlowRule | None:
-        """Pause or resume the pattern's types; the row as it is now (None: no row left)."""
+        """Pause or resume the pattern's types; the row as it is now (None: no row left). A
+        pause of a new pattern is refused as :meth:`put_limit` refuses a limit past ``cap``."""
         ...
 
-    async def status(self, namespace: str, now: datetime) -> list[FlowStatus]:
-        """Each rule with the attempts running and the due timers it holds back now."""
+    async def status(
+        self, namespace: str, now: datetime, cursor: str | None = None, limit: int | None = None
+    ) -> Page[FlowStatus]:
+        """Rules by pattern (``limit`` a page, after ``cursor``; None: all), each with the
+        attempts running and the due timers it holds back now: two statements whatever the
+        number of rules."""
         ...
 
     async def claim(

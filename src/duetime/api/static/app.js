@@ -170,7 +170,7 @@ async function showOverview() {
     api(ns("/activity"), { params: { minutes: 60 } }),
     api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
     api(ns("/dead/types"), { params: { limit: 10 } }),
-    api(ns("/limits")),
+    api(ns("/limits?limit=1000")),
   ]);
   const typesBody = $("#dead-types tbody");
   typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
@@ -583,7 +583,7 @@ function limitRow(l) {
 }
 
 async function showLimits() {
-  const { items } = await api(ns("/limits"));
+  const { items } = await api(ns("/limits?limit=1000"));
   const body = $("#limits tbody");
   body.replaceChildren(...items.map(limitRow));
   if (!items.length) emptyRow(body, 10, "No limit and no pause in this namespace: every type starts as soon as it is due.");

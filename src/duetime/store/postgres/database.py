@@ -8,6 +8,11 @@ the server is back gets a fresh connection instead of a stale one. A server that
 (a primary demoted to a standby behind a name that moved) is unavailable too, and that
 connection is closed: the next one goes where the URL leads now. A deadlock or serialization
 failure (the server rolled the transaction back) is retried a few times before it is reported.
+
+Work done for a REST request runs under its :class:`~duetime.budgets.Budget`: it waits at most
+``connection_wait`` for a connection and each statement runs at most ``statement_timeout``
+(``SET LOCAL statement_timeout``, so the setting ends with the request's transaction and never
+reaches a worker's use of the connection); either is :class:`StoreBusy`, a quick 503.
 """
 
 from __future__ import annotations
@@ -24,15 +29,19 @@ from psycopg.adapt import Loader
 from psycopg.errors import (
     DeadlockDetected,
     IdleInTransactionSessionTimeout,
+    QueryCanceled,
     ReadOnlySqlTransaction,
     TransactionRollback,
 )
 from psycopg.rows import AsyncRowFactory, DictRow, dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from duetime.errors import CommitOutcomeUnknown, StoreUnavailable
+from duetime import budgets
+from duetime.budgets import Budget
+from duetime.errors import CommitOutcomeUnknown, StoreBusy, StoreUnavailable
 from duetime.jsontext import load_json
 from duetime.store.postgres.settings import PostgresSettings
+from duetime.store.queries import load_queries
 
 log = logging.getLogger("duetime.store.postgres")
 
@@ -53,6 +62,7 @@ class Statement(NamedTuple):
 
 
 ROLLBACK_RETRIES = 3
+Q = load_queries("duetime.store.postgres")
 
 Lane = Literal["heartbeat", "claims"]
 LANES: dict[Lane, int] = {"heartbeat": 1, "claims": 2}
@@ -234,14 +244,16 @@ class Database:
         if pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
         commit = commit or _Commit()
+        budget = budgets.current()
+        wait = None if budget is None else budget.connection_wait
         attempt = 0
         while True:
             attempt += 1
             commit.sent = False
             try:
-                async with pool.connection() as conn:
+                async with pool.connection(timeout=wait) as conn:
                     try:
-                        return await self._work(conn, work, transaction, commit)
+                        return await self._work(conn, work, transaction, commit, budget)
                     except ReadOnlySqlTransaction:
                         await conn.close()  # the server was demoted: the pool drops it
                         raise
@@ -252,6 +264,21 @@ class Database:
                     ) from exc
                 log.info("retrying a transaction PostgreSQL rolled back: %s", exc)
                 await asyncio.sleep(0.01 * attempt)
+            except PoolTimeout as exc:
+                if budget is None:
+                    raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+                raise StoreBusy(
+                    "every database connection is busy: none came free within "
+                    f"connection_wait ({budget.connection_wait:g} s); try again shortly"
+                ) from exc
+            except QueryCanceled as exc:
+                if budget is None:
+                    raise StoreUnavailable(f"PostgreSQL canceled a statement: {exc}") from exc
+                raise StoreBusy(
+                    "the request's database work ran past statement_timeout "
+                    f"({budget.statement_timeout:g} s) and was ended; ask for less (a smaller "
+                    "page) or try again"
+                ) from exc
             except (
                 psycopg.OperationalError,
                 psycopg.InterfaceError,
@@ -263,13 +290,29 @@ class Database:
                     raise CommitOutcomeUnknown(exc) from exc
                 raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
 
-    async def _work(self, conn: Conn, work: Work[R], transaction: bool, commit: _Commit) -> R:
+    async def _work(
+        self,
+        conn: Conn,
+        work: Work[R],
+        transaction: bool,
+        commit: _Commit,
+        budget: Budget | None,
+    ) -> R:
         if not transaction:
-            return await work(conn)
+            if budget is None:
+                return await work(conn)
+            async with conn.transaction():  # the timeout lasts as long as it
+                await _limit_statements(conn, budget)
+                result = await work(conn)
+                commit.sent = True  # leaving the block sends COMMIT
+            commit.sent = False
+            return result
         pending: list[Statement] = []
         self._after_commit[id(conn)] = pending
         try:
             async with conn.transaction():
+                if budget is not None:
+                    await _limit_statements(conn, budget)
                 result = await work(conn)
                 commit.sent = True  # leaving the block sends COMMIT
             commit.sent = False
@@ -301,6 +344,12 @@ class _Commit:
 
     def __init__(self) -> None:
         self.sent = False
+
+
+async def _limit_statements(conn: Conn, budget: Budget) -> None:
+    """End any statement of this transaction that runs past the budget's timeout."""
+    timeout_ms = max(1, round(budget.statement_timeout * 1000))
+    await conn.execute(Q["limit_statements"], {"timeout": f"{timeout_ms}ms"})
 
 
 async def _send_after_commit(conn: Conn, statements: Sequence[Statement]) -> None:

@@ -5,13 +5,14 @@ database's clock; other claims never wait for it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 
-from duetime.model import Claimed, ClaimFilter
+from duetime.model import Claimed, ClaimFilter, Page
 from duetime.model.limits import (
     FlowPlan,
     FlowRule,
@@ -19,11 +20,11 @@ from duetime.model.limits import (
     Governed,
     RuledClaim,
     RuleFilter,
-    plan_of,
 )
 from duetime.store.codec import like_pattern, new_claim_token
 from duetime.store.limits import (
     Grant,
+    check_room,
     claim_under,
     grant,
     next_run_parts,
@@ -31,7 +32,10 @@ from duetime.store.limits import (
     partitions_full,
     rule_from_row,
     rule_params,
+    shown_rules,
     spent,
+    status_page,
+    type_count,
 )
 from duetime.store.postgres.claims import give_back_if_unread
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
@@ -55,6 +59,16 @@ def _globs(rows: RuleFilter) -> dict[str, Any]:
     }
 
 
+def _status_page(
+    rows: Sequence[DictRow], counts: Sequence[DictRow], cursor: str | None, limit: int | None
+) -> Page[FlowStatus]:
+    rules = [rule_from_row(row, _instant) for row in rows]
+    size = len(rules) if limit is None else limit
+    shown = shown_rules(rules, cursor, size)
+    found = [type_count(row, _instant) for row in counts]
+    return status_page(rules, shown, found, size)
+
+
 class PostgresLimits:
     """The limits part of a :class:`~duetime.store.postgres.store.PostgresStore`."""
 
@@ -69,9 +83,12 @@ class PostgresLimits:
 
         return await self._db.read(run)
 
-    async def put_limit(self, rule: FlowRule, now: datetime) -> FlowRule:
+    async def put_limit(self, rule: FlowRule, now: datetime, cap: int | None = None) -> FlowRule:
+        params = {**rule_params(rule), "now": now}
+
         async def run(conn: Conn) -> FlowRule:
-            rows = await fetch_all(conn, Q["put_limit"], {**rule_params(rule), "now": now})
+            check_room((await fetch_all(conn, Q["limit_room"], params))[0], rule, cap)
+            rows = await fetch_all(conn, Q["put_limit"], params)
             return rule_from_row(rows[0], _instant)
 
         return await self._db.write(run)
@@ -87,31 +104,34 @@ class PostgresLimits:
         return await self._db.write(run)
 
     async def set_paused(
-        self, namespace: str, pattern: str, paused: bool, now: datetime
+        self, namespace: str, pattern: str, paused: bool, now: datetime, cap: int | None = None
     ) -> FlowRule | None:
         params = {"namespace": namespace, "pattern": pattern, "paused": paused, "now": now}
 
         async def run(conn: Conn) -> FlowRule | None:
+            if paused:
+                room = (await fetch_all(conn, Q["limit_room"], params))[0]
+                check_room(room, FlowRule(namespace, pattern), cap)
             rows = await fetch_all(conn, Q["set_paused"], params)
             cursor = await conn.execute(Q["prune_limits"], params)
             return None if cursor.rowcount else rule_from_row(rows[0], _instant)
 
         return await self._db.write(run)
 
-    async def status(self, namespace: str, now: datetime) -> list[FlowStatus]:
-        rules = await self.list_rules(namespace)
-        plan = plan_of(rules)
+    async def status(
+        self, namespace: str, now: datetime, cursor: str | None = None, limit: int | None = None
+    ) -> Page[FlowStatus]:
+        params = {"namespace": namespace, "now": now}
 
-        async def run(conn: Conn) -> list[FlowStatus]:
-            found: list[FlowStatus] = []
-            for rule in rules:
-                params = {"namespace": namespace, "now": now, **_globs(plan.counted_by(rule))}
-                running = await fetch_value(conn, Q["count_leased"], params)
-                held = (await fetch_all(conn, Q["held_by_rule"], params))[0]
-                found.append(FlowStatus(rule, int(running), int(held["held"]), held["oldest"]))
-            return found
+        async def run(conn: Conn) -> tuple[list[DictRow], list[DictRow]]:
+            rows = await fetch_all(conn, Q["list_limits"], params)
+            counts = await fetch_all(conn, Q["count_by_type"], params) if rows else []
+            return rows, counts
 
-        return await self._db.read(run)
+        rows, counts = await self._db.read(run)
+        # The rest is Python work, milliseconds for a thousand rules: on a thread, so the event
+        # loop serves other requests meanwhile.
+        return await asyncio.to_thread(_status_page, rows, counts, cursor, limit)
 
     async def claim(
         self,

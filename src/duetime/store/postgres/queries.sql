@@ -678,6 +678,40 @@ WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
 -- name: list_limits
 SELECT * FROM flow_limits WHERE namespace = %(namespace)s ORDER BY pattern
 
+-- name: limit_room
+-- Whether the pattern has a row already, and how many rules of types the namespace holds (a
+-- new one must stay within the cap; a destination's rate is configuration, not counted). The
+-- namespace's row is locked first, so two new rules at once cannot both take the last place
+-- (NO KEY UPDATE: timers written meanwhile, whose key-share lock it leaves alone, never wait).
+WITH locked AS (
+    SELECT name FROM namespaces WHERE name = %(namespace)s FOR NO KEY UPDATE
+)
+SELECT EXISTS (SELECT 1 FROM flow_limits
+               WHERE namespace = %(namespace)s AND pattern = %(pattern)s) AS present,
+    (SELECT count(*) FROM flow_limits
+     WHERE namespace = %(namespace)s AND destination IS NULL) AS rules,
+    (SELECT count(*) FROM locked) AS locked
+
+-- name: count_by_type
+-- What every rule of a namespace holds (limits ls), in one statement whatever the number of
+-- rules: attempts running (through the index of leased rows) and due rows waiting, per type
+-- and destination (the rules are matched to the types in Python, duetime.model.limits.tally).
+SELECT type, destination, sum(running)::bigint AS running, sum(held)::bigint AS held,
+    min(oldest) AS oldest
+FROM (
+    SELECT type, destination, count(*) AS running, 0 AS held, NULL::timestamptz AS oldest
+    FROM timers
+    WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
+      AND namespace = %(namespace)s
+    GROUP BY type, destination
+    UNION ALL
+    SELECT type, destination, 0, count(*), min(run_at) FROM timers
+    WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
+      AND run_at <= %(now)s
+    GROUP BY type, destination
+) counted
+GROUP BY type, destination
+
 -- name: put_limit
 -- A limit replaces the pattern's previous one; a pause and the rate's state stay.
 INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
@@ -1291,3 +1325,8 @@ GROUP BY minute, status
 -- The next transaction id of the cluster: it moves whenever any transaction writes, here or in
 -- another database of the same server, so it is a "maybe changed" signal, read in no time.
 SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS marker
+
+-- name: limit_statements
+-- A REST request's statements end after its statement_timeout (duetime.budgets); LOCAL: the
+-- setting ends with the transaction, so the pooled connection goes back as it was.
+SELECT set_config('statement_timeout', %(timeout)s, true)

@@ -88,6 +88,17 @@ class PostgresSchedules:
         self._notices.here_earliest(_active_next(stored))
         return stored
 
+    async def schedule_room(
+        self, namespace: str, names: Sequence[str], up_to: int
+    ) -> tuple[int, int]:
+        params = {"namespace": namespace, "names": list(names), "up_to": up_to}
+
+        async def run(conn: Conn) -> tuple[int, int]:
+            (row,) = await fetch_all(conn, Q["schedule_room"], params)
+            return int(row["held"]), int(row["present"])
+
+        return await self._db.read(run)
+
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
         params = {"namespace": namespace, "name": name}
 

@@ -30,6 +30,15 @@ ORDER BY n
 ON CONFLICT (namespace, name) DO NOTHING
 RETURNING id, name
 
+-- name: schedule_room
+-- How many schedules the namespace holds (counted no further than %(up_to)s, so the check costs
+-- what the cap allows, not what a namespace may have grown to) and how many of %(names)s exist
+-- already: new ones must stay within the cap.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM schedules WHERE namespace = %(namespace)s
+                              LIMIT %(up_to)s) held) AS held,
+    (SELECT count(*) FROM schedules
+     WHERE namespace = %(namespace)s AND name = ANY (%(names)s::text[])) AS present
+
 -- name: get_schedule
 SELECT * FROM schedules WHERE namespace = %(namespace)s AND name = %(name)s
 

@@ -7,6 +7,12 @@ together (group commit: one fsync for, say, a worker's batch of outcomes and its
 each in its own savepoint, and each caller hears back only after that durable commit. Other
 processes coordinate through SQLite's own locking (``BEGIN IMMEDIATE``, polled in short steps
 within a busy timeout), and learn about new timers through :mod:`duetime.store.sqlite.wakeup`.
+
+A read made for a REST request runs under its :class:`~duetime.budgets.Budget`, on one of
+:data:`READERS` read-only connections of its own (WAL lets them read beside the writer), so
+a tenant's listings never hold up anyone's writes: one that has not reached a reader within
+``connection_wait`` is dropped from the queue, and one whose statements run past
+``statement_timeout`` is interrupted; either is :class:`StoreBusy`, a quick 503.
 """
 
 from __future__ import annotations
@@ -22,13 +28,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from duetime.errors import StoreUnavailable
+from duetime import budgets
+from duetime.budgets import Budget
+from duetime.errors import StoreBusy, StoreUnavailable
 from duetime.store.codec import from_micros
 from duetime.store.listeners import Listeners
 from duetime.store.sqlite.wakeup import WakeupChannel
 
 R = TypeVar("R")
 Op = Callable[[sqlite3.Connection], Any]
+PROGRESS_STEPS = 10_000
+"""Virtual machine steps between two looks at a request's deadline (a few milliseconds)."""
+READERS = 2
+"""Threads (each with a read-only connection) serving the reads of REST requests."""
 
 
 def path_from_url(url: str) -> Path:
@@ -56,6 +68,9 @@ class SqliteDatabase:
         self._writes: list[tuple[Op, Future[Any]]] = []
         self._drain_scheduled = False
         self._released: int | None = None  # a buffered occurrence released (its run_at, µs)
+        self._readers = self._new_readers()
+        self._reader_local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
 
     @property
     def is_open(self) -> bool:
@@ -80,12 +95,30 @@ class SqliteDatabase:
         if self._wakeup is not None:
             await self._wakeup.stop()
             self._wakeup = None
+        loop = asyncio.get_running_loop()
+        # Whatever still runs on the threads now is a straggler (a cancelled request's read):
+        # end its statement, so closing waits for no one.
+        with self._lock:
+            readers = list(self._reader_conns)
+            self._reader_conns.clear()
+        for reader in readers:
+            reader.interrupt()
+        await loop.run_in_executor(None, self._readers.shutdown, True)
+        for reader in readers:
+            reader.close()
+        self._readers = self._new_readers()
+        self._reader_local = threading.local()
         if self._conn is not None:
             conn = self._conn
-            await asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
+            conn.interrupt()
+            await loop.run_in_executor(self._executor, conn.close)
             self._conn = None
         self._executor.shutdown(wait=True)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duetime-sqlite")
+
+    @staticmethod
+    def _new_readers() -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="duetime-sqlite-read")
 
     def announce(self, earliest: datetime | None) -> None:
         """Tell this process's listeners at once and every other process through the channel."""
@@ -94,9 +127,73 @@ class SqliteDatabase:
             self._wakeup.broadcast(earliest)
 
     async def read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
-        """Run ``fn`` on the connection thread, outside any write transaction of this process."""
+        """Run ``fn`` on the connection thread, outside any write transaction of this process
+        (within the request's budget, if it has one)."""
+        budget = budgets.current()
+        if budget is None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, self._call, fn)
+        if self._conn is None:
+            raise StoreUnavailable("the SQLite store is not open")
+        try:
+            queued = self._readers.submit(self._call_within, fn, budget)
+        except RuntimeError:  # closing: the executor takes no more work
+            raise StoreUnavailable("the SQLite store is closed") from None
+        answer = asyncio.wrap_future(queued)
+        done, _ = await asyncio.wait([answer], timeout=budget.connection_wait)
+        if not done and queued.cancel():  # still queued: give up its place
+            raise StoreBusy(
+                "the database is busy with other requests: this one did not start within "
+                f"connection_wait ({budget.connection_wait:g} s); try again shortly"
+            )
+        try:
+            return await answer  # started: its statements end by the timeout
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_READONLY:
+                raise
+        # It writes after all (a namespace or a node registered on first use): the reader
+        # refused its first write, so nothing was written; it runs where writes run.
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _reader(self) -> sqlite3.Connection:
+        """This reader thread's connection: read-only, opened on first use."""
+        conn: sqlite3.Connection | None = getattr(self._reader_local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            conn.execute("PRAGMA cache_size = -65536")
+            conn.execute("PRAGMA query_only = 1")
+            self._reader_local.conn = conn
+            with self._lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    def _call_within(self, fn: Callable[[sqlite3.Connection], R], budget: Budget) -> R:
+        """``fn`` on a reader's connection, interrupted (StoreBusy) once its statements have
+        run ``statement_timeout``."""
+        conn = self._reader()
+        deadline = time.monotonic() + budget.statement_timeout
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
+        try:
+            return fn(conn)
+        except sqlite3.OperationalError as exc:
+            if (
+                time.monotonic() <= deadline
+                or exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_READONLY
+            ):
+                raise
+            raise StoreBusy(
+                "the request's database work ran past statement_timeout "
+                f"({budget.statement_timeout:g} s) and was ended; ask for less (a smaller page) "
+                "or try again"
+            ) from exc
+        finally:
+            conn.set_progress_handler(None, 0)
+            _rollback(conn)  # a transaction ``fn`` began must not pin an old snapshot
 
     def _call(self, fn: Callable[[sqlite3.Connection], R]) -> R:
         if self._conn is None:
@@ -109,6 +206,8 @@ class SqliteDatabase:
         Writes queued while the connection is busy share one transaction — group commit: one
         fsync for all of them — each in its own savepoint, so one that raises is rolled back
         alone. Each caller still hears back only after the commit that made its write durable.
+        A REST request's write still queued after its ``connection_wait`` (the thread busy, or
+        another process holding the file's write lock) leaves the queue: StoreBusy.
         """
         future: Future[R] = Future()
         with self._lock:
@@ -120,8 +219,17 @@ class SqliteDatabase:
                     self._writes.remove((fn, future))
                     raise StoreUnavailable("the SQLite store is closed") from None
                 self._drain_scheduled = True
+        budget = budgets.current()
         try:
-            return await asyncio.wrap_future(future)
+            answer = asyncio.wrap_future(future)
+            if budget is not None:
+                done, _ = await asyncio.wait([answer], timeout=budget.connection_wait)
+                if not done and future.cancel():  # not begun: the drain skips it
+                    raise StoreBusy(
+                        "the database is busy: this request's write did not start within "
+                        f"connection_wait ({budget.connection_wait:g} s); try again shortly"
+                    )
+            return await answer
         finally:
             self._announce_released()
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from duetime.model import Claimed, ClaimFilter
+from duetime.model import Claimed, ClaimFilter, Page
 from duetime.model.limits import (
     FlowPlan,
     FlowRule,
@@ -17,11 +17,11 @@ from duetime.model.limits import (
     Governed,
     RuledClaim,
     RuleFilter,
-    plan_of,
 )
 from duetime.store.codec import dump_json, from_micros, to_micros
 from duetime.store.limits import (
     Grant,
+    check_room,
     claim_under,
     grant,
     next_run_parts,
@@ -29,7 +29,10 @@ from duetime.store.limits import (
     partitions_full,
     rule_from_row,
     rule_params,
+    shown_rules,
     spent,
+    status_page,
+    type_count,
 )
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.claims import take_rows
@@ -70,10 +73,11 @@ class SqliteLimits:
 
         return await self._db.read(run)
 
-    async def put_limit(self, rule: FlowRule, now: datetime) -> FlowRule:
+    async def put_limit(self, rule: FlowRule, now: datetime, cap: int | None = None) -> FlowRule:
         params = {**rule_params(rule), "now": to_micros(now)}
 
         def run(conn: sqlite3.Connection) -> FlowRule:
+            check_room(_rows(conn, Q["limit_room"], params)[0], rule, cap)
             return rule_from_row(_rows(conn, Q["put_limit"], params)[0], from_micros)
 
         return await self._db.write(run)
@@ -89,7 +93,7 @@ class SqliteLimits:
         return await self._db.write(run)
 
     async def set_paused(
-        self, namespace: str, pattern: str, paused: bool, now: datetime
+        self, namespace: str, pattern: str, paused: bool, now: datetime, cap: int | None = None
     ) -> FlowRule | None:
         params = {
             "namespace": namespace,
@@ -99,29 +103,28 @@ class SqliteLimits:
         }
 
         def run(conn: sqlite3.Connection) -> FlowRule | None:
+            if paused:
+                room = _rows(conn, Q["limit_room"], params)[0]
+                check_room(room, FlowRule(namespace, pattern), cap)
             rows = _rows(conn, Q["set_paused"], params)
             pruned = conn.execute(Q["prune_limits"], params).rowcount
             return None if pruned else rule_from_row(rows[0], from_micros)
 
         return await self._db.write(run)
 
-    async def status(self, namespace: str, now: datetime) -> list[FlowStatus]:
-        rules = await self.list_rules(namespace)
-        plan = plan_of(rules)
+    async def status(
+        self, namespace: str, now: datetime, cursor: str | None = None, limit: int | None = None
+    ) -> Page[FlowStatus]:
+        params = {"namespace": namespace, "now": to_micros(now)}
 
-        def run(conn: sqlite3.Connection) -> list[FlowStatus]:
-            found: list[FlowStatus] = []
-            for rule in rules:
-                params = {
-                    "namespace": namespace,
-                    "now": to_micros(now),
-                    **_globs(plan.counted_by(rule)),
-                }
-                running = conn.execute(Q["count_leased"], params).fetchone()[0]
-                held, oldest = conn.execute(Q["held_by_rule"], params).fetchone()
-                oldest_at = None if oldest is None else from_micros(oldest)
-                found.append(FlowStatus(rule, int(running), int(held), oldest_at))
-            return found
+        def run(conn: sqlite3.Connection) -> Page[FlowStatus]:
+            rows = _rows(conn, Q["list_limits"], params)
+            rules = [rule_from_row(row, from_micros) for row in rows]
+            size = len(rules) if limit is None else limit
+            shown = shown_rules(rules, cursor, size)
+            counts = _rows(conn, Q["count_by_type"], params) if shown else []
+            found = [type_count(row, from_micros) for row in counts]
+            return status_page(rules, shown, found, size)
 
         return await self._db.read(run)
 

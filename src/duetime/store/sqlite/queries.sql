@@ -394,6 +394,30 @@ WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at 
 -- name: list_limits
 SELECT * FROM flow_limits WHERE namespace = :namespace ORDER BY pattern
 
+-- name: limit_room
+-- Whether the pattern has a row already, and how many rules of types the namespace holds (a
+-- new one must stay within the cap; a destination's rate is configuration, not counted).
+SELECT EXISTS (SELECT 1 FROM flow_limits WHERE namespace = :namespace AND pattern = :pattern)
+        AS present,
+    (SELECT count(*) FROM flow_limits WHERE namespace = :namespace AND destination IS NULL)
+        AS rules
+
+-- name: count_by_type
+-- What every rule of a namespace holds (limits ls), in one statement whatever the number of
+-- rules: attempts running and due rows waiting, per type and destination (the rules are
+-- matched to the types in Python, duetime.model.limits.tally).
+SELECT type, destination, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
+FROM (
+    SELECT type, destination, count(*) AS running, 0 AS held, NULL AS oldest FROM timers
+    WHERE status = 'running' AND namespace = :namespace
+    GROUP BY type, destination
+    UNION ALL
+    SELECT type, destination, 0, count(*), min(run_at) FROM timers
+    WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+    GROUP BY type, destination
+)
+GROUP BY type, destination
+
 -- name: put_limit
 INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
     partition_by, destination, updated_at)

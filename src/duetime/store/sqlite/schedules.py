@@ -78,6 +78,17 @@ class SqliteSchedules:
 
         await self._db.read(run)
 
+    async def schedule_room(
+        self, namespace: str, names: Sequence[str], up_to: int
+    ) -> tuple[int, int]:
+        params = {"namespace": namespace, "names": dump_json(list(names)), "up_to": up_to}
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int]:
+            held, present = conn.execute(Q["schedule_room"], params).fetchone()
+            return int(held), int(present)
+
+        return await self._db.read(run)
+
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
         params = {"namespace": namespace, "name": name}
 

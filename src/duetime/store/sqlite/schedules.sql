@@ -22,6 +22,15 @@ SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'schedules'), 0)
 -- name: schedules_made_after
 SELECT id, name FROM schedules WHERE id > :after ORDER BY id
 
+-- name: schedule_room
+-- How many schedules the namespace holds (counted no further than :up_to, so the check costs
+-- what the cap allows, not what a namespace may have grown to) and how many of :names (a JSON
+-- array) exist already: new ones must stay within the cap.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM schedules WHERE namespace = :namespace
+                              LIMIT :up_to)) AS held,
+    (SELECT count(*) FROM schedules
+     WHERE namespace = :namespace AND name IN (SELECT value FROM json_each(:names))) AS present
+
 -- name: get_schedule
 SELECT * FROM schedules WHERE namespace = :namespace AND name = :name
 
