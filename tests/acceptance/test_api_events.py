@@ -193,7 +193,6 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"since": "yesterday"}, "since"),
     ({"since": "2025-03-01T12:00:00"}, "since"),
     ({"until": "P1X"}, "until"),
-    ({"since": "PT1H", "until": "PT2H"}, "until"),
     ({"cursor": "bm90LWEtY3Vyc29y"}, "cursor"),
     ({"limit": 0}, "limit"),
     ({"limit": 1001}, "limit"),
@@ -206,6 +205,14 @@ def test_bad_parameters_are_a_422_naming_the_parameter(api: Api) -> None:
         assert answer.status_code == 422, (params, answer.text)
         assert answer.json()["code"] == "invalid_input"
         assert answer.json()["field"] == field, params
+
+
+def test_a_window_that_ends_before_it_begins_lists_nothing(api: Api) -> None:
+    # Each bound is valid alone; the document cannot relate them, so neither does the server.
+    emit_three(api)
+    answer = api.get(f"{NS}/events", since="PT1H", until="PT2H")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"items": [], "next_cursor": None}
 
 
 def test_only_readers_of_the_namespace_see_its_log(api: Api) -> None:

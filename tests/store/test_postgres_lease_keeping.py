@@ -84,7 +84,8 @@ async def test_a_heartbeat_renews_leases_while_every_pooled_connection_is_taken(
     until = datetime.now(UTC) + timedelta(minutes=5)
     async with pool_taken(store, claimed) as results:
         now = datetime.now(UTC)
-        renewed = await store.heartbeat("n1", now, until, [c.timer.id for c in claimed])
+        held = [(c.timer.id, c.timer.claim_token) for c in claimed]
+        renewed = await store.heartbeat("n1", now, until, held)
 
     assert renewed == 1  # c; a and b are locked by their own transactions (rescue skips them)
     waiting = await store.get_timer("ns", "c")
