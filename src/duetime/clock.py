@@ -91,6 +91,8 @@ class DatabaseClock:
         self._anchor: tuple[float, float] | None = None
         self.last: ClockReading | None = None
         """The latest sync (None before one, or when the database uses this machine's clock)."""
+        self.read_at: float | None = None
+        """When (on the elapsed clock) the latest reading was taken; None before one."""
 
     @property
     def offset(self) -> timedelta | None:
@@ -103,13 +105,23 @@ class DatabaseClock:
         # Less a microsecond: fromtimestamp rounds to the nearest one, never up past the bound.
         return datetime.fromtimestamp(_bound(anchor, self._elapsed()) - 1e-6, UTC)
 
-    async def sync(self, samples: int = SYNC_SAMPLES) -> ClockReading | None:
-        """Read the server's clock ``samples`` times; keep the tightest bound as the anchor."""
+    async def sync(
+        self,
+        samples: int = SYNC_SAMPLES,
+        read: Callable[[], Awaitable[datetime | None]] | None = None,
+    ) -> ClockReading | None:
+        """Read the server's clock ``samples`` times; keep the tightest bound as the anchor.
+
+        ``read`` (default: the one given at construction) may read it inside another round's
+        transaction — a heartbeat's — so keeping the clock fresh costs no transaction of its
+        own; only that statement's round trip is timed, so the reading is as tight."""
+        read = read or self._read
         best: tuple[float, float, datetime, datetime] | None = None
         for _ in range(samples):
             wall_before, sent = self._wall(), self._elapsed()
-            server = await self._read()
+            server = await read()
             received = self._elapsed()
+            self.read_at = received
             if server is None:
                 self._anchor = self.last = None
                 return None
@@ -132,6 +144,14 @@ class DatabaseClock:
             self._anchor = fresh
         self.last = ClockReading(server - wall_midway, timedelta(seconds=trip))
         return self.last
+
+    async def sample(self, read: Callable[[], Awaitable[datetime | None]]) -> None:
+        """One reading through ``read`` (see :meth:`sync`), as a heartbeat takes it."""
+        await self.sync(1, read)
+
+    def read_within(self, seconds: float) -> bool:
+        """Whether the clock was read in the last ``seconds`` (by a sync or a heartbeat)."""
+        return self.read_at is not None and self._elapsed() - self.read_at <= seconds
 
 
 def _bound(anchor: tuple[float, float], elapsed: float) -> float:

@@ -68,6 +68,11 @@ class Dispatch:
         """What the live nodes claim together, as last refreshed."""
         return claim_filter(self._everyone)
 
+    def everyone_of(self, nodes: Iterable[Node], now: datetime, fresh: timedelta) -> ClaimFilter:
+        """What the live ones of ``nodes`` would claim together (pure: nothing is refreshed)."""
+        live = live_subscriptions(nodes, self.namespace, now, fresh, exclude=self.node_id)
+        return claim_filter(self.subscriptions + live)
+
     def target(self, timer: Timer) -> Target:
         """Where a claimed row goes: a handler (Python, or one wrapping a destination), a fan-out
         into deliveries (events only), or None when this node cannot deliver it."""

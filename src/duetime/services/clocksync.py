@@ -1,4 +1,4 @@
-"""Keep this process on the database's clock: sync at start and at every heartbeat, and say
+"""Keep this process on the database's clock: sync at start, read it at every heartbeat, and say
 how far this machine's own clock is from it.
 
 Every decision that compares with "now" (is it due, has a lease expired, is a node alive) uses
@@ -15,6 +15,11 @@ from duetime.clock import ClockReading, DatabaseClock
 from duetime.services.base import Periodic
 
 log = logging.getLogger("duetime.clock")
+
+
+FRESH = 1.5
+"""A reading younger than this many intervals needs no sync of its own (a heartbeat's round
+and this one's drift apart a little)."""
 
 
 class ClockSync(Periodic):
@@ -45,7 +50,16 @@ class ClockSync(Periodic):
         self._check(reading)
 
     async def step(self) -> None:
-        reading = await self.clock.sync()
+        """Check the latest reading; read the clock here only when no heartbeat did lately.
+
+        A node's heartbeat reads the database's clock inside its own transaction (see
+        :class:`~duetime.services.nodes.NodeUpkeep`), so a round here costs no transaction
+        while heartbeats go through; it reads the clock itself when they do not (a failing
+        heartbeat, a process without one)."""
+        clock = self.clock
+        reading = clock.last
+        if not clock.read_within(FRESH * self.interval):
+            reading = await clock.sync()
         if reading is not None:
             self._check(reading)
 

@@ -1,7 +1,10 @@
 """The node's own upkeep: register it, renew its leases every heartbeat, deregister it.
 
-A worker's leases are renewed only for the timers it knows it holds (``held``), and every
-heartbeat re-reads the live nodes' subscriptions, which decide where events are routed.
+A worker's leases are renewed only for the timers it knows it holds (``held``). The heartbeat's
+transaction also reads the database's clock (a :class:`DatabaseClock`'s), and the live nodes'
+subscriptions, which decide where events are routed, are re-read at every heartbeat unless
+another round read them meanwhile (the rescuer's, every ``rescue_interval``): an idle worker
+thus costs its database a transaction per heartbeat and one per rescue round.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class NodeUpkeep(Periodic):
         self.holder = holder
         self.dispatch = dispatch
         self._routing: asyncio.Task[None] | None = None  # the routing read under way
+        self._routed_at = float("-inf")  # loop time of the last routing read
 
     async def start(self) -> None:
         now = self.clock.now()
@@ -103,10 +107,17 @@ class NodeUpkeep(Periodic):
         now = self.clock.now()
         held, mark = self.holder.held_now() if self.holder is not None else ([], 0)
         until = now + self.lease
-        renewed = await self.store.heartbeat(self.node_id, now, until, held, self._offset())
+        clock = self.clock
+        sample = clock.sample if isinstance(clock, DatabaseClock) else None
+        renewed = await self.store.heartbeat(
+            self.node_id, now, until, held, self._offset(), sample_clock=sample
+        )
         if self.holder is not None and renewed == len(held):
             self.holder.renewed(mark, until)
-        if self.dispatch is not None and (self._routing is None or self._routing.done()):
+        routed_lately = asyncio.get_running_loop().time() - self._routed_at < self.interval
+        if self.dispatch is None or routed_lately:
+            return
+        if self._routing is None or self._routing.done():
             self._routing = asyncio.create_task(self._reroute(), name="duetime-routing")
 
     async def _reroute(self) -> None:
@@ -121,8 +132,13 @@ class NodeUpkeep(Periodic):
     async def refresh_subscriptions(self) -> None:
         """Read the live nodes' subscriptions: where events are routed from now on."""
         if self.dispatch is not None:
-            nodes = await self.store.list_nodes()
-            self.dispatch.refresh(nodes, self.clock.now(), self.lease)
+            self.routed(await self.store.list_nodes(), self.clock.now())
+
+    def routed(self, nodes: list[Node], now: datetime) -> None:
+        """Route by the subscriptions of ``nodes`` (read at ``now``, here or in another round)."""
+        if self.dispatch is not None:
+            self.dispatch.refresh(nodes, now, self.lease)
+            self._routed_at = asyncio.get_running_loop().time()
 
     async def close(self) -> None:
         routing, self._routing = self._routing, None

@@ -7,6 +7,9 @@ gone cannot renew anything, so its leases are ended at once when a worker starts
 When the clock that decides leases steps (the machine's wall clock on SQLite, set by NTP or
 after a suspend), every lease may look expired at once although its owner is alive: rescue then
 waits one lease, long enough for every live owner to renew, before it takes anything.
+
+A worker's rescue round also sweeps what no live node subscribes to
+(:class:`~duetime.services.sweeper.Sweeper`), in the same transaction.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from datetime import timedelta
 
 from duetime.clock import Clock, elapsed_seconds, is_real
 from duetime.services.base import Periodic
+from duetime.services.sweeper import Sweeper
 from duetime.store.protocol import Store
 
 log = logging.getLogger("duetime.services")
@@ -43,15 +47,17 @@ class Rescuer(Periodic):
         lease: timedelta,
         *,
         elapsed: Callable[[], float] = elapsed_seconds,
+        sweeper: Sweeper | None = None,
     ) -> None:
         """``node_id`` is this process's own node, never taken for a dead one; ``lease`` is how
-        long rescue waits after the clock stepped."""
+        long rescue waits after the clock stepped; ``sweeper`` sweeps in each round."""
         super().__init__(interval)
         self.store = store
         self.clock = clock
         self.node_id = node_id
         self.lease = lease
         self._elapsed = elapsed
+        self.sweeper = sweeper
         self._mark: float | None = None  # the clock's reading minus the elapsed time
         self._quiet_until = float("-inf")  # no rescue before this elapsed time
 
@@ -60,9 +66,14 @@ class Rescuer(Periodic):
         await self.step()
 
     async def step(self) -> None:
-        if self._clock_stepped():
+        rescue = not self._clock_stepped()
+        sweeper = self.sweeper
+        if sweeper is not None and sweeper.active:
+            rescued = await sweeper.sweep(self.clock.now(), rescue=rescue)
+        elif rescue:
+            rescued = await self.store.rescue(self.clock.now())
+        else:
             return
-        rescued = await self.store.rescue(self.clock.now())
         if rescued:
             log.warning("rescued %d timers whose lease had expired", len(rescued))
 

@@ -34,9 +34,9 @@ def worker_services(
     materialize: bool = True,
     maintain: bool = True,
 ) -> list[Service]:
-    """The database's clock first (every decision after it compares with it), rescue (what
-    dead nodes left goes back before anything is claimed), the node's heartbeat, the
-    no-subscriber sweep, and — unless turned off — the schedules' materializer and the
+    """The database's clock first (every decision after it compares with it), rescue with the
+    no-subscriber sweep (what dead nodes left goes back before anything is claimed), the node's
+    heartbeat, and — unless turned off — the schedules' materializer and the
     retention step every ``settings.maintenance_interval``."""
     upkeep = NodeUpkeep(
         store,
@@ -48,20 +48,12 @@ def worker_services(
         holder=holder,
         dispatch=dispatch,
     )
+    sweeper = Sweeper(store, namespace, dispatch, settings.no_subscriber_grace, upkeep)
     rescue_every = settings.rescue_interval.total_seconds()
     services: list[Service] = [
         *clock_services(clock, settings),
-        Rescuer(store, clock, rescue_every, node_id, settings.lease),
+        Rescuer(store, clock, rescue_every, node_id, settings.lease, sweeper=sweeper),
         upkeep,
-        Sweeper(
-            store,
-            clock,
-            rescue_every,
-            namespace,
-            dispatch,
-            settings.no_subscriber_grace,
-            upkeep,
-        ),
     ]
     if materialize:
         services.append(Materializer(store, clock, namespace))

@@ -13,7 +13,7 @@ that replaced it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -45,6 +45,10 @@ from duetime.store.parts import (
     TransactionEffect,
     TransactionStore,
 )
+
+ClockRead = Callable[[], Awaitable[datetime | None]]
+ClockSampler = Callable[[ClockRead], Awaitable[None]]
+"""Takes a reading of the database's clock through the function it is handed."""
 
 
 class Store(Protocol):
@@ -238,6 +242,20 @@ class Store(Protocol):
         """Put running timers whose lease ran out back to work (or dead when out of attempts)."""
         ...
 
+    async def rescue_and_sweep(
+        self,
+        now: datetime,
+        namespace: str,
+        subscribed: Callable[[list[Node]], ClaimFilter],
+        before: datetime,
+        limit: int,
+    ) -> tuple[list[int], list[int], list[Node]]:
+        """A worker's periodic round in one transaction: :meth:`rescue`, then read the nodes,
+        then :meth:`sweep_unsubscribed` with what ``subscribed`` (a pure function, maybe run on
+        another thread) makes of them. Returns (rescued, swept, the nodes): an idle worker's
+        upkeep costs one transaction, not one for each."""
+        ...
+
     async def expire_leases_of(self, node_id: str, now: datetime) -> int:
         """End the leases of a node known to be gone (e.g. its process no longer exists)."""
         ...
@@ -252,13 +270,16 @@ class Store(Protocol):
         lease_until: datetime,
         held: Sequence[HeldRow],
         clock_offset: timedelta | None = None,
+        sample_clock: ClockSampler | None = None,
     ) -> int:
         """Refresh the node's heartbeat and extend its leases on ``held`` (the timers it knows it
         is working on, each with the token of the claim it holds it by); returns leases extended.
         A lease the node does not list is not renewed, so work whose claim answer never reached it
         is rescued when the lease runs out; nor is a row held under another claim than the one
         listed (a later claim of the same attempt, after the database forgot the first).
-        ``clock_offset``: the node's latest measure of its clock against the database's."""
+        ``clock_offset``: the node's latest measure of its clock against the database's.
+        ``sample_clock`` is handed a function that reads the database's clock inside the
+        heartbeat's transaction (a store whose clock is this machine's does not call it)."""
         ...
 
     async def deregister_node(self, node_id: str) -> None: ...

@@ -140,6 +140,7 @@ class Producer:
         # of the rules.
         self._clear_until: datetime | None = None
         self._hints = 0
+        self._rechecking = False  # woken by the safety re-check alone: read before claiming
         self._executor: Executor
         self._completer: Completer
         self._fan_outer: FanOuter
@@ -214,6 +215,13 @@ class Producer:
             self._target = target
             await self.wait_for_capacity(1 if room <= 0 else need)
             return
+        if self._rechecking and not self._wake.is_set():
+            # The safety re-check found the worker asleep with nothing due that it knew of:
+            # one read of the next due time says whether a claim is worth a transaction.
+            self._rechecking = False
+            await self._sleep_until_due()
+            return
+        self._rechecking = False
         self._wake.clear()
         want = min(self.settings.batch_size, room)
         if self._backlog and target is None:
@@ -268,6 +276,8 @@ class Producer:
         self._planned_wake = None
         if not woken and deadline == next_run and self.claim_ahead:
             self._target = deadline  # claim what is due then, now, and hold it until then
+        elif not woken and deadline != next_run and plan.empty and retry_at is None:
+            self._rechecking = True  # nothing was due by the deadline: see cycle
 
     def _ahead(self) -> timedelta:
         """How long before a due instant to claim it: see :data:`CLAIM_AHEAD`."""

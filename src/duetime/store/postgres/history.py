@@ -59,12 +59,13 @@ class PostgresHistory:
     # -- maintenance ------------------------------------------------------------------------
     async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
         """Partitions first (the archive needs them), then archive, delete, and drop months."""
-        created = await self._create_partitions(policy, now)
+        existing = await self._partitions()  # read once: both steps decide by it
+        created = await self._create_partitions(policy, now, existing)
         archived = deleted = 0
         for namespace in await self._history_namespaces():
             archived += await self._batches("archive_timers", namespace, policy, now)
             deleted += await self._batches("delete_finished", namespace, policy, now)
-        dropped = await self._drop_partitions(policy, now)
+        dropped = await self._drop_partitions(policy, now, existing)
         return MaintenanceReport(archived, deleted, created, dropped)
 
     async def _history_namespaces(self) -> list[str]:
@@ -100,15 +101,17 @@ class PostgresHistory:
             total += count
         return total
 
-    async def _create_partitions(self, policy: RetentionPolicy, now: datetime) -> tuple[str, ...]:
-        """Every month from the retention's start to ``months_ahead`` after now's, per parent."""
+    async def _create_partitions(
+        self, policy: RetentionPolicy, now: datetime, existing: set[str]
+    ) -> tuple[str, ...]:
+        """Every month from the retention's start to ``months_ahead`` after now's, per parent
+        (``existing``: the partitions as read before; they are read again under the lock)."""
         last = add_months(month_start(now), policy.months_ahead)
         wanted = [
             (parent, month)
             for month in months_between(policy.delete_before(now), last)
             for parent in PARENTS
         ]
-        existing = await self._partitions()
         if all(partition_name(p, m) in existing for p, m in wanted):
             return ()  # the usual case: no lock taken
 
@@ -133,8 +136,11 @@ class PostgresHistory:
 
         return await self._db.write(run)
 
-    async def _drop_partitions(self, policy: RetentionPolicy, now: datetime) -> tuple[str, ...]:
-        """Drop the months that ended before the retention's start (all their rows are past it)."""
+    async def _drop_partitions(
+        self, policy: RetentionPolicy, now: datetime, existing: set[str]
+    ) -> tuple[str, ...]:
+        """Drop the months that ended before the retention's start (all their rows are past it;
+        ``existing`` as for :meth:`_create_partitions`)."""
         cutoff = policy.delete_before(now)
 
         def expired(names: set[str]) -> list[str]:
@@ -144,7 +150,7 @@ class PostgresHistory:
                 if (start := partition_month(name)) is not None and add_months(start, 1) <= cutoff
             )
 
-        if not expired(await self._partitions()):
+        if not expired(existing):
             return ()
 
         async def run(conn: Conn) -> tuple[str, ...]:
@@ -160,7 +166,7 @@ class PostgresHistory:
         return await self._db.write(run)
 
     async def _partitions(self) -> set[str]:
-        return await self._db.read(_partitions)
+        return await self._db.write(_partitions)  # one transaction, not one per parent
 
     async def _lock_partitions(self, conn: Conn) -> None:
         """Until the transaction ends, no other node creates or drops partitions here."""

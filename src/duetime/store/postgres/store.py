@@ -71,6 +71,7 @@ from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.tokens import PostgresTokens
 from duetime.store.postgres.transactions import PostgresOutbox, PostgresTransactions
 from duetime.store.postgres.wakeup import Listener
+from duetime.store.protocol import ClockSampler
 from duetime.store.queries import load_queries
 from duetime.store.streams import Replayable, chunked
 from duetime.store.transitions import Transition, refused
@@ -733,15 +734,44 @@ class PostgresStore:
 
     async def rescue(self, now: datetime) -> list[int]:
         async def run(conn: Conn) -> list[int]:
-            rescued = [row["id"] for row in await fetch_all(conn, Q["rescue"], {"now": now})]
-            if rescued:
-                await self._notices.notify(conn, now)
-            return rescued
+            return await self._rescue(conn, now)
 
         rescued = await self._db.write(run)
         if rescued:
             self._notices.here(now)
         return rescued
+
+    async def _rescue(self, conn: Conn, now: datetime) -> list[int]:
+        rescued = [row["id"] for row in await fetch_all(conn, Q["rescue"], {"now": now})]
+        if rescued:
+            await self._notices.notify(conn, now)
+        return rescued
+
+    async def rescue_and_sweep(
+        self,
+        now: datetime,
+        namespace: str,
+        subscribed: Callable[[list[Node]], ClaimFilter],
+        before: datetime,
+        limit: int,
+    ) -> tuple[list[int], list[int], list[Node]]:
+        async def run(conn: Conn) -> tuple[list[int], list[int], list[Node]]:
+            rescued = await self._rescue(conn, now)
+            nodes = [node_from_row(row) for row in await fetch_all(conn, Q["list_nodes"], {})]
+            params = {
+                "namespace": namespace,
+                **claim_params(subscribed(nodes)),
+                "before": before,
+                "now": now,
+                "limit": limit,
+            }
+            swept = [row["id"] for row in await fetch_all(conn, Q["sweep_unsubscribed"], params)]
+            return rescued, swept, nodes
+
+        rescued, swept, nodes = await self._db.write(run)
+        if rescued:
+            self._notices.here(now)
+        return rescued, swept, nodes
 
     async def expire_leases_of(self, node_id: str, now: datetime) -> int:
         params = {"node_id": node_id, "now": now}
@@ -763,6 +793,7 @@ class PostgresStore:
         lease_until: datetime,
         held: Sequence[HeldRow],
         clock_offset: timedelta | None = None,
+        sample_clock: ClockSampler | None = None,
     ) -> int:
         params = {
             "node_id": node_id,
@@ -775,6 +806,8 @@ class PostgresStore:
         }
 
         async def run(conn: Conn) -> int:
+            if sample_clock is not None:  # first: the round trip timed is this read's alone
+                await sample_clock(lambda: fetch_value(conn, Q["db_now"], {}))
             await conn.execute(Q["heartbeat_node"], params)
             return (await conn.execute(Q["extend_leases"], params)).rowcount
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +36,7 @@ from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_micros
 from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
+from duetime.store.protocol import ClockSampler
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.claims import take_rows
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
@@ -357,32 +358,31 @@ class SqliteStore:
         return await self._db.write(run)
 
     async def rescue(self, now: datetime) -> list[int]:
-        now_us = to_micros(now)
-
-        def run(conn: sqlite3.Connection) -> list[int]:
-            rescued = []
-            for timer_id, attempt, owner in conn.execute(
-                Q["expired_leases"], {"now": now_us}
-            ).fetchall():
-                error = f"lease expired: node {owner} stopped renewing it"
-                params = {
-                    "timer_id": timer_id,
-                    "attempt": attempt,
-                    "now": now_us,
-                    "error": error,
-                    "traceback": None,
-                    "started_at": None,  # never known: the claim's instant stays
-                }
-                if conn.execute(Q["rescue_timer"], params).rowcount:
-                    params["outcome"] = Outcome.LOST.value
-                    conn.execute(Q["close_attempt"], params)
-                    rescued.append(timer_id)
-            return rescued
-
-        rescued = await self._db.write(run)
+        rescued = await self._db.write(lambda conn: _rescue(conn, now))
         if rescued:
             self._db.announce(now)
         return rescued
+
+    async def rescue_and_sweep(
+        self,
+        now: datetime,
+        namespace: str,
+        subscribed: Callable[[list[Node]], ClaimFilter],
+        before: datetime,
+        limit: int,
+    ) -> tuple[list[int], list[int], list[Node]]:
+        def run(conn: sqlite3.Connection) -> tuple[list[int], list[int], list[Node]]:
+            rescued = _rescue(conn, now)
+            nodes = [node_from_row(r) for r in conn.execute(Q["list_nodes"])]
+            params = _claim_params(namespace, subscribed(nodes))
+            params.update(before=to_micros(before), now=to_micros(now), limit=limit)
+            swept = [row[0] for row in conn.execute(Q["sweep_unsubscribed"], params)]
+            return rescued, swept, nodes
+
+        rescued, swept, nodes = await self._db.write(run)
+        if rescued:
+            self._db.announce(now)
+        return rescued, swept, nodes
 
     async def expire_leases_of(self, node_id: str, now: datetime) -> int:
         params = {"node_id": node_id, "now": to_micros(now)}
@@ -409,8 +409,10 @@ class SqliteStore:
         lease_until: datetime,
         held: Sequence[HeldRow],
         clock_offset: timedelta | None = None,
+        sample_clock: ClockSampler | None = None,
     ) -> int:
-        """``clock_offset`` is not kept: on SQLite every node runs on the database's clock."""
+        """``clock_offset`` is not kept and ``sample_clock`` not called: on SQLite every node
+        runs on the database's clock, this machine's."""
         params = {
             "node_id": node_id,
             "now": to_micros(now),
@@ -430,6 +432,26 @@ class SqliteStore:
 
     async def list_nodes(self) -> list[Node]:
         return await self._db.read(lambda c: [node_from_row(r) for r in c.execute(Q["list_nodes"])])
+
+
+def _rescue(conn: sqlite3.Connection, now: datetime) -> list[int]:
+    """Rescue's work in the caller's write transaction; the ids rescued."""
+    now_us = to_micros(now)
+    rescued = []
+    for timer_id, attempt, owner in conn.execute(Q["expired_leases"], {"now": now_us}).fetchall():
+        params = {
+            "timer_id": timer_id,
+            "attempt": attempt,
+            "now": now_us,
+            "error": f"lease expired: node {owner} stopped renewing it",
+            "traceback": None,
+            "started_at": None,  # never known: the claim's instant stays
+        }
+        if conn.execute(Q["rescue_timer"], params).rowcount:
+            params["outcome"] = Outcome.LOST.value
+            conn.execute(Q["close_attempt"], params)
+            rescued.append(timer_id)
+    return rescued
 
 
 def _returning(sql: str) -> tuple[str, ...]:
