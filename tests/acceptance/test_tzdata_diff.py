@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from .conftest import Cli
+
+# The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
 
 ZIC = shutil.which("zic") or "/usr/sbin/zic"
 
@@ -36,7 +44,23 @@ def no_dst_tree(tmp_path: Path) -> Path:
     return tree
 
 
-def test_diff_lists_exactly_what_the_new_rules_move(cli: Cli, no_dst_tree: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_cli(request: pytest.FixtureRequest, cli: Cli) -> Iterator[Cli]:
+    """The CLI on a per-test SQLite file, or on a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield cli
+        return
+    require_pg()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    cli.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
+    try:
+        yield cli
+    finally:
+        drop_schema(schema)
+
+
+def test_diff_lists_exactly_what_the_new_rules_move(store_cli: Cli, no_dst_tree: Path) -> None:
+    cli = store_cli
     summer_ny = cli.ok(
         "schedule",
         "t",
