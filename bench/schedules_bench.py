@@ -14,9 +14,10 @@ comparison, as many plain timers are stored by ``schedule_many`` (10,000 a call)
 database, and one schedule is materialised occurrence by occurrence. Memory is the process's
 peak RSS during each phase.
 
-With ``--rrule``, as many RFC 5545 schedules follow in the same database and run: half "the last
-business day of the month at 17:00" (``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1``), half
-"every weekday at 09:00", across 100 zones; added the same way, then materialised once, and
+With ``--rrule``, as many RFC 5545 schedules follow in the same run, in a fresh database:
+half "the last business day of the month at 17:00"
+(``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1``), half "every weekday at 09:00", across 100
+zones; added the same way, then materialised once, and
 their rates printed as a ratio of the cron schedules' (``rrule_*_ratio``).
 
 The script runs against older versions of the package too (``PYTHONPATH=/old/src``): it gives
@@ -158,15 +159,25 @@ async def seed(app: AsyncApp, count: int, rrule: bool = False) -> float:
     return time.perf_counter() - started
 
 
-async def calendar_phase(url: str, app: AsyncApp, count: int, batch: int) -> dict[str, object]:
-    """The RRULE schedules beside the cron ones, in the same database: add, then materialise
+async def calendar_phase(url: str, count: int, batch: int) -> dict[str, object]:
+    """The RRULE schedules, in a fresh database as the cron ones were: add, then materialise
     every occurrence due by R1 (one or two a schedule: a weekday east of UTC is due twice)."""
     clock = FrozenClock(R0)
-    cal = AsyncApp(url, "calendar", clock=clock, store=app.store)
+    cal = AsyncApp(url, "calendar", clock=clock)
+    await cal.open()
+    try:
+        return await _calendar_rounds(cal, clock, count, batch)
+    finally:
+        await cal.close()
+
+
+async def _calendar_rounds(
+    cal: AsyncApp, clock: FrozenClock, count: int, batch: int
+) -> dict[str, object]:
     seed_seconds = await seed(cal, count, rrule=True)
     clock.set(R1)
     materializer = Materializer(
-        app.store, clock, "calendar", lookahead=timedelta(0), batch_size=batch, check_tzdata=False
+        cal.store, clock, "calendar", lookahead=timedelta(0), batch_size=batch, check_tzdata=False
     )
     started = time.perf_counter()
     created = await materializer.tick(clock.now())
@@ -205,7 +216,7 @@ async def timers(url: str, count: int) -> float:
 
 
 async def bench(
-    url: str, timers_url: str, count: int, batch: int, rrule: bool = False
+    url: str, timers_url: str, count: int, batch: int, rrule_url: str | None = None
 ) -> dict[str, object]:
     reset_peak()
     timers_seconds = await timers(timers_url, count)
@@ -249,8 +260,8 @@ async def bench(
         one_seconds = time.perf_counter() - started_one
         assert made == rounds, made
         calendar: dict[str, object] = {}
-        if rrule:
-            calendar = await calendar_phase(url, app, count, batch)
+        if rrule_url is not None:
+            calendar = await calendar_phase(rrule_url, count, batch)
             calendar["rrule_add_ratio"] = round(
                 float(calendar["rrule_add_schedules_per_s"]) * seed_seconds / count,
                 2,  # type: ignore[arg-type]
@@ -314,17 +325,25 @@ def main() -> None:
         with TemporaryDirectory() as tmp:
             url = f"sqlite:///{Path(tmp) / 'bench.db'}"
             timers_url = f"sqlite:///{Path(tmp) / 'timers.db'}"
-            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch, args.rrule)))
+            rrule_url = f"sqlite:///{Path(tmp) / 'rrule.db'}" if args.rrule else None
+            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch, rrule_url)))
             print(json.dumps(results[-1]), flush=True)
     if args.backend in ("postgres", "both"):
         url, schema = postgres_url(args.pg)
         timers_url, timers_schema = postgres_url(args.pg)
+        rrule_url, rrule_schema = postgres_url(args.pg)
         try:
-            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch, args.rrule)))
+            results.append(
+                asyncio.run(
+                    bench(
+                        url, timers_url, args.count, args.batch, rrule_url if args.rrule else None
+                    )
+                )
+            )
             print(json.dumps(results[-1]), flush=True)
         finally:
-            drop_schema(args.pg, schema)
-            drop_schema(args.pg, timers_schema)
+            for name in (schema, timers_schema, rrule_schema):
+                drop_schema(args.pg, name)
     print()
     keys = list(results[0])
     width = max(map(len, keys))
