@@ -91,8 +91,14 @@ class Calendar:
         }
 
     def to_text(self) -> str:
-        """How the stores keep it (one text column): compact JSON."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+        """How the stores keep it (one text column): compact JSON without the fields that hold
+        their defaults (a per-user rule is mostly its RRULE and DTSTART: a smaller row)."""
+        kept = {
+            name: value
+            for name, value in self.to_dict().items()
+            if name not in _STORED_DEFAULTS or _STORED_DEFAULTS[name] != value
+        }
+        return json.dumps(kept, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_text(cls, text: str) -> Calendar:
@@ -131,9 +137,22 @@ def calendar_of(text: str | None) -> Calendar | None:
     return None if text is None else Calendar.from_text(text)
 
 
+_STORED_DEFAULTS: dict[str, object] = {
+    "exdates": [],
+    "rdates": [],
+    "holidays": None,
+    "holiday_dates": [],
+    "weekend": [WEEKDAY_NAMES[d] for d in DEFAULT_WEEKEND],
+    "roll": None,
+    "feb29": "feb28",
+}
+"""Fields the stored text leaves out when they hold these values (rows written before kept
+every field; both read back the same)."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _from_text(text: str) -> Calendar:
-    data = json.loads(text)
+    data = {**_STORED_DEFAULTS, **json.loads(text)}
     return Calendar(
         rrule=data["rrule"],
         dtstart=datetime.fromisoformat(data["dtstart"]),
