@@ -68,7 +68,7 @@ def rules(draw: st.DrawFn) -> str:
     return ";".join(parts)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     rules(),
     st.datetimes(datetime(2020, 1, 1), datetime(2026, 12, 31)).map(
@@ -90,7 +90,7 @@ def test_resumed_expansion_yields_what_the_walk_from_dtstart_yields(
     assert list(islice(resumed, TAKE)) == list(islice(from_dtstart, TAKE))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     rules(),
     st.sampled_from(("America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Pacific/Apia")),
@@ -116,7 +116,8 @@ def test_next_instants_far_from_dtstart_are_those_of_the_whole_walk(
     except InvalidRrule:
         assume(False)
         raise
-    after = (dtstart + REACH[rule.split(";")[0][5:]] * fraction).replace(tzinfo=UTC)
+    # A tenth of the reach: the reference resolves every instant from 2009 on.
+    after = (dtstart + REACH[rule.split(";")[0][5:]] * fraction / 10).replace(tzinfo=UTC)
     whole = calendar_instants(calendar, zone, datetime(2009, 1, 1, tzinfo=UTC))
     expected = list(islice((i for i in whole if i > after), TAKE))
     assert list(islice(calendar_instants(calendar, zone, after), TAKE)) == expected
