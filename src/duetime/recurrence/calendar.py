@@ -129,7 +129,13 @@ def calendar_fields(calendar: Calendar | None) -> dict[str, Any]:
 
 def calendar_text(calendar: Calendar | None) -> str | None:
     """A calendar rule as the stores keep it, or None."""
-    return None if calendar is None else calendar.to_text()
+    return None if calendar is None else _text(calendar)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(calendar: Calendar) -> str:
+    """Written once per distinct rule: a batch of per-user schedules shares a few."""
+    return calendar.to_text()
 
 
 def calendar_of(text: str | None) -> Calendar | None:
