@@ -14,6 +14,12 @@ comparison, as many plain timers are stored by ``schedule_many`` (10,000 a call)
 database, and one schedule is materialised occurrence by occurrence. Memory is the process's
 peak RSS during each phase.
 
+With ``--rrule``, as many RFC 5545 schedules follow in the same run, in a fresh database:
+half "the last business day of the month at 17:00"
+(``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1``), half "every weekday at 09:00", across 100
+zones; added the same way, then materialised once, and
+their rates printed as a ratio of the cron schedules' (``rrule_*_ratio``).
+
 The script runs against older versions of the package too (``PYTHONPATH=/old/src``): it gives
 the catch-up grace per schedule or to the materialiser, whichever that version takes.
 """
@@ -33,6 +39,7 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from zoneinfo import available_timezones
 
 from duetime import AsyncApp, FrozenClock, TimerRequest
 from duetime.schedules import ScheduleRequest
@@ -61,6 +68,12 @@ ZONES = [
     "Pacific/Honolulu",
 ]
 T0 = datetime(2025, 6, 10, 0, 0, tzinfo=UTC)  # no DST change in the next two days anywhere
+R0 = datetime(2025, 6, 29, 12, 0, tzinfo=UTC)  # a Sunday: RRULE schedules are added then
+R1 = datetime(2025, 7, 1, 12, 0, tzinfo=UTC)  # every zone's 30 June (last business day) is due
+RRULES = (
+    ("FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1", "2025-01-31T17:00"),  # last business day
+    ("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "2025-01-06T09:00"),  # every weekday at 09:00
+)
 SEED_CHUNK = 10_000
 GRACE = timedelta(days=2)
 """Each schedule's catch-up grace: a day late, its occurrence simply fires (no catch-up)."""
@@ -103,12 +116,80 @@ def requests(start: int, stop: int) -> list[ScheduleRequest]:
     ]
 
 
-async def seed(app: AsyncApp, count: int) -> float:
+def rrule_zones(count: int = 100) -> list[str]:
+    """``count`` IANA Area/City zones spread over the whole list (every offset, both DSTs)."""
+    names = sorted(
+        name
+        for name in available_timezones()
+        if "/" in name and name.split("/")[0] in AREAS and not name.startswith("Etc/")
+    )
+    return [names[i * len(names) // count] for i in range(count)]
+
+
+AREAS = {"Africa", "America", "Antarctica", "Asia", "Atlantic", "Australia", "Europe", "Pacific"}
+
+
+def rrule_requests(start: int, stop: int, zones: list[str]) -> list[ScheduleRequest]:
+    """Half "the last business day of the month at 17:00", half "every weekday at 09:00"."""
+    made = []
+    for n in range(start, stop):
+        rule, dtstart = RRULES[n % 2]
+        made.append(
+            ScheduleRequest(
+                name=f"cal:user-{n}",
+                type="payroll.run",
+                payload={"user": n},
+                subject=f"user-{n}",
+                rrule=rule,
+                dtstart=dtstart,
+                timezone=zones[(n // 2) % len(zones)],
+                catch_up_grace=GRACE,
+            )
+        )
+    return made
+
+
+async def seed(app: AsyncApp, count: int, rrule: bool = False) -> float:
+    zones = rrule_zones() if rrule else []
     started = time.perf_counter()
     for start in range(0, count, SEED_CHUNK):
         stop = min(count, start + SEED_CHUNK)
-        await app.add_schedules(requests(start, stop), on_conflict="keep")
+        made = rrule_requests(start, stop, zones) if rrule else requests(start, stop)
+        await app.add_schedules(made, on_conflict="keep")
     return time.perf_counter() - started
+
+
+async def calendar_phase(url: str, count: int, batch: int) -> dict[str, object]:
+    """The RRULE schedules, in a fresh database as the cron ones were: add, then materialise
+    every occurrence due by R1 (one or two a schedule: a weekday east of UTC is due twice)."""
+    clock = FrozenClock(R0)
+    cal = AsyncApp(url, "calendar", clock=clock)
+    await cal.open()
+    try:
+        return await _calendar_rounds(cal, clock, count, batch)
+    finally:
+        await cal.close()
+
+
+async def _calendar_rounds(
+    cal: AsyncApp, clock: FrozenClock, count: int, batch: int
+) -> dict[str, object]:
+    seed_seconds = await seed(cal, count, rrule=True)
+    clock.set(R1)
+    materializer = Materializer(
+        cal.store, clock, "calendar", lookahead=timedelta(0), batch_size=batch, check_tzdata=False
+    )
+    started = time.perf_counter()
+    created = await materializer.tick(clock.now())
+    seconds = time.perf_counter() - started
+    assert created >= count, (created, count)
+    return {
+        "rrule_seed_s": round(seed_seconds, 2),
+        "rrule_add_schedules_per_s": round(count / seed_seconds),
+        "rrule_materialise_s": round(seconds, 2),
+        "rrule_timers": created,
+        "rrule_timers_per_s": round(created / seconds),
+    }
 
 
 async def timers(url: str, count: int) -> float:
@@ -134,7 +215,9 @@ async def timers(url: str, count: int) -> float:
         await app.close()
 
 
-async def bench(url: str, timers_url: str, count: int, batch: int) -> dict[str, object]:
+async def bench(
+    url: str, timers_url: str, count: int, batch: int, rrule_url: str | None = None
+) -> dict[str, object]:
     reset_peak()
     timers_seconds = await timers(timers_url, count)
     clock = FrozenClock(T0)
@@ -176,6 +259,17 @@ async def bench(url: str, timers_url: str, count: int, batch: int) -> dict[str, 
             clock.advance(1)
         one_seconds = time.perf_counter() - started_one
         assert made == rounds, made
+        calendar: dict[str, object] = {}
+        if rrule_url is not None:
+            calendar = await calendar_phase(rrule_url, count, batch)
+            calendar["rrule_add_ratio"] = round(
+                float(calendar["rrule_add_schedules_per_s"]) * seed_seconds / count,
+                2,  # type: ignore[arg-type]
+            )
+            calendar["rrule_materialise_ratio"] = round(
+                float(calendar["rrule_timers_per_s"]) * seconds / created,
+                2,  # type: ignore[arg-type]
+            )
         return {
             "backend": url.split(":", 1)[0],
             "schedules": count,
@@ -192,6 +286,7 @@ async def bench(url: str, timers_url: str, count: int, batch: int) -> dict[str, 
             "rss_growth_mb": round(peak - before, 1),
             "seed_rss_peak_mb": round(seed_peak, 1),
             "lone_schedule_ms_per_occurrence": round(one_seconds / rounds * 1000, 2),
+            **calendar,
         }
     finally:
         await app.close()
@@ -215,6 +310,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500, help="schedules per transaction")
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
     parser.add_argument(
+        "--rrule",
+        action="store_true",
+        help="also as many RRULE schedules in 100 zones, with their rates' ratio to cron's",
+    )
+    parser.add_argument(
         "--pg",
         default=os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
@@ -225,17 +325,25 @@ def main() -> None:
         with TemporaryDirectory() as tmp:
             url = f"sqlite:///{Path(tmp) / 'bench.db'}"
             timers_url = f"sqlite:///{Path(tmp) / 'timers.db'}"
-            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch)))
+            rrule_url = f"sqlite:///{Path(tmp) / 'rrule.db'}" if args.rrule else None
+            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch, rrule_url)))
             print(json.dumps(results[-1]), flush=True)
     if args.backend in ("postgres", "both"):
         url, schema = postgres_url(args.pg)
         timers_url, timers_schema = postgres_url(args.pg)
+        rrule_url, rrule_schema = postgres_url(args.pg)
         try:
-            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch)))
+            results.append(
+                asyncio.run(
+                    bench(
+                        url, timers_url, args.count, args.batch, rrule_url if args.rrule else None
+                    )
+                )
+            )
             print(json.dumps(results[-1]), flush=True)
         finally:
-            drop_schema(args.pg, schema)
-            drop_schema(args.pg, timers_schema)
+            for name in (schema, timers_schema, rrule_schema):
+                drop_schema(args.pg, name)
     print()
     keys = list(results[0])
     width = max(map(len, keys))

@@ -48,6 +48,7 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.model.moves import TimerMove
 from duetime.outbox import held_async
 from duetime.requests import TimerRequest
 from duetime.routes import HANDLER, Route, check_pattern
@@ -492,6 +493,11 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
     async def attempts(self, key: str) -> list[Attempt]:
         timer = await self.get(key)
         return await self.store.list_attempts(timer.id)
+
+    async def moves(self, key: str) -> list[TimerMove]:
+        """The timer's moves by new zone rules (its wall time kept), oldest first."""
+        timer = await self.get(key)
+        return await self.schedules.list_timer_moves(timer.id)
 
     async def cancel(self, key: str, *, transaction: object | None = None) -> Timer:
         """Cancel while scheduled or waiting for a retry; Conflict once it has fired.

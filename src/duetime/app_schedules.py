@@ -252,6 +252,8 @@ class ScheduleMethods:
         exdates: Sequence[str | datetime] | Unset | None = UNSET,
         rdates: Sequence[str | datetime] | Unset | None = UNSET,
         holidays: str | Unset | None = UNSET,
+        holiday_dates: Sequence[str | date] | Unset | None = UNSET,
+        weekend: str | Sequence[str] | Unset | None = UNSET,
         roll: str | Unset | None = UNSET,
         feb29: str | Unset = UNSET,
     ) -> Schedule:
@@ -282,6 +284,8 @@ class ScheduleMethods:
                 "exdates": exdates,
                 "rdates": rdates,
                 "holidays": holidays,
+                "holiday_dates": holiday_dates,
+                "weekend": weekend,
                 "roll": roll,
                 "feb29": feb29,
             }.items()

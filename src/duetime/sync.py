@@ -144,6 +144,7 @@ class App:
     emit = _joining(AsyncApp.emit)
     get = _blocking(AsyncApp.get)
     attempts = _blocking(AsyncApp.attempts)
+    moves = _blocking(AsyncApp.moves)
     cancel = _joining(AsyncApp.cancel)
     history = _blocking(AsyncApp.history)
     dead = _blocking(AsyncApp.dead)

@@ -132,3 +132,51 @@ def test_cli_schedules_add_with_rrule_and_refusal_stores_nothing(cli: Cli) -> No
     assert "BYWHEN" in error["message"]
     listed = cli.ok("schedules", "ls")
     assert [s["name"] for s in listed["items"]] == ["weekdays"]
+
+
+def test_rest_patch_changes_weekend_and_holiday_dates(api: Api) -> None:  # noqa: F811
+    created = api.post(f"{NS}/schedules", {**PAYROLL, "holidays": None})
+    assert created.status_code == 201, created.text
+    gulf = api.patch(f"{NS}/schedules/payroll", {"weekend": ["fri", "sat"]})
+    assert gulf.status_code == 200, gulf.text
+    assert gulf.json()["schedule"]["weekend"] == ["fri", "sat"]
+    assert gulf.json()["schedule"]["next_at"] == "2025-03-13T08:00:00Z"  # Sat and Fri: Thu
+    own = api.patch(f"{NS}/schedules/payroll", {"holiday_dates": ["2025-03-13", "2025-03-12"]})
+    assert own.status_code == 200, own.text
+    assert own.json()["schedule"]["holiday_dates"] == ["2025-03-12", "2025-03-13"]
+    assert own.json()["schedule"]["next_at"] == "2025-03-11T08:00:00Z"
+    bad = api.patch(f"{NS}/schedules/payroll", {"holiday_dates": ["2025-13-01"]})
+    assert bad.status_code == 422, bad.text
+    assert bad.json()["field"] == "holiday_dates"
+    bad = api.patch(f"{NS}/schedules/payroll", {"weekend": "mon,funday"})
+    assert bad.status_code == 422, bad.text
+    assert bad.json()["field"] == "weekend"
+    kept = api.get(f"{NS}/schedules/payroll").json()
+    assert kept["schedule"]["holiday_dates"] == ["2025-03-12", "2025-03-13"]
+
+
+def test_cli_schedules_update_changes_weekend_and_holiday_dates(cli: Cli) -> None:
+    cli.ok("namespaces", "create", "default")
+    cli.ok(
+        "schedules",
+        "add",
+        "pay",
+        "t",
+        "--rrule",
+        "FREQ=MONTHLY;BYMONTHDAY=15",
+        "--dtstart",
+        "2030-03-15T09:00",
+        "--timezone",
+        "Asia/Dubai",
+        "--roll",
+        "backward",
+    )
+    # 15 March 2030 is a Friday: a business day until the weekend is Friday and Saturday.
+    updated = cli.ok("schedules", "update", "pay", "--weekend", "fri,sat")
+    assert updated["schedule"]["weekend"] == ["fri", "sat"]
+    assert updated["schedule"]["next_at"] == "2030-03-14T05:00:00Z"
+    updated = cli.ok("schedules", "update", "pay", "--holiday-date", "2030-03-14")
+    assert updated["schedule"]["holiday_dates"] == ["2030-03-14"]
+    assert updated["schedule"]["next_at"] == "2030-03-13T05:00:00Z"
+    error = cli.fails("schedules", "update", "pay", "--weekend", "someday", code=2)
+    assert error["field"] == "weekend"

@@ -3,13 +3,27 @@ DST from 2030: exactly the timers and schedule occurrences that would move are l
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from duetime import AsyncApp, FrozenClock
+from duetime.services.tzdata import META_KEY, reresolve_if_changed
+from duetime.services.tzdata_diff import ZoneTree
+
 from .conftest import Cli
+
+# The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
 
 ZIC = shutil.which("zic") or "/usr/sbin/zic"
 
@@ -36,7 +50,23 @@ def no_dst_tree(tmp_path: Path) -> Path:
     return tree
 
 
-def test_diff_lists_exactly_what_the_new_rules_move(cli: Cli, no_dst_tree: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_cli(request: pytest.FixtureRequest, cli: Cli) -> Iterator[Cli]:
+    """The CLI on a per-test SQLite file, or on a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield cli
+        return
+    require_pg()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    cli.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
+    try:
+        yield cli
+    finally:
+        drop_schema(schema)
+
+
+def test_diff_lists_exactly_what_the_new_rules_move(store_cli: Cli, no_dst_tree: Path) -> None:
+    cli = store_cli
     summer_ny = cli.ok(
         "schedule",
         "t",
@@ -139,3 +169,52 @@ def test_diff_lists_exactly_what_the_new_rules_move(cli: Cli, no_dst_tree: Path)
 def test_diff_refuses_a_folder_that_is_not_there(cli: Cli, tmp_path: Path) -> None:
     error = cli.fails("tzdata", "diff", "--zoneinfo", str(tmp_path / "nope"), code=2)
     assert error["field"] == "zoneinfo"
+
+
+def test_applied_rules_show_each_move_in_the_timer_history(
+    store_cli: Cli, no_dst_tree: Path
+) -> None:
+    """The re-resolution a worker runs on start, pointed at the zic tree: `duetime show` lists
+    the move with the timer's attempts."""
+    cli = store_cli
+    cli.ok(
+        "schedule",
+        "t",
+        "--local",
+        "2031-07-01T09:00",
+        "--timezone",
+        "America/New_York",
+        "--key",
+        "summer-ny",
+    )
+
+    async def apply() -> int:
+        url = cli.env["DUETIME_DATABASE_URL"]
+        app = AsyncApp(url, "default", clock=FrozenClock(datetime(2030, 6, 1, tzinfo=UTC)))
+        await app.open()
+        try:
+            await app.schedules.set_meta(META_KEY, "before", app.clock.now())
+            report = await reresolve_if_changed(
+                app.schedules, app.clock.now(), version="after", zones=ZoneTree(no_dst_tree).zone
+            )
+            return report.timers
+        finally:
+            await app.close()
+
+    assert asyncio.run(apply()) == 1
+    shown = cli.ok("show", "summer-ny")
+    assert shown["timer"]["due_at"] == "2031-07-01T14:00:00Z"
+    assert shown["attempts"] == []
+    assert shown["moves"] == [
+        {
+            "moved_at": "2030-06-01T00:00:00Z",
+            "reason": "tz data before -> after",
+            "local": "2031-07-01T09:00:00",
+            "timezone": "America/New_York",
+            "from_at": "2031-07-01T13:00:00Z",
+            "to_at": "2031-07-01T14:00:00Z",
+        }
+    ]
+    human = cli("show", "summer-ny")
+    assert human.code == 0, human.stderr
+    assert "tz data before -> after" in human.stdout

@@ -177,3 +177,50 @@ async def test_switching_a_schedule_between_cron_and_rrule(store: Store) -> None
     back = await app.update_schedule("s", cron="0 10 * * *")
     assert back.calendar is None
     assert back.cron == "0 10 * * *"
+
+
+async def test_rules_alike_but_for_the_calendar_plan_apart(store: Store) -> None:
+    """Two calendar schedules at the same position in one zone, one round: each its own next."""
+    clock = FrozenClock(datetime(2025, 3, 7, 6, 0, tzinfo=UTC))
+    app = app_on(store, clock)
+    for name, rule in (("daily", "FREQ=DAILY"), ("weekly", "FREQ=WEEKLY")):
+        added = await app.add_schedule(
+            name, "t", rrule=rule, dtstart="2025-03-07T09:00", timezone="Europe/Berlin"
+        )
+        assert added[1].next_at == datetime(2025, 3, 7, 8, 0, tzinfo=UTC)
+    worker = materializer(app, batch_size=500)
+    clock.advance(timedelta(hours=2))
+    await worker.tick(clock.now())
+    assert (await app.get_schedule("daily")).next_at == datetime(2025, 3, 8, 8, 0, tzinfo=UTC)
+    assert (await app.get_schedule("weekly")).next_at == datetime(2025, 3, 14, 8, 0, tzinfo=UTC)
+
+
+async def test_update_changes_holiday_dates_and_weekend(store: Store) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule(
+        "pay",
+        "t",
+        rrule="FREQ=MONTHLY;BYMONTHDAY=15",
+        dtstart="2025-03-15T09:00",
+        timezone="Asia/Dubai",
+        roll="backward",
+    )
+    # 15 March 2025 is a Saturday: the Saturday-Sunday weekend rolls it to Friday the 14th.
+    assert (await app.get_schedule("pay")).next_at == datetime(2025, 3, 14, 5, 0, tzinfo=UTC)
+    gulf = await app.update_schedule("pay", weekend=["fri", "sat"])
+    assert gulf.to_dict()["weekend"] == ["fri", "sat"]
+    assert gulf.next_at == datetime(2025, 3, 13, 5, 0, tzinfo=UTC)  # Thursday
+    off = await app.update_schedule("pay", holiday_dates=["2025-03-13"])
+    assert off.to_dict()["holiday_dates"] == ["2025-03-13"]
+    assert off.next_at == datetime(2025, 3, 12, 5, 0, tzinfo=UTC)
+    back = await app.update_schedule("pay", holiday_dates=None, weekend=None)
+    assert back.to_dict()["weekend"] == ["sat", "sun"]
+    assert back.next_at == datetime(2025, 3, 14, 5, 0, tzinfo=UTC)
+    with pytest.raises(InvalidInput) as bad:
+        await app.update_schedule("pay", weekend=["mon", "tue", "wed", "thu", "fri", "sat", "sun"])
+    assert bad.value.field == "weekend"
+    with pytest.raises(InvalidInput) as bad:
+        await app.update_schedule("pay", holiday_dates=["2025-02-30"])
+    assert bad.value.field == "holiday_dates"
+    assert (await app.get_schedule("pay")).next_at == back.next_at  # nothing stored

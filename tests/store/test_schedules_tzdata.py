@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import io
+import shutil
 import struct
+import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -18,6 +21,7 @@ import pytest
 from duetime import AsyncApp, FrozenClock, tzmath
 from duetime.services.materializer import Materializer
 from duetime.services.tzdata import META_KEY, reresolve_if_changed
+from duetime.services.tzdata_diff import ZoneTree
 from duetime.store import Store
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -95,3 +99,71 @@ async def test_the_materializer_checks_on_start(
     assert worker.tzdata is not None
     assert worker.tzdata.timers == 1
     assert (await app.get(timer.timer.key)).due_at == datetime(2025, 7, 1, 14, 0, tzinfo=UTC)
+
+
+# New York drops DST from 2030 (EST all year); Berlin keeps the EU rules. Compiled with zic.
+NO_DST_RULES = """
+Rule NYC 2007 max - Mar Sun>=8 2:00 1:00 D
+Rule NYC 2007 max - Nov Sun>=1 2:00 0 S
+Zone America/New_York -5:00 NYC E%sT 2030 Jan 1
+    -5:00 - EST
+Rule EU 1981 max - Mar lastSun 1:00u 1:00 S
+Rule EU 1996 max - Oct lastSun 1:00u 0 -
+Zone Europe/Berlin 1:00 EU CE%sT
+"""
+
+
+@pytest.fixture
+def no_dst_tree(tmp_path: Path) -> Path:
+    zic = shutil.which("zic") or "/usr/sbin/zic"
+    if not Path(zic).exists():
+        pytest.skip("zic is not installed")
+    source = tmp_path / "rules.zi"
+    source.write_text(NO_DST_RULES)
+    tree = tmp_path / "zoneinfo"
+    subprocess.run([zic, "-d", str(tree), str(source)], check=True, capture_output=True)
+    return tree
+
+
+async def test_applying_new_rules_records_each_move_in_the_timer_history(
+    store: Store, no_dst_tree: Path
+) -> None:
+    clock = FrozenClock(datetime(2030, 6, 1, tzinfo=UTC))
+    app = AsyncApp(store.url, "ns", clock=clock, store=store)
+    ny = await app.schedule("t", local="2031-07-01T09:00", timezone="America/New_York", key="ny")
+    winter = await app.schedule(
+        "t", local="2031-01-15T09:00", timezone="America/New_York", key="winter"
+    )
+    berlin = await app.schedule("t", local="2031-07-01T09:00", timezone="Europe/Berlin", key="b")
+    await app.add_schedule(
+        "yearly", "t", rrule="FREQ=YEARLY", dtstart="2030-07-04T09:00", timezone="America/New_York"
+    )
+    await app.schedules.set_meta(META_KEY, "2030a", clock.now())
+    assert ny.timer.due_at == datetime(2031, 7, 1, 13, 0, tzinfo=UTC)  # 09:00 EDT
+    clock.advance(timedelta(hours=1))
+
+    report = await reresolve_if_changed(
+        app.schedules, clock.now(), version="2030z", zones=ZoneTree(no_dst_tree).zone
+    )
+    assert (report.timers, report.schedules) == (1, 1)
+    assert (await app.get("ny")).due_at == datetime(2031, 7, 1, 14, 0, tzinfo=UTC)  # 09:00 EST
+    moves = await app.moves("ny")
+    assert [m.to_dict() for m in moves] == [
+        {
+            "moved_at": "2030-06-01T01:00:00Z",
+            "reason": "tz data 2030a -> 2030z",
+            "local": "2031-07-01T09:00:00",
+            "timezone": "America/New_York",
+            "from_at": "2031-07-01T13:00:00Z",
+            "to_at": "2031-07-01T14:00:00Z",
+        }
+    ]
+    for kept in (winter, berlin):
+        assert (await app.get(kept.timer.key)).due_at == kept.timer.due_at
+        assert await app.moves(kept.timer.key) == []
+    assert (await app.get_schedule("yearly")).next_at == datetime(2030, 7, 4, 14, 0, tzinfo=UTC)
+    again = await reresolve_if_changed(
+        app.schedules, clock.now(), version="2030z", zones=ZoneTree(no_dst_tree).zone
+    )
+    assert not again.changed
+    assert len(await app.moves("ny")) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -206,3 +207,20 @@ def test_calendar_round_trips_through_its_stored_text() -> None:
     assert cal.rrule == "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"
     assert cal.holidays == "DE-BE"
     assert Calendar.from_text(cal.to_text()) == cal
+
+
+def test_stored_text_leaves_defaults_out_and_reads_the_full_form_too() -> None:
+    cal = parse_calendar(rrule="FREQ=WEEKLY;BYDAY=MO,FR", dtstart="2027-01-04T09:00", zone=BERLIN)
+    assert cal.to_text() == '{"dtstart":"2027-01-04T09:00:00","rrule":"FREQ=WEEKLY;BYDAY=MO,FR"}'
+    assert Calendar.from_text(cal.to_text()) == cal
+    full = json.dumps(cal.to_dict(), separators=(",", ":"), sort_keys=True)  # as rows once were
+    assert Calendar.from_text(full) == cal
+    gulf = parse_calendar(
+        rrule="FREQ=MONTHLY",
+        dtstart="2027-01-15T09:00",
+        zone=BERLIN,
+        weekend="fri,sat",
+        roll="forward",
+    )
+    assert json.loads(gulf.to_text())["weekend"] == ["fri", "sat"]
+    assert Calendar.from_text(gulf.to_text()) == gulf

@@ -184,6 +184,10 @@ class SchedulePatch(BaseModel):
     exdates: list[str] | None = None
     rdates: list[str] | None = None
     holidays: str | None = Field(None, examples=["US-NY"])
+    holiday_dates: list[str] | None = Field(None, description="Your own non-business dates")
+    weekend: list[str] | str | None = Field(
+        None, examples=[["fri", "sat"]], description="null: the default, Saturday and Sunday"
+    )
     roll: RollName | None = None
     feb29: Feb29Name | None = None
 

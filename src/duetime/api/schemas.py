@@ -215,9 +215,21 @@ class TimerPageOut(BaseModel):
     next_cursor: str | None
 
 
+class MoveOut(BaseModel):
+    """New zone rules moved the timer's instant; its wall time ``local`` in ``timezone`` kept."""
+
+    moved_at: str
+    reason: str = Field(examples=["tz data 2025a -> 2025b"])
+    local: str
+    timezone: str
+    from_at: str
+    to_at: str
+
+
 class TimerDetailOut(BaseModel):
     timer: TimerOut
     attempts: list[AttemptOut]
+    moves: list[MoveOut] = Field(description="Moves by new zone rules, oldest first")
 
 
 class BucketOut(BaseModel):

@@ -145,15 +145,20 @@ async def list_timers(
 
 @router.get(
     "/timers/{key:path}",
-    summary="One timer and its attempts",
+    summary="One timer, its attempts and its moves by new zone rules",
     response_model=TimerDetailOut,
     responses=errors(401, 404, 422),
 )
 async def show_timer(app: ReadApp, key: Key) -> JSONResponse:
     timer = await app.get(key)
     attempts = await app.attempts(key)
+    moves = await app.moves(key)
     return JSONResponse(
-        {"timer": timer.to_dict(), "attempts": [attempt.to_dict() for attempt in attempts]}
+        {
+            "timer": timer.to_dict(),
+            "attempts": [attempt.to_dict() for attempt in attempts],
+            "moves": [move.to_dict() for move in moves],
+        }
     )
 
 

@@ -14,6 +14,7 @@ from duetime.cli import batch, output
 from duetime.cli.context import common_options, config, run_app
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Attempt, OnConflict, Page, PutResult, Timer
+from duetime.model.moves import TimerMove
 from duetime.validation import parse_payload_text
 
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -215,18 +216,39 @@ def list_timers(
 @click.argument("key")
 @common_options
 def show(key: str) -> None:
-    """Show one timer and its attempts."""
+    """Show one timer, its attempts and its moves by new zone rules."""
 
-    async def action(app: AsyncApp) -> tuple[Timer, list[Attempt]]:
+    async def action(app: AsyncApp) -> tuple[Timer, list[Attempt], list[TimerMove]]:
         timer = await app.get(key)
-        return timer, await app.attempts(key)
+        return timer, await app.attempts(key), await app.moves(key)
 
-    timer, attempts = run_app(action, create_namespace=False)
+    timer, attempts, moves = run_app(action, create_namespace=False)
     if config().json:
-        output.emit_json({"timer": timer.to_dict(), "attempts": [a.to_dict() for a in attempts]})
+        output.emit_json(
+            {
+                "timer": timer.to_dict(),
+                "attempts": [a.to_dict() for a in attempts],
+                "moves": [m.to_dict() for m in moves],
+            }
+        )
         return
     console = output.stdout()
     console.print(output.timer_details(timer))
+    if moves:
+        table = output.new_table(title="moved by new zone rules")
+        for name in ("when", "why", "local", "zone", "from (UTC)", "to (UTC)"):
+            table.add_column(name, overflow="fold")
+        for move in moves:
+            output.add_row(
+                table,
+                output.when(move.moved_at),
+                move.reason,
+                move.local.isoformat(),
+                move.timezone,
+                output.when(move.from_at),
+                output.when(move.to_at),
+            )
+        console.print(table)
     if attempts:
         console.print(output.attempts_table(attempts))
         output.print_last_traceback(console, attempts)

@@ -45,6 +45,8 @@ from duetime.recurrence.business import (
     check_roll,
     check_weekend,
 )
+from duetime.recurrence.cron import walk_start
+from duetime.recurrence.periods import ever_fires, period_start, resumed
 from duetime.recurrence.rrule_text import DAYS, RuleParts, parse_rrule
 from duetime.tzmath import classify, to_utc
 
@@ -89,8 +91,14 @@ class Calendar:
         }
 
     def to_text(self) -> str:
-        """How the stores keep it (one text column): compact JSON."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+        """How the stores keep it (one text column): compact JSON without the fields that hold
+        their defaults (a per-user rule is mostly its RRULE and DTSTART: a smaller row)."""
+        kept = {
+            name: value
+            for name, value in self.to_dict().items()
+            if name not in _STORED_DEFAULTS or _STORED_DEFAULTS[name] != value
+        }
+        return json.dumps(kept, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_text(cls, text: str) -> Calendar:
@@ -121,7 +129,13 @@ def calendar_fields(calendar: Calendar | None) -> dict[str, Any]:
 
 def calendar_text(calendar: Calendar | None) -> str | None:
     """A calendar rule as the stores keep it, or None."""
-    return None if calendar is None else calendar.to_text()
+    return None if calendar is None else _text(calendar)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(calendar: Calendar) -> str:
+    """Written once per distinct rule: a batch of per-user schedules shares a few."""
+    return calendar.to_text()
 
 
 def calendar_of(text: str | None) -> Calendar | None:
@@ -129,9 +143,22 @@ def calendar_of(text: str | None) -> Calendar | None:
     return None if text is None else Calendar.from_text(text)
 
 
+_STORED_DEFAULTS: dict[str, object] = {
+    "exdates": [],
+    "rdates": [],
+    "holidays": None,
+    "holiday_dates": [],
+    "weekend": [WEEKDAY_NAMES[d] for d in DEFAULT_WEEKEND],
+    "roll": None,
+    "feb29": "feb28",
+}
+"""Fields the stored text leaves out when they hold these values (rows written before kept
+every field; both read back the same)."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _from_text(text: str) -> Calendar:
-    data = json.loads(text)
+    data = {**_STORED_DEFAULTS, **json.loads(text)}
     return Calendar(
         rrule=data["rrule"],
         dtstart=datetime.fromisoformat(data["dtstart"]),
@@ -233,8 +260,10 @@ def _locals(value: object, field: str) -> tuple[datetime, ...]:
 def _check_fires(calendar: Calendar, parts: RuleParts) -> None:
     """Refuse a rule whose dates can never match within HORIZON_YEARS (30 February...).
 
-    dateutil walks a rule that never matches period by period up to year 9999 (seconds to
-    minutes): checking which *days* its BYxxx parts allow is a cheap, necessary condition.
+    dateutil walks a rule that never matches period by period up to year 9999 (for a SECONDLY
+    rule, for ever): checking which *days* its BYxxx parts allow is a cheap, necessary
+    condition, and :func:`~duetime.recurrence.periods.ever_fires` decides the rest (BYSETPOS
+    beyond a period's size, a 5th Monday on the 1st, an INTERVAL out of phase) in bounded time.
     """
     if calendar.rdates:
         return
@@ -244,7 +273,7 @@ def _check_fires(calendar: Calendar, parts: RuleParts) -> None:
             f"{_day_parts(parts)}: no day matches within {HORIZON_YEARS} years of DTSTART: "
             "the rule never fires",
         )
-    if _first_wall(calendar) is None:
+    if not ever_fires(parts, calendar.dtstart) or _first_wall(calendar) is None:
         raise InvalidRrule(
             "rrule", f"{parts.text}: no occurrence within {HORIZON_YEARS} years of DTSTART"
         )
@@ -324,9 +353,13 @@ def _first_wall(calendar: Calendar) -> datetime | None:
     return None
 
 
-def rule_walls(calendar: Calendar) -> Iterator[datetime]:
+def rule_walls(calendar: Calendar, near: datetime | None = None) -> Iterator[datetime]:
     """The rule's own wall times in order (DTSTART's when it matches), COUNT applied; UNTIL
-    only on the wall clock when it is not in UTC (UTC is compared with the instants)."""
+    only on the wall clock when it is not in UTC (UTC is compared with the instants).
+
+    With ``near``, every wall time from ``near`` on and maybe some before it: the expansion
+    starts at the rule's period that holds ``near`` when that is exact (see
+    :mod:`duetime.recurrence.periods`), so a rule years old is as cheap to ask as a new one."""
     parts = calendar.parts
     until = parts.until
     wall_until: datetime | None = None
@@ -336,8 +369,8 @@ def rule_walls(calendar: Calendar) -> Iterator[datetime]:
             if until.is_date
             else until.value
         )
-    horizon = _years_later(calendar.dtstart)
-    for wall in _expanded(calendar, parts):
+    horizon = _years_later(max(calendar.dtstart, near or calendar.dtstart))
+    for wall in _expanded(calendar, parts, near):
         if wall_until is not None and wall > wall_until:
             return
         if wall > horizon:
@@ -346,12 +379,20 @@ def rule_walls(calendar: Calendar) -> Iterator[datetime]:
         horizon = _years_later(wall)
 
 
-def _expanded(calendar: Calendar, parts: RuleParts) -> Iterator[datetime]:
+def _expanded(calendar: Calendar, parts: RuleParts, near: datetime | None) -> Iterator[datetime]:
     start = calendar.dtstart
     if parts.plain_yearly and start.month == 2 and start.day == 29 and calendar.feb29 != "skip":
         yield from _leap_anniversaries(start, parts, calendar.feb29)
         return
-    yield from _dateutil(parts.text, start)
+    try:
+        rule = None
+        if near is not None and near > start:
+            rule = _resumed_rule(parts.text, start, period_start(parts, start, near))
+        if rule is None:
+            rule = _dateutil_rule(parts.text, start)
+    except ValueError:  # dateutil: an INTERVAL that BYHOUR/BYMINUTE/BYSECOND never meets
+        return
+    yield from _dateutil(rule)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -359,9 +400,15 @@ def _dateutil_rule(text: str, start: datetime) -> du.rrule:
     return _parts(text).dateutil_rule(start)
 
 
-def _dateutil(text: str, start: datetime) -> Iterator[datetime]:
+@functools.lru_cache(maxsize=4096)
+def _resumed_rule(text: str, start: datetime, period: datetime) -> du.rrule | None:
+    """Made once per rule and period: schedules alike share it within a materialiser round."""
+    return resumed(_parts(text), start, period)
+
+
+def _dateutil(rule: du.rrule) -> Iterator[datetime]:
     try:
-        yield from _dateutil_rule(text, start)
+        yield from rule
     except (OverflowError, ValueError):  # walked off the end of the calendar (year 9999)
         return
 
@@ -398,13 +445,16 @@ def _years_later(wall: datetime) -> datetime:
         return datetime.max
 
 
-def calendar_walls(calendar: Calendar, zone: ZoneInfo) -> Iterator[datetime]:
+def calendar_walls(
+    calendar: Calendar, zone: ZoneInfo, near: datetime | None = None
+) -> Iterator[datetime]:
     """Every wall time that fires, in order: the rule's (UNTIL in UTC applied) and the RDATEs,
     each on a business day (or dropped) when ``roll`` says so; an EXDATE removes an occurrence
-    named by its own time or by the time it was rolled to."""
+    named by its own time or by the time it was rolled to. With ``near``, from some wall time
+    at least a roll before ``near`` on (see :func:`rule_walls`)."""
     until = calendar.parts.until
     until_at = until.value.replace(tzinfo=UTC) if until is not None and until.utc else None
-    own = rule_walls(calendar)
+    own = rule_walls(calendar, near)
     if until_at is not None:
         own = _until_utc(own, zone, until_at)
     excluded = set(calendar.exdates)
@@ -456,9 +506,17 @@ def calendar_instants(
     # Wall times more than a day (plus a roll) before `after` cannot fire after it: cheap skip.
     margin = timedelta(days=2 + (MAX_ROLL_DAYS if calendar.roll == "forward" else 0))
     skip_before = after.astimezone(zone).replace(tzinfo=None) - margin
+    # No rule time before walk_start fires after `after`; one rolled forward may come from a
+    # month before, and the dedup of rolled times needs what that one was rolled onto.
+    try:
+        near: datetime | None = walk_start(after, zone) - (
+            timedelta(days=MAX_ROLL_DAYS) if calendar.roll == "forward" else timedelta(0)
+        )
+    except OverflowError:
+        near = None
     pending: list[datetime] = []
     last = after
-    for wall in calendar_walls(calendar, zone):
+    for wall in calendar_walls(calendar, zone, near):
         if wall < skip_before:
             continue
         kind = classify(wall, zone)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from cronsim import CronSim
 
@@ -16,21 +17,28 @@ _TINY = timedelta(microseconds=1)
 
 
 def iter_occurrences(
-    rec: Recurrence, after: datetime, *, anchor: datetime | None = None
+    rec: Recurrence,
+    after: datetime,
+    *,
+    anchor: datetime | None = None,
+    zone: ZoneInfo | None = None,
 ) -> Iterator[datetime]:
     """Occurrences strictly after ``after`` as UTC instants, increasing, until ``end_at``.
 
     Unbounded without ``end_at``; a cron rule stops only when it cannot fire for
     ``HORIZON_YEARS``. An interval runs on ``start_at + k * every``; without ``start_at``, on
-    ``anchor + k * every``; without either, on ``after + k * every``.
+    ``anchor + k * every``; without either, on ``after + k * every``. ``zone`` reads the rule's
+    zone with other rules than the installed tz data's (a newer release's, before it is used).
     """
     after = _utc(after, "after")
     if rec.start_at is not None and after < rec.start_at:
         after = rec.start_at - _TINY  # start_at itself is an occurrence when it matches
     if rec.calendar is not None:
-        source = calendar_instants(rec.calendar, rec.zone, after, rec.on_gap, rec.on_overlap)
+        rules = zone or rec.zone
+        source = calendar_instants(rec.calendar, rules, after, rec.on_gap, rec.on_overlap)
     elif rec.cron is not None:
-        source = cron_instants(rec.expression, rec.zone, after, rec.on_gap, rec.on_overlap)
+        rules = zone or rec.zone
+        source = cron_instants(rec.expression, rules, after, rec.on_gap, rec.on_overlap)
     else:
         source = _interval_instants(rec, after, anchor)
     for instant in source:
@@ -40,10 +48,14 @@ def iter_occurrences(
 
 
 def next_after(
-    rec: Recurrence, after: datetime, *, anchor: datetime | None = None
+    rec: Recurrence,
+    after: datetime,
+    *,
+    anchor: datetime | None = None,
+    zone: ZoneInfo | None = None,
 ) -> datetime | None:
     """The first occurrence strictly after ``after`` (UTC), or None when there is none."""
-    return next(iter_occurrences(rec, after, anchor=anchor), None)
+    return next(iter_occurrences(rec, after, anchor=anchor, zone=zone), None)
 
 
 def occurrences(

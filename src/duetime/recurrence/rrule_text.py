@@ -101,7 +101,7 @@ class RuleParts:
             if part == "WKST":
                 kwargs["wkst"] = DAYS.index(values[0])
             elif part == "BYDAY":
-                kwargs["byweekday"] = [_weekday(value) for value in values]
+                kwargs["byweekday"] = [weekday_of(value) for value in values]
             else:
                 kwargs[part.lower()] = [int(value) for value in values]
         return du.rrule(_FREQ[self.freq], **kwargs)
@@ -118,7 +118,7 @@ _FREQ = {
 }
 
 
-def _weekday(value: str) -> du.weekday:
+def weekday_of(value: str) -> du.weekday:
     match = _DAY.fullmatch(value)
     assert match is not None  # checked by parse_rrule
     sign, number, day = match.groups()

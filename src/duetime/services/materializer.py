@@ -276,6 +276,7 @@ class Materializer(Service):
             schedule.next_at,
             schedule.after_at,
             schedule.last_at,
+            schedule.calendar,
         )
         shape = cache.shapes.get(key)
         if shape is None:

@@ -31,6 +31,7 @@ from duetime.model.history import (
     RetentionPolicy,
 )
 from duetime.model.limits import FlowPlan, FlowRule, FlowStatus, RuledClaim
+from duetime.model.moves import TimerMove
 from duetime.model.schedules import (
     DueSchedule,
     Materialized,
@@ -190,9 +191,17 @@ class ScheduleStore(Protocol):
         ...
 
     async def reresolve_timers(
-        self, changes: Sequence[tuple[int, datetime, datetime]], now: datetime
+        self,
+        changes: Sequence[tuple[int, datetime, datetime]],
+        now: datetime,
+        reason: str = "tz data",
     ) -> int:
-        """Move pending local-form timers ``(id, old due_at, new due_at)``; how many moved."""
+        """Move pending local-form timers ``(id, old due_at, new due_at)``, each move recorded
+        in the timer's history with ``reason``; how many moved."""
+        ...
+
+    async def list_timer_moves(self, timer_id: int) -> list[TimerMove]:
+        """A timer's moves by new zone rules, oldest first."""
         ...
 
     async def get_meta(self, key: str) -> str | None: ...

@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 
 from duetime.errors import InvalidInput
 from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
+from duetime.model.moves import TimerMove
 from duetime.model.schedules import (
     DUE_COLUMNS,
     DueSchedule,
@@ -264,7 +265,10 @@ class PostgresSchedules:
         return await self._db.read(run)
 
     async def reresolve_timers(
-        self, changes: Sequence[tuple[int, datetime, datetime]], now: datetime
+        self,
+        changes: Sequence[tuple[int, datetime, datetime]],
+        now: datetime,
+        reason: str = "tz data",
     ) -> int:
         if not changes:
             return 0
@@ -273,6 +277,7 @@ class PostgresSchedules:
             "old_due_ats": [old for _, old, _ in changes],
             "new_due_ats": [new for _, _, new in changes],
             "now": now,
+            "reason": reason,
         }
         earliest = min(new for _, _, new in changes)
 
@@ -286,6 +291,13 @@ class PostgresSchedules:
         if moved:
             self._notices.here(earliest)
         return moved
+
+    async def list_timer_moves(self, timer_id: int) -> list[TimerMove]:
+        async def run(conn: Conn) -> list[TimerMove]:
+            rows = await fetch_all(conn, Q["list_timer_moves"], {"timer_id": timer_id})
+            return [TimerMove(**row) for row in rows]
+
+        return await self._db.read(run)
 
     async def get_meta(self, key: str) -> str | None:
         async def run(conn: Conn) -> str | None:

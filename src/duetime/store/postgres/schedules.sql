@@ -310,16 +310,25 @@ ORDER BY id
 LIMIT %(limit)s
 
 -- name: reresolve_timers
-UPDATE timers
-SET due_at = change.new_due_at,
-    run_at = CASE WHEN timers.run_at = change.old_due_at THEN change.new_due_at
-        ELSE timers.run_at END,
-    updated_at = %(now)s
-FROM unnest(
-    %(ids)s::bigint[], %(old_due_ats)s::timestamptz[], %(new_due_ats)s::timestamptz[]
-) AS change (id, old_due_at, new_due_at)
-WHERE timers.id = change.id AND timers.due_at = change.old_due_at
-  AND timers.local IS NOT NULL AND timers.status IN ('scheduled', 'retrying')
+-- Move each timer still at its old instant, and record each move in the timer's history.
+WITH moved AS (
+    UPDATE timers
+    SET due_at = change.new_due_at,
+        run_at = CASE WHEN timers.run_at = change.old_due_at THEN change.new_due_at
+            ELSE timers.run_at END,
+        updated_at = %(now)s
+    FROM unnest(
+        %(ids)s::bigint[], %(old_due_ats)s::timestamptz[], %(new_due_ats)s::timestamptz[]
+    ) AS change (id, old_due_at, new_due_at)
+    WHERE timers.id = change.id AND timers.due_at = change.old_due_at
+      AND timers.local IS NOT NULL AND timers.status IN ('scheduled', 'retrying')
+    RETURNING timers.id, timers.local, timers.timezone, change.old_due_at, change.new_due_at
+)
+INSERT INTO timer_moves (timer_id, moved_at, reason, local, timezone, from_at, to_at)
+SELECT id, %(now)s, %(reason)s, local, timezone, old_due_at, new_due_at FROM moved
+
+-- name: list_timer_moves
+SELECT * FROM timer_moves WHERE timer_id = %(timer_id)s ORDER BY moved_at, from_at
 
 -- name: get_meta
 SELECT value FROM meta WHERE key = %(key)s

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
+from duetime.model.moves import TimerMove
 from duetime.model.schedules import (
     DueSchedule,
     Materialized,
@@ -253,23 +254,53 @@ class SqliteSchedules:
         )
 
     async def reresolve_timers(
-        self, changes: Sequence[tuple[int, datetime, datetime]], now: datetime
+        self,
+        changes: Sequence[tuple[int, datetime, datetime]],
+        now: datetime,
+        reason: str = "tz data",
     ) -> int:
+        now_us = to_micros(now)
         rows = [
-            {"id": id, "old_due_at": to_micros(old), "new_due_at": to_micros(new), "now": 0}
+            {
+                "id": id,
+                "old_due_at": to_micros(old),
+                "new_due_at": to_micros(new),
+                "now": now_us,
+                "reason": reason,
+            }
             for id, old, new in changes
         ]
-        now_us = to_micros(now)
-        for row in rows:
-            row["now"] = now_us
 
         def run(conn: sqlite3.Connection) -> int:
-            return sum(conn.execute(Q["reresolve_timer"], row).rowcount for row in rows)
+            moved = 0
+            for row in rows:
+                if conn.execute(Q["reresolve_timer"], row).rowcount:
+                    conn.execute(Q["record_timer_move"], row)
+                    moved += 1
+            return moved
 
         moved = await self._db.write(run)
         if moved:
             self._db.announce(min(new for _, _, new in changes))
         return moved
+
+    async def list_timer_moves(self, timer_id: int) -> list[TimerMove]:
+        def run(conn: sqlite3.Connection) -> list[TimerMove]:
+            rows = conn.execute(Q["list_timer_moves"], {"timer_id": timer_id})
+            return [
+                TimerMove(
+                    timer_id=row["timer_id"],
+                    moved_at=from_micros(row["moved_at"]),
+                    reason=row["reason"],
+                    local=datetime.fromisoformat(row["local"]),
+                    timezone=row["timezone"],
+                    from_at=from_micros(row["from_at"]),
+                    to_at=from_micros(row["to_at"]),
+                )
+                for row in rows
+            ]
+
+        return await self._db.read(run)
 
     async def get_meta(self, key: str) -> str | None:
         def run(conn: sqlite3.Connection) -> str | None:

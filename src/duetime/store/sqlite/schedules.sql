@@ -238,6 +238,14 @@ SET due_at = :new_due_at,
 WHERE id = :id AND due_at = :old_due_at AND local IS NOT NULL
   AND status IN ('scheduled', 'retrying')
 
+-- name: record_timer_move
+-- The move reresolve_timer just made, with the wall time and zone the timer kept.
+INSERT INTO timer_moves (timer_id, moved_at, reason, local, timezone, from_at, to_at)
+SELECT id, :now, :reason, local, timezone, :old_due_at, :new_due_at FROM timers WHERE id = :id
+
+-- name: list_timer_moves
+SELECT * FROM timer_moves WHERE timer_id = :timer_id ORDER BY moved_at, rowid
+
 -- name: get_meta
 SELECT value FROM meta WHERE key = :key
 

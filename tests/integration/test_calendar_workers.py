@@ -1,0 +1,63 @@
+"""Three worker processes, real time: every occurrence of an RFC 5545 schedule fires exactly once
+(SQLite and PostgreSQL).
+
+A SECONDLY rule with COUNT keeps the run to a few seconds: its occurrences start a few seconds
+after the workers are launched, and the generous catch-up grace lets one that a slow start made
+late still fire (once) rather than be caught up by policy. One EXDATE is left out.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from test_schedules_workers import Fleet, database_url, fired  # noqa: F401 - the fixture
+
+from duetime import App
+
+ZONE = "Europe/Berlin"
+COUNT = 8
+SKIPPED = 2
+"""The occurrence (0-based) named by the EXDATE."""
+
+
+@pytest.mark.timeout(120)
+def test_three_workers_fire_each_rrule_occurrence_once(database_url: str, tmp_path: Path) -> None:  # noqa: F811
+    fleet = Fleet(database_url, tmp_path, 0.0)
+    first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=5)
+    wall = first.astimezone(ZoneInfo(ZONE)).replace(tzinfo=None)
+    expected = {
+        "schedule:cal:" + (first + timedelta(seconds=k)).isoformat().replace("+00:00", "Z")
+        for k in range(COUNT)
+        if k != SKIPPED
+    }
+    with App(database_url, "ns", clock=fleet) as app:
+        app.add_schedule(
+            "cal",
+            "t.all",
+            rrule=f"FREQ=SECONDLY;COUNT={COUNT}",
+            dtstart=wall.isoformat(),
+            timezone=ZONE,
+            exdates=[(wall + timedelta(seconds=SKIPPED)).isoformat()],
+            catch_up="all",
+            catch_up_grace=timedelta(minutes=1),
+        )
+
+    out = tmp_path / "fired.txt"
+    workers = fleet.start(out)
+    deadline = time.monotonic() + 60
+    while set(fired(out)) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    Fleet.stop(workers)  # lets running handlers finish: a second firing would be written
+
+    everything = fired(out)
+    assert set(everything) == expected
+    assert all(n == 1 for n in everything.values()), everything.most_common(3)
+    with App(database_url, "ns", clock=fleet) as app:
+        assert app.get_schedule("cal").next_at is None  # COUNT reached
+        made = app.history(type="t.all", limit=100).items
+        assert sorted(t.key for t in made) == sorted(expected)
+        assert all(t.status.value == "done" and t.attempts == 1 for t in made)
