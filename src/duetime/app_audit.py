@@ -40,6 +40,19 @@ class AuditMethods:
         await self.open()
         return await self.store.audit.list_entries(self.namespace, cursor, limit)
 
+    async def record_action(
+        self,
+        action: str,
+        target: dict[str, JSON],
+        count: int = 1,
+        *,
+        actor: Actor | None = None,
+    ) -> None:
+        """Write an action done by other means (several calls that make one operator action,
+        or a tool of your own) to the namespace's audit log, by ``actor`` or the app's own."""
+        await self.open()
+        await self._audit(actor, action, target, count)
+
     async def _audit(
         self,
         actor: Actor | None,

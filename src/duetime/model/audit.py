@@ -96,12 +96,23 @@ def filter_target(filter: TimerFilter, keys: Sequence[str] | None = None) -> dic
     return target
 
 
+FILTER_ORDER = ("subject", "status", "type", "due_from", "due_until")
+TARGET_ORDER = ("key", "keys", "filter", "schedule", "pattern", "limit", "token", "name")
+"""The order a target's fields are told in (PostgreSQL's jsonb keeps no order of its own)."""
+
+
+def _ordered(fields: dict[str, JSON], order: tuple[str, ...]) -> list[tuple[str, JSON]]:
+    rank = {name: index for index, name in enumerate(order)}
+    return sorted(fields.items(), key=lambda item: (rank.get(item[0], len(order)), item[0]))
+
+
 def describe_target(target: dict[str, JSON]) -> str:
     """One line for a table: ``keys a, b`` / ``status=dead type=order.*`` / ``pattern email.*``."""
     parts: list[str] = []
-    for name, value in target.items():
+    for name, value in _ordered(target, TARGET_ORDER):
         if name == "filter" and isinstance(value, dict):
-            parts.append(" ".join(f"{k}={v}" for k, v in value.items()) or "every timer")
+            fields = _ordered(value, FILTER_ORDER)
+            parts.append(" ".join(f"{k}={v}" for k, v in fields) or "every timer")
         elif isinstance(value, list):
             parts.append(f"{name} {', '.join(map(str, value))}")
         elif isinstance(value, dict):
