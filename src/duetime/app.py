@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from duetime.app_audit import AuditMethods
 from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
 from duetime.app_tokens import TokenMethods
@@ -48,6 +49,7 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.model.audit import Actor, filter_target
 from duetime.model.moves import TimerMove
 from duetime.outbox import held_async
 from duetime.requests import TimerRequest
@@ -59,6 +61,7 @@ from duetime.store.parts import OutboxStore, require
 from duetime.timer_filters import check_action, timer_filter
 from duetime.tracing import tracing_for
 from duetime.validation import (
+    check_keys,
     check_limit,
     check_lookup_key,
     check_namespace,
@@ -81,7 +84,7 @@ BULK_BATCH = 1000
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
-class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
+class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, AuditMethods):
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(
@@ -95,6 +98,7 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         producer: str | None = None,
         create_namespace: bool = True,
         tracer_provider: object = None,
+        actor: Actor | None = None,
         **overrides: Any,
     ) -> None:
         """``producer`` names who stores this app's timers and events (the envelope's
@@ -103,7 +107,9 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         own); the CLI and the REST API pass False, so a typo in a namespace is an
         ``unknown_namespace`` error and never timers no worker serves. ``tracer_provider``: an
         OpenTelemetry tracer provider of the app's own, used instead of the global one (and
-        tracing on unless ``tracing="off"``)."""
+        tracing on unless ``tracing="off"``). ``actor``: who this app's operator calls (cancel,
+        replay, delete, bulk, pause…) are made by, written to the audit log with each; None
+        (the default) writes them only when a call names its own ``actor``."""
         if settings is None:
             settings = Settings.from_env(
                 database_url=database_url, namespace=namespace, **overrides
@@ -123,6 +129,7 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         self.producer = None if producer is None else check_producer(producer)
         self.create_namespace = create_namespace
         self.tracer_provider = tracer_provider
+        self.actor = actor
         self.tracing: Tracing | None = None
         """OpenTelemetry spans, once :meth:`open` has decided (``settings.tracing``); None:
         this app traces nothing and stores no trace context."""
@@ -499,11 +506,15 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         timer = await self.get(key)
         return await self.schedules.list_timer_moves(timer.id)
 
-    async def cancel(self, key: str, *, transaction: object | None = None) -> Timer:
+    async def cancel(
+        self, key: str, *, transaction: object | None = None, actor: Actor | None = None
+    ) -> Timer:
         """Cancel while scheduled or waiting for a retry; Conflict once it has fired.
 
         ``transaction``: the caller's own transaction, as for :meth:`schedule` — the timer is
-        cancelled only if that transaction commits, and stays as it was if it rolls back.
+        cancelled only if that transaction commits, and stays as it was if it rolls back (the
+        application's own work: not written to the audit log). ``actor``: who cancels it, for
+        the audit log (see :mod:`duetime.app_audit`).
         """
         key = check_lookup_key(key)
         await self.open()
@@ -511,7 +522,19 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
             outbox = self._outbox("cancelling inside your own transaction")
             held = await held_async(transaction)
             return await outbox.cancel_in(held.connection, self.namespace, key, self.clock.now())
-        return await self.store.cancel(self.namespace, key, self.clock.now())
+        timer = await self.store.cancel(self.namespace, key, self.clock.now())
+        await self._audit(actor, "cancel", {"key": key})
+        return timer
+
+    async def delete(self, key: str, *, actor: Actor | None = None) -> Timer:
+        """Delete a finished timer (done, dead, cancelled or expired) with its attempts and,
+        on PostgreSQL, its archived history; returns it as it was. Conflict for a pending one
+        (cancel it first) or a running one; its key is free to schedule again afterwards."""
+        key = check_lookup_key(key)
+        await self.open()
+        timer = await self.store.delete(self.namespace, key, self.clock.now())
+        await self._audit(actor, "delete", {"key": key})
+        return timer
 
     async def history(
         self,
@@ -548,45 +571,65 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         check_limit(limit)
         return await self.store.dead_types(self.namespace, limit)
 
-    async def replay(self, key: str) -> Timer:
+    async def replay(self, key: str, *, actor: Actor | None = None) -> Timer:
         """Send a dead timer round again, due now, with a fresh set of attempts."""
         await self.open()
-        return await self.store.replay(self.namespace, check_lookup_key(key), self.clock.now())
+        key = check_lookup_key(key)
+        timer = await self.store.replay(self.namespace, key, self.clock.now())
+        await self._audit(actor, "replay", {"key": key})
+        return timer
 
-    async def run_now(self, key: str) -> Timer:
+    async def run_now(self, key: str, *, actor: Actor | None = None) -> Timer:
         """Make a scheduled or retrying timer due now (retry now, or run early)."""
         await self.open()
-        return await self.store.run_now(self.namespace, check_lookup_key(key), self.clock.now())
+        key = check_lookup_key(key)
+        timer = await self.store.run_now(self.namespace, key, self.clock.now())
+        await self._audit(actor, "run_now", {"key": key})
+        return timer
 
     async def bulk(
         self,
         action: BulkAction | str,
         filter: TimerFilter,
         *,
+        keys: Sequence[str] | None = None,
         batch: int = BULK_BATCH,
         dry_run: bool = False,
+        actor: Actor | None = None,
     ) -> int:
-        """Cancel, replay or run now every timer ``filter`` takes (see :func:`timer_filter`)
-        that the action applies to; returns how many changed (with ``dry_run``, how many
-        match). Runs in batches of ``batch`` rows, each its own transaction, walking ids
-        upwards: a timer that dies again meanwhile is not replayed twice in one run."""
+        """Cancel, replay, run now or delete every timer ``filter`` takes (see
+        :func:`timer_filter`) — of ``keys`` only, when given (a selection, up to
+        :data:`~duetime.model.MAX_BULK_KEYS`) — that the action applies to; returns how many
+        changed (with ``dry_run``, how many match). Runs in batches of ``batch`` rows, each its
+        own transaction, walking ids upwards: a timer that dies again meanwhile is not replayed
+        twice in one run. The audit log gets one entry, with the count, once the last batch is
+        done (or once one fails: with the count reached, marked ``interrupted``)."""
         await self.open()
         checked = check_action(action)
+        chosen = None if keys is None else check_keys(keys)
         if dry_run:
             return await self.store.count_matching(
-                self.namespace, checked, filter, self.clock.now()
+                self.namespace, checked, filter, self.clock.now(), chosen
             )
         check_limit(batch, "batch", maximum=10_000)
-        changed, after = 0, 0
-        while True:
-            now = self.clock.now()
-            step, last = await self.store.bulk_batch(
-                self.namespace, checked, filter, after, now, batch
-            )
-            changed += step
-            if last is None:
-                return changed
-            after = last
+        changed, after, finished = 0, 0, False
+        try:
+            while True:
+                now = self.clock.now()
+                step, last = await self.store.bulk_batch(
+                    self.namespace, checked, filter, after, now, batch, chosen
+                )
+                changed += step
+                if last is None:
+                    finished = True
+                    return changed
+                after = last
+        finally:
+            target = filter_target(filter, chosen)
+            if not finished:
+                target["interrupted"] = True
+            if finished or changed:
+                await self._audit(actor, f"bulk_{checked}", target, changed)
 
     async def counts(self) -> dict[Status, int]:
         """Timers by status in the hot table (on PostgreSQL, archived ones are not counted)."""
@@ -626,11 +669,11 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
     async def maintain(self) -> MaintenanceReport:
         """The retention step once, now (workers run it every ``maintenance_interval``): move
         what finished ``archive_after`` ago to the history (PostgreSQL), delete what finished
-        ``retention`` ago, in every namespace."""
+        ``retention`` ago, and the audit log's entries as old, in every namespace."""
         await self._open_store(migrate=self.settings.migrate)
-        from duetime.services.retention import policy_of
+        from duetime.services.retention import maintain, policy_of
 
-        return await self.store.history.maintain(policy_of(self.settings), self.clock.now())
+        return await maintain(self.store, policy_of(self.settings), self.clock.now())
 
     # -- working ----------------------------------------------------------------------------
     def worker(

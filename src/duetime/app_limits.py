@@ -7,30 +7,25 @@ restart. The rules are :mod:`duetime.model.limits`'s; the rate math :mod:`duetim
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from duetime.app_audit import AuditMethods
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.errors import NotFound
 from duetime.model import Page
+from duetime.model.audit import Actor
 from duetime.model.limits import FlowRule, FlowStatus, check_pattern, new_rule
 from duetime.ratelimit import Rate, parse_rate
 from duetime.store import Store
 from duetime.validation import check_limit
 
 
-class LimitMethods:
-    """Limits, pause and resume (mixed into the facade)."""
+class LimitMethods(AuditMethods):
+    """Limits, pause and resume (mixed into the facade); each change is audited."""
 
     store: Store
     clock: Clock
     namespace: str
     settings: Settings
-
-    if TYPE_CHECKING:
-
-        async def open(self, *, create_namespace: bool | None = None) -> object:
-            """Provided by the app."""
 
     async def set_limit(
         self,
@@ -40,6 +35,7 @@ class LimitMethods:
         rate: str | Rate | None = None,
         burst: int | None = None,
         partition_by: str | None = None,
+        actor: Actor | None = None,
     ) -> FlowRule:
         """Limit the types ``pattern`` matches (``email.*``) on every node: at most
         ``concurrency`` attempts running at once, at most ``rate`` starts (``"100/s"``,
@@ -57,16 +53,24 @@ class LimitMethods:
         )
         await self.open()
         cap = self.settings.max_limits
-        return await self.store.limits.put_limit(rule, self.clock.now(), cap)
+        stored = await self.store.limits.put_limit(rule, self.clock.now(), cap)
+        limit = {
+            name: value
+            for name, value in stored.to_dict().items()
+            if name in ("concurrency", "rate", "burst", "partition_by") and value is not None
+        }
+        await self._audit(actor, "limit_set", {"pattern": pattern, "limit": limit})
+        return stored
 
-    async def remove_limit(self, pattern: str) -> None:
+    async def remove_limit(self, pattern: str, *, actor: Actor | None = None) -> None:
         """Drop the pattern's limit (a pause stays); NotFound when it has none."""
         check_pattern(pattern)
         await self.open()
         if not await self.store.limits.remove_limit(self.namespace, pattern, self.clock.now()):
             raise NotFound(f"no limit on {pattern!r} in namespace {self.namespace!r}")
+        await self._audit(actor, "limit_remove", {"pattern": pattern})
 
-    async def pause(self, pattern: str) -> FlowRule:
+    async def pause(self, pattern: str, *, actor: Actor | None = None) -> FlowRule:
         """Stop starting the types ``pattern`` matches, on every node: their timers stay
         scheduled, in order, until :meth:`resume`."""
         check_pattern(pattern)
@@ -75,9 +79,10 @@ class LimitMethods:
         cap = self.settings.max_limits
         rule = await self.store.limits.set_paused(self.namespace, pattern, True, now, cap)
         assert rule is not None  # a paused row is never pruned
+        await self._audit(actor, "pause", {"pattern": pattern})
         return rule
 
-    async def resume(self, pattern: str) -> None:
+    async def resume(self, pattern: str, *, actor: Actor | None = None) -> None:
         """Let the paused types run again: their due timers start oldest first (expiry rules
         apply as after downtime). NotFound when ``pattern`` is not paused."""
         check_pattern(pattern)
@@ -86,6 +91,7 @@ class LimitMethods:
         if not any(r.pattern == pattern and r.paused for r in rules):
             raise NotFound(f"{pattern!r} is not paused in namespace {self.namespace!r}")
         await self.store.limits.set_paused(self.namespace, pattern, False, self.clock.now())
+        await self._audit(actor, "resume", {"pattern": pattern})
 
     async def limits(self) -> list[FlowStatus]:
         """The namespace's rules with what each holds now (running, held back, oldest held):

@@ -11,10 +11,12 @@ from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from duetime.app_audit import AuditMethods
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.errors import CapReached, Conflict, InvalidInput, NotFound
 from duetime.model import JSON, OnConflict, Page, Schedule
+from duetime.model.audit import Actor
 from duetime.model.schedules import NewSchedule
 from duetime.recurrence.calendar import CALENDAR_FIELDS
 from duetime.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 _REVISE_TRIES = 20
 
 
-class ScheduleMethods:
+class ScheduleMethods(AuditMethods):
     """Schedules are data: each occurrence becomes an ordinary timer (see docs/schedules.md)."""
 
     store: Store
@@ -49,9 +51,6 @@ class ScheduleMethods:
     settings: Settings
 
     if TYPE_CHECKING:
-
-        async def open(self, *, create_namespace: bool | None = None) -> object:
-            """Provided by the app: connects (and migrates) on first use."""
 
         @property
         def is_open(self) -> bool:
@@ -305,15 +304,21 @@ class ScheduleMethods:
         await self.open()
         return (await self._revise(check_schedule_name(name), define))[1]
 
-    async def pause_schedule(self, name: str) -> Schedule:
+    async def pause_schedule(self, name: str, *, actor: Actor | None = None) -> Schedule:
         """Stop firing (occurrences made ahead of time are withdrawn) until resumed."""
-        return await self.update_schedule(name, active=False)
+        schedule = await self.update_schedule(name, active=False)
+        await self._audit(actor, "schedule_pause", {"schedule": schedule.name})
+        return schedule
 
-    async def resume_schedule(self, name: str) -> Schedule:
+    async def resume_schedule(self, name: str, *, actor: Actor | None = None) -> Schedule:
         """Fire again from the next occurrence after now (the paused time is not caught up)."""
-        return await self.update_schedule(name, active=True)
+        schedule = await self.update_schedule(name, active=True)
+        await self._audit(actor, "schedule_resume", {"schedule": schedule.name})
+        return schedule
 
-    async def delete_schedule(self, name: str) -> tuple[Schedule, int]:
+    async def delete_schedule(
+        self, name: str, *, actor: Actor | None = None
+    ) -> tuple[Schedule, int]:
         """Delete a schedule; its pending occurrences are cancelled (how many is returned)."""
         await self.open()
         deleted = await self.schedules.delete_schedule(
@@ -321,6 +326,8 @@ class ScheduleMethods:
         )
         if deleted is None:
             raise self._missing(name)
+        target = {"schedule": deleted[0].name, "cancelled": deleted[1]}
+        await self._audit(actor, "schedule_delete", target)
         return deleted
 
     async def preview(

@@ -11,16 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from duetime.app_audit import AuditMethods
 from duetime.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
 from duetime.caps import check_namespace_room, check_token_room
 from duetime.clock import Clock
 from duetime.config import Settings
+from duetime.model.audit import Actor
 from duetime.model.tokens import TokenInfo
 from duetime.store import Store
 
 
-class TokenMethods:
-    """The API tokens of the app's database (mixed into the facade)."""
+class TokenMethods(AuditMethods):
+    """The API tokens of the app's database (mixed into the facade).
+
+    Creating and revoking one is audited in each namespace the token may use (a ``*`` token's
+    in every namespace there is): each tenant's log says who was given access to it."""
 
     store: Store
     clock: Clock
@@ -32,7 +37,12 @@ class TokenMethods:
             """Provided by the app: connects (and migrates) without creating a namespace."""
 
     async def issue_token(
-        self, namespaces: Iterable[str], *, read_only: bool = False, name: str | None = None
+        self,
+        namespaces: Iterable[str],
+        *,
+        read_only: bool = False,
+        name: str | None = None,
+        actor: Actor | None = None,
     ) -> IssuedToken:
         """Create a token for ``namespaces`` (``*`` for all) and the namespaces it names; the
         secret it returns is the only copy there will ever be. At most ``max_tokens`` are
@@ -46,14 +56,30 @@ class TokenMethods:
         for namespace in scope:
             if namespace != ALL_NAMESPACES:
                 await self.store.ensure_namespace(namespace, now)
-        return await issue_token(self.store.tokens, scope, read_only=read_only, name=name, now=now)
+        issued = await issue_token(
+            self.store.tokens, scope, read_only=read_only, name=name, now=now
+        )
+        await self._audit_token(actor, "token_create", issued.info)
+        return issued
 
     async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
         """Every active token (and the revoked ones with ``include_revoked``), oldest first."""
         await self._open_store(migrate=self.settings.migrate)
         return await self.store.tokens.list_tokens(include_revoked=include_revoked)
 
-    async def revoke_token(self, token_id: int) -> TokenInfo:
+    async def revoke_token(self, token_id: int, *, actor: Actor | None = None) -> TokenInfo:
         """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""
         await self._open_store(migrate=self.settings.migrate)
-        return await self.store.tokens.revoke_token(token_id, self.clock.now())
+        info = await self.store.tokens.revoke_token(token_id, self.clock.now())
+        await self._audit_token(actor, "token_revoke", info)
+        return info
+
+    async def _audit_token(self, actor: Actor | None, action: str, info: TokenInfo) -> None:
+        namespaces = await self.store.list_namespaces() if info.all_namespaces else info.namespaces
+        target = {
+            "token": info.id,
+            "name": info.name,
+            "namespaces": list(info.namespaces),
+            "read_only": info.read_only,
+        }
+        await self._audit(actor, action, target, namespaces=namespaces)

@@ -17,7 +17,7 @@ from typing import Any
 from duetime.controls import IDENTIFIER_CONTROL
 from duetime.errors import InvalidInput
 from duetime.jsontext import json_text, load_json
-from duetime.model import JSON
+from duetime.model import JSON, MAX_BULK_KEYS
 
 MAX_KEY_LENGTH = 255
 MAX_STORED_KEY_LENGTH = MAX_KEY_LENGTH + 64
@@ -70,6 +70,17 @@ def check_lookup_key(value: object, field: str = "key") -> str:
         if len(value) <= MAX_KEY_LENGTH
         else check_identifier_text(value, field)
     )
+
+
+def check_keys(value: object, field: str = "keys") -> list[str]:
+    """A selection of keys for a bulk action: 1 to MAX_BULK_KEYS of them, each a key to look
+    up (``keys[3]`` named when bad); repeats are read once."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise InvalidInput(field, "must be a list of keys")
+    if not 1 <= len(value) <= MAX_BULK_KEYS:
+        raise InvalidInput(field, f"must hold 1 to {MAX_BULK_KEYS} keys, not {len(value)}")
+    keys = [check_lookup_key(key, f"{field}[{index}]") for index, key in enumerate(value)]
+    return list(dict.fromkeys(keys))
 
 
 def check_producer(value: object, field: str = "producer") -> str:

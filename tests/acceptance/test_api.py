@@ -98,17 +98,10 @@ def test_list_a_users_tasks_including_executed_ones_and_cancel_only_scheduled(
     assert detail["timer"]["fired_at"] is not None
     assert [a["outcome"] for a in detail["attempts"]] == ["done"]
 
-    executed = client.delete(f"{NS}/timers/h-soon")
-    assert executed.status_code == 409
-    assert executed.json()["code"] == "conflict"
-    assert executed.json()["field"] == "key"
-
     cancelled = client.delete(f"{NS}/timers/h-later")
     assert cancelled.status_code == 200
     assert cancelled.json()["action"] == "cancelled"
     assert cancelled.json()["timer"]["status"] == "cancelled"
-    again = client.delete(f"{NS}/timers/h-later")
-    assert again.status_code == 409
 
     unknown = client.delete(f"{NS}/timers/no-such-key")
     assert unknown.status_code == 404
@@ -116,6 +109,13 @@ def test_list_a_users_tasks_including_executed_ones_and_cancel_only_scheduled(
 
     done_only = client.get(f"{NS}/timers", params={"subject": subject, "status": "done"})
     assert [t["key"] for t in done_only.json()["items"]] == ["h-soon"]
+
+    # A finished timer is deleted (the one just cancelled too); then it is gone.
+    for key, status in (("h-soon", "done"), ("h-later", "cancelled")):
+        deleted = client.delete(f"{NS}/timers/{key}")
+        assert deleted.status_code == 200
+        assert (deleted.json()["action"], deleted.json()["timer"]["status"]) == ("deleted", status)
+        assert client.get(f"{NS}/timers/{key}").status_code == 404
 
 
 # -- idempotency, events, dead letters -------------------------------------------------------
@@ -135,7 +135,7 @@ def test_same_key_twice_creates_then_updates_and_keep_keeps(client: httpx.Client
     assert first.json()["timer"]["id"] == kept.json()["timer"]["id"]
 
 
-def test_a_fired_timer_is_kept_not_updated_and_cannot_be_cancelled(
+def test_a_fired_timer_is_kept_not_updated_and_its_delete_frees_the_key(
     client: httpx.Client,
 ) -> None:
     body = {"type": "followup.email", "key": "fired-1", "delay": 0.2, "payload": {"v": 1}}
@@ -144,9 +144,11 @@ def test_a_fired_timer_is_kept_not_updated_and_cannot_be_cancelled(
     again = client.post(f"{NS}/timers", json={**body, "payload": {"v": 2}})
     assert (again.status_code, again.json()["action"]) == (200, "kept")
     assert again.json()["timer"]["payload"] == {"v": 1}
-    refused = client.delete(f"{NS}/timers/fired-1")
-    assert refused.status_code == 409
-    assert "done" in refused.json()["message"]
+    deleted = client.delete(f"{NS}/timers/fired-1")
+    assert (deleted.status_code, deleted.json()["action"]) == (200, "deleted")
+    anew = client.post(f"{NS}/timers", json={**body, "delay": 3600, "payload": {"v": 3}})
+    assert (anew.status_code, anew.json()["action"]) == (201, "created")
+    assert anew.json()["timer"]["id"] > deleted.json()["timer"]["id"]
 
 
 def test_emit_fires_now_and_an_existing_key_is_kept(shop: Server, client: httpx.Client) -> None:

@@ -14,8 +14,9 @@ answered 400 by uvicorn's parser before the API sees it; that answer is accepted
 Two checks are left out. ``positive_data_acceptance`` (schema-valid ⇒ 2xx): JSON Schema cannot
 say that a timezone must exist, that a cron expression's fields must be in range or that
 2025-02-29 is not a date, so schema-valid bodies are rightly refused with a 422 naming the field.
-``use_after_free`` (a deleted resource answers 404): ``DELETE`` on a timer cancels it, and the
-cancelled timer stays readable with its history, as documented.
+``use_after_free`` (a deleted resource answers 404): ``DELETE`` on a pending timer cancels it,
+and the cancelled timer stays readable with its history, as documented (a second ``DELETE``
+deletes it).
 """
 
 from __future__ import annotations

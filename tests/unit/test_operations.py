@@ -62,11 +62,12 @@ def test_the_filter_reads_each_field_and_names_a_bad_one() -> None:
 
 
 def test_bulk_actions_are_a_closed_set() -> None:
-    assert [check_action(a) for a in ("cancel", "replay", "run_now")] == [
+    assert [check_action(a) for a in ("cancel", "replay", "run_now", "delete")] == [
         "cancel",
         "replay",
         "run_now",
+        "delete",
     ]
     with pytest.raises(InvalidInput) as caught:
-        check_action("delete")
+        check_action("purge")
     assert caught.value.field == "action"

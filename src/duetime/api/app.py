@@ -13,7 +13,17 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
-from duetime.api import events, fast, limits, live, operations, schedules, system, timers
+from duetime.api import (
+    audit,
+    events,
+    fast,
+    limits,
+    live,
+    operations,
+    schedules,
+    system,
+    timers,
+)
 from duetime.api.budget import RequestBudget, request_budget
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
@@ -96,6 +106,7 @@ def create_api(
     api.include_router(schedules.router)
     api.include_router(schedules.preview_router)
     api.include_router(limits.router)
+    api.include_router(audit.router)
     api.include_router(system.router)
     static = resources.files("duetime.api").joinpath("static")
     api.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -18,6 +18,7 @@ from duetime.api.service import Service
 from duetime.app import AsyncApp
 from duetime.auth import Forbidden, TokenInfo, Unauthorized, authenticate, bearer_token
 from duetime.errors import NotFound, UnknownNamespace
+from duetime.model.audit import Actor
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -109,10 +110,19 @@ async def readable(
 
 
 async def writable(namespace: NamespacePath, request: Request, credentials: BearerDep) -> AsyncApp:
-    """The facade of an existing namespace the caller may change."""
+    """The facade of an existing namespace the caller may change; who the caller is stays on
+    the request, for the audit log (:func:`actor_of`)."""
     service = service_of(request)
-    require_writable(await principal_of(request, service, credentials), namespace)
+    principal = await principal_of(request, service, credentials)
+    require_writable(principal, namespace)
+    request.state.principal = principal
     return await service.namespaces.existing(namespace)
+
+
+def actor_of(request: Request) -> Actor:
+    """Who makes this request, as the audit log names them: the token :func:`writable` let in
+    (by its name), or ``local`` when the server runs without auth."""
+    return Actor.of_token(getattr(request.state, "principal", None), "api")
 
 
 async def writable_of(request: Request) -> AsyncApp:
@@ -121,7 +131,9 @@ async def writable_of(request: Request) -> AsyncApp:
     token from the Authorization header, the same answers."""
     namespace: str = request.path_params["namespace"]
     service = service_of(request)
-    require_writable(await principal_of(request, service, None), namespace)
+    principal = await principal_of(request, service, None)
+    require_writable(principal, namespace)
+    request.state.principal = principal
     return await service.namespaces.existing(namespace)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json
+from duetime.api.deps import ReadApp, ServiceDep, WriteApp, actor_of, read_json
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import errors, json_body, not_null
 from duetime.errors import InvalidInput
@@ -174,7 +174,7 @@ async def set_limit(
 ) -> JSONResponse:
     """Replace the pattern's limit (a pause stays) on every node, from their next claim."""
     fields = _limit_fields(await _object(request, service))
-    return _answer("set", await app.set_limit(pattern, **fields))
+    return _answer("set", await app.set_limit(pattern, **fields, actor=actor_of(request)))
 
 
 @router.delete(
@@ -183,9 +183,9 @@ async def set_limit(
     response_model=LimitChangedOut,
     responses=errors(401, 403, 404, 422),
 )
-async def remove_limit(app: WriteApp, pattern: Pattern) -> JSONResponse:
+async def remove_limit(request: Request, app: WriteApp, pattern: Pattern) -> JSONResponse:
     """Drop the pattern's limit (a pause stays); 404 when it has none."""
-    await app.remove_limit(pattern)
+    await app.remove_limit(pattern, actor=actor_of(request))
     return _answer("removed", None)
 
 
@@ -198,7 +198,8 @@ async def remove_limit(app: WriteApp, pattern: Pattern) -> JSONResponse:
 )
 async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Start none of the types the pattern matches, on any node; their timers wait in order."""
-    return _answer("paused", await app.pause(_pattern_of(await _object(request, service))))
+    pattern = _pattern_of(await _object(request, service))
+    return _answer("paused", await app.pause(pattern, actor=actor_of(request)))
 
 
 @router.post(
@@ -210,5 +211,5 @@ async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONRes
 )
 async def resume(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """The paused types start again, oldest due first; 404 when the pattern is not paused."""
-    await app.resume(_pattern_of(await _object(request, service)))
+    await app.resume(_pattern_of(await _object(request, service)), actor=actor_of(request))
     return _answer("resumed", None)

@@ -1,5 +1,6 @@
 """``/v1/namespaces/{namespace}/…``: what an operator does to timers — run one now, or cancel,
-replay or run now every timer a filter takes, after seeing how many that is.
+replay, run now or delete every timer a filter (or a selection of keys) takes, after seeing how
+many that is. Each action is written to the audit log with the token that asked for it.
 
 A bulk action goes through :meth:`AsyncApp.bulk`: set-based SQL, in batches of a thousand rows
 each in its own transaction, so acting on 100,000 timers never holds their locks at once.
@@ -7,12 +8,12 @@ each in its own transaction, so acting on 100,000 timers never holds their locks
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from duetime.api.deps import ServiceDep, WriteApp, read_json
+from duetime.api.deps import ServiceDep, WriteApp, actor_of, read_json
 from duetime.api.formats import WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
@@ -27,8 +28,9 @@ from duetime.api.schemas import (
 )
 from duetime.api.timers import Key
 from duetime.errors import InvalidInput
+from duetime.model import MAX_BULK_KEYS
 from duetime.timer_filters import check_action, timer_filter
-from duetime.validation import MAX_SUBJECT_LENGTH
+from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, check_keys
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
@@ -58,21 +60,33 @@ class FilterIn(BaseModel):
     )
 
 
+Action = Literal["cancel", "replay", "run_now", "delete"]
+
+
 class BulkIn(BaseModel):
     """``cancel`` takes scheduled and retrying timers, ``replay`` dead ones, ``run_now``
-    scheduled and retrying ones not due yet; other timers the filter takes are left alone."""
+    scheduled and retrying ones not due yet, ``delete`` finished ones (done, dead, cancelled,
+    expired: with their attempts and history); other timers it is given are left alone."""
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["cancel", "replay", "run_now"]
+    action: Action
     filter: FilterIn = Field(
         default_factory=lambda: FilterIn.model_validate({}), description="Absent: every timer"
+    )
+    keys: (
+        list[Annotated[str, Field(max_length=MAX_STORED_KEY_LENGTH, pattern=IDENTIFIER)]] | None
+    ) = Field(
+        None,
+        min_length=1,
+        max_length=MAX_BULK_KEYS,
+        description="Only the timers with these keys (a selection); the filter narrows them",
     )
     dry_run: bool = Field(False, description="Only count the timers it would take")
 
 
 class BulkOut(BaseModel):
-    action: Literal["cancel", "replay", "run_now"]
+    action: Action
     dry_run: bool
     count: int = Field(description="Timers changed (with dry_run: that would be taken now)")
 
@@ -83,15 +97,15 @@ class BulkOut(BaseModel):
     response_model=ChangedOut,
     responses=errors(401, 403, 404, 409, 422),
 )
-async def run_now(app: WriteApp, key: Key) -> JSONResponse:
+async def run_now(request: Request, app: WriteApp, key: Key) -> JSONResponse:
     """A scheduled or retrying timer becomes due at once; 409 for any other status."""
-    timer = await app.run_now(key)
+    timer = await app.run_now(key, actor=actor_of(request))
     return JSONResponse({"action": "made_due", "timer": timer.to_dict()})
 
 
 @router.post(
     "/timers/bulk",
-    summary="Cancel, replay or run now every timer a filter takes",
+    summary="Cancel, replay, run now or delete every timer a filter or a selection takes",
     response_model=BulkOut,
     responses=errors(400, 401, 403, 404, 413, 422),
     openapi_extra=json_body(BulkIn),
@@ -110,7 +124,8 @@ async def bulk(request: Request, app: WriteApp, service: ServiceDep) -> JSONResp
     if not isinstance(dry_run, bool):
         raise InvalidInput("dry_run", "must be true or false")
     found = timer_filter(**_filter_fields(data.get("filter", {})), now=app.clock.now())
-    count = await app.bulk(action, found, dry_run=dry_run)
+    keys = None if data.get("keys") is None else check_keys(data["keys"])
+    count = await app.bulk(action, found, keys=keys, dry_run=dry_run, actor=actor_of(request))
     return JSONResponse({"action": action, "dry_run": dry_run, "count": count})
 
 

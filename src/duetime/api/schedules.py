@@ -13,7 +13,14 @@ from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request
 
-from duetime.api.deps import PrincipalDep, ReadApp, ServiceDep, WriteApp, read_json
+from duetime.api.deps import (
+    PrincipalDep,
+    ReadApp,
+    ServiceDep,
+    WriteApp,
+    actor_of,
+    read_json,
+)
 from duetime.api.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, timezones
 from duetime.api.responses import JSONResponse
 from duetime.api.schedule_schemas import (
@@ -196,9 +203,9 @@ async def update_schedule(
     response_model=ScheduleChangedOut,
     responses=errors(401, 403, 404, 422, extra=RACED),
 )
-async def pause_schedule(app: WriteApp, name: Name) -> JSONResponse:
+async def pause_schedule(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """No occurrences until resumed; those made ahead of time are withdrawn."""
-    return _answer("paused", await app.pause_schedule(name))
+    return _answer("paused", await app.pause_schedule(name, actor=actor_of(request)))
 
 
 @router.post(
@@ -207,9 +214,9 @@ async def pause_schedule(app: WriteApp, name: Name) -> JSONResponse:
     response_model=ScheduleChangedOut,
     responses=errors(401, 403, 404, 422, extra=RACED),
 )
-async def resume_schedule(app: WriteApp, name: Name) -> JSONResponse:
+async def resume_schedule(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """From the next occurrence after now: the paused time is not caught up."""
-    return _answer("resumed", await app.resume_schedule(name))
+    return _answer("resumed", await app.resume_schedule(name, actor=actor_of(request)))
 
 
 @router.delete(
@@ -218,9 +225,9 @@ async def resume_schedule(app: WriteApp, name: Name) -> JSONResponse:
     response_model=ScheduleDeletedOut,
     responses=errors(401, 403, 404, 422),
 )
-async def delete_schedule(app: WriteApp, name: Name) -> JSONResponse:
+async def delete_schedule(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """Its pending occurrences are cancelled (`cancelled` says how many); history stays."""
-    schedule, cancelled = await app.delete_schedule(name)
+    schedule, cancelled = await app.delete_schedule(name, actor=actor_of(request))
     return JSONResponse(
         {"action": "deleted", "schedule": schedule.to_dict(), "cancelled": cancelled}
     )

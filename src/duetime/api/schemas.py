@@ -204,7 +204,7 @@ class PutOut(BaseModel):
 
 
 class ChangedOut(BaseModel):
-    action: Literal["cancelled", "replayed", "made_due"]
+    action: Literal["cancelled", "replayed", "made_due", "deleted"]
     timer: TimerOut
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from duetime.api import compat
-from duetime.api.deps import ReadApp, ServiceDep, WriteApp, read_json, service_of
+from duetime.api.deps import ReadApp, ServiceDep, WriteApp, actor_of, read_json, service_of
 from duetime.api.formats import WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
@@ -164,15 +164,24 @@ async def show_timer(app: ReadApp, key: Key) -> JSONResponse:
 
 @router.delete(
     "/timers/{key:path}",
-    summary="Cancel a timer that has not fired",
+    summary="Cancel a pending timer, or delete a finished one",
     response_model=ChangedOut,
     responses=errors(401, 403, 404, 409, 422),
 )
-async def cancel_timer(app: WriteApp, key: Key, service: ServiceDep) -> JSONResponse:
-    """Only while scheduled or waiting for a retry; 409 once it has fired."""
-    timer = await app.cancel(key)
-    service.metrics.cancelled(timer.namespace, timer.type)
-    return JSONResponse({"action": "cancelled", "timer": timer.to_dict()})
+async def cancel_timer(
+    request: Request, app: WriteApp, key: Key, service: ServiceDep
+) -> JSONResponse:
+    """A scheduled or retrying timer is cancelled (`action: cancelled`); a finished one (done,
+    dead, cancelled, expired) is deleted with its attempts and history (`action: deleted`, the
+    timer as it was; its key may then be scheduled again); a running one is a 409 — let it
+    finish. So a second DELETE deletes the timer the first one cancelled."""
+    actor = actor_of(request)
+    if (await app.get(key)).status.is_pending:
+        timer = await app.cancel(key, actor=actor)
+        service.metrics.cancelled(timer.namespace, timer.type)
+        return JSONResponse({"action": "cancelled", "timer": timer.to_dict()})
+    timer = await app.delete(key, actor=actor)
+    return JSONResponse({"action": "deleted", "timer": timer.to_dict()})
 
 
 @router.post(
@@ -251,9 +260,9 @@ async def dead_types(
     response_model=ChangedOut,
     responses=errors(401, 403, 404, 409, 422),
 )
-async def replay_dead(app: WriteApp, key: Key) -> JSONResponse:
+async def replay_dead(request: Request, app: WriteApp, key: Key) -> JSONResponse:
     """Due now, with a fresh set of attempts; 409 unless the timer is dead."""
-    timer = await app.replay(key)
+    timer = await app.replay(key, actor=actor_of(request))
     return JSONResponse({"action": "replayed", "timer": timer.to_dict()})
 
 

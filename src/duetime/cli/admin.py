@@ -68,6 +68,8 @@ def prune(retention: str | None, archive_after: str | None) -> None:
         return
     console = output.stdout()
     console.print(f"archived {report.archived}, deleted {report.deleted}")
+    if report.audit_deleted:
+        console.print(f"audit log entries deleted: {report.audit_deleted}")
     for verb, names in (
         ("created", report.partitions_created),
         ("dropped", report.partitions_dropped),

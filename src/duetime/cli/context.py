@@ -16,11 +16,13 @@ from duetime import eventloop
 from duetime.app import AsyncApp
 from duetime.config import DEFAULT_DATABASE_URL, Settings
 from duetime.logs import LOG_FORMATS, configure
+from duetime.model.audit import LOCAL, Actor
 
 T = TypeVar("T")
 FC = TypeVar("FC", bound=Callable[..., Any])
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+CLI_ACTOR = Actor(LOCAL, "cli")
 
 
 @dataclass
@@ -40,7 +42,11 @@ class CliConfig:
         return Settings.from_env(database_url=self.database_url, namespace=self.namespace)
 
     def app(self) -> AsyncApp:
-        return AsyncApp(settings=self.settings(), producer="cli", create_namespace=False)
+        """The facade; its operator calls are audited as made by ``local`` via ``cli`` (who
+        runs the CLI holds the database itself, no token)."""
+        return AsyncApp(
+            settings=self.settings(), producer="cli", create_namespace=False, actor=CLI_ACTOR
+        )
 
     def setup_logging(self, default: str = "warning") -> None:
         configure(self.log_level or default, self.log_format or "text")

@@ -10,6 +10,8 @@ from duetime.cli.context import common_options, config, run_app
 from duetime.cli.timers import print_page
 from duetime.errors import Conflict
 from duetime.model import Page, Timer
+from duetime.model.audit import filter_target
+from duetime.timer_filters import timer_filter
 
 REPLAY_PAGE = 500
 
@@ -68,7 +70,22 @@ def replay(
         return
 
     async def every(app: AsyncApp) -> list[str]:
+        await app.open()
+        target = filter_target(timer_filter(status="dead", **narrowing, now=app.clock.now()))
         replayed: list[str] = []
+        actor, app.actor = app.actor, None  # one entry for the whole run, not one per timer
+        finished = False
+        try:
+            await replay_pages(app, replayed)
+            finished = True
+            return replayed
+        finally:
+            if not finished:
+                target["interrupted"] = True
+            if finished or replayed:
+                await app.record_action("bulk_replay", target, len(replayed), actor=actor)
+
+    async def replay_pages(app: AsyncApp, replayed: list[str]) -> None:
         cursor: str | None = None
         while True:
             # Replayed timers leave the queue; the cursor moves past them, so timers that die
@@ -81,7 +98,7 @@ def replay(
                     continue
                 replayed.append(timer.key)
             if page.next_cursor is None:
-                return replayed
+                return
             cursor = page.next_cursor
 
     keys = run_app(every, create_namespace=False)

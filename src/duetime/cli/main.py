@@ -16,6 +16,7 @@ import click
 from duetime import __version__
 from duetime.cli import output
 from duetime.cli.admin import migrate, nodes, prune
+from duetime.cli.audit import audit
 from duetime.cli.context import (
     CliConfig,
     database_url_option,
@@ -24,6 +25,7 @@ from duetime.cli.context import (
     namespace_option,
 )
 from duetime.cli.dead import dead
+from duetime.cli.deleting import delete
 from duetime.cli.events import events
 from duetime.cli.limits import limits, pause, resume
 from duetime.cli.namespaces import namespaces
@@ -124,6 +126,8 @@ cli.add_command(namespaces)
 cli.add_command(limits)
 cli.add_command(pause)
 cli.add_command(resume)
+cli.add_command(delete)
+cli.add_command(audit)
 
 
 def _short(text: str, limit: int) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from duetime.controls import escape_controls, escape_json_controls
 from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
 from duetime.model import JSON, Attempt, Node, PutResult, Timer
+from duetime.model.audit import AuditEntry, describe_target
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faster --json)
     from rich.console import Console
@@ -291,4 +292,26 @@ def counts_table(counts: dict[str, int], title: str | None = None, label: str = 
     table.add_column("count", justify="right")
     for name, count in counts.items():
         add_row(table, name, str(count))
+    return table
+
+
+def audit_table(entries: Sequence[AuditEntry]) -> Table:
+    """The audit log as an operator reads it: when, who (and through what), what, on what."""
+    table = new_table()
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("actor", overflow="fold")
+    table.add_column("via", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)
+    table.add_column("target", overflow="fold")
+    for entry in entries:
+        add_row(
+            table,
+            when(entry.at),
+            entry.actor,
+            entry.via,
+            entry.action,
+            str(entry.count),
+            describe_target(entry.target),
+        )
     return table

@@ -393,10 +393,13 @@ class DeadType:
         }
 
 
-BulkAction = Literal["cancel", "replay", "run_now"]
+BulkAction = Literal["cancel", "replay", "run_now", "delete"]
 """What a bulk action does to each timer its filter takes: cancel a pending one, replay a dead
-one, or make a pending one due now (``run_now``: retry now, or run early)."""
-BULK_ACTIONS: tuple[BulkAction, ...] = ("cancel", "replay", "run_now")
+one, make a pending one due now (``run_now``: retry now, or run early), or delete a finished
+one (done, dead, cancelled or expired) with its attempts."""
+BULK_ACTIONS: tuple[BulkAction, ...] = ("cancel", "replay", "run_now", "delete")
+MAX_BULK_KEYS = 1000
+"""Keys one bulk action may name (a selection); a larger set is a filter's job."""
 
 
 def iso(instant: datetime | None) -> str | None:

@@ -17,3 +17,5 @@ NAME_CURSOR_PATTERN = r"^(?:name\.[A-Za-z0-9_.:@+=-]{1,200})?$"
 PATTERN_CURSOR_PATTERN = r"^(?:pattern\.[A-Za-z0-9_.:/*@-]{1,201})?$"
 """The flow control rules, by pattern: after this pattern (a type glob, or ``@`` and a
 destination's name)."""
+AUDIT_CURSOR_PATTERN = r"^(?:audit\.[0-9]{1,19})?$"
+"""The audit log, newest first: before this entry's id."""

@@ -58,6 +58,8 @@ class MaintenanceReport:
     """Timers (and their attempts) deleted from the hot table, past retention."""
     partitions_created: tuple[str, ...] = ()
     partitions_dropped: tuple[str, ...] = ()
+    audit_deleted: int = 0
+    """Audit log entries deleted, past the same retention."""
 
     def __add__(self, other: MaintenanceReport) -> MaintenanceReport:
         return MaintenanceReport(
@@ -65,12 +67,17 @@ class MaintenanceReport:
             self.deleted + other.deleted,
             self.partitions_created + other.partitions_created,
             self.partitions_dropped + other.partitions_dropped,
+            self.audit_deleted + other.audit_deleted,
         )
 
     @property
     def changed(self) -> bool:
         return bool(
-            self.archived or self.deleted or self.partitions_created or self.partitions_dropped
+            self.archived
+            or self.deleted
+            or self.partitions_created
+            or self.partitions_dropped
+            or self.audit_deleted
         )
 
     def to_dict(self) -> dict[str, JSON]:
@@ -79,6 +86,7 @@ class MaintenanceReport:
             "deleted": self.deleted,
             "partitions_created": list(self.partitions_created),
             "partitions_dropped": list(self.partitions_dropped),
+            "audit_deleted": self.audit_deleted,
         }
 
 

@@ -10,9 +10,10 @@ together do not all maintain at the same moment.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from duetime.clock import Clock
 from duetime.config import Settings
@@ -28,6 +29,17 @@ JITTER = 0.2
 
 def policy_of(settings: Settings) -> RetentionPolicy:
     return RetentionPolicy(retention=settings.retention, archive_after=settings.archive_after)
+
+
+async def maintain(store: Store, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
+    """One round: the history's (archive, delete, partitions), then the audit log's entries
+    past the same retention, in batches — the log of who did what lasts as long as the event
+    log of what happened."""
+    report = await store.history.maintain(policy, now)
+    before, pruned = policy.delete_before(now), 0
+    while step := await store.audit.prune(before, policy.batch_size):
+        pruned += step
+    return dataclasses.replace(report, audit_deleted=pruned)
 
 
 class Retention(Service):
@@ -46,7 +58,7 @@ class Retention(Service):
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError("the maintenance interval must be positive")
-        self.history = store.history
+        self.store = store
         self.clock = clock
         self.policy = policy
         self.interval = interval
@@ -60,14 +72,16 @@ class Retention(Service):
 
     async def run_once(self) -> MaintenanceReport:
         """One maintenance round at the clock's now."""
-        report = await self.history.maintain(self.policy, self.clock.now())
+        report = await maintain(self.store, self.policy, self.clock.now())
         self.rounds += 1
         self.total += report
         if report.changed:
             log.info(
-                "retention: archived %d, deleted %d, partitions created %s, dropped %s",
+                "retention: archived %d, deleted %d, audit entries deleted %d, "
+                "partitions created %s, dropped %s",
                 report.archived,
                 report.deleted,
+                report.audit_deleted,
                 ", ".join(report.partitions_created) or "-",
                 ", ".join(report.partitions_dropped) or "-",
             )

@@ -1,9 +1,9 @@
 """Pages of listings, and their opaque cursors: where the next page starts, after the last row.
 
 Callers pass cursors back and never build them; each says which listing it belongs to (``id.``,
-``event.``, ``name.``, ``pattern.``), so one listing's cursor given to another is refused as not
-issued here. They are plain text a pattern describes exactly (the API documents them so), not
-encoded.
+``event.``, ``name.``, ``pattern.``, ``audit.``), so one listing's cursor given to another is
+refused as not issued here. They are plain text a pattern describes exactly (the API documents
+them so), not encoded.
 A listing fetches one row more than the page holds, to know whether another page follows.
 """
 
@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from duetime.errors import InvalidInput
 from duetime.model import BulkAction, Page, TimerFilter
 from duetime.model.cursors import (
+    AUDIT_CURSOR_PATTERN,
     EVENT_CURSOR_PATTERN,
     ID_CURSOR_PATTERN,
     NAME_CURSOR_PATTERN,
@@ -64,14 +65,17 @@ def bulk_params(
     filter: TimerFilter,
     now: datetime,
     instant: Callable[[datetime], Any],
-    statuses: Callable[[tuple[str, ...]], Any],
+    strings: Callable[[Sequence[str]], Any],
+    keys: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The parameters of a bulk action's batch or count: the filter's; ``acts_on``, the
-    statuses the action takes a timer from, as ``statuses`` encodes them for the backend; and
-    ``run_after``: for ``run_now``, only timers not due by ``now`` (else None)."""
+    statuses the action takes a timer from, and ``keys``, the selection (if any), each as
+    ``strings`` encodes a list of text for the backend; and ``run_after``: for ``run_now``,
+    only timers not due by ``now`` (else None)."""
     return {
         **timer_filter_params(namespace, filter, instant),
-        "acts_on": statuses(ACTS_ON[action]),
+        "acts_on": strings(ACTS_ON[action]),
+        "keys": None if keys is None else strings(list(keys)),
         "run_after": instant(now) if action == "run_now" else None,
     }
 
@@ -97,6 +101,7 @@ _ID = re.compile(ID_CURSOR_PATTERN)
 _EVENT = re.compile(EVENT_CURSOR_PATTERN)
 _NAME = re.compile(NAME_CURSOR_PATTERN)
 _PATTERN = re.compile(PATTERN_CURSOR_PATTERN)
+_AUDIT = re.compile(AUDIT_CURSOR_PATTERN)
 _LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
@@ -161,3 +166,15 @@ def decode_pattern_cursor(cursor: str | None) -> str:
     if cursor is None or cursor == "":
         return ""
     return _match(_PATTERN, cursor)
+
+
+def encode_audit_cursor(entry_id: int) -> str:
+    """After the audit log's entry ``entry_id`` (the log is listed newest first)."""
+    return f"audit.{entry_id}"
+
+
+def decode_audit_cursor(cursor: str | None) -> int:
+    """The entry id to list before (past the newest when there is no cursor)."""
+    if cursor is None or cursor == "":
+        return MAX_ID
+    return min(int(_match(_AUDIT, cursor)), MAX_ID)

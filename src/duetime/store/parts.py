@@ -1,7 +1,8 @@
 """The parts of a store: what a backend keeps besides timers, each a small protocol of its own.
 
 A :class:`~duetime.store.protocol.Store` is composed of them — ``store.schedules``,
-``store.history``, ``store.tokens``, ``store.transactions`` and ``store.outbox`` — so what a
+``store.history``, ``store.tokens``, ``store.audit``, ``store.transactions`` and
+``store.outbox`` — so what a
 backend can do is read off its attributes, never guessed from its class or its URL. A part both
 built-in backends keep is always there; one a backend lacks (a third-party store's) is None,
 and :func:`require` turns that None into an error naming the missing part.
@@ -23,6 +24,7 @@ from duetime.model import (
     Schedule,
     Timer,
 )
+from duetime.model.audit import AuditEntry, AuditRecord
 from duetime.model.history import (
     ActivityCount,
     EventFilter,
@@ -280,6 +282,26 @@ class OutboxStore(Protocol):
 
     async def cancel_in(self, connection: object, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel a timer inside the caller's open transaction: undone if it rolls back."""
+        ...
+
+
+class AuditStore(Protocol):
+    """The audit log: operator actions, who asked for them and what they took; both built-in
+    backends keep it."""
+
+    async def record(self, records: Sequence[AuditRecord], now: datetime) -> None:
+        """Write each action to its namespace's log, at ``now``."""
+        ...
+
+    async def list_entries(
+        self, namespace: str, cursor: str | None, limit: int
+    ) -> Page[AuditEntry]:
+        """Newest first, cursor-paginated (``audit.<id>`` cursors)."""
+        ...
+
+    async def prune(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` of the oldest entries written before ``before`` (every
+        namespace's); how many. The retention step calls it until it returns 0."""
         ...
 
 

@@ -37,6 +37,7 @@ from duetime.model import (
 )
 from duetime.store.listeners import WakeupListener
 from duetime.store.parts import (
+    AuditStore,
     HistoryStore,
     LimitStore,
     OutboxStore,
@@ -75,6 +76,11 @@ class Store(Protocol):
     @property
     def tokens(self) -> TokenStore:
         """The REST API's token hashes."""
+        ...
+
+    @property
+    def audit(self) -> AuditStore:
+        """The audit log of operator actions."""
         ...
 
     @property
@@ -163,6 +169,13 @@ class Store(Protocol):
         """Make a pending timer due now (retry now); Conflict unless scheduled or retrying."""
         ...
 
+    async def delete(self, namespace: str, key: str, now: datetime) -> Timer:
+        """Delete a finished timer (done, dead, cancelled, expired) with its attempts, and on
+        PostgreSQL every archived timer of the key with their attempts too; the timer as it
+        was. NotFound for an unknown key, Conflict (saying what to do) for a pending or running
+        one. Its id is never given to another timer."""
+        ...
+
     async def bulk_batch(
         self,
         namespace: str,
@@ -171,11 +184,16 @@ class Store(Protocol):
         after_id: int,
         now: datetime,
         limit: int,
+        keys: Sequence[str] | None = None,
     ) -> tuple[int, int | None]:
         """Apply ``action`` to the next ``limit`` timers (by id, after ``after_id``) that
         ``filter`` takes and the action applies to, in one short transaction. Returns how many
         changed and the last id looked at (None once no timer is left): the caller's next
-        ``after_id``. Rows that changed status meanwhile are skipped."""
+        ``after_id``. Rows that changed status meanwhile are skipped. ``keys``: only the timers
+        with these keys (a selection, read through the key index), as well.
+
+        ``delete`` takes finished timers with their attempts; on PostgreSQL archived ones too
+        (the history's rows), so what a listing shows is what a delete takes."""
         ...
 
     async def dead_types(self, namespace: str, limit: int) -> list[DeadType]:
@@ -183,9 +201,15 @@ class Store(Protocol):
         ...
 
     async def count_matching(
-        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        now: datetime,
+        keys: Sequence[str] | None = None,
     ) -> int:
-        """How many timers a bulk ``action`` with ``filter`` would take at ``now``."""
+        """How many timers a bulk ``action`` with ``filter`` (and ``keys``) would take at
+        ``now``."""
         ...
 
     # -- working ----------------------------------------------------------------------------
@@ -288,6 +312,7 @@ class Store(Protocol):
 
 
 __all__ = [
+    "AuditStore",
     "HistoryStore",
     "LimitStore",
     "OutboxStore",

@@ -12,6 +12,7 @@ const ACTIONS = {
   cancel: { verb: "cancel", done: "cancelled", takes: "scheduled or retrying" },
   replay: { verb: "replay", done: "replayed", takes: "dead" },
   run_now: { verb: "run now", done: "made due now", takes: "pending (not yet due)" },
+  delete: { verb: "delete", done: "deleted", takes: "finished (done, dead, cancelled or expired)" },
 };
 
 const state = {
@@ -20,7 +21,7 @@ const state = {
   view: "overview",
   timerKey: null,
   filter: {},
-  cursors: { timers: null, schedules: null, events: null },
+  cursors: { timers: null, schedules: null, events: null, audit: null },
   eventsFilter: {},
   live: null,
   refreshing: false,
@@ -185,12 +186,18 @@ async function showOverview() {
         "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
         onclick: () => bulk("replay", { status: "dead", type: g.type }),
       }),
+      el("button", {
+        type: "button", class: "danger small", "data-delete": g.type, text: `Delete ${g.count.toLocaleString()}…`,
+        "aria-label": `Delete the ${g.count} dead ${g.type} timers`,
+        onclick: () => bulk("delete", { status: "dead", type: g.type }),
+      }),
     ])]),
   ])));
   $("#dead-types").hidden = !deadTypes.items.length;
   const deadCount = stats.counts.dead ?? 0;
   $("#dead-title").firstChild.textContent = `Dead letters: ${deadCount.toLocaleString()} `;
   $("#dead-replay-all").hidden = deadCount === 0;
+  $("#dead-delete-all").hidden = deadCount === 0;
   $("#dead-all").hidden = deadCount === 0;
   const deadBody = $("#dead tbody");
   deadBody.replaceChildren(...dead.items.map((t) => el("tr", { "data-key": t.key }, [
@@ -418,25 +425,78 @@ async function showTimer() {
     pending && el("button", { type: "button", id: "act-run-now", text: timer.status === "retrying" ? "Retry now" : "Run now", onclick: () => act(timer, "run_now") }),
     timer.status === "dead" && el("button", { type: "button", id: "act-replay", text: "Replay", onclick: () => act(timer, "replay") }),
     pending && el("button", { type: "button", id: "act-cancel", class: "danger", text: "Cancel timer", onclick: () => act(timer, "cancel") }),
+    FINISHED.includes(timer.status) && el("button", { type: "button", id: "act-delete", class: "danger", text: "Delete timer", onclick: () => act(timer, "delete") }),
   ].filter(Boolean));
 }
 
 async function act(timer, action) {
   const what = ACTIONS[action];
   const ok = await confirmed(`${what.verb[0].toUpperCase()}${what.verb.slice(1)} ${timer.key}?`,
-    `${timer.type} · ${timer.status} · due ${instant(timer.due_at)}. ${action === "cancel" ? "A cancelled timer never fires." : ""}`,
+    `${timer.type} · ${timer.status} · due ${instant(timer.due_at)}. ${CONSEQUENCE[action] ?? ""}`,
     `${what.verb[0].toUpperCase()}${what.verb.slice(1)}`);
   if (!ok) return;
   const path = ns(`/timers/${keyPath(timer.key)}`);
   try {
-    if (action === "cancel") await api(path, { method: "DELETE" });
+    // DELETE cancels a pending timer and deletes a finished one: each button shows for one kind.
+    if (action === "cancel" || action === "delete") await api(path, { method: "DELETE" });
     else if (action === "replay") await api(ns(`/dead/${keyPath(timer.key)}/replay`), { method: "POST" });
     else await api(`${path}/run-now`, { method: "POST" });
     notice(`${timer.key} ${what.done}.`, "ok");
-    await refresh();
+    if (action === "delete") location.hash = filterHash({ status: timer.status });  // it is gone
+    else await refresh();
   } catch (error) {
     handleError(error);
   }
+}
+
+const FINISHED = ["done", "dead", "cancelled", "expired"];
+const CONSEQUENCE = {
+  cancel: "A cancelled timer never fires.",
+  delete: "A deleted timer is gone with its attempts and history; its key may be scheduled again.",
+};
+
+// -- audit log -----------------------------------------------------------------------------
+const FILTER_ORDER = ["subject", "status", "type", "due_from", "due_until"];
+const TARGET_ORDER = ["key", "keys", "filter", "schedule", "pattern", "limit", "token", "name"];
+
+function ordered(object, order) {
+  // In a fixed order, as the CLI tells them (PostgreSQL's jsonb keeps no order of its own).
+  const rank = (name) => (order.includes(name) ? order.indexOf(name) : order.length);
+  return Object.entries(object).sort(([a], [b]) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+}
+
+function describeTarget(target) {
+  // As `duetime audit` says it: "keys a, b", "status=dead type=order.*", "pattern email.*".
+  const pairs = (object, order = []) => ordered(object, order).map(([k, v]) => `${k}=${v}`).join(" ");
+  return ordered(target, TARGET_ORDER).map(([name, value]) => {
+    if (name === "filter") return pairs(value, FILTER_ORDER) || "every timer";
+    if (Array.isArray(value)) return `${name} ${value.join(", ")}`;
+    if (value && typeof value === "object") return `${name} ${pairs(value)}`;
+    return `${name} ${value}`;
+  }).join("; ");
+}
+
+function auditRow(e) {
+  const target = describeTarget(e.target);
+  return el("tr", { "data-id": e.id, "data-action": e.action }, [
+    el("td", { class: "mono", text: instant(e.at), title: relative(e.at) }),
+    el("td", { text: e.actor }),
+    el("td", { text: e.via }),
+    el("td", { class: "mono", text: e.action }),
+    el("td", { class: "count-cell", text: e.count.toLocaleString() }),
+    el("td", { class: "mono target", text: target, title: target }),
+  ]);
+}
+
+async function showAudit({ more = false } = {}) {
+  const body = $("#audit tbody");
+  const shown = more ? PAGE : Math.max(PAGE, Math.min(body.querySelectorAll("tr[data-id]").length, 1000));
+  const page = await api(ns("/audit"), { params: { limit: shown, cursor: more ? state.cursors.audit : undefined } });
+  if (more) body.append(...page.items.map(auditRow));
+  else body.replaceChildren(...page.items.map(auditRow));
+  if (!body.querySelectorAll("tr[data-id]").length) emptyRow(body, 6, "No operator action recorded in this namespace.");
+  state.cursors.audit = page.next_cursor;
+  $("#audit-more").hidden = !page.next_cursor;
 }
 
 // -- schedules -----------------------------------------------------------------------------
@@ -722,6 +782,7 @@ const VIEWS = {
   events: showEvents,
   limits: showLimits,
   nodes: showNodes,
+  audit: showAudit,
 };
 
 function route() {
@@ -905,6 +966,8 @@ function wire() {
     card.addEventListener("click", () => { location.hash = filterHash({ status: card.dataset.status }); });
   }
   $("#dead-replay-all").addEventListener("click", () => bulk("replay", { status: "dead" }));
+  $("#dead-delete-all").addEventListener("click", () => bulk("delete", { status: "dead" }));
+  $("#audit-more").addEventListener("click", () => showAudit({ more: true }).catch(handleError));
   $("#timers-more").addEventListener("click", () => showTimers({ more: true }).catch(handleError));
   $("#schedules-more").addEventListener("click", () => showSchedules({ more: true }).catch(handleError));
   $("#events-more").addEventListener("click", () => showEvents({ more: true }).catch(handleError));

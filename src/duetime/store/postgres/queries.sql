@@ -307,6 +307,131 @@ WHERE namespace = %(namespace)s
 ORDER BY id
 LIMIT %(limit)s
 
+-- name: bulk_keys
+-- bulk_batch for a selection of keys: the ids found through timer_keys, then by id.
+SELECT id FROM timers
+WHERE id IN (SELECT timer_id FROM timer_keys
+             WHERE namespace = %(namespace)s AND key = ANY(%(keys)s::text[]))
+  AND namespace = %(namespace)s
+  AND lease_expires_at IS NULL
+  AND id > %(after_id)s
+  AND status = ANY(%(acts_on)s::text[])
+  AND (%(run_after)s::timestamptz IS NULL OR run_at > %(run_after)s::timestamptz)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND
+  -- include: timer_filter
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: count_keys
+-- How many of a selection of keys a bulk action would take: bulk_keys's conditions, counted.
+SELECT count(*) FROM timers
+WHERE id IN (SELECT timer_id FROM timer_keys
+             WHERE namespace = %(namespace)s AND key = ANY(%(keys)s::text[]))
+  AND namespace = %(namespace)s
+  AND lease_expires_at IS NULL
+  AND status = ANY(%(acts_on)s::text[])
+  AND (%(run_after)s::timestamptz IS NULL OR run_at > %(run_after)s::timestamptz)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND
+  -- include: timer_filter
+
+-- name: delete_candidates
+-- A bulk delete's next batch: finished timers of the hot table and of the history (every row
+-- there is finished), ids after the previous batch's last, as the listing shows them both.
+SELECT id FROM (
+    (SELECT id FROM timers
+     WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND id > %(after_id)s
+       AND status = ANY(%(acts_on)s::text[])
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+     ORDER BY id
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND id > %(after_id)s
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+     ORDER BY id
+     LIMIT %(limit)s)
+) AS found
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: delete_key_candidates
+-- delete_candidates for a selection of keys: the hot rows through timer_keys, the archived
+-- ones through timer_history_key.
+SELECT id FROM (
+    (SELECT id FROM timers
+     WHERE id IN (SELECT timer_id FROM timer_keys
+                  WHERE namespace = %(namespace)s AND key = ANY(%(keys)s::text[]))
+       AND namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND id > %(after_id)s
+       AND status = ANY(%(acts_on)s::text[])
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+     ORDER BY id
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND key = ANY(%(keys)s::text[])
+       AND id > %(after_id)s
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+     ORDER BY id
+     LIMIT %(limit)s)
+) AS found
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: count_deletable
+-- How many timers a bulk delete would take: delete_candidates's conditions, counted.
+SELECT
+    (SELECT count(*) FROM timers
+     WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND status = ANY(%(acts_on)s::text[])
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+    )
+    + (SELECT count(*) FROM timer_history
+       WHERE namespace = %(namespace)s
+         AND (%(status)s::text IS NULL OR status = %(status)s::text)
+         AND
+         -- include: timer_filter
+      ) AS count
+
+-- name: count_deletable_keys
+-- How many of a selection of keys a bulk delete would take: delete_key_candidates, counted.
+SELECT
+    (SELECT count(*) FROM timers
+     WHERE id IN (SELECT timer_id FROM timer_keys
+                  WHERE namespace = %(namespace)s AND key = ANY(%(keys)s::text[]))
+       AND namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND status = ANY(%(acts_on)s::text[])
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+    )
+    + (SELECT count(*) FROM timer_history
+       WHERE namespace = %(namespace)s
+         AND key = ANY(%(keys)s::text[])
+         AND (%(status)s::text IS NULL OR status = %(status)s::text)
+         AND
+         -- include: timer_filter
+      ) AS count
+
 -- name: dead_types
 -- The dead letters by type, through timers_dead; the newest error of each type read back the
 -- same index.
@@ -349,6 +474,58 @@ UPDATE timers
 SET run_at = %(now)s, updated_at = %(now)s
 WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('scheduled', 'retrying')
   AND lease_expires_at IS NULL AND run_at > %(now)s
+
+-- name: bulk_delete
+-- Finished timers leave with their attempts, from the hot table and from the history (ids are
+-- never reused, so one list of ids serves both). A row that is pending or running again by now
+-- stays, and so do its attempts.
+WITH hot AS (
+    DELETE FROM timers
+    WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('done', 'dead', 'cancelled', 'expired')
+      AND lease_expires_at IS NULL
+    RETURNING id
+),
+hot_attempts AS (
+    DELETE FROM attempts WHERE timer_id IN (SELECT id FROM hot)
+),
+archived AS (
+    DELETE FROM timer_history
+    WHERE namespace = %(namespace)s AND id = ANY(%(ids)s::bigint[])
+    RETURNING id
+),
+archived_attempts AS (
+    DELETE FROM attempt_history WHERE timer_id IN (SELECT id FROM archived)
+)
+SELECT (SELECT count(*) FROM hot) + (SELECT count(*) FROM archived) AS count
+
+-- name: delete_timer
+-- One key: its hot timer if finished, with every archived timer of the key (a key may be used
+-- again once its timer is archived), each with its attempts; the archived ones also when the
+-- key has no hot timer at all. A pending or running hot timer keeps everything (nothing comes
+-- back, and the caller says why).
+WITH found AS (
+    SELECT timer_id FROM timer_keys WHERE namespace = %(namespace)s AND key = %(key)s
+),
+hot AS (
+    DELETE FROM timers
+    WHERE id = (SELECT timer_id FROM found)
+      AND status IN ('done', 'dead', 'cancelled', 'expired') AND lease_expires_at IS NULL
+    RETURNING timers.*, false AS archived
+),
+hot_attempts AS (
+    DELETE FROM attempts WHERE timer_id IN (SELECT id FROM hot)
+),
+archived AS (
+    DELETE FROM timer_history
+    WHERE namespace = %(namespace)s AND key = %(key)s
+      AND (NOT EXISTS (SELECT FROM found) OR EXISTS (SELECT FROM hot))
+    RETURNING timer_history.*, true AS archived
+),
+archived_attempts AS (
+    DELETE FROM attempt_history WHERE timer_id IN (SELECT id FROM archived)
+)
+SELECT * FROM (SELECT * FROM hot UNION ALL SELECT * FROM archived) AS gone
+ORDER BY archived, id DESC
 
 -- name: run_now
 -- Make one pending timer due now (retry now, or run early); the key's row as cancel finds it.

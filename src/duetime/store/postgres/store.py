@@ -43,6 +43,7 @@ from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import like_pattern, new_claim_token
 from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
 from duetime.store.listeners import WakeupListener
+from duetime.store.postgres.audit import PostgresAudit
 from duetime.store.postgres.claims import give_back_if_unread
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
 from duetime.store.postgres.grouping import CommitQueue
@@ -78,6 +79,14 @@ from duetime.store.transitions import Transition, refused
 from duetime.validation import generate_key
 
 Q = load_queries("duetime.store.postgres")
+_BULK_QUERIES = {
+    (False, False): ("bulk_batch", "bulk_count"),
+    (False, True): ("bulk_keys", "count_keys"),
+    (True, False): ("delete_candidates", "count_deletable"),
+    (True, True): ("delete_key_candidates", "count_deletable_keys"),
+}
+"""A bulk action's batch and count queries, by (is it a delete, is it a selection of keys): a
+delete takes archived timers too, a selection goes through the key index."""
 PUT_CHUNK = 100
 """Timers a statement of ``put_timers``: small enough that the client validates and encodes the
 next chunk while the server writes this one, large enough that a statement's own cost is small
@@ -99,6 +108,7 @@ class PostgresStore:
         self.schedules = PostgresSchedules(self._db, self._notices)
         self.history = PostgresHistory(self._db, self.schema)
         self.tokens = PostgresTokens(self._db)
+        self.audit = PostgresAudit(self._db)
         self.limits = PostgresLimits(self._db, claim_params)
         self.transactions = PostgresTransactions(self._db)
         self.outbox = PostgresOutbox(self.schema, self._put_in_savepoint, self._transition_on)
@@ -560,6 +570,18 @@ class PostgresStore:
         self._notices.here(timer.run_at)
         return timer
 
+    async def delete(self, namespace: str, key: str, now: datetime) -> Timer:
+        params = {"namespace": namespace, "key": key}
+
+        async def run(conn: Conn) -> Timer:
+            rows = await fetch_all(conn, Q["delete_timer"], params)
+            if rows:
+                return timer_from_row(rows[0])
+            existing = await fetch_all(conn, Q["get_timer"], params)
+            raise refused("delete", key, existing[0]["status"] if existing else None)
+
+        return await self._db.write(run)
+
     async def bulk_batch(
         self,
         namespace: str,
@@ -568,26 +590,32 @@ class PostgresStore:
         after_id: int,
         now: datetime,
         limit: int,
+        keys: Sequence[str] | None = None,
     ) -> tuple[int, int | None]:
         params = {
-            **bulk_params(namespace, action, filter, now, lambda instant: instant, list),
+            **bulk_params(namespace, action, filter, now, lambda instant: instant, list, keys),
             "after_id": after_id,
             "limit": limit,
         }
+        query = Q[_BULK_QUERIES[action == "delete", keys is not None][0]]
+        wakes = action in ("replay", "run_now")
 
         async def run(conn: Conn) -> tuple[int, int | None]:
             await conn.execute(Q["walk_in_index_order"])  # else each batch re-reads the rest
-            ids = [row["id"] for row in await fetch_all(conn, Q["bulk_batch"], params)]
+            ids = [row["id"] for row in await fetch_all(conn, query, params)]
             if not ids:
                 return 0, None
-            change = {"ids": ids, "now": now}
-            changed = (await conn.execute(Q[f"bulk_{action}"], change)).rowcount
-            if changed and action != "cancel":
+            change = {"ids": ids, "now": now, "namespace": namespace}
+            if action == "delete":
+                changed: int = await fetch_value(conn, Q["bulk_delete"], change)
+            else:
+                changed = (await conn.execute(Q[f"bulk_{action}"], change)).rowcount
+            if changed and wakes:
                 await self._notices.notify(conn, now)
             return changed, ids[-1]
 
         changed, last = await self._db.write(run)
-        if changed and action != "cancel":
+        if changed and wakes:
             self._notices.here(now)
         return changed, last
 
@@ -604,12 +632,18 @@ class PostgresStore:
         return await self._db.read(run)
 
     async def count_matching(
-        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        now: datetime,
+        keys: Sequence[str] | None = None,
     ) -> int:
-        params = bulk_params(namespace, action, filter, now, lambda instant: instant, list)
+        params = bulk_params(namespace, action, filter, now, lambda instant: instant, list, keys)
+        query = Q[_BULK_QUERIES[action == "delete", keys is not None][1]]
 
         async def run(conn: Conn) -> int:
-            count: int = await fetch_value(conn, Q["bulk_count"], params)
+            count: int = await fetch_value(conn, query, params)
             return count
 
         return await self._db.read(run)

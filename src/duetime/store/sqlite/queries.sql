@@ -129,6 +129,29 @@ WHERE namespace = :namespace
 ORDER BY id
 LIMIT :limit
 
+-- name: bulk_keys
+-- bulk_batch for a selection of keys: found through the (namespace, key) index, then by id.
+SELECT id FROM timers
+WHERE namespace = :namespace
+  AND key IN (SELECT value FROM json_each(:keys))
+  AND id > :after_id
+  AND status IN (SELECT value FROM json_each(:acts_on))
+  AND (:run_after IS NULL OR run_at > :run_after)
+  AND
+  -- include: timer_filter
+ORDER BY id
+LIMIT :limit
+
+-- name: count_keys
+-- How many of a selection of keys a bulk action would take: bulk_keys's conditions, counted.
+SELECT count(*) FROM timers
+WHERE namespace = :namespace
+  AND key IN (SELECT value FROM json_each(:keys))
+  AND status IN (SELECT value FROM json_each(:acts_on))
+  AND (:run_after IS NULL OR run_at > :run_after)
+  AND
+  -- include: timer_filter
+
 -- name: dead_types
 -- The dead letters by type, through timers_dead; the newest error of each type read back the
 -- same index.
@@ -168,6 +191,32 @@ UPDATE timers
 SET run_at = :now, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('scheduled', 'retrying')
   AND run_at > :now
+
+-- name: bulk_delete
+-- Finished timers leave with their attempts (ON DELETE CASCADE), all but the newest row of the
+-- table: SQLite gives a new row max(id) + 1, and an id must never be reused (deliveries carry
+-- it for deduplication), so that one is hollowed instead (hollow_newest).
+DELETE FROM timers
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('done', 'dead', 'cancelled', 'expired')
+  AND id < (SELECT max(id) FROM timers)
+
+-- name: hollow_newest
+-- The newest row of the table, when it is to be deleted: kept as a husk in no namespace ('' is
+-- no namespace's name) with nothing of the timer left, so its id stays taken; retention deletes
+-- it once a newer row exists.
+UPDATE timers
+SET namespace = '', key = 'deleted:' || id, type = '', payload = 'null', subject = NULL,
+    correlation_id = NULL, last_error = NULL, local = NULL, timezone = NULL,
+    schedule_id = NULL, destination = NULL, producer = NULL, trace_context = NULL,
+    overlap = NULL, updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('done', 'dead', 'cancelled', 'expired')
+  AND id = (SELECT max(id) FROM timers)
+RETURNING id
+
+-- name: drop_attempts_of
+DELETE FROM attempts WHERE timer_id = :id
 
 -- name: run_now
 -- Make one pending timer due now (retry now, or run early).

@@ -38,8 +38,10 @@ from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listin
 from duetime.store.listeners import WakeupListener
 from duetime.store.protocol import ClockSampler
 from duetime.store.queries import load_queries
+from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.claims import take_rows
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
+from duetime.store.sqlite.deletes import delete_ids, delete_key
 from duetime.store.sqlite.finishing import apply_finish, finish_done
 from duetime.store.sqlite.history import SqliteHistory
 from duetime.store.sqlite.limits import SqliteLimits
@@ -70,6 +72,7 @@ class SqliteStore:
         self.schedules = SqliteSchedules(self._db)
         self.history = SqliteHistory(self._db)
         self.tokens = SqliteTokens(self._db)
+        self.audit = SqliteAudit(self._db)
         self.limits = SqliteLimits(self._db, _claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)
@@ -185,6 +188,9 @@ class SqliteStore:
         self._db.announce(timer.run_at)
         return timer
 
+    async def delete(self, namespace: str, key: str, now: datetime) -> Timer:
+        return await self._db.write(lambda conn: delete_key(conn, namespace, key, now))
+
     async def bulk_batch(
         self,
         namespace: str,
@@ -193,22 +199,26 @@ class SqliteStore:
         after_id: int,
         now: datetime,
         limit: int,
+        keys: Sequence[str] | None = None,
     ) -> tuple[int, int | None]:
         params = {
-            **bulk_params(namespace, action, filter, now, to_micros, json.dumps),
+            **bulk_params(namespace, action, filter, now, to_micros, json.dumps, keys),
             "after_id": after_id,
             "limit": limit,
         }
+        query = Q["bulk_batch" if keys is None else "bulk_keys"]
 
         def run(conn: sqlite3.Connection) -> tuple[int, int | None]:
-            ids = [row[0] for row in conn.execute(Q["bulk_batch"], params)]
+            ids = [row[0] for row in conn.execute(query, params)]
             if not ids:
                 return 0, None
+            if action == "delete":
+                return delete_ids(conn, ids, now), ids[-1]
             change = {"ids": json.dumps(ids), "now": to_micros(now)}
             return conn.execute(Q[f"bulk_{action}"], change).rowcount, ids[-1]
 
         changed, last = await self._db.write(run)
-        if changed and action != "cancel":
+        if changed and action in ("replay", "run_now"):
             self._db.announce(now)
         return changed, last
 
@@ -224,12 +234,18 @@ class SqliteStore:
         return await self._db.read(run)
 
     async def count_matching(
-        self, namespace: str, action: BulkAction, filter: TimerFilter, now: datetime
+        self,
+        namespace: str,
+        action: BulkAction,
+        filter: TimerFilter,
+        now: datetime,
+        keys: Sequence[str] | None = None,
     ) -> int:
-        params = bulk_params(namespace, action, filter, now, to_micros, json.dumps)
+        params = bulk_params(namespace, action, filter, now, to_micros, json.dumps, keys)
+        query = Q["bulk_count" if keys is None else "count_keys"]
 
         def run(conn: sqlite3.Connection) -> int:
-            count: int = conn.execute(Q["bulk_count"], params).fetchone()[0]
+            count: int = conn.execute(query, params).fetchone()[0]
             return count
 
         return await self._db.read(run)

@@ -1,0 +1,57 @@
+"""``GET /v1/namespaces/{namespace}/audit``: who did what, newest first.
+
+Every operator action through the API, the console and the CLI — cancel, run now, replay,
+delete, the bulk actions, pausing and resuming schedules and event types, limit changes, tokens
+created and revoked — with the token's name (``local`` without auth or from the CLI), when,
+what it took and how many. A token sees the log of the namespaces it may read, and only theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from duetime.api.deps import ReadApp
+from duetime.api.responses import JSONResponse
+from duetime.api.schemas import CURSOR, errors
+from duetime.model.cursors import AUDIT_CURSOR_PATTERN
+
+router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["audit"])
+
+
+class AuditEntryOut(BaseModel):
+    id: int
+    namespace: str
+    at: str = Field(description="When the action was done (UTC)")
+    actor: str = Field(description="The token's name (`token #<id>` if unnamed), or `local`")
+    via: str = Field(description="`api` (the REST API and the console), `cli` or `python`")
+    action: str = Field(description="cancel, run_now, replay, delete, bulk_<action>, pause…")
+    target: dict[str, Any] = Field(description="What it took: key, keys, filter, pattern…")
+    count: int = Field(description="How many it changed")
+
+
+class AuditPageOut(BaseModel):
+    """Newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[AuditEntryOut]
+    next_cursor: str | None = Field(description="null on the last page")
+
+
+@router.get(
+    "/audit",
+    summary="The audit log: operator actions, newest first",
+    response_model=AuditPageOut,
+    responses=errors(401, 404, 422),
+)
+async def list_audit(
+    app: ReadApp,
+    cursor: Annotated[str | None, Query(description=CURSOR, pattern=AUDIT_CURSOR_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 50,
+) -> JSONResponse:
+    """Kept as long as the event log (``retention``), then deleted by the retention step."""
+    page = await app.audit_log(cursor=cursor, limit=limit)
+    return JSONResponse(
+        {"items": [entry.to_dict() for entry in page.items], "next_cursor": page.next_cursor}
+    )

@@ -1,0 +1,72 @@
+"""The facade's audit log: operator actions written with who asked for them, and read back.
+
+An action is written once it is done (a bulk action once its last batch is, with the count it
+reached even when it stopped early), when the facade knows who acts: the ``actor`` given to the
+call, else the app's own (:attr:`AuditMethods.actor`; the CLI's is ``local`` via ``cli``). The
+REST API passes each request's token. Plain Python calls without one are the application's own
+work, not an operator's, and are not written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from duetime.clock import Clock
+from duetime.model import JSON, Page
+from duetime.model.audit import Actor, AuditEntry, AuditRecord
+from duetime.store import Store
+from duetime.validation import check_limit
+
+
+class AuditMethods:
+    """Writing and listing the audit log (mixed into the facade)."""
+
+    store: Store
+    clock: Clock
+    namespace: str
+    actor: Actor | None = None
+    """Who this app's operator calls are made by when a call names no ``actor``; None: not
+    written."""
+
+    if TYPE_CHECKING:
+
+        async def open(self, *, create_namespace: bool | None = None) -> object:
+            """Provided by the app: connects (and migrates) on first use."""
+
+    async def audit_log(self, *, cursor: str | None = None, limit: int = 50) -> Page[AuditEntry]:
+        """The namespace's audit log, newest first; pass ``next_cursor`` back for more."""
+        check_limit(limit)
+        await self.open()
+        return await self.store.audit.list_entries(self.namespace, cursor, limit)
+
+    async def record_action(
+        self,
+        action: str,
+        target: dict[str, JSON],
+        count: int = 1,
+        *,
+        actor: Actor | None = None,
+    ) -> None:
+        """Write an action done by other means (several calls that make one operator action,
+        or a tool of your own) to the namespace's audit log, by ``actor`` or the app's own."""
+        await self.open()
+        await self._audit(actor, action, target, count)
+
+    async def _audit(
+        self,
+        actor: Actor | None,
+        action: str,
+        target: dict[str, JSON],
+        count: int = 1,
+        *,
+        namespaces: Sequence[str] | None = None,
+    ) -> None:
+        """Write ``action`` to the log of the app's namespace (or of each of ``namespaces``),
+        by ``actor`` or the app's own; nothing when neither is known."""
+        who = actor or self.actor
+        if who is None:
+            return
+        where = [self.namespace] if namespaces is None else list(namespaces)
+        records = [AuditRecord(namespace, who, action, target, count) for namespace in where]
+        await self.store.audit.record(records, self.clock.now())

@@ -1,0 +1,203 @@
+"""Deleting finished timers and the audit log over HTTP, against a real ``duetime serve`` with
+tokens, on SQLite and on PostgreSQL; each effect is read back from the database itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from duetime import App, Dead, Event
+from duetime.errors import NotFound
+from duetime.store import create_store
+
+from .test_api_serve import Server, make_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
+
+NS = "/v1/namespaces/shop"
+
+
+def seed(url: str) -> None:
+    """4 dead ``order.paid``, 2 done ``order.seen``, 2 pending ``mail.sent`` in namespace shop;
+    namespace beta, empty."""
+    with App(database_url=url, namespace="shop") as app:
+
+        @app.handler("order.paid")
+        def refuse(event: Event) -> None:
+            raise Dead(f"ledger refused order {event.payload['n']}")
+
+        @app.handler("order.seen")
+        def see(event: Event) -> None:
+            return None
+
+        for n in range(4):
+            app.schedule("order.paid", {"n": n}, delay=0, key=f"paid-{n}")
+        for n in range(2):
+            app.schedule("order.seen", {"n": n}, delay=0, key=f"seen-{n}")
+        app.tick()
+        for n in range(2):
+            app.schedule("mail.sent", {"n": n}, delay="P2D", key=f"mail-{n}")
+    with App(database_url=url, namespace="beta"):
+        pass
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Server, dict[str, str]]]:
+    """A seeded server without workers, with tokens: ``on-call`` for shop, ``beta`` for beta."""
+    server = make_server(tmp_path)
+    schema = None
+    if request.param == "postgres":
+        require_pg()
+        schema = f"t_{uuid.uuid4().hex[:16]}"
+        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
+    seed(server.env["DUETIME_DATABASE_URL"])
+    tokens = {
+        name: token_for(server, namespace, name)
+        for name, namespace in (("on-call", "shop"), ("beta", "beta"))
+    }
+    server.start("--no-worker")
+    try:
+        yield server, tokens
+    finally:
+        server.stop()
+        if schema is not None:
+            drop_schema(schema)
+
+
+def token_for(server: Server, namespace: str, name: str) -> str:
+    done = server.cli("tokens", "create", "--namespace", namespace, "--name", name, "--json")
+    assert done.returncode == 0, done.stderr
+    token: str = json.loads(done.stdout)["token"]
+    return token
+
+
+def stored(server: Server, key: str) -> str | None:
+    """The timer's status as the database has it (None: no such timer), and its attempts gone
+    with it."""
+    with App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop") as app:
+        try:
+            return app.get(key).status.value
+        except NotFound:
+            return None
+
+
+def audit(client: httpx.Client, namespace: str = "shop", **params: Any) -> list[dict[str, Any]]:
+    """Every entry of the namespace's audit log, walking its pages."""
+    found: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        answer = client.get(
+            f"/v1/namespaces/{namespace}/audit",
+            params={**params, **({"cursor": cursor} if cursor else {})},
+        )
+        assert answer.status_code == 200, answer.text
+        found += answer.json()["items"]
+        cursor = answer.json()["next_cursor"]
+        if cursor is None:
+            return found
+
+
+def test_delete_takes_finished_timers_and_the_audit_log_says_who(
+    served: tuple[Server, dict[str, str]],
+) -> None:
+    server, tokens = served
+    with server.client(tokens["on-call"]) as client:
+        gone = client.delete(f"{NS}/timers/paid-0")
+        assert gone.status_code == 200, gone.text
+        assert (gone.json()["action"], gone.json()["timer"]["status"]) == ("deleted", "dead")
+        assert client.get(f"{NS}/timers/paid-0").status_code == 404
+        assert stored(server, "paid-0") is None
+
+        cancelled = client.delete(f"{NS}/timers/mail-0")  # pending: cancelled, as before
+        assert cancelled.json()["action"] == "cancelled"
+        assert stored(server, "mail-0") == "cancelled"
+        assert client.delete(f"{NS}/timers/mail-0").json()["action"] == "deleted"
+        assert stored(server, "mail-0") is None
+        assert client.delete(f"{NS}/timers/mail-0").status_code == 404
+
+        filter_ = {"status": "dead", "type": "order.*"}
+        dry = client.post(
+            f"{NS}/timers/bulk", json={"action": "delete", "filter": filter_, "dry_run": True}
+        )
+        assert dry.json() == {"action": "delete", "dry_run": True, "count": 3}
+        assert [stored(server, f"paid-{n}") for n in (1, 2, 3)] == ["dead"] * 3
+        done = client.post(f"{NS}/timers/bulk", json={"action": "delete", "filter": filter_})
+        assert done.json() == {"action": "delete", "dry_run": False, "count": 3}
+        assert [stored(server, f"paid-{n}") for n in (1, 2, 3)] == [None] * 3
+
+        chosen = {"action": "delete", "keys": ["seen-0", "mail-1", "no-such-key"]}
+        assert (
+            client.post(f"{NS}/timers/bulk", json={**chosen, "dry_run": True}).json()["count"] == 1
+        )
+        assert client.post(f"{NS}/timers/bulk", json=chosen).json()["count"] == 1
+        assert (stored(server, "seen-0"), stored(server, "mail-1")) == (None, "scheduled")
+        for bad in ([], "seen-1", [""], ["a"] * 1001):
+            refused = client.post(f"{NS}/timers/bulk", json={"action": "delete", "keys": bad})
+            assert refused.status_code == 422, bad
+            assert refused.json()["field"].startswith("keys"), refused.json()
+
+        entries = audit(client, limit=2)
+        assert [(e["action"], e["target"], e["count"]) for e in entries] == [
+            ("bulk_delete", {"keys": ["seen-0", "mail-1", "no-such-key"]}, 1),
+            ("bulk_delete", {"filter": filter_}, 3),
+            ("delete", {"key": "mail-0"}, 1),
+            ("cancel", {"key": "mail-0"}, 1),
+            ("delete", {"key": "paid-0"}, 1),
+            (
+                "token_create",
+                {"token": 1, "name": "on-call", "namespaces": ["shop"], "read_only": False},
+                1,
+            ),
+        ]
+        assert {(e["actor"], e["via"]) for e in entries[:-1]} == {("on-call", "api")}
+        assert (entries[-1]["actor"], entries[-1]["via"]) == ("local", "cli")
+        assert entries[0]["at"] >= entries[-1]["at"]
+        assert client.get(f"{NS}/audit", params={"cursor": "id.3"}).status_code == 422
+
+    with server.client(tokens["beta"]) as beta:  # a tenant sees its own log, never another's
+        assert beta.get(f"{NS}/audit").status_code == 404
+        assert [e["action"] for e in audit(beta, "beta")] == ["token_create"]
+
+
+def test_a_running_timer_is_not_deleted_and_the_error_says_why(
+    served: tuple[Server, dict[str, str]],
+) -> None:
+    server, tokens = served
+    url = server.env["DUETIME_DATABASE_URL"]
+    with App(database_url=url, namespace="shop") as app:
+        app.schedule("slow.job", key="busy", delay=0)
+    asyncio.run(claim(url, "busy"))  # a worker holds it: running
+    with server.client(tokens["on-call"]) as client:
+        refused = client.delete(f"{NS}/timers/busy")
+        assert refused.status_code == 409
+        assert refused.json()["field"] == "key"
+        assert "is running" in refused.json()["message"]
+        assert "let it finish" in refused.json()["message"]
+        assert stored(server, "busy") == "running"
+        assert audit(client)[0]["action"] == "token_create"  # nothing done: nothing written
+
+
+async def claim(url: str, key: str) -> None:
+    store = create_store(url)
+    await store.open()
+    try:
+        now = datetime.now(UTC)
+        (claimed,) = await store.claim_due(
+            "shop", None, now, 1, "elsewhere", now + timedelta(minutes=5)
+        )
+        assert claimed.timer.key == key
+    finally:
+        await store.close()
