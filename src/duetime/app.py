@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
+from duetime.app_subscribers import SubscriberMethods
 from duetime.app_tokens import TokenMethods
 from duetime.clock import Clock, DatabaseClock
 from duetime.config import DEFAULT_NAMESPACE, Settings
@@ -79,7 +80,7 @@ BULK_BATCH = 1000
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
-class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
+class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, SubscriberMethods):
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(

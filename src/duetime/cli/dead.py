@@ -10,6 +10,7 @@ from duetime.cli.context import common_options, config, run_app
 from duetime.cli.timers import print_page
 from duetime.errors import Conflict
 from duetime.model import Page, Timer
+from duetime.subscribers import Subscribers
 
 REPLAY_PAGE = 500
 
@@ -26,8 +27,8 @@ def dead() -> None:
 def list_dead(limit: int, cursor: str | None) -> None:
     """List dead timers, newest first, with their last error."""
 
-    async def action(app: AsyncApp) -> Page[Timer]:
-        return await app.dead(cursor=cursor, limit=limit)
+    async def action(app: AsyncApp) -> tuple[Page[Timer], Subscribers]:
+        return await app.dead(cursor=cursor, limit=limit), await app.subscribers()
 
     print_page(run_app(action, create_namespace=False), with_error=True)
 
