@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from duetime.app_audit import AuditMethods
 from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
+from duetime.app_subscribers import SubscriberMethods
 from duetime.app_tokens import TokenMethods
 from duetime.caps import check_namespace_room
 from duetime.clock import Clock, DatabaseClock
@@ -84,7 +85,7 @@ BULK_BATCH = 1000
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
-class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, AuditMethods):
+class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, AuditMethods, SubscriberMethods):
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(

@@ -161,6 +161,8 @@ class App:
     tick = _blocking(AsyncApp.tick)
     migrate = _blocking(AsyncApp.migrate)
     nodes = _blocking(AsyncApp.nodes)
+    subscribers = _blocking(AsyncApp.subscribers)
+    unsubscribed = _blocking(AsyncApp.unsubscribed)
     add_schedule = _blocking(AsyncApp.add_schedule)
     add_schedules = _blocking(AsyncApp.add_schedules)
     get_schedule = _blocking(AsyncApp.get_schedule)

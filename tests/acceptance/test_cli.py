@@ -24,6 +24,16 @@ def test_version(cli: Cli) -> None:
         assert f"  {command} " in usage.stdout
 
 
+def test_version_json_is_json_wherever_the_flag_stands(cli: Cli) -> None:
+    for args in (("--version", "--json"), ("--json", "--version")):
+        result = cli(*args)
+        assert result.code == 0, result.stderr
+        document = result.json()
+        assert document["version"] == "0.1.0"
+        assert document["tzdata"]
+    assert cli().code == 2  # no command: a usage error, as before
+
+
 @pytest.mark.parametrize(
     ("when", "due_at"),
     [

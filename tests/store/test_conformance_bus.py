@@ -260,3 +260,32 @@ async def test_producer_is_stored(store: Store) -> None:
     assert (a.producer, b.producer, a.destination) == ("cli", None, None)
     claimed = await store.claim_due("ns", None, NOW, 10, "n1", LEASE)
     assert [(c.timer.key, c.timer.producer) for c in claimed] == [("a", "cli"), ("b", None)]
+
+
+async def test_unsubscribed_types_counts_the_pending_rows_nobody_takes(store: Store) -> None:
+    """By type, most first, with the claim's own filter: globs, deliveries, other namespaces."""
+    await store.put_timers(
+        [
+            *(new_timer(f"audit-{i}", NOW, type="audit.logged") for i in range(3)),
+            new_timer("later", NOW + timedelta(days=365), type="report.built"),
+            new_timer("taken", NOW, type="order.shipped"),
+            new_timer("fan", NOW, type="order.paid"),
+            new_timer("other-ns", NOW, type="audit.logged", namespace="other"),
+            new_timer("finished", NOW, type="gone.type"),
+        ],
+        "error",
+        NOW,
+    )
+    await store.cancel("ns", "finished", NOW)
+    await fanned(store, "fan", ("gone", "hook"))
+    subscribed = ClaimFilter(patterns=("order.*",), destinations=("hook",))
+    assert await store.unsubscribed_types("ns", subscribed, 10) == [
+        ("audit.logged", 3),
+        ("order.paid", 1),  # its delivery to "gone", which no node serves
+        ("report.built", 1),
+    ]
+    assert await store.unsubscribed_types("ns", subscribed, 1) == [("audit.logged", 3)]
+    everyone = ClaimFilter(types=("audit.logged", "report.built"), patterns=("order.*",))
+    # the event fanned out: its two deliveries, neither destination served now
+    assert await store.unsubscribed_types("ns", everyone, 10) == [("order.paid", 2)]
+    assert await store.unsubscribed_types("empty", subscribed, 10) == []

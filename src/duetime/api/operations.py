@@ -26,7 +26,7 @@ from duetime.api.schemas import (
     errors,
     json_body,
 )
-from duetime.api.timers import Key
+from duetime.api.timers import Key, shown
 from duetime.errors import InvalidInput
 from duetime.model import MAX_BULK_KEYS
 from duetime.timer_filters import check_action, timer_filter
@@ -97,10 +97,10 @@ class BulkOut(BaseModel):
     response_model=ChangedOut,
     responses=errors(401, 403, 404, 409, 422),
 )
-async def run_now(request: Request, app: WriteApp, key: Key) -> JSONResponse:
+async def run_now(request: Request, app: WriteApp, key: Key, service: ServiceDep) -> JSONResponse:
     """A scheduled or retrying timer becomes due at once; 409 for any other status."""
     timer = await app.run_now(key, actor=actor_of(request))
-    return JSONResponse({"action": "made_due", "timer": timer.to_dict()})
+    return JSONResponse({"action": "made_due", "timer": await shown(service, app, timer)})
 
 
 @router.post(

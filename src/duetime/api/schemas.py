@@ -173,6 +173,20 @@ class TimerOut(BaseModel):
     )
     producer: str | None = Field(None, description="Who stored it: a node id, api, cli")
     priority: int = Field(0, description="0 normal to 9 most urgent (claimed first when due)")
+    subscribers: int | None = Field(
+        None,
+        description="How many live nodes would deliver it (a handler or a route for its type, "
+        "or its destination): 0 = no subscriber, it waits until one runs",
+    )
+
+
+class WarningOut(BaseModel):
+    """Done, but not as the caller may think: ``no_subscriber`` = stored, yet no live node has
+    a handler or a route for its type, so it waits until one runs."""
+
+    code: str
+    field: str | None
+    message: str
 
 
 class AttemptOut(BaseModel):
@@ -201,6 +215,7 @@ class PutOut(BaseModel):
 
     action: Literal["created", "updated", "kept"]
     timer: TimerOut
+    warnings: list[WarningOut] = Field(default_factory=list)
 
 
 class ChangedOut(BaseModel):
@@ -243,10 +258,19 @@ class LatenessOut(BaseModel):
     sum: float
 
 
+class UnsubscribedOut(BaseModel):
+    type: str
+    count: int
+
+
 class StatsOut(BaseModel):
     namespace: str
     counts: dict[str, int]
     next_due: list[TimerOut]
+    unsubscribed: list[UnsubscribedOut] = Field(
+        default_factory=list,
+        description="Pending timers no live node would deliver, by type, most first",
+    )
     lateness: LatenessOut
 
 

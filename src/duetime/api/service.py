@@ -20,9 +20,11 @@ from duetime.app import AsyncApp, Store
 from duetime.auth import TokenInfo, TokenStore
 from duetime.clock import Clock, DatabaseClock
 from duetime.metrics import DatabaseSnapshot, Metrics, read_snapshot
+from duetime.model import Node
 from duetime.runner import Runner
 from duetime.services.nodes import NodeUpkeep
 from duetime.services.upkeep import clock_services
+from duetime.subscribers import Subscribers
 from duetime.worker import new_node_id
 
 if TYPE_CHECKING:
@@ -37,6 +39,10 @@ AUTH_TTL = 2.0
 server runs turns auth on within this long, without a restart."""
 COUNTS_TTL = 2.0
 """Seconds a scrape's pending/dead snapshot is reused, so dashboards polling do not pile up."""
+NODES_TTL = 1.0
+"""Seconds the nodes table, read for the timers' ``subscribers``, is reused: a burst of
+``POST …/timers`` reads it once, and a node that starts or stops shows within a second (its
+own heartbeat and the workers' routing take longer than that anyway)."""
 
 
 class NamespaceApps:
@@ -107,6 +113,8 @@ class Service:
         self._touched: dict[int, float] = {}
         self._counts_at = -COUNTS_TTL
         self._auth_at = -AUTH_TTL
+        self._nodes: list[Node] = []
+        self._nodes_at = -NODES_TTL
         self.sources = list(sources)
         self.sources_app = sources_app
         self._runner: Runner | None = None
@@ -203,3 +211,12 @@ class Service:
             snapshot[namespace] = await read_snapshot(self.store, self.clock, namespace)
         self.metrics.set_snapshot(snapshot)
         self._counts_at = now
+
+    async def subscribers(self, namespace: str) -> Subscribers:
+        """The live nodes that take each type in ``namespace``: one read of the nodes table
+        (at most every :data:`NODES_TTL` seconds), whatever number of timers it answers for."""
+        now = asyncio.get_running_loop().time()
+        if now - self._nodes_at >= NODES_TTL:
+            self._nodes = await compat.list_nodes(self.root)
+            self._nodes_at = now
+        return Subscribers.of(self._nodes, namespace, self.clock.now(), self.settings.core.lease)

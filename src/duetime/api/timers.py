@@ -32,6 +32,7 @@ from duetime.api.schemas import (
     errors,
     json_body,
 )
+from duetime.api.service import Service
 from duetime.app import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.model import OnConflict, Page, PutResult, Timer
@@ -42,6 +43,8 @@ from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, whole_
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
 ON_CONFLICT = ("update", "keep", "error")
+UNSUBSCRIBED_TYPES = 20
+"""Types the overview lists as waiting for a subscriber, most timers first."""
 EVENT_FIELDS = frozenset(EventBody.model_fields)
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Cursor = Annotated[str | None, Query(description=CURSOR, pattern=ID_CURSOR_PATTERN)]
@@ -59,13 +62,27 @@ Key = Annotated[
 ]
 
 
-def _put_answer(result: PutResult) -> JSONResponse:
+async def _put_answer(request: Request, app: AsyncApp, result: PutResult) -> JSONResponse:
+    """The timer with its ``subscribers``, and a ``no_subscriber`` warning when no live node
+    would deliver it: stored all the same, but it would wait without a word."""
     status = 201 if result.action == "created" else 200
-    return JSONResponse({"action": result.action, "timer": result.timer.to_dict()}, status)
+    found = await service_of(request).subscribers(app.namespace)
+    answer = {
+        "action": result.action,
+        "timer": found.shown(result.timer),
+        "warnings": found.warnings(result.timer),
+    }
+    return JSONResponse(answer, status)
 
 
-def _page(page: Page[Timer]) -> dict[str, Any]:
-    return {"items": [t.to_dict() for t in page.items], "next_cursor": page.next_cursor}
+async def _page(service: Service, app: AsyncApp, page: Page[Timer]) -> dict[str, Any]:
+    found = await service.subscribers(app.namespace)
+    return {"items": [found.shown(t) for t in page.items], "next_cursor": page.next_cursor}
+
+
+async def shown(service: Service, app: AsyncApp, timer: Timer) -> dict[str, Any]:
+    """One timer as the API answers it: with how many live nodes would deliver it."""
+    return (await service.subscribers(app.namespace)).shown(timer)
 
 
 @router.post(
@@ -100,7 +117,7 @@ async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
         raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
     timer_request = TimerRequest.from_dict(data)
     (result,) = await app.schedule_many([timer_request], on_conflict=cast(OnConflict, on_conflict))
-    return _put_answer(result)
+    return await _put_answer(request, app, result)
 
 
 @router.get(
@@ -111,6 +128,7 @@ async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
 )
 async def list_timers(
     app: ReadApp,
+    service: ServiceDep,
     subject: Annotated[
         str | None,
         Query(
@@ -140,7 +158,7 @@ async def list_timers(
         cursor=cursor,
         limit=limit,
     )
-    return JSONResponse(_page(page))
+    return JSONResponse(await _page(service, app, page))
 
 
 @router.get(
@@ -149,13 +167,14 @@ async def list_timers(
     response_model=TimerDetailOut,
     responses=errors(401, 404, 422),
 )
-async def show_timer(app: ReadApp, key: Key) -> JSONResponse:
+async def show_timer(app: ReadApp, key: Key, service: ServiceDep) -> JSONResponse:
+    """``subscribers``: the live nodes that would deliver it (0: no handler or route anywhere)."""
     timer = await app.get(key)
     attempts = await app.attempts(key)
     moves = await app.moves(key)
     return JSONResponse(
         {
-            "timer": timer.to_dict(),
+            "timer": await shown(service, app, timer),
             "attempts": [attempt.to_dict() for attempt in attempts],
             "moves": [move.to_dict() for move in moves],
         }
@@ -179,9 +198,9 @@ async def cancel_timer(
     if (await app.get(key)).status.is_pending:
         timer = await app.cancel(key, actor=actor)
         service.metrics.cancelled(timer.namespace, timer.type)
-        return JSONResponse({"action": "cancelled", "timer": timer.to_dict()})
+        return JSONResponse({"action": "cancelled", "timer": await shown(service, app, timer)})
     timer = await app.delete(key, actor=actor)
-    return JSONResponse({"action": "deleted", "timer": timer.to_dict()})
+    return JSONResponse({"action": "deleted", "timer": await shown(service, app, timer)})
 
 
 @router.post(
@@ -214,7 +233,7 @@ async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
     event_type = fields.pop("type")
     payload = fields.pop("payload", None)
     result = await app.emit(event_type, payload, **fields)
-    return _put_answer(result)
+    return await _put_answer(request, app, result)
 
 
 @router.get(
@@ -223,8 +242,10 @@ async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
     response_model=TimerPageOut,
     responses=errors(401, 404, 422),
 )
-async def list_dead(app: ReadApp, cursor: Cursor = None, limit: Limit = 50) -> JSONResponse:
-    return JSONResponse(_page(await app.dead(cursor=cursor, limit=limit)))
+async def list_dead(
+    app: ReadApp, service: ServiceDep, cursor: Cursor = None, limit: Limit = 50
+) -> JSONResponse:
+    return JSONResponse(await _page(service, app, await app.dead(cursor=cursor, limit=limit)))
 
 
 class DeadTypeOut(BaseModel):
@@ -260,10 +281,12 @@ async def dead_types(
     response_model=ChangedOut,
     responses=errors(401, 403, 404, 409, 422),
 )
-async def replay_dead(request: Request, app: WriteApp, key: Key) -> JSONResponse:
+async def replay_dead(
+    request: Request, app: WriteApp, key: Key, service: ServiceDep
+) -> JSONResponse:
     """Due now, with a fresh set of attempts; 409 unless the timer is dead."""
     timer = await app.replay(key, actor=actor_of(request))
-    return JSONResponse({"action": "replayed", "timer": timer.to_dict()})
+    return JSONResponse({"action": "replayed", "timer": await shown(service, app, timer)})
 
 
 @router.get(
@@ -273,13 +296,17 @@ async def replay_dead(request: Request, app: WriteApp, key: Key) -> JSONResponse
     responses=errors(401, 404, 422),
 )
 async def stats(app: ReadApp, service: ServiceDep) -> JSONResponse:
+    """``unsubscribed``: the pending timers no live node would deliver, by type, most first."""
     counts = await app.counts()
     next_due = await compat.upcoming(app, service.settings.upcoming_limit)
+    found = await service.subscribers(app.namespace)
+    waiting = await app.unsubscribed(UNSUBSCRIBED_TYPES, subscribers=found)
     return JSONResponse(
         {
             "namespace": app.namespace,
             "counts": {status.value: count for status, count in counts.items()},
-            "next_due": [timer.to_dict() for timer in next_due],
+            "next_due": [found.shown(timer) for timer in next_due],
+            "unsubscribed": [{"type": type, "count": count} for type, count in waiting],
             "lateness": service.metrics.lateness_summary(app.namespace),
         }
     )

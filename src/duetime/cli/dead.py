@@ -11,6 +11,7 @@ from duetime.cli.timers import print_page
 from duetime.errors import Conflict
 from duetime.model import Page, Timer
 from duetime.model.audit import filter_target
+from duetime.subscribers import Subscribers
 from duetime.timer_filters import timer_filter
 
 REPLAY_PAGE = 500
@@ -28,8 +29,8 @@ def dead() -> None:
 def list_dead(limit: int, cursor: str | None) -> None:
     """List dead timers, newest first, with their last error."""
 
-    async def action(app: AsyncApp) -> Page[Timer]:
-        return await app.dead(cursor=cursor, limit=limit)
+    async def action(app: AsyncApp) -> tuple[Page[Timer], Subscribers]:
+        return await app.dead(cursor=cursor, limit=limit), await app.subscribers()
 
     print_page(run_app(action, create_namespace=False), with_error=True)
 

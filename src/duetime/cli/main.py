@@ -94,25 +94,40 @@ class DuetimeGroup(click.Group):
             ctx.exit(output.report_duetime_error(exc, as_json=cfg.json))
 
 
-@click.group(cls=DuetimeGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(
-    __version__,
+@click.group(
+    cls=DuetimeGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    invoke_without_command=True,
+    no_args_is_help=True,
+    subcommand_metavar="COMMAND [ARGS]...",
+)
+@click.option(
     "--version",
-    prog_name="duetime",
-    message=f"%(prog)s %(version)s (tzdata {tzdata_version()})",
+    "show_version",
+    is_flag=True,
+    help="Show the version (and the tz database's) and exit; with --json as JSON.",
 )
 @database_url_option(envvar="DUETIME_DATABASE_URL")
 @namespace_option(envvar="DUETIME_NAMESPACE")
 @json_option
 @log_options(envvar=True)
 @click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli(ctx: click.Context, show_version: bool) -> None:
     """duetime: a durable, timezone-aware scheduler.
 
     Configure with flags or DUETIME_* environment variables; add --json to any command for
     machine output.
     """
-    ctx.ensure_object(CliConfig)
+    cfg = ctx.ensure_object(CliConfig)
+    if show_version:
+        # Not an eager option: --json is read first, wherever it stands.
+        if cfg.json:
+            output.emit_json({"version": __version__, "tzdata": tzdata_version()})
+        else:
+            click.echo(f"duetime {__version__} (tzdata {tzdata_version()})")
+        ctx.exit(0)
+    if ctx.invoked_subcommand is None:
+        raise click.UsageError("Missing command.", ctx)
 
 
 for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker, tick, nodes):

@@ -17,6 +17,7 @@ from duetime.controls import escape_controls, escape_json_controls
 from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
 from duetime.model import JSON, Attempt, Node, PutResult, Timer
 from duetime.model.audit import AuditEntry, describe_target
+from duetime.subscribers import Subscribers
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faster --json)
     from rich.console import Console
@@ -145,7 +146,10 @@ def details(rows: Iterable[tuple[str, str]]) -> Table:
     return grid
 
 
-def timer_details(timer: Timer, action: str | None = None) -> Table:
+def timer_details(
+    timer: Timer, action: str | None = None, subscribers: Subscribers | None = None
+) -> Table:
+    """``subscribers`` adds how many live nodes would deliver it, and says so when none would."""
     rows: list[tuple[str, str]] = []
     if action is not None:
         rows.append(("action", action))
@@ -178,11 +182,25 @@ def timer_details(timer: Timer, action: str | None = None) -> Table:
         ("registered_at", when(timer.registered_at)),
         ("payload", json.dumps(timer.payload, ensure_ascii=False)),
     ]
+    if subscribers is not None:
+        count = subscribers.of_timer(timer)
+        rows.append(("subscribers", f"{count}" if count else f"0: no subscriber for {timer.type}"))
     return details(rows)
 
 
-def put_result(result: PutResult) -> Table:
-    return timer_details(result.timer, result.action)
+def put_result(result: PutResult, subscribers: Subscribers | None = None) -> Table:
+    return timer_details(result.timer, result.action, subscribers)
+
+
+def report_warnings(warnings: Sequence[dict[str, JSON]], *, as_json: bool) -> None:
+    """Each warning on stderr (stdout keeps the answer): a JSON object a line with ``--json``."""
+    for warning in warnings:
+        if as_json:
+            sys.stderr.write(json_line(warning) + "\n")
+        else:
+            line = f"warning [{warning['code']}] {warning['message']}"
+            sys.stderr.write(escape_controls(line) + "\n")
+    sys.stderr.flush()
 
 
 def timers_table(timers: Sequence[Timer], *, with_error: bool = False) -> Table:

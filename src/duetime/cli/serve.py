@@ -28,20 +28,42 @@ from duetime.cli.worker import (
 from duetime.collector import pace_for_service
 from duetime.config import Settings
 from duetime.errors import InvalidInput
+from duetime.redaction import redact_url
 from duetime.routes_file import RoutesFile, apply_routes, read_routes
 
 log = logging.getLogger("duetime.cli")
 
 
-def worker_app(spec: str, store: Store, database_url: str) -> AsyncApp:
-    """The user's app (``module:attr``) rebuilt on the served store, with its handlers."""
-    user = load_app(spec)
-    if not same_database(user.settings.database_url, database_url):
+def served_database(users: dict[str, AsyncApp], database_url: str, explicit: bool) -> str:
+    """The database the server serves: the apps' own, as ``duetime worker --app`` uses it.
+
+    An app bound to a database (``App("sqlite:///shop.db")``) is served on it, so its
+    handlers run where its timers are. Refused, naming the fix, when the apps disagree (one
+    server serves one database) or ``--database-url`` names another one."""
+    urls = {spec: user.settings.database_url for spec, user in users.items()}
+    if not urls:
+        return database_url
+    (first_spec, first), *others = urls.items()
+    for spec, url in others:
+        if not same_database(url, first):
+            raise InvalidInput(
+                "app",
+                f"{first_spec} uses {redact_url(first)} but {spec} uses {redact_url(url)}: one "
+                "server serves one database; bind both apps to the same one, or serve each "
+                "from its own duetime serve",
+            )
+    if explicit and not same_database(first, database_url):
         raise InvalidInput(
-            "app",
-            f"{spec} uses {user.settings.database_url} but the server uses {database_url}; "
-            "set DUETIME_DATABASE_URL once for both",
+            "database_url",
+            f"--database-url {redact_url(database_url)} differs from {first_spec}'s own "
+            f"{redact_url(first)}; the app's database is served, so drop the flag or bind the "
+            "app to that database",
         )
+    return first
+
+
+def worker_app(spec: str, user: AsyncApp, store: Store) -> AsyncApp:
+    """The user's app (``module:attr``) rebuilt on the served store, with its handlers."""
     app = rebuilt_on(user, store)
     if not app.registry.types and not app.routes:
         log.warning("%s registers no handlers and no routes: its worker will claim nothing", spec)
@@ -173,8 +195,14 @@ def serve(
     cfg.setup_logging(default="info")
     root_path = mount_path(root_path, "root_path") if root_path else ""
     auth = decide_auth(host, auth)
+    core = cfg.settings()
+    users = {} if no_worker else {spec: load_app(spec) for spec in app_specs}
+    database_url = served_database(users, core.database_url, cfg.database_url_explicit)
+    if database_url != core.database_url:
+        log.info("serving %s, the database of %s", redact_url(database_url), next(iter(users)))
+        core = replace(core, database_url=database_url)
     settings = ApiSettings(
-        core=cfg.settings(), auth=auth, allowed_hosts=allowed_hosts_for(host, allowed_hosts)
+        core=core, auth=auth, allowed_hosts=allowed_hosts_for(host, allowed_hosts)
     )
     routes = read_routes(routes_spec) if routes_spec else None
     store = create_store(settings.core.database_url)
@@ -182,7 +210,7 @@ def serve(
     if no_worker:
         log.info("--no-worker: serving the API only")
     else:
-        workers = [worker_app(spec, store, settings.core.database_url) for spec in app_specs]
+        workers = [worker_app(spec, user, store) for spec, user in users.items()]
         if routes is not None:
             workers = routed_apps(workers, routes, store, settings.core)
         if not workers:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -15,6 +15,7 @@ from duetime.cli.context import common_options, config, run_app
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Attempt, OnConflict, Page, PutResult, Timer
 from duetime.model.moves import TimerMove
+from duetime.subscribers import Subscribers
 from duetime.validation import parse_payload_text
 
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -48,17 +49,32 @@ def parse_payload(value: str | None) -> JSON:
     return parse_payload_text(value)
 
 
-def print_put(result: PutResult) -> None:
-    if config().json:
-        output.emit_json({"action": result.action, "timer": result.timer.to_dict()})
+async def put_and_subscribers(
+    app: AsyncApp, put: Awaitable[PutResult]
+) -> tuple[PutResult, Subscribers]:
+    result = await put
+    return result, await app.subscribers()
+
+
+def print_put(answer: tuple[PutResult, Subscribers]) -> None:
+    """The answer on stdout, and on stderr a warning when no live node would deliver it."""
+    result, found = answer
+    warnings = found.warnings(result.timer)
+    as_json = config().json
+    if as_json:
+        output.emit_json(
+            {"action": result.action, "timer": found.shown(result.timer), "warnings": warnings}
+        )
     else:
-        output.stdout().print(output.put_result(result))
+        output.stdout().print(output.put_result(result, found))
+    output.report_warnings(warnings, as_json=as_json)
 
 
-def print_page(page: Page[Timer], *, with_error: bool = False) -> None:
+def print_page(answer: tuple[Page[Timer], Subscribers], *, with_error: bool = False) -> None:
+    page, found = answer
     if config().json:
         output.emit_json(
-            {"items": [t.to_dict() for t in page.items], "next_cursor": page.next_cursor}
+            {"items": [found.shown(t) for t in page.items], "next_cursor": page.next_cursor}
         )
         return
     console = output.stdout()
@@ -135,14 +151,11 @@ def schedule(
     payload = parse_payload(fields.pop("payload"))
     disambiguation = fields.pop("disambiguation") or "compatible"
 
-    async def action(app: AsyncApp) -> PutResult:
-        return await app.schedule(
-            event_type,
-            payload,
-            disambiguation=disambiguation,
-            on_conflict=conflict,
-            **fields,
+    async def action(app: AsyncApp) -> tuple[PutResult, Subscribers]:
+        put = app.schedule(
+            event_type, payload, disambiguation=disambiguation, on_conflict=conflict, **fields
         )
+        return await put_and_subscribers(app, put)
 
     print_put(run_app(action))
 
@@ -172,8 +185,8 @@ def emit(event_type: str, payload: str | None, **fields: Any) -> None:
     """Emit an event of TYPE now (a timer due at once; an existing key is kept)."""
     data = parse_payload(payload)
 
-    async def action(app: AsyncApp) -> PutResult:
-        return await app.emit(event_type, data, **fields)
+    async def action(app: AsyncApp) -> tuple[PutResult, Subscribers]:
+        return await put_and_subscribers(app, app.emit(event_type, data, **fields))
 
     print_put(run_app(action))
 
@@ -198,8 +211,8 @@ def list_timers(
 ) -> None:
     """List timers, newest first."""
 
-    async def action(app: AsyncApp) -> Page[Timer]:
-        return await app.history(
+    async def action(app: AsyncApp) -> tuple[Page[Timer], Subscribers]:
+        page = await app.history(
             subject,
             status=status,
             type=event_type,
@@ -208,6 +221,7 @@ def list_timers(
             cursor=cursor,
             limit=limit,
         )
+        return page, await app.subscribers()
 
     print_page(run_app(action, create_namespace=False))
 
@@ -218,22 +232,22 @@ def list_timers(
 def show(key: str) -> None:
     """Show one timer, its attempts and its moves by new zone rules."""
 
-    async def action(app: AsyncApp) -> tuple[Timer, list[Attempt], list[TimerMove]]:
+    async def action(app: AsyncApp) -> tuple[Timer, list[Attempt], list[TimerMove], Subscribers]:
         timer = await app.get(key)
-        return timer, await app.attempts(key), await app.moves(key)
+        return timer, await app.attempts(key), await app.moves(key), await app.subscribers()
 
-    timer, attempts, moves = run_app(action, create_namespace=False)
+    timer, attempts, moves, found = run_app(action, create_namespace=False)
     if config().json:
         output.emit_json(
             {
-                "timer": timer.to_dict(),
+                "timer": found.shown(timer),
                 "attempts": [a.to_dict() for a in attempts],
                 "moves": [m.to_dict() for m in moves],
             }
         )
         return
     console = output.stdout()
-    console.print(output.timer_details(timer))
+    console.print(output.timer_details(timer, subscribers=found))
     if moves:
         table = output.new_table(title="moved by new zone rules")
         for name in ("when", "why", "local", "zone", "from (UTC)", "to (UTC)"):

@@ -212,6 +212,14 @@ class Store(Protocol):
         ``now``."""
         ...
 
+    async def unsubscribed_types(
+        self, namespace: str, subscribed: ClaimFilter, limit: int
+    ) -> list[tuple[str, int]]:
+        """The pending rows that ``subscribed`` (every live node's subscriptions together) does
+        not take, counted by type, most first (at most ``limit`` types): what waits for a
+        subscriber. The filter is the claim's, so the count agrees with what workers take."""
+        ...
+
     # -- working ----------------------------------------------------------------------------
     async def next_run_at(
         self, namespace: str, types: Sequence[str] | ClaimFilter | None

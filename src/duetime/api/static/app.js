@@ -20,6 +20,7 @@ const state = {
   token: localStorage.getItem(TOKEN_KEY) || "",
   view: "overview",
   timerKey: null,
+  hash: null,
   filter: {},
   cursors: { timers: null, schedules: null, events: null, audit: null },
   eventsFilter: {},
@@ -115,6 +116,18 @@ function relative(iso) {
   return ms >= 0 ? `in ${span(ms)}` : `${span(ms)} ago`;
 }
 
+// A cell too narrow for its text: the whole of it in the title, and a click shows it wrapped.
+function wholeCell(text, title = text, cls = "") {
+  return el("td", {
+    class: `${cls} expandable`.trim(), text, title,
+    onclick: (event) => event.currentTarget.classList.toggle("whole"),
+  });
+}
+
+function dueCell(iso) {
+  return wholeCell(instant(iso), iso ? `${instant(iso)} UTC, ${relative(iso)}` : "", "mono");
+}
+
 function pill(status) {
   return el("span", { class: `pill ${status}`, text: status });
 }
@@ -145,7 +158,7 @@ function handleError(error) {
     $("#token-form").hidden = false;
     notice(state.token ? "That token is not valid (revoked?). Enter another one." :
       "This server requires a bearer token: paste one from `duetime tokens create`.", "warn");
-  } else if (error instanceof ApiError && error.field) {
+  } else if (error instanceof ApiError && error.field && !error.message.startsWith(`${error.field}:`)) {
     notice(`${error.field}: ${error.message}`);
   } else {
     notice(error.message);
@@ -178,7 +191,7 @@ async function showOverview() {
     el("td", {}, [el("a", { href: filterHash({ status: "dead", type: g.type }), text: g.type })]),
     el("td", { text: g.count.toLocaleString() }),
     el("td", { class: "mono", text: instant(g.newest_at) }),
-    el("td", { class: "error", text: g.newest_error ?? "", title: g.newest_error ?? "" }),
+    wholeCell(g.newest_error ?? "", g.newest_error ?? "", "error"),
     el("td", {}, [el("div", { class: "row-actions" }, [
       typePause(g.type, limits.items),
       el("button", {
@@ -203,9 +216,9 @@ async function showOverview() {
   deadBody.replaceChildren(...dead.items.map((t) => el("tr", { "data-key": t.key }, [
     el("td", {}, [timerLink(t.key)]),
     el("td", { text: t.type }),
-    el("td", { class: "mono", text: instant(t.completed_at), title: t.completed_at && relative(t.completed_at) }),
+    dueCell(t.completed_at),
     el("td", { text: `${t.attempts}/${t.max_attempts}` }),
-    el("td", { class: "error", text: t.last_error ?? "", title: t.last_error ?? "" }),
+    wholeCell(t.last_error ?? "", t.last_error ?? "", "error"),
   ])));
   if (!dead.items.length) emptyRow(deadBody, 5, "No dead letters.");
   for (const card of document.querySelectorAll("#counts .count")) {
@@ -223,6 +236,12 @@ async function showOverview() {
     el("td", { text: relative(t.run_at) }),
   ])));
   if (!stats.next_due.length) emptyRow(body, 5, "Nothing pending.");
+  const waiting = stats.unsubscribed ?? [];
+  $("#unsubscribed tbody").replaceChildren(...waiting.map((u) => el("tr", { "data-type": u.type }, [
+    el("td", {}, [el("a", { href: filterHash({ type: u.type }), class: "mono", text: u.type, title: u.type })]),
+    el("td", { text: u.count.toLocaleString() }),
+  ])));
+  $("#unsubscribed-panel").hidden = !waiting.length;
   drawActivity(activity.minutes);
 }
 
@@ -322,9 +341,9 @@ function timerRow(t) {
     el("td", { text: t.type }),
     el("td", { text: t.subject ?? "–" }),
     el("td", {}, [pill(t.status)]),
-    el("td", { class: "mono", text: instant(t.due_at), title: relative(t.due_at) }),
+    dueCell(t.due_at),
     el("td", { text: `${t.attempts}/${t.max_attempts}` }),
-    el("td", { class: "error", text: t.last_error ?? "", title: t.last_error ?? "" }),
+    wholeCell(t.last_error ?? "", t.last_error ?? "", "error"),
   ]);
 }
 
@@ -387,6 +406,12 @@ async function showTimer() {
   $("#timer-fields").replaceChildren(...fields.flatMap(([name, value]) =>
     [el("dt", { text: name }), el("dd", { class: name === "last error" ? "error" : "", text: String(value) })]));
   $("#timer-payload").textContent = JSON.stringify(timer.payload, null, 2);
+  // Nobody would deliver it: say so, or it waits in silence.
+  const waits = timer.subscribers === 0 && (timer.status === "scheduled" || timer.status === "retrying");
+  $("#timer-unsubscribed").replaceChildren(...(waits ? [
+    "no subscriber for ", el("code", { text: timer.type }),
+    ": no live node has a handler or a route for it, so it waits until one runs (e.g. duetime serve --app module:app)."] : []));
+  $("#timer-unsubscribed").hidden = !waits;
   $("#attempts-title").textContent = `Attempts (${attempts.length})`;
   const body = $("#attempts tbody");
   // A refresh keeps the tracebacks the reader opened or closed; at first the newest is open.
@@ -788,13 +813,17 @@ const VIEWS = {
 function route() {
   // #timer/<key>, #timers?<filter> (the filter's values stay encoded until parsed), #<view>.
   const hash = location.hash.slice(1);
+  // A notice speaks of the view it was given in: another view starts without it.
+  if (hash !== state.hash) notice(null);
+  state.hash = hash;
   if (hash.startsWith("timer/")) {
     state.view = "timer";
     const key = decodeURIComponent(hash.slice("timer/".length));
     if (key !== state.timerKey) {
       // Nothing of the previous timer stays in sight (or clickable) while this one loads.
       $("#timer-title").replaceChildren(el("span", { class: "mono", text: key }));
-      for (const id of ["#timer-fields", "#timer-actions"]) $(id).replaceChildren();
+      for (const id of ["#timer-fields", "#timer-actions", "#timer-unsubscribed"]) $(id).replaceChildren();
+      $("#timer-unsubscribed").hidden = true;
       $("#timer-payload").textContent = "";
     }
     state.timerKey = key;

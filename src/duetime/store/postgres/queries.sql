@@ -1294,6 +1294,18 @@ FROM stranded
 WHERE timers.id = stranded.id
 RETURNING timers.id
 
+-- name: unsubscribed_types
+-- The pending rows no live node's subscriptions take (the claim_due filter is not true), by
+-- type, most first: what waits for a subscriber, as the overview shows it.
+SELECT type, count(*) AS count FROM timers
+WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
+  AND
+  -- include: claim_subscribed
+  IS NOT TRUE
+GROUP BY type
+ORDER BY count DESC, type
+LIMIT %(limit)s
+
 -- name: history_namespaces
 -- Every namespace with fired or finished timers in the hot table, running ones aside (nothing
 -- to archive there), one index probe each (a loose scan of timers_events), whether or not the

@@ -766,6 +766,17 @@ class PostgresStore:
 
         return await self._db.write(run)
 
+    async def unsubscribed_types(
+        self, namespace: str, subscribed: ClaimFilter, limit: int
+    ) -> list[tuple[str, int]]:
+        params = {"namespace": namespace, **claim_params(subscribed), "limit": limit}
+
+        async def run(conn: Conn) -> list[tuple[str, int]]:
+            rows = await fetch_all(conn, Q["unsubscribed_types"], params)
+            return [(row["type"], row["count"]) for row in rows]
+
+        return await self._db.read(run)
+
     async def rescue(self, now: datetime) -> list[int]:
         async def run(conn: Conn) -> list[int]:
             return await self._rescue(conn, now)

@@ -696,6 +696,18 @@ WHERE id IN (
 )
 RETURNING id
 
+-- name: unsubscribed_types
+-- The pending rows no live node's subscriptions take (the claim_due filter is not true), by
+-- type, most first: what waits for a subscriber, as the overview shows it.
+SELECT type, count(*) AS count FROM timers
+WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
+  AND
+  -- include: claim_subscribed
+  IS NOT TRUE
+GROUP BY type
+ORDER BY count DESC, type
+LIMIT :limit
+
 -- name: history_namespaces
 -- Every namespace with fired or finished timers, one probe of timers_events each (a loose scan:
 -- DISTINCT would read the whole index on the thread every call waits for).

@@ -373,6 +373,17 @@ class SqliteStore:
 
         return await self._db.write(run)
 
+    async def unsubscribed_types(
+        self, namespace: str, subscribed: ClaimFilter, limit: int
+    ) -> list[tuple[str, int]]:
+        params = _claim_params(namespace, subscribed)
+        params["limit"] = limit
+
+        def run(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+            return [(row[0], row[1]) for row in conn.execute(Q["unsubscribed_types"], params)]
+
+        return await self._db.read(run)
+
     async def rescue(self, now: datetime) -> list[int]:
         rescued = await self._db.write(lambda conn: _rescue(conn, now))
         if rescued:

@@ -1,0 +1,212 @@
+"""The shell examples of the README and docs/, run against a real ``duetime serve``: docs that
+cannot go stale.
+
+A fenced block is run when an HTML comment (invisible once rendered) comes right before it:
+
+- ``<!-- doc-test: run -->``: a bash block, run as a script (``set -euo pipefail``; ``curl``
+  fails on an HTTP error). A block of ``$ command`` lines, each followed by its output, is run
+  command by command and each output compared with the one shown.
+- ``<!-- doc-test: run until REGEX -->``: run again until its output matches (a timer firing).
+- ``<!-- doc-test: file NAME -->``: the block is written to NAME first (``myapp.py``).
+- ``<!-- doc-test: serve -->``: the block's one ``duetime serve …`` command is started in the
+  background; without one, plain ``duetime serve`` runs before the first example.
+
+Each page runs in an empty directory of its own with its own SQLite database. The server listens
+on a free port of 127.0.0.1, put in place of every ``8080`` of the page (and in
+``DUETIME_PORT``); ``./duetime`` and ``duetime`` are the installed command.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .test_api_serve import duetime_command, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARKER = re.compile(r"^<!--\s*doc-test:\s*(?P<what>run|file|serve)\b(?P<arg>.*?)\s*-->\s*$")
+FENCE = re.compile(r"^(?P<fence>```+)(?P<info>[^`]*)$")
+UNTIL = 30.0
+"""Seconds a ``run until`` example may take to show what it waits for."""
+PREAMBLE = """set -euo pipefail
+curl() { command curl --silent --show-error --fail-with-body "$@"; echo; }
+"""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One marked block: what to do with it, its argument, its text and where it is."""
+
+    what: str
+    arg: str
+    text: str
+    line: int
+
+
+def examples(markdown: str) -> list[Example]:
+    """The marked blocks of a page, in order; a marker not followed by a fence is an error."""
+    lines = markdown.splitlines()
+    found: list[Example] = []
+    i = 0
+    while i < len(lines):
+        marker = MARKER.match(lines[i])
+        i += 1
+        if marker is None:
+            continue
+        fence = FENCE.match(lines[i]) if i < len(lines) else None
+        if fence is None:
+            raise AssertionError(f"line {i}: a doc-test marker must come right before a fence")
+        start = i + 1
+        end = start
+        while not lines[end].startswith(fence["fence"]):
+            end += 1
+        found.append(Example(marker["what"], marker["arg"].strip(), "\n".join(lines[start:end]), i))
+        i = end + 1
+    return found
+
+
+def console_steps(text: str) -> list[tuple[str, str]] | None:
+    """``$ command`` lines with the output each shows, or None for a plain script."""
+    if not text.startswith("$ "):
+        return None
+    steps: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        else:
+            steps[-1][1].append(line)
+    return [(command, "\n".join(output)) for command, output in steps]
+
+
+@dataclass
+class Session:
+    """A page's directory, environment and server."""
+
+    cwd: Path
+    env: dict[str, str]
+    port: int
+    server: subprocess.Popen[str] | None = None
+
+    def substitute(self, text: str) -> str:
+        return text.replace("8080", str(self.port))
+
+    def bash(self, script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", PREAMBLE + script],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def serve(self, command: str) -> None:
+        log = (self.cwd / "serve.log").open("w")
+        self.server = subprocess.Popen(
+            ["bash", "-c", f"exec {command}"],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.server.poll() is not None:
+                raise AssertionError(f"{command!r} exited:\n{self.log()}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).is_success:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"{command!r} did not answer within 30 s:\n{self.log()}")
+
+    def log(self) -> str:
+        path = self.cwd / "serve.log"
+        return path.read_text() if path.exists() else ""
+
+    def stop(self) -> int:
+        if self.server is None:
+            return 0
+        self.server.send_signal(signal.SIGTERM)
+        try:
+            return self.server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            return self.server.wait()
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+    port = free_port()
+    env["DUETIME_DATABASE_URL"] = f"sqlite:///{tmp_path / 'duetime.db'}"
+    env["DUETIME_PORT"] = str(port)
+    bin_dir = tmp_path / ".bin"
+    bin_dir.mkdir()
+    command = duetime_command()
+    launcher = "#!/bin/sh\nexec " + " ".join(f"'{part}'" for part in command) + ' "$@"\n'
+    for path in (bin_dir / "duetime", tmp_path / "duetime"):
+        path.write_text(launcher)
+        path.chmod(0o755)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    session = Session(tmp_path, env, port)
+    yield session
+    assert session.stop() == 0, session.log()
+
+
+def marked_pages() -> list[Path]:
+    return [page for page in PAGES if "<!-- doc-test:" in page.read_text(encoding="utf-8")]
+
+
+def test_the_marked_pages_include_the_readme_and_the_curl_examples() -> None:
+    names = {page.relative_to(ROOT).as_posix() for page in marked_pages()}
+    assert {"README.md", "docs/bus.md", "docs/flow-control.md", "docs/operating.md"} <= names
+
+
+@pytest.mark.parametrize("page", marked_pages(), ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_the_shell_examples_run(page: Path, session: Session) -> None:
+    for example in examples(page.read_text(encoding="utf-8")):
+        where = f"{page.name}:{example.line + 1}"
+        text = session.substitute(example.text)
+        if example.what == "file":
+            (session.cwd / example.arg).write_text(text + "\n")
+            continue
+        if example.what == "serve":
+            assert session.server is None, f"{where}: one server a page"
+            session.serve(text.split("#")[0].strip())
+            continue
+        if session.server is None:
+            session.serve("duetime serve")
+        run(session, example, text, where)
+
+
+def run(session: Session, example: Example, text: str, where: str) -> None:
+    steps = console_steps(text)
+    if steps is not None:
+        for command, shown in steps:
+            done = session.bash(command)
+            assert done.returncode == 0, f"{where}: {command}\n{done.stderr}{session.log()}"
+            assert done.stdout.rstrip() == shown.rstrip(), f"{where}: {command}"
+        return
+    wanted = re.compile(example.arg[len("until") :].strip().strip("\"'")) if example.arg else None
+    deadline = time.monotonic() + UNTIL
+    while True:
+        done = session.bash(text)
+        assert done.returncode == 0, f"{where}:\n{text}\n{done.stdout}{done.stderr}"
+        if wanted is None or wanted.search(done.stdout):
+            return
+        assert time.monotonic() < deadline, f"{where}: no {wanted.pattern!r} in:\n{done.stdout}"
+        time.sleep(0.2)
