@@ -63,12 +63,17 @@ class Rescuer(Periodic):
 
     async def start(self) -> None:
         await self.rescue_dead_local_nodes()
-        await self.step()
+        # No sweep yet: a one-shot tick, or nodes starting together, would dead-letter types
+        # whose subscribers have not registered; the first periodic round sweeps.
+        await self._round(sweep=False)
 
     async def step(self) -> None:
+        await self._round(sweep=True)
+
+    async def _round(self, *, sweep: bool) -> None:
         rescue = not self._clock_stepped()
         sweeper = self.sweeper
-        if sweeper is not None and sweeper.active:
+        if sweep and sweeper is not None and sweeper.active:
             rescued = await sweeper.sweep(self.clock.now(), rescue=rescue)
         elif rescue:
             rescued = await self.store.rescue(self.clock.now())
