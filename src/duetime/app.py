@@ -47,6 +47,7 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.model.finding import PayloadMatch
 from duetime.outbox import held_async
 from duetime.requests import TimerRequest
 from duetime.routes import HANDLER, Route, check_pattern
@@ -54,7 +55,7 @@ from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.store.parts import OutboxStore, require
-from duetime.timer_filters import check_action, timer_filter
+from duetime.timer_filters import check_action, check_sort, timer_filter
 from duetime.tracing import tracing_for
 from duetime.validation import (
     check_limit,
@@ -508,11 +509,15 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         type: str | None = None,
         due_from: str | datetime | timedelta | None = None,
         due_until: str | datetime | timedelta | None = None,
+        payload: str | PayloadMatch | None = None,
+        sort: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
     ) -> Page[Timer]:
         """Timers newest first, optionally of one subject / status / type (or ``order.*``
-        glob) / due range ``[due_from, due_until)``; paginated by cursor."""
+        glob) / due range ``[due_from, due_until)`` / payload field (``customer.id=42``);
+        ``sort``: ``due`` (earliest first), ``updated`` (latest first), ``attempts`` (most
+        first) instead; paginated by cursor."""
         await self.open()
         found = timer_filter(
             subject=subject,
@@ -520,10 +525,21 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
             type=type,
             due_from=due_from,
             due_until=due_until,
+            payload=payload,
             now=self.clock.now(),
         )
+        order = check_sort(sort or "newest")
         check_limit(limit)
-        return await self.store.list_timers(self.namespace, found, cursor, limit)
+        return await self.store.list_timers(self.namespace, found, cursor, limit, order)
+
+    async def types(self, prefix: str = "", limit: int = 20) -> list[str]:
+        """Known event types starting with ``prefix`` (the namespace's schedules' and its
+        newest timers'), alphabetically: suggestions while one types."""
+        await self.open()
+        if not isinstance(prefix, str) or len(prefix) > 200:
+            raise InvalidInput("prefix", "must be text of at most 200 characters")
+        check_limit(limit)
+        return await self.store.list_types(self.namespace, prefix, limit)
 
     async def dead(self, *, cursor: str | None = None, limit: int = 50) -> Page[Timer]:
         """The dead-letter queue: timers that ran out of attempts or were declared dead."""

@@ -146,6 +146,7 @@ class App:
     attempts = _blocking(AsyncApp.attempts)
     cancel = _joining(AsyncApp.cancel)
     history = _blocking(AsyncApp.history)
+    types = _blocking(AsyncApp.types)
     dead = _blocking(AsyncApp.dead)
     dead_types = _blocking(AsyncApp.dead_types)
     replay = _blocking(AsyncApp.replay)

@@ -13,7 +13,17 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
-from duetime.api import events, fast, limits, live, operations, schedules, system, timers
+from duetime.api import (
+    events,
+    fast,
+    finding,
+    limits,
+    live,
+    operations,
+    schedules,
+    system,
+    timers,
+)
 from duetime.api.config import ApiSettings
 from duetime.api.errors import install_error_handlers
 from duetime.api.guard import RequestGuard
@@ -88,6 +98,7 @@ def create_api(
     install_error_handlers(api)
     api.router.routes.extend(fast.ROUTES)  # first: matched before the documented routes
     api.include_router(operations.router)
+    api.include_router(finding.router)
     api.include_router(live.router)
     api.include_router(timers.router)
     api.include_router(events.router)

@@ -103,6 +103,12 @@ AND (:status IS NULL OR status = :status)
 AND (:type_glob IS NULL OR type GLOB :type_glob)
 AND (:due_from IS NULL OR due_at >= :due_from)
 AND (:due_until IS NULL OR due_at < :due_until)
+AND (:keys IS NULL OR key IN (SELECT value FROM json_each(:keys)))
+AND (:payload_path IS NULL OR (
+    CASE json_type(payload, :payload_path)
+        WHEN 'integer' THEN 'number' WHEN 'real' THEN 'number'
+        ELSE json_type(payload, :payload_path) END = :payload_kind
+    AND (:payload_value IS NULL OR json_extract(payload, :payload_path) = :payload_value)))
 
 -- name: list_timers
 -- Newest first, before the cursor's id: a keyset walk of the primary key (or timers_subject,
@@ -113,6 +119,50 @@ WHERE namespace = :namespace
   -- include: timer_filter
   AND id < :before_id
 ORDER BY id DESC
+LIMIT :limit
+
+-- name: list_timers_by_due
+-- Earliest due first, after the cursor's (due_at, id).
+SELECT * FROM timers
+WHERE namespace = :namespace
+  AND
+  -- include: timer_filter
+  AND (:after_value IS NULL OR (due_at, id) > (:after_value, :after_id))
+ORDER BY due_at, id
+LIMIT :limit
+
+-- name: list_timers_by_updated
+-- Latest change first, after the cursor's (updated_at, id).
+SELECT * FROM timers
+WHERE namespace = :namespace
+  AND
+  -- include: timer_filter
+  AND (:after_value IS NULL OR (updated_at, id) < (:after_value, :after_id))
+ORDER BY updated_at DESC, id DESC
+LIMIT :limit
+
+-- name: list_timers_by_attempts
+-- Most attempts first, after the cursor's (attempts, id).
+SELECT * FROM timers
+WHERE namespace = :namespace
+  AND
+  -- include: timer_filter
+  AND (:after_value IS NULL OR (attempts, id) < (:after_value, :after_id))
+ORDER BY attempts DESC, id DESC
+LIMIT :limit
+
+-- name: list_types
+-- Event types starting with :prefix among the newest :scan timers (read back timers' primary
+-- key: a bounded cost however large the table) and the namespace's schedules.
+SELECT type FROM (
+    SELECT type FROM (
+        SELECT type FROM timers WHERE namespace = :namespace ORDER BY id DESC LIMIT :scan
+    )
+    UNION
+    SELECT type FROM schedules WHERE namespace = :namespace
+)
+WHERE substr(type, 1, length(:prefix)) = :prefix
+ORDER BY type
 LIMIT :limit
 
 -- name: bulk_batch
