@@ -47,6 +47,7 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.model.charts import ChartBucket, chart_series, chart_window
 from duetime.model.finding import PayloadMatch
 from duetime.outbox import held_async
 from duetime.requests import TimerRequest
@@ -616,6 +617,23 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
         log_filter = event_filter(type, since, until, self.clock.now())
         await self.open()
         return await self.store.history.list_events(self.namespace, log_filter, cursor, limit)
+
+    async def charts(
+        self, range: str = "1h", *, type: str | None = None, node: str | None = None
+    ) -> list[ChartBucket]:
+        """Throughput and lateness (p50/p95/p99/max) over ``range`` (``1h``, ``24h``, ``7d``)
+        in buckets, from the database: timers whose first attempt started in each, only of
+        ``type`` (or glob) and first run on ``node`` when given."""
+        await self.open()
+        since, until, bucket = chart_window(self.clock.now(), range)
+        if type is not None:
+            check_pattern(type, "type")
+        if node is not None and not (isinstance(node, str) and 0 < len(node) <= 200):
+            raise InvalidInput("node", "must be a node id (text of at most 200 characters)")
+        counts, lateness = await self.store.history.chart(
+            self.namespace, since, until, bucket, type, node
+        )
+        return chart_series(since, until, bucket, counts, lateness)
 
     async def activity(self, minutes: int = 60) -> list[ActivityMinute]:
         """Throughput and lateness of the last ``minutes`` minutes, read from the database (so

@@ -155,6 +155,7 @@ class App:
     counts = _blocking(AsyncApp.counts)
     events = _blocking(AsyncApp.events)
     activity = _blocking(AsyncApp.activity)
+    charts = _blocking(AsyncApp.charts)
     maintain = _blocking(AsyncApp.maintain)
     tick = _blocking(AsyncApp.tick)
     migrate = _blocking(AsyncApp.migrate)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from storekit import NOW, new_timer
-from test_conformance_operations import kill
+from test_conformance_operations import LEASE, kill
 
-from duetime.model import Status, TimerFilter
+from duetime.model import Finish, Outcome, Status, TimerFilter
 from duetime.model.finding import PayloadMatch, TimerSort
 from duetime.store import Store
 from duetime.timer_filters import payload_match
@@ -104,3 +105,40 @@ async def test_known_types_by_prefix_come_from_timers_and_schedules(store: Store
     assert await store.list_types("ns", "", 10) == ["email.welcome", "order.paid", "order.shipped"]
     assert await store.list_types("ns", "order.", 1) == ["order.paid"]
     assert await store.list_types("ns", "z", 10) == []
+
+
+async def test_chart_counts_and_lateness_percentiles_by_type_and_node(store: Store) -> None:
+    """Ten ``a`` timers started 0..9 s late (five on n1, five on n2) and one ``b``: the
+    database's percentiles interpolate as percentile_cont does, on both stores."""
+    late = [new_timer(f"a{n}", NOW - timedelta(seconds=n), type="a") for n in range(10)]
+    await store.put_timers([*late, new_timer("b0", NOW, type="b")], "error", NOW)
+    for node, count in (("n1", 5), ("n2", 6)):
+        claimed = await store.claim_due("ns", None, NOW, count, node, LEASE)
+        ends = [Finish(c.timer.id, c.attempt, Outcome.DONE, started_at=NOW) for c in claimed]
+        assert await store.finish(ends, node, NOW + timedelta(seconds=1)) == set()
+    since = NOW - timedelta(minutes=1)
+    until = NOW + timedelta(minutes=1)
+
+    async def chart(type: str | None = None, node: str | None = None) -> tuple[object, ...]:
+        counts, lateness = await store.history.chart(
+            "ns", since, until, timedelta(minutes=1), type, node
+        )
+        assert {c.bucket for c in counts} <= {1}
+        (row,) = lateness
+        return (
+            sum(c.count for c in counts),
+            row.count,
+            row.p50_ms,
+            row.p95_ms,
+            row.p99_ms,
+            row.max_ms,
+        )
+
+    assert await chart("a") == (10, 10, 4500, pytest.approx(8550), pytest.approx(8910), 9000)
+    assert await chart("*") == (11, 11, 4000, pytest.approx(8500), pytest.approx(8900), 9000)
+    assert await chart("a", "n1") == (5, 5, 7000, pytest.approx(8800), pytest.approx(8960), 9000)
+    assert (await chart(node="n2"))[:3] == (6, 6, pytest.approx(1500))
+    counts, lateness = await store.history.chart(
+        "ns", since, until, timedelta(minutes=1), "c.*", None
+    )
+    assert (counts, lateness) == ([], [])

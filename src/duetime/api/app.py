@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
 from duetime.api import (
+    charts,
     events,
     fast,
     finding,
@@ -99,6 +100,7 @@ def create_api(
     api.router.routes.extend(fast.ROUTES)  # first: matched before the documented routes
     api.include_router(operations.router)
     api.include_router(finding.router)
+    api.include_router(charts.router)
     api.include_router(live.router)
     api.include_router(timers.router)
     api.include_router(events.router)

@@ -1378,6 +1378,58 @@ FROM (
 ) AS fired
 GROUP BY minute, status
 
+-- name: chart_rows
+-- The timers whose first attempt started in [since, until) (fired_at: the true start), hot and
+-- archived, reached as activity reaches them; of a type, and whose first attempt ran on a node
+-- (done_by, else its attempts row), when asked.
+FROM (
+    (SELECT fired_at, due_at, status FROM timers AS t
+     WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND coalesce(fired_at, completed_at) >= %(since)s
+       AND coalesce(fired_at, completed_at) < %(until)s
+       AND fired_at >= %(since)s AND fired_at < %(until)s
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+       AND (%(node)s::text IS NULL OR coalesce(done_by,
+            (SELECT node_id FROM attempts AS a WHERE a.timer_id = t.id AND a.number = 1))
+            = %(node)s::text))
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timers AS t
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND fired_at >= %(since)s AND fired_at < %(until)s
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+       AND (%(node)s::text IS NULL OR
+            (SELECT node_id FROM attempts AS a WHERE a.timer_id = t.id AND a.number = 1)
+            = %(node)s::text))
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timer_history AS h
+     WHERE namespace = %(namespace)s
+       AND fired_at >= %(since)s AND fired_at < %(until)s
+       AND completed_at >= %(since)s
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+       AND (%(node)s::text IS NULL OR coalesce(done_by,
+            (SELECT node_id FROM attempt_history AS a WHERE a.timer_id = h.id AND a.number = 1))
+            = %(node)s::text))
+) AS fired
+
+-- name: chart_throughput
+-- chart_rows by bucket (of bucket_seconds from since) and status now.
+SELECT floor(extract(epoch FROM fired_at - %(since)s) / %(bucket_seconds)s::float8)::int AS bucket,
+    status, count(*) AS count
+  -- include: chart_rows
+GROUP BY bucket, status
+
+-- name: chart_lateness
+-- Each bucket's lateness (fired_at - due_at) in milliseconds: percentile_cont of its rows.
+SELECT floor(extract(epoch FROM fired_at - %(since)s) / %(bucket_seconds)s::float8)::int AS bucket,
+    count(*) AS n,
+    percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[])
+        WITHIN GROUP (ORDER BY (extract(epoch FROM fired_at - due_at) * 1000)::float8) AS ps,
+    max(extract(epoch FROM fired_at - due_at) * 1000)::float8 AS max_ms
+  -- include: chart_rows
+GROUP BY bucket
+
 -- name: change_marker
 -- The next transaction id of the cluster: it moves whenever any transaction writes, here or in
 -- another database of the same server, so it is a "maybe changed" signal, read in no time.

@@ -736,6 +736,48 @@ WHERE namespace = :namespace
   AND fired_at IS NOT NULL
 GROUP BY minute, status
 
+-- name: chart_rows
+-- The timers whose first attempt started in [since, until) (fired_at: the true start), through
+-- timers_events; of a type (glob), and whose first attempt ran on a node, when asked.
+FROM timers
+WHERE namespace = :namespace
+  AND coalesce(fired_at, completed_at) >= :since
+  AND coalesce(fired_at, completed_at) < :until
+  AND fired_at >= :since AND fired_at < :until
+  AND (:type_glob IS NULL OR type GLOB :type_glob)
+  AND (:node IS NULL
+       OR (SELECT node_id FROM attempts WHERE timer_id = timers.id AND number = 1) = :node)
+
+-- name: chart_throughput
+-- chart_rows by bucket (of :bucket microseconds from :since) and status now.
+SELECT (fired_at - :since) / :bucket AS bucket, status, count(*) AS count
+  -- include: chart_rows
+GROUP BY bucket, status
+
+-- name: chart_lateness
+-- Each bucket's lateness (fired_at - due_at) ranked in order, and per percentile the value at
+-- rank floor(p * (n - 1)) and the next: what percentile_cont interpolates between (the store
+-- finishes it: charts.interpolated). Exact, from the bucket's ordered rows.
+WITH late AS (
+    SELECT (fired_at - :since) / :bucket AS bucket, fired_at - due_at AS late_us
+    -- include: chart_rows
+), ranked AS (
+    SELECT bucket, late_us / 1000.0 AS ms,
+        row_number() OVER (PARTITION BY bucket ORDER BY late_us) - 1 AS rank,
+        count(*) OVER (PARTITION BY bucket) AS n
+    FROM late
+)
+SELECT bucket, n,
+    max(CASE WHEN rank = CAST(0.5 * (n - 1) AS INTEGER) THEN ms END) AS p50_low,
+    max(CASE WHEN rank = CAST(0.5 * (n - 1) AS INTEGER) + 1 THEN ms END) AS p50_high,
+    max(CASE WHEN rank = CAST(0.95 * (n - 1) AS INTEGER) THEN ms END) AS p95_low,
+    max(CASE WHEN rank = CAST(0.95 * (n - 1) AS INTEGER) + 1 THEN ms END) AS p95_high,
+    max(CASE WHEN rank = CAST(0.99 * (n - 1) AS INTEGER) THEN ms END) AS p99_low,
+    max(CASE WHEN rank = CAST(0.99 * (n - 1) AS INTEGER) + 1 THEN ms END) AS p99_high,
+    max(ms) AS max_ms
+FROM ranked
+GROUP BY bucket, n
+
 -- name: data_version
 -- Changes when another connection (another process) commits; this connection's own writes
 -- are counted by sqlite3's total_changes instead.
