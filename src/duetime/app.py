@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from duetime.app_acting import ActingMethods
 from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
 from duetime.app_tokens import TokenMethods
@@ -81,7 +82,7 @@ BULK_BATCH = 1000
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
-class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods):
+class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, ActingMethods):
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(

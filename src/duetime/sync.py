@@ -156,6 +156,8 @@ class App:
     events = _blocking(AsyncApp.events)
     activity = _blocking(AsyncApp.activity)
     charts = _blocking(AsyncApp.charts)
+    edit = _blocking(AsyncApp.edit)
+    run_next_now = _blocking(AsyncApp.run_next_now)
     maintain = _blocking(AsyncApp.maintain)
     tick = _blocking(AsyncApp.tick)
     migrate = _blocking(AsyncApp.migrate)

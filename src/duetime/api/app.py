@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
 from duetime.api import (
+    acting,
     charts,
     events,
     fast,
@@ -101,6 +102,7 @@ def create_api(
     api.include_router(operations.router)
     api.include_router(finding.router)
     api.include_router(charts.router)
+    api.include_router(acting.router)
     api.include_router(live.router)
     api.include_router(timers.router)
     api.include_router(events.router)
