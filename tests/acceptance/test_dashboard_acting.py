@@ -5,6 +5,7 @@ set, the new views are saved as ``docs/dashboard-*.png`` in light and dark."""
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -14,14 +15,27 @@ from duetime import Status
 
 from .test_api_serve import Server
 from .test_dashboard import (  # noqa: F401 - fixtures
+    DOCS,
     any_console,
     browser,
     confirm,
     console,
     page,
-    screenshot,
     stored,
 )
+
+
+def shot(page: Page, name: str) -> None:
+    """The view in sight (not the whole page: each picture stays under 200 KB)."""
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        page.screenshot(path=str(DOCS / f"dashboard-{name}.png"))
+
+
+def shot_charts(page: Page, name: str) -> None:
+    """The chart controls and both charts, at the top of the view."""
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        page.locator("#chart-controls").evaluate("node => node.scrollIntoView()")
+        page.screenshot(path=str(DOCS / f"dashboard-{name}.png"))
 
 
 def test_rows_selected_one_by_one_are_replayed_and_nothing_else(
@@ -34,7 +48,7 @@ def test_rows_selected_one_by_one_are_replayed_and_nothing_else(
     for key in ("sync-59", "sync-57", "sync-12"):
         page.check(f'[data-pick="{key}"]')
     expect(page.locator("#selection-count")).to_have_text("3 selected:")
-    screenshot(page, "selection")
+    shot(page, "selection")
     page.click("[data-selected=replay]")
     confirm(page, "3 of the 3 selected timers are dead — replay them?")
     expect(page.locator("#notice")).to_contain_text("3 selected timers replayed")
@@ -83,6 +97,11 @@ def test_charts_follow_range_type_and_node_and_draw_percentiles(
     )
     page.select_option("#c-range", "7d")
     expect(page.locator("#throughput-summary")).to_contain_text("60 fired in the last 7 days")
+    expect(page.locator("#throughput-caption")).to_contain_text("per hour")
+    page.select_option("#c-range", "1h")
+    expect(page.locator("#throughput-caption")).to_contain_text("per minute")
+    shot_charts(page, "charts")
+    page.select_option("#c-range", "7d")
     expect(page.locator("#throughput-caption")).to_contain_text("per hour")
     page.fill("#c-type", "followup.*")
     page.click("#chart-controls button[type=submit]")
@@ -151,11 +170,13 @@ def test_dark_mode_follows_the_system_preference(console: Server, browser: Brows
         red, green, blue = (int(n) for n in rgb[rgb.index("(") + 1 : -1].split(",")[:3])
         assert (red + green + blue < 150) is dark, rgb
         if dark:
-            screenshot(page, "overview-dark")
+            shot(page, "overview-dark")
+            expect(page.locator("#lateness polyline, #lateness circle")).not_to_have_count(0)
+            shot_charts(page, "charts-dark")
             page.goto(f"{console.base_url}/#timers?status=dead")
             expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
             page.check('[data-pick="sync-59"]')
-            screenshot(page, "selection-dark")
+            shot(page, "selection-dark")
         context.close()
 
 
@@ -167,7 +188,7 @@ def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
     page.click("#act-edit")
     page.fill("#e-when", "2030-01-02T03:04:05Z")
     page.fill("#e-payload", '{"n": 1, "note": "moved"}')
-    screenshot(page, "edit")
+    shot(page, "edit")
     page.click("#e-save")
     expect(page.locator("#notice")).to_contain_text("followup-1 updated")
     with stored(console) as app:
@@ -202,7 +223,7 @@ def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
         before = app.get_schedule("daily-report").next_at
     assert before is not None
     row.locator("[data-run-next]").click()
-    screenshot(page, "run-next")
+    shot(page, "run-next")
     confirm(page, "runs now, once")
     expect(page.locator("#notice")).to_contain_text("made due now")
     with stored(console) as app:
