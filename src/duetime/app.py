@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from duetime.app_acting import ActingMethods
 from duetime.app_audit import AuditMethods
 from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
@@ -51,6 +52,8 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.audit import Actor, filter_target
+from duetime.model.charts import ChartBucket, chart_series, chart_window
+from duetime.model.finding import PayloadMatch
 from duetime.model.moves import TimerMove
 from duetime.outbox import held_async
 from duetime.requests import TimerRequest
@@ -59,7 +62,7 @@ from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.store.parts import OutboxStore, require
-from duetime.timer_filters import check_action, timer_filter
+from duetime.timer_filters import check_action, check_sort, timer_filter
 from duetime.tracing import tracing_for
 from duetime.validation import (
     check_keys,
@@ -85,7 +88,9 @@ BULK_BATCH = 1000
 """What ``next`` returns past the last request (a request list may hold anything)."""
 
 
-class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, AuditMethods, SubscriberMethods):
+class AsyncApp(
+    ScheduleMethods, TokenMethods, LimitMethods, AuditMethods, SubscriberMethods, ActingMethods
+):
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(
@@ -545,11 +550,15 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, AuditMethods, Subscr
         type: str | None = None,
         due_from: str | datetime | timedelta | None = None,
         due_until: str | datetime | timedelta | None = None,
+        payload: str | PayloadMatch | None = None,
+        sort: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
     ) -> Page[Timer]:
         """Timers newest first, optionally of one subject / status / type (or ``order.*``
-        glob) / due range ``[due_from, due_until)``; paginated by cursor."""
+        glob) / due range ``[due_from, due_until)`` / payload field (``customer.id=42``);
+        ``sort``: ``due`` (earliest first), ``updated`` (latest first), ``attempts`` (most
+        first) instead; paginated by cursor."""
         await self.open()
         found = timer_filter(
             subject=subject,
@@ -557,10 +566,21 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, AuditMethods, Subscr
             type=type,
             due_from=due_from,
             due_until=due_until,
+            payload=payload,
             now=self.clock.now(),
         )
+        order = check_sort(sort or "newest")
         check_limit(limit)
-        return await self.store.list_timers(self.namespace, found, cursor, limit)
+        return await self.store.list_timers(self.namespace, found, cursor, limit, order)
+
+    async def types(self, prefix: str = "", limit: int = 20) -> list[str]:
+        """Known event types starting with ``prefix`` (the namespace's schedules' and its
+        newest timers'), alphabetically: suggestions while one types."""
+        await self.open()
+        if not isinstance(prefix, str) or len(prefix) > 200:
+            raise InvalidInput("prefix", "must be text of at most 200 characters")
+        check_limit(limit)
+        return await self.store.list_types(self.namespace, prefix, limit)
 
     async def dead(self, *, cursor: str | None = None, limit: int = 50) -> Page[Timer]:
         """The dead-letter queue: timers that ran out of attempts or were declared dead."""
@@ -657,6 +677,23 @@ class AsyncApp(ScheduleMethods, TokenMethods, LimitMethods, AuditMethods, Subscr
         log_filter = event_filter(type, since, until, self.clock.now())
         await self.open()
         return await self.store.history.list_events(self.namespace, log_filter, cursor, limit)
+
+    async def charts(
+        self, range: str = "1h", *, type: str | None = None, node: str | None = None
+    ) -> list[ChartBucket]:
+        """Throughput and lateness (p50/p95/p99/max) over ``range`` (``1h``, ``24h``, ``7d``)
+        in buckets, from the database: timers whose first attempt started in each, only of
+        ``type`` (or glob) and first run on ``node`` when given."""
+        await self.open()
+        since, until, bucket = chart_window(self.clock.now(), range)
+        if type is not None:
+            check_pattern(type, "type")
+        if node is not None and not (isinstance(node, str) and 0 < len(node) <= 200):
+            raise InvalidInput("node", "must be a node id (text of at most 200 characters)")
+        counts, lateness = await self.store.history.chart(
+            self.namespace, since, until, bucket, type, node
+        )
+        return chart_series(since, until, bucket, counts, lateness)
 
     async def activity(self, minutes: int = 60) -> list[ActivityMinute]:
         """Throughput and lateness of the last ``minutes`` minutes, read from the database (so

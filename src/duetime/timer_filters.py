@@ -7,11 +7,15 @@ and the due range ``[due_from, due_until)`` takes instants, or durations meaning
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from duetime.errors import InvalidInput
 from duetime.history import instant_or_ago
 from duetime.model import BULK_ACTIONS, BulkAction, Status, TimerFilter
+from duetime.model.finding import MAX_SELECTED_KEYS, TIMER_SORTS, PayloadMatch, TimerSort
 from duetime.routes import check_pattern
 from duetime.validation import check_subject
 
@@ -25,6 +29,8 @@ def timer_filter(
     type: str | None = None,
     due_from: Instant = None,
     due_until: Instant = None,
+    payload: str | PayloadMatch | None = None,
+    keys: Sequence[str] | None = None,
     now: datetime,
 ) -> TimerFilter:
     """The :class:`TimerFilter` of these fields; InvalidInput names the first bad one.
@@ -42,7 +48,70 @@ def timer_filter(
         subject = check_subject(subject)
     start = None if due_from is None else instant_or_ago(due_from, now, "due_from")
     end = None if due_until is None else instant_or_ago(due_until, now, "due_until")
-    return TimerFilter(subject, status, type, start, end)
+    match = payload_match(payload) if isinstance(payload, str) else payload
+    selected = None if keys is None else selected_keys(keys)
+    return TimerFilter(subject, status, type, start, end, match, selected)
+
+
+PAYLOAD_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_PAYLOAD_DEPTH = 8
+PAYLOAD_FORM = 'PATH=VALUE, e.g. customer.id=42 or status="paid"'
+
+
+def payload_match(text: str, field: str = "payload") -> PayloadMatch:
+    """``customer.id=42`` as a :class:`PayloadMatch`; InvalidInput naming ``field`` if bad.
+
+    The path is dotted keys from the payload's top (a leading ``payload.`` is allowed, as in
+    a limit's ``partition_by``); the value is JSON when it parses as a JSON scalar (``42``,
+    ``true``, ``null``, ``"42"``), else the text as typed (``paid``)."""
+    path_text, sep, value_text = text.partition("=")
+    if not sep:
+        raise InvalidInput(field, f"must be {PAYLOAD_FORM}")
+    path = path_text.strip().removeprefix("payload.").split(".")
+    if len(path) > MAX_PAYLOAD_DEPTH:
+        raise InvalidInput(field, f"the path is deeper than {MAX_PAYLOAD_DEPTH} keys")
+    for key in path:
+        if not PAYLOAD_KEY.fullmatch(key):
+            raise InvalidInput(
+                field,
+                f"the path {path_text.strip()!r} must be keys of letters, digits, _ or -, "
+                f"joined by dots ({PAYLOAD_FORM})",
+            )
+    value_text = value_text.strip()
+    try:
+        value = json.loads(value_text, parse_constant=_no_constant)
+    except ValueError:
+        value = value_text
+    if isinstance(value, dict | list):
+        raise InvalidInput(field, "the value must be a string, number, true, false or null")
+    return PayloadMatch(tuple(path), value)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(name)
+
+
+def selected_keys(keys: Sequence[str], field: str = "keys") -> tuple[str, ...]:
+    """A selection of timer keys; InvalidInput naming ``field`` when empty, too long or not
+    a list of strings."""
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise InvalidInput(field, "must be a list of timer keys")
+    if not keys:
+        raise InvalidInput(field, "must name at least one timer key")
+    if len(keys) > MAX_SELECTED_KEYS:
+        raise InvalidInput(field, f"names more than {MAX_SELECTED_KEYS} keys")
+    for key in keys:
+        if not isinstance(key, str) or not key:
+            raise InvalidInput(field, "must hold only non-empty strings (timer keys)")
+    return tuple(dict.fromkeys(keys))
+
+
+def check_sort(value: object, field: str = "sort") -> TimerSort:
+    """One of the listing orders; InvalidInput naming ``field`` otherwise."""
+    for sort in TIMER_SORTS:
+        if value == sort:
+            return sort
+    raise InvalidInput(field, f"must be one of {', '.join(TIMER_SORTS)}")
 
 
 def check_action(value: object, field: str = "action") -> BulkAction:

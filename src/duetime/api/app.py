@@ -14,9 +14,12 @@ from fastapi.staticfiles import StaticFiles
 
 from duetime import __version__
 from duetime.api import (
+    acting,
     audit,
+    charts,
     events,
     fast,
+    finding,
     limits,
     live,
     operations,
@@ -100,6 +103,9 @@ def create_api(
     install_error_handlers(api)
     api.router.routes.extend(fast.ROUTES)  # first: matched before the documented routes
     api.include_router(operations.router)
+    api.include_router(finding.router)
+    api.include_router(charts.router)
+    api.include_router(acting.router)
     api.include_router(live.router)
     api.include_router(timers.router)
     api.include_router(events.router)

@@ -18,6 +18,8 @@ from duetime.api.formats import WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     IDENTIFIER,
+    MAX_PAYLOAD_QUERY_LENGTH,
+    PAYLOAD_DESCRIPTION,
     TYPE_GLOB_PATTERN,
     WHEN,
     ChangedOut,
@@ -29,12 +31,13 @@ from duetime.api.schemas import (
 from duetime.api.timers import Key, shown
 from duetime.errors import InvalidInput
 from duetime.model import MAX_BULK_KEYS
-from duetime.timer_filters import check_action, timer_filter
+from duetime.model.finding import MAX_SELECTED_KEYS
+from duetime.timer_filters import check_action, selected_keys, timer_filter
 from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, check_keys
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
-FILTER_FIELDS = ("subject", "status", "type", "due_from", "due_until")
+FILTER_FIELDS = ("subject", "status", "type", "due_from", "due_until", "payload", "keys")
 
 
 def _or_empty(pattern: str) -> str:
@@ -57,6 +60,15 @@ class FilterIn(BaseModel):
     )
     due_until: str | None = Field(
         None, description=f"Due before: {WHEN}", pattern=_or_empty(WHEN_PATTERN)
+    )
+    payload: str | None = Field(
+        None, description=PAYLOAD_DESCRIPTION, max_length=MAX_PAYLOAD_QUERY_LENGTH
+    )
+    keys: list[str] | None = Field(
+        None,
+        description="Only these timers: a selection made row by row",
+        min_length=1,
+        max_length=MAX_SELECTED_KEYS,
     )
 
 
@@ -136,6 +148,9 @@ def _filter_fields(value: object) -> dict[str, Any]:
     for name, field in value.items():
         if name not in FILTER_FIELDS:
             raise InvalidInput(f"filter.{name}", "is not a known field")
-        if field is not None and not isinstance(field, str):
+        if name == "keys":
+            if field is not None:
+                selected_keys(field, "filter.keys")
+        elif field is not None and not isinstance(field, str):
             raise InvalidInput(f"filter.{name}", "must be a string")
     return {name: field for name, field in value.items() if field not in (None, "")}

@@ -32,6 +32,15 @@ WHEN = (
     "an ISO 8601 instant with an offset (`2025-03-15T13:00:00Z`), or a duration meaning that "
     "long ago (`PT1H`, `P7D`)"
 )
+PAYLOAD_DESCRIPTION = (
+    "Only timers whose payload holds a value at a path: `PATH=VALUE`, e.g. `customer.id=42`"
+    ' (a number), `status="paid"` or `status=paid` (text), `vip=true`; keys joined by dots'
+)
+MAX_PAYLOAD_QUERY_LENGTH = 1000
+SORT_DESCRIPTION = (
+    "`newest` (by id, the default), `due` (earliest due first), `updated` (latest change"
+    " first) or `attempts` (most first)"
+)
 TypePattern = "An event type, or a glob where `*` is any run of characters (`order.*`)"
 IDENTIFIER = identifier_pattern()
 CORRELATION = f"^[^{CONTROL}]+$"

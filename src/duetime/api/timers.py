@@ -18,6 +18,9 @@ from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     CURSOR,
     IDENTIFIER,
+    MAX_PAYLOAD_QUERY_LENGTH,
+    PAYLOAD_DESCRIPTION,
+    SORT_DESCRIPTION,
     TYPE_GLOB_PATTERN,
     WHEN,
     ChangedOut,
@@ -37,6 +40,7 @@ from duetime.app import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.model import OnConflict, Page, PutResult, Timer
 from duetime.model.cursors import ID_CURSOR_PATTERN
+from duetime.model.finding import TIMER_CURSOR_PATTERN, TimerSort
 from duetime.requests import JSON_COUNTS, TimerRequest
 from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, whole_number
 
@@ -145,16 +149,23 @@ async def list_timers(
     due_until: Annotated[
         str | None, Query(description=f"Due before: {WHEN}", pattern=WHEN_PATTERN)
     ] = None,
-    cursor: Cursor = None,
+    payload: Annotated[
+        str | None, Query(description=PAYLOAD_DESCRIPTION, max_length=MAX_PAYLOAD_QUERY_LENGTH)
+    ] = None,
+    sort: Annotated[TimerSort, Query(description=SORT_DESCRIPTION)] = "newest",
+    cursor: Annotated[str | None, Query(description=CURSOR, pattern=TIMER_CURSOR_PATTERN)] = None,
     limit: Limit = 50,
 ) -> JSONResponse:
-    """A keyset walk by id (no OFFSET): every page costs what the first does."""
+    """A keyset walk by id, or by the sort's (value, id) (no OFFSET): every page costs what
+    the first does."""
     page = await app.history(
         subject,
         status=status,
         type=type,
         due_from=due_from,
         due_until=due_until,
+        payload=payload,
+        sort=sort,
         cursor=cursor,
         limit=limit,
     )

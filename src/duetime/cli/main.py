@@ -15,6 +15,7 @@ import click
 
 from duetime import __version__
 from duetime.cli import output
+from duetime.cli.acting import edit
 from duetime.cli.admin import migrate, nodes, prune
 from duetime.cli.audit import audit
 from duetime.cli.context import (
@@ -133,6 +134,7 @@ def cli(ctx: click.Context, show_version: bool) -> None:
 for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker, tick, nodes):
     cli.add_command(command)
 cli.add_command(schedules)
+cli.add_command(edit)
 cli.add_command(next_occurrences)
 cli.add_command(tzdata)
 cli.add_command(events)

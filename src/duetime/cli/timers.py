@@ -197,6 +197,17 @@ def emit(event_type: str, payload: str | None, **fields: Any) -> None:
 @click.option("--type", "event_type", metavar="TYPE", help="Only this event type, or glob (a.*).")
 @click.option("--due-from", metavar="INSTANT", help="Due at or after (or a duration ago: P1D).")
 @click.option("--due-until", metavar="INSTANT", help="Due before (or a duration ago).")
+@click.option(
+    "--payload",
+    metavar="PATH=VALUE",
+    help='Only timers whose payload holds VALUE at PATH: customer.id=42, status="paid".',
+)
+@click.option(
+    "--sort",
+    default="newest",
+    show_default=True,
+    help="newest, due (earliest first), updated (latest first) or attempts (most first).",
+)
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--cursor", help="Continue a listing (printed after the previous page).")
 @common_options
@@ -206,10 +217,12 @@ def list_timers(
     event_type: str | None,
     due_from: str | None,
     due_until: str | None,
+    payload: str | None,
+    sort: str,
     limit: int,
     cursor: str | None,
 ) -> None:
-    """List timers, newest first."""
+    """List timers, newest first (or as --sort says)."""
 
     async def action(app: AsyncApp) -> tuple[Page[Timer], Subscribers]:
         page = await app.history(
@@ -218,6 +231,8 @@ def list_timers(
             type=event_type,
             due_from=due_from,
             due_until=due_until,
+            payload=payload,
+            sort=sort,
             cursor=cursor,
             limit=limit,
         )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
+from duetime.model.finding import PayloadMatch
 from duetime.recurrence.calendar import Calendar, calendar_fields
 
 JSON = Any
@@ -373,6 +374,10 @@ class TimerFilter:
     type: str | None = None
     due_from: datetime | None = None
     due_until: datetime | None = None
+    payload: PayloadMatch | None = None
+    """Only timers whose payload holds this value at this path."""
+    keys: tuple[str, ...] | None = None
+    """Only these keys: a selection made row by row."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from duetime.errors import InvalidInput
-from duetime.model import BulkAction, Page, TimerFilter
+from duetime.model import BulkAction, Page, Timer, TimerFilter
 from duetime.model.cursors import (
     AUDIT_CURSOR_PATTERN,
     EVENT_CURSOR_PATTERN,
@@ -23,12 +23,17 @@ from duetime.model.cursors import (
     NAME_CURSOR_PATTERN,
     PATTERN_CURSOR_PATTERN,
 )
+from duetime.model.finding import SORTED_CURSOR_PATTERN, TimerSort
 from duetime.store.codec import like_pattern
 from duetime.store.transitions import ACTS_ON
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 MAX_ID = 2**63 - 1
+MAX_INT4 = 2**31 - 1
+_NO_VALUE = ("true", "false", "null")
+TYPES_SCAN = 10_000
+"""Suggesting event types reads at most this many of the newest timers (and every schedule)."""
 Row = TypeVar("Row")
 T = TypeVar("T")
 
@@ -43,12 +48,23 @@ def page(
 
 
 def timer_filter_params(
-    namespace: str, filter: TimerFilter, instant: Callable[[datetime], Any]
+    namespace: str,
+    filter: TimerFilter,
+    instant: Callable[[datetime], Any],
+    strings: Callable[[tuple[str, ...]], Any] = list,
 ) -> dict[str, Any]:
     """A :class:`TimerFilter` as query parameters, the same names on both backends: ``type``
     as a glob (SQLite's ``GLOB``) and as a ``LIKE`` pattern (PostgreSQL's), the due range
-    through ``instant`` (each backend's column value)."""
+    through ``instant`` (each backend's column value), the selected keys through ``strings``
+    (SQLite: JSON text, PostgreSQL: an array); the payload match as a JSON path, type and
+    value (SQLite's) and as a document to contain (PostgreSQL's)."""
+    match = filter.payload
     return {
+        "keys": None if filter.keys is None else strings(filter.keys),
+        "payload_path": None if match is None else match.sqlite_path,
+        "payload_kind": None if match is None else match.kind,
+        "payload_value": None if match is None or match.kind in _NO_VALUE else match.value,
+        "payload_doc": None if match is None else match.document,
         "namespace": namespace,
         "subject": filter.subject,
         "status": filter.status.value if filter.status else None,
@@ -71,11 +87,12 @@ def bulk_params(
     """The parameters of a bulk action's batch or count: the filter's; ``acts_on``, the
     statuses the action takes a timer from, and ``keys``, the selection (if any), each as
     ``strings`` encodes a list of text for the backend; and ``run_after``: for ``run_now``,
-    only timers not due by ``now`` (else None)."""
+    only timers not due by ``now`` (else None). ``keys`` given, the filter's own are not used."""
+    selected = keys if keys is not None else filter.keys
     return {
-        **timer_filter_params(namespace, filter, instant),
+        **timer_filter_params(namespace, filter, instant, strings),
         "acts_on": strings(ACTS_ON[action]),
-        "keys": None if keys is None else strings(list(keys)),
+        "keys": None if selected is None else strings(list(selected)),
         "run_after": instant(now) if action == "run_now" else None,
     }
 
@@ -86,15 +103,52 @@ def timer_listing(
     cursor: str | None,
     limit: int,
     instant: Callable[[datetime], Any] = lambda value: value,
+    strings: Callable[[tuple[str, ...]], Any] = list,
+    sort: TimerSort = "newest",
 ) -> dict[str, Any]:
     """The parameters of ``list_timers``: newest first, before the cursor's id (a keyset, so
-    the hundredth page costs what the first does)."""
-    before = decode_cursor(cursor)
-    return {
-        **timer_filter_params(namespace, filter, instant),
-        "before_id": before if before is not None else MAX_ID,
-        "limit": limit + 1,
-    }
+    the hundredth page costs what the first does); sorted, after the cursor's (value, id)."""
+    params = {**timer_filter_params(namespace, filter, instant, strings), "limit": limit + 1}
+    if sort == "newest":
+        before = decode_cursor(cursor)
+        return {**params, "before_id": before if before is not None else MAX_ID}
+    after = decode_sorted_cursor(cursor, sort)
+    value: Any = None
+    if after is not None:
+        if sort == "attempts":
+            value = max(min(after[0], MAX_INT4), -MAX_INT4)
+        else:
+            value = instant(_instant_of(after[0]))
+    return {**params, "after_value": value, "after_id": None if after is None else after[1]}
+
+
+def _instant_of(micros: int) -> datetime:
+    """Microseconds since 1970 as an instant, clamped to the years 1 to 9999."""
+    try:
+        return _EPOCH + micros * _MICROSECOND
+    except OverflowError:
+        return _LATEST if micros > 0 else datetime(1, 1, 1, tzinfo=UTC)
+
+
+def sorted_cursor(sort: TimerSort, timer: Timer) -> str:
+    """After ``timer`` in a listing sorted by ``sort`` (``newest``: by id)."""
+    if sort == "newest":
+        return encode_cursor(timer.id)
+    if sort == "attempts":
+        return f"attempts.{timer.attempts}.{timer.id}"
+    instant = timer.due_at if sort == "due" else timer.updated_at
+    return f"{sort}.{(instant - _EPOCH) // _MICROSECOND}.{timer.id}"
+
+
+def decode_sorted_cursor(cursor: str | None, sort: TimerSort) -> tuple[int, int] | None:
+    """``(value, id)`` to list after (None: from the first); InvalidInput naming ``cursor`` for
+    one of another listing or order."""
+    if cursor is None or cursor == "":
+        return None
+    if not cursor.startswith(f"{sort}."):
+        raise InvalidInput("cursor", f"not a cursor of this listing sorted by {sort}")
+    value, _, timer_id = _match(_SORTED, cursor).partition(".")
+    return max(min(int(value), MAX_ID), -MAX_ID), min(int(timer_id), MAX_ID)
 
 
 _ID = re.compile(ID_CURSOR_PATTERN)
@@ -102,6 +156,7 @@ _EVENT = re.compile(EVENT_CURSOR_PATTERN)
 _NAME = re.compile(NAME_CURSOR_PATTERN)
 _PATTERN = re.compile(PATTERN_CURSOR_PATTERN)
 _AUDIT = re.compile(AUDIT_CURSOR_PATTERN)
+_SORTED = re.compile(SORTED_CURSOR_PATTERN)
 _LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 

@@ -25,6 +25,7 @@ from duetime.model import (
     Timer,
 )
 from duetime.model.audit import AuditEntry, AuditRecord
+from duetime.model.charts import LatenessRow, ThroughputCount
 from duetime.model.history import (
     ActivityCount,
     EventFilter,
@@ -45,6 +46,9 @@ from duetime.model.schedules import (
 from duetime.model.tokens import TokenInfo
 
 P = TypeVar("P")
+
+Chart = tuple[list[ThroughputCount], list[LatenessRow]]
+"""A chart as a store reads it: counts by bucket and status, lateness by bucket."""
 
 TransactionEffect = Callable[[Any], Any]
 """A transactional handler's writes: called with the backend's connection inside the transaction
@@ -235,6 +239,20 @@ class HistoryStore(Protocol):
     ) -> list[ActivityCount]:
         """Timers that fired in ``[since, until)`` counted by minute (from ``since``) and
         status, hot and archived, read through the event log's index."""
+        ...
+
+    async def chart(
+        self,
+        namespace: str,
+        since: datetime,
+        until: datetime,
+        bucket: timedelta,
+        type: str | None,
+        node: str | None,
+    ) -> Chart:
+        """Timers whose first attempt started in ``[since, until)``, by ``bucket`` (index from
+        ``since``): counted by status now, and their lateness percentiles computed by the
+        database; only of ``type`` (a glob) and first run on ``node``, when given."""
         ...
 
 

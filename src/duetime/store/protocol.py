@@ -35,6 +35,7 @@ from duetime.model import (
     Timer,
     TimerFilter,
 )
+from duetime.model.finding import TimerSort
 from duetime.store.listeners import WakeupListener
 from duetime.store.parts import (
     AuditStore,
@@ -148,9 +149,19 @@ class Store(Protocol):
     async def get_timer(self, namespace: str, key: str) -> Timer | None: ...
 
     async def list_timers(
-        self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+        self,
+        namespace: str,
+        filter: TimerFilter,
+        cursor: str | None,
+        limit: int,
+        sort: TimerSort = "newest",
     ) -> Page[Timer]:
-        """Newest first (by id), cursor-paginated."""
+        """Newest first (by id), or in the order ``sort`` names; cursor-paginated."""
+        ...
+
+    async def list_types(self, namespace: str, prefix: str, limit: int) -> list[str]:
+        """Event types starting with ``prefix``, alphabetically: those of the namespace's
+        schedules and of its newest timers (a bounded read, for suggestions as one types)."""
         ...
 
     async def list_attempts(self, timer_id: int) -> list[Attempt]: ...

@@ -29,6 +29,11 @@ const state = {
   again: false,
   liveTimer: null,
   liveAt: 0,
+  paused: false, // live refresh paused by the operator
+  hidden: false, // the tab is hidden: refresh waits until it is seen again
+  missed: false, // a change was heard while paused or hidden
+  chart: { range: "1h", type: "", node: "" },
+  selected: new Set(),
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -179,9 +184,9 @@ function confirmed(title, text, yes) {
 
 // -- overview ------------------------------------------------------------------------------
 async function showOverview() {
-  const [stats, activity, dead, deadTypes, limits] = await Promise.all([
+  const [stats, charts, dead, deadTypes, limits] = await Promise.all([
     api(ns("/stats")),
-    api(ns("/activity"), { params: { minutes: 60 } }),
+    api(ns("/charts"), { params: state.chart }),
     api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
     api(ns("/dead/types"), { params: { limit: 10 } }),
     api(ns("/limits?limit=1000")),
@@ -242,7 +247,7 @@ async function showOverview() {
     el("td", { text: u.count.toLocaleString() }),
   ])));
   $("#unsubscribed-panel").hidden = !waiting.length;
-  drawActivity(activity.minutes);
+  drawCharts(charts);
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -254,7 +259,7 @@ function svg(tag, attrs = {}, children = []) {
   return node;
 }
 
-function chart(box, minutes, series, { unit, label }) {
+function chart(box, minutes, series, { unit, label, since }) {
   // A bar or line chart in inline SVG: one slot per minute, series stacked (bars) or drawn.
   const width = 600, height = 150, left = 44, bottom = 18, top = 8;
   const plotW = width - left - 4, plotH = height - bottom - top;
@@ -268,7 +273,7 @@ function chart(box, minutes, series, { unit, label }) {
     svg("line", { x1: left, x2: width - 4, y1: y(0), y2: y(0), class: "axis" }),
     svg("text", { x: left - 6, y: y(top_) + 4, class: "tick", "text-anchor": "end" }, [unit(top_)]),
     svg("text", { x: left - 6, y: y(0), class: "tick", "text-anchor": "end" }, [unit(0)]),
-    svg("text", { x: left, y: height - 4, class: "tick" }, [`${minutes.length} min ago`]),
+    svg("text", { x: left, y: height - 4, class: "tick" }, [since || `${minutes.length} min ago`]),
     svg("text", { x: width - 4, y: height - 4, class: "tick", "text-anchor": "end" }, ["now"]),
   ];
   minutes.forEach((minute, i) => {
@@ -300,29 +305,6 @@ function chart(box, minutes, series, { unit, label }) {
   box.replaceChildren(svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label }, nodes));
 }
 
-function drawActivity(minutes) {
-  const outcomes = ["done", "dead", "retrying", "running", "other"];
-  const bucket = (m, name) => name === "other"
-    ? Object.entries(m.by_status).filter(([s]) => !outcomes.includes(s)).reduce((n, [, c]) => n + c, 0)
-    : m.by_status[name] || 0;
-  chart($("#throughput"), minutes, outcomes.map((name) => ({
-    name, kind: "bar", values: minutes.map((m) => bucket(m, name)),
-  })), { unit: (v) => String(Math.round(v)), label: "Timers fired per minute by status" });
-  chart($("#lateness"), minutes, [
-    { name: "max", kind: "line", values: minutes.map((m) => m.lateness_max_ms) },
-    { name: "mean", kind: "line", values: minutes.map((m) => m.lateness_mean_ms) },
-  ], { unit: (v) => span(v), label: "Lateness per minute, mean and max" });
-  const fired = minutes.reduce((n, m) => n + m.fired, 0);
-  const dead = minutes.reduce((n, m) => n + (m.by_status.dead || 0), 0);
-  const worst = Math.max(...minutes.map((m) => m.lateness_max_ms ?? -Infinity));
-  $("#throughput-summary").textContent = fired
-    ? `${fired.toLocaleString()} fired in the last hour, ${dead.toLocaleString()} of them dead now.`
-    : "Nothing fired in the last hour.";
-  $("#lateness-summary").textContent = fired
-    ? `Worst start ${span(worst)} after its due time (mean per minute in blue, max in orange).`
-    : "";
-}
-
 // -- timers --------------------------------------------------------------------------------
 function readFilter() {
   const form = new FormData($("#filter"));
@@ -337,6 +319,10 @@ function writeFilter(filter) {
 
 function timerRow(t) {
   return el("tr", { "data-key": t.key }, [
+    el("td", { class: "pick" }, [el("input", {
+      type: "checkbox", "data-pick": t.key, "aria-label": `Select ${t.key}`,
+      checked: state.selected.has(t.key), onchange: (event) => pick(t.key, event.target.checked),
+    })]),
     el("td", {}, [timerLink(t.key)]),
     el("td", { text: t.type }),
     el("td", { text: t.subject ?? "–" }),
@@ -358,13 +344,15 @@ async function showTimers({ more = false } = {}) {
   else body.replaceChildren(...page.items.map(timerRow));
   state.cursors.timers = page.next_cursor;
   const count = body.querySelectorAll("tr[data-key]").length;
-  if (!count) emptyRow(body, 7, "No timer matches this filter.");
+  if (!count) emptyRow(body, 8, "No timer matches this filter.");
+  showSelection();
   $("#timers-more").hidden = !page.next_cursor;
   $("#timers-shown").textContent = `${count.toLocaleString()} shown${page.next_cursor ? ", more below" : ""}`;
 }
 
 async function bulk(action, filter = { ...state.filter }) {
   const what = ACTIONS[action];
+  delete filter.sort; // an order, not a filter
   try {
     const dry = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter, dry_run: true } });
     if (!dry.count) {
@@ -449,9 +437,11 @@ async function showTimer() {
   $("#timer-actions").replaceChildren(...[
     pending && el("button", { type: "button", id: "act-run-now", text: timer.status === "retrying" ? "Retry now" : "Run now", onclick: () => act(timer, "run_now") }),
     timer.status === "dead" && el("button", { type: "button", id: "act-replay", text: "Replay", onclick: () => act(timer, "replay") }),
+    pending && !timer.destination && el("button", { type: "button", id: "act-edit", class: "secondary", text: "Edit…", onclick: () => openEdit(timer) }),
     pending && el("button", { type: "button", id: "act-cancel", class: "danger", text: "Cancel timer", onclick: () => act(timer, "cancel") }),
     FINISHED.includes(timer.status) && el("button", { type: "button", id: "act-delete", class: "danger", text: "Delete timer", onclick: () => act(timer, "delete") }),
   ].filter(Boolean));
+  if (!pending) $("#edit-form").hidden = true;
 }
 
 async function act(timer, action) {
@@ -541,7 +531,10 @@ function scheduleRow(s) {
     el("td", { class: "occurrences-cell mono", "data-next": s.name, text: s.active ? instant(s.next_at) : "paused" }),
     el("td", { class: "mono", text: instant(s.last_at) }),
     el("td", {}, [pill(s.active ? "active" : "paused")]),
-    el("td", {}, [toggle]),
+    el("td", {}, [el("div", { class: "row-actions" }, [toggle, s.active && el("button", {
+      type: "button", class: "secondary small", "data-run-next": s.name, text: "Run next now…",
+      onclick: () => runNext(s).catch(handleError),
+    })].filter(Boolean))]),
   ]);
 }
 
@@ -869,7 +862,12 @@ async function refresh() {
 
 function changed() {
   // A busy database says "changed" every second: refresh at most every LIVE_GAP_MS, and once
-  // more after the last change heard.
+  // more after the last change heard. Paused, or with the tab hidden, nothing is refreshed:
+  // the change is remembered, and the view is read again once live refresh resumes.
+  if (state.paused || state.hidden) {
+    state.missed = true;
+    return;
+  }
   if (state.liveTimer) return;
   const wait = Math.max(0, (state.liveAt || 0) + LIVE_GAP_MS - Date.now());
   state.liveTimer = setTimeout(() => {
@@ -880,6 +878,10 @@ function changed() {
 }
 
 function setLive(live, text) {
+  if (state.paused || state.hidden) {
+    $("#live").dataset.feed = live;
+    return;
+  }
   $("#live").dataset.state = live;
   $("#live-text").textContent = text;
 }
@@ -1014,4 +1016,227 @@ function wire() {
 }
 
 wire();
+wireActing();
 start();
+
+// -- finding: selection, type suggestions ---------------------------------------------------
+function pick(key, on) {
+  if (on) state.selected.add(key);
+  else state.selected.delete(key);
+  showSelection();
+}
+
+function showSelection() {
+  // Only keys still in sight stay selected (a refresh may have taken rows away).
+  const shown = new Set([...document.querySelectorAll("#timers tbody tr[data-key]")].map((r) => r.dataset.key));
+  for (const key of [...state.selected]) if (!shown.has(key)) state.selected.delete(key);
+  const count = state.selected.size;
+  $("#selection-count").textContent = count
+    ? `${count.toLocaleString()} selected:` : "Select rows to act on them one by one.";
+  for (const button of document.querySelectorAll("[data-selected]")) button.disabled = count === 0;
+  $("#pick-all").checked = count > 0 && count === shown.size;
+}
+
+async function bulkSelected(action) {
+  const keys = [...state.selected];
+  const what = ACTIONS[action];
+  try {
+    const dry = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter: { keys }, dry_run: true } });
+    if (!dry.count) {
+      notice(`None of the ${keys.length} selected timers is ${what.takes}: nothing to ${what.verb}.`, "info");
+      return;
+    }
+    const Verb = `${what.verb[0].toUpperCase()}${what.verb.slice(1)}`;
+    const ok = await confirmed(`${Verb} ${dry.count.toLocaleString()} selected timers?`,
+      `${dry.count.toLocaleString()} of the ${keys.length} selected timers are ${what.takes} — ${what.verb} them?`,
+      `${Verb} ${dry.count.toLocaleString()}`);
+    if (!ok) return;
+    const done = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter: { keys } } });
+    state.selected.clear();
+    notice(`${done.count.toLocaleString()} selected timers ${what.done}.`, "ok");
+    await refresh();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+let suggesting = null;
+async function suggestTypes(input) {
+  // The known types starting with what is typed, as the inputs' shared datalist.
+  const prefix = input.value.trim().replace(/\*.*$/, "");
+  if (!state.namespace || suggesting === prefix) return;
+  suggesting = prefix;
+  try {
+    const { items } = await api(ns("/types"), { params: { prefix, limit: 20 } });
+    if (suggesting !== prefix) return;
+    $("#type-suggestions").replaceChildren(...items.map((type) => el("option", { value: type })));
+  } catch (_) {
+    suggesting = null; // suggestions are a help: a failure stays quiet
+  }
+}
+
+// -- charts an operator steers --------------------------------------------------------------
+const RANGES = { "1h": "the last hour", "24h": "the last 24 hours", "7d": "the last 7 days" };
+
+function drawCharts(charts) {
+  const buckets = charts.buckets;
+  const per = charts.bucket_seconds === 60 ? "minute" : charts.bucket_seconds === 900 ? "15 min" : "hour";
+  const since = charts.range === "1h" ? "60 min ago" : charts.range === "24h" ? "24 h ago" : "7 d ago";
+  const outcomes = ["done", "dead", "retrying", "running", "other"];
+  const bucket = (b, name) => name === "other"
+    ? Object.entries(b.by_status).filter(([s]) => !outcomes.includes(s)).reduce((n, [, c]) => n + c, 0)
+    : b.by_status[name] || 0;
+  $("#throughput-caption").textContent = `timers fired per ${per}, ${RANGES[charts.range]}, by status now`;
+  chart($("#throughput"), buckets, outcomes.map((name) => ({
+    name, kind: "bar", values: buckets.map((b) => bucket(b, name)),
+  })), { unit: (v) => String(Math.round(v)), label: `Timers fired per ${per} by status`, since });
+  chart($("#lateness"), buckets, ["p99", "p95", "p50"].map((p) => ({
+    name: p, kind: "line", values: buckets.map((b) => b[`lateness_${p}_ms`]),
+  })), { unit: (v) => span(v), label: `Lateness per ${per}: p50, p95 and p99`, since });
+  const fired = buckets.reduce((n, b) => n + b.fired, 0);
+  const dead = buckets.reduce((n, b) => n + (b.by_status.dead || 0), 0);
+  const narrowed = [state.chart.type && `type ${state.chart.type}`, state.chart.node && `node ${state.chart.node}`].filter(Boolean).join(", ");
+  $("#throughput-summary").textContent = (fired
+    ? `${fired.toLocaleString()} fired in ${RANGES[charts.range]}, ${dead.toLocaleString()} of them dead now.`
+    : `Nothing fired in ${RANGES[charts.range]}.`) + (narrowed ? ` (${narrowed})` : "");
+  const worst = Math.max(...buckets.map((b) => b.lateness_p99_ms ?? -Infinity));
+  const worstMax = Math.max(...buckets.map((b) => b.lateness_max_ms ?? -Infinity));
+  $("#lateness-summary").textContent = fired
+    ? `Worst ${per}: p99 ${span(worst)} after the due time; the latest start ${span(worstMax)}.`
+    : "";
+}
+
+function setChart(event) {
+  event.preventDefault();
+  state.chart = { range: $("#c-range").value, type: $("#c-type").value.trim(), node: $("#c-node").value.trim() };
+  refresh();
+}
+
+// -- live refresh: paused by hand, or while the tab is hidden ------------------------------
+function showLiveState() {
+  const live = $("#live");
+  const button = $("#live-pause");
+  button.textContent = state.paused ? "Resume" : "Pause";
+  button.setAttribute("aria-pressed", String(state.paused));
+  if (state.paused || state.hidden) {
+    live.dataset.state = "paused";
+    $("#live-text").textContent = state.paused ? "paused" : "paused (tab hidden)";
+  } else {
+    live.dataset.state = live.dataset.feed || "on";
+    $("#live-text").textContent = live.dataset.state === "on" ? "live" : "reconnecting…";
+  }
+}
+
+function resumeIfMissed() {
+  showLiveState();
+  if (!state.paused && !state.hidden && state.missed) {
+    state.missed = false;
+    refresh();
+  }
+}
+
+// -- acting: edit a timer, create one, run a schedule's next occurrence ----------------------
+function whenField(text) {
+  // "PT2H" or a number of seconds is a delay; anything else an instant (the API names it).
+  const value = text.trim();
+  if (/^-?P/i.test(value) || /^\d+(\.\d+)?$/.test(value)) return { delay: /^\d/.test(value) ? Number(value) : value };
+  return { at: value };
+}
+
+function jsonField(text, field) {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const bad = new Error(`is not JSON: ${error.message}`);
+    bad.field = field;
+    throw bad;
+  }
+}
+
+function openEdit(timer) {
+  const form = $("#edit-form");
+  form.dataset.key = timer.key;
+  $("#e-when").value = timer.due_at;
+  $("#e-payload").value = JSON.stringify(timer.payload, null, 2);
+  formError($("#edit-error"), form, null);
+  form.hidden = false;
+  $("#e-when").focus();
+}
+
+async function saveEdit(event) {
+  event.preventDefault();
+  const form = $("#edit-form");
+  const key = form.dataset.key;
+  try {
+    const body = { ...whenField($("#e-when").value), payload: jsonField($("#e-payload").value, "payload") };
+    await api(ns(`/timers/${keyPath(key)}`), { method: "PATCH", body });
+    formError($("#edit-error"), form, null);
+    form.hidden = true;
+    notice(`${key} updated.`, "ok");
+    await refresh();
+  } catch (error) {
+    formError($("#edit-error"), form, error.field === "at" || error.field === "delay" ? Object.assign(error, { field: "when" }) : error);
+  }
+}
+
+async function createTimer(event) {
+  event.preventDefault();
+  const form = $("#create-form");
+  try {
+    const body = { type: $("#n-type").value.trim(), payload: jsonField($("#n-payload").value, "payload"),
+      ...whenField($("#n-when").value), on_conflict: "error" };
+    if (!body.type) throw Object.assign(new Error("is required: an event type"), { field: "type" });
+    if (!$("#n-when").value.trim()) throw Object.assign(new Error("is required: an instant or a delay (PT2H)"), { field: "when" });
+    for (const name of ["key", "subject"]) {
+      const value = form.elements.namedItem(name).value.trim();
+      if (value) body[name] = value;
+    }
+    const { timer } = await api(ns("/timers"), { method: "POST", body });
+    formError($("#create-error"), form, null);
+    form.reset();
+    $("#n-payload").value = "{}";
+    notice(`${timer.key} scheduled for ${instant(timer.due_at)} UTC.`, "ok");
+    await refresh();
+  } catch (error) {
+    formError($("#create-error"), form, error.field === "at" || error.field === "delay" ? Object.assign(error, { field: "when" }) : error);
+  }
+}
+
+async function runNext(s) {
+  const ok = await confirmed(`Run ${s.name}'s next occurrence now?`,
+    `The occurrence due ${instant(s.next_at)} UTC runs now, once; the schedule goes on from the one after it.`,
+    "Run now");
+  if (!ok) return;
+  const { timer } = await api(ns(`/schedules/${encodeURIComponent(s.name)}/run-next`), { method: "POST" });
+  notice(`${timer.key} made due now.`, "ok");
+  await refresh();
+}
+
+function wireActing() {
+  $("#chart-controls").addEventListener("submit", setChart);
+  $("#c-range").addEventListener("change", setChart);
+  for (const input of [$("#f-type"), $("#c-type"), $("#n-type")]) {
+    input.addEventListener("input", () => suggestTypes(input));
+    input.addEventListener("focus", () => suggestTypes(input));
+  }
+  for (const button of document.querySelectorAll("[data-selected]")) {
+    button.addEventListener("click", () => bulkSelected(button.dataset.selected));
+  }
+  $("#pick-all").addEventListener("change", (event) => {
+    for (const box of document.querySelectorAll("#timers tbody [data-pick]")) {
+      box.checked = event.target.checked;
+      pick(box.dataset.pick, box.checked);
+    }
+  });
+  $("#live-pause").addEventListener("click", () => {
+    state.paused = !state.paused;
+    resumeIfMissed();
+  });
+  document.addEventListener("visibilitychange", () => {
+    state.hidden = document.visibilityState === "hidden";
+    resumeIfMissed();
+  });
+  $("#edit-form").addEventListener("submit", saveEdit);
+  $("#e-cancel").addEventListener("click", () => { $("#edit-form").hidden = true; });
+  $("#create-form").addEventListener("submit", createTimer);
+}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg import sql
@@ -22,6 +22,7 @@ from psycopg.errors import LockNotAvailable
 
 from duetime.durations import add_months, month_start, months_between
 from duetime.model import Attempt, Page, Timer
+from duetime.model.charts import LatenessRow, ThroughputCount
 from duetime.model.history import (
     ActivityCount,
     EventFilter,
@@ -31,6 +32,7 @@ from duetime.model.history import (
 )
 from duetime.store.codec import like_pattern
 from duetime.store.cursors import decode_event_cursor, encode_event_cursor
+from duetime.store.parts import Chart
 from duetime.store.postgres.database import Conn, Database, fetch_all
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
 from duetime.store.queries import load_queries
@@ -219,6 +221,39 @@ class PostgresHistory:
                 )
                 for row in rows
             ]
+
+        return await self._db.read(run)
+
+    async def chart(
+        self,
+        namespace: str,
+        since: datetime,
+        until: datetime,
+        bucket: timedelta,
+        type: str | None,
+        node: str | None,
+    ) -> Chart:
+        params = {
+            "namespace": namespace,
+            "since": since,
+            "until": until,
+            "bucket_seconds": bucket.total_seconds(),
+            "type_like": None if type is None else like_pattern(type),
+            "node": node,
+        }
+
+        async def run(conn: Conn) -> Chart:
+            counts = [
+                ThroughputCount(row["bucket"], row["status"], row["count"])
+                for row in await fetch_all(conn, Q["chart_throughput"], params)
+            ]
+            lateness = [
+                LatenessRow(
+                    row["bucket"], row["n"], row["ps"][0], row["ps"][1], row["ps"][2], row["max_ms"]
+                )
+                for row in await fetch_all(conn, Q["chart_lateness"], params)
+            ]
+            return counts, lateness
 
         return await self._db.read(run)
 

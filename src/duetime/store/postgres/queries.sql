@@ -248,6 +248,8 @@ LIMIT 1
 AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
 AND (%(due_from)s::timestamptz IS NULL OR due_at >= %(due_from)s::timestamptz)
 AND (%(due_until)s::timestamptz IS NULL OR due_at < %(due_until)s::timestamptz)
+AND (%(keys)s::text[] IS NULL OR key = ANY(%(keys)s::text[]))
+AND (%(payload_doc)s::jsonb IS NULL OR payload @> %(payload_doc)s::jsonb)
 
 -- name: list_timers
 -- Newest first over the hot table and the history (ids are never reused: one cursor serves
@@ -288,6 +290,95 @@ SELECT * FROM (
      LIMIT %(limit)s)
 ) AS found
 ORDER BY id DESC
+LIMIT %(limit)s
+
+-- name: list_timers_by_due
+-- Earliest due first over the hot table and the history, after the cursor's (due_at, id).
+SELECT * FROM (
+    (SELECT * FROM timers
+     WHERE namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+       AND (%(after_value)s::timestamptz IS NULL OR (due_at, id) > (%(after_value)s::timestamptz, %(after_id)s::bigint))
+     ORDER BY due_at, id
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR %(status)s::text IN ('done', 'cancelled', 'expired'))
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+       AND (%(after_value)s::timestamptz IS NULL OR (due_at, id) > (%(after_value)s::timestamptz, %(after_id)s::bigint))
+     ORDER BY due_at, id
+     LIMIT %(limit)s)
+) AS found
+ORDER BY due_at, id
+LIMIT %(limit)s
+
+-- name: list_timers_by_updated
+-- Latest change first, after the cursor's (updated_at, id).
+SELECT * FROM (
+    (SELECT * FROM timers
+     WHERE namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+       AND (%(after_value)s::timestamptz IS NULL OR (updated_at, id) < (%(after_value)s::timestamptz, %(after_id)s::bigint))
+     ORDER BY updated_at DESC, id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR %(status)s::text IN ('done', 'cancelled', 'expired'))
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+       AND (%(after_value)s::timestamptz IS NULL OR (updated_at, id) < (%(after_value)s::timestamptz, %(after_id)s::bigint))
+     ORDER BY updated_at DESC, id DESC
+     LIMIT %(limit)s)
+) AS found
+ORDER BY updated_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: list_timers_by_attempts
+-- Most attempts first, after the cursor's (attempts, id).
+SELECT * FROM (
+    (SELECT * FROM timers
+     WHERE namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+       AND (%(after_value)s::int IS NULL OR (attempts, id) < (%(after_value)s::int, %(after_id)s::bigint))
+     ORDER BY attempts DESC, id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM timer_history
+     WHERE namespace = %(namespace)s
+       AND (%(status)s::text IS NULL OR %(status)s::text IN ('done', 'cancelled', 'expired'))
+       AND (%(status)s::text IS NULL OR status = %(status)s::text)
+       AND
+       -- include: timer_filter
+       AND (%(after_value)s::int IS NULL OR (attempts, id) < (%(after_value)s::int, %(after_id)s::bigint))
+     ORDER BY attempts DESC, id DESC
+     LIMIT %(limit)s)
+) AS found
+ORDER BY attempts DESC, id DESC
+LIMIT %(limit)s
+
+-- name: list_types
+-- Event types starting with the prefix among the newest timers (the last :scan by
+-- timers_listing: a bounded cost however large the table) and the namespace's schedules.
+SELECT type FROM (
+    (SELECT type FROM timers
+     WHERE namespace = %(namespace)s AND lease_expires_at IS NULL
+     ORDER BY id DESC LIMIT %(scan)s)
+    UNION
+    SELECT type FROM schedules WHERE namespace = %(namespace)s
+) AS known
+WHERE left(type, length(%(prefix)s::text)) = %(prefix)s::text
+ORDER BY type
 LIMIT %(limit)s
 
 -- name: bulk_batch
@@ -1509,6 +1600,58 @@ FROM (
        AND completed_at >= %(since)s)
 ) AS fired
 GROUP BY minute, status
+
+-- name: chart_rows
+-- The timers whose first attempt started in [since, until) (fired_at: the true start), hot and
+-- archived, reached as activity reaches them; of a type, and whose first attempt ran on a node
+-- (done_by, else its attempts row), when asked.
+FROM (
+    (SELECT fired_at, due_at, status FROM timers AS t
+     WHERE namespace = %(namespace)s
+       AND lease_expires_at IS NULL
+       AND coalesce(fired_at, completed_at) >= %(since)s
+       AND coalesce(fired_at, completed_at) < %(until)s
+       AND fired_at >= %(since)s AND fired_at < %(until)s
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+       AND (%(node)s::text IS NULL OR coalesce(done_by,
+            (SELECT node_id FROM attempts AS a WHERE a.timer_id = t.id AND a.number = 1))
+            = %(node)s::text))
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timers AS t
+     WHERE lease_expires_at BETWEEN '-infinity' AND 'infinity'
+       AND namespace = %(namespace)s
+       AND fired_at >= %(since)s AND fired_at < %(until)s
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+       AND (%(node)s::text IS NULL OR
+            (SELECT node_id FROM attempts AS a WHERE a.timer_id = t.id AND a.number = 1)
+            = %(node)s::text))
+    UNION ALL
+    (SELECT fired_at, due_at, status FROM timer_history AS h
+     WHERE namespace = %(namespace)s
+       AND fired_at >= %(since)s AND fired_at < %(until)s
+       AND completed_at >= %(since)s
+       AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
+       AND (%(node)s::text IS NULL OR coalesce(done_by,
+            (SELECT node_id FROM attempt_history AS a WHERE a.timer_id = h.id AND a.number = 1))
+            = %(node)s::text))
+) AS fired
+
+-- name: chart_throughput
+-- chart_rows by bucket (of bucket_seconds from since) and status now.
+SELECT floor(extract(epoch FROM fired_at - %(since)s) / %(bucket_seconds)s::float8)::int AS bucket,
+    status, count(*) AS count
+  -- include: chart_rows
+GROUP BY bucket, status
+
+-- name: chart_lateness
+-- Each bucket's lateness (fired_at - due_at) in milliseconds: percentile_cont of its rows.
+SELECT floor(extract(epoch FROM fired_at - %(since)s) / %(bucket_seconds)s::float8)::int AS bucket,
+    count(*) AS n,
+    percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[])
+        WITHIN GROUP (ORDER BY (extract(epoch FROM fired_at - due_at) * 1000)::float8) AS ps,
+    max(extract(epoch FROM fired_at - due_at) * 1000)::float8 AS max_ms
+  -- include: chart_rows
+GROUP BY bucket
 
 -- name: change_marker
 -- The next transaction id of the cluster: it moves whenever any transaction writes, here or in

@@ -40,8 +40,15 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
+from duetime.model.finding import TimerSort
 from duetime.store.codec import like_pattern, new_claim_token
-from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
+from duetime.store.cursors import (
+    TYPES_SCAN,
+    bulk_params,
+    page,
+    sorted_cursor,
+    timer_listing,
+)
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.audit import PostgresAudit
 from duetime.store.postgres.claims import give_back_if_unread
@@ -531,13 +538,27 @@ class PostgresStore:
         return await self._db.read(run)
 
     async def list_timers(
-        self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+        self,
+        namespace: str,
+        filter: TimerFilter,
+        cursor: str | None,
+        limit: int,
+        sort: TimerSort = "newest",
     ) -> Page[Timer]:
-        params = timer_listing(namespace, filter, cursor, limit)
+        params = timer_listing(namespace, filter, cursor, limit, sort=sort)
+        query = Q["list_timers" if sort == "newest" else f"list_timers_by_{sort}"]
 
         async def run(conn: Conn) -> Page[Timer]:
-            rows = await fetch_all(conn, Q["list_timers"], params)
-            return page(rows, limit, timer_from_row, _timer_cursor)
+            rows = await fetch_all(conn, query, params)
+            return page(rows, limit, timer_from_row, partial(sorted_cursor, sort))
+
+        return await self._db.read(run)
+
+    async def list_types(self, namespace: str, prefix: str, limit: int) -> list[str]:
+        params = {"namespace": namespace, "prefix": prefix, "limit": limit, "scan": TYPES_SCAN}
+
+        async def run(conn: Conn) -> list[str]:
+            return [row["type"] for row in await fetch_all(conn, Q["list_types"], params)]
 
         return await self._db.read(run)
 
@@ -1061,7 +1082,3 @@ def fan_out_params(fan_outs: Sequence[FanOut], node_id: str, now: datetime) -> R
         "node_id": node_id,
         "now": now,
     }
-
-
-def _timer_cursor(timer: Timer) -> str:
-    return encode_cursor(timer.id)

@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from duetime.model import Attempt, Page, Timer
+from duetime.model.charts import (
+    PERCENTILES,
+    LatenessRow,
+    ThroughputCount,
+    interpolated,
+)
 from duetime.model.history import (
     ActivityCount,
     EventFilter,
@@ -24,6 +30,7 @@ from duetime.model.history import (
 )
 from duetime.store.codec import dump_json, to_micros
 from duetime.store.cursors import decode_event_cursor, encode_event_cursor
+from duetime.store.parts import Chart
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import attempt_from_row, timer_from_row
@@ -110,6 +117,40 @@ class SqliteHistory:
             return [ActivityCount(*row) for row in conn.execute(Q["activity"], params)]
 
         return await self._db.read(run)
+
+    async def chart(
+        self,
+        namespace: str,
+        since: datetime,
+        until: datetime,
+        bucket: timedelta,
+        type: str | None,
+        node: str | None,
+    ) -> Chart:
+        params = {
+            "namespace": namespace,
+            "since": to_micros(since),
+            "until": to_micros(until),
+            "bucket": bucket // timedelta(microseconds=1),
+            "type_glob": type,
+            "node": node,
+        }
+
+        def run(conn: sqlite3.Connection) -> Chart:
+            counts = [ThroughputCount(*row) for row in conn.execute(Q["chart_throughput"], params)]
+            lateness = [_lateness(row) for row in conn.execute(Q["chart_lateness"], params)]
+            return counts, lateness
+
+        return await self._db.read(run)
+
+
+def _lateness(row: sqlite3.Row) -> LatenessRow:
+    """A bucket's percentiles, interpolated between the ranks the query read."""
+    bucket, count = row[0], row[1]
+    p50, p95, p99 = (
+        interpolated(count, p, row[2 + 2 * n], row[3 + 2 * n]) for n, p in enumerate(PERCENTILES)
+    )
+    return LatenessRow(bucket, count, p50, p95, p99, row[8])
 
 
 def _deliveries(conn: sqlite3.Connection, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:

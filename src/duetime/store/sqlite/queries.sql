@@ -103,6 +103,12 @@ AND (:status IS NULL OR status = :status)
 AND (:type_glob IS NULL OR type GLOB :type_glob)
 AND (:due_from IS NULL OR due_at >= :due_from)
 AND (:due_until IS NULL OR due_at < :due_until)
+AND (:keys IS NULL OR key IN (SELECT value FROM json_each(:keys)))
+AND (:payload_path IS NULL OR (
+    CASE json_type(payload, :payload_path)
+        WHEN 'integer' THEN 'number' WHEN 'real' THEN 'number'
+        ELSE json_type(payload, :payload_path) END = :payload_kind
+    AND (:payload_value IS NULL OR json_extract(payload, :payload_path) = :payload_value)))
 
 -- name: list_timers
 -- Newest first, before the cursor's id: a keyset walk of the primary key (or timers_subject,
@@ -113,6 +119,50 @@ WHERE namespace = :namespace
   -- include: timer_filter
   AND id < :before_id
 ORDER BY id DESC
+LIMIT :limit
+
+-- name: list_timers_by_due
+-- Earliest due first, after the cursor's (due_at, id).
+SELECT * FROM timers
+WHERE namespace = :namespace
+  AND
+  -- include: timer_filter
+  AND (:after_value IS NULL OR (due_at, id) > (:after_value, :after_id))
+ORDER BY due_at, id
+LIMIT :limit
+
+-- name: list_timers_by_updated
+-- Latest change first, after the cursor's (updated_at, id).
+SELECT * FROM timers
+WHERE namespace = :namespace
+  AND
+  -- include: timer_filter
+  AND (:after_value IS NULL OR (updated_at, id) < (:after_value, :after_id))
+ORDER BY updated_at DESC, id DESC
+LIMIT :limit
+
+-- name: list_timers_by_attempts
+-- Most attempts first, after the cursor's (attempts, id).
+SELECT * FROM timers
+WHERE namespace = :namespace
+  AND
+  -- include: timer_filter
+  AND (:after_value IS NULL OR (attempts, id) < (:after_value, :after_id))
+ORDER BY attempts DESC, id DESC
+LIMIT :limit
+
+-- name: list_types
+-- Event types starting with :prefix among the newest :scan timers (read back timers' primary
+-- key: a bounded cost however large the table) and the namespace's schedules.
+SELECT type FROM (
+    SELECT type FROM (
+        SELECT type FROM timers WHERE namespace = :namespace ORDER BY id DESC LIMIT :scan
+    )
+    UNION
+    SELECT type FROM schedules WHERE namespace = :namespace
+)
+WHERE substr(type, 1, length(:prefix)) = :prefix
+ORDER BY type
 LIMIT :limit
 
 -- name: bulk_batch
@@ -770,6 +820,48 @@ WHERE namespace = :namespace
   AND coalesce(fired_at, completed_at) < :until
   AND fired_at IS NOT NULL
 GROUP BY minute, status
+
+-- name: chart_rows
+-- The timers whose first attempt started in [since, until) (fired_at: the true start), through
+-- timers_events; of a type (glob), and whose first attempt ran on a node, when asked.
+FROM timers
+WHERE namespace = :namespace
+  AND coalesce(fired_at, completed_at) >= :since
+  AND coalesce(fired_at, completed_at) < :until
+  AND fired_at >= :since AND fired_at < :until
+  AND (:type_glob IS NULL OR type GLOB :type_glob)
+  AND (:node IS NULL
+       OR (SELECT node_id FROM attempts WHERE timer_id = timers.id AND number = 1) = :node)
+
+-- name: chart_throughput
+-- chart_rows by bucket (of :bucket microseconds from :since) and status now.
+SELECT (fired_at - :since) / :bucket AS bucket, status, count(*) AS count
+  -- include: chart_rows
+GROUP BY bucket, status
+
+-- name: chart_lateness
+-- Each bucket's lateness (fired_at - due_at) ranked in order, and per percentile the value at
+-- rank floor(p * (n - 1)) and the next: what percentile_cont interpolates between (the store
+-- finishes it: charts.interpolated). Exact, from the bucket's ordered rows.
+WITH late AS (
+    SELECT (fired_at - :since) / :bucket AS bucket, fired_at - due_at AS late_us
+    -- include: chart_rows
+), ranked AS (
+    SELECT bucket, late_us / 1000.0 AS ms,
+        row_number() OVER (PARTITION BY bucket ORDER BY late_us) - 1 AS rank,
+        count(*) OVER (PARTITION BY bucket) AS n
+    FROM late
+)
+SELECT bucket, n,
+    max(CASE WHEN rank = CAST(0.5 * (n - 1) AS INTEGER) THEN ms END) AS p50_low,
+    max(CASE WHEN rank = CAST(0.5 * (n - 1) AS INTEGER) + 1 THEN ms END) AS p50_high,
+    max(CASE WHEN rank = CAST(0.95 * (n - 1) AS INTEGER) THEN ms END) AS p95_low,
+    max(CASE WHEN rank = CAST(0.95 * (n - 1) AS INTEGER) + 1 THEN ms END) AS p95_high,
+    max(CASE WHEN rank = CAST(0.99 * (n - 1) AS INTEGER) THEN ms END) AS p99_low,
+    max(CASE WHEN rank = CAST(0.99 * (n - 1) AS INTEGER) + 1 THEN ms END) AS p99_high,
+    max(ms) AS max_ms
+FROM ranked
+GROUP BY bucket, n
 
 -- name: data_version
 -- Changes when another connection (another process) commits; this connection's own writes

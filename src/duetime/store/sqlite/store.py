@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from duetime.model import (
@@ -33,8 +34,15 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
+from duetime.model.finding import TimerSort
 from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_micros
-from duetime.store.cursors import bulk_params, encode_cursor, page, timer_listing
+from duetime.store.cursors import (
+    TYPES_SCAN,
+    bulk_params,
+    page,
+    sorted_cursor,
+    timer_listing,
+)
 from duetime.store.listeners import WakeupListener
 from duetime.store.protocol import ClockSampler
 from duetime.store.queries import load_queries
@@ -150,13 +158,27 @@ class SqliteStore:
         return await self._db.read(run)
 
     async def list_timers(
-        self, namespace: str, filter: TimerFilter, cursor: str | None, limit: int
+        self,
+        namespace: str,
+        filter: TimerFilter,
+        cursor: str | None,
+        limit: int,
+        sort: TimerSort = "newest",
     ) -> Page[Timer]:
-        params = timer_listing(namespace, filter, cursor, limit, to_micros)
+        params = timer_listing(namespace, filter, cursor, limit, to_micros, json.dumps, sort)
+        query = Q["list_timers" if sort == "newest" else f"list_timers_by_{sort}"]
 
         def run(conn: sqlite3.Connection) -> Page[Timer]:
-            rows = conn.execute(Q["list_timers"], params).fetchall()
-            return page(rows, limit, timer_from_row, _timer_cursor)
+            rows = conn.execute(query, params).fetchall()
+            return page(rows, limit, timer_from_row, partial(sorted_cursor, sort))
+
+        return await self._db.read(run)
+
+    async def list_types(self, namespace: str, prefix: str, limit: int) -> list[str]:
+        params = {"namespace": namespace, "prefix": prefix, "limit": limit, "scan": TYPES_SCAN}
+
+        def run(conn: sqlite3.Connection) -> list[str]:
+            return [row[0] for row in conn.execute(Q["list_types"], params)]
 
         return await self._db.read(run)
 
@@ -511,7 +533,3 @@ def _claim_params(namespace: str, types: Sequence[str] | ClaimFilter | None) -> 
         "destinations": dump_json(claim.destinations),
         "handler_types": dump_json(claim.handler_types),
     }
-
-
-def _timer_cursor(timer: Timer) -> str:
-    return encode_cursor(timer.id)

@@ -1,0 +1,235 @@
+# ruff: noqa: F811 - the fixtures are imported from test_dashboard
+"""The console's finding, steering and acting controls in a real headless Chromium against
+``duetime serve``; every effect is read back from the database. With ``DUETIME_SCREENSHOT``
+set, the new views are saved as ``docs/dashboard-*.png`` in light and dark."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta
+
+from playwright.sync_api import Browser, Page, expect
+
+from duetime import Status
+
+from .test_api_serve import Server
+from .test_dashboard import (  # noqa: F401 - fixtures
+    DOCS,
+    any_console,
+    browser,
+    confirm,
+    console,
+    page,
+    stored,
+)
+
+
+def shot(page: Page, name: str) -> None:
+    """The view in sight (not the whole page: each picture stays under 200 KB)."""
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        page.screenshot(path=str(DOCS / f"dashboard-{name}.png"))
+
+
+def shot_charts(page: Page, name: str) -> None:
+    """The chart controls and both charts, at the top of the view."""
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        page.locator("#chart-controls").evaluate("node => node.scrollIntoView()")
+        page.screenshot(path=str(DOCS / f"dashboard-{name}.png"))
+
+
+def test_rows_selected_one_by_one_are_replayed_and_nothing_else(
+    any_console: Server, page: Page
+) -> None:
+    page.goto(f"{any_console.base_url}/#timers?status=dead")
+    rows = page.locator("#timers tbody tr[data-key]")
+    expect(rows).to_have_count(50)
+    expect(page.locator("[data-selected=replay]")).to_be_disabled()
+    for key in ("sync-59", "sync-57", "sync-12"):
+        page.check(f'[data-pick="{key}"]')
+    expect(page.locator("#selection-count")).to_have_text("3 selected:")
+    shot(page, "selection")
+    page.click("[data-selected=replay]")
+    confirm(page, "3 of the 3 selected timers are dead — replay them?")
+    expect(page.locator("#notice")).to_contain_text("3 selected timers replayed")
+    expect(rows).to_have_count(50)  # 57 dead left, a page of them
+    with stored(any_console) as app:
+        assert app.counts()[Status.DEAD] == 57
+        for key in ("sync-59", "sync-57", "sync-12"):
+            assert app.get(key).status is Status.SCHEDULED
+        assert app.get("sync-58").status is Status.DEAD
+
+
+def test_payload_search_sort_and_type_suggestions(console: Server, page: Page) -> None:
+    with stored(console) as app:
+        app.schedule("order.paid", {"customer": {"id": 42}}, delay="PT3H", key="o-42")
+        app.schedule("order.paid", {"customer": {"id": "42"}}, delay="PT1H", key="o-text")
+        app.schedule("order.refunded", {"customer": {"id": 7}}, delay="PT2H", key="o-7")
+    page.goto(f"{console.base_url}/#timers")
+    page.focus("#f-type")
+    page.keyboard.type("ord")
+    options = page.locator("#type-suggestions option")
+    expect(options).to_have_count(2)
+    assert options.evaluate_all("os => os.map(o => o.value)") == ["order.paid", "order.refunded"]
+    page.fill("#f-type", "order.*")
+    page.fill("#f-payload", "customer.id=42")
+    page.click("#filter button[type=submit]")
+    rows = page.locator("#timers tbody tr[data-key]")
+    expect(rows).to_have_count(1)  # the number, not the text "42"
+    expect(rows.first).to_have_attribute("data-key", "o-42")
+    page.fill("#f-payload", "")
+    page.select_option("#f-sort", "due")
+    page.click("#filter button[type=submit]")
+    expect(rows).to_have_count(3)
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.key)") == ["o-text", "o-7", "o-42"]
+    page.fill("#f-payload", "customer..id=1")
+    page.click("#filter button[type=submit]")
+    expect(page.locator("#notice")).to_contain_text("payload:")
+
+
+def test_charts_follow_range_type_and_node_and_draw_percentiles(
+    console: Server, page: Page
+) -> None:
+    page.goto(console.base_url)
+    expect(page.locator("#throughput-summary")).to_contain_text("60 fired in the last hour")
+    expect(page.locator("#lateness polyline.line.p99, #lateness circle.dot.p99")).not_to_have_count(
+        0
+    )
+    page.select_option("#c-range", "7d")
+    expect(page.locator("#throughput-summary")).to_contain_text("60 fired in the last 7 days")
+    expect(page.locator("#throughput-caption")).to_contain_text("per hour")
+    page.select_option("#c-range", "1h")
+    expect(page.locator("#throughput-caption")).to_contain_text("per minute")
+    shot_charts(page, "charts")
+    page.select_option("#c-range", "7d")
+    expect(page.locator("#throughput-caption")).to_contain_text("per hour")
+    page.fill("#c-type", "followup.*")
+    page.click("#chart-controls button[type=submit]")
+    expect(page.locator("#throughput-summary")).to_contain_text("Nothing fired")
+    page.fill("#c-type", "legacy.*")
+    page.fill("#c-node", "no-such-node")
+    page.click("#chart-controls button[type=submit]")
+    expect(page.locator("#throughput-summary")).to_contain_text("node no-such-node")
+    expect(page.locator("#throughput-summary")).to_contain_text("Nothing fired")
+
+
+def changes_heard(page: Page) -> int:
+    return int(page.locator("#live").get_attribute("data-changes") or 0)
+
+
+def heard_after(page: Page, changes: int) -> None:
+    """Wait until the page's live feed has heard a change beyond ``changes`` (the page's
+    policy forbids evaluating code in it, so its counter is read from here)."""
+    deadline = time.monotonic() + 20
+    while changes_heard(page) <= changes:
+        assert time.monotonic() < deadline, "the live feed heard no change"
+        page.wait_for_timeout(50)
+
+
+def test_live_refresh_pauses_by_hand_and_while_the_tab_is_hidden(
+    console: Server, page: Page
+) -> None:
+    page.goto(console.base_url)
+    scheduled = page.locator('#counts [data-status="scheduled"] b')
+    expect(scheduled).to_have_text("6")
+    expect(page.locator("#live")).to_have_attribute("data-state", "on")
+    page.click("#live-pause")
+    expect(page.locator("#live")).to_have_attribute("data-state", "paused")
+    changes = changes_heard(page)
+    with stored(console) as app:
+        app.schedule("followup.email", {"n": 90}, delay="PT2H", key="while-paused")
+    heard_after(page, changes)
+    expect(scheduled).to_have_text("6")  # heard, not shown
+    page.click("#live-pause")
+    expect(scheduled).to_have_text("7")  # resumed: read again at once
+    page.evaluate("""() => {
+        Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }""")
+    expect(page.locator("#live-text")).to_have_text("paused (tab hidden)")
+    changes = changes_heard(page)
+    with stored(console) as app:
+        app.schedule("followup.email", {"n": 91}, delay="PT2H", key="while-hidden")
+    heard_after(page, changes)
+    expect(scheduled).to_have_text("7")
+    page.evaluate("""() => {
+        Object.defineProperty(document, 'visibilityState', {value: 'visible', configurable: true});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }""")
+    expect(scheduled).to_have_text("8")
+    expect(page.locator("#live")).to_have_attribute("data-state", "on")
+
+
+def test_dark_mode_follows_the_system_preference(console: Server, browser: Browser) -> None:
+    for scheme, dark in (("dark", True), ("light", False)):
+        context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 1000})
+        page = context.new_page()
+        page.goto(console.base_url)
+        expect(page.locator('#counts [data-status="dead"] b')).to_have_text("60")
+        rgb = page.evaluate("getComputedStyle(document.querySelector('section')).backgroundColor")
+        red, green, blue = (int(n) for n in rgb[rgb.index("(") + 1 : -1].split(",")[:3])
+        assert (red + green + blue < 150) is dark, rgb
+        if dark:
+            shot(page, "overview-dark")
+            expect(page.locator("#lateness polyline, #lateness circle")).not_to_have_count(0)
+            shot_charts(page, "charts-dark")
+            page.goto(f"{console.base_url}/#timers?status=dead")
+            expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
+            page.check('[data-pick="sync-59"]')
+            shot(page, "selection-dark")
+        context.close()
+
+
+def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
+    any_console: Server, page: Page
+) -> None:
+    console = any_console
+    page.goto(f"{console.base_url}/#timer/followup-1")
+    page.click("#act-edit")
+    page.fill("#e-when", "2030-01-02T03:04:05Z")
+    page.fill("#e-payload", '{"n": 1, "note": "moved"}')
+    shot(page, "edit")
+    page.click("#e-save")
+    expect(page.locator("#notice")).to_contain_text("followup-1 updated")
+    with stored(console) as app:
+        timer = app.get("followup-1")
+        assert timer.due_at == datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+        assert timer.payload == {"n": 1, "note": "moved"}
+        assert timer.subject == "user-1234"  # the rest stays
+    page.click("#act-edit")
+    page.fill("#e-payload", "{not json")
+    page.click("#e-save")
+    expect(page.locator("#edit-error")).to_contain_text("payload:")
+
+    page.goto(f"{console.base_url}/#timers")
+    page.fill("#n-type", "invoice.remind")
+    page.fill("#n-when", "PT3H")
+    page.fill("#n-key", "inv-7")
+    page.fill("#n-payload", '{"invoice": 7}')
+    page.click("#n-create")
+    expect(page.locator("#notice")).to_contain_text("inv-7 scheduled")
+    with stored(console) as app:
+        created = app.get("inv-7")
+        assert (created.type, created.payload) == ("invoice.remind", {"invoice": 7})
+        assert created.due_at > datetime.now(UTC) + timedelta(hours=2, minutes=50)
+    page.fill("#n-type", "invoice.remind")
+    page.fill("#n-when", "soon")
+    page.click("#n-create")
+    expect(page.locator("#create-error")).to_contain_text("at:")
+
+    page.goto(f"{console.base_url}/#schedules")
+    row = page.locator('#schedules tr[data-name="daily-report"]')
+    with stored(console) as app:
+        before = app.get_schedule("daily-report").next_at
+    assert before is not None
+    row.locator("[data-run-next]").click()
+    shot(page, "run-next")
+    confirm(page, "runs now, once")
+    expect(page.locator("#notice")).to_contain_text("made due now")
+    with stored(console) as app:
+        key = f"schedule:daily-report:{before.isoformat().replace('+00:00', 'Z')}"
+        occurrence = app.get(key)
+        assert occurrence.run_at < datetime.now(UTC) + timedelta(seconds=5)
+        after = app.get_schedule("daily-report").next_at
+        assert after is not None
+        assert after - before == timedelta(days=1)
