@@ -164,6 +164,33 @@ def test_own_holiday_dates_roll_forward() -> None:
     assert [i.astimezone(BERLIN).date() for i in got] == [date(2027, 2, 1), date(2027, 3, 3)]
 
 
+def test_skipping_every_occurrence_is_refused_naming_roll() -> None:
+    # Weekends only, every weekend a non-business day: nothing would ever fire, and a lookup
+    # would walk the calendar for ever.
+    with pytest.raises(InvalidInput) as refused:
+        parse_calendar(
+            rrule="FREQ=WEEKLY;BYDAY=SA,SU",
+            dtstart="2027-01-02T09:00",
+            zone=BERLIN,
+            roll="skip",
+        )
+    assert refused.value.field == "roll"
+
+
+def test_a_lookup_past_the_last_business_day_ends() -> None:
+    # The rule's own days all fall on the weekend; two added weekdays fire. Past them the
+    # lookup ends instead of walking weekends for ever.
+    cal = parse_calendar(
+        rrule="FREQ=WEEKLY;BYDAY=SA,SU",
+        dtstart="2027-01-02T09:00",
+        zone=BERLIN,
+        rdates=["2027-01-04T09:00", "2027-01-05T09:00"],
+        roll="skip",
+    )
+    got = _instants(cal, BERLIN, datetime(2027, 1, 1, tzinfo=UTC), 10)
+    assert [i.astimezone(BERLIN).date() for i in got] == [date(2027, 1, 4), date(2027, 1, 5)]
+
+
 @pytest.mark.parametrize(
     ("feb29", "common"),
     [("feb28", date(2029, 2, 28)), ("mar1", date(2029, 3, 1)), ("skip", None)],

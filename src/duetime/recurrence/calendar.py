@@ -53,6 +53,10 @@ from duetime.tzmath import classify, to_utc
 Feb29 = Literal["feb28", "mar1", "skip"]
 FEB29: tuple[Feb29, ...] = get_args(Feb29)
 HORIZON_YEARS = 100
+_UTC_ZONE = ZoneInfo("UTC")
+MAX_DROPPED = 10_000
+"""Occurrences in a row that ``roll=skip`` may drop before the calendar counts as one that
+never fires (a weekday rule on a weekend-only calendar would otherwise be walked for ever)."""
 """A rule with no occurrence within this many years of DTSTART is refused."""
 _MAX_DATES = 1000
 _MAX_TEXT = 64
@@ -277,6 +281,10 @@ def _check_fires(calendar: Calendar, parts: RuleParts) -> None:
         raise InvalidRrule(
             "rrule", f"{parts.text}: no occurrence within {HORIZON_YEARS} years of DTSTART"
         )
+    if calendar.roll == "skip" and next(calendar_walls(calendar, _UTC_ZONE), None) is None:
+        raise InvalidInput(
+            "roll", f"skip drops every occurrence of {parts.text}: none is on a business day"
+        )
 
 
 _DAY_PARTS = ("BYMONTH", "BYWEEKNO", "BYYEARDAY", "BYMONTHDAY", "BYDAY")
@@ -459,6 +467,7 @@ def calendar_walls(
         own = _until_utc(own, zone, until_at)
     excluded = set(calendar.exdates)
     last: datetime | None = None
+    dropped = 0
     for wall in heapq.merge(own, calendar.rdates):
         if wall in excluded:
             continue
@@ -471,7 +480,11 @@ def calendar_walls(
                 calendar.holiday_dates,
             )
             if day is None:
+                dropped += 1
+                if dropped > MAX_DROPPED:  # every one falls on a non-business day: none fire
+                    return
                 continue
+            dropped = 0
             wall = datetime.combine(day, wall.time())
             if wall in excluded:  # the rolled time is what users see, and may exclude
                 continue
