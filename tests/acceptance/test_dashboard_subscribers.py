@@ -93,7 +93,7 @@ def test_the_cut_due_and_error_cells_show_whole_on_hover_and_click(
 ) -> None:
     page.goto(f"{console.base_url}/#timers?status=dead")
     row = page.locator('#timers tbody tr[data-key="sync-59"]')
-    due, error = row.locator("td").nth(4), row.locator("td").nth(6)
+    due, error = row.locator("td").nth(5), row.locator("td").nth(7)  # after the row's checkbox
     with stored(console) as app:
         timer = app.get("sync-59")
     assert timer.last_error is not None
