@@ -59,6 +59,7 @@ def test_prune_applies_the_retention_once(cli: Cli, app_module: str) -> None:
     assert cli.ok("prune") == {
         "archived": 0,
         "deleted": 0,
+        "audit_deleted": 0,
         "partitions_created": [],
         "partitions_dropped": [],
     }
