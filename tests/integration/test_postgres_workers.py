@@ -532,7 +532,10 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
         )
     }
     assert lost_plain
-    assert lost_plain <= late
+    # Those its handlers had begun finished late and were fenced off; rows it had claimed but
+    # not begun when it stopped are never begun after SIGCONT (their lease is gone), so some
+    # taken-over ones may have no late line at all — but the fence must have been exercised.
+    assert lost_plain & late, (lost_plain, late)
     # Transactional: one fx row per timer, by the attempt recorded done; the taken-over ones were
     # done by the others, the locked ones by the resumed worker itself.
     keys = [f"tx-{i:03d}" for i in range(PAUSE_TIMERS)]

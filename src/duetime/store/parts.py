@@ -358,8 +358,9 @@ class TokenStore(Protocol):
 class LimitStore(Protocol):
     """Flow control rules (:mod:`duetime.model.limits`) and the claim that obeys them."""
 
-    async def list_rules(self, namespace: str) -> list[FlowRule]:
-        """The namespace's rules, by pattern."""
+    async def list_rules(self, namespace: str, *, claiming: bool = False) -> list[FlowRule]:
+        """The namespace's rules, by pattern. ``claiming``: read for a claim, so never behind
+        the handlers that hold the shared connections (a backend with lanes uses the claims')."""
         ...
 
     async def put_limit(self, rule: FlowRule, now: datetime, cap: int | None = None) -> FlowRule:

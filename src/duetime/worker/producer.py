@@ -437,7 +437,7 @@ class Producer:
         if now - self._plan_read >= RULES_REFRESH:
             self._plan_read = now
             try:
-                plan = plan_of(await self.store.limits.list_rules(self.namespace))
+                plan = plan_of(await self.store.limits.list_rules(self.namespace, claiming=True))
             except Exception:
                 log.exception("reading the flow control rules failed; using the last ones")
             else:

@@ -154,9 +154,11 @@ class Database:
         if pool is not None:
             await pool.close()
 
-    async def read(self, work: Work[R]) -> R:
-        """Run ``work`` on a connection in autocommit mode (each statement on its own)."""
-        return await self._run(work, transaction=False)
+    async def read(self, work: Work[R], *, lane: Lane | None = None) -> R:
+        """Run ``work`` on a connection in autocommit mode (each statement on its own);
+        ``lane``: on that lane's connections, not the pool's (see :data:`LANES`)."""
+        pool = None if lane is None else await self._lane(lane)
+        return await self._run(work, transaction=False, pool=pool)
 
     async def write(self, work: Work[R], *, lane: Lane | None = None) -> R:
         """Run ``work`` in one transaction: all of it commits, or none of it.

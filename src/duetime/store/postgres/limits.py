@@ -76,12 +76,12 @@ class PostgresLimits:
         self._db = db
         self._filter = filter_params
 
-    async def list_rules(self, namespace: str) -> list[FlowRule]:
+    async def list_rules(self, namespace: str, *, claiming: bool = False) -> list[FlowRule]:
         async def run(conn: Conn) -> list[FlowRule]:
             rows = await fetch_all(conn, Q["list_limits"], {"namespace": namespace})
             return [rule_from_row(row, _instant) for row in rows]
 
-        return await self._db.read(run)
+        return await self._db.read(run, lane="claims" if claiming else None)
 
     async def put_limit(self, rule: FlowRule, now: datetime, cap: int | None = None) -> FlowRule:
         params = {**rule_params(rule), "now": now}

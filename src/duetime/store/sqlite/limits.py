@@ -66,7 +66,7 @@ class SqliteLimits:
         self._db = db
         self._filter = filter_params
 
-    async def list_rules(self, namespace: str) -> list[FlowRule]:
+    async def list_rules(self, namespace: str, *, claiming: bool = False) -> list[FlowRule]:
         def run(conn: sqlite3.Connection) -> list[FlowRule]:
             rows = _rows(conn, Q["list_limits"], {"namespace": namespace})
             return [rule_from_row(row, from_micros) for row in rows]
