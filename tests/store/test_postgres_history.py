@@ -49,6 +49,11 @@ TYPES = {
     "before_at": "timestamptz",
     "before_id": "bigint",
     "limit": "integer",
+    "keys": "text[]",
+    "payload_doc": "jsonb",
+    "payload_path": "text",
+    "payload_kind": "text",
+    "payload_value": "text",
 }
 
 

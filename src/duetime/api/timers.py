@@ -150,7 +150,8 @@ async def list_timers(
         str | None, Query(description=f"Due before: {WHEN}", pattern=WHEN_PATTERN)
     ] = None,
     payload: Annotated[
-        str | None, Query(description=PAYLOAD_DESCRIPTION, max_length=MAX_PAYLOAD_QUERY_LENGTH)
+        str | None,
+        Query(description=PAYLOAD_DESCRIPTION, min_length=1, max_length=MAX_PAYLOAD_QUERY_LENGTH),
     ] = None,
     sort: Annotated[TimerSort, Query(description=SORT_DESCRIPTION)] = "newest",
     cursor: Annotated[str | None, Query(description=CURSOR, pattern=TIMER_CURSOR_PATTERN)] = None,
