@@ -478,6 +478,8 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     time.sleep(0.3)  # its handlers are under way (they take 1.5 s)
     paused.send_signal(signal.SIGSTOP)
     stopped_at = time.monotonic()
+    time.sleep(0.2)  # a commit it had sent lands; then what it completed before the pause
+    done_before_pause = db.value("SELECT count(*) FROM fx WHERE pid = %s", (paused.pid,))
     (paused_node,) = [row[0] for row in db.rows("SELECT id FROM nodes")]
     assert node_pid(paused_node) == paused.pid
 
@@ -515,7 +517,15 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     # One terminal state each: one attempt done (the last), every other one lost.
     assert db.statuses() == Counter({"done": total})
     outcomes = Counter(dict(db.rows("SELECT outcome, count(*) FROM all_attempts GROUP BY 1")))
-    assert set(outcomes) <= {"done", "lost"}, outcomes
+    assert set(outcomes) <= {"done", "lost", "retry"}, outcomes
+    # A retry is the paused worker's own: a plain row whose claim was still open when it stopped
+    # (its rows locked, so no one could take them) is its to run after SIGCONT, and its first
+    # attempts fail in this worker. Each such timer was then done by a later attempt.
+    retried = db.rows(
+        "SELECT a.node_id, t.type, t.attempts > a.number FROM all_attempts a "
+        "JOIN timers t ON t.id = a.timer_id WHERE a.outcome = 'retry'"
+    )
+    assert all(row == (paused_node, PLAIN, True) for row in retried), retried
     assert outcomes["done"] == total
     assert outcomes["lost"] == taken
     # The taken-over attempts stay lost: the resumed worker's outcomes (its plain handlers
@@ -551,7 +561,8 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     # Only the attempts it held locked can have been completed by the resumed worker (they may
     # also have been ended by the server meanwhile, e.g. by idle_in_transaction_session_timeout).
     by_paused = db.value("SELECT count(*) FROM fx WHERE pid = %s", (paused.pid,))
-    assert by_paused <= locked, (by_paused, locked)
+    by_paused -= done_before_pause  # those it completed before it was stopped
+    assert by_paused <= locked, (by_paused, locked, done_before_pause)
     taken_tx = db.value(
         "SELECT count(*) FROM all_attempts a JOIN timers t ON t.id = a.timer_id "
         "WHERE a.node_id = %s AND a.outcome = 'lost' AND t.type = %s",
