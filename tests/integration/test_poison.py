@@ -79,7 +79,7 @@ class StartObserver:
 
 UNREADABLE_JSONB = {
     "poison-decode": "1e5000",  # PostgreSQL writes it back as an integer of 5,001 digits
-    "poison-deep": "[" * 5000 + "]" * 5000,  # deeper than Python's decoder recurses
+    "poison-deep": "[" * 12_000 + "]" * 12_000,  # deeper than Python's decoder recurses (3.13 too)
     "poison-digits": "9" * 5000,  # as a client with PYTHONINTMAXSTRDIGITS=0 could store
 }
 """Payloads PostgreSQL's jsonb holds and Python cannot read back, each written by SQL."""
