@@ -30,7 +30,7 @@ from pathlib import Path
 import psycopg
 
 from duetime import App, AsyncApp, Event, Status, TimerRequest
-from duetime.runner import run_process
+from duetime.app.runner import run_process
 
 JOB = "flow.job"
 WINDOWS = (0.01, 0.1, 0.5, 1.0, 2.0)

@@ -24,7 +24,7 @@ from bench.chaoslib.records import RecordFile, Start, start_line
 from bench.chaoslib.refclock import ReferenceClock
 
 from duetime import AsyncApp, Event
-from duetime.runner import run_process
+from duetime.app.runner import run_process
 
 TYPE = "chaos.tick"
 NAMESPACE = "chaos"

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from duetime import AsyncApp, Event, TimerRequest, eventloop
+from duetime import AsyncApp, Event, TimerRequest
+from duetime.support import eventloop
 from peers import JOB_TYPE, Record, System, chunks, payload_due
 
 SCHEMA = "duetime"
@@ -111,7 +112,7 @@ class DuetimeMetrics(Duetime):
     label = "duetime +metrics"
 
     def app(self, db: str, **settings: Any) -> AsyncApp:
-        from duetime.metrics import Metrics
+        from duetime.observability.metrics import Metrics
 
         app = super().app(db, **settings)
         metrics = Metrics()  # what run_process(metrics=...) sets up, without the HTTP server

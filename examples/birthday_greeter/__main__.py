@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from duetime.tzmath import tzdata_version
+from duetime.timemath.tzmath import tzdata_version
 from examples._demo import run_app
 from examples.birthday_greeter.app import DATABASE_URL, add_user, app, upcoming
 from examples.birthday_greeter.greetings import User

@@ -22,8 +22,8 @@ import nats.errors
 import psycopg
 
 import duetime
-from duetime.routes import describe, subscriptions_of
-from duetime.runner import run_process
+from duetime.app.runner import run_process
+from duetime.bus.routes import describe, subscriptions_of
 from examples._demo import DEMO_TIMEOUT
 from examples.event_bus import operate, shop
 from examples.event_bus.app import (

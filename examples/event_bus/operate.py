@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 import nats
 
 import duetime
+from duetime.bus.routes import HANDLER, delivery_key
 from duetime.model import Node, Outcome, Schedule, Timer
-from duetime.routes import HANDLER, delivery_key
 from duetime.sources.nats_source import ensure_stream
 from examples.event_bus import shop
 from examples.event_bus.app import (

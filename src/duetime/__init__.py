@@ -1,17 +1,17 @@
 """duetime: a durable, timezone-aware scheduler for time-based events, and an event bus.
 
 Every name below is imported on first use, not by ``import duetime``: a program that only needs
-:mod:`duetime.tzmath`, or a worker that never sends a webhook, does not pay for the rest.
+:mod:`duetime.timemath.tzmath`, or a worker that never sends a webhook, does not pay for the rest.
 """
 
 from typing import TYPE_CHECKING
 
-from duetime.lazy import exports
+from duetime.support.lazy import exports
 
 __version__ = "0.1.0"
 
 _NAMES = {
-    "AsyncApp": "duetime.app",
+    "AsyncApp": "duetime.app.facade",
     "Clock": "duetime.clock",
     "FrozenClock": "duetime.clock",
     "SystemClock": "duetime.clock",
@@ -35,15 +35,17 @@ _NAMES = {
     "Retry": "duetime.outcomes",
     "Snooze": "duetime.outcomes",
     "TimerRequest": "duetime.requests",
-    "HANDLER": "duetime.routes",
-    "Route": "duetime.routes",
+    "HANDLER": "duetime.bus.routes",
+    "Route": "duetime.bus.routes",
     "ScheduleRequest": "duetime.schedules",
-    "anniversary": "duetime.recurrence.calendar",
-    "App": "duetime.sync",
+    "anniversary": "duetime.timemath.recurrence.calendar",
+    "App": "duetime.app.sync",
 }
 
 if TYPE_CHECKING:
-    from duetime.app import AsyncApp
+    from duetime.app.facade import AsyncApp
+    from duetime.app.sync import App
+    from duetime.bus.routes import HANDLER, Route
     from duetime.clock import Clock, FrozenClock, SystemClock
     from duetime.config import Settings
     from duetime.errors import (
@@ -57,11 +59,9 @@ if TYPE_CHECKING:
     from duetime.handlers import Event
     from duetime.model import Attempt, Outcome, Page, PutResult, Schedule, Status, Timer
     from duetime.outcomes import Cancel, Dead, Retry, Snooze
-    from duetime.recurrence.calendar import anniversary
     from duetime.requests import TimerRequest
-    from duetime.routes import HANDLER, Route
     from duetime.schedules import ScheduleRequest
-    from duetime.sync import App
+    from duetime.timemath.recurrence.calendar import anniversary
 else:  # hidden from type checkers, so a misspelt name stays an error for them
     __getattr__, __dir__ = exports(__name__, _NAMES)
 

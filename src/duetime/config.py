@@ -12,10 +12,10 @@ from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from duetime.bounds import check_timedelta
-from duetime.durations import parse_span
 from duetime.errors import InvalidInput
-from duetime.tracing import check_tracing
+from duetime.observability.tracing import check_tracing
+from duetime.timemath.bounds import check_timedelta
+from duetime.timemath.durations import parse_span
 from duetime.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_namespace
 
 DEFAULT_DATABASE_URL = "sqlite:///duetime.db"

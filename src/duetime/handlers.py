@@ -8,9 +8,9 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from duetime.bus.routes import HANDLER, event_key
 from duetime.model import JSON, Timer, iso
-from duetime.routes import HANDLER, event_key
-from duetime.threads import HANDLER_THREADS
+from duetime.support.threads import HANDLER_THREADS
 from duetime.validation import check_type
 
 if TYPE_CHECKING:
@@ -166,8 +166,9 @@ class Handler:
 
     async def __call__(self, event: Event, may_start: Callable[[], bool] | None = None) -> Any:
         """Run it on ``event``. ``may_start`` (sync handlers): asked in the thread right before
-        the call, which raises :class:`~duetime.threads.NotStarted` instead when it says no;
-        whatever else the call raises arrives as an Exception (:class:`~duetime.threads.Escaped`
+        the call, which raises :class:`~duetime.support.threads.NotStarted` instead when it says no;
+        whatever else the call raises arrives as an Exception
+        (:class:`~duetime.support.threads.Escaped`
         for one that is not)."""
         if self.is_async:
             return await self.func(event)

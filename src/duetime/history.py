@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from duetime.durations import add_months, parse_duration
+from duetime.bus.routes import check_pattern
 from duetime.errors import InvalidInput
 from duetime.model.history import ActivityCount
 from duetime.model.history import ActivityMinute as ActivityMinute
@@ -23,8 +23,8 @@ from duetime.model.history import EventFilter as EventFilter
 from duetime.model.history import LoggedEvent as LoggedEvent
 from duetime.model.history import MaintenanceReport as MaintenanceReport
 from duetime.model.history import RetentionPolicy as RetentionPolicy
-from duetime.routes import check_pattern
-from duetime.tzmath import is_aware
+from duetime.timemath.durations import add_months, parse_duration
+from duetime.timemath.tzmath import is_aware
 
 MAX_INSTANT_TEXT = 64
 

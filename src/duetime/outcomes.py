@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from duetime.bounds import duration_value
+from duetime.timemath.bounds import duration_value
 
 
 class HandlerOutcome(Exception):

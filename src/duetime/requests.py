@@ -9,7 +9,8 @@ from typing import Any
 
 from duetime.errors import InvalidInput
 from duetime.model import JSON, NewTimer
-from duetime.slots import make_new_timer, slot_setter
+from duetime.model.slots import make_new_timer, slot_setter
+from duetime.timemath.when import resolve_when
 from duetime.validation import (
     check_correlation_id,
     check_expires_after,
@@ -21,7 +22,6 @@ from duetime.validation import (
     encode_payload,
     whole_number,
 )
-from duetime.when import resolve_when
 
 JSON_COUNTS = ("max_attempts", "priority")
 """Fields read as whole numbers from JSON, where 3.0 is 3."""

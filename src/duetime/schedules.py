@@ -23,7 +23,6 @@ from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, cast
 
-from duetime.bounds import check_instant
 from duetime.errors import InvalidInput, InvalidRrule
 from duetime.model import JSON, Schedule, iso
 from duetime.model.schedules import DueSchedule
@@ -32,7 +31,8 @@ from duetime.model.schedules import NewSchedule as NewSchedule
 from duetime.model.schedules import ScheduleAdvance as ScheduleAdvance
 from duetime.model.schedules import ScheduleFilter as ScheduleFilter
 from duetime.model.schedules import schedule_from_new as schedule_from_new
-from duetime.recurrence import (
+from duetime.timemath.bounds import check_instant
+from duetime.timemath.recurrence import (
     OnGap,
     OnOverlap,
     Recurrence,
@@ -41,13 +41,14 @@ from duetime.recurrence import (
     parse_catch_up,
     parse_recurrence,
 )
-from duetime.recurrence.calendar import CALENDAR_FIELDS, Calendar
-from duetime.recurrence.overlap import (
+from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS, Calendar
+from duetime.timemath.recurrence.overlap import (
     DEFAULT_CATCH_UP_GRACE,
     parse_catch_up_grace,
     parse_overlap,
 )
-from duetime.tzmath import is_aware, to_utc
+from duetime.timemath.tzmath import is_aware, to_utc
+from duetime.timemath.when import check_day_exists
 from duetime.validation import (
     check_max_attempts,
     check_payload,
@@ -55,7 +56,6 @@ from duetime.validation import (
     check_type,
     whole_number,
 )
-from duetime.when import check_day_exists
 
 KEY_PREFIX = "schedule:"
 MAX_NAME_LENGTH = 200

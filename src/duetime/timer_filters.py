@@ -12,11 +12,11 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from duetime.bus.routes import check_pattern
 from duetime.errors import InvalidInput
 from duetime.history import instant_or_ago
 from duetime.model import BULK_ACTIONS, BulkAction, Status, TimerFilter
 from duetime.model.finding import MAX_SELECTED_KEYS, TIMER_SORTS, PayloadMatch, TimerSort
-from duetime.routes import check_pattern
 from duetime.validation import check_subject
 
 Instant = str | datetime | timedelta | None

@@ -14,10 +14,10 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from duetime.controls import IDENTIFIER_CONTROL
 from duetime.errors import InvalidInput
-from duetime.jsontext import json_text, load_json
 from duetime.model import JSON, MAX_BULK_KEYS
+from duetime.support.escaping import IDENTIFIER_CONTROL
+from duetime.support.jsontext import json_text, load_json
 
 MAX_KEY_LENGTH = 255
 MAX_STORED_KEY_LENGTH = MAX_KEY_LENGTH + 64
@@ -343,7 +343,7 @@ def check_expires_after(value: object, field: str = "expires_after") -> timedelt
         return None
     if isinstance(value, bool) or not isinstance(value, timedelta | int | float | str):
         raise InvalidInput(field, "must be a duration: seconds, or ISO 8601 like 'PT1H'")
-    from duetime.durations import parse_span
+    from duetime.timemath.durations import parse_span
 
     span = parse_span(value, field)
     if span <= timedelta(0):

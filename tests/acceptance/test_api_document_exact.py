@@ -36,11 +36,8 @@ from duetime.api.formats import (
     identifier_pattern,
 )
 from duetime.config import Settings
-from duetime.durations import parse_duration
 from duetime.history import instant_or_ago
 from duetime.model.cursors import EVENT_CURSOR_PATTERN, ID_CURSOR_PATTERN, NAME_CURSOR_PATTERN
-from duetime.recurrence import parse_recurrence
-from duetime.recurrence.overlap import parse_catch_up_grace
 from duetime.schedules import parse_instant
 from duetime.store.cursors import (
     decode_cursor,
@@ -50,8 +47,11 @@ from duetime.store.cursors import (
     encode_event_cursor,
     encode_name_cursor,
 )
+from duetime.timemath.durations import parse_duration
+from duetime.timemath.recurrence import parse_recurrence
+from duetime.timemath.recurrence.overlap import parse_catch_up_grace
+from duetime.timemath.when import resolve_when
 from duetime.validation import check_expires_after, check_key, check_subject
-from duetime.when import resolve_when
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 NS = "/v1/namespaces/default"

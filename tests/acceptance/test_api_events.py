@@ -23,9 +23,9 @@ from starlette.exceptions import StarletteDeprecationWarning
 
 from duetime import AsyncApp, Dead, Event, FrozenClock, Retry
 from duetime.api import ApiSettings, create_api
-from duetime.auth import issue_token
 from duetime.config import Settings
 from duetime.store import create_store
+from duetime.tenancy.auth import issue_token
 
 with warnings.catch_warnings():  # starlette deprecates its httpx-based client; it still works
     warnings.simplefilter("ignore", StarletteDeprecationWarning)

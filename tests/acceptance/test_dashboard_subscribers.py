@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 from playwright.sync_api import Page, expect
 
+from duetime.bus.routes import HANDLER
 from duetime.model import Node, Subscription
-from duetime.routes import HANDLER
 from duetime.store import create_store
 
 from .test_api_serve import Server

@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from duetime import AsyncApp, Event, TimerRequest
-from duetime.runner import run_process
+from duetime.app.runner import run_process
 
 WORK = "work"
 

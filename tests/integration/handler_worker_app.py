@@ -17,7 +17,7 @@ import os
 import time
 
 from duetime import AsyncApp, Event
-from duetime.runner import run_process
+from duetime.app.runner import run_process
 
 WORK = "work"
 EXIT_SYNC = "exit.sync"

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from duetime import AsyncApp, Event
-from duetime.runner import run_process
+from duetime.app.runner import run_process
 
 TX = "tx"
 PLAIN = "plain"

@@ -20,7 +20,7 @@ from tests.waiting import run
 
 from duetime import AsyncApp, TimerRequest
 from duetime.destinations import WebhookDestination
-from duetime.ratelimit import Rate
+from duetime.timemath.ratelimit import Rate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from storekit import fresh_pg_url

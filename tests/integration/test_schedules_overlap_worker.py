@@ -20,8 +20,8 @@ from tests.waiting import run
 
 from duetime import AsyncApp, Event, FrozenClock, Status
 from duetime.model import Timer
-from duetime.recurrence.overlap import SKIPPED_BUFFER_FULL, SKIPPED_RUNNING
 from duetime.schedules import occurrence_key
+from duetime.timemath.recurrence.overlap import SKIPPED_BUFFER_FULL, SKIPPED_RUNNING
 
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))

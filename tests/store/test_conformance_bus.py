@@ -2,7 +2,7 @@
 rows, and dead-lettering what no live node subscribes to.
 
 Every test runs against each backend (SQLite and PostgreSQL) and must behave identically; the
-claim filter is checked against :func:`duetime.routes.claims`, the rule both SQL dialects apply.
+claim filter is checked against :func:`duetime.bus.routes.claims`, the rule both SQL dialects apply.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from storekit import NOW, new_timer
 
+from duetime.bus.routes import HANDLER, claims, delivery_key
 from duetime.model import (
     ClaimFilter,
     FanOut,
@@ -22,7 +23,6 @@ from duetime.model import (
     Subscription,
     Timer,
 )
-from duetime.routes import HANDLER, claims, delivery_key
 from duetime.store import Store
 
 LEASE = NOW + timedelta(seconds=30)

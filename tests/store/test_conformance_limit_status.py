@@ -22,10 +22,10 @@ from storekit import NOW, new_timer
 from duetime.errors import CapReached, InvalidInput
 from duetime.model import FanOut, Finish, Outcome
 from duetime.model.limits import FlowRule, destination_rule, plan_of
-from duetime.ratelimit import Rate
 from duetime.store import Store
 from duetime.store.postgres.store import PostgresStore
 from duetime.store.sqlite.store import SqliteStore
+from duetime.timemath.ratelimit import Rate
 
 LEASE = NOW + timedelta(seconds=30)
 MANY = 2_000

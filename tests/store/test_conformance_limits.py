@@ -13,8 +13,8 @@ from storekit import NOW, new_timer
 
 from duetime.model import Finish, Outcome, Status
 from duetime.model.limits import FlowPlan, FlowRule, plan_of
-from duetime.ratelimit import Rate
 from duetime.store import Store
+from duetime.timemath.ratelimit import Rate
 
 LEASE = NOW + timedelta(seconds=30)
 HOURLY = Rate(1, timedelta(hours=1))

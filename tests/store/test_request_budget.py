@@ -1,4 +1,5 @@
-"""A request's budget (duetime.budgets) on each store: a request that cannot reach the database
+"""A request's budget (duetime.support.budgets) on each store: a request that cannot reach the
+database
 in time, or whose statement runs too long, ends at once with StoreBusy (a 503 over REST), and
 work outside a request is never cut short.
 
@@ -19,13 +20,13 @@ import psycopg
 import pytest
 from storekit import NOW, PG_URL, StoreFactory, with_params
 
-from duetime import budgets
-from duetime.budgets import Budget
 from duetime.errors import StoreBusy
 from duetime.model.limits import FlowRule
 from duetime.store.postgres.store import PostgresStore
 from duetime.store.sqlite.database import READERS
 from duetime.store.sqlite.store import SqliteStore
+from duetime.support import budgets
+from duetime.support.budgets import Budget
 
 WAIT = 30.0
 QUICK = Budget(statement_timeout=0.3, connection_wait=0.2)

@@ -17,11 +17,11 @@ from test_schedules_materializer import all_timers
 from duetime import AsyncApp, FrozenClock
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model.schedules import DueSchedule, OccurrenceState, ScheduleAdvance
-from duetime.recurrence import occurrences_between
 from duetime.schedules import ScheduleRequest, occurrence_key, recurrence_of
 from duetime.services.materializer import Materializer
 from duetime.store import Store
 from duetime.store.postgres import schedules as pg_schedules
+from duetime.timemath.recurrence import occurrences_between
 
 START = datetime(2025, 3, 8, 12, 0, tzinfo=UTC)  # the US springs forward on the 9th
 ZONES = ("America/New_York", "Europe/London", "Australia/Sydney", "Asia/Kathmandu", "UTC")

@@ -15,10 +15,10 @@ from storekit import StoreFactory
 
 from duetime import AsyncApp, FrozenClock
 from duetime.model import Status, Timer, TimerFilter
-from duetime.recurrence import occurrences_between
 from duetime.schedules import occurrence_key, recurrence_of
 from duetime.services.materializer import Materializer
 from duetime.store import Store
+from duetime.timemath.recurrence import occurrences_between
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)

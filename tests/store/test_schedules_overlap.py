@@ -17,15 +17,15 @@ from storekit import wait_until
 from duetime import AsyncApp, FrozenClock
 from duetime.model import Finish, Outcome, Status, Timer
 from duetime.model.schedules import PARKED
-from duetime.recurrence.overlap import (
+from duetime.schedules import occurrence_key
+from duetime.services.materializer import Materializer
+from duetime.store import Store
+from duetime.timemath.recurrence.overlap import (
     BUFFERED,
     SKIPPED_BUFFER_FULL,
     SKIPPED_RUNNING,
     waiting,
 )
-from duetime.schedules import occurrence_key
-from duetime.services.materializer import Materializer
-from duetime.store import Store
 
 MINUTE = timedelta(minutes=1)
 START = datetime(2025, 3, 8, 12, 0, tzinfo=UTC)

@@ -18,11 +18,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from duetime import AsyncApp, FrozenClock, tzmath
+from duetime import AsyncApp, FrozenClock
 from duetime.services.materializer import Materializer
 from duetime.services.tzdata import META_KEY, reresolve_if_changed
 from duetime.services.tzdata_diff import ZoneTree
 from duetime.store import Store
+from duetime.timemath import tzmath
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from storekit import NOW, StoreFactory
 
-from duetime.auth import TokenInfo
 from duetime.store import Store
 from duetime.store.sqlite.store import SqliteStore
+from duetime.tenancy.auth import TokenInfo
 
 WAIT = 10.0
 """Seconds any one step may take; a write whose caller never hears back fails the test."""

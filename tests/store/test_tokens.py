@@ -10,15 +10,15 @@ from datetime import timedelta
 import pytest
 from storekit import NOW, StoreFactory
 
-from duetime.auth import (
+from duetime.errors import Conflict, NotFound
+from duetime.store import Store
+from duetime.store.parts import TokenStore
+from duetime.tenancy.auth import (
     authenticate,
     generate_token,
     hash_token,
     issue_token,
 )
-from duetime.errors import Conflict, NotFound
-from duetime.store import Store
-from duetime.store.parts import TokenStore
 
 
 def tokens(store: Store) -> TokenStore:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from duetime.auth import (
+from duetime.errors import Conflict, InvalidInput, NotFound
+from duetime.store import create_store
+from duetime.tenancy.auth import (
     ALL_NAMESPACES,
     TokenInfo,
     Unauthorized,
@@ -22,8 +24,6 @@ from duetime.auth import (
     issue_token,
     looks_like_token,
 )
-from duetime.errors import Conflict, InvalidInput, NotFound
-from duetime.store import create_store
 
 NOW = datetime(2031, 1, 1, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from duetime.backoff import Backoff
+from duetime.timemath.backoff import Backoff
 
 
 def test_nominal_doubles_from_the_base_and_stops_at_the_cap() -> None:

@@ -16,15 +16,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from duetime.backoff import Backoff
-from duetime.bounds import EARLIEST_AT, LATEST_AT, MAX_DURATION
 from duetime.config import Settings
 from duetime.errors import InvalidInput
 from duetime.outcomes import Retry, Snooze
-from duetime.recurrence import parse_recurrence
 from duetime.store.codec import from_micros, to_micros
+from duetime.timemath.backoff import Backoff
+from duetime.timemath.bounds import EARLIEST_AT, LATEST_AT, MAX_DURATION
+from duetime.timemath.recurrence import parse_recurrence
+from duetime.timemath.when import resolve_when
 from duetime.validation import check_expires_after
-from duetime.when import resolve_when
 
 T = TypeVar("T")
 LAST_AT = LATEST_AT - timedelta(microseconds=1)

@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from duetime.errors import InvalidRrule
-from duetime.recurrence.calendar import (
+from duetime.timemath.recurrence.calendar import (
     _dateutil,
     _dateutil_rule,
     calendar_instants,

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from duetime.errors import InvalidRrule
-from duetime.recurrence.calendar import calendar_instants, parse_calendar
-from duetime.tzmath import load_zone
+from duetime.timemath.recurrence.calendar import calendar_instants, parse_calendar
+from duetime.timemath.tzmath import load_zone
 
 DAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 ZONES = ("America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kolkata", "UTC")

@@ -9,8 +9,8 @@ import pytest
 from rfc5545_examples import EXAMPLES, Example
 
 from duetime.errors import InvalidInput, InvalidRrule
-from duetime.recurrence.calendar import Calendar, calendar_instants, parse_calendar
-from duetime.tzmath import load_zone
+from duetime.timemath.recurrence.calendar import Calendar, calendar_instants, parse_calendar
+from duetime.timemath.tzmath import load_zone
 
 NEW_YORK = load_zone("America/New_York")
 BERLIN = load_zone("Europe/Berlin")

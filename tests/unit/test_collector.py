@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from duetime.collector import OLDER, YOUNG, pace_for_service
+from duetime.support.gc_tuning import OLDER, YOUNG, pace_for_service
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from duetime.cli import output
-from duetime.controls import EscapeControls, escape_controls, install_log_escaping
+from duetime.support.escaping import EscapeControls, escape_controls, install_log_escaping
 
 
 @pytest.mark.parametrize(

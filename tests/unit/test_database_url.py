@@ -8,9 +8,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 from duetime.config import Settings
 from duetime.errors import InvalidInput
-from duetime.redaction import redact_url
 from duetime.store import create_store
 from duetime.store.postgres.settings import parse_url
+from duetime.support.redaction import redact_url
 
 HA = (
     "postgresql://app:s3cr%40t@db-a.internal:5432,db-b.internal:5433/orders"

@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from duetime.bus.dispatch import Dispatch, live_subscriptions
+from duetime.bus.routes import HANDLER, Fan, Route
 from duetime.destinations import WebhookDestination
-from duetime.dispatch import Dispatch, live_subscriptions
 from duetime.errors import InvalidInput
 from duetime.handlers import Handler, HandlerRegistry
 from duetime.model import Node, Status, Subscription, Timer
-from duetime.routes import HANDLER, Fan, Route
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from duetime.durations import CalendarDuration, add_duration, add_months, parse_duration
 from duetime.errors import InvalidInput, NonexistentLocalTime
-from duetime.tzmath import load_zone
+from duetime.timemath.durations import CalendarDuration, add_duration, add_months, parse_duration
+from duetime.timemath.tzmath import load_zone
 
 
 def z(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:

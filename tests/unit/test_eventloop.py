@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from duetime import eventloop
 from duetime.errors import InvalidInput
+from duetime.support import eventloop
 
 
 async def running_loop_module() -> str:

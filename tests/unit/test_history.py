@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.config import Settings
-from duetime.durations import months_between
 from duetime.errors import InvalidInput
 from duetime.history import (
     EventFilter,
@@ -16,6 +15,7 @@ from duetime.history import (
     instant_or_ago,
 )
 from duetime.store.cursors import decode_event_cursor, encode_event_cursor
+from duetime.timemath.durations import months_between
 
 NOW = datetime(2025, 3, 31, 12, 0, tzinfo=UTC)
 

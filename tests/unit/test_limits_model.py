@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from duetime.metrics import Metrics
 from duetime.model.limits import (
     FlowRule,
     RuleFilter,
@@ -12,7 +11,8 @@ from duetime.model.limits import (
     plan_of,
     specificity,
 )
-from duetime.ratelimit import Rate
+from duetime.observability.metrics import Metrics
+from duetime.timemath.ratelimit import Rate
 
 
 def test_limits_are_ordered_most_specific_first_and_shadowed_by_those_before() -> None:

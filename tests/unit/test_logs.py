@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from duetime.controls import install_log_escaping
-from duetime.logs import formatter
+from duetime.observability.logs import formatter
+from duetime.support.escaping import install_log_escaping
 
 
 def _logged(log_format: str, message: str, *args: object, **kwargs: Any) -> str:

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from duetime.clock import ClockReading, DatabaseClock
-from duetime.metrics import LATENESS_BUCKETS, DatabaseSnapshot, Metrics
 from duetime.model import Outcome, Status, Timer
+from duetime.observability.metrics import LATENESS_BUCKETS, DatabaseSnapshot, Metrics
 from duetime.sources import SourceStats
 
 NOW = datetime(2031, 1, 1, tzinfo=UTC)

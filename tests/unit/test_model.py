@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.model import NewTimer, Status, Timer
-from duetime.slots import make_new_timer, make_timer, slot_setter
+from duetime.model.slots import make_new_timer, make_timer, slot_setter
 
 NOW = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
 

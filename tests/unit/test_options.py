@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from duetime.bus.options import Option, at, check_against
 from duetime.errors import InvalidInput
-from duetime.options import Option, at, check_against
 
 
 def positive(value: object, field: str) -> int:

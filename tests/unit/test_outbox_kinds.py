@@ -9,7 +9,7 @@ import sys
 PROBE = """
 import asyncio, sqlite3, sys
 from duetime.errors import InvalidInput
-from duetime.outbox import held_async, held_blocking
+from duetime.app.outbox import held_async, held_blocking
 
 for wrong in (object(), "x", 42):
     for resolve in (held_blocking, lambda t: asyncio.run(held_async(t))):

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from duetime.errors import InvalidInput
-from duetime.ratelimit import Rate, allowance, default_burst, next_allowed, parse_rate, spend
+from duetime.timemath.ratelimit import (
+    Rate,
+    allowance,
+    default_burst,
+    next_allowed,
+    parse_rate,
+    spend,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

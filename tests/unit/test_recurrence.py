@@ -24,7 +24,7 @@ from itertools import pairwise
 import pytest
 
 from duetime.errors import InvalidCron, InvalidInput, UnknownTimezone
-from duetime.recurrence import (
+from duetime.timemath.recurrence import (
     CRON_ALIASES,
     Recurrence,
     catch_up_due,

@@ -22,7 +22,7 @@ from cronsim import CronSim
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from duetime.recurrence import (
+from duetime.timemath.recurrence import (
     CLOCK_JUMP,
     Recurrence,
     catch_up_due,
@@ -31,7 +31,7 @@ from duetime.recurrence import (
     occurrences_between,
     parse_recurrence,
 )
-from duetime.tzmath import classify, load_zone, to_utc
+from duetime.timemath.tzmath import classify, load_zone, to_utc
 
 ZONES = [
     "UTC",

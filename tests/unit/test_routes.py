@@ -8,9 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from duetime.errors import InvalidInput
-from duetime.model import ClaimFilter, Subscription
-from duetime.routes import (
+from duetime.bus.routes import (
     HANDLER,
     Direct,
     Fan,
@@ -27,6 +25,8 @@ from duetime.routes import (
     plan,
     subscriptions_of,
 )
+from duetime.errors import InvalidInput
+from duetime.model import ClaimFilter, Subscription
 from duetime.store.codec import like_pattern
 
 TYPE_CHARS = "ab_.:/-"

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from duetime.errors import InvalidCron, InvalidInput, UnknownTimezone
 from duetime.model import Schedule
-from duetime.recurrence import next_after, parse_recurrence
 from duetime.schedules import (
     ScheduleRequest,
     check_schedule_name,
@@ -21,6 +20,7 @@ from duetime.schedules import (
     schedule_from_new,
 )
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor
+from duetime.timemath.recurrence import next_after, parse_recurrence
 
 NOW = datetime(2025, 3, 8, 12, 0, 0, 250_000, tzinfo=UTC)
 

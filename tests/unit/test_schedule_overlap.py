@@ -8,7 +8,8 @@ import pytest
 
 from duetime.errors import InvalidInput
 from duetime.model.schedules import PARKED, OccurrenceState, next_wake, occurrence_row, stranded
-from duetime.recurrence.overlap import (
+from duetime.schedules import ScheduleRequest
+from duetime.timemath.recurrence.overlap import (
     BUFFERED,
     SKIPPED_BUFFER_FULL,
     SKIPPED_RUNNING,
@@ -18,7 +19,6 @@ from duetime.recurrence.overlap import (
     parse_overlap,
     waiting,
 )
-from duetime.schedules import ScheduleRequest
 
 T = datetime(2025, 3, 8, 12, 0, tzinfo=UTC)
 THREE = [T, T + timedelta(minutes=1), T + timedelta(minutes=2)]

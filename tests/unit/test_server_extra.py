@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from duetime.extras import SERVER_PACKAGES, server_missing
+from duetime.support.extras import SERVER_PACKAGES, server_missing
 
 
 def run_cli_without(package: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from duetime.bus.routes import HANDLER
+from duetime.bus.subscribers import NO_SUBSCRIBER, Subscribers
 from duetime.model import ClaimFilter, Node, Status, Subscription, Timer
-from duetime.routes import HANDLER
-from duetime.subscribers import NO_SUBSCRIBER, Subscribers
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

@@ -10,7 +10,7 @@ import threading
 import pytest
 from tests.waiting import wait_until
 
-from duetime.threads import DaemonThreads, Escaped, NotStarted
+from duetime.support.threads import DaemonThreads, Escaped, NotStarted
 
 where: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
 

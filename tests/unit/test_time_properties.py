@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from duetime.durations import CalendarDuration, add_duration, add_months
 from duetime.errors import AmbiguousLocalTime, NonexistentLocalTime
-from duetime.tzmath import classify, load_zone, to_local, to_utc
+from duetime.timemath.durations import CalendarDuration, add_duration, add_months
+from duetime.timemath.tzmath import classify, load_zone, to_local, to_utc
 
 ZONES = [
     "UTC",

@@ -10,7 +10,7 @@ import pytest
 
 from duetime import InvalidInput
 from duetime.config import Settings
-from duetime.tracing import tracing_for
+from duetime.observability.tracing import tracing_for
 
 
 def test_a_bad_value_names_the_setting() -> None:
@@ -35,7 +35,7 @@ def python(code: str) -> str:
 
 def test_auto_traces_once_the_program_sets_a_provider() -> None:
     assert python(
-        "from duetime.tracing import tracing_for\n"
+        "from duetime.observability.tracing import tracing_for\n"
         "print(tracing_for('auto'))\n"  # OpenTelemetry not even imported yet
         "from opentelemetry import trace\n"
         "print(tracing_for('auto'))\n"  # imported, but the API's placeholder provider
@@ -50,7 +50,7 @@ def test_on_without_opentelemetry_names_the_extra() -> None:
         "import sys\n"
         "sys.modules['opentelemetry'] = None  # as if not installed\n"
         "from duetime import InvalidInput\n"
-        "from duetime.tracing import tracing_for\n"
+        "from duetime.observability.tracing import tracing_for\n"
         "print(tracing_for('auto'))\n"
         "try:\n"
         "    tracing_for('on')\n"

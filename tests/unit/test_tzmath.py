@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.errors import AmbiguousLocalTime, InvalidInput, NonexistentLocalTime, UnknownTimezone
-from duetime.tzmath import (
+from duetime.timemath.tzmath import (
     Disambiguation,
     classify,
     gap_or_overlap_size,

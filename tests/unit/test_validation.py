@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from duetime import validation
 from duetime.errors import InvalidInput
-from duetime.jsontext import json_text
 from duetime.model import NewTimer
 from duetime.requests import TimerRequest
 from duetime.store.codec import payload_text
+from duetime.support.jsontext import json_text
 from duetime.validation import (
     check_expires_after,
     check_key,

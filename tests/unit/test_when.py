@@ -13,8 +13,8 @@ from duetime.errors import (
     NonexistentLocalTime,
     UnknownTimezone,
 )
-from duetime.tzmath import load_zone
-from duetime.when import When, reresolve, resolve_when
+from duetime.timemath.tzmath import load_zone
+from duetime.timemath.when import When, reresolve, resolve_when
 
 
 def z(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:

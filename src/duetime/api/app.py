@@ -33,9 +33,9 @@ from duetime.api.errors import install_error_handlers
 from duetime.api.guard import RequestGuard
 from duetime.api.responses import JSONResponse
 from duetime.api.service import Service
-from duetime.app import AsyncApp, Store, create_store
+from duetime.app.facade import AsyncApp, Store, create_store
 from duetime.clock import Clock
-from duetime.metrics import Metrics
+from duetime.observability.metrics import Metrics
 
 if TYPE_CHECKING:
     from duetime.sources import Source

@@ -1,4 +1,4 @@
-"""Every request's database work under a budget (:mod:`duetime.budgets`): at most
+"""Every request's database work under a budget (:mod:`duetime.support.budgets`): at most
 ``statement_timeout`` a statement, at most ``connection_wait`` for a connection; past either
 the request is answered 503 with ``Retry-After`` (:class:`~duetime.errors.StoreBusy`) and the
 connection goes back to the other tenants."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from duetime import budgets
-from duetime.budgets import Budget
 from duetime.config import Settings
+from duetime.support import budgets
+from duetime.support.budgets import Budget
 
 
 def request_budget(settings: Settings) -> Budget:

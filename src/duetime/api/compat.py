@@ -7,7 +7,7 @@ function becomes a one-line call to the facade.
 
 from __future__ import annotations
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.model import Node, Status, Timer
 
 UPCOMING_SCAN = 500

@@ -15,10 +15,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from duetime.api.errors import InvalidJson, PayloadTooLarge
 from duetime.api.service import Service
-from duetime.app import AsyncApp
-from duetime.auth import Forbidden, TokenInfo, Unauthorized, authenticate, bearer_token
+from duetime.app.facade import AsyncApp
 from duetime.errors import NotFound, UnknownNamespace
 from duetime.model.audit import Actor
+from duetime.tenancy.auth import Forbidden, TokenInfo, Unauthorized, authenticate, bearer_token
 
 bearer = HTTPBearer(
     auto_error=False,

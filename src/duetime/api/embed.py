@@ -19,11 +19,11 @@ from starlette.applications import Starlette
 from duetime.api.app import create_api
 from duetime.api.config import ApiSettings
 from duetime.api.guard import LOCAL_HOSTS
-from duetime.app import AsyncApp, Store, create_store
+from duetime.app.facade import AsyncApp, Store, create_store
+from duetime.app.sync import App
 from duetime.clock import DatabaseClock
 from duetime.config import Settings
 from duetime.errors import InvalidInput
-from duetime.sync import App
 
 log = logging.getLogger("duetime.api")
 

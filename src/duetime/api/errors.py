@@ -16,7 +16,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from duetime.api.responses import JSONResponse
-from duetime.auth import Forbidden, Unauthorized
 from duetime.errors import (
     CapReached,
     Conflict,
@@ -27,6 +26,7 @@ from duetime.errors import (
     StoreBusy,
     StoreUnavailable,
 )
+from duetime.tenancy.auth import Forbidden, Unauthorized
 
 log = logging.getLogger("duetime.api")
 

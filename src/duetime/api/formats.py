@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from duetime.bounds import MAX_DURATION_SECONDS
-from duetime.tzmath import zone_names
+from duetime.timemath.bounds import MAX_DURATION_SECONDS
+from duetime.timemath.tzmath import zone_names
 
 __all__ = [
     "CONTROL",

@@ -20,7 +20,7 @@ from duetime.errors import InvalidInput
 from duetime.model import Page
 from duetime.model.cursors import PATTERN_CURSOR_PATTERN
 from duetime.model.limits import MAX_CONCURRENCY, FlowRule, FlowStatus
-from duetime.ratelimit import MAX_COUNT
+from duetime.timemath.ratelimit import MAX_COUNT
 from duetime.validation import whole_number
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["limits"])

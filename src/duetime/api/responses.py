@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse as _PlainJSONResponse
 
-from duetime.controls import escape_json_controls
+from duetime.support.escaping import escape_json_controls
 
 
 class JSONResponse(_PlainJSONResponse):

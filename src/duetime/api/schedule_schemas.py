@@ -19,7 +19,7 @@ from duetime.api.formats import (
     MAX_SECONDS,
 )
 from duetime.api.schemas import TYPE_PATTERN, Subject, not_null, zone_field
-from duetime.recurrence.overlap import MAX_CATCH_UP_GRACE
+from duetime.timemath.recurrence.overlap import MAX_CATCH_UP_GRACE
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$"
 CatchUpName = Literal["latest", "all", "none"]

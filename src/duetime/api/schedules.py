@@ -42,9 +42,9 @@ from duetime.api.schemas import CURSOR, TYPE_PATTERN, ErrorOut, errors, json_bod
 from duetime.errors import InvalidInput
 from duetime.model import JSON, OnConflict, Schedule, iso
 from duetime.model.cursors import NAME_CURSOR_PATTERN
-from duetime.recurrence import describe, parse_recurrence
 from duetime.schedules import ScheduleRequest, recurrence_of
-from duetime.tzmath import load_zone
+from duetime.timemath.recurrence import describe, parse_recurrence
+from duetime.timemath.tzmath import load_zone
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["schedules"])
 preview_router = APIRouter(tags=["schedules"])

@@ -14,9 +14,9 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.config import LOGGING_CONFIG
 
-from duetime import eventloop
 from duetime.api.http_limits import HEAD_TIMEOUT, http_protocol
-from duetime.controls import install_log_escaping
+from duetime.support import eventloop
+from duetime.support.escaping import install_log_escaping
 
 SHUTDOWN_TIMEOUT = 10
 """Seconds open HTTP connections get to finish before the workers are stopped (less when the

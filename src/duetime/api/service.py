@@ -16,15 +16,15 @@ from duetime.api import compat
 from duetime.api.changes import Changes
 from duetime.api.config import ApiSettings
 from duetime.api.gates import NamespaceGates
-from duetime.app import AsyncApp, Store
-from duetime.auth import TokenInfo, TokenStore
+from duetime.app.facade import AsyncApp, Store
+from duetime.app.runner import Runner
+from duetime.bus.subscribers import Subscribers
 from duetime.clock import Clock, DatabaseClock
-from duetime.metrics import DatabaseSnapshot, Metrics, read_snapshot
 from duetime.model import Node
-from duetime.runner import Runner
+from duetime.observability.metrics import DatabaseSnapshot, Metrics, read_snapshot
 from duetime.services.nodes import NodeUpkeep
 from duetime.services.upkeep import clock_services
-from duetime.subscribers import Subscribers
+from duetime.tenancy.auth import TokenInfo, TokenStore
 from duetime.worker import new_node_id
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class Service:
 
     async def stop(self) -> None:
         """Stop consuming sources and claiming, let in-flight handlers finish, close the store
-        (see :class:`~duetime.runner.Runner` for the order)."""
+        (see :class:`~duetime.app.runner.Runner` for the order)."""
         self.changes.close()
         runner, self._runner = self._runner, None
         if runner is not None:

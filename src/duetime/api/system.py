@@ -23,10 +23,10 @@ from duetime.api.schemas import (
     errors,
     json_body,
 )
-from duetime.auth import Forbidden, TokenInfo
 from duetime.errors import DuetimeError, InvalidInput
-from duetime.metrics import CONTENT_TYPE
 from duetime.model import Node
+from duetime.observability.metrics import CONTENT_TYPE
+from duetime.tenancy.auth import Forbidden, TokenInfo
 from duetime.validation import check_namespace
 
 router = APIRouter()

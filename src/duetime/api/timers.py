@@ -36,7 +36,7 @@ from duetime.api.schemas import (
     json_body,
 )
 from duetime.api.service import Service
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.model import OnConflict, Page, PutResult, Timer
 from duetime.model.cursors import ID_CURSOR_PATTERN

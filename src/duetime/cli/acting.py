@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 from duetime.cli.schedules import schedules

@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from duetime import eventloop
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config
 from duetime.config import Settings
+from duetime.support import eventloop
 
 
 @click.command()

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.errors import DuetimeError, InvalidInput
 from duetime.model import NewTimer, OnConflict

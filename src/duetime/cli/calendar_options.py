@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
-from duetime.recurrence.business import ROLLS
-from duetime.recurrence.calendar import FEB29
+from duetime.timemath.recurrence.business import ROLLS
+from duetime.timemath.recurrence.calendar import FEB29
 
 FC = TypeVar("FC", bound=Callable[..., Any])
 

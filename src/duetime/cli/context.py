@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 
 import click
 
-from duetime import eventloop
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.config import DEFAULT_DATABASE_URL, Settings
-from duetime.logs import LOG_FORMATS, configure
 from duetime.model.audit import LOCAL, Actor
+from duetime.observability.logs import LOG_FORMATS, configure
+from duetime.support import eventloop
 
 T = TypeVar("T")
 FC = TypeVar("FC", bound=Callable[..., Any])

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
+from duetime.bus.subscribers import Subscribers
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 from duetime.cli.timers import print_page
 from duetime.errors import Conflict
 from duetime.model import Page, Timer
 from duetime.model.audit import filter_target
-from duetime.subscribers import Subscribers
 from duetime.timer_filters import timer_filter
 
 REPLAY_PAGE = 500

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 from duetime.model import Timer

@@ -10,7 +10,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from duetime.extras import server_missing
+from duetime.support.extras import server_missing
 
 CLI_PACKAGES = ("click", "rich")
 """What every command needs; their top-level modules are small, so checking costs little."""

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 from duetime.history import LoggedEvent

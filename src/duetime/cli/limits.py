@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import click
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 from duetime.model import Page

@@ -35,8 +35,8 @@ from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.tzdata import tzdata
 from duetime.cli.worker import tick, worker
 from duetime.errors import DuetimeError
-from duetime.extras import server_missing
-from duetime.tzmath import tzdata_version
+from duetime.support.extras import server_missing
+from duetime.timemath.tzmath import tzdata_version
 
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "serve": (

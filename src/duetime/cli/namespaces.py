@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from duetime.controls import escape_controls, escape_json_controls
+from duetime.bus.subscribers import Subscribers
 from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
 from duetime.model import JSON, Attempt, Node, PutResult, Timer
 from duetime.model.audit import AuditEntry, describe_target
-from duetime.subscribers import Subscribers
+from duetime.support.escaping import escape_controls, escape_json_controls
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faster --json)
     from rich.console import Console
@@ -262,7 +262,7 @@ def print_last_traceback(console: Console, attempts: Sequence[Attempt]) -> None:
 def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:
     from rich.text import Text
 
-    from duetime.routes import describe
+    from duetime.bus.routes import describe
 
     table = new_table()
     columns = (

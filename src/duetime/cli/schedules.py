@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from duetime import eventloop
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.calendar_options import calendar_options, calendar_values
 from duetime.cli.context import common_options, config, run_app
 from duetime.cli.timers import parse_payload
 from duetime.model import JSON, OnConflict, Page, Schedule, iso
-from duetime.recurrence import CATCH_UP, ON_GAP, ON_OVERLAP, describe, parse_recurrence
-from duetime.recurrence.overlap import OVERLAP
 from duetime.schedules import ScheduleAction, recurrence_of
-from duetime.tzmath import load_zone
+from duetime.support import eventloop
+from duetime.timemath.recurrence import CATCH_UP, ON_GAP, ON_OVERLAP, describe, parse_recurrence
+from duetime.timemath.recurrence.overlap import OVERLAP
+from duetime.timemath.tzmath import load_zone
 
 if TYPE_CHECKING:
     from rich.table import Table

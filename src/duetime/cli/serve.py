@@ -16,7 +16,8 @@ from duetime.api.config import DEFAULT_HOST, DEFAULT_PORT, is_loopback
 from duetime.api.embed import mount_path, rebuilt_on
 from duetime.api.guard import allowed_hosts_for
 from duetime.api.http_limits import HEAD_TIMEOUT
-from duetime.app import AsyncApp, Store, create_store
+from duetime.app.facade import AsyncApp, Store, create_store
+from duetime.app.routes_file import RoutesFile, apply_routes, read_routes
 from duetime.cli.context import config, database_url_option, log_options
 from duetime.cli.worker import (
     load_app,
@@ -25,11 +26,10 @@ from duetime.cli.worker import (
     same_database,
     sources_option,
 )
-from duetime.collector import pace_for_service
 from duetime.config import Settings
 from duetime.errors import InvalidInput
-from duetime.redaction import redact_url
-from duetime.routes_file import RoutesFile, apply_routes, read_routes
+from duetime.support.gc_tuning import pace_for_service
+from duetime.support.redaction import redact_url
 
 log = logging.getLogger("duetime.cli")
 

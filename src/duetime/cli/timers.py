@@ -9,13 +9,13 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
+from duetime.bus.subscribers import Subscribers
 from duetime.cli import batch, output
 from duetime.cli.context import common_options, config, run_app
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Attempt, OnConflict, Page, PutResult, Timer
 from duetime.model.moves import TimerMove
-from duetime.subscribers import Subscribers
 from duetime.validation import parse_payload_text
 
 FC = TypeVar("FC", bound=Callable[..., Any])

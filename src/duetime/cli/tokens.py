@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import click
 
-from duetime.app import AsyncApp
-from duetime.auth import ALL_NAMESPACES, IssuedToken, TokenInfo, check_token_namespaces
+from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import config, database_url_option, json_option, run_app
+from duetime.tenancy.auth import ALL_NAMESPACES, IssuedToken, TokenInfo, check_token_namespaces
 
 
 @click.group()

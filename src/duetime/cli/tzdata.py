@@ -10,7 +10,7 @@ from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 
 if TYPE_CHECKING:
-    from duetime.app import AsyncApp
+    from duetime.app.facade import AsyncApp
     from duetime.services.tzdata_diff import ZoneMove
 
 

@@ -9,7 +9,8 @@ silent surprise.
 ``worker --sources FILE`` also consumes broker sources (NATS subjects, Redis streams) into the
 app's namespace, configured as :mod:`duetime.sources.config` describes.
 
-``--routes FILE`` (``DUETIME_ROUTES``) adds the routes of a routes file (:mod:`duetime.routes_file`)
+``--routes FILE`` (``DUETIME_ROUTES``) adds the routes of a routes file
+(:mod:`duetime.app.routes_file`)
 for the app's namespace: events of those types go to those destinations too. With ``--routes``,
 ``--app`` may be left out: the worker then delivers to the routes' destinations only.
 """
@@ -28,16 +29,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from duetime import eventloop
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
+from duetime.app.routes_file import RoutesFile, apply_routes, read_routes
+from duetime.app.runner import run_process
+from duetime.app.sync import App
 from duetime.cli import output
 from duetime.cli.context import CliConfig, common_options, config, log_options
-from duetime.collector import pace_for_service
 from duetime.errors import InvalidInput
-from duetime.redaction import redact_url
-from duetime.routes_file import RoutesFile, apply_routes, read_routes
-from duetime.runner import run_process
-from duetime.sync import App
+from duetime.support import eventloop
+from duetime.support.gc_tuning import pace_for_service
+from duetime.support.redaction import redact_url
 from duetime.worker import WorkerStats, new_node_id
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from duetime.destinations.base import (
 from duetime.destinations.config import DestinationSpec, parse_destinations
 from duetime.destinations.handler import as_handler, deliver_event
 from duetime.destinations.registry import Destinations, build_destination
-from duetime.lazy import exports
+from duetime.support.lazy import exports
 
 # The webhook module brings httpx (and, through it, rich and click): only a process that builds
 # a webhook destination imports it.

@@ -52,8 +52,8 @@ from urllib.parse import urlsplit
 from duetime.errors import DuetimeError, InvalidInput
 from duetime.handlers import Event
 from duetime.model import JSON, iso
-from duetime.ratelimit import Rate, check_burst, parse_rate
-from duetime.redaction import redact_url
+from duetime.support.redaction import redact_url
+from duetime.timemath.ratelimit import Rate, check_burst, parse_rate
 from duetime.validation import check_identifier_text
 
 ENVELOPE_VERSION = 1

@@ -40,6 +40,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from duetime.bus.kafka_options import (
+    SECURITY,
+    check_key_template,
+    check_servers,
+    check_topic_template,
+)
+from duetime.bus.options import (
+    Option,
+    at,
+    check_against,
+    check_env_name,
+    parse_named,
+    redacted,
+    split_spec,
+)
 from duetime.destinations.base import (
     check_name,
     check_rate_text,
@@ -50,23 +65,8 @@ from duetime.destinations.base import (
 )
 from duetime.destinations.formats import check_ce_source, check_format
 from duetime.errors import InvalidInput
-from duetime.kafka_options import (
-    SECURITY,
-    check_key_template,
-    check_servers,
-    check_topic_template,
-)
 from duetime.model import JSON
-from duetime.options import (
-    Option,
-    at,
-    check_against,
-    check_env_name,
-    parse_named,
-    redacted,
-    split_spec,
-)
-from duetime.ratelimit import check_burst
+from duetime.timemath.ratelimit import check_burst
 from duetime.validation import check_identifier_text
 
 Kind = Literal["webhook", "nats", "redis", "rabbitmq", "kafka"]

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from duetime.destinations.base import Delivery, DeliveryFailed, Destination
 from duetime.handlers import Event
+from duetime.observability.tracing import ATTEMPT_TRACING
 from duetime.outcomes import Dead, Retry
-from duetime.tracing import ATTEMPT_TRACING
 
 
 async def deliver_event(destination: Destination, event: Event) -> None:

@@ -28,6 +28,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from duetime.bus.kafka_options import (
+    check_key_template,
+    check_servers,
+    check_topic,
+    check_topic_template,
+    client_config,
+    record_key,
+)
 from duetime.destinations.base import (
     Delivery,
     DeliveryFailed,
@@ -39,15 +47,7 @@ from duetime.destinations.base import (
 from duetime.destinations.config import check_headers
 from duetime.destinations.formats import Format, make_format
 from duetime.errors import InvalidInput
-from duetime.kafka_options import (
-    check_key_template,
-    check_servers,
-    check_topic,
-    check_topic_template,
-    client_config,
-    record_key,
-)
-from duetime.ratelimit import Rate
+from duetime.timemath.ratelimit import Rate
 
 log = logging.getLogger("duetime.destinations.kafka")
 

@@ -40,8 +40,8 @@ from duetime.destinations.base import (
 )
 from duetime.destinations.config import check_nats_urls, check_path, check_subject
 from duetime.destinations.formats import Format, make_format
-from duetime.ratelimit import Rate
-from duetime.redaction import redact_url
+from duetime.support.redaction import redact_url
+from duetime.timemath.ratelimit import Rate
 
 log = logging.getLogger("duetime.destinations.nats")
 

@@ -40,8 +40,8 @@ from duetime.destinations.config import (
     check_routing_key,
 )
 from duetime.destinations.formats import Format, make_format
-from duetime.ratelimit import Rate
-from duetime.redaction import redact_url
+from duetime.support.redaction import redact_url
+from duetime.timemath.ratelimit import Rate
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_ROUTING_KEY = "{type}"

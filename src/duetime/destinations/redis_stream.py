@@ -40,8 +40,8 @@ from duetime.destinations.base import (
 from duetime.destinations.config import check_maxlen, check_redis_url, check_stream
 from duetime.destinations.formats import CloudEventsFormat, Format, make_format
 from duetime.errors import InvalidInput
-from duetime.ratelimit import Rate
-from duetime.redaction import redact_url
+from duetime.support.redaction import redact_url
+from duetime.timemath.ratelimit import Rate
 
 DEFAULT_TIMEOUT = 5.0
 

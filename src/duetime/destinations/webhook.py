@@ -62,7 +62,7 @@ from duetime.destinations.base import (
 )
 from duetime.destinations.config import check_headers, check_secret, check_webhook_url
 from duetime.destinations.formats import Format, make_format
-from duetime.ratelimit import Rate
+from duetime.timemath.ratelimit import Rate
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_TOLERANCE = 300.0

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
 from duetime.model.finding import PayloadMatch
-from duetime.recurrence.calendar import Calendar, calendar_fields
+from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
 
 JSON = Any
 """A JSON-compatible value (dict, list, str, int, float, bool, None)."""
@@ -275,7 +275,7 @@ class FanOut:
     """The owner of a claimed event hands it on: one delivery row per destination.
 
     Fenced like a :class:`Finish`; ``key`` is the event's, from which the deliveries' keys are
-    made (see :func:`duetime.routes.delivery_key`).
+    made (see :func:`duetime.bus.routes.delivery_key`).
     """
 
     timer_id: int
@@ -454,7 +454,7 @@ class Schedule:
     version: int = 1
     overlap: str = "allow"
     """An occurrence due while an earlier one is unfinished: ``allow``, ``skip``,
-    ``buffer_one`` (see :mod:`duetime.recurrence.overlap`)."""
+    ``buffer_one`` (see :mod:`duetime.timemath.recurrence.overlap`)."""
     catch_up_grace: timedelta = timedelta(seconds=60)
     """How late an occurrence may be and still fire; past it, ``catch_up`` decides."""
     calendar: Calendar | None = None

@@ -24,7 +24,7 @@ from datetime import datetime
 
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Claimed, iso
-from duetime.ratelimit import Rate, check_burst, default_burst
+from duetime.timemath.ratelimit import Rate, check_burst, default_burst
 
 MAX_CONCURRENCY = 1_000_000
 DESTINATION_PREFIX = "@"

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, NamedTuple
 
-from duetime.bounds import LATEST_AT
 from duetime.errors import AlreadyExists
 from duetime.model import JSON, CatchUp, Schedule
-from duetime.recurrence import Recurrence
-from duetime.recurrence.calendar import Calendar
-from duetime.recurrence.overlap import (
+from duetime.timemath.bounds import LATEST_AT
+from duetime.timemath.recurrence import Recurrence
+from duetime.timemath.recurrence.calendar import Calendar
+from duetime.timemath.recurrence.overlap import (
     BUFFERED,
     DEFAULT_CATCH_UP_GRACE,
     SKIPPED_BUFFER_FULL,

@@ -11,7 +11,8 @@ the schedule's ``catch_up`` decides: ``latest`` fires the most recent overdue oc
 ``all`` every one (oldest first, ``per_schedule`` per batch), ``none`` none of them; then it
 goes on with the next future occurrence.
 
-Overlap (:mod:`duetime.recurrence.overlap`): a schedule whose ``overlap`` is not ``allow`` is
+Overlap (:mod:`duetime.timemath.recurrence.overlap`): a schedule whose ``overlap`` is not ``allow``
+is
 materialised ahead too, with the state of its earlier occurrences read under the schedule row's
 lock. An occurrence with nothing unfinished before it fires (at its instant, claimed ahead like
 any timer: nothing finished comes back unfinished); one behind an unfinished occurrence waits,
@@ -31,13 +32,13 @@ from typing import Any, cast
 from duetime.clock import Clock, unwatch, watch
 from duetime.model import Schedule, iso
 from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
-from duetime.recurrence import CatchUpPolicy, Recurrence, catch_up_due, next_after
-from duetime.recurrence.overlap import decide, gated, parse_overlap
 from duetime.schedules import KEY_PREFIX, Materialized, ScheduleAdvance, recurrence_of
 from duetime.services.base import Service
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
 from duetime.services.windows import Windows
 from duetime.store.protocol import Store
+from duetime.timemath.recurrence import CatchUpPolicy, Recurrence, catch_up_due, next_after
+from duetime.timemath.recurrence.overlap import decide, gated, parse_overlap
 
 log = logging.getLogger("duetime.materializer")
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from duetime import tzmath
 from duetime.errors import InvalidInput
 from duetime.model import Timer
-from duetime.recurrence import Recurrence, next_after
 from duetime.schedules import ScheduleAdvance, recurrence_of
 from duetime.store.parts import ScheduleStore
-from duetime.tzmath import parse_disambiguation, stored_zone, to_utc
+from duetime.timemath import tzmath
+from duetime.timemath.recurrence import Recurrence, next_after
+from duetime.timemath.tzmath import parse_disambiguation, stored_zone, to_utc
 
 Zones = Callable[[str], ZoneInfo | None]
 """Where zone rules come from by name: the installed tz data (``stored_zone``), or a compiled

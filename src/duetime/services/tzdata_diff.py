@@ -18,12 +18,12 @@ from zoneinfo import ZoneInfo
 
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Schedule, Timer, iso
-from duetime.recurrence import Recurrence
-from duetime.recurrence.calendar import calendar_instants
-from duetime.recurrence.cron import cron_instants
 from duetime.schedules import occurrence_key, recurrence_of
 from duetime.store.parts import ScheduleStore
-from duetime.tzmath import parse_disambiguation, stored_zone, to_local, to_utc
+from duetime.timemath.recurrence import Recurrence
+from duetime.timemath.recurrence.calendar import calendar_instants
+from duetime.timemath.recurrence.cron import cron_instants
+from duetime.timemath.tzmath import parse_disambiguation, stored_zone, to_local, to_utc
 
 PAGE = 500
 _TINY = timedelta(microseconds=1)

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.sources.base import (
     CommandMapping,
@@ -137,7 +137,7 @@ async def run_worker_with_sources(
     If the worker itself fails, the sources are stopped too and the error is raised: storing
     timers that nothing fires would only hide the failure.
     """
-    from duetime.runner import Runner
+    from duetime.app.runner import Runner
 
     await app.open()
     await Runner([worker or app.worker()], sources=sources, sources_app=app).run(stop)

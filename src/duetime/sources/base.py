@@ -5,7 +5,8 @@ and turns each message into a durable timer through the app facade. Every source
 three rules, implemented once here:
 
 1. **Acknowledge after commit.** A message is acknowledged to the broker only once
-   :meth:`~duetime.app.AsyncApp.put` has returned, i.e. its timer is committed. If storing fails
+   :meth:`~duetime.app.facade.AsyncApp.put` has returned, i.e. its timer is committed. If storing
+   fails
    for a reason that may pass (the store is unavailable, the database is locked), the message is
    *not* acknowledged: the broker redelivers it later.
 2. **Malformed messages are dead-lettered with the reason.** A message that is not JSON, lacks
@@ -58,12 +59,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar, get_args, runtime_checkable
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.errors import Conflict, InvalidInput
 from duetime.model import JSON, NewTimer, OnConflict, PutResult, iso
 from duetime.requests import TimerRequest
+from duetime.timemath.when import resolve_when
 from duetime.validation import MAX_KEY_LENGTH, check_expires_after, check_type
-from duetime.when import resolve_when
 
 log = logging.getLogger("duetime.sources")
 

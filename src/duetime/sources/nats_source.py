@@ -39,11 +39,10 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.destinations.base import check_name, check_timeout
 from duetime.destinations.config import check_nats_urls, check_path
 from duetime.errors import InvalidInput
-from duetime.redaction import redact_url
 from duetime.sources.base import (
     BatchOutcome,
     Incoming,
@@ -67,6 +66,7 @@ from duetime.sources.checks import (
     default_stream_name,
     subject_matches,
 )
+from duetime.support.redaction import redact_url
 
 log = logging.getLogger("duetime.sources.nats")
 

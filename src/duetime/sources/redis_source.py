@@ -36,11 +36,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 from redis.typing import EncodableT, FieldT
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
 from duetime.destinations.base import check_name, check_timeout
 from duetime.destinations.config import check_redis_url
 from duetime.errors import InvalidInput
-from duetime.redaction import redact_url
 from duetime.sources.base import (
     BatchOutcome,
     Incoming,
@@ -56,6 +55,7 @@ from duetime.sources.base import (
     store_batch,
 )
 from duetime.sources.checks import check_plain, check_start_id
+from duetime.support.redaction import redact_url
 
 log = logging.getLogger("duetime.sources.redis")
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from duetime.jsontext import json_text
 from duetime.model import Page
 from duetime.model.audit import AuditEntry, AuditRecord
 from duetime.store.cursors import decode_audit_cursor, encode_audit_cursor, page
 from duetime.store.tokens import TokenRow
+from duetime.support.jsontext import json_text
 
 RunQuery = Callable[[str, Mapping[str, Any], bool], Awaitable[list[TokenRow]]]
 """Run the named query of the backend's ``audit.sql`` with these parameters (in a write

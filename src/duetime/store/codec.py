@@ -6,9 +6,11 @@ import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.jsontext import json_text
-from duetime.jsontext import load_json as load_json  # the stores' decoder, here with the rest
 from duetime.model import NewTimer
+from duetime.support.jsontext import json_text
+from duetime.support.jsontext import (
+    load_json as load_json,
+)  # the stores' decoder, here with the rest
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -26,8 +26,8 @@ from duetime.model.limits import (
     partition_field,
     tally,
 )
-from duetime.ratelimit import Rate, allowance, default_burst, next_allowed, spend
 from duetime.store.cursors import decode_pattern_cursor, encode_pattern_cursor, page
+from duetime.timemath.ratelimit import Rate, allowance, default_burst, next_allowed, spend
 
 CONCURRENCY_POLL = timedelta(milliseconds=50)
 """When a concurrency limit is full, how soon its claim is tried again: a finish on another

@@ -282,7 +282,7 @@ class OutboxStore(Protocol):
     """Writing inside the caller's own open transaction (the outbox pattern): what duetime
     writes there is visible only if the caller commits, and gone if it rolls back.
 
-    ``connection`` is the driver connection of that transaction (see :mod:`duetime.outbox`):
+    ``connection`` is the driver connection of that transaction (see :mod:`duetime.app.outbox`):
     psycopg 3 (an ``AsyncConnection``, or a blocking ``Connection``) on PostgreSQL, a
     ``sqlite3.Connection`` opened on the store's own file on SQLite. Given a blocking one,
     these coroutines never wait, so a blocking caller runs them in its own thread.

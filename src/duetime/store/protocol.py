@@ -251,7 +251,7 @@ class Store(Protocol):
 
         ``types`` filters what is taken: None everything; a list of types their events and
         ``handler`` deliveries (:meth:`ClaimFilter.of_types`); a :class:`ClaimFilter` what a
-        node's subscriptions take (``duetime.routes.claims`` is the rule). The pending
+        node's subscriptions take (``duetime.bus.routes.claims`` is the rule). The pending
         index stays the access path. One statement; each claim also opens an attempt row.
         """
         ...

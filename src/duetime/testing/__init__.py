@@ -4,7 +4,7 @@ Tests never sleep. A harness swaps a :class:`~duetime.clock.FrozenClock` into th
 with :meth:`AsyncHarness.advance` / :meth:`AsyncHarness.travel_to`, and fires every timer due
 at the pinned instant with :meth:`AsyncHarness.run_due` (the same claim → handler → record path
 a worker runs, on the app's real database). :class:`Harness` is the same for the blocking
-:class:`~duetime.sync.App`; :func:`make_app` builds an app on a throwaway SQLite file.
+:class:`~duetime.app.sync.App`; :func:`make_app` builds an app on a throwaway SQLite file.
 
 One idea per module: ``apps`` (building test apps), ``pinning`` (the frozen clock and its
 moves), ``matching`` (what assertions match and how they fail), ``firing`` (what ``run_due``

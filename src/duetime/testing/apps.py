@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
+from duetime.app.sync import App
 from duetime.clock import FrozenClock
 from duetime.config import Settings
-from duetime.sync import App
 from duetime.testing.pinning import start_at
 
 

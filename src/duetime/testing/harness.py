@@ -1,7 +1,7 @@
 """The harnesses: an app on a frozen clock, fired by hand, with assertions on what is scheduled.
 
-:class:`AsyncHarness` drives an :class:`~duetime.app.AsyncApp`, :class:`Harness` the blocking
-:class:`~duetime.sync.App`; they share their time moves (:class:`PinnedTime`), the matching and
+:class:`AsyncHarness` drives an :class:`~duetime.app.facade.AsyncApp`, :class:`Harness` the blocking
+:class:`~duetime.app.sync.App`; they share their time moves (:class:`PinnedTime`), the matching and
 the reports, and differ only in whether the app's calls are awaited.
 """
 
@@ -11,11 +11,11 @@ from datetime import datetime
 from types import TracebackType
 from typing import Unpack, overload
 
-from duetime.app import AsyncApp
+from duetime.app.facade import AsyncApp
+from duetime.app.sync import App
 from duetime.clock import Clock
 from duetime.errors import NotFound
 from duetime.model import Page, Timer
-from duetime.sync import App
 from duetime.testing.firing import (
     DEFAULT_MAX_ROUNDS,
     Fired,

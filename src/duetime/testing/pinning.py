@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from duetime.clock import Clock, FrozenClock, SystemClock
-from duetime.durations import add_duration, parse_duration
-from duetime.when import resolve_when
+from duetime.timemath.durations import add_duration, parse_duration
+from duetime.timemath.when import resolve_when
 
 
 def instant(value: datetime | str, field: str) -> datetime:

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from duetime.errors import StoreUnavailable
 from duetime.model import Finish, HeldRow, Timer
-from duetime.slots import set_fired_at
+from duetime.model.slots import set_fired_at
 from duetime.worker import attempts
 from duetime.worker.shared import Shared
 

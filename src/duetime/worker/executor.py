@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from duetime.backoff import Backoff
-from duetime.dispatch import Dispatch, Target
-from duetime.eventloop import start_task
+from duetime.bus.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, HeldRow, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
-from duetime.threads import Escaped, NotStarted
+from duetime.support.eventloop import start_task
+from duetime.support.threads import Escaped, NotStarted
+from duetime.timemath.backoff import Backoff
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.trace import Span
 
-    from duetime.otel import Tracing
+    from duetime.observability.otel import Tracing
 
 log = logging.getLogger("duetime.worker")
 

@@ -11,9 +11,9 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from duetime.bus.routes import Fan
 from duetime.errors import StoreUnavailable
 from duetime.model import Claimed, FanOut, Finish, Outcome
-from duetime.routes import Fan
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.shared import Shared

@@ -15,7 +15,7 @@ from duetime.worker.leases import Leases
 from duetime.worker.observing import WorkerObserver, WorkerStats
 
 if TYPE_CHECKING:
-    from duetime.otel import Tracing
+    from duetime.observability.otel import Tracing
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class Shared:
     """Set whenever a slot may have come free (an attempt ended, a write finished)."""
     leases: Leases
     tracing: Tracing | None = None
-    """Spans around attempts, when tracing is on (see :mod:`duetime.tracing`)."""
+    """Spans around attempts, when tracing is on (see :mod:`duetime.observability.tracing`)."""
 
     def about(self, timer: Timer, attempt: int | None = None) -> dict[str, object]:
         """The ``extra=`` of a log line about one timer, so JSON logs carry its fields.

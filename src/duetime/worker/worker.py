@@ -18,16 +18,16 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
-from duetime.backoff import Backoff
+from duetime.bus.dispatch import Dispatch
+from duetime.bus.routes import Route
 from duetime.clock import Clock, is_real, unwatch, watch
 from duetime.config import Settings
 from duetime.destinations.base import Destination
-from duetime.dispatch import Dispatch
 from duetime.handlers import HandlerRegistry
 from duetime.model import HeldRow
-from duetime.routes import Route
 from duetime.services.base import Service, ServiceGroup
 from duetime.store.protocol import Store
+from duetime.timemath.backoff import Backoff
 from duetime.worker.completer import Completer
 from duetime.worker.destination_limits import keep_destination_limits
 from duetime.worker.executor import Executor
@@ -38,7 +38,7 @@ from duetime.worker.producer import CLAIM_AHEAD, Producer
 from duetime.worker.shared import Shared
 
 if TYPE_CHECKING:
-    from duetime.otel import Tracing
+    from duetime.observability.otel import Tracing
 
 S = TypeVar("S", bound=Service)
 

@@ -17,11 +17,11 @@ from typing import Any, TypeVar, cast
 
 from django.db import close_old_connections
 
+from duetime.app.sync import App
 from duetime.contrib.django.conf import duetime_settings, improperly_configured
 from duetime.contrib.django.transactions import DjangoTransactions
 from duetime.errors import InvalidInput
 from duetime.handlers import HandlerRegistry
-from duetime.sync import App
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -22,7 +22,7 @@ from duetime.errors import InvalidInput
 from duetime.store.parts import TransactionEffect
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.transactions import complete_in_callers_transaction
-from duetime.threads import HANDLER_THREADS
+from duetime.support.threads import HANDLER_THREADS
 
 
 class DjangoTransactions:

@@ -9,7 +9,8 @@ the server is back gets a fresh connection instead of a stale one. A server that
 connection is closed: the next one goes where the URL leads now. A deadlock or serialization
 failure (the server rolled the transaction back) is retried a few times before it is reported.
 
-Work done for a REST request runs under its :class:`~duetime.budgets.Budget`: it waits at most
+Work done for a REST request runs under its :class:`~duetime.support.budgets.Budget`: it waits at
+most
 ``connection_wait`` for a connection and each statement runs at most ``statement_timeout``
 (``SET LOCAL statement_timeout``, so the setting ends with the request's transaction and never
 reaches a worker's use of the connection); either is :class:`StoreBusy`, a quick 503.
@@ -36,12 +37,12 @@ from psycopg.errors import (
 from psycopg.rows import AsyncRowFactory, DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from duetime import budgets
-from duetime.budgets import Budget
 from duetime.errors import CommitOutcomeUnknown, StoreBusy, StoreUnavailable
-from duetime.jsontext import load_json
 from duetime.store.postgres.settings import PostgresSettings
 from duetime.store.queries import load_queries
+from duetime.support import budgets
+from duetime.support.budgets import Budget
+from duetime.support.jsontext import load_json
 
 log = logging.getLogger("duetime.store.postgres")
 

@@ -20,7 +20,6 @@ from typing import Any
 from psycopg import sql
 from psycopg.errors import LockNotAvailable
 
-from duetime.durations import add_months, month_start, months_between
 from duetime.model import Attempt, Page, Timer
 from duetime.model.charts import LatenessRow, ThroughputCount
 from duetime.model.history import (
@@ -36,6 +35,7 @@ from duetime.store.parts import Chart
 from duetime.store.postgres.database import Conn, Database, fetch_all
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
 from duetime.store.queries import load_queries
+from duetime.timemath.durations import add_months, month_start, months_between
 
 Q = load_queries("duetime.store.postgres")
 log = logging.getLogger("duetime.store.postgres")

@@ -33,8 +33,6 @@ from duetime.model.schedules import (
     stored_schedules,
     stranded,
 )
-from duetime.recurrence.calendar import Calendar, calendar_of, calendar_text
-from duetime.recurrence.overlap import gated
 from duetime.store.codec import dump_json
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
 from duetime.store.parts import SchedulePlan
@@ -43,6 +41,8 @@ from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import Row, timer_from_row
 from duetime.store.queries import load_queries
 from duetime.store.streams import Replayable, chunked
+from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
+from duetime.timemath.recurrence.overlap import gated
 
 Q = load_queries("duetime.store.postgres", "schedules.sql")
 R = TypeVar("R")

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from duetime.redaction import redact_url
+from duetime.support.redaction import redact_url
 
 SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "duetime"

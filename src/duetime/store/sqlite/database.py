@@ -8,7 +8,7 @@ each in its own savepoint, and each caller hears back only after that durable co
 processes coordinate through SQLite's own locking (``BEGIN IMMEDIATE``, polled in short steps
 within a busy timeout), and learn about new timers through :mod:`duetime.store.sqlite.wakeup`.
 
-A read made for a REST request runs under its :class:`~duetime.budgets.Budget`, on one of
+A read made for a REST request runs under its :class:`~duetime.support.budgets.Budget`, on one of
 :data:`READERS` read-only connections of its own (WAL lets them read beside the writer), so
 a tenant's listings never hold up anyone's writes: one that has not reached a reader within
 ``connection_wait`` is dropped from the queue, and one whose statements run past
@@ -28,12 +28,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from duetime import budgets
-from duetime.budgets import Budget
 from duetime.errors import StoreBusy, StoreUnavailable
 from duetime.store.codec import from_micros
 from duetime.store.listeners import Listeners
 from duetime.store.sqlite.wakeup import WakeupChannel
+from duetime.support import budgets
+from duetime.support.budgets import Budget
 
 R = TypeVar("R")
 Op = Callable[[sqlite3.Connection], Any]

@@ -28,14 +28,14 @@ from duetime.model.schedules import (
     stored_schedules,
     stranded,
 )
-from duetime.recurrence.calendar import Calendar, calendar_of, calendar_text
-from duetime.recurrence.overlap import Fate, gated
 from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
 from duetime.store.parts import SchedulePlan
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import timer_from_row
+from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
+from duetime.timemath.recurrence.overlap import Fate, gated
 
 Q = load_queries("duetime.store.sqlite", "schedules.sql")
 

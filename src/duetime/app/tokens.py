@@ -1,0 +1,85 @@
+"""The facade's API tokens: issue, list and revoke the REST API's bearer tokens.
+
+They live in the store's ``tokens`` part; the rules (format, scope, hashing) are
+:mod:`duetime.tenancy.auth`'s. Tokens serve every namespace of a database, so these methods do not
+create the app's own namespace — issuing a token creates the namespaces it names, since with
+auth on the API never creates namespaces by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from duetime.app.audit import AuditMethods
+from duetime.clock import Clock
+from duetime.config import Settings
+from duetime.model.audit import Actor
+from duetime.model.tokens import TokenInfo
+from duetime.store import Store
+from duetime.tenancy.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
+from duetime.tenancy.caps import check_namespace_room, check_token_room
+
+
+class TokenMethods(AuditMethods):
+    """The API tokens of the app's database (mixed into the facade).
+
+    Creating and revoking one is audited in each namespace the token may use (a ``*`` token's
+    in every namespace there is): each tenant's log says who was given access to it."""
+
+    store: Store
+    clock: Clock
+    settings: Settings
+
+    if TYPE_CHECKING:
+
+        async def _open_store(self, *, migrate: bool) -> None:
+            """Provided by the app: connects (and migrates) without creating a namespace."""
+
+    async def issue_token(
+        self,
+        namespaces: Iterable[str],
+        *,
+        read_only: bool = False,
+        name: str | None = None,
+        actor: Actor | None = None,
+    ) -> IssuedToken:
+        """Create a token for ``namespaces`` (``*`` for all) and the namespaces it names; the
+        secret it returns is the only copy there will ever be. At most ``max_tokens`` are
+        active, and the namespaces it creates count against ``max_namespaces``."""
+        scope = check_token_namespaces(namespaces)
+        await self._open_store(migrate=self.settings.migrate)
+        await check_token_room(self.store, self.settings)
+        named = [namespace for namespace in scope if namespace != ALL_NAMESPACES]
+        await check_namespace_room(self.store, named, self.settings, "namespace")
+        now = self.clock.now()
+        for namespace in scope:
+            if namespace != ALL_NAMESPACES:
+                await self.store.ensure_namespace(namespace, now)
+        issued = await issue_token(
+            self.store.tokens, scope, read_only=read_only, name=name, now=now
+        )
+        await self._audit_token(actor, "token_create", issued.info)
+        return issued
+
+    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
+        """Every active token (and the revoked ones with ``include_revoked``), oldest first."""
+        await self._open_store(migrate=self.settings.migrate)
+        return await self.store.tokens.list_tokens(include_revoked=include_revoked)
+
+    async def revoke_token(self, token_id: int, *, actor: Actor | None = None) -> TokenInfo:
+        """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""
+        await self._open_store(migrate=self.settings.migrate)
+        info = await self.store.tokens.revoke_token(token_id, self.clock.now())
+        await self._audit_token(actor, "token_revoke", info)
+        return info
+
+    async def _audit_token(self, actor: Actor | None, action: str, info: TokenInfo) -> None:
+        namespaces = await self.store.list_namespaces() if info.all_namespaces else info.namespaces
+        target = {
+            "token": info.id,
+            "name": info.name,
+            "namespaces": list(info.namespaces),
+            "read_only": info.read_only,
+        }
+        await self._audit(actor, action, target, namespaces=namespaces)

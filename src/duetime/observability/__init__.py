@@ -1,0 +1,1 @@
+"""What duetime tells operators: Prometheus metrics, OpenTelemetry spans and its log format."""

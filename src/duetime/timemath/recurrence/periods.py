@@ -1,0 +1,158 @@
+"""A rule's periods: expand it from near a position, and decide in bounded time if it ever fires.
+
+python-dateutil expands an RRULE period by period (the year, month, week, day, hour, minute or
+second FREQ names) from DTSTART. Asking for the next occurrence after an instant years later
+would walk every period in between, and a sub-daily rule gets slower every day it runs. Two
+facts make a shortcut exact:
+
+* DTSTART only gives a rule its phase (which periods INTERVAL counts) and the defaults of the
+  parts it leaves out (FREQ=MONTHLY fires on DTSTART's day of the month, at DTSTART's time).
+  Spelled out, those defaults no longer depend on DTSTART, and a rule started at the first
+  instant of a later period of the same phase yields, from there on, exactly what the rule from
+  DTSTART yields. BYSETPOS picks from a whole period, which that start keeps whole.
+* COUNT counts from DTSTART: a rule with COUNT is always expanded from DTSTART.
+
+The Gregorian calendar repeats every 400 years (146,097 days, 20,871 whole weeks), so a rule
+that never fires within a few centuries of DTSTART never fires at all; moved by whole 400-year
+cycles to just before year 9999, dateutil's walk of an empty rule ends there within at most
+500 years of periods instead of running on for thousands of years (or, for a SECONDLY rule,
+for ever).
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from dateutil import rrule as du
+
+from duetime.timemath.recurrence.rrule_text import DAYS, RuleParts, weekday_of
+
+CYCLE_YEARS = 400
+"""The Gregorian calendar's period: every date falls on the same weekday 400 years later."""
+_LAST_YEAR = 9999
+_CHECK_SPAN = 100
+"""A rule moved for the emptiness check keeps at least this many years before year 9999."""
+_DAY_FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY")
+_SUB_DAILY = ("HOURLY", "MINUTELY", "SECONDLY")
+
+
+def rule_kwargs(parts: RuleParts, dtstart: datetime) -> dict[str, Any]:
+    """dateutil's arguments for the rule without COUNT, every default of DTSTART spelled out."""
+    kwargs: dict[str, Any] = {"interval": parts.interval}
+    for part, values in parts.by:
+        if part == "WKST":
+            kwargs["wkst"] = DAYS.index(values[0])
+        elif part == "BYDAY":
+            kwargs["byweekday"] = [weekday_of(value) for value in values]
+        else:
+            kwargs[part.lower()] = [int(value) for value in values]
+    dayless = not any(
+        name in kwargs for name in ("byweekno", "byyearday", "bymonthday", "byweekday")
+    )
+    if dayless and parts.freq == "YEARLY":
+        kwargs.setdefault("bymonth", [dtstart.month])
+        kwargs["bymonthday"] = [dtstart.day]
+    elif dayless and parts.freq == "MONTHLY":
+        kwargs["bymonthday"] = [dtstart.day]
+    elif dayless and parts.freq == "WEEKLY":
+        kwargs["byweekday"] = [du.weekday(dtstart.weekday())]
+    if parts.freq in _DAY_FREQS:
+        kwargs.setdefault("byhour", [dtstart.hour])
+    if parts.freq != "MINUTELY" and parts.freq != "SECONDLY":
+        kwargs.setdefault("byminute", [dtstart.minute])
+    if parts.freq != "SECONDLY":
+        kwargs.setdefault("bysecond", [dtstart.second])
+    return kwargs
+
+
+def period_start(parts: RuleParts, dtstart: datetime, wall: datetime) -> datetime:
+    """The first instant of the latest period of the rule's phase that begins at or before
+    ``wall`` (DTSTART's own period's start when ``wall`` is in it or earlier)."""
+    n = parts.interval
+    freq = parts.freq
+    if freq == "YEARLY":
+        return datetime(dtstart.year + _steps(wall.year - dtstart.year, n), 1, 1)
+    if freq == "MONTHLY":
+        first = dtstart.year * 12 + dtstart.month - 1
+        index = first + _steps(wall.year * 12 + wall.month - 1 - first, n)
+        return datetime(index // 12, index % 12 + 1, 1)
+    if freq == "WEEKLY":
+        wkst = DAYS.index(parts.values("WKST")[0]) if parts.has("WKST") else 0
+        own = _week_start(dtstart.date(), wkst)
+        weeks = (_week_start(wall.date(), wkst) - own).days // 7
+        return datetime.combine(own + timedelta(weeks=_steps(weeks, n)), datetime.min.time())
+    unit = {
+        "DAILY": timedelta(days=1),
+        "HOURLY": timedelta(hours=1),
+        "MINUTELY": timedelta(minutes=1),
+        "SECONDLY": timedelta(seconds=1),
+    }[freq]
+    own = _floor(dtstart, freq)
+    return own + unit * _steps((_floor(wall, freq) - own) // unit, n)
+
+
+def resumed(parts: RuleParts, dtstart: datetime, wall: datetime) -> du.rrule | None:
+    """The rule expanded from the start of its period at or before ``wall``: from there on
+    the same wall times as from DTSTART. None when that would not be exact or gains nothing
+    (COUNT, or ``wall`` still in DTSTART's first period)."""
+    if parts.count is not None:
+        return None
+    start = period_start(parts, dtstart, wall)
+    if start <= dtstart:
+        return None
+    return du.rrule(_freq(parts), dtstart=start, **rule_kwargs(parts, dtstart))
+
+
+def ever_fires(parts: RuleParts, dtstart: datetime) -> bool:
+    """Does the rule (COUNT and UNTIL aside) yield any time within at least 100 years of
+    DTSTART? Decided in bounded time (see the module's note)."""
+    kwargs = rule_kwargs(parts, dtstart)
+    if parts.has("BYSETPOS") and parts.freq not in ("YEARLY", "MONTHLY", "WEEKLY"):
+        # A day or shorter period holds the same times whenever it holds any: BYSETPOS picks
+        # one of them only if it counts no further than there are.
+        size = _times_per_period(parts.freq, kwargs)
+        if not any(-size <= int(pos) <= size for pos in parts.values("BYSETPOS")):
+            return False
+    cycles = max(0, (_LAST_YEAR - _CHECK_SPAN - dtstart.year) // CYCLE_YEARS)
+    moved = dtstart.replace(year=dtstart.year + cycles * CYCLE_YEARS)
+    try:
+        return next(iter(du.rrule(_freq(parts), dtstart=moved, **kwargs)), None) is not None
+    except (OverflowError, ValueError):  # an impossible INTERVAL with BYHOUR..., or year 9999
+        return False
+
+
+def _times_per_period(freq: str, kwargs: dict[str, Any]) -> int:
+    """How many times one period of a DAILY or shorter rule holds (a SECONDLY one: one)."""
+    if freq == "SECONDLY":
+        return 1
+    size = len(kwargs["bysecond"])
+    if freq in ("DAILY", "HOURLY"):
+        size *= len(kwargs["byminute"])
+    if freq == "DAILY":
+        size *= len(kwargs["byhour"])
+    return size
+
+
+def _freq(parts: RuleParts) -> int:
+    return int(getattr(du, parts.freq))
+
+
+def _steps(units: int, interval: int) -> int:
+    """Whole periods of the rule's phase in ``units`` periods: a multiple of INTERVAL, >= 0."""
+    return max(0, units // interval) * interval
+
+
+def _week_start(day: date, wkst: int) -> date:
+    return day - timedelta(days=(day.weekday() - wkst) % 7)
+
+
+def _floor(wall: datetime, freq: str) -> datetime:
+    if freq == "DAILY":
+        return wall.replace(hour=0, minute=0, second=0, microsecond=0)
+    if freq == "HOURLY":
+        return wall.replace(minute=0, second=0, microsecond=0)
+    if freq == "MINUTELY":
+        return wall.replace(second=0, microsecond=0)
+    assert freq in _SUB_DAILY
+    return wall.replace(microsecond=0)
