@@ -165,11 +165,10 @@ class Handler:
     connection, so its ORM's writes are among them: see duetime.contrib.django)."""
 
     async def __call__(self, event: Event, may_start: Callable[[], bool] | None = None) -> Any:
-        """Run it on ``event``. ``may_start`` (sync handlers): asked in the thread right before
-        the call, which raises :class:`~duetime.support.threads.NotStarted` instead when it says no;
+        """Run it on ``event``. ``may_start`` (sync handlers): asked in the thread right before the
+        call, which raises :class:`~duetime.support.threads.NotStarted` instead when it says no;
         whatever else the call raises arrives as an Exception
-        (:class:`~duetime.support.threads.Escaped`
-        for one that is not)."""
+        (:class:`~duetime.support.threads.Escaped` for one that is not)."""
         if self.is_async:
             return await self.func(event)
         return await HANDLER_THREADS.run(self.func, event, may_start=may_start)

@@ -1,7 +1,6 @@
 """A request's budget (duetime.support.budgets) on each store: a request that cannot reach the
-database
-in time, or whose statement runs too long, ends at once with StoreBusy (a 503 over REST), and
-work outside a request is never cut short.
+database in time, or whose statement runs too long, ends at once with StoreBusy (a 503 over REST),
+and work outside a request is never cut short.
 
 Each test blocks the database for real: PostgreSQL's pool connections are held or a table is
 locked from another session; SQLite's one connection thread is kept busy.

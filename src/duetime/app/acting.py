@@ -1,35 +1,41 @@
-"""The operator's acting part of the facade: edit a pending timer's due time or payload, and
-run a schedule's next occurrence now.
+"""The operator's acting part of the facade: cancel, delete, replay, run now or edit a timer,
+act on every timer a filter takes, and run a schedule's next occurrence now.
 
 :class:`ActingMethods` is mixed into :class:`duetime.app.facade.AsyncApp`. An edit is a re-schedule
-of
-the same key with ``on_conflict="update"`` (the timer's other fields carried over), so it obeys
-exactly the rules a client's re-schedule does. Running a schedule's next occurrence now creates
-that occurrence's timer (its usual key) and advances the schedule past it in one transaction,
-then makes the timer due: the occurrence runs once, and the schedule goes on from the one after.
-"""
+of the same key with ``on_conflict="update"`` (the timer's other fields carried over), so it obeys
+exactly the rules a client's re-schedule does. Running a schedule's next occurrence now creates that
+occurrence's timer (its usual key) and advances the schedule past it in one transaction, then makes
+the timer due: the occurrence runs once, and the schedule goes on from the one after."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from duetime.app.audit import AuditMethods
+from duetime.app.outbox import held_async
 from duetime.clock import Clock
 from duetime.errors import Conflict, InvalidInput
-from duetime.model import OnConflict, PutResult, Schedule, Timer
+from duetime.model import BulkAction, OnConflict, PutResult, Schedule, Timer, TimerFilter
+from duetime.model.audit import Actor, filter_target
 from duetime.requests import TimerRequest
 from duetime.store import Store
+from duetime.store.parts import OutboxStore
+from duetime.timer_filters import check_action
+from duetime.validation import check_keys, check_limit, check_lookup_key
 
 if TYPE_CHECKING:
     from duetime.config import Settings
 
 WHEN_FIELDS = ("at", "delay", "local", "date", "timezone", "disambiguation")
 EDIT_FIELDS = (*WHEN_FIELDS, "payload")
+BULK_BATCH = 1000
+"""Rows a bulk action changes per transaction."""
 
 
-class ActingMethods:
-    """Edit a timer, run a schedule's next occurrence now."""
+class ActingMethods(AuditMethods):
+    """Cancel, delete, replay, run now, edit; bulk actions; run a schedule's next now."""
 
     store: Store
     clock: Clock
@@ -42,7 +48,7 @@ class ActingMethods:
 
         async def get(self, key: str) -> Timer: ...
 
-        async def run_now(self, key: str) -> Timer: ...
+        def _outbox(self, doing: str) -> OutboxStore: ...
 
         async def get_schedule(self, name: str) -> Schedule: ...
 
@@ -53,6 +59,96 @@ class ActingMethods:
             on_conflict: OnConflict = "update",
             transaction: object | None = None,
         ) -> list[PutResult]: ...
+
+    async def cancel(
+        self, key: str, *, transaction: object | None = None, actor: Actor | None = None
+    ) -> Timer:
+        """Cancel while scheduled or waiting for a retry; Conflict once it has fired.
+
+        ``transaction``: the caller's own transaction, as for :meth:`schedule` — the timer is
+        cancelled only if that transaction commits, and stays as it was if it rolls back (the
+        application's own work: not written to the audit log). ``actor``: who cancels it, for
+        the audit log (see :mod:`duetime.app.audit`).
+        """
+        key = check_lookup_key(key)
+        await self.open()
+        if transaction is not None:
+            outbox = self._outbox("cancelling inside your own transaction")
+            held = await held_async(transaction)
+            return await outbox.cancel_in(held.connection, self.namespace, key, self.clock.now())
+        timer = await self.store.cancel(self.namespace, key, self.clock.now())
+        await self._audit(actor, "cancel", {"key": key})
+        return timer
+
+    async def delete(self, key: str, *, actor: Actor | None = None) -> Timer:
+        """Delete a finished timer (done, dead, cancelled or expired) with its attempts and,
+        on PostgreSQL, its archived history; returns it as it was. Conflict for a pending one
+        (cancel it first) or a running one; its key is free to schedule again afterwards."""
+        key = check_lookup_key(key)
+        await self.open()
+        timer = await self.store.delete(self.namespace, key, self.clock.now())
+        await self._audit(actor, "delete", {"key": key})
+        return timer
+
+    async def replay(self, key: str, *, actor: Actor | None = None) -> Timer:
+        """Send a dead timer round again, due now, with a fresh set of attempts."""
+        await self.open()
+        key = check_lookup_key(key)
+        timer = await self.store.replay(self.namespace, key, self.clock.now())
+        await self._audit(actor, "replay", {"key": key})
+        return timer
+
+    async def run_now(self, key: str, *, actor: Actor | None = None) -> Timer:
+        """Make a scheduled or retrying timer due now (retry now, or run early)."""
+        await self.open()
+        key = check_lookup_key(key)
+        timer = await self.store.run_now(self.namespace, key, self.clock.now())
+        await self._audit(actor, "run_now", {"key": key})
+        return timer
+
+    async def bulk(
+        self,
+        action: BulkAction | str,
+        filter: TimerFilter,
+        *,
+        keys: Sequence[str] | None = None,
+        batch: int = BULK_BATCH,
+        dry_run: bool = False,
+        actor: Actor | None = None,
+    ) -> int:
+        """Cancel, replay, run now or delete every timer ``filter`` takes (see
+        :func:`timer_filter`) — of ``keys`` only, when given (a selection, up to
+        :data:`~duetime.model.MAX_BULK_KEYS`) — that the action applies to; returns how many
+        changed (with ``dry_run``, how many match). Runs in batches of ``batch`` rows, each its
+        own transaction, walking ids upwards: a timer that dies again meanwhile is not replayed
+        twice in one run. The audit log gets one entry, with the count, once the last batch is
+        done (or once one fails: with the count reached, marked ``interrupted``)."""
+        await self.open()
+        checked = check_action(action)
+        chosen = None if keys is None else check_keys(keys)
+        if dry_run:
+            return await self.store.count_matching(
+                self.namespace, checked, filter, self.clock.now(), chosen
+            )
+        check_limit(batch, "batch", maximum=10_000)
+        changed, after, finished = 0, 0, False
+        try:
+            while True:
+                now = self.clock.now()
+                step, last = await self.store.bulk_batch(
+                    self.namespace, checked, filter, after, now, batch, chosen
+                )
+                changed += step
+                if last is None:
+                    finished = True
+                    return changed
+                after = last
+        finally:
+            target = filter_target(filter, chosen)
+            if not finished:
+                target["interrupted"] = True
+            if finished or changed:
+                await self._audit(actor, f"bulk_{checked}", target, changed)
 
     async def edit(self, key: str, changes: Mapping[str, Any]) -> Timer:
         """Change a scheduled or retrying timer's due time (``at``, ``delay``, ``local`` or

@@ -10,10 +10,9 @@ silent surprise.
 app's namespace, configured as :mod:`duetime.sources.config` describes.
 
 ``--routes FILE`` (``DUETIME_ROUTES``) adds the routes of a routes file
-(:mod:`duetime.app.routes_file`)
-for the app's namespace: events of those types go to those destinations too. With ``--routes``,
-``--app`` may be left out: the worker then delivers to the routes' destinations only.
-"""
+(:mod:`duetime.app.routes_file`) for the app's namespace: events of those types go to those
+destinations too. With ``--routes``, ``--app`` may be left out: the worker then delivers to the
+routes' destinations only."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """OpenTelemetry spans for duetime: schedule → process → send, linked across processes.
 
 Imported only when tracing is on (:mod:`duetime.observability.tracing` decides), so a process that
-does not
-trace never imports OpenTelemetry. Spans follow the messaging semantic conventions, with
+does not trace never imports OpenTelemetry. Spans follow the messaging semantic conventions, with
 ``messaging.system = "duetime"``:
 
 - ``duetime schedule {type}`` (PRODUCER) around ``schedule``/``emit`` (``duetime schedule``

@@ -12,13 +12,11 @@ the schedule's ``catch_up`` decides: ``latest`` fires the most recent overdue oc
 goes on with the next future occurrence.
 
 Overlap (:mod:`duetime.timemath.recurrence.overlap`): a schedule whose ``overlap`` is not ``allow``
-is
-materialised ahead too, with the state of its earlier occurrences read under the schedule row's
-lock. An occurrence with nothing unfinished before it fires (at its instant, claimed ahead like
-any timer: nothing finished comes back unfinished); one behind an unfinished occurrence waits,
-and the end of that one decides (the stores' release trigger); one already due is decided at
-once: fired, buffered or recorded as skipped. Nothing more is read for ``allow`` schedules.
-"""
+is materialised ahead too, with the state of its earlier occurrences read under the schedule row's
+lock. An occurrence with nothing unfinished before it fires (at its instant, claimed ahead like any
+timer: nothing finished comes back unfinished); one behind an unfinished occurrence waits, and the
+end of that one decides (the stores' release trigger); one already due is decided at once: fired,
+buffered or recorded as skipped. Nothing more is read for ``allow`` schedules."""
 
 from __future__ import annotations
 

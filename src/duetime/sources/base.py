@@ -5,10 +5,9 @@ and turns each message into a durable timer through the app facade. Every source
 three rules, implemented once here:
 
 1. **Acknowledge after commit.** A message is acknowledged to the broker only once
-   :meth:`~duetime.app.facade.AsyncApp.put` has returned, i.e. its timer is committed. If storing
-   fails
-   for a reason that may pass (the store is unavailable, the database is locked), the message is
-   *not* acknowledged: the broker redelivers it later.
+   :meth:`~duetime.app.facade.AsyncApp.put` has returned, i.e. its timer is committed. If
+   storing fails for a reason that may pass (the store is unavailable, the database is locked),
+   the message is *not* acknowledged: the broker redelivers it later.
 2. **Malformed messages are dead-lettered with the reason.** A message that is not JSON, lacks
    a field, has a naive ``dueAt``, an unknown timezone… can never succeed, so retrying it is
    pointless and dropping it loses data. It is published, original bytes unchanged, to a

@@ -10,11 +10,9 @@ connection is closed: the next one goes where the URL leads now. A deadlock or s
 failure (the server rolled the transaction back) is retried a few times before it is reported.
 
 Work done for a REST request runs under its :class:`~duetime.support.budgets.Budget`: it waits at
-most
-``connection_wait`` for a connection and each statement runs at most ``statement_timeout``
+most ``connection_wait`` for a connection and each statement runs at most ``statement_timeout``
 (``SET LOCAL statement_timeout``, so the setting ends with the request's transaction and never
-reaches a worker's use of the connection); either is :class:`StoreBusy`, a quick 503.
-"""
+reaches a worker's use of the connection); either is :class:`StoreBusy`, a quick 503."""
 
 from __future__ import annotations
 

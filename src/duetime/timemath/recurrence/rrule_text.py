@@ -1,12 +1,10 @@
 """RFC 5545 RRULE text: parsed and checked part by part, so a mistake names the part at fault.
 
 python-dateutil's own parser accepts what RFC 5545 forbids (``BYSETPOS`` alone, ``COUNT`` with
-``UNTIL``) and reports the rest as bare ``ValueError`` text; this module checks the grammar of
-RFC 5545 §3.3.10 and hands dateutil only rules it defines. ``UNTIL`` is kept apart: it is
-compared by :mod:`duetime.timemath.recurrence.calendar` with the resolved instants, in UTC when it
-ends
-in ``Z`` (RFC 5545: the form it must take when DTSTART has a zone).
-"""
+``UNTIL``) and reports the rest as bare ``ValueError`` text; this module checks the grammar of RFC
+5545 §3.3.10 and hands dateutil only rules it defines. ``UNTIL`` is kept apart: it is compared by
+:mod:`duetime.timemath.recurrence.calendar` with the resolved instants, in UTC when it ends in ``Z``
+(RFC 5545: the form it must take when DTSTART has a zone)."""
 
 from __future__ import annotations
 
