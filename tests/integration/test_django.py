@@ -273,6 +273,7 @@ def test_a_transactional_handler_refuses_a_database_duetime_does_not_share(
 ) -> None:
     from django.test import override_settings
 
+    from duetime.contrib.django.runtime import duetime_database_url
     from duetime.contrib.django.transactions import DjangoTransactions
 
     elsewhere = "postgresql://postgres@127.0.0.1:5432/elsewhere?schema=duetime_notes"
@@ -283,8 +284,8 @@ def test_a_transactional_handler_refuses_a_database_duetime_does_not_share(
             match=r"database 'test_duetime_contrib_django'\), but duetime's .*'elsewhere'",
         ),
     ):
-        DjangoTransactions()._where()
-    assert DjangoTransactions()._where() == ("default", "duetime_notes")
+        DjangoTransactions(duetime_database_url)._where()
+    assert DjangoTransactions(duetime_database_url)._where() == ("default", "duetime_notes")
 
 
 def test_an_explicit_outcome_rolls_the_orm_writes_back_too(django_db: None) -> None:

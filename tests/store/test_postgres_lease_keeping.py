@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from storekit import PG_URL, StoreFactory, new_timer, wait_until, with_params
 
-from duetime.bus.dispatch import Dispatch
 from duetime.clock import SystemClock
 from duetime.config import Settings
+from duetime.dispatch import Dispatch
 from duetime.handlers import HandlerRegistry
 from duetime.model import Claimed, Node, Subscription
 from duetime.services.nodes import NodeUpkeep

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from duetime.bus.dispatch import Dispatch, live_subscriptions
 from duetime.bus.routes import HANDLER, Fan, Route
 from duetime.destinations import WebhookDestination
+from duetime.dispatch import Dispatch, live_subscriptions
 from duetime.errors import InvalidInput
 from duetime.handlers import Handler, HandlerRegistry
 from duetime.model import Node, Status, Subscription, Timer

@@ -14,8 +14,8 @@ if not os.environ.get("CI"):
 
 from confluent_kafka import Consumer, Producer
 
-from duetime.bus.kafka_options import CONSUMER_ONLY, PRODUCER_ONLY, client_config
 from duetime.destinations.kafka import KafkaDestination
+from duetime.destinations.kafka_options import CONSUMER_ONLY, PRODUCER_ONLY, client_config
 from duetime.sources.kafka_source import KafkaSource
 from duetime.testing import make_app
 

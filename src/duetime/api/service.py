@@ -17,7 +17,7 @@ from duetime.api.changes import Changes
 from duetime.api.config import ApiSettings
 from duetime.api.gates import NamespaceGates
 from duetime.app.facade import AsyncApp, Store
-from duetime.app.runner import Runner
+from duetime.app.runner import Intake, Runner
 from duetime.bus.subscribers import Subscribers
 from duetime.clock import Clock, DatabaseClock
 from duetime.model import Node
@@ -143,8 +143,7 @@ class Service:
             api_node = NodeUpkeep(self.store, self.clock, core, self.node_id, "api")
             self._runner = Runner(
                 workers,
-                sources=self.sources,
-                sources_app=self.sources_app,
+                intake=self._intake(),
                 services=[*clock_services(self.clock, core), api_node],
             )
             await self._runner.start()
@@ -152,6 +151,14 @@ class Service:
             await self.stop()
             raise
         log.info("auth %s; api node %s", "on" if self.auth else "off", self.node_id)
+
+    def _intake(self) -> Intake | None:
+        """The sources storing through ``sources_app``, when there are any."""
+        if not self.sources or self.sources_app is None:
+            return None
+        from duetime.sources import SourceIntake
+
+        return SourceIntake(self.sources_app, self.sources)
 
     async def stop(self) -> None:
         """Stop consuming sources and claiming, let in-flight handlers finish, close the store

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from duetime.bus.dispatch import check_routes
 from duetime.bus.routes import HANDLER, Route, check_pattern
 from duetime.config import Settings
 from duetime.destinations.base import Destination, check_name
 from duetime.destinations.registry import Destinations
+from duetime.dispatch import check_routes
 from duetime.errors import CapReached, InvalidInput
 from duetime.validation import type_name
 

@@ -16,7 +16,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from duetime.services.base import Service, ServiceGroup
 from duetime.support import eventloop
@@ -25,27 +25,46 @@ from duetime.worker import Worker, WorkerStats
 if TYPE_CHECKING:
     from duetime.app.facade import AsyncApp
     from duetime.observability.metrics import Metrics
-    from duetime.sources import Source
 
 log = logging.getLogger("duetime.app.runner")
 
 
+class Intake(Protocol):
+    """Messages taken in from brokers and stored through an app, run beside the workers.
+
+    :class:`duetime.sources.SourceIntake` is the one duetime has; the runner knows only this
+    much of it, so running a process does not depend on the broker clients."""
+
+    @property
+    def sources(self) -> Sequence[object]:
+        """What it consumes, each with a ``name`` (and, when it counts, ``stats``)."""
+        ...
+
+    def describe(self) -> str:
+        """One line for the log: where the messages go and where they come from."""
+        ...
+
+    async def open(self) -> None:
+        """Be ready to store: raises here, before anything is consumed, when it cannot."""
+        ...
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set."""
+        ...
+
+
 class Runner:
-    """Starts and stops workers, sources (storing through ``sources_app``) and services."""
+    """Starts and stops workers, an intake of broker messages, and services."""
 
     def __init__(
         self,
         workers: Sequence[Worker] = (),
         *,
-        sources: Sequence[Source] = (),
-        sources_app: AsyncApp | None = None,
+        intake: Intake | None = None,
         services: Sequence[Service] = (),
     ) -> None:
-        if sources and sources_app is None:
-            raise ValueError("sources need sources_app: the facade they store timers through")
         self.workers = list(workers)
-        self.sources = list(sources)
-        self.sources_app = sources_app
+        self.intake = intake
         self._services = ServiceGroup(services)
         self._working: list[asyncio.Task[None]] = []
         self._consuming: asyncio.Task[None] | None = None
@@ -62,21 +81,14 @@ class Runner:
                 asyncio.create_task(worker.run(), name=f"duetime-worker-{worker.namespace}")
                 for worker in self.workers
             ]
-            if self.sources and self.sources_app is not None:
-                from duetime.sources import run_sources
-
-                await self.sources_app.open()
+            if self.intake is not None:
+                await self.intake.open()
                 self._sources_stop = asyncio.Event()
                 self._consuming = asyncio.create_task(
-                    run_sources(self.sources_app, self.sources, self._sources_stop),
-                    name="duetime-sources",
+                    self.intake.run(self._sources_stop), name="duetime-sources"
                 )
                 self._consuming.add_done_callback(_log_failure)
-                log.info(
-                    "sources into namespace %s: %s",
-                    self.sources_app.namespace,
-                    ", ".join(source.name for source in self.sources),
-                )
+                log.info("%s", self.intake.describe())
         except BaseException:
             await self.stop()
             raise
@@ -126,14 +138,14 @@ class Runner:
             raise errors[0]
 
 
-def _observed(app: AsyncApp, sources: Sequence[Source]) -> Metrics:
-    """Metrics fed by ``app``'s workers (made after this) and ``sources``."""
+def _observed(app: AsyncApp, intake: Intake | None) -> Metrics:
+    """Metrics fed by ``app``'s workers (made after this) and ``intake``'s sources."""
     from duetime.observability.metrics import Metrics
 
     metrics = Metrics()
     app.observers.append(metrics)
     metrics.watch_clock(app.clock)
-    metrics.watch_sources(sources)
+    metrics.watch_sources(() if intake is None else intake.sources)
     return metrics
 
 
@@ -158,13 +170,13 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def run_process(
     app: AsyncApp,
     *,
-    sources: Sequence[Source] = (),
+    intake: Intake | None = None,
     node_id: str | None = None,
     metrics: tuple[str, int] | None = None,
 ) -> WorkerStats:
-    """Run ``app``'s worker (and ``sources``) in this thread until SIGINT or SIGTERM; in-flight
-    work is finished first. Returns what the worker did. ``metrics`` (host, port) serves the
-    process's metrics and health there (:mod:`duetime.app.process_http`)."""
+    """Run ``app``'s worker (and ``intake``'s sources) in this thread until SIGINT or SIGTERM;
+    in-flight work is finished first. Returns what the worker did. ``metrics`` (host, port) serves
+    the process's metrics and health there (:mod:`duetime.app.process_http`)."""
 
     async def main() -> WorkerStats:
         stop = asyncio.Event()
@@ -175,7 +187,7 @@ def run_process(
                 loop.add_signal_handler(sig, stop.set)
                 installed.append(sig)
         try:
-            return await work(app, stop, sources=sources, node_id=node_id, metrics=metrics)
+            return await work(app, stop, intake=intake, node_id=node_id, metrics=metrics)
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
@@ -187,14 +199,14 @@ async def work(
     app: AsyncApp,
     stop: asyncio.Event,
     *,
-    sources: Sequence[Source] = (),
+    intake: Intake | None = None,
     node_id: str | None = None,
     metrics: tuple[str, int] | None = None,
 ) -> WorkerStats:
     """:func:`run_process`'s work on the running loop, until ``stop`` is set; ``app`` is
     closed at the end."""
     await app.open()
-    served = None if metrics is None else _observed(app, sources)
+    served = None if metrics is None else _observed(app, intake)
     worker = app.worker(node_id=node_id)
     services: list[Service] = []
     if served is not None and metrics is not None:
@@ -202,9 +214,7 @@ async def work(
 
         host, port = metrics
         services.append(MetricsServer(app, served, host, port, alive=lambda: worker.running))
-    runner = Runner(
-        [worker], sources=sources, sources_app=app if sources else None, services=services
-    )
+    runner = Runner([worker], intake=intake, services=services)
     try:
         await runner.run(stop)
     finally:

@@ -1,5 +1,7 @@
-"""The event bus's pure parts: routes and subscriptions, dispatch, and destination options.
+"""The event bus's vocabulary: routes and subscriptions as pure functions, who subscribes, and
+the option sets of sources and destinations.
 
-Sources (``duetime.sources``) and destinations (``duetime.destinations``) sit beside it as
-packages of their own, because applications import them by name.
+Sources (``duetime.sources``) and destinations (``duetime.destinations``) are packages of their
+own, because applications import them by name; :mod:`duetime.dispatch` puts these together at
+run time.
 """

@@ -314,7 +314,12 @@ def worker(
         log.info("sources: %s", ", ".join(repr(source) for source in sources))
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
     pace_for_service()
-    stats = run_process(core, sources=sources, node_id=node_id, metrics=metrics)
+    intake = None
+    if sources:
+        from duetime.sources import SourceIntake
+
+        intake = SourceIntake(core, sources)
+    stats = run_process(core, intake=intake, node_id=node_id, metrics=metrics)
     log.info("worker %s stopped", node_id)
     print_stats(stats, "worker stopped")
 

@@ -40,12 +40,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from duetime.bus.kafka_options import (
-    SECURITY,
-    check_key_template,
-    check_servers,
-    check_topic_template,
-)
 from duetime.bus.options import (
     Option,
     at,
@@ -64,6 +58,12 @@ from duetime.destinations.base import (
     url_origin,
 )
 from duetime.destinations.formats import check_ce_source, check_format
+from duetime.destinations.kafka_options import (
+    SECURITY,
+    check_key_template,
+    check_servers,
+    check_topic_template,
+)
 from duetime.errors import InvalidInput
 from duetime.model import JSON
 from duetime.timemath.ratelimit import check_burst

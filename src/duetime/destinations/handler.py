@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from duetime.destinations.base import Delivery, DeliveryFailed, Destination
 from duetime.handlers import Event
-from duetime.observability.tracing import ATTEMPT_TRACING
+from duetime.observability.attempt_context import ATTEMPT_TRACING
 from duetime.outcomes import Dead, Retry
 
 

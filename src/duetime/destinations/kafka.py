@@ -28,14 +28,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from duetime.bus.kafka_options import (
-    check_key_template,
-    check_servers,
-    check_topic,
-    check_topic_template,
-    client_config,
-    record_key,
-)
 from duetime.destinations.base import (
     Delivery,
     DeliveryFailed,
@@ -46,6 +38,14 @@ from duetime.destinations.base import (
 )
 from duetime.destinations.config import check_headers
 from duetime.destinations.formats import Format, make_format
+from duetime.destinations.kafka_options import (
+    check_key_template,
+    check_servers,
+    check_topic,
+    check_topic_template,
+    client_config,
+    record_key,
+)
 from duetime.errors import InvalidInput
 from duetime.timemath.ratelimit import Rate
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -33,7 +33,6 @@ from duetime.clock import Clock, DatabaseClock
 from duetime.model import JSON, Outcome, Status, Timer
 
 if TYPE_CHECKING:
-    from duetime.sources.base import Source, SourceStats
     from duetime.store.protocol import Store
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -142,11 +141,31 @@ class _DatabaseGauges(Collector):
         return self.collect()
 
 
+@runtime_checkable
+class SourceCounts(Protocol):
+    """What a broker source counts of the messages it handled (``duetime.sources``'
+    ``SourceStats``), as far as the metrics read it."""
+
+    @property
+    def stored(self) -> Mapping[str, int]:
+        """By action: ``created``, ``updated``, ``kept``."""
+        ...
+
+    @property
+    def dead_lettered(self) -> int: ...
+
+    @property
+    def deferred(self) -> int: ...
+
+    @property
+    def dead_letter_failures(self) -> int: ...
+
+
 class CountedSource(Protocol):
     """A broker source that counts what it did (both NATS and Redis sources do)."""
 
     name: str
-    stats: SourceStats
+    stats: SourceCounts
 
 
 SOURCE_OUTCOMES = ("created", "updated", "kept", "dead_lettered", "deferred", "dead_letter_failed")
@@ -331,12 +350,10 @@ class Metrics:
         if isinstance(clock, DatabaseClock):
             self._gauges.clock = clock
 
-    def watch_sources(self, sources: Iterable[Source]) -> None:
+    def watch_sources(self, sources: Iterable[object]) -> None:
         """Export the message counts of ``sources`` (one without ``stats`` is skipped)."""
-        from duetime.sources.base import SourceStats
-
         for source in sources:
-            if isinstance(getattr(source, "stats", None), SourceStats):
+            if isinstance(getattr(source, "stats", None), SourceCounts):
                 self._sources.sources.append(cast(CountedSource, source))
 
     def render(self) -> bytes:

@@ -29,7 +29,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from duetime.model import Finish, Outcome, Timer
-from duetime.observability.tracing import ATTEMPT_TRACING
+from duetime.observability.attempt_context import ATTEMPT_TRACING
 from duetime.outcomes import HandlerOutcome
 
 Headers = Mapping[Any, Any] | Sequence[tuple[Any, Any]] | None

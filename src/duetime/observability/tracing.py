@@ -11,7 +11,6 @@ extra installs); ``off`` never. When it is off, duetime holds ``None`` instead o
 from __future__ import annotations
 
 import sys
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from duetime.errors import InvalidInput
@@ -20,11 +19,6 @@ if TYPE_CHECKING:
     from duetime.observability.otel import Tracing
 
 TRACING_MODES = ("auto", "on", "off")
-
-ATTEMPT_TRACING: ContextVar[Tracing | None] = ContextVar("duetime_attempt_tracing", default=None)
-"""The tracing of the attempt running in this context, set inside its process span only: a
-destination reads it to open its client span and send the trace on, and finds None (one
-lookup, nothing imported) when tracing is off."""
 
 _PLACEHOLDERS = ("ProxyTracerProvider", "NoOpTracerProvider")
 """The API's own providers: what ``get_tracer_provider`` gives before a program sets one."""

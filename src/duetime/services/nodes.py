@@ -17,9 +17,9 @@ import socket
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from duetime.bus.dispatch import Dispatch
 from duetime.clock import Clock, DatabaseClock
 from duetime.config import Settings
+from duetime.dispatch import Dispatch
 from duetime.model import HeldRow, Node, Subscription
 from duetime.services.base import Periodic
 from duetime.store.protocol import Store

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from duetime.bus.dispatch import Dispatch
+from duetime.dispatch import Dispatch
 from duetime.services.nodes import NodeUpkeep
 from duetime.store.protocol import Store
 

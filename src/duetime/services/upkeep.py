@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from duetime.bus.dispatch import Dispatch
 from duetime.clock import Clock, DatabaseClock
 from duetime.config import Settings
+from duetime.dispatch import Dispatch
 from duetime.services.base import Service
 from duetime.services.clocksync import ClockSync
 from duetime.services.materializer import Materializer

@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from duetime.app.facade import AsyncApp
+from duetime.app.runner import Runner
 from duetime.errors import InvalidInput
 from duetime.sources.base import (
     CommandMapping,
@@ -50,6 +52,7 @@ __all__ = [
     "ScheduleCommand",
     "ServiceCallTimerMapping",
     "Source",
+    "SourceIntake",
     "SourceSpec",
     "SourceStats",
     "TimerRequestMapping",
@@ -137,7 +140,23 @@ async def run_worker_with_sources(
     If the worker itself fails, the sources are stopped too and the error is raised: storing
     timers that nothing fires would only hide the failure.
     """
-    from duetime.app.runner import Runner
-
     await app.open()
-    await Runner([worker or app.worker()], sources=sources, sources_app=app).run(stop)
+    await Runner([worker or app.worker()], intake=SourceIntake(app, sources)).run(stop)
+
+
+@dataclass(frozen=True)
+class SourceIntake:
+    """``sources`` storing through ``app``, as a process runner runs them beside its workers."""
+
+    app: AsyncApp
+    sources: Sequence[Source]
+
+    def describe(self) -> str:
+        names = ", ".join(source.name for source in self.sources)
+        return f"sources into namespace {self.app.namespace}: {names}"
+
+    async def open(self) -> None:
+        await self.app.open()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await run_sources(self.app, self.sources, stop)

@@ -38,16 +38,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from duetime.bus.kafka_options import (
+from duetime.bus.options import Option, at, check_against, parse_named, redacted, split_spec
+from duetime.destinations.base import check_name, check_timeout
+from duetime.destinations.config import check_nats_urls, check_path, check_redis_url
+from duetime.destinations.kafka_options import (
     SECRET_OPTIONS,
     SECURITY,
     check_choice,
     check_servers,
     check_topic,
 )
-from duetime.bus.options import Option, at, check_against, parse_named, redacted, split_spec
-from duetime.destinations.base import check_name, check_timeout
-from duetime.destinations.config import check_nats_urls, check_path, check_redis_url
 from duetime.errors import InvalidInput
 from duetime.model import JSON
 from duetime.sources.base import (

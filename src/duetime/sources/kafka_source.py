@@ -40,8 +40,13 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from duetime.app.facade import AsyncApp
-from duetime.bus.kafka_options import check_choice, check_servers, check_topic, client_config
 from duetime.destinations.base import check_name, check_timeout
+from duetime.destinations.kafka_options import (
+    check_choice,
+    check_servers,
+    check_topic,
+    client_config,
+)
 from duetime.errors import InvalidInput
 from duetime.sources.base import (
     Incoming,

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from duetime.bus.dispatch import Dispatch, Target
+from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, HeldRow, Outcome, Timer
 from duetime.outcomes import HandlerOutcome

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from duetime.bus.dispatch import Dispatch, Target
 from duetime.bus.routes import Fan
 from duetime.config import Settings
+from duetime.dispatch import Dispatch, Target
 from duetime.model import Claimed, Finish, HeldRow, Outcome
 from duetime.model.limits import FlowPlan, plan_of
 from duetime.worker import attempts

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
-from duetime.bus.dispatch import Dispatch
 from duetime.bus.routes import Route
 from duetime.clock import Clock, is_real, unwatch, watch
 from duetime.config import Settings
 from duetime.destinations.base import Destination
+from duetime.dispatch import Dispatch
 from duetime.handlers import HandlerRegistry
 from duetime.model import HeldRow
 from duetime.services.base import Service, ServiceGroup

@@ -77,7 +77,12 @@ def handler(type: str, *, transactional: bool = False) -> Callable[[F], F]:
 
     def register(func: F) -> F:
         if transactional:
-            REGISTRY.register(type, func, transactional=True, transactions=DjangoTransactions())
+            REGISTRY.register(
+                type,
+                func,
+                transactional=True,
+                transactions=DjangoTransactions(duetime_database_url),
+            )
         elif inspect.iscoroutinefunction(func):
             REGISTRY.register(type, func)
         else:
@@ -85,6 +90,11 @@ def handler(type: str, *, transactional: bool = False) -> Callable[[F], F]:
         return func
 
     return register
+
+
+def duetime_database_url() -> str:
+    """duetime's database, read when a transactional handler first runs."""
+    return get_app().settings.database_url
 
 
 def _as_request(func: Callable[..., Any]) -> Callable[..., Any]:

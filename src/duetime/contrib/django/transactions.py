@@ -28,8 +28,16 @@ from duetime.support.threads import HANDLER_THREADS
 class DjangoTransactions:
     """A :class:`~duetime.store.parts.TransactionStore` whose transactions are Django's."""
 
-    def __init__(self, alias: str | None = None, schema: str | None = None) -> None:
-        """``alias`` and ``schema`` default to the settings' when the handler first runs."""
+    def __init__(
+        self,
+        database_url: Callable[[], str],
+        alias: str | None = None,
+        schema: str | None = None,
+    ) -> None:
+        """``database_url`` gives duetime's database when the handler first runs (the app is
+        made lazily, after the handlers are registered); ``alias`` and ``schema`` default to
+        the settings' then too."""
+        self._database_url = database_url
         self._alias = alias
         self._schema = schema
 
@@ -72,12 +80,11 @@ class DjangoTransactions:
 
     def _where(self) -> tuple[str, str]:
         from duetime.contrib.django.conf import database_alias
-        from duetime.contrib.django.runtime import get_app
 
         alias = self._alias or database_alias()
         schema = self._schema
         if schema is None:
-            url = get_app().settings.database_url
+            url = self._database_url()
             if not url.startswith(("postgresql://", "postgres://")):
                 raise InvalidInput(
                     "transactional",
