@@ -11,12 +11,11 @@ from hypothesis import strategies as st
 
 from duetime.errors import InvalidCron, InvalidInput, UnknownTimezone
 from duetime.model import Schedule
+from duetime.revisions import preview_occurrences, revise
 from duetime.schedules import (
     ScheduleRequest,
     check_schedule_name,
     occurrence_key,
-    preview_occurrences,
-    revise,
     schedule_from_new,
 )
 from duetime.store.cursors import decode_name_cursor, encode_name_cursor

@@ -1,7 +1,8 @@
-"""The schedules part of the facade: add, read, change, pause, delete and preview schedules.
+"""The schedules part of the facade that changes them: add, change, pause, resume, delete.
 
-:class:`ScheduleMethods` is mixed into :class:`duetime.app.facade.AsyncApp`; it needs only the app's
-store, clock, namespace, settings and ``open()``.
+:class:`ScheduleMethods` is mixed into :class:`duetime.app.facade.AsyncApp`, and reads through
+:mod:`duetime.app.schedule_reading`; it needs only the app's store, clock, namespace, settings
+and ``open()``.
 """
 
 from __future__ import annotations
@@ -12,37 +13,34 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from duetime.app.audit import AuditMethods
+from duetime.app.schedule_reading import ScheduleReadingMethods
 from duetime.clock import Clock
 from duetime.config import Settings
-from duetime.errors import CapReached, Conflict, InvalidInput, NotFound
-from duetime.model import JSON, OnConflict, Page, Schedule
+from duetime.errors import CapReached, Conflict, InvalidInput
+from duetime.model import JSON, OnConflict, Schedule
 from duetime.model.audit import Actor
 from duetime.model.schedules import NewSchedule
+from duetime.revisions import revise
 from duetime.schedules import (
     UNSET,
     RuleCache,
     ScheduleAction,
-    ScheduleFilter,
     ScheduleRequest,
     Unset,
     check_schedule_name,
-    preview_occurrences,
-    revise,
 )
 from duetime.store import Store
-from duetime.store.parts import ScheduleStore
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS
 from duetime.timemath.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
-from duetime.validation import check_limit, check_on_conflict, check_type
+from duetime.validation import check_on_conflict
 
 if TYPE_CHECKING:
-    from duetime.services.materializer import Materializer
-    from duetime.services.tzdata_diff import ZoneMove
+    pass
 
 _REVISE_TRIES = 20
 
 
-class ScheduleMethods(AuditMethods):
+class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
     """Schedules are data: each occurrence becomes an ordinary timer (see docs/schedules.md)."""
 
     store: Store
@@ -55,11 +53,6 @@ class ScheduleMethods(AuditMethods):
         @property
         def is_open(self) -> bool:
             """Provided by the app: whether open has run."""
-
-    @property
-    def schedules(self) -> ScheduleStore:
-        """The store's schedules part."""
-        return self.store.schedules
 
     async def add_schedule(
         self,
@@ -203,30 +196,6 @@ class ScheduleMethods(AuditMethods):
             where = f"namespace {self.namespace!r}"
             raise CapReached("name", where, "schedules", cap, "max_schedules")
 
-    async def get_schedule(self, name: str) -> Schedule:
-        await self.open()
-        schedule = await self.schedules.get_schedule(self.namespace, check_schedule_name(name))
-        if schedule is None:
-            raise self._missing(name)
-        return schedule
-
-    async def list_schedules(
-        self,
-        *,
-        subject: str | None = None,
-        type: str | None = None,
-        active: bool | None = None,
-        cursor: str | None = None,
-        limit: int = 50,
-    ) -> Page[Schedule]:
-        """Schedules by name, optionally of one subject / type / state; paginated."""
-        await self.open()
-        if type is not None:
-            check_type(type)
-        check_limit(limit)
-        schedule_filter = ScheduleFilter(subject=subject, type=type, active=active)
-        return await self.schedules.list_schedules(self.namespace, schedule_filter, cursor, limit)
-
     async def update_schedule(
         self,
         name: str,
@@ -330,67 +299,6 @@ class ScheduleMethods(AuditMethods):
         await self._audit(actor, "schedule_delete", target)
         return deleted
 
-    async def preview(
-        self,
-        cron: str | None = None,
-        *,
-        every: str | int | float | timedelta | None = None,
-        timezone: str = "UTC",
-        on_gap: str = "run_after",
-        on_overlap: str = "once",
-        start_at: str | datetime | None = None,
-        end_at: str | datetime | None = None,
-        after: str | datetime | None = None,
-        count: int = 5,
-        schedule: str | None = None,
-        rrule: str | None = None,
-        dtstart: str | datetime | None = None,
-        exdates: Sequence[str | datetime] | None = None,
-        rdates: Sequence[str | datetime] | None = None,
-        holidays: str | None = None,
-        holiday_dates: Sequence[str | date] | None = None,
-        weekend: str | Sequence[str] | None = None,
-        roll: str | None = None,
-        feb29: str = "feb28",
-    ) -> list[datetime]:
-        """The next ``count`` occurrences (UTC) of a rule, or of the stored ``schedule``.
-
-        From ``after`` (default: now; for a stored schedule, its next occurrence on; for an
-        ``rrule``, its DTSTART on, DTSTART included when it matches).
-        """
-        calendar = ScheduleRequest(
-            name="preview",
-            type="preview",
-            rrule=rrule,
-            dtstart=dtstart,
-            exdates=exdates,
-            rdates=rdates,
-            holidays=holidays,
-            holiday_dates=holiday_dates,
-            weekend=weekend,
-            roll=roll,
-            feb29=feb29,
-        ).calendar_options()
-        stored = await self.get_schedule(schedule) if schedule is not None else None
-        return preview_occurrences(
-            stored,
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            on_gap=on_gap,
-            on_overlap=on_overlap,
-            start_at=start_at,
-            end_at=end_at,
-            after=after,
-            count=count,
-            now=self.clock.now(),
-            rrule=rrule,
-            calendar=calendar,
-        )
-
-    def _missing(self, name: str) -> NotFound:
-        return NotFound(f"no schedule named {name!r} in namespace {self.namespace!r}", field="name")
-
     async def _revise(
         self, name: str, define: Callable[[Schedule], ScheduleRequest]
     ) -> tuple[bool, Schedule]:
@@ -413,20 +321,3 @@ class ScheduleMethods(AuditMethods):
             if saved is not None:
                 return True, saved
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
-
-    async def tzdata_diff(self, zoneinfo: str, *, count: int = 5) -> list[ZoneMove]:
-        """What the tz rules compiled in the folder ``zoneinfo`` would move: every pending
-        local-form timer and each schedule's next ``count`` occurrences (all namespaces: tz data
-        is the installation's). Nothing is changed."""
-        from duetime.services.tzdata_diff import tzdata_diff
-
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-            raise InvalidInput("count", "must be a whole number from 1 to 1000")
-        await self.open()
-        return await tzdata_diff(self.schedules, zoneinfo, self.clock.now(), count)
-
-    def materializer(self, **options: Any) -> Materializer:
-        """A schedule materialiser for this app's namespace (``tick()`` or ``run(stop)``)."""
-        from duetime.services.materializer import Materializer
-
-        return Materializer(self.store, self.clock, self.namespace, **options)
