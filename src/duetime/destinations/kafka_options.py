@@ -288,10 +288,3 @@ def client_config(
         elif option not in SECURITY:
             raise InvalidInput(option, "is not a Kafka security option")
     return config
-
-
-def split_security(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``options`` split into (the security ones, the rest)."""
-    security = {k: v for k, v in options.items() if k in SECURITY}
-    rest = {k: v for k, v in options.items() if k not in SECURITY}
-    return security, rest
