@@ -219,7 +219,9 @@ def parse_calendar(
     feb29: object = "feb28",
 ) -> Calendar:
     """Check every field (errors name it; a bad rule names its part) and build the Calendar."""
-    parts = parse_rrule(rrule)
+    # A batch of per-user schedules repeats a few rule texts: each is parsed once (a bad one is
+    # parsed, and refused, every time: the cache keeps only rules that pass).
+    parts = _parts(rrule) if isinstance(rrule, str) else parse_rrule(rrule)
     if dtstart is None:
         raise InvalidInput(
             "dtstart", "is required with rrule (a local time, e.g. 2027-01-29T17:00)"
@@ -244,7 +246,7 @@ def parse_calendar(
         first = start if not until.utc else to_utc(start, zone)
         if (until.is_date and limit.date() < start.date()) or (not until.is_date and limit < first):
             raise InvalidRrule("rrule", "UNTIL: is before DTSTART: the rule has no occurrence")
-    _check_fires(calendar, parts)
+    _check_fires(calendar)
     return calendar
 
 
@@ -265,14 +267,19 @@ def _locals(value: object, field: str) -> tuple[datetime, ...]:
     return tuple(sorted({parse_local(item, field) for item in value}))
 
 
-def _check_fires(calendar: Calendar, parts: RuleParts) -> None:
+@functools.lru_cache(maxsize=4096)
+def _check_fires(calendar: Calendar) -> None:
     """Refuse a rule whose dates can never match within HORIZON_YEARS (30 February...).
 
     dateutil walks a rule that never matches period by period up to year 9999 (for a SECONDLY
     rule, for ever): checking which *days* its BYxxx parts allow is a cheap, necessary
     condition, and :func:`~duetime.recurrence.periods.ever_fires` decides the rest (BYSETPOS
     beyond a period's size, a 5th Monday on the 1st, an INTERVAL out of phase) in bounded time.
+
+    Wall times alone, no zone: a rule given in a hundred zones is checked once (only a rule
+    that passes is remembered; one refused is checked, and refused, again).
     """
+    parts = calendar.parts
     if calendar.rdates:
         return
     if not some_day_matches(calendar.dtstart.date(), day_filter_key(parts)):

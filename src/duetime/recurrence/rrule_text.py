@@ -9,6 +9,7 @@ in ``Z`` (RFC 5545: the form it must take when DTSTART has a zone).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -118,7 +119,10 @@ _FREQ = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def weekday_of(value: str) -> du.weekday:
+    """dateutil's weekday for a checked BYDAY value (``MO``, ``-1FR``): a few hundred exist,
+    and every expansion of a rule asks again (dateutil's weekday never changes once made)."""
     match = _DAY.fullmatch(value)
     assert match is not None  # checked by parse_rrule
     sign, number, day = match.groups()
