@@ -22,7 +22,9 @@ fresh database (a new SQLite file, a new PostgreSQL schema): added, then materia
 kinds take turns going first (cron first in odd rounds, RRULE first in even ones), so neither
 always meets the other's leftovers (WAL, page cache, the server's dirty buffers), and each round
 prints both kinds' rates and their ratio: RRULE over cron, ``add_schedules`` per second and
-occurrences materialised per second.
+occurrences materialised per second. The process's CPU per schedule added and per occurrence
+materialised (all its threads; on PostgreSQL not the server's) follows each table: the rates
+move with the neighbours' load, the CPU much less.
 
 The script runs against older versions of the package too (``PYTHONPATH=/old/src``): it gives
 the catch-up grace per schedule or to the materialiser, whichever that version takes.
@@ -240,6 +242,11 @@ def _number(value: object) -> float:
     return float(value)
 
 
+def _span(values: list[float]) -> str:
+    low, high = round(min(values)), round(max(values))
+    return f"{low}" if low == high else f"{low} to {high}"
+
+
 def compare(backends: list[str], count: int, batch: int, rounds: int, pg: str) -> None:
     """Cron against RRULE, each kind in its own process and database, the order alternating;
     a table per backend: each round's figures and ratios, then the ratios' range."""
@@ -290,6 +297,20 @@ def compare(backends: list[str], count: int, batch: int, rounds: int, pg: str) -
             )
         adds = [row[5] for row in rows]
         mats = [row[6] for row in rows]
+        for what, cpu, per in (
+            ("adding, per schedule", "add_cpu_s", None),
+            ("materialising, per occurrence", "materialise_cpu_s", "occurrences"),
+        ):
+            spans = {
+                kind: _span(
+                    [
+                        _number(r[cpu]) / (count if per is None else _number(r[per])) * 1e6
+                        for r in (row[3] if kind == "cron" else row[4] for row in rows)
+                    ]
+                )
+                for kind in ("cron", "rrule")
+            }
+            print(f"the process's CPU {what}: cron {spans['cron']} µs, RRULE {spans['rrule']} µs")
         print(
             f"add ratio {min(adds):.2f} to {max(adds):.2f} (median {statistics.median(adds):.2f}), "
             f"materialise ratio {min(mats):.2f} to {max(mats):.2f} "
