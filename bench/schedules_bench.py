@@ -14,11 +14,17 @@ comparison, as many plain timers are stored by ``schedule_many`` (10,000 a call)
 database, and one schedule is materialised occurrence by occurrence. Memory is the process's
 peak RSS during each phase.
 
-With ``--rrule``, as many RFC 5545 schedules follow in the same run, in a fresh database:
-half "the last business day of the month at 17:00"
+With ``--rrule`` the script compares RFC 5545 schedules with the cron ones instead, in
+``--rounds`` rounds: half "the last business day of the month at 17:00"
 (``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1``), half "every weekday at 09:00", across 100
-zones; added the same way, then materialised once, and
-their rates printed as a ratio of the cron schedules' (``rrule_*_ratio``).
+zones, against ``--count`` of the daily crons above. Each kind runs in a process of its own on a
+fresh database (a new SQLite file, a new PostgreSQL schema): added, then materialised once. The
+kinds take turns going first (cron first in odd rounds, RRULE first in even ones), so neither
+always meets the other's leftovers (WAL, page cache, the server's dirty buffers), and each round
+prints both kinds' rates and their ratio: RRULE over cron, ``add_schedules`` per second and
+occurrences materialised per second. The process's CPU per schedule added and per occurrence
+materialised (all its threads; on PostgreSQL not the server's) follows each table: the rates
+move with the neighbours' load, the CPU much less.
 
 The script runs against older versions of the package too (``PYTHONPATH=/old/src``): it gives
 the catch-up grace per schedule or to the materialiser, whichever that version takes.
@@ -32,6 +38,8 @@ import dataclasses
 import inspect
 import json
 import os
+import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -159,37 +167,156 @@ async def seed(app: AsyncApp, count: int, rrule: bool = False) -> float:
     return time.perf_counter() - started
 
 
-async def calendar_phase(url: str, count: int, batch: int) -> dict[str, object]:
-    """The RRULE schedules, in a fresh database as the cron ones were: add, then materialise
-    every occurrence due by R1 (one or two a schedule: a weekday east of UTC is due twice)."""
-    clock = FrozenClock(R0)
-    cal = AsyncApp(url, "calendar", clock=clock)
-    await cal.open()
+async def one_kind(url: str, kind: str, count: int, batch: int) -> dict[str, object]:
+    """``count`` schedules of one kind into the empty database at ``url``: added, then
+    materialised once. Cron: the daily crons, added at T0, materialised a day on (one
+    occurrence each). RRULE: added at R0, materialised at R1 (one or two occurrences each: a
+    weekday schedule east of UTC has 1 July due too). Wall seconds and this process's CPU
+    seconds of each phase (on PostgreSQL the server's CPU is not in it)."""
+    rrule = kind == "rrule"
+    added_at, due_at = (R0, R1) if rrule else (T0, T0 + timedelta(days=1))
+    clock = FrozenClock(added_at)
+    app = AsyncApp(url, kind, clock=clock)
+    await app.open()
     try:
-        return await _calendar_rounds(cal, clock, count, batch)
+        cpu = time.process_time()
+        seed_seconds = await seed(app, count, rrule=rrule)
+        seed_cpu = time.process_time() - cpu
+        clock.set(due_at)
+        materializer = Materializer(
+            app.store,
+            clock,
+            kind,
+            lookahead=timedelta(0),
+            batch_size=batch,
+            check_tzdata=False,
+            **GRACE_OPTION,  # type: ignore[arg-type]
+        )
+        cpu = time.process_time()
+        started = time.perf_counter()
+        created = await materializer.tick(clock.now())
+        seconds = time.perf_counter() - started
+        materialise_cpu = time.process_time() - cpu
+        assert created >= count, (created, count)
+        return {
+            "kind": kind,
+            "add_s": round(seed_seconds, 3),
+            "add_cpu_s": round(seed_cpu, 3),
+            "add_per_s": round(count / seed_seconds),
+            "materialise_s": round(seconds, 3),
+            "materialise_cpu_s": round(materialise_cpu, 3),
+            "occurrences": created,
+            "occurrences_per_s": round(created / seconds),
+        }
     finally:
-        await cal.close()
+        await app.close()
 
 
-async def _calendar_rounds(
-    cal: AsyncApp, clock: FrozenClock, count: int, batch: int
-) -> dict[str, object]:
-    seed_seconds = await seed(cal, count, rrule=True)
-    clock.set(R1)
-    materializer = Materializer(
-        cal.store, clock, "calendar", lookahead=timedelta(0), batch_size=batch, check_tzdata=False
-    )
-    started = time.perf_counter()
-    created = await materializer.tick(clock.now())
-    seconds = time.perf_counter() - started
-    assert created >= count, (created, count)
-    return {
-        "rrule_seed_s": round(seed_seconds, 2),
-        "rrule_add_schedules_per_s": round(count / seed_seconds),
-        "rrule_materialise_s": round(seconds, 2),
-        "rrule_timers": created,
-        "rrule_timers_per_s": round(created / seconds),
-    }
+def run_kind(backend: str, kind: str, count: int, batch: int, pg: str) -> dict[str, object]:
+    """One kind in a fresh process on a fresh database; the process prints its figures."""
+    with TemporaryDirectory() as tmp:
+        schema = None
+        if backend == "sqlite":
+            url = f"sqlite:///{Path(tmp) / f'{kind}.db'}"
+        else:
+            url, schema = postgres_url(pg)
+        try:
+            out = subprocess.run(
+                [
+                    *(sys.executable, __file__, "--one-kind", kind, "--url", url),
+                    *("--count", str(count), "--batch", str(batch)),
+                ],
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+            ).stdout
+        finally:
+            if schema is not None:
+                drop_schema(pg, schema)
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _number(value: object) -> float:
+    assert isinstance(value, int | float), value
+    return float(value)
+
+
+def _span(values: list[float]) -> str:
+    low, high = round(min(values)), round(max(values))
+    return f"{low}" if low == high else f"{low} to {high}"
+
+
+def compare(backends: list[str], count: int, batch: int, rounds: int, pg: str) -> None:
+    """Cron against RRULE, each kind in its own process and database, the order alternating;
+    a table per backend: each round's figures and ratios, then the ratios' range."""
+    for backend in backends:
+        rows = []
+        for number in range(1, rounds + 1):
+            order = ("cron", "rrule") if number % 2 else ("rrule", "cron")
+            load = os.getloadavg()[0]
+            got = {kind: run_kind(backend, kind, count, batch, pg) for kind in order}
+            cron, cal = got["cron"], got["rrule"]
+            add = _number(cal["add_per_s"]) / _number(cron["add_per_s"])
+            mat = _number(cal["occurrences_per_s"]) / _number(cron["occurrences_per_s"])
+            rows.append((number, order[0], load, cron, cal, add, mat))
+            print(
+                json.dumps(
+                    {
+                        "backend": backend,
+                        "round": number,
+                        "first": order[0],
+                        **{
+                            f"{kind}_{key}": value
+                            for kind, r in got.items()
+                            for key, value in r.items()
+                            if key != "kind"
+                        },
+                        "add_ratio": round(add, 2),
+                        "materialise_ratio": round(mat, 2),
+                        "load": round(load, 2),
+                    }
+                ),
+                flush=True,
+            )
+        print(f"\n{backend}, {count:,} schedules of each kind; ratio = RRULE rate / cron rate")
+        print(
+            "| round (first) | load | cron add | RRULE add | add ratio "
+            "| cron materialise | RRULE materialise | materialise ratio |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for number, first, load, cron, cal, add, mat in rows:
+            print(
+                f"| {number} ({'cron' if first == 'cron' else 'RRULE'}) | {load:.1f} "
+                f"| {cron['add_s']:.2f} s ({cron['add_per_s']:,}/s) "
+                f"| {cal['add_s']:.2f} s ({cal['add_per_s']:,}/s) | **{add:.2f}** "
+                f"| {cron['occurrences']:,} in {cron['materialise_s']:.2f} s "
+                f"({cron['occurrences_per_s']:,}/s) "
+                f"| {cal['occurrences']:,} in {cal['materialise_s']:.2f} s "
+                f"({cal['occurrences_per_s']:,}/s) | **{mat:.2f}** |"
+            )
+        adds = [row[5] for row in rows]
+        mats = [row[6] for row in rows]
+        for what, cpu, per in (
+            ("adding, per schedule", "add_cpu_s", None),
+            ("materialising, per occurrence", "materialise_cpu_s", "occurrences"),
+        ):
+            spans = {
+                kind: _span(
+                    [
+                        _number(r[cpu]) / (count if per is None else _number(r[per])) * 1e6
+                        for r in (row[3] if kind == "cron" else row[4] for row in rows)
+                    ]
+                )
+                for kind in ("cron", "rrule")
+            }
+            print(f"the process's CPU {what}: cron {spans['cron']} µs, RRULE {spans['rrule']} µs")
+        print(
+            f"add ratio {min(adds):.2f} to {max(adds):.2f} (median {statistics.median(adds):.2f}), "
+            f"materialise ratio {min(mats):.2f} to {max(mats):.2f} "
+            f"(median {statistics.median(mats):.2f})",
+            flush=True,
+        )
 
 
 async def timers(url: str, count: int) -> float:
@@ -215,9 +342,7 @@ async def timers(url: str, count: int) -> float:
         await app.close()
 
 
-async def bench(
-    url: str, timers_url: str, count: int, batch: int, rrule_url: str | None = None
-) -> dict[str, object]:
+async def bench(url: str, timers_url: str, count: int, batch: int) -> dict[str, object]:
     reset_peak()
     timers_seconds = await timers(timers_url, count)
     clock = FrozenClock(T0)
@@ -259,17 +384,6 @@ async def bench(
             clock.advance(1)
         one_seconds = time.perf_counter() - started_one
         assert made == rounds, made
-        calendar: dict[str, object] = {}
-        if rrule_url is not None:
-            calendar = await calendar_phase(rrule_url, count, batch)
-            calendar["rrule_add_ratio"] = round(
-                float(calendar["rrule_add_schedules_per_s"]) * seed_seconds / count,
-                2,  # type: ignore[arg-type]
-            )
-            calendar["rrule_materialise_ratio"] = round(
-                float(calendar["rrule_timers_per_s"]) * seconds / created,
-                2,  # type: ignore[arg-type]
-            )
         return {
             "backend": url.split(":", 1)[0],
             "schedules": count,
@@ -286,7 +400,6 @@ async def bench(
             "rss_growth_mb": round(peak - before, 1),
             "seed_rss_peak_mb": round(seed_peak, 1),
             "lone_schedule_ms_per_occurrence": round(one_seconds / rounds * 1000, 2),
-            **calendar,
         }
     finally:
         await app.close()
@@ -312,37 +425,41 @@ def main() -> None:
     parser.add_argument(
         "--rrule",
         action="store_true",
-        help="also as many RRULE schedules in 100 zones, with their rates' ratio to cron's",
+        help="RRULE schedules in 100 zones against as many crons, in alternating rounds",
     )
+    parser.add_argument("--rounds", type=int, default=4, help="with --rrule (default 4)")
     parser.add_argument(
         "--pg",
         default=os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
+    parser.add_argument("--one-kind", choices=("cron", "rrule"), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_kind:  # one side of a --rrule round, in a process of its own
+        result = asyncio.run(one_kind(args.url, args.one_kind, args.count, args.batch))
+        print(json.dumps(result), flush=True)
+        return
     print(f"$ {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f})", flush=True)
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    if args.rrule:
+        compare(backends, args.count, args.batch, args.rounds, args.pg)
+        print(f"load average at the end {os.getloadavg()[0]:.2f}")
+        return
     results = []
-    if args.backend in ("sqlite", "both"):
+    if "sqlite" in backends:
         with TemporaryDirectory() as tmp:
             url = f"sqlite:///{Path(tmp) / 'bench.db'}"
             timers_url = f"sqlite:///{Path(tmp) / 'timers.db'}"
-            rrule_url = f"sqlite:///{Path(tmp) / 'rrule.db'}" if args.rrule else None
-            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch, rrule_url)))
+            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch)))
             print(json.dumps(results[-1]), flush=True)
-    if args.backend in ("postgres", "both"):
+    if "postgres" in backends:
         url, schema = postgres_url(args.pg)
         timers_url, timers_schema = postgres_url(args.pg)
-        rrule_url, rrule_schema = postgres_url(args.pg)
         try:
-            results.append(
-                asyncio.run(
-                    bench(
-                        url, timers_url, args.count, args.batch, rrule_url if args.rrule else None
-                    )
-                )
-            )
+            results.append(asyncio.run(bench(url, timers_url, args.count, args.batch)))
             print(json.dumps(results[-1]), flush=True)
         finally:
-            for name in (schema, timers_schema, rrule_schema):
+            for name in (schema, timers_schema):
                 drop_schema(args.pg, name)
     print()
     keys = list(results[0])

@@ -317,6 +317,7 @@ class ScheduleRequest:
 def _resolve_rule(
     request: ScheduleRequest, now: datetime, anchor_at: datetime, rules: RuleCache
 ) -> tuple[Recurrence, datetime | None]:
+    options = request.calendar_options()
     key = (
         request.cron,
         request.every,
@@ -326,7 +327,7 @@ def _resolve_rule(
         request.start_at,
         request.end_at,
         request.rrule,
-        _hashable(request.calendar_options()),
+        _hashable(options),
         now,
     )
     try:
@@ -347,7 +348,7 @@ def _resolve_rule(
             end_at=parse_instant(request.end_at, "end_at"),
             now=now,
             rrule=request.rrule,
-            calendar=request.calendar_options(),
+            calendar=options,
         )
         found = rule, first_after(rule, anchor_at, now)
         if request.start_at is None:

@@ -64,6 +64,35 @@ def test_bad_rules_are_refused_naming_the_part(rule: str, part: str) -> None:
     assert part in caught.value.message
 
 
+def test_rules_checked_once_for_many_zones_are_still_refused_every_time() -> None:
+    # The rule's text and its "does it ever fire" check are remembered per distinct rule: a
+    # good one given in many zones is the same calendar each time, a bad one is refused on
+    # every call, in every zone, with the part named.
+    good = [
+        parse_calendar(rrule="rrule:freq=monthly;byday=MO,TU,WE,TH,FR;bysetpos=-1", **where)
+        for where in (
+            {"dtstart": "2025-01-31T17:00", "zone": NEW_YORK},
+            {"dtstart": "2025-01-31T17:00", "zone": BERLIN},
+        )
+    ]
+    assert good[0] == good[1]
+    assert good[0].rrule == "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"
+    for zone in (NEW_YORK, BERLIN, NEW_YORK):
+        with pytest.raises(InvalidRrule) as caught:
+            parse_calendar(
+                rrule="FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30", dtstart="2027-01-01T09:00", zone=zone
+            )
+        assert "BYMONTHDAY" in caught.value.message
+        with pytest.raises(InvalidRrule) as caught:
+            parse_calendar(rrule="FREQ=MONTHLY;BYSETPOS=-1", dtstart="2027-01-01", zone=zone)
+        assert "BYSETPOS" in caught.value.message
+        with pytest.raises(InvalidInput) as refused:
+            parse_calendar(
+                rrule="FREQ=WEEKLY;BYDAY=SA,SU", dtstart="2027-01-02T09:00", zone=zone, roll="skip"
+            )
+        assert refused.value.field == "roll"
+
+
 def test_dtstart_is_required_and_local() -> None:
     with pytest.raises(InvalidInput) as caught:
         parse_calendar(rrule="FREQ=DAILY", dtstart=None, zone=NEW_YORK)

@@ -46,18 +46,22 @@ from duetime.timemath.recurrence.business import (
     check_weekend,
 )
 from duetime.timemath.recurrence.cron import walk_start
+from duetime.timemath.recurrence.day_filter import (
+    HORIZON_YEARS,
+    day_filter_key,
+    day_parts,
+    some_day_matches,
+)
 from duetime.timemath.recurrence.periods import ever_fires, period_start, resumed
-from duetime.timemath.recurrence.rrule_text import DAYS, RuleParts, parse_rrule
+from duetime.timemath.recurrence.rrule_text import RuleParts, parse_rrule
 from duetime.timemath.tzmath import classify, to_utc
 
 Feb29 = Literal["feb28", "mar1", "skip"]
 FEB29: tuple[Feb29, ...] = get_args(Feb29)
-HORIZON_YEARS = 100
 _UTC_ZONE = ZoneInfo("UTC")
 MAX_DROPPED = 10_000
 """Occurrences in a row that ``roll=skip`` may drop before the calendar counts as one that
 never fires (a weekday rule on a weekend-only calendar would otherwise be walked for ever)."""
-"""A rule with no occurrence within this many years of DTSTART is refused."""
 _MAX_DATES = 1000
 _MAX_TEXT = 64
 
@@ -215,7 +219,9 @@ def parse_calendar(
     feb29: object = "feb28",
 ) -> Calendar:
     """Check every field (errors name it; a bad rule names its part) and build the Calendar."""
-    parts = parse_rrule(rrule)
+    # A batch of per-user schedules repeats a few rule texts: each is parsed once (a bad one is
+    # parsed, and refused, every time: the cache keeps only rules that pass).
+    parts = _parts(rrule) if isinstance(rrule, str) else parse_rrule(rrule)
     if dtstart is None:
         raise InvalidInput(
             "dtstart", "is required with rrule (a local time, e.g. 2027-01-29T17:00)"
@@ -240,7 +246,7 @@ def parse_calendar(
         first = start if not until.utc else to_utc(start, zone)
         if (until.is_date and limit.date() < start.date()) or (not until.is_date and limit < first):
             raise InvalidRrule("rrule", "UNTIL: is before DTSTART: the rule has no occurrence")
-    _check_fires(calendar, parts)
+    _check_fires(calendar)
     return calendar
 
 
@@ -261,21 +267,25 @@ def _locals(value: object, field: str) -> tuple[datetime, ...]:
     return tuple(sorted({parse_local(item, field) for item in value}))
 
 
-def _check_fires(calendar: Calendar, parts: RuleParts) -> None:
+@functools.lru_cache(maxsize=4096)
+def _check_fires(calendar: Calendar) -> None:
     """Refuse a rule whose dates can never match within HORIZON_YEARS (30 February...).
 
-    dateutil walks a rule that never matches period by period up to year 9999 (for a SECONDLY
-    rule, for ever): checking which *days* its BYxxx parts allow is a cheap, necessary
-    condition, and :func:`~duetime.timemath.recurrence.periods.ever_fires` decides the rest
-    (BYSETPOS
-    beyond a period's size, a 5th Monday on the 1st, an INTERVAL out of phase) in bounded time.
+    dateutil walks a rule that never matches period by period up to year 9999 (for a SECONDLY rule,
+    for ever): checking which *days* its BYxxx parts allow is a cheap, necessary condition, and
+    :func:`~duetime.timemath.recurrence.periods.ever_fires` decides the rest (BYSETPOS beyond a
+    period's size, a 5th Monday on the 1st, an INTERVAL out of phase) in bounded time.
+
+    Wall times alone, no zone: a rule given in a hundred zones is checked once (only a rule
+    that passes is remembered; one refused is checked, and refused, again).
     """
+    parts = calendar.parts
     if calendar.rdates:
         return
-    if not _some_day_matches(calendar.dtstart.date(), _day_filter_key(parts)):
+    if not some_day_matches(calendar.dtstart.date(), day_filter_key(parts)):
         raise InvalidRrule(
             "rrule",
-            f"{_day_parts(parts)}: no day matches within {HORIZON_YEARS} years of DTSTART: "
+            f"{day_parts(parts)}: no day matches within {HORIZON_YEARS} years of DTSTART: "
             "the rule never fires",
         )
     if not ever_fires(parts, calendar.dtstart) or _first_wall(calendar) is None:
@@ -286,72 +296,6 @@ def _check_fires(calendar: Calendar, parts: RuleParts) -> None:
         raise InvalidInput(
             "roll", f"skip drops every occurrence of {parts.text}: none is on a business day"
         )
-
-
-_DAY_PARTS = ("BYMONTH", "BYWEEKNO", "BYYEARDAY", "BYMONTHDAY", "BYDAY")
-
-
-def _day_filter_key(parts: RuleParts) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    return tuple((name, values) for name, values in parts.by if name in _DAY_PARTS)
-
-
-def _day_parts(parts: RuleParts) -> str:
-    return ";".join(f"{n}={','.join(v)}" for n, v in _day_filter_key(parts)) or "FREQ"
-
-
-def _some_day_matches(start: date, key: tuple[tuple[str, tuple[str, ...]], ...]) -> bool:
-    if not any(name in ("BYMONTH", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO") for name, _ in key):
-        return True
-    return _days_match(key, start.year)
-
-
-@functools.lru_cache(maxsize=1024)
-def _days_match(key: tuple[tuple[str, tuple[str, ...]], ...], year: int) -> bool:
-    """Is there a day in [year, year + HORIZON_YEARS) passing each day filter alone?"""
-    filters = dict(key)
-    months = {int(v) for v in filters.get("BYMONTH", ())}
-    monthdays = {int(v) for v in filters.get("BYMONTHDAY", ())}
-    yeardays = {int(v) for v in filters.get("BYYEARDAY", ())}
-    weeknos = {int(v) for v in filters.get("BYWEEKNO", ())}
-    weekdays = {DAYS.index(v[-2:]) for v in filters.get("BYDAY", ())}
-    day = date(year, 1, 1)
-    end = date(min(year + HORIZON_YEARS, 9999), 12, 31)
-    step = timedelta(days=1)
-    while day < end:
-        if months and day.month not in months:
-            day += step
-            continue
-        if monthdays and not _month_day_in(day, monthdays):
-            day += step
-            continue
-        if yeardays and not _year_day_in(day, yeardays):
-            day += step
-            continue
-        if weeknos and not _week_in(day, weeknos):
-            day += step
-            continue
-        if weekdays and day.weekday() not in weekdays:
-            day += step
-            continue
-        return True
-    return False
-
-
-def _month_day_in(day: date, wanted: set[int]) -> bool:
-    last = ((day.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)).day
-    return day.day in wanted or day.day - last - 1 in wanted
-
-
-def _year_day_in(day: date, wanted: set[int]) -> bool:
-    number = day.timetuple().tm_yday
-    length = 366 if date(day.year, 12, 31).timetuple().tm_yday == 366 else 365
-    return number in wanted or number - length - 1 in wanted
-
-
-def _week_in(day: date, wanted: set[int]) -> bool:
-    year, week, _ = day.isocalendar()
-    weeks = date(year, 12, 28).isocalendar()[1]
-    return week in wanted or week - weeks - 1 in wanted
 
 
 def _first_wall(calendar: Calendar) -> datetime | None:

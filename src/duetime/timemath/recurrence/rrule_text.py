@@ -8,6 +8,7 @@ python-dateutil's own parser accepts what RFC 5545 forbids (``BYSETPOS`` alone, 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -117,7 +118,10 @@ _FREQ = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def weekday_of(value: str) -> du.weekday:
+    """dateutil's weekday for a checked BYDAY value (``MO``, ``-1FR``): a few hundred exist,
+    and every expansion of a rule asks again (dateutil's weekday never changes once made)."""
     match = _DAY.fullmatch(value)
     assert match is not None  # checked by parse_rrule
     sign, number, day = match.groups()
