@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 import psycopg
 
-import duetime.store.postgres.store as pg_store
+import duetime.store.postgres.write_plan as write_plan
 from duetime import AsyncApp, TimerRequest
 
 DB = "dtenqueue"
@@ -129,7 +129,7 @@ def main() -> None:
     results: dict[int, list[tuple[float, float, float]]] = {c: [] for c in chunks}
     for _ in range(args.rounds):
         for chunk in chunks:
-            pg_store.PUT_CHUNK = chunk
+            write_plan.PUT_CHUNK = chunk
             rate, client, server = asyncio.run(one_round(args.base, args.n, args.batch))
             results[chunk].append((rate, client, server))
             print(

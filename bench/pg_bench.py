@@ -24,7 +24,7 @@ handler, the same ``--concurrency``). Scenarios:
   lateness   (b) jobs due evenly over S seconds, workers running: handler start - due (ms)
   immediate  (c) N jobs already due when the workers start: drain rate
   (d)        the raw-SQL floor is the ``raw`` system in mass and immediate
-  claim      (e) duetime's claim_due statement (queries.sql) with 10M pending timers bulk-loaded
+  claim      (e) duetime's claim_due statement (claims.sql) with 10M pending timers bulk-loaded
              into its table: latency of batches of 100, and the plan, before and after ANALYZE
   idle       (f) the workers running with 10,000 timers due over the next hour and nothing due:
              transactions/s of the system's own database (pg_stat_database), the CPU of its
@@ -699,7 +699,7 @@ class Bench:
     # (e) claim latency with many pending timers
     def claim(self, rows: int, iterations: int) -> None:
         from duetime.store.postgres.settings import parse_url
-        from duetime.store.queries import load_queries
+        from duetime.store.queries import load_queries, query_files
 
         args, rep = self.args, self.report
         sut = self.system("duetime")
@@ -708,7 +708,7 @@ class Bench:
         asyncio.run(sut.install(db))
         url = sut.url(db)  # type: ignore[attr-defined]
         conninfo = parse_url(url).conninfo  # the store's own session settings
-        queries = load_queries("duetime.store.postgres")
+        queries = load_queries("duetime.store.postgres", *query_files("duetime.store.postgres"))
         claim_sql = queries["claim_due"]
         prelude = queries.get("claim_in_order")  # sent first in the claim's transaction
         due_now = max(int(rows * args.claim_due_fraction), 5 * iterations * 100)
@@ -859,7 +859,7 @@ def time_claims(
 ) -> tuple[list[float], list[int], list[tuple[str, str]], list[float], list[float]]:
     """Run the store's claim_due statement as the store does: psycopg with its default
     prepare threshold (server-side prepared after 5 runs, so PostgreSQL may switch to a generic
-    plan), in autocommit — or, when the store sends ``prelude`` (queries.sql's
+    plan), in autocommit — or, when the store sends ``prelude`` (claims.sql's
     ``claim_in_order``) first, with it in one pipeline (one round trip, one implicit
     transaction), timed whole. Each timed claim is followed by one taken apart: the same
     statements in an explicit transaction, the claim statement timed from its sending to its
@@ -869,7 +869,7 @@ def time_claims(
     timings (ms)."""
     node = "bench-claim"
     try:  # the subscription filter's parameters, from the store itself when it has them
-        from duetime.store.postgres.store import claim_params
+        from duetime.store.postgres.working import claim_params
 
         filter_params: dict[str, Any] = claim_params(["bench.noop"])
     except ImportError:

@@ -23,8 +23,8 @@ import psycopg
 
 from duetime import AsyncApp, TimerRequest
 from duetime.store.postgres.settings import parse_url
-from duetime.store.postgres.store import claim_params
-from duetime.store.queries import load_queries
+from duetime.store.postgres.working import claim_params
+from duetime.store.queries import load_queries, query_files
 
 DB = "dtformat"
 
@@ -59,7 +59,7 @@ def main() -> None:
     admin(args.base, f"CREATE DATABASE {DB}")
     url = f"{args.base}/{DB}?schema=duetime"
     asyncio.run(load(url, args.n))
-    queries = load_queries("duetime.store.postgres")
+    queries = load_queries("duetime.store.postgres", *query_files("duetime.store.postgres"))
     totals = {False: [0.0, 0, 0.0], True: [0.0, 0, 0.0]}  # cpu s, rows, wall s
     with psycopg.connect(parse_url(url).conninfo, autocommit=True) as conn:
         conn.execute("ANALYZE timers")

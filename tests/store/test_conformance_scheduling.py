@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from storekit import NOW, new_timer
 
-import duetime.store.postgres.store
+import duetime.store.postgres.write_pipeline
 import duetime.store.sqlite.store
 import duetime.store.sqlite.writes
 from duetime import validation
@@ -463,7 +463,7 @@ async def test_a_generated_key_never_takes_a_stored_timers_key(
     def drawing() -> str:
         return next(draws, None) or validation.generate_key()
 
-    for module in (duetime.store.sqlite.writes, duetime.store.postgres.store):
+    for module in (duetime.store.sqlite.writes, duetime.store.postgres.write_pipeline):
         monkeypatch.setattr(module, "generate_key", drawing)
     keyless = [new_timer(None, type="t", payload={"n": n}) for n in range(3)]
     batch = [new_timer("given"), *keyless] if mixed else keyless
@@ -480,7 +480,7 @@ async def test_a_generator_stuck_on_a_stored_key_is_reported_and_stores_nothing(
     """A generator that kept drawing a held key would be a fault: the batch is refused, as a
     key that exists, with nothing of it stored, rather than drawing forever."""
     (held,) = await store.put_timers([new_timer("taken", type="t")], "error", NOW)
-    for module in (duetime.store.sqlite.writes, duetime.store.postgres.store):
+    for module in (duetime.store.sqlite.writes, duetime.store.postgres.write_pipeline):
         monkeypatch.setattr(module, "generate_key", lambda: "taken")
     batch = [new_timer("given"), new_timer(None, type="t")]
     with pytest.raises(AlreadyExists) as raised:

@@ -15,7 +15,7 @@ from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, Timer
 from duetime.requests import TimerRequest
 from duetime.store.postgres.rows import batch_column
-from duetime.store.postgres.store import PUT_CHUNK
+from duetime.store.postgres.write_plan import PUT_CHUNK
 
 
 def _fresh(count: int, **fields: Any) -> list[NewTimer]:

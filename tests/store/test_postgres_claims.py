@@ -9,7 +9,7 @@ import pytest
 from storekit import NOW, StoreFactory, new_timer
 
 from duetime.model import Status
-from duetime.store.postgres import store as postgres_store
+from duetime.store.postgres import working as postgres_working
 from duetime.store.postgres.store import PostgresStore
 
 
@@ -19,7 +19,7 @@ async def test_a_claim_that_cannot_be_read_gives_its_rows_back(
     store = await open_store(pg_url)
     assert isinstance(store, PostgresStore)
     await store.put_timers([new_timer(f"k{i}", NOW, type="t") for i in range(3)], "error", NOW)
-    real = postgres_store.claimed_rows
+    real = postgres_working.claimed_rows
 
     def unreadable(known: Any) -> Any:
         make = real(known)
@@ -30,7 +30,7 @@ async def test_a_claim_that_cannot_be_read_gives_its_rows_back(
 
         return factory
 
-    monkeypatch.setattr(postgres_store, "claimed_rows", unreadable)
+    monkeypatch.setattr(postgres_working, "claimed_rows", unreadable)
     with pytest.raises(RuntimeError, match="cannot be read"):
         await store.claim_due("ns", None, NOW, 10, "n1", NOW.replace(year=NOW.year + 1))
     for i in range(3):
@@ -39,7 +39,7 @@ async def test_a_claim_that_cannot_be_read_gives_its_rows_back(
         assert (timer.status, timer.attempts, timer.lease_owner) == (Status.SCHEDULED, 0, None)
         assert timer.fired_at is None
 
-    monkeypatch.setattr(postgres_store, "claimed_rows", real)
+    monkeypatch.setattr(postgres_working, "claimed_rows", real)
     claimed = await store.claim_due("ns", None, NOW, 10, "n1", NOW.replace(year=NOW.year + 1))
     assert sorted(c.timer.key for c in claimed) == ["k0", "k1", "k2"]
     assert all(c.attempt == 1 for c in claimed)

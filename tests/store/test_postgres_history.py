@@ -22,7 +22,10 @@ from duetime.history import EventFilter, RetentionPolicy
 from duetime.model import Finish, Outcome, TimerFilter
 from duetime.store.cursors import timer_listing
 from duetime.store.postgres import history
-from duetime.store.postgres.store import PostgresStore, Q
+from duetime.store.postgres.store import PostgresStore
+from duetime.store.queries import load_queries, query_files
+
+Q = load_queries("duetime.store.postgres", *query_files("duetime.store.postgres"))
 
 NOW = datetime(2025, 3, 21, 12, 0, tzinfo=UTC)
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))

@@ -13,7 +13,10 @@ from storekit import NOW, PG_URL, StoreFactory, new_timer
 
 from duetime.model import Finish, Outcome, Status
 from duetime.store.postgres.schema import MIGRATIONS
-from duetime.store.postgres.store import PostgresStore, Q
+from duetime.store.postgres.store import PostgresStore
+from duetime.store.queries import load_queries, query_files
+
+Q = load_queries("duetime.store.postgres", *query_files("duetime.store.postgres"))
 
 
 def _connect(schema: str) -> psycopg.Connection[Any]:

@@ -19,7 +19,11 @@ from storekit import PG_URL
 
 from duetime.model import ClaimFilter, FanOut, Finish, Outcome
 from duetime.store.postgres.rows import FinishBatch
-from duetime.store.postgres.store import PostgresStore, Q, claim_params, fan_out_params
+from duetime.store.postgres.store import PostgresStore
+from duetime.store.postgres.working import claim_params, fan_out_params
+from duetime.store.queries import load_queries, query_files
+
+Q = load_queries("duetime.store.postgres", *query_files("duetime.store.postgres"))
 
 PENDING = 100_000
 PARAM_TYPES = {

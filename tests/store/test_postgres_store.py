@@ -19,7 +19,10 @@ from duetime.store.postgres.database import Statement
 from duetime.store.postgres.rows import claimed_timer_rows
 from duetime.store.postgres.schema import MIGRATIONS
 from duetime.store.postgres.settings import parse_url
-from duetime.store.postgres.store import PostgresStore, Q
+from duetime.store.postgres.store import PostgresStore
+from duetime.store.queries import load_queries, query_files
+
+Q = load_queries("duetime.store.postgres", *query_files("duetime.store.postgres"))
 
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))
 
@@ -350,7 +353,7 @@ async def test_a_pipelined_claim_is_one_transaction(
     broken = dict(Q)
     # fails after the UPDATE ran: every claimed row has attempts = 1
     broken["claim_due"] = Q["claim_due"] + " WHERE 1 / (attempts - 1) = 0"
-    monkeypatch.setattr("duetime.store.postgres.store.Q", broken)
+    monkeypatch.setattr("duetime.store.postgres.working.Q", broken)
     with pytest.raises(psycopg.errors.DivisionByZero):
         await store.claim_due("ns", None, NOW, 10, "n1", lease)
     monkeypatch.undo()

@@ -3,7 +3,7 @@
 A claim under rules (``store.limits.claim``) takes, for each limit, at most what the limit
 allows, in a transaction that holds the limit's row (PostgreSQL: ``FOR UPDATE``; SQLite: its
 write lock), then the types no rule governs as the plain claim would. The arithmetic is here,
-once; the SQL is in each backend's ``queries.sql``.
+once; the SQL is in each backend's ``limits.sql``.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def grant(
 
 PARTITION_SCAN = 2000
 """A partitioned limit's claim ranks at least this many of the oldest due rows (20 per row it
-may take, if more) by partition key: see ``claim_partitioned`` in queries.sql."""
+may take, if more) by partition key: see ``claim_partitioned`` in claims.sql."""
 
 
 def partition_params(row: Mapping[str, Any], rows: int) -> dict[str, Any]:

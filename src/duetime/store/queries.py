@@ -1,11 +1,13 @@
-"""Named SQL queries: each backend keeps its SQL in one ``queries.sql``.
+"""Named SQL queries: each backend keeps its SQL in ``.sql`` files by area (timers, claims,
+limits, history, ...), next to the modules that run it.
 
 A block starts with ``-- name: <method_name>`` and runs until the next one; the name is the
 store method that runs it, so SQL and Python can be read side by side. Whole-line comments stay
 in the file and out of the statements: psycopg caches its parse of a statement only up to 4 KiB,
 and the comments had taken the busiest ones (scheduling's upsert, a worker's outcomes) past it.
 A line ``-- include: <name>`` stands for the block of that name, for SQL that several
-statements share word for word.
+statements share word for word; a module loads the files it runs, and a block may include one
+of another file loaded with it.
 """
 
 from __future__ import annotations
@@ -18,19 +20,31 @@ _COMMENT_LINE = re.compile(r"^[ \t]*--.*(?:\n|$)", re.MULTILINE)
 _INCLUDE = re.compile(r"^([ \t]*)--\s*include:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
-def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
-    """Read ``filename`` from ``package`` and split it into ``{name: sql}``."""
-    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    return parse_queries(text)
+def load_queries(package: str, filename: str, *more: str) -> dict[str, str]:
+    """Read ``filename`` (and ``more`` files) from ``package`` and split them into
+    ``{name: sql}``; a name may be defined once among them all."""
+    files = resources.files(package)
+    return parse_queries(
+        *(files.joinpath(name).read_text(encoding="utf-8") for name in (filename, *more))
+    )
 
 
-def parse_queries(text: str) -> dict[str, str]:
-    parts = _NAME.split(text)
+def query_files(package: str) -> list[str]:
+    """The names of ``package``'s query files (``*.sql``), in order."""
+    return sorted(
+        entry.name for entry in resources.files(package).iterdir() if entry.name.endswith(".sql")
+    )
+
+
+def parse_queries(*texts: str) -> dict[str, str]:
+    """``{name: sql}`` of the blocks of ``texts``, their includes resolved across them all."""
     bodies: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in bodies:
-            raise ValueError(f"query {name!r} is defined twice")
-        bodies[name] = body
+    for text in texts:
+        parts = _NAME.split(text)
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in bodies:
+                raise ValueError(f"query {name!r} is defined twice")
+            bodies[name] = body
 
     def included(match: re.Match[str]) -> str:
         indent, name = match[1], match[2]

@@ -1,9 +1,9 @@
 """A caller's blocking psycopg ``Connection`` with the face of an ``AsyncConnection``.
 
-The outbox's writes are async code written once (:meth:`PostgresStore._put` and the
-statements of ``queries.sql``); a blocking caller's transaction runs them through this bridge,
-whose every ``await`` completes at once, on the caller's own connection, in the caller's own
-thread. :func:`run_now` drives such a coroutine there without an event loop.
+The outbox's writes are async code written once (:func:`.write_pipeline.write_timers` and
+the statements of the store's ``.sql`` files); a blocking caller's transaction runs them through
+this bridge, whose every ``await`` completes at once, on the caller's own connection, in the
+caller's own thread. :func:`run_now` drives such a coroutine there without an event loop.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from duetime.model import Claimed
 from duetime.store.postgres.database import Database, fetch_all
 from duetime.store.queries import load_queries
 
-Q = load_queries("duetime.store.postgres")
+Q = load_queries("duetime.store.postgres", "claims.sql")
 log = logging.getLogger("duetime.store.postgres")
 
 

@@ -61,7 +61,7 @@ class Statement(NamedTuple):
 
 
 ROLLBACK_RETRIES = 3
-Q = load_queries("duetime.store.postgres")
+Q = load_queries("duetime.store.postgres", "session.sql")
 
 Lane = Literal["heartbeat", "claims"]
 LANES: dict[Lane, int] = {"heartbeat": 1, "claims": 2}
@@ -188,7 +188,7 @@ class Database:
         lock is held from the notify queue's update to the end of the commit, WAL flush
         included), so concurrent writers that notify inside their transactions wait for each
         other's fsyncs. A notify in a transaction of its own that does not wait for its flush
-        (``notify_after_commit`` in queries.sql) holds that lock for microseconds. It is best
+        (``notify_after_commit`` in session.sql) holds that lock for microseconds. It is best
         effort: a hint lost between the commit and the notify costs latency, never work
         (workers re-check on their own).
         """

@@ -37,7 +37,7 @@ from duetime.store.postgres.rows import attempt_from_row, timer_from_row
 from duetime.store.queries import load_queries
 from duetime.timemath.durations import add_months, month_start, months_between
 
-Q = load_queries("duetime.store.postgres")
+Q = load_queries("duetime.store.postgres", "history.sql", "session.sql")
 log = logging.getLogger("duetime.store.postgres")
 
 PARENTS = ("timer_history", "attempt_history")

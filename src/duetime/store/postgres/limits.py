@@ -42,7 +42,7 @@ from duetime.store.postgres.database import Conn, Database, Statement, fetch_all
 from duetime.store.postgres.rows import claim_known, claimed_rows
 from duetime.store.queries import load_queries
 
-Q = load_queries("duetime.store.postgres")
+Q = load_queries("duetime.store.postgres", "claims.sql", "limits.sql")
 Types = Sequence[str] | ClaimFilter | None
 
 

@@ -16,7 +16,7 @@ from duetime.store.postgres.database import Conn, Database, Statement
 from duetime.store.postgres.wakeup import encode_payload
 from duetime.store.queries import load_queries
 
-Q = load_queries("duetime.store.postgres")
+Q = load_queries("duetime.store.postgres", "session.sql")
 
 
 class Notices:
@@ -36,7 +36,7 @@ class Notices:
 
     def notice(self, earliest: datetime | None, *, after_commit: bool = True) -> Statement:
         """The statement of :meth:`notify`: on its own after a commit, or inside a caller's
-        transaction (see ``notify_after_commit`` in queries.sql)."""
+        transaction (see ``notify_after_commit`` in session.sql)."""
         query = Q["notify_after_commit"] if after_commit else Q["notify"]
         return Statement(query, {"channel": self._channel, "payload": encode_payload(earliest)})
 

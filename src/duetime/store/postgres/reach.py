@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from duetime.store.postgres.database import Conn, fetch_all, fetch_value
 from duetime.store.queries import load_queries
 
-Q = load_queries("duetime.store.postgres")
+Q = load_queries("duetime.store.postgres", "session.sql")
 
 
 @dataclass(frozen=True, slots=True)

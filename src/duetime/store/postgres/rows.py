@@ -170,7 +170,7 @@ WRITTEN_COLUMNS = (
     "destination",
 )
 """What ``insert_timer``, ``insert_fresh_timers`` and ``upsert_timer`` return for every row they
-write (``written_columns`` in queries.sql): each column the statement decides."""
+write (``written_columns`` in writes.sql): each column the statement decides."""
 
 
 class Unseen(NamedTuple):

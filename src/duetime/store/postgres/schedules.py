@@ -8,20 +8,18 @@ keep it exactly-once even without the lock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 import psycopg
 from psycopg import AsyncCursor
 from psycopg.errors import UniqueViolation
-from psycopg.types.json import Jsonb
 
 from duetime.errors import InvalidInput
-from duetime.model import CatchUp, OnConflict, Page, Schedule, Timer
+from duetime.model import OnConflict, Page, Schedule, Timer
 from duetime.model.moves import TimerMove
 from duetime.model.schedules import (
-    DUE_COLUMNS,
     DueSchedule,
     Materialized,
     NewSchedule,
@@ -33,15 +31,21 @@ from duetime.model.schedules import (
     stored_schedules,
     stranded,
 )
-from duetime.store.codec import dump_json
-from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
+from duetime.store.cursors import decode_name_cursor, page
 from duetime.store.parts import SchedulePlan
 from duetime.store.postgres.database import Conn, Database, Work, fetch_all, fetch_value
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import Row, timer_from_row
+from duetime.store.postgres.schedule_rows import (
+    advance_params,
+    definition_params,
+    due_row,
+    name_cursor,
+    new_batch_params,
+    schedule_from_row,
+)
 from duetime.store.queries import load_queries
 from duetime.store.streams import Replayable, chunked
-from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
 from duetime.timemath.recurrence.overlap import gated
 
 Q = load_queries("duetime.store.postgres", "schedules.sql")
@@ -76,7 +80,7 @@ class PostgresSchedules:
             async with conn.pipeline() as pipeline:
                 for chunk in chunked(source, PUT_SCHEDULES_CHUNK):
                     cursor = conn.cursor(binary=True)
-                    await cursor.execute(Q["insert_schedules"], _new_batch_params(chunk, now))
+                    await cursor.execute(Q["insert_schedules"], new_batch_params(chunk, now))
                     cursors.append(cursor)
                     read.extend(chunk)
                 await pipeline.sync()
@@ -123,14 +127,14 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> Page[Schedule]:
             rows = await fetch_all(conn, Q["list_schedules"], params)
-            return page(rows, limit, schedule_from_row, _name_cursor)
+            return page(rows, limit, schedule_from_row, name_cursor)
 
         return await self._db.read(run)
 
     async def save_schedule(
         self, schedule: Schedule, now: datetime, release_after: datetime | None
     ) -> Schedule | None:
-        params = _definition_params(schedule)
+        params = definition_params(schedule)
         params.update(id=schedule.id, version=schedule.version, now=now)
 
         async def run(conn: Conn) -> Schedule | None:
@@ -214,7 +218,7 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> Materialized:
             await conn.execute(Q["by_index"])
-            cur = conn.cursor(row_factory=_due_row, binary=True)
+            cur = conn.cursor(row_factory=due_row, binary=True)
             await cur.execute(query, params)
             due = await cur.fetchall()
             if not due:
@@ -351,23 +355,7 @@ async def _advance(
     if not advances:
         return [], 0, []
     made = occurrence_values(advances, {a.schedule_id for a in advances})
-    plain = all(status == "scheduled" and overlap is None for *_, status, _, _, overlap in made)
-    params = {
-        "ids": [a.schedule_id for a in advances],
-        "versions": [a.version for a in advances],
-        "next_ats": [a.next_at for a in advances],
-        "after_ats": [a.after_at for a in advances],
-        "last_ats": [a.last_at for a in advances],
-        "schedule_ids": [row[0] for row in made],
-        "keys": [row[1] for row in made],
-        "due_ats": [row[2] for row in made],
-        # Empty when every occurrence simply fires: unnest pads them with NULLs.
-        "statuses": [] if plain else [row[3] for row in made],
-        "run_ats": [] if plain else [row[4] for row in made],
-        "errors": [] if plain else [row[5] for row in made],
-        "overlaps": [] if plain else [row[6] for row in made],
-        "now": now,
-    }
+    params = advance_params(advances, made, now)
     cur = conn.cursor(binary=True)
     try:
         async with conn.transaction():  # a savepoint: only the statement is undone
@@ -379,124 +367,5 @@ async def _advance(
     return list(row["advanced"]), row["created"], [row["earliest"]]
 
 
-def _due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueSchedule]:
-    """Rows of lock_due_schedules as :class:`DueSchedule` (its columns, in its order)."""
-    names = tuple(column.name for column in cursor.description or ())
-    if names != DUE_COLUMNS:  # pragma: no cover - schedules.sql and the model disagree
-        raise RuntimeError(f"lock_due_schedules returns {names}, not {DUE_COLUMNS}")
-
-    def due(values: Sequence[Any]) -> DueSchedule:
-        calendar = values[-1]
-        if calendar is None:
-            return DueSchedule._make(values)
-        return DueSchedule._make((*values[:-1], Calendar.from_text(calendar)))
-
-    return due
-
-
-def _new_batch_params(schedules: Sequence[NewSchedule], now: datetime) -> Row:
-    """insert_schedules' arrays: one column of the batch each, read from each schedule and
-    its recurrence (no Schedule made for each of a batch)."""
-    rules = [new.recurrence for new in schedules]
-    for new, rule in zip(schedules, rules, strict=True):
-        _refuse_nul(type=new.type, subject=new.subject, timezone=rule.timezone, cron=rule.cron)
-    return {
-        "namespaces": [new.namespace for new in schedules],
-        "names": [new.name for new in schedules],
-        "payloads": [dump_json(new.payload) for new in schedules],
-        "types": [new.type for new in schedules],
-        "subjects": [new.subject for new in schedules],
-        "crons": [rule.cron for rule in rules],
-        "everys": [rule.every for rule in rules],
-        "timezones": [rule.timezone for rule in rules],
-        "start_ats": [rule.start_at for rule in rules],
-        "end_ats": [rule.end_at for rule in rules],
-        "catch_ups": [new.catch_up for new in schedules],
-        "on_gaps": [rule.on_gap for rule in rules],
-        "on_overlaps": [rule.on_overlap for rule in rules],
-        "actives": [new.active for new in schedules],
-        "max_attempts": [new.max_attempts for new in schedules],
-        "next_ats": [new.next_at for new in schedules],
-        "after_ats": [new.after_at for new in schedules],
-        "anchor_ats": [new.anchor_at for new in schedules],
-        "overlaps": [new.overlap for new in schedules],
-        "catch_up_graces": [new.catch_up_grace for new in schedules],
-        "calendars": [calendar_text(rule.calendar) for rule in rules],
-        "now": now,
-    }
-
-
-def _refuse_nul(**fields: str | None) -> None:
-    """PostgreSQL's text cannot hold NUL: refused naming the field, before anything is sent."""
-    for field, value in fields.items():
-        if value is not None and "\x00" in value:
-            raise InvalidInput(field, "must not contain NUL characters")
-
-
 def _active_next(stored: Sequence[Schedule | None]) -> list[datetime | None]:
     return [s.next_at for s in stored if s is not None and s.active]
-
-
-def _definition_params(schedule: Schedule) -> Row:
-    _refuse_nul(
-        type=schedule.type,
-        subject=schedule.subject,
-        timezone=schedule.timezone,
-        cron=schedule.cron,
-    )
-    return {
-        "type": schedule.type,
-        "payload": Jsonb(schedule.payload, dumps=dump_json),
-        "subject": schedule.subject,
-        "cron": schedule.cron,
-        "every": schedule.every,
-        "timezone": schedule.timezone,
-        "start_at": schedule.start_at,
-        "end_at": schedule.end_at,
-        "catch_up": schedule.catch_up,
-        "on_gap": schedule.on_gap,
-        "on_overlap": schedule.on_overlap,
-        "active": schedule.active,
-        "max_attempts": schedule.max_attempts,
-        "next_at": schedule.next_at,
-        "after_at": schedule.after_at,
-        "anchor_at": schedule.anchor_at,
-        "overlap": schedule.overlap,
-        "catch_up_grace": schedule.catch_up_grace,
-        "calendar": calendar_text(schedule.calendar),
-    }
-
-
-def schedule_from_row(row: Row) -> Schedule:
-    return Schedule(
-        id=row["id"],
-        namespace=row["namespace"],
-        name=row["name"],
-        type=row["type"],
-        payload=row["payload"],
-        subject=row["subject"],
-        cron=row["cron"],
-        every=row["every"],
-        timezone=row["timezone"],
-        start_at=row["start_at"],
-        end_at=row["end_at"],
-        catch_up=cast(CatchUp, row["catch_up"]),
-        on_gap=row["on_gap"],
-        on_overlap=row["on_overlap"],
-        active=row["active"],
-        max_attempts=row["max_attempts"],
-        next_at=row["next_at"],
-        after_at=row["after_at"],
-        anchor_at=row["anchor_at"],
-        last_at=row["last_at"],
-        calendar=calendar_of(row["calendar"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        version=row["version"],
-        overlap=row["overlap"],
-        catch_up_grace=row["catch_up_grace"],
-    )
-
-
-def _name_cursor(schedule: Schedule) -> str:
-    return encode_name_cursor(schedule.name)

@@ -11,7 +11,7 @@ from psycopg import sql
 from duetime.store.postgres.database import Conn, fetch_all, fetch_value
 from duetime.store.queries import load_migrations, load_queries
 
-Q = load_queries("duetime.store.postgres")
+Q = load_queries("duetime.store.postgres", "schema.sql")
 MIGRATIONS = load_migrations("duetime.store.postgres.migrations")
 
 

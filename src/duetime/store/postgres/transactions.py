@@ -29,7 +29,9 @@ from duetime.store.postgres.rows import FinishBatch
 from duetime.store.queries import load_queries
 from duetime.store.transitions import Transition
 
-Q = load_queries("duetime.store.postgres")
+Q = load_queries(
+    "duetime.store.postgres", "transactions.sql", "outcomes.sql", "session.sql", "writes.sql"
+)
 MIN_TRANSACTION_SECONDS = 1.0
 """A transactional handler's least time, even when its lease is (nearly) spent."""
 SERVER_GRACE_SECONDS = 1.0

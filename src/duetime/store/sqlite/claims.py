@@ -14,7 +14,7 @@ from duetime.store.codec import dump_json, new_claim_token
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.rows import InstantCache, claimed_from_tuple
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "claims.sql")
 
 
 def take_rows(

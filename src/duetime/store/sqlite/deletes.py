@@ -17,7 +17,7 @@ from duetime.store.queries import load_queries
 from duetime.store.sqlite.rows import timer_from_row
 from duetime.store.transitions import refused
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "timers.sql")
 
 
 def delete_ids(conn: sqlite3.Connection, ids: Sequence[int], now: datetime) -> int:

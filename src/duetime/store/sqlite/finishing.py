@@ -15,7 +15,7 @@ from duetime.model import Finish, Outcome, Status
 from duetime.store.codec import dump_json, to_micros
 from duetime.store.queries import load_queries
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "outcomes.sql")
 
 _FINAL_OUTCOMES = {
     Outcome.DONE: None,

@@ -35,7 +35,7 @@ from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import attempt_from_row, timer_from_row
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "history.sql")
 
 EARLIEST = to_micros(datetime(1, 1, 1, tzinfo=UTC))
 LATEST = to_micros(datetime(9999, 12, 31, tzinfo=UTC))

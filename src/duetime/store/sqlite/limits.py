@@ -38,7 +38,7 @@ from duetime.store.queries import load_queries
 from duetime.store.sqlite.claims import take_rows
 from duetime.store.sqlite.database import SqliteDatabase
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "claims.sql", "limits.sql")
 Types = Sequence[str] | ClaimFilter | None
 
 

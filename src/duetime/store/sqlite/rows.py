@@ -202,3 +202,9 @@ def claimed_from_tuple(row: tuple[Any, ...], instants: InstantCache) -> Claimed:
     except Exception as exc:
         timer = unreadable_timer(row[0], row[1], row[2], row[3], row[8])
         return Claimed(timer, row[8], f"{type(exc).__name__}: {exc}")
+
+
+def returning(sql: str) -> tuple[str, ...]:
+    """The column names of a query's RETURNING clause."""
+    clause = sql.rsplit("RETURNING", 1)[1]
+    return tuple(name.strip() for name in clause.split(","))

@@ -13,7 +13,7 @@ from duetime.store.codec import to_micros
 from duetime.store.queries import load_migrations, load_queries
 from duetime.store.sqlite.database import begin_immediate
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "schema.sql")
 MIGRATIONS = load_migrations("duetime.store.sqlite.migrations")
 
 

@@ -18,7 +18,7 @@ from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.finishing import apply_finish
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "outcomes.sql")
 
 
 class SqliteTransactions:

@@ -15,11 +15,21 @@ from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutAction, PutResult, Timer
 from duetime.store.codec import payload_text, to_micros
 from duetime.store.queries import load_queries
-from duetime.store.sqlite.rows import InstantCache, timer_from_row, timer_from_tuple
+from duetime.store.sqlite.rows import (
+    TIMER_COLUMNS,
+    InstantCache,
+    returning,
+    timer_from_row,
+    timer_from_tuple,
+)
 from duetime.store.transitions import Transition, refused
 from duetime.validation import generate_key
 
-Q = load_queries("duetime.store.sqlite")
+Q = load_queries("duetime.store.sqlite", "writes.sql", "timers.sql")
+if any(  # pragma: no cover
+    returning(Q[name]) != (*TIMER_COLUMNS, "version") for name in ("insert_timer", "upsert_timer")
+):
+    raise RuntimeError("writes.sql: the RETURNING lists must match rows.TIMER_COLUMNS")
 
 
 def timer_rows(timers: Sequence[NewTimer], now: datetime) -> list[dict[str, Any]]:
