@@ -26,18 +26,20 @@ from collections.abc import Iterable, Sequence
 from duetime.app import AsyncApp
 from duetime.errors import InvalidInput
 from duetime.sources.base import (
-    CommandMapping,
-    DelayedNotificationMapping,
     Rejection,
     ScheduleCommand,
-    ServiceCallTimerMapping,
     Source,
     SourceStats,
-    TimerRequestMapping,
-    make_mapping,
     sleep_until_stopped,
 )
 from duetime.sources.config import SourceSpec, parse_sources
+from duetime.sources.mappings import (
+    CommandMapping,
+    DelayedNotificationMapping,
+    ServiceCallTimerMapping,
+    TimerRequestMapping,
+    make_mapping,
+)
 from duetime.validation import parse_json_text
 from duetime.worker import Worker
 

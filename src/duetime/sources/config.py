@@ -45,13 +45,11 @@ from duetime.kafka_options import SECRET_OPTIONS, SECURITY, check_choice, check_
 from duetime.model import JSON
 from duetime.options import Option, at, check_against, parse_named, redacted, split_spec
 from duetime.sources.base import (
-    MAPPINGS,
     ON_CONFLICT,
     ScheduleCommand,
     check_accept_within,
     check_count,
     check_seconds,
-    renamed,
 )
 from duetime.sources.checks import (
     check_dead_subject,
@@ -61,6 +59,7 @@ from duetime.sources.checks import (
     check_start_id,
     check_stream_name,
 )
+from duetime.sources.mappings import MAPPINGS, renamed
 from duetime.validation import check_expires_after, check_type
 
 Kind = Literal["nats", "redis", "kafka"]
