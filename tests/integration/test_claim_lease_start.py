@@ -29,7 +29,7 @@ LEASE = timedelta(seconds=30)
 def test_a_claims_lease_runs_from_after_the_rules_are_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("duetime.worker.producer.RULES_REFRESH", 0.0)  # read before each claim
+    monkeypatch.setattr("duetime.worker.flow.RULES_REFRESH", 0.0)  # read before each claim
     url = f"sqlite:///{tmp_path / 'lease.db'}"
     clock = FrozenClock(START)
     store = create_store(url)

@@ -38,7 +38,7 @@ WORKERS = 3
 RATE_TIMERS = int(os.environ.get("DUETIME_TEST_FLOW_TIMERS", "1000"))
 START_LAG = 0.025
 """The limit grants starts on the database's clock and each worker holds a granted row until
-100 ms after its grant (``producer.RATE_START_DELAY``), by its own estimate of that clock, then
+100 ms after its grant (``flow.RATE_START_DELAY``), by its own estimate of that clock, then
 starts it as soon as its event loop wakes: on a loaded machine, some ms late, not all by the
 same amount. So a window of starts may hold the grants of a window this much longer: the bound
 on starts is ``rate * window + burst + ceil(rate * START_LAG)`` (measured: at most 2 starts

@@ -28,18 +28,20 @@ from duetime.app.facade import AsyncApp
 from duetime.app.runner import Runner
 from duetime.errors import InvalidInput
 from duetime.sources.base import (
-    CommandMapping,
-    DelayedNotificationMapping,
     Rejection,
     ScheduleCommand,
-    ServiceCallTimerMapping,
     Source,
     SourceStats,
-    TimerRequestMapping,
-    make_mapping,
     sleep_until_stopped,
 )
 from duetime.sources.config import SourceSpec, parse_sources
+from duetime.sources.mappings import (
+    CommandMapping,
+    DelayedNotificationMapping,
+    ServiceCallTimerMapping,
+    TimerRequestMapping,
+    make_mapping,
+)
 from duetime.validation import parse_json_text
 from duetime.worker import Worker
 

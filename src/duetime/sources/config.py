@@ -51,13 +51,11 @@ from duetime.destinations.kafka_options import (
 from duetime.errors import InvalidInput
 from duetime.model import JSON
 from duetime.sources.base import (
-    MAPPINGS,
     ON_CONFLICT,
     ScheduleCommand,
     check_accept_within,
     check_count,
     check_seconds,
-    renamed,
 )
 from duetime.sources.checks import (
     check_dead_subject,
@@ -67,6 +65,7 @@ from duetime.sources.checks import (
     check_start_id,
     check_stream_name,
 )
+from duetime.sources.mappings import MAPPINGS, renamed
 from duetime.validation import check_expires_after, check_type
 
 Kind = Literal["nats", "redis", "kafka"]

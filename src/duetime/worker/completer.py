@@ -14,14 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
-from duetime.errors import StoreUnavailable
 from duetime.model import Finish, HeldRow, Timer
 from duetime.model.slots import set_fired_at
 from duetime.worker import attempts
+from duetime.worker.refusals import write_apart
 from duetime.worker.shared import Shared
+from duetime.worker.slots import Slots
 
 log = logging.getLogger("duetime.worker")
 
@@ -42,12 +44,14 @@ RETRY_PAUSE = 0.5
 class Completer:
     """Queues outcomes (:meth:`record`) and writes them in :data:`WRITES_IN_FLIGHT` lanes."""
 
-    def __init__(self, shared: Shared, batch_size: int, start_ready: Callable[[], None]) -> None:
-        """``shared.capacity`` is set whenever a write ends (its outcomes stop holding slots);
-        ``start_ready`` starts claimed rows waiting for a slot."""
+    def __init__(
+        self, shared: Shared, slots: Slots, batch_size: int, start_ready: Callable[[], None]
+    ) -> None:
+        """``slots`` hears of every outcome waiting and written (past ``batch_size`` waiting,
+        each holds a slot); ``start_ready`` starts claimed rows waiting for a slot."""
         self.shared = shared
         self.batch_size = batch_size
-        self._capacity = shared.capacity
+        self._slots = slots
         self._start_ready = start_ready
         self._finishes: list[Finish] = []
         # When each running attempt's handler began, by (timer id, claim token): the outcome
@@ -56,7 +60,7 @@ class Completer:
         self._starts: dict[tuple[int, int | None], datetime] = {}
         self._writes: dict[asyncio.Future[set[int]], list[Finish]] = {}  # under way: outcomes
         self._waiting = asyncio.Event()
-        self._slots = asyncio.Semaphore(WRITES_IN_FLIGHT)
+        self._write_turns = asyncio.Semaphore(WRITES_IN_FLIGHT)
         self._lanes: list[asyncio.Task[None]] = []
 
     # -- what the worker asks ---------------------------------------------------------------
@@ -99,21 +103,14 @@ class Completer:
                 started,
             )
         self._finishes.append(finish)
+        self._slots.awaiting()
         self._waiting.set()
-
-    def unwritten(self) -> int:
-        """Outcomes not yet written: waiting, or in a write under way."""
-        return len(self._finishes) + sum(map(len, self._writes.values()))
 
     def held(self) -> Iterator[HeldRow]:
         """The timers whose outcome is not yet written (their leases are still ours), each with
         its claim's token."""
         yield from ((f.timer_id, f.claim_token) for f in self._finishes)
         yield from ((f.timer_id, f.claim_token) for batch in self._writes.values() for f in batch)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self._finishes or self._writes)
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -152,25 +149,22 @@ class Completer:
             await self._write_waiting(overlap_from)
 
     async def _write(self, batch: list[Finish]) -> set[int]:
-        """Write ``batch``; one outcome the store refuses does not keep the others unwritten."""
+        """Write ``batch``; one outcome the store refuses does not keep the others unwritten
+        (see :mod:`~duetime.worker.refusals`): it is recorded dead with the store's reason."""
+        return await write_apart(batch, self._finish, self._refused, operator.or_)
+
+    async def _finish(self, batch: Sequence[Finish]) -> set[int]:
         shared = self.shared
-        try:
-            return await shared.store.finish(batch, shared.node_id, shared.clock.now())
-        except StoreUnavailable:
-            raise  # an outage: every outcome waits for the store to come back
-        except Exception as exc:
-            if len(batch) > 1:
-                half = len(batch) // 2
-                return await self._write(batch[:half]) | await self._write(batch[half:])
-            (finish,) = batch
-            log.error(
-                "the store refused the outcome of timer id %d",
-                finish.timer_id,
-                exc_info=exc,
-                extra={"attempt": finish.attempt, "node": shared.node_id},
-            )
-            instead = attempts.unrecordable(finish, exc)
-            return await shared.store.finish([instead], shared.node_id, shared.clock.now())
+        return await shared.store.finish(batch, shared.node_id, shared.clock.now())
+
+    async def _refused(self, finish: Finish, exc: Exception) -> set[int]:
+        log.error(
+            "the store refused the outcome of timer id %d",
+            finish.timer_id,
+            exc_info=exc,
+            extra={"attempt": finish.attempt, "node": self.shared.node_id},
+        )
+        return await self._finish([attempts.unrecordable(finish, exc)])
 
     def _worth_writing(self, overlap_from: int) -> bool:
         """Outcomes wait, and enough of them if another write is under way."""
@@ -183,15 +177,16 @@ class Completer:
         A write already sent is never abandoned half-way: cancelling the caller waits for it
         (shielded), so shutting down cannot drop outcomes that were taken off the queue.
         """
-        async with self._slots:
+        async with self._write_turns:
             while self._worth_writing(overlap_from):
                 self._waiting.clear()
                 batch, self._finishes = self._finishes, []
-                shared = self.shared
+                shared, slots = self.shared, self._slots
                 write = asyncio.ensure_future(self._write(batch))
                 self._writes[write] = batch
-                self._capacity.set()
+                slots.capacity.set()
                 self._start_ready()
+                kept = False  # the batch went back to self._finishes, to be written again
                 try:
                     lost: set[int] | None = await asyncio.shield(write)
                 except asyncio.CancelledError:
@@ -199,14 +194,16 @@ class Completer:
                         await write
                     if not write.done() or write.exception() is not None:
                         self._finishes[:0] = batch
+                        kept = True
                     raise
                 except Exception:
                     log.exception("recording %d outcomes failed; will retry", len(batch))
                     self._finishes[:0] = batch
+                    kept = True
                     lost = None
                 finally:
                     del self._writes[write]  # written, or back in self._finishes
-                    self._capacity.set()
+                    slots.written(0 if kept else len(batch))
                 if lost is None:
                     self._waiting.set()
                     await asyncio.sleep(RETRY_PAUSE)

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
-from duetime.model import Claimed, Finish, HeldRow, Outcome, Timer
+from duetime.model import Claimed, Finish, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
 from duetime.support.eventloop import start_task
 from duetime.support.threads import Escaped, NotStarted
@@ -36,6 +35,8 @@ from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
+from duetime.worker.slots import Slots
+from duetime.worker.transactional import Result, Settled, in_transaction
 
 if TYPE_CHECKING:
     from contextvars import Context
@@ -49,41 +50,32 @@ log = logging.getLogger("duetime.worker")
 MIN_HOLD = 0.0005
 """Seconds: the shortest sleep while holding a row for its instant (no busy loop)."""
 
-_TAKEN_OVER = Finish(0, 0, Outcome.LOST)
-"""Marks an attempt another node took over before a transactional handler could commit."""
-
 
 class Executor:
-    """Starts attempts and keeps the tasks of those running (:attr:`in_flight`, by timer id)."""
+    """Starts attempts; each running one holds a slot (reported to :class:`Slots`)."""
 
     def __init__(
         self,
         shared: Shared,
+        slots: Slots,
         dispatch: Dispatch,
         backoff: Backoff,
         rng: random.Random,
         completer: Completer,
         start_ready: Callable[[], None],
     ) -> None:
-        """``shared.capacity`` is set whenever an attempt ends (its slot is free again);
-        ``start_ready`` starts claimed rows waiting for a slot."""
+        """``slots`` hears of every attempt running and ended; ``start_ready`` starts claimed
+        rows waiting for a slot."""
         self.shared = shared
         self.clock = shared.clock
         self.observers = shared.observers
         self.dispatch = dispatch
         self.completer = completer
-        self.in_flight: dict[int, asyncio.Task[None]] = {}
-        self._tokens: dict[int, int | None] = {}  # the claim token of each in_flight timer
+        self._slots = slots
         self._backoff = backoff
         self._rng = rng
-        self._capacity = shared.capacity
         self._start_ready = start_ready
         self._tracing: Tracing | None = shared.tracing
-
-    def held(self) -> Iterator[HeldRow]:
-        """The :attr:`in_flight` timers, each with the token of the claim that took it."""
-        tokens = self._tokens
-        return ((timer_id, tokens.get(timer_id)) for timer_id in list(self.in_flight))
 
     def retry_delay(self, attempt: int) -> timedelta:
         return self._backoff.delay(attempt, self._rng)
@@ -101,21 +93,9 @@ class Executor:
         if start_at is None:
             self._launch(claimed, loop, target, held)
         else:
-            self._tokens[claimed.timer.id] = claimed.timer.claim_token
-            self.in_flight[claimed.timer.id] = loop.create_task(
-                self._run_one(claimed, start_at, target=target, held=held)
-            )
-
-    async def drain(self, grace: float | None) -> None:
-        """Wait for the running attempts; after ``grace`` seconds cancel them (they retry)."""
-        if not self.in_flight:
-            return
-        tasks = list(self.in_flight.values())
-        _, pending = await asyncio.wait(tasks, timeout=grace)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+            timer = claimed.timer
+            task = loop.create_task(self._run_one(claimed, start_at, target=target, held=held))
+            self._slots.running(timer.id, timer.claim_token, task)
 
     # -- starting ---------------------------------------------------------------------------
     def _launch(
@@ -142,10 +122,10 @@ class Executor:
             span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
             context = self._tracing.context_for(span)
         if not before.is_async or before.transactional:
-            self._tokens[timer.id] = timer.claim_token
-            self.in_flight[timer.id] = loop.create_task(
+            task = loop.create_task(
                 self._run_one(claimed, None, before, held=held, span=span), context=context
             )
+            self._slots.running(timer.id, timer.claim_token, task)
             return
         try:
             coro = before.func(Event.from_timer(timer, attempt, before.destination))
@@ -159,14 +139,11 @@ class Executor:
             self._handler_done(claimed, span, task)
             return
         task.add_done_callback(functools.partial(self._handler_done, claimed, span))
-        self._tokens[timer.id] = timer.claim_token
-        self.in_flight[timer.id] = task
+        self._slots.running(timer.id, timer.claim_token, task)
 
     def _handler_done(self, claimed: Claimed, span: Span | None, task: asyncio.Task[Any]) -> None:
         timer, attempt = claimed.timer, claimed.attempt
-        self.in_flight.pop(timer.id, None)
-        self._tokens.pop(timer.id, None)
-        self._capacity.set()
+        self._slots.ended(timer.id)
         if task.cancelled() and task.cancelling():  # the worker cancelled it (shutdown)
             finish = attempts.interrupted(timer, attempt, self.clock.now())
         else:
@@ -225,40 +202,35 @@ class Executor:
             before = handler or self._before(timer, attempt, target, held)
             may_start = functools.partial(self._begins, timer, held)
             if isinstance(before, Finish):
-                finish: Finish | None = before
+                result: Result = before
             elif self._tracing is None or span is not None:
-                finish = await self._invoke(before, timer, attempt, span, may_start)
+                result = await self._invoke(before, timer, attempt, span, may_start)
             else:
                 span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
                 with self._tracing.entered(span):
-                    finish = await self._invoke(before, timer, attempt, span, may_start)
+                    result = await self._invoke(before, timer, attempt, span, may_start)
         except _LeaseLost:
-            finish = self._released(timer, attempt)
+            result = self._released(timer, attempt)
         except Exception as exc:  # not the handler's (its errors are its outcome): ours
-            finish = self._unstartable(timer, attempt, exc)
+            result = self._unstartable(timer, attempt, exc)
         except asyncio.CancelledError:
             if started:
-                finish = attempts.interrupted(timer, attempt, self.clock.now())
+                result = attempts.interrupted(timer, attempt, self.clock.now())
             else:  # claimed ahead, never started: give it back as it was
-                finish = Finish(timer.id, attempt, Outcome.RELEASED)
+                result = Finish(timer.id, attempt, Outcome.RELEASED)
         finally:
-            self.in_flight.pop(timer.id, None)
-            self._tokens.pop(timer.id, None)
-            self._capacity.set()
+            self._slots.ended(timer.id)
         if span is not None and self._tracing is not None:
-            self._tracing.end(span, finish)
-        if finish is _TAKEN_OVER or finish is None:
-            self.completer.forget(timer)
-        if finish is _TAKEN_OVER:
-            self._start_ready()
+            self._tracing.end(span, _as_traced(result, timer, attempt))
+        if isinstance(result, Finish):
+            self.completer.record(timer, result)
             return
-        if finish is None:  # a transactional handler's completion committed with its writes
+        self.completer.forget(timer)
+        if result is Settled.COMMITTED:
             self.shared.stats.outcomes[Outcome.DONE.value] += 1
             for observer in self.observers:
                 observer.finished(timer, Outcome.DONE)
-            self._start_ready()
-            return
-        self.completer.record(timer, finish)
+        self._start_ready()
 
     def _released(self, timer: Timer, attempt: int) -> Finish:
         """A row whose lease ran out before its handler could begin: given back unstarted."""
@@ -304,16 +276,19 @@ class Executor:
         attempt: int,
         span: Span | None = None,
         may_start: Callable[[], bool] | None = None,
-    ) -> Finish | None:
+    ) -> Result:
         """Run the handler, if ``may_start`` (the lease check) still says yes as it begins
-        (else :class:`_LeaseLost`); None when a transactional handler already recorded its
-        outcome."""
+        (else :class:`_LeaseLost`)."""
         event = Event.from_timer(timer, attempt, handler.destination)
         on_loop = handler.is_async or handler.transactional  # else it begins in its thread
         if on_loop and may_start is not None and not may_start():
             raise _LeaseLost
         if handler.transactional:
-            return await self._invoke_in_transaction(handler, event, timer, attempt, span)
+            judge = functools.partial(self._judge, timer, attempt, span=span)
+            started_at = self.completer.start_of
+            return await in_transaction(
+                self.shared, handler, event, timer, attempt, started_at, judge
+            )
         task = asyncio.current_task()
         try:
             result: Any = await handler(event, may_start)
@@ -324,56 +299,6 @@ class Executor:
                 raise
             return self._judge(timer, attempt, None, exc, span)
         return self._judge(timer, attempt, result, None)
-
-    async def _invoke_in_transaction(
-        self, handler: Handler, event: Event, timer: Timer, attempt: int, span: Span | None
-    ) -> Finish | None:
-        """The handler's writes and the completion commit together (exactly-once effects).
-
-        Any other outcome (an exception, Snooze, Dead…) rolls the handler's writes back and is
-        recorded like any handler's.
-        """
-        transactions = handler.transactions or self.shared.store.transactions
-        returned: list[Any] = []
-
-        def effect(connection: Any) -> Any:
-            try:
-                result = handler.func(event, connection)
-            except Exception:
-                raise
-            except BaseException as exc:  # rolls the writes back, then recorded as its failure
-                raise Escaped(exc) from exc
-            if inspect.isawaitable(result):
-                return _keep_result(result, returned)
-            returned.append(result)
-            if isinstance(result, HandlerOutcome):
-                raise result  # roll the writes back; recorded below
-            return None
-
-        try:
-            ours = await transactions.complete_in_transaction(
-                timer.id,
-                attempt,
-                self.shared.node_id,
-                self.clock.now(),
-                effect,
-                claim_token=timer.claim_token,
-                started_at=self.completer.start_of(timer),
-            )
-        except Exception as exc:
-            return self._judge(timer, attempt, None, exc, span)
-        if not ours:
-            self.shared.stats.lost += 1
-            log.warning(
-                "attempt %d of %s was taken over; nothing was written",
-                attempt,
-                timer.key,
-                extra=self.shared.about(timer, attempt),
-            )
-            return _TAKEN_OVER
-        if returned and isinstance(returned[-1], HandlerOutcome):
-            return self._judge(timer, attempt, returned[-1], None)
-        return None
 
     def _judge(
         self,
@@ -402,6 +327,16 @@ class Executor:
         return attempts.finish_for(
             timer, attempt, result, error, self.clock.now(), self.retry_delay
         )
+
+
+def _as_traced(result: Result, timer: Timer, attempt: int) -> Finish | None:
+    """What an attempt's span ends with: its outcome, None when committed (done), and an
+    attempt taken over as lost."""
+    if result is Settled.COMMITTED:
+        return None
+    if result is Settled.TAKEN_OVER:
+        return Finish(timer.id, attempt, Outcome.LOST)
+    return result
 
 
 class _LeaseLost(Exception):
@@ -442,18 +377,3 @@ def _handlers_own(error: BaseException, task: asyncio.Task[Any] | None) -> bool:
         except RuntimeError:  # no running loop: the coroutine is being closed
             return False
     return True
-
-
-async def _keep_result(awaitable: Awaitable[Any], returned: list[Any]) -> None:
-    """Await an async transactional handler; an explicit outcome rolls its writes back, and so
-    does a ``SystemExit``, ``KeyboardInterrupt`` or bare ``BaseException`` (as :class:`Escaped`,
-    an Exception the transaction rolls back on)."""
-    try:
-        result = await awaitable
-    except (Exception, asyncio.CancelledError, GeneratorExit):
-        raise
-    except BaseException as exc:
-        raise Escaped(exc) from exc
-    returned.append(result)
-    if isinstance(result, HandlerOutcome):
-        raise result

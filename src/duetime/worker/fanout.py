@@ -12,11 +12,16 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from duetime.bus.routes import Fan
-from duetime.errors import StoreUnavailable
 from duetime.model import Claimed, FanOut, Finish, Outcome
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
+from duetime.worker.refusals import write_apart
 from duetime.worker.shared import Shared
+from duetime.worker.slots import Slots
+
+_HandedOn = tuple[set[int], dict[int, Exception]]
+"""What writing fan-outs came to: (events taken over meanwhile, events the store refused with
+its reason)."""
 
 log = logging.getLogger("duetime.worker")
 
@@ -27,38 +32,36 @@ class FanOuter:
     def __init__(
         self,
         shared: Shared,
+        slots: Slots,
         completer: Completer,
         retry_delay: attempts.RetryDelay,
-        done: Callable[[Sequence[tuple[Claimed, Fan]]], None],
+        done: Callable[[], None],
     ) -> None:
-        """``done`` is called once the batch is written or failed (its rows' slots are free)."""
+        """``slots`` hears of the rows a batch holds (:meth:`start`) until it is written or
+        failed; ``done`` is called then (it starts claimed rows waiting for a slot)."""
         self.shared = shared
         self.clock = shared.clock
+        self._slots = slots
         self.completer = completer
         self.retry_delay = retry_delay
         self.fanned_out = 0
         """Events this worker fanned out (their deliveries are due too: a tick claims again)."""
         self._done = done
 
-    async def _hand_on(
-        self, todo: list[FanOut], now: datetime
-    ) -> tuple[set[int], dict[int, Exception]]:
-        """Write the deliveries of ``todo``: (events taken over meanwhile, events the store
-        refused with its reason). A batch the store refuses while it answers is split in halves
-        until the event it refuses is found; the others are handed on as usual."""
+    def start(self, fans: Sequence[tuple[Claimed, Fan]], loop: asyncio.AbstractEventLoop) -> None:
+        """Hand ``fans`` on in a task of their own; their rows hold slots until it ends."""
+        task = loop.create_task(self.fan_out(fans))
+        self._slots.fanning((claimed.timer.id for claimed, _ in fans), task)
+
+    async def _hand_on(self, todo: list[FanOut], now: datetime) -> _HandedOn:
+        """Write the deliveries of ``todo``. An event the store refuses does not keep the others
+        from being handed on (see :mod:`~duetime.worker.refusals`)."""
         shared = self.shared
-        try:
-            return await shared.store.fan_out(todo, shared.node_id, now), {}
-        except StoreUnavailable:
-            raise  # an outage: every event of the batch retries
-        except Exception as exc:
-            if len(todo) == 1:
-                log.error("the store refused the fan-out of timer id %d", todo[0].timer_id)
-                return set(), {todo[0].timer_id: exc}
-            half = len(todo) // 2
-            lost, refused = await self._hand_on(todo[:half], now)
-            more_lost, more_refused = await self._hand_on(todo[half:], now)
-            return lost | more_lost, refused | more_refused
+
+        async def write(batch: Sequence[FanOut]) -> _HandedOn:
+            return await shared.store.fan_out(batch, shared.node_id, now), {}
+
+        return await write_apart(todo, write, _refused, _merged)
 
     async def fan_out(self, fans: Sequence[tuple[Claimed, Fan]]) -> None:
         """Hand claimed events on as one delivery row per destination, in one transaction.
@@ -101,7 +104,8 @@ class FanOuter:
                     record(timer, failed)
             return
         finally:
-            self._done(fans)
+            self._slots.fanned(claimed.timer.id for claimed, _ in fans)
+            self._done()
         for claimed, _ in fans:
             if (reason := refused.get(claimed.timer.id)) is not None:
                 timer, attempt = claimed.timer, claimed.attempt
@@ -122,3 +126,12 @@ class FanOuter:
             for f in handed:
                 for observer in observers:
                     observer.finished(by_id[f.timer_id], Outcome.FANNED_OUT)
+
+
+async def _refused(fan_out: FanOut, exc: Exception) -> _HandedOn:
+    log.error("the store refused the fan-out of timer id %d", fan_out.timer_id)
+    return set(), {fan_out.timer_id: exc}
+
+
+def _merged(first: _HandedOn, second: _HandedOn) -> _HandedOn:
+    return first[0] | second[0], first[1] | second[1]

@@ -5,23 +5,54 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from duetime.model import Outcome, Timer
 
 
+@runtime_checkable
 class WorkerObserver(Protocol):
-    """Hooks for metrics: called on the event loop, must be quick and must not raise."""
+    """Hooks for metrics: called on the event loop, must be quick and must not raise.
 
-    def claimed(self, namespace: str, count: int, seconds: float) -> None: ...
+    Each hook does nothing by default: an observer that derives from this class writes only
+    the hooks it wants. One that does not (any object with the hooks) is given the defaults of
+    the hooks it lacks by the worker (:func:`with_defaults`), so an observer written before a
+    hook was added keeps working."""
 
-    def started(self, timer: Timer, attempt: int, lateness: timedelta) -> None: ...
+    def claimed(self, namespace: str, count: int, seconds: float) -> None:
+        """A claim took ``count`` due timers in ``seconds``."""
+        return
 
-    def finished(self, timer: Timer, outcome: Outcome) -> None: ...
+    def started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
+        """The handler of ``timer``'s ``attempt`` began, ``lateness`` after it was due."""
+        return
+
+    def finished(self, timer: Timer, outcome: Outcome) -> None:
+        """``timer``'s attempt ended with ``outcome`` (its write may still be under way)."""
+        return
 
     def held_back(self, namespace: str, pattern: str) -> None:
         """A claim found the limit on ``pattern`` full: due timers of its types wait."""
-        ...
+        return
+
+
+_HOOKS = ("claimed", "started", "finished", "held_back")
+
+
+class _Defaulted(WorkerObserver):
+    """An observer lacking some hooks: those it has are its own, the others the defaults."""
+
+    def __init__(self, observer: object) -> None:
+        for name in _HOOKS:
+            if hasattr(observer, name):
+                setattr(self, name, getattr(observer, name))
+
+
+def with_defaults(observer: object) -> WorkerObserver:
+    """``observer``, or when it lacks some of the hooks, one with the defaults for those."""
+    if isinstance(observer, WorkerObserver):  # it has every hook
+        return observer
+    return _Defaulted(observer)
 
 
 @dataclass

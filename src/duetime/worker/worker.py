@@ -1,8 +1,11 @@
 """The worker: claim due timers → run their handlers → record the outcomes, in batches.
 
-A :class:`Worker` is four parts on one event loop — the :class:`~.producer.Producer` claims,
-the :class:`~.executor.Executor` runs one attempt, the :class:`~.fanout.FanOuter` hands events
-on to destinations, the :class:`~.completer.Completer` writes outcomes back — plus the node's
+A :class:`Worker` is parts on one event loop — the :class:`~.producer.Producer` claims (through
+the :class:`~.flow.FlowGate` while flow control rules are in force), the
+:class:`~.starter.Starter` starts what the claims bring, the :class:`~.executor.Executor` runs
+one attempt, the :class:`~.fanout.FanOuter` hands events on to destinations, the
+:class:`~.completer.Completer` writes outcomes back; each reports the slots it holds to the
+:class:`~.slots.Slots`, the one account of them — plus the node's
 services (heartbeat, rescue, sweeps, schedules, retention), which the app builds and the worker
 starts and stops around its own loop. It knows the Store protocol and the handlers, never SQL.
 """
@@ -32,10 +35,13 @@ from duetime.worker.completer import Completer
 from duetime.worker.destination_limits import keep_destination_limits
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
+from duetime.worker.flow import FlowGate
 from duetime.worker.leases import Leases
-from duetime.worker.observing import WorkerObserver, WorkerStats
+from duetime.worker.observing import WorkerObserver, WorkerStats, with_defaults
 from duetime.worker.producer import CLAIM_AHEAD, Producer
 from duetime.worker.shared import Shared
+from duetime.worker.slots import Slots
+from duetime.worker.starter import Starter
 
 if TYPE_CHECKING:
     from duetime.observability.otel import Tracing
@@ -81,7 +87,7 @@ class Worker:
             self.namespace, self.node_id, registry, routes, destinations, types=types
         )
         self._destinations = list((destinations or {}).values())
-        self.observers = list(observers)
+        self.observers = [with_defaults(observer) for observer in observers]
         self.stats = WorkerStats()
         self.services: list[Service] = []
         if claim_ahead is None:
@@ -101,13 +107,14 @@ class Worker:
             self.leases,
             tracing,
         )
-        self.producer = Producer(
-            shared, settings, self.namespace, self.dispatch, claim_ahead, self._wake, self._stopping
-        )
-        start_ready = self.producer.start_ready
-        self.completer = Completer(shared, settings.batch_size, start_ready)
+        self.slots = Slots(settings.concurrency, settings.batch_size, self._capacity)
+        self.starter = Starter(shared, self.slots, self.dispatch)
+        start_ready = self.starter.start_ready
+        self.gate = FlowGate(shared, self.namespace, self.dispatch, self.starter.paced)
+        self.completer = Completer(shared, self.slots, settings.batch_size, start_ready)
         self.executor = Executor(
             shared,
+            self.slots,
             self.dispatch,
             Backoff(settings.backoff_base, settings.backoff_cap),
             rng or random.Random(),
@@ -115,9 +122,21 @@ class Worker:
             start_ready,
         )
         self.fan_outer = FanOuter(
-            shared, self.completer, self.executor.retry_delay, self.producer.fanned
+            shared, self.slots, self.completer, self.executor.retry_delay, start_ready
         )
-        self.producer.attach(self.executor, self.completer, self.fan_outer)
+        self.starter.attach(self.executor, self.completer, self.fan_outer, self.gate)
+        self.producer = Producer(
+            shared,
+            self.slots,
+            self.starter,
+            self.gate,
+            settings,
+            self.namespace,
+            self.dispatch,
+            claim_ahead,
+            self._wake,
+            self._stopping,
+        )
         self._group: ServiceGroup | None = None
 
     @property
@@ -156,12 +175,12 @@ class Worker:
         try:  # from here on, whatever fails, the node deregisters and its listeners go
             await group.once()
             group.run()
-            producer, batch_size = self.producer, self.settings.batch_size
+            producer, slots, batch_size = self.producer, self.slots, self.settings.batch_size
             fanned = -1
             while fanned != self.fan_outer.fanned_out:  # deliveries made by a fan-out are due
                 fanned = self.fan_outer.fanned_out
                 while True:
-                    free = producer.free()
+                    free = slots.free()
                     if free <= 0:
                         await producer.wait_for_capacity()
                         continue
@@ -177,14 +196,14 @@ class Worker:
     def in_flight(self) -> int:
         """Timers this worker holds and has not recorded an outcome for: running, or claimed
         and waiting for a free slot."""
-        return len(self.executor.in_flight) + self.producer.waiting
+        return self.slots.in_flight + self.starter.waiting
 
     def held(self) -> list[HeldRow]:
         """The timers this worker knows it holds (id and claim token): running, or with an
         outcome not yet recorded. Only these leases are renewed — a claim whose answer was lost
         (the connection died after the commit) is left to expire and be rescued, not kept alive
         forever; nor is a row claimed again under another token."""
-        return [*self.executor.held(), *self.producer.held(), *self.completer.held()]
+        return [*self.slots.held(), *self.starter.held(), *self.completer.held()]
 
     def held_now(self) -> tuple[list[HeldRow], int]:
         """What a heartbeat renews: the ids :meth:`held` lists, with the mark that tells later
@@ -225,6 +244,6 @@ class Worker:
     async def _drain(self, grace: float | None) -> None:
         """Wait for in-flight handlers; after ``grace`` seconds cancel them (they retry later).
         Timers claimed but never started are given back as they were."""
-        self.producer.release_waiting()
-        await self.executor.drain(grace)
+        self.starter.release_waiting()
+        await self.slots.drain(grace)
         await self.completer.flush()

@@ -1,0 +1,162 @@
+"""Flow control at the claim: the worker's flow gate.
+
+A namespace's flow control rules (:mod:`duetime.model.limits`: limits, rates, pauses) are read
+again every :data:`RULES_REFRESH`; while any is in force, claims go through the store's ruled
+claim, which holds back the rows a full limit or a paused type may not take, and says which
+limits held rows back and when the first of them may allow more. Rows a rate granted are paced
+(:data:`RATE_START_DELAY`) before they wait for a slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+
+from duetime.dispatch import Dispatch
+from duetime.model import Claimed
+from duetime.model.limits import FlowPlan, plan_of
+from duetime.worker.shared import Shared
+from duetime.worker.slots import Ready
+
+log = logging.getLogger("duetime.worker")
+
+RATE_START_DELAY = timedelta(milliseconds=100)
+"""A row a rate limit granted starts this long after the grant (on the database's clock), not
+as soon as its claim is back: the lag from grant to start differs between workers and claims
+(a commit, a busy event loop), and starts taken at once would bunch the grants of one window
+into a shorter one. Held to the grant's instant, the starts keep the rate's spacing unless a
+worker lags by more than this."""
+RULES_REFRESH = 1.0
+"""Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.limits`) before
+reading them again: a limit, pause or resume set anywhere reaches every worker within this.
+While any rule is in force a worker sleeps at most this long, so it sees a resume in time."""
+
+NEVER = datetime.max.replace(tzinfo=UTC)
+"""No type free of rules is due at all (see :attr:`FlowGate.clear_until`)."""
+
+
+class FlowGate:
+    """The namespace's rules as last read, what they held back, and the rows they pace."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        namespace: str,
+        dispatch: Dispatch,
+        paced: Callable[[Sequence[Ready]], None],
+    ) -> None:
+        """``paced`` takes rows a rate granted once their instant has come (they then wait for
+        a slot like any others)."""
+        self.shared = shared
+        self.store = shared.store
+        self.clock = shared.clock
+        self.namespace = namespace
+        self.dispatch = dispatch
+        self._paced = paced
+        self.plan = FlowPlan()  # the namespace's flow control rules, as last read …
+        self._plan_read = -RULES_REFRESH  # … at this loop time
+        self.held: tuple[str, ...] = ()  # limits that held rows back at the last claim …
+        self.retry_at: datetime | None = None  # … and when the first of them may allow more
+        self.clear_until: datetime | None = None
+        """No type free of rules is due before this instant (None: not known). Set when their
+        claim comes back short, so claims under rules stop stepping over held-back rows to look
+        for them; forgotten at a wake-up hint (:meth:`hinted` counts them) and at each re-read
+        of the rules."""
+        self._hints = 0
+        # Rows a rate granted, waiting for their paced instant (RATE_START_DELAY) before they
+        # wait for a slot: they take no slot and no room meanwhile (were they to, a worker could
+        # start no more than its slots per RATE_START_DELAY); the rate bounds them, at most
+        # its starts of RATE_START_DELAY plus its burst across every worker.
+        self._pacing: dict[int, Ready] = {}
+
+    def hinted(self) -> None:
+        """A store heard of new work: a type free of rules may be due sooner than was known."""
+        self.clear_until = None
+        self._hints += 1
+
+    async def rules(self, loop: asyncio.AbstractEventLoop) -> FlowPlan:
+        """The namespace's flow control rules, read again every :data:`RULES_REFRESH`."""
+        now = loop.time()
+        if now - self._plan_read >= RULES_REFRESH:
+            self._plan_read = now
+            try:
+                plan = plan_of(await self.store.limits.list_rules(self.namespace, claiming=True))
+            except Exception:
+                log.exception("reading the flow control rules failed; using the last ones")
+            else:
+                if plan.empty:
+                    self.held, self.retry_at = (), None
+                self.plan, self.clear_until = plan, None
+        return self.plan
+
+    async def next_run_at(self) -> datetime | None:
+        """When the next row the rules (:attr:`plan`, not empty) let through is due."""
+        clear = self.clear_until
+        next_run = await self.store.limits.next_run_at(
+            self.namespace,
+            self.dispatch.claim_filter,
+            self.plan,
+            self.held,
+            ungoverned=clear is None,
+        )
+        if clear is not None and clear != NEVER:
+            next_run = clear if next_run is None else min(next_run, clear)
+        return next_run
+
+    async def claim(
+        self, plan: FlowPlan, cutoff: datetime, limit: int, lease_until: datetime
+    ) -> tuple[list[Claimed], dict[int, datetime]]:
+        """The claim under flow control rules (see ``store.limits.claim``), and the instant
+        each row a rate granted may start."""
+        hints, clear = self._hints, self.clear_until
+        ungoverned = clear is None or cutoff >= clear
+        limits, types = self.store.limits, self.dispatch.claim_filter
+        ruled = await limits.claim(
+            self.namespace,
+            types,
+            cutoff,
+            limit,
+            self.shared.node_id,
+            lease_until,
+            plan,
+            ungoverned=ungoverned,
+        )
+        self.held, self.retry_at = ruled.held, ruled.retry_at
+        for pattern in ruled.held:
+            for observer in self.shared.observers:
+                try:
+                    observer.held_back(self.namespace, pattern)
+                except Exception:  # a metrics hook must not stop the claims
+                    log.exception("a worker observer failed on a held-back limit")
+        if ungoverned and ruled.ungoverned_short:
+            every = tuple(g.rule.pattern for g in plan.limits)
+            later = await limits.next_run_at(self.namespace, types, plan, every)
+            if hints == self._hints:  # no hint meanwhile: what it says still holds
+                self.clear_until = NEVER if later is None else later
+        delay = RATE_START_DELAY
+        return ruled.claimed, {key: at + delay for key, at in ruled.granted_at.items()}
+
+    # -- pacing -----------------------------------------------------------------------------
+    def pace(self, readies: list[Ready], at: datetime, loop: asyncio.AbstractEventLoop) -> None:
+        """Hold rows one grant of a rate gave until ``at`` (see :data:`RATE_START_DELAY`),
+        then hand them on to wait for a slot (those not given back meanwhile, at shutdown)."""
+        pacing = self._pacing
+        for ready in readies:
+            pacing[ready.claimed.timer.id] = ready
+
+        def due() -> None:
+            self._paced([r for r in readies if pacing.pop(r.claimed.timer.id, None) is not None])
+
+        loop.call_later(max(0.0, (at - self.clock.now()).total_seconds()), due)
+
+    def pacing(self) -> Iterator[Ready]:
+        """The rows held for their paced instant."""
+        return iter(self._pacing.values())
+
+    def take_paced(self) -> list[Ready]:
+        """Every row held for its paced instant, no longer held (to be given back)."""
+        taken = list(self._pacing.values())
+        self._pacing.clear()
+        return taken

@@ -1,0 +1,169 @@
+"""Starting what the claims bring, as slots allow: the worker's starter.
+
+A claimed row goes to the fan-out (an event several destinations want), to the flow gate's
+pacing (a row a rate granted, see :data:`~duetime.worker.flow.RATE_START_DELAY`), straight to
+the executor (a free slot), or into the queue of rows waiting for a slot, which starts them
+oldest claim first as slots come free. A row that waited past its lease is given back
+unstarted; the rows never started are given back at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+
+from duetime.bus.routes import Fan
+from duetime.dispatch import Dispatch
+from duetime.model import Claimed, Finish, HeldRow, Outcome
+from duetime.worker import attempts
+from duetime.worker.completer import Completer
+from duetime.worker.executor import Executor
+from duetime.worker.fanout import FanOuter
+from duetime.worker.flow import FlowGate
+from duetime.worker.shared import Shared
+from duetime.worker.slots import Ready, Slots
+
+log = logging.getLogger("duetime.worker")
+
+
+class Starter:
+    """Routes claimed rows and starts them as :class:`Slots` allow, oldest claim first."""
+
+    def __init__(self, shared: Shared, slots: Slots, dispatch: Dispatch) -> None:
+        """The executor, completer, fan-out and flow gate are attached with :meth:`attach`."""
+        self.shared = shared
+        self.clock = shared.clock
+        self.dispatch = dispatch
+        self._slots = slots
+        self._ready: deque[Ready] = deque()  # claimed beyond the free slots, not started
+        self.started = 0
+        """Attempts started so far (the producer measures its pace by them)."""
+        self._executor: Executor
+        self._completer: Completer
+        self._fan_outer: FanOuter
+        self._gate: FlowGate
+
+    def attach(
+        self, executor: Executor, completer: Completer, fan_outer: FanOuter, gate: FlowGate
+    ) -> None:
+        self._executor, self._completer = executor, completer
+        self._fan_outer, self._gate = fan_outer, gate
+
+    # -- what the worker asks ---------------------------------------------------------------
+    @property
+    def waiting(self) -> int:
+        """Rows claimed and waiting for a slot."""
+        return len(self._ready)
+
+    def held(self) -> Iterator[HeldRow]:
+        """The rows claimed and not started yet, each with its claim's token."""
+        for ready in (*self._ready, *self._gate.pacing()):
+            timer = ready.claimed.timer
+            yield timer.id, timer.claim_token
+
+    def release_waiting(self) -> None:
+        """Give back the rows claimed but never started, as they were (shutdown)."""
+        while self._ready:
+            self._release(self._ready.popleft().claimed)
+        for waiting in self._gate.take_paced():
+            self._release(waiting.claimed)
+
+    # -- starting ---------------------------------------------------------------------------
+    def take(
+        self,
+        claimed: list[Claimed],
+        start_at: datetime | None,
+        lease_until: datetime,
+        paced: Mapping[int, datetime],
+    ) -> None:
+        """Start what a claim brought, as slots allow (the rest waits in order for a slot):
+        held until ``start_at`` when claimed ahead, and a row a rate granted until its instant
+        in ``paced``."""
+        loop = asyncio.get_running_loop()
+        held = self.shared.leases.held(lease_until)
+        route = self.dispatch.target
+        fans: list[tuple[Claimed, Fan]] = []
+        pacing: dict[datetime, list[Ready]] = {}  # rows a rate granted, by their instant
+        free = self._slots.free() if not self._ready else 0  # slots; the waiting rows go first
+        start = self._executor.start
+        now = self.clock.now()
+        for item in claimed:
+            if item.problem is not None:
+                self._unreadable(item)
+                continue
+            start_at_row = start_at
+            run_at = item.timer.run_at
+            if run_at > now and (start_at is None or run_at > start_at):
+                start_at_row = run_at  # claimed ahead of its own instant: held until then
+            goes = route(item.timer)
+            if type(goes) is Fan:
+                fans.append((item, goes))
+            elif paced and item.timer.id in paced:
+                ready = Ready(item, goes, start_at_row, held)
+                pacing.setdefault(paced[item.timer.id], []).append(ready)
+            elif free > 0:
+                free -= 1
+                self.started += 1
+                start(item, goes, start_at_row, loop, held)
+            else:
+                self._ready.append(Ready(item, goes, start_at_row, held))
+        for at, readies in pacing.items():
+            self._gate.pace(readies, at, loop)
+        self.start_ready()
+        if fans:
+            self._fan_outer.start(fans, loop)
+
+    def paced(self, readies: Sequence[Ready]) -> None:
+        """Rows a rate granted whose instant has come: they wait for a slot like others."""
+        self._ready.extend(readies)
+        self.start_ready()
+
+    def start_ready(self) -> None:
+        """Start timers waiting for a slot, oldest claim first, while slots are free."""
+        ready = self._ready
+        if not ready:
+            return
+        free = self._slots.free()
+        if free <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        start = self._executor.start
+        usable = self.shared.leases.usable
+        now = self.clock.now()
+        stale = 0
+        while ready and free > 0:
+            item = ready.popleft()
+            if not usable(item.held, now):
+                stale += 1
+                self._release(item.claimed)
+                continue
+            free -= 1
+            self.started += 1
+            start(item.claimed, item.target, item.start_at, loop, item.held)
+        if stale:
+            log.warning(
+                "%d claimed timers waited past their lease (was this process paused?): given "
+                "back unstarted, in case another node has taken them over",
+                stale,
+            )
+
+    def _unreadable(self, claimed: Claimed) -> None:
+        """A row the store could not read ends alone, dead with the reason."""
+        problem = claimed.problem or "unknown"
+        log.error(
+            "timer id %d (key %s) cannot be read: %s",
+            claimed.timer.id,
+            claimed.timer.key,
+            problem,
+            extra=self.shared.about(claimed.timer, claimed.attempt),
+        )
+        finish = attempts.unreadable(claimed.timer.id, claimed.attempt, problem)
+        self._completer.record(claimed.timer, finish)
+
+    def _release(self, claimed: Claimed) -> None:
+        """Give a row back as it was, unstarted (fenced: a no-op if it was taken over)."""
+        timer = claimed.timer
+        self._completer.record(timer, Finish(timer.id, claimed.attempt, Outcome.RELEASED))
