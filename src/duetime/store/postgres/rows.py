@@ -347,6 +347,13 @@ def offset_from_ms(milliseconds: float | None) -> timedelta | None:
     return None if milliseconds is None else timedelta(milliseconds=milliseconds)
 
 
+def _said(values: list[Any], unless: object = None) -> list[Any]:
+    """``values``, or nothing when every one is ``unless`` (or empty, for None)."""
+    if unless is None:
+        return values if any(values) else []
+    return values if any(value != unless for value in values) else []
+
+
 FINISH_OUTCOMES = frozenset(Outcome) - {Outcome.LOST, Outcome.FANNED_OUT}
 """LOST is recorded by rescue, never claimed by an owner; FANNED_OUT by fan_out."""
 
@@ -379,22 +386,16 @@ class FinishBatch:
         # The last three arrays go empty when they would say nothing (every outcome done, no
         # error, no new due time: nearly every batch), and unnest pads them with NULLs: encoding
         # five arrays element by element was a tenth of a busy worker's CPU.
-        done = Outcome.DONE
+        run_ats = [f.run_at for f in batch]
         params = {
             "timer_ids": [f.timer_id for f in batch],
             "attempts": [f.attempt for f in batch],
-            "outcomes": (
-                [] if all(f.outcome is done for f in batch) else [f.outcome.value for f in batch]
-            ),
-            "errors": [f.error for f in batch] if any(f.error for f in batch) else [],
-            "run_ats": [f.run_at or now for f in batch] if any(f.run_at for f in batch) else [],
-            "tracebacks": ([f.traceback for f in batch] if any(f.traceback for f in batch) else []),
-            "claim_tokens": (
-                [f.claim_token for f in batch] if any(f.claim_token for f in batch) else []
-            ),
-            "started_ats": (
-                [f.started_at for f in batch] if any(f.started_at for f in batch) else []
-            ),
+            "outcomes": _said([f.outcome.value for f in batch], unless=Outcome.DONE.value),
+            "errors": _said([f.error for f in batch]),
+            "run_ats": [run_at or now for run_at in run_ats] if any(run_ats) else [],
+            "tracebacks": _said([f.traceback for f in batch]),
+            "claim_tokens": _said([f.claim_token for f in batch]),
+            "started_ats": _said([f.started_at for f in batch]),
             "node_id": node_id,
             "now": now,
         }
