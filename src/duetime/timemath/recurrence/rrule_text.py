@@ -133,6 +133,33 @@ def weekday_of(value: str) -> du.weekday:
 
 def parse_rrule(value: object) -> RuleParts:
     """Check an RRULE (``RRULE:`` prefix optional) and return its parts in canonical order."""
+    given = _given_parts(_rule_text(value))
+    if "FREQ" not in given:
+        raise InvalidRrule(_FIELD, "FREQ: is required (SECONDLY ... YEARLY)")
+    freq = given["FREQ"]
+    if freq not in FREQS:
+        raise InvalidRrule(_FIELD, f"FREQ: {freq!r} is not one of {', '.join(FREQS)}")
+    if "COUNT" in given and "UNTIL" in given:
+        raise InvalidRrule(_FIELD, "COUNT: cannot be given with UNTIL (RFC 5545: one or neither)")
+    count = _positive(given, "COUNT") if "COUNT" in given else None
+    interval = _positive(given, "INTERVAL") if "INTERVAL" in given else 1
+    until = _until(given["UNTIL"]) if "UNTIL" in given else None
+    by = [(part, _values(part, given[part], freq, given)) for part in PARTS[4:] if part in given]
+    if "BYSETPOS" in given and not any(part in given for part in _BY_PARTS if part != "BYSETPOS"):
+        raise InvalidRrule(_FIELD, "BYSETPOS: needs another BYxxx part to select from")
+    canonical = [f"FREQ={freq}"]
+    if until is not None:
+        canonical.append(f"UNTIL={given['UNTIL']}")
+    if count is not None:
+        canonical.append(f"COUNT={count}")
+    if interval != 1:
+        canonical.append(f"INTERVAL={interval}")
+    canonical += [f"{part}={','.join(values)}" for part, values in by]
+    return RuleParts(";".join(canonical), freq, interval, count, until, tuple(by))
+
+
+def _rule_text(value: object) -> str:
+    """The rule's text without its ``RRULE:`` prefix, refused when empty or too long."""
     if not isinstance(value, str):
         raise InvalidRrule(_FIELD, f"must be a string, not {type(value).__name__}")
     text = value.strip()
@@ -142,6 +169,11 @@ def parse_rrule(value: object) -> RuleParts:
         raise InvalidRrule(_FIELD, "must not be empty; e.g. 'FREQ=MONTHLY;BYMONTHDAY=15'")
     if len(text) > _MAX_TEXT:
         raise InvalidRrule(_FIELD, f"is {len(text)} characters; at most {_MAX_TEXT}")
+    return text
+
+
+def _given_parts(text: str) -> dict[str, str]:
+    """``NAME=VALUE`` parts by name (upper case), each a known part, none given twice."""
     given: dict[str, str] = {}
     for item in text.rstrip(";").split(";"):
         name, sep, raw = item.partition("=")
@@ -155,31 +187,7 @@ def parse_rrule(value: object) -> RuleParts:
         if name in given:
             raise InvalidRrule(_FIELD, f"{name}: given twice")
         given[name] = raw.strip().upper()
-    if "FREQ" not in given:
-        raise InvalidRrule(_FIELD, "FREQ: is required (SECONDLY ... YEARLY)")
-    freq = given["FREQ"]
-    if freq not in FREQS:
-        raise InvalidRrule(_FIELD, f"FREQ: {freq!r} is not one of {', '.join(FREQS)}")
-    if "COUNT" in given and "UNTIL" in given:
-        raise InvalidRrule(_FIELD, "COUNT: cannot be given with UNTIL (RFC 5545: one or neither)")
-    count = _positive(given, "COUNT") if "COUNT" in given else None
-    interval = _positive(given, "INTERVAL") if "INTERVAL" in given else 1
-    until = _until(given["UNTIL"]) if "UNTIL" in given else None
-    by: list[tuple[str, tuple[str, ...]]] = []
-    for part in PARTS[4:]:
-        if part in given:
-            by.append((part, _values(part, given[part], freq, given)))
-    if "BYSETPOS" in given and not any(part in given for part in _BY_PARTS if part != "BYSETPOS"):
-        raise InvalidRrule(_FIELD, "BYSETPOS: needs another BYxxx part to select from")
-    canonical = [f"FREQ={freq}"]
-    if until is not None:
-        canonical.append(f"UNTIL={given['UNTIL']}")
-    if count is not None:
-        canonical.append(f"COUNT={count}")
-    if interval != 1:
-        canonical.append(f"INTERVAL={interval}")
-    canonical += [f"{part}={','.join(values)}" for part, values in by]
-    return RuleParts(";".join(canonical), freq, interval, count, until, tuple(by))
+    return given
 
 
 def _positive(given: dict[str, str], part: str) -> int:
