@@ -271,7 +271,7 @@ class PostgresStore:
         changed = _changed(*_answered(answers))
         if changed:  # kept timers wake nobody: the NOTIFY waits for the answer
             notice = self._notices.notice(min(changed))
-            await self._db.read(lambda conn: _send_notice(conn, notice))
+            await self._db.send(notice)
         self._notices.here_earliest(changed)
         return answers
 
@@ -903,10 +903,6 @@ class _Isolate(Exception):
 
 def _put_query(on_conflict: OnConflict) -> str:
     return Q["upsert_timer"] if on_conflict == "update" else Q["insert_timer"]
-
-
-async def _send_notice(conn: Conn, notice: Statement) -> None:
-    await conn.execute(notice.query, notice.params)
 
 
 def _at_once(calls: Sequence[PutCall]) -> bool:
