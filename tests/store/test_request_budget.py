@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from storekit import NOW, PG_URL, StoreFactory, with_params
+from storekit import NOW, PG_URL, StoreFactory, new_timer, with_params
 
 from duetime.errors import StoreBusy
 from duetime.model.limits import FlowRule
@@ -199,3 +199,35 @@ async def test_postgres_a_statement_past_the_request_timeout_is_ended(
 
     # The one pooled connection went back without the request's timeout.
     assert await store._db.read(timeout_now) == "0"
+
+
+@pytest.mark.parametrize("key", ["k1", None], ids=["own key", "drawn key"])
+async def test_postgres_a_create_past_the_request_timeout_is_ended(
+    open_store: StoreFactory, pg_store_url: str, pg_schema: str, key: str | None
+) -> None:
+    """A create is one round trip (its statements as one implicit transaction): the request's
+    timeout goes in that round trip and ends with it."""
+    store = await open_store(pg_store_url)
+    assert isinstance(store, PostgresStore)
+    async with await psycopg.AsyncConnection.connect(PG_URL) as other, other.transaction():
+        await other.execute(f"LOCK TABLE {pg_schema}.timers IN ACCESS EXCLUSIVE MODE")
+        with budgets.within(QUICK), pytest.raises(StoreBusy) as busy:
+            await store.put_timers([new_timer(key)], "update", NOW)
+        assert "statement_timeout" in busy.value.message
+    if key is not None:
+        assert await store.get_timer("ns", key) is None
+    with budgets.within(QUICK):
+        (made,) = await store.put_timers([new_timer(key)], "update", NOW)
+    assert made.action == "created"
+
+    async def settings_now(conn: psycopg.AsyncConnection[dict[str, str]]) -> list[str]:
+        shown = []
+        for name in ("statement_timeout", "synchronous_commit"):
+            cursor = await conn.execute(f"SHOW {name}")
+            row = await cursor.fetchone()
+            assert row is not None
+            shown.append(next(iter(row.values())))
+        return shown
+
+    # The one pooled connection went back as it was: no timeout, commits flushed.
+    assert await store._db.read(settings_now) == ["0", "on"]

@@ -213,11 +213,15 @@ class Database:
         up to the sync as one implicit transaction and commits it there, or rolls all of it back
         at the first error. A claim or a finish thus costs one round trip, not four (BEGIN,
         the statements, COMMIT); ``SET LOCAL`` settings last until that commit, as in a block.
+        A request's statement timeout is the first statement of that transaction, not a
+        transaction block around it (BEGIN, the setting, COMMIT: three more round trips).
         """
 
         async def work(conn: Conn) -> list[list[Any]]:
             cursors: list[AsyncCursor[Any]] = []
             async with conn.pipeline() as pipeline:
+                if budget is not None:
+                    await _limit_statements(conn, budget)
                 for query, params, rows, binary in statements:
                     cursor = conn.cursor(row_factory=rows, binary=binary)
                     await cursor.execute(query, params)
@@ -226,12 +230,25 @@ class Database:
                 await pipeline.sync()
                 results = [await c.fetchall() if c.description else [] for c in cursors]
             commit.sent = False  # committed: what comes after cannot undo it
-            await _send_after_commit(conn, after)
+            await _send_after_commit(conn, after, budget)
             return results
 
         commit = _Commit()
+        budget = budgets.current()
         pool = None if lane is None else await self._lane(lane)
-        return await self._run(work, transaction=False, pool=pool, commit=commit)
+        return await self._run(
+            work, transaction=False, pool=pool, commit=commit, limits_itself=True
+        )
+
+    async def send(self, statement: Statement) -> None:
+        """Run one statement in autocommit mode, like :meth:`read`, in one round trip: a
+        request's statement timeout goes with it, as :meth:`atomic` sends it."""
+        budget = budgets.current()
+
+        async def work(conn: Conn) -> None:
+            await _pipelined(conn, [statement], budget)
+
+        await self._run(work, transaction=False, limits_itself=True)
 
     async def _run(
         self,
@@ -240,7 +257,10 @@ class Database:
         transaction: bool,
         pool: AsyncConnectionPool[Conn] | None = None,
         commit: _Commit | None = None,
+        limits_itself: bool = False,
     ) -> R:
+        """``limits_itself``: ``work`` (autocommit) sends the budget's statement timeout itself,
+        in the implicit transaction of its statements."""
         pool = pool or self._pool
         if pool is None:
             raise StoreUnavailable("the PostgreSQL store is not open")
@@ -254,7 +274,9 @@ class Database:
             try:
                 async with pool.connection(timeout=wait) as conn:
                     try:
-                        return await self._work(conn, work, transaction, commit, budget)
+                        return await self._work(
+                            conn, work, transaction, commit, None if limits_itself else budget
+                        )
                     except ReadOnlySqlTransaction:
                         await conn.close()  # the server was demoted: the pool drops it
                         raise
@@ -353,9 +375,29 @@ async def _limit_statements(conn: Conn, budget: Budget) -> None:
     await conn.execute(Q["limit_statements"], {"timeout": f"{timeout_ms}ms"})
 
 
-async def _send_after_commit(conn: Conn, statements: Sequence[Statement]) -> None:
+async def _pipelined(conn: Conn, statements: Sequence[Statement], budget: Budget | None) -> None:
+    """``statements`` as one implicit transaction in one round trip, the budget's statement
+    timeout first (it ends with that transaction)."""
+    async with conn.pipeline() as pipeline:
+        if budget is not None:
+            await _limit_statements(conn, budget)
+        for query, params, *_ in statements:
+            await conn.execute(query, params)
+        await pipeline.sync()
+
+
+async def _send_after_commit(
+    conn: Conn, statements: Sequence[Statement], budget: Budget | None = None
+) -> None:
     """Best effort: the transaction before them has committed, so a failure here must not
-    turn the caller's answer into an error (see :meth:`Database.after_commit`)."""
+    turn the caller's answer into an error (see :meth:`Database.after_commit`). Under a
+    ``budget`` they go in one round trip with its statement timeout."""
+    if budget is not None and statements:
+        try:
+            await _pipelined(conn, statements, budget)
+        except psycopg.Error as exc:
+            log.warning("a statement after a commit failed (%s); the commit stands", exc)
+        return
     for query, params, *_ in statements:
         try:
             await conn.execute(query, params)

@@ -164,7 +164,7 @@ class TimerWrites:
         made = changed(*answered(answers))
         if made:  # kept timers wake nobody: the NOTIFY waits for the answer
             notice = self._notices.notice(min(made))
-            await self._db.read(lambda conn: conn.execute(notice.query, notice.params))
+            await self._db.send(notice)
         self._notices.here_earliest(made)
         return answers
 
