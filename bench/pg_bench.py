@@ -1044,7 +1044,8 @@ def source_state() -> str:
     worker = (
         [src / "worker.py"] if (src / "worker.py").exists() else sorted(src.glob("worker/*.py"))
     )
-    files = [*worker, src / "app.py", *sorted((src / "store" / "postgres").rglob("*.*"))]
+    facade = [src / "app.py"] if (src / "app.py").exists() else sorted(src.glob("app/*.py"))
+    files = [*worker, *facade, *sorted((src / "store" / "postgres").rglob("*.*"))]
     digest = hashlib.sha1()
     for path in files:
         if path.suffix in (".py", ".sql"):
