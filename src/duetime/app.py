@@ -21,7 +21,6 @@ from duetime.app_limits import LimitMethods
 from duetime.app_schedules import ScheduleMethods
 from duetime.app_subscribers import SubscriberMethods
 from duetime.app_tokens import TokenMethods
-from duetime.caps import check_namespace_room
 from duetime.clock import Clock, DatabaseClock
 from duetime.config import DEFAULT_NAMESPACE, Settings
 from duetime.destinations.base import Destination, check_name
@@ -172,11 +171,8 @@ class AsyncApp(
         create`` and ``POST /v1/namespaces``; at most ``max_namespaces`` of them."""
         name = check_namespace(name)
         await self._open_store(migrate=self.settings.migrate)
-        if await self.store.namespace_exists(name):
-            return False
-        await check_namespace_room(self.store, [name], self.settings, "name")
-        await self.store.ensure_namespace(name, self.clock.now())
-        return True
+        cap = self.settings.max_namespaces
+        return bool(await self.store.add_namespaces([name], self.clock.now(), cap, "name"))
 
     async def namespaces(self) -> list[str]:
         """Every namespace of the database, by name."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from duetime.app_audit import AuditMethods
 from duetime.clock import Clock
 from duetime.config import Settings
-from duetime.errors import CapReached, Conflict, InvalidInput, NotFound
+from duetime.errors import Conflict, InvalidInput, NotFound
 from duetime.model import JSON, OnConflict, Page, Schedule
 from duetime.model.audit import Actor
 from duetime.model.schedules import NewSchedule
@@ -33,6 +33,7 @@ from duetime.schedules import (
 )
 from duetime.store import Store
 from duetime.store.parts import ScheduleStore
+from duetime.store.room import ScheduleRoom
 from duetime.validation import check_limit, check_on_conflict, check_type
 
 if TYPE_CHECKING:
@@ -154,8 +155,9 @@ class ScheduleMethods(AuditMethods):
         if not self.is_open:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
         await self.open()
-        await self._check_schedule_room(requests)
-        stored = await self.schedules.put_schedules(news, on_conflict, now)
+        stored = await self.schedules.put_schedules(
+            news, on_conflict, now, self._schedule_room(requests)
+        )
         results: list[tuple[ScheduleAction, Schedule]] = []
         for request, row in zip(requests, stored, strict=True):
             if row is not None:
@@ -193,15 +195,12 @@ class ScheduleMethods(AuditMethods):
                     raise
                 raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
 
-    async def _check_schedule_room(self, requests: Sequence[ScheduleRequest]) -> None:
+    def _schedule_room(self, requests: Sequence[ScheduleRequest]) -> ScheduleRoom:
         """The new schedules among ``requests`` must leave the namespace within
-        ``max_schedules``: CapReached naming ``name`` otherwise (nothing is stored)."""
-        cap = self.settings.max_schedules
+        ``max_schedules``: the store checks it as it stores them (CapReached naming ``name``
+        otherwise, and nothing is stored)."""
         names = sorted({r.name for r in requests if isinstance(r.name, str)})
-        held, present = await self.schedules.schedule_room(self.namespace, names, cap)
-        if held + len(names) - present > cap:
-            where = f"namespace {self.namespace!r}"
-            raise CapReached("name", where, "schedules", cap, "max_schedules")
+        return ScheduleRoom(self.namespace, names, self.settings.max_schedules)
 
     async def get_schedule(self, name: str) -> Schedule:
         await self.open()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from duetime.app_audit import AuditMethods
 from duetime.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
-from duetime.caps import check_namespace_room, check_token_room
+from duetime.caps import check_token_room
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.model.audit import Actor
@@ -51,13 +51,17 @@ class TokenMethods(AuditMethods):
         await self._open_store(migrate=self.settings.migrate)
         await check_token_room(self.store, self.settings)
         named = [namespace for namespace in scope if namespace != ALL_NAMESPACES]
-        await check_namespace_room(self.store, named, self.settings, "namespace")
         now = self.clock.now()
-        for namespace in scope:
-            if namespace != ALL_NAMESPACES:
-                await self.store.ensure_namespace(namespace, now)
+        if named:
+            cap = self.settings.max_namespaces
+            await self.store.add_namespaces(named, now, cap, "namespace")
         issued = await issue_token(
-            self.store.tokens, scope, read_only=read_only, name=name, now=now
+            self.store.tokens,
+            scope,
+            read_only=read_only,
+            name=name,
+            now=now,
+            cap=self.settings.max_tokens,
         )
         await self._audit_token(actor, "token_create", issued.info)
         return issued

@@ -131,6 +131,15 @@ class Store(Protocol):
 
     async def list_namespaces(self) -> list[str]: ...
 
+    async def add_namespaces(
+        self, names: Sequence[str], now: datetime, cap: int, field: str
+    ) -> list[str]:
+        """Create those of ``names`` that do not exist (the ones it returns), in one
+        transaction that keeps the database within ``cap`` namespaces even while other
+        creations race (see :mod:`duetime.store.room`): CapReached naming ``field`` otherwise,
+        and nothing is created."""
+        ...
+
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(
         self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime

@@ -49,6 +49,27 @@ SELECT 1 FROM namespaces WHERE name = %(name)s
 -- name: list_namespaces
 SELECT name FROM namespaces ORDER BY name
 
+-- name: lock_namespaces
+-- Capped creations of namespaces run one at a time (per schema): the count of the next one,
+-- a later statement, sees the rows of the one before (see duetime.store.room).
+SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))
+
+-- name: namespace_room
+-- How many namespaces there are (counted no further than the cap) and which of %(names)s are
+-- new, read after lock_namespaces.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM namespaces LIMIT %(up_to)s) held) AS held,
+    ARRAY(SELECT given.name FROM unnest(%(names)s::text[]) AS given (name)
+          WHERE NOT EXISTS (SELECT 1 FROM namespaces WHERE namespaces.name = given.name))
+        AS new
+
+-- name: lock_namespace_row
+-- A namespace's row, locked until the transaction ends, before counting what it holds of a
+-- capped collection (schedules, rules): two creations at once cannot both take the last place,
+-- as the count, a later statement, sees the rows of the transaction that held the lock before
+-- (a count in the same statement as the lock would read the snapshot taken before the wait).
+-- NO KEY UPDATE: timers written meanwhile, whose key-share lock it leaves alone, never wait.
+SELECT 1 FROM namespaces WHERE name = %(namespace)s FOR NO KEY UPDATE
+
 -- name: timer_batch
 -- The rows of a scheduling batch, in input order (n), from one array per column (sent in binary:
 -- psycopg's text format for arrays costs ~10x more client CPU). A column other than key, payload
@@ -948,17 +969,12 @@ SELECT * FROM flow_limits WHERE namespace = %(namespace)s ORDER BY pattern
 
 -- name: limit_room
 -- Whether the pattern has a row already, and how many rules of types the namespace holds (a
--- new one must stay within the cap; a destination's rate is configuration, not counted). The
--- namespace's row is locked first, so two new rules at once cannot both take the last place
--- (NO KEY UPDATE: timers written meanwhile, whose key-share lock it leaves alone, never wait).
-WITH locked AS (
-    SELECT name FROM namespaces WHERE name = %(namespace)s FOR NO KEY UPDATE
-)
+-- new one must stay within the cap; a destination's rate is configuration, not counted). Read
+-- after lock_namespace_row, in the same transaction.
 SELECT EXISTS (SELECT 1 FROM flow_limits
                WHERE namespace = %(namespace)s AND pattern = %(pattern)s) AS present,
     (SELECT count(*) FROM flow_limits
-     WHERE namespace = %(namespace)s AND destination IS NULL) AS rules,
-    (SELECT count(*) FROM locked) AS locked
+     WHERE namespace = %(namespace)s AND destination IS NULL) AS rules
 
 -- name: count_by_type
 -- What every rule of a namespace holds (limits ls), in one statement whatever the number of

@@ -81,6 +81,7 @@ from duetime.store.postgres.transactions import PostgresOutbox, PostgresTransact
 from duetime.store.postgres.wakeup import Listener
 from duetime.store.protocol import ClockSampler
 from duetime.store.queries import load_queries
+from duetime.store.room import check_namespace_room
 from duetime.store.streams import Replayable, chunked
 from duetime.store.transitions import Transition, refused
 from duetime.validation import generate_key
@@ -200,6 +201,23 @@ class PostgresStore:
             return [row["name"] for row in await fetch_all(conn, Q["list_namespaces"], {})]
 
         return await self._db.read(run)
+
+    async def add_namespaces(
+        self, names: Sequence[str], now: datetime, cap: int, field: str
+    ) -> list[str]:
+        lock = {"lock": f"duetime:namespaces:{self.schema}"}
+        params = {"names": list(dict.fromkeys(names)), "up_to": cap, "now": now}
+
+        async def run(conn: Conn) -> list[str]:
+            await conn.execute(Q["lock_namespaces"], lock)
+            (room,) = await fetch_all(conn, Q["namespace_room"], params)
+            new: list[str] = room["new"]
+            check_namespace_room(int(room["held"]), len(new), cap, field)
+            for name in new:
+                await conn.execute(Q["ensure_namespace"], {"name": name, "now": now})
+            return new
+
+        return await self._db.write(run)
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(

@@ -23,6 +23,17 @@ SELECT 1 FROM namespaces WHERE name = ?
 -- name: list_namespaces
 SELECT name FROM namespaces ORDER BY name
 
+-- name: namespaces_held
+-- How many namespaces there are, counted no further than the cap (in the write transaction of
+-- a capped creation, whose lock keeps others out until it commits).
+SELECT count(*) FROM (SELECT 1 FROM namespaces LIMIT :up_to)
+
+-- name: namespaces_new
+-- Which of the given names (JSON) are not namespaces yet, in the order given.
+SELECT value FROM json_each(:names)
+WHERE NOT EXISTS (SELECT 1 FROM namespaces WHERE name = json_each.value)
+ORDER BY key
+
 -- name: insert_timer
 INSERT INTO timers (
     namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,

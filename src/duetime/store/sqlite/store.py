@@ -46,6 +46,7 @@ from duetime.store.cursors import (
 from duetime.store.listeners import WakeupListener
 from duetime.store.protocol import ClockSampler
 from duetime.store.queries import load_queries
+from duetime.store.room import check_namespace_room
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.claims import take_rows
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
@@ -137,6 +138,20 @@ class SqliteStore:
 
     async def list_namespaces(self) -> list[str]:
         return await self._db.read(lambda c: [row[0] for row in c.execute(Q["list_namespaces"])])
+
+    async def add_namespaces(
+        self, names: Sequence[str], now: datetime, cap: int, field: str
+    ) -> list[str]:
+        given = dump_json(list(dict.fromkeys(names)))
+
+        def run(conn: sqlite3.Connection) -> list[str]:
+            (held,) = conn.execute(Q["namespaces_held"], {"up_to": cap}).fetchone()
+            new = [row[0] for row in conn.execute(Q["namespaces_new"], {"names": given})]
+            check_namespace_room(int(held), len(new), cap, field)
+            conn.executemany(Q["ensure_namespace"], [(name, to_micros(now)) for name in new])
+            return new
+
+        return await self._db.write(run)
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(
