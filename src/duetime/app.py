@@ -60,6 +60,7 @@ from duetime.routes import HANDLER, Route, check_pattern
 from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
+from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
 from duetime.store.parts import OutboxStore, require
 from duetime.timer_filters import check_action, check_sort, timer_filter
 from duetime.tracing import tracing_for
@@ -175,9 +176,26 @@ class AsyncApp(
         return bool(await self.store.add_namespaces([name], self.clock.now(), cap, "name"))
 
     async def namespaces(self) -> list[str]:
-        """Every namespace of the database, by name."""
+        """Every namespace of the database, by name (at most ``max_namespaces`` made through
+        the capped ways); :meth:`namespace_page` pages them."""
         await self._open_store(migrate=self.settings.migrate)
         return await self.store.list_namespaces()
+
+    async def namespace_page(
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = 100,
+        only: Sequence[str] | None = None,
+    ) -> Page[str]:
+        """One page of :meth:`namespaces`, by name; pass ``next_cursor`` back for the next.
+        ``only``: those of these names (a token's scope), so a page never skips past names the
+        caller may not see."""
+        check_limit(limit)
+        after = decode_name_cursor(cursor)
+        await self._open_store(migrate=self.settings.migrate)
+        rows = await self.store.list_namespaces(after, limit + 1, only)
+        return page(rows, limit, lambda name: name, encode_name_cursor)
 
     async def _open_store(self, *, migrate: bool) -> None:
         """Open the store without creating this app's namespace (admin commands)."""

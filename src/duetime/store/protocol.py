@@ -129,7 +129,12 @@ class Store(Protocol):
 
     async def namespace_exists(self, namespace: str) -> bool: ...
 
-    async def list_namespaces(self) -> list[str]: ...
+    async def list_namespaces(
+        self, after: str = "", limit: int | None = None, only: Sequence[str] | None = None
+    ) -> list[str]:
+        """Namespaces by name: those after ``after``, at most ``limit`` (None: all), only
+        those of ``only`` (None: every one)."""
+        ...
 
     async def add_namespaces(
         self, names: Sequence[str], now: datetime, cap: int, field: str

@@ -47,7 +47,12 @@ ON CONFLICT (name) DO NOTHING
 SELECT 1 FROM namespaces WHERE name = %(name)s
 
 -- name: list_namespaces
-SELECT name FROM namespaces ORDER BY name
+-- By name, after %(after)s, at most %(limit)s (NULL: all), only those of %(only)s (NULL: every
+-- one): a walk of the primary key from the cursor on.
+SELECT name FROM namespaces
+WHERE name > %(after)s AND (%(only)s::text[] IS NULL OR name = ANY (%(only)s::text[]))
+ORDER BY name
+LIMIT %(limit)s
 
 -- name: lock_namespaces
 -- Capped creations of namespaces run one at a time (per schema): the count of the next one,

@@ -196,9 +196,13 @@ class PostgresStore:
 
         return await self._db.read(run)
 
-    async def list_namespaces(self) -> list[str]:
+    async def list_namespaces(
+        self, after: str = "", limit: int | None = None, only: Sequence[str] | None = None
+    ) -> list[str]:
+        params = {"after": after, "limit": limit, "only": None if only is None else list(only)}
+
         async def run(conn: Conn) -> list[str]:
-            return [row["name"] for row in await fetch_all(conn, Q["list_namespaces"], {})]
+            return [row["name"] for row in await fetch_all(conn, Q["list_namespaces"], params)]
 
         return await self._db.read(run)
 

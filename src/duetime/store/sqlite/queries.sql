@@ -21,7 +21,12 @@ INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NO
 SELECT 1 FROM namespaces WHERE name = ?
 
 -- name: list_namespaces
-SELECT name FROM namespaces ORDER BY name
+-- By name, after :after, at most :limit (NULL: all), only those of :only (JSON; NULL: every
+-- one): a walk of the primary key from the cursor on.
+SELECT name FROM namespaces
+WHERE name > :after AND (:only IS NULL OR name IN (SELECT value FROM json_each(:only)))
+ORDER BY name
+LIMIT coalesce(:limit, -1)
 
 -- name: namespaces_held
 -- How many namespaces there are, counted no further than the cap (in the write transaction of

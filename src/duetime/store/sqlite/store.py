@@ -136,8 +136,17 @@ class SqliteStore:
 
         return await self._db.read(run)
 
-    async def list_namespaces(self) -> list[str]:
-        return await self._db.read(lambda c: [row[0] for row in c.execute(Q["list_namespaces"])])
+    async def list_namespaces(
+        self, after: str = "", limit: int | None = None, only: Sequence[str] | None = None
+    ) -> list[str]:
+        params = {
+            "after": after,
+            "limit": limit,
+            "only": None if only is None else dump_json(list(only)),
+        }
+        return await self._db.read(
+            lambda c: [row[0] for row in c.execute(Q["list_namespaces"], params)]
+        )
 
     async def add_namespaces(
         self, names: Sequence[str], now: datetime, cap: int, field: str
