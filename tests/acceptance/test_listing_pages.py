@@ -112,8 +112,10 @@ def test_namespaces_and_tokens_are_paged_on_the_cli(tmp_path: Path, cli: Cli) ->
     token_pages = _walk(tokens, "", 2)
     assert [len(page) for page in token_pages] == [2, 2, 1]
     ids = [token["id"] for page in token_pages for token in page]
-    assert ids == sorted(ids) and len(set(ids)) == 5
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 5
     more = cli("tokens", "ls", "--limit", "2")
-    assert more.code == 0 and "more: pass --cursor token." in more.stdout, more.stdout
+    assert more.code == 0, more.stderr
+    assert "more: pass --cursor token." in more.stdout, more.stdout
     refused = cli.fails("tokens", "ls", "--cursor", "name.n1", code=2)
     assert refused["field"] == "cursor", refused
