@@ -100,7 +100,8 @@ async def test_a_postgres_page_reads_the_page(pg_url: str, pg_schema: str) -> No
             plan = _pg_plan(c, query, params)
             assert "Sort" not in plan, plan
             scanned = _scanned(plan)
-            assert scanned and max(scanned) <= PAGE + 1, plan
+            assert scanned, plan
+            assert max(scanned) <= PAGE + 1, plan
 
 
 def test_a_sqlite_page_walks_the_key_in_order(tmp_path: Any, runner: Any) -> None:
