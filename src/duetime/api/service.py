@@ -19,7 +19,7 @@ from duetime.api.gates import NamespaceGates
 from duetime.app import AsyncApp, Store
 from duetime.auth import TokenInfo, TokenStore
 from duetime.clock import Clock, DatabaseClock
-from duetime.metrics import DatabaseSnapshot, Metrics, read_snapshot
+from duetime.metrics import Metrics, read_snapshots
 from duetime.model import Node
 from duetime.runner import Runner
 from duetime.services.nodes import NodeUpkeep
@@ -206,10 +206,7 @@ class Service:
         now = asyncio.get_running_loop().time()
         if now - self._counts_at < COUNTS_TTL:
             return
-        snapshot: dict[str, DatabaseSnapshot] = {}
-        for namespace in await compat.list_namespaces(self.root):
-            snapshot[namespace] = await read_snapshot(self.store, self.clock, namespace)
-        self.metrics.set_snapshot(snapshot)
+        self.metrics.set_snapshot(await read_snapshots(self.store, self.clock))
         self._counts_at = now
 
     async def subscribers(self, namespace: str) -> Subscribers:

@@ -182,6 +182,12 @@ class Store(Protocol):
 
     async def count_by_status(self, namespace: str) -> dict[Status, int]: ...
 
+    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+        """Every namespace's timers by status and the earliest run time of its pending ones
+        (None: none pending), in a number of statements that does not grow with the
+        namespaces: what a metrics scrape reads."""
+        ...
+
     async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel a pending timer; NotFound for an unknown key, Conflict once it has fired."""
         ...

@@ -49,6 +49,7 @@ from duetime.store.cursors import (
     sorted_cursor,
     timer_listing,
 )
+from duetime.store.gauges import gauges
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.audit import PostgresAudit
 from duetime.store.postgres.claims import give_back_if_unread
@@ -597,6 +598,17 @@ class PostgresStore:
             for row in await fetch_all(conn, Q["count_by_status"], {"namespace": namespace}):
                 counts[Status(row["status"])] = row["count"]
             return counts
+
+        return await self._db.read(run)
+
+    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+        async def run(conn: Conn) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+            counts = await fetch_all(conn, Q["gauge_counts"], {})
+            earliest = await fetch_all(conn, Q["gauge_earliest"], {})
+            return gauges(
+                ((row["namespace"], row["status"], row["count"]) for row in counts),
+                ((row["namespace"], row["earliest"]) for row in earliest),
+            )
 
         return await self._db.read(run)
 

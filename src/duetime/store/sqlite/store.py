@@ -43,6 +43,7 @@ from duetime.store.cursors import (
     sorted_cursor,
     timer_listing,
 )
+from duetime.store.gauges import gauges
 from duetime.store.listeners import WakeupListener
 from duetime.store.protocol import ClockSampler
 from duetime.store.queries import load_queries
@@ -218,6 +219,16 @@ class SqliteStore:
             for status, count in conn.execute(Q["count_by_status"], (namespace,)):
                 counts[Status(status)] = count
             return counts
+
+        return await self._db.read(run)
+
+    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+        def run(conn: sqlite3.Connection) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+            counts = conn.execute(Q["gauge_counts"]).fetchall()
+            earliest = conn.execute(Q["gauge_earliest"]).fetchall()
+            return gauges(
+                counts, ((name, None if at is None else from_micros(at)) for name, at in earliest)
+            )
 
         return await self._db.read(run)
 
