@@ -95,7 +95,11 @@ class _RuleFields(BaseModel):
     timezone: str = Field("UTC", examples=["Asia/Tokyo"], description="IANA zone of the cron")
     subject: Subject = Field(None, examples=["user-1234"])
     start_at: Instant = Field(None, examples=["2025-03-15T00:00:00Z"])
-    end_at: Instant = Field(None, examples=["2026-03-15T00:00:00Z"])
+    end_at: Instant = Field(
+        None,
+        examples=["2026-03-15T00:00:00Z"],
+        description="No occurrence after it; a new schedule's must leave one after now (422)",
+    )
     catch_up: CatchUpName = Field("latest", description="After an outage: latest, all or none")
     on_gap: OnGapName = Field("run_after", description="Fixed-time cron in a DST gap")
     on_overlap: OnOverlapName = Field("once", description="Fixed-time cron in a repeated hour")

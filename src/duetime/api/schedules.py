@@ -272,8 +272,9 @@ async def preview(
     roll: RollName | None = None,
     feb29: Feb29Name = "feb28",
 ) -> JSONResponse:
-    """Nothing is stored: try a rule (and its DST behaviour) before defining a schedule. An
-    `rrule` without `after` lists from its `dtstart` on."""
+    """Nothing is stored: try a rule (and its DST behaviour) before defining a schedule. Give
+    exactly one of `cron`, `every` or `rrule` (a query string's schema cannot say it: none or
+    two answer 422 naming `cron`). An `rrule` without `after` lists from its `dtstart` on."""
     calendar = ScheduleRequest(
         name="preview",
         type="preview",
