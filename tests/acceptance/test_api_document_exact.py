@@ -290,10 +290,36 @@ def test_a_query_the_document_allows_is_taken(
 ) -> None:
     template = path.replace(NS, "/v1/namespaces/{namespace}")
     parameters = {p["name"]: p["schema"] for p in document["paths"][template]["get"]["parameters"]}
+    exploded = {name: value for name, value in query.items() if name not in parameters}
     for name, value in query.items():
-        assert valid(parameters[name], value), (name, value)
+        if name in parameters:
+            assert valid(parameters[name], value), (name, value)
+    if exploded:  # the properties of an object parameter (the preview's rule)
+        assert valid(parameters["rule"], exploded), exploded
     answer = client.get(path, params=query)
     assert answer.status_code == 200, answer.text
+
+
+def test_a_preview_names_exactly_one_rule(client: TestClient, document: dict[str, Any]) -> None:
+    """A schema relates properties of one value, never two parameters: the preview's cron,
+    every and rrule are documented as the exploded object ``rule`` (the same query string),
+    which says that exactly one of them is given."""
+    parameters = document["paths"]["/v1/preview"]["get"]["parameters"]
+    (rule,) = [p for p in parameters if p["name"] == "rule"]
+    assert (rule["in"], rule["style"], rule["explode"], rule["required"]) == (
+        "query",
+        "form",
+        True,
+        True,
+    )
+    assert not {"cron", "every", "rrule"} & {p["name"] for p in parameters}
+    refused = [{}, {"cron": "@daily", "every": "PT5M"}, {"every": "60", "rrule": "FREQ=DAILY"}]
+    for query in refused:
+        assert not valid(rule["schema"], query), query
+        assert client.get("/v1/preview", params=query).status_code == 422, query
+    for query in ({"cron": "@daily"}, {"every": "PT5M"}):
+        assert valid(rule["schema"], query), query
+        assert client.get("/v1/preview", params=query).status_code == 200, query
 
 
 def test_a_date_the_calendar_lacks_is_invalid_in_the_document(document: dict[str, Any]) -> None:

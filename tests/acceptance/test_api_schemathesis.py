@@ -15,10 +15,11 @@ answered 400 by uvicorn's parser before the API sees it; that answer is accepted
 or 422) holds for every operation but the three that take a schedule's rule: creating and
 changing a schedule and previewing a rule. Their validity depends on what JSON Schema cannot
 say: the current time (an ``end_at`` already past), the stored schedule (calendar options
-need its recurrence rule), the RFC 5545 grammar of ``rrule``, and, in a query string, that one
-of ``cron``, ``every`` and ``rrule`` is given. The document states those rules in words; what
-it can say (one rule kind in a body, calendar options only beside an ``rrule``) it says. For
-the same reason a timer listing whose ``cursor`` belongs to another ``sort`` is not held to it.
+need its recurrence rule) and the RFC 5545 grammar of ``rrule``. The document states those
+rules in words; what it can say (one rule kind in a body and, as the exploded object ``rule``,
+in the preview's query; calendar options only beside an ``rrule``) it says. A timer listing
+whose ``cursor`` belongs to another ``sort`` is not held to it either: two parameters no
+schema relates.
 
 ``use_after_free`` (a deleted resource answers 404) is left out: ``DELETE`` on a pending timer
 cancels it, and the cancelled timer stays readable with its history, as documented (a second
