@@ -32,6 +32,7 @@ from duetime.api.formats import (
     GRACE_PATTERN,
     INSTANT_PATTERN,
     LOCAL_PATTERN,
+    PAYLOAD_MATCH_PATTERN,
     WHEN_PATTERN,
     identifier_pattern,
 )
@@ -51,6 +52,7 @@ from duetime.timemath.durations import parse_duration
 from duetime.timemath.recurrence import parse_recurrence
 from duetime.timemath.recurrence.overlap import parse_catch_up_grace
 from duetime.timemath.when import resolve_when
+from duetime.timer_filters import payload_match
 from duetime.validation import check_expires_after, check_key, check_subject
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
@@ -118,6 +120,12 @@ def test_every_wall_time_and_day_the_patterns_allow_are_read(local: str, day: st
 @given(drawn(WHEN_PATTERN))
 def test_every_filter_bound_the_pattern_allows_is_read(text: str) -> None:
     instant_or_ago(text, NOW, "since")
+
+
+@PROPERTY
+@given(drawn(PAYLOAD_MATCH_PATTERN))
+def test_every_payload_filter_the_pattern_allows_is_read(text: str) -> None:
+    payload_match(text)
 
 
 @PROPERTY
@@ -219,6 +227,18 @@ def test_the_document_has_no_reference_it_cannot_resolve(document: dict[str, Any
         ("/v1/namespaces", "post", {"name": ""}),
         ("/v1/namespaces", "post", {"name": "Shop"}),
         (f"{NS}/timers/bulk", "post", {"action": "cancel", "filter": {"due_from": "0"}}),
+        (f"{NS}/timers/bulk", "post", {"action": "cancel", "filter": {"payload": "paid"}}),
+        (f"{NS}/timers/bulk", "post", {"action": "cancel", "filter": {"payload": "a=[1]"}}),
+        (f"{NS}/timers/{{key}}", "patch", {}),
+        (f"{NS}/timers/{{key}}", "patch", {"at": "2030-01-01T00:00:00Z", "delay": 60}),
+        (f"{NS}/timers/{{key}}", "patch", {"local": "2030-01-01T09:00"}),
+        (f"{NS}/timers/{{key}}", "patch", {"at": "soon"}),
+        (f"{NS}/timers/{{key}}", "patch", {"at": None}),
+        (f"{NS}/timers/{{key}}", "patch", {"timezone": "Mars/Olympus"}),
+        (f"{NS}/timers/{{key}}", "patch", {"disambiguation": None}),
+        (f"{NS}/schedules", "post", {"name": "n", "type": "a", "every": 60, "roll": "skip"}),
+        (f"{NS}/schedules", "post", {"name": "n", "type": "a", "every": 60, "feb29": "mar1"}),
+        (f"{NS}/schedules", "post", {"name": "n", "type": "a", "rrule": "FREQ=DAILY"}),
     ],
 )
 def test_a_body_the_server_refuses_is_invalid_in_the_document(
@@ -226,7 +246,9 @@ def test_a_body_the_server_refuses_is_invalid_in_the_document(
 ) -> None:
     template = path.replace(NS, "/v1/namespaces/{namespace}")
     assert not valid(body_schema(document, template, method), body)
-    url = path.format(name="n", pattern="a.*")
+    url = path.format(name="n", pattern="a.*", key="k")
+    if url.endswith("/timers/k"):  # a pending timer to edit, so only the body is refused
+        client.post(f"{NS}/timers", json={"type": "a", "key": "k", "delay": 3600})
     answer = client.request(method.upper(), url, json=body)
     assert answer.status_code in (404, 422), answer.text
 
@@ -268,10 +290,36 @@ def test_a_query_the_document_allows_is_taken(
 ) -> None:
     template = path.replace(NS, "/v1/namespaces/{namespace}")
     parameters = {p["name"]: p["schema"] for p in document["paths"][template]["get"]["parameters"]}
+    exploded = {name: value for name, value in query.items() if name not in parameters}
     for name, value in query.items():
-        assert valid(parameters[name], value), (name, value)
+        if name in parameters:
+            assert valid(parameters[name], value), (name, value)
+    if exploded:  # the properties of an object parameter (the preview's rule)
+        assert valid(parameters["rule"], exploded), exploded
     answer = client.get(path, params=query)
     assert answer.status_code == 200, answer.text
+
+
+def test_a_preview_names_exactly_one_rule(client: TestClient, document: dict[str, Any]) -> None:
+    """A schema relates properties of one value, never two parameters: the preview's cron,
+    every and rrule are documented as the exploded object ``rule`` (the same query string),
+    which says that exactly one of them is given."""
+    parameters = document["paths"]["/v1/preview"]["get"]["parameters"]
+    (rule,) = [p for p in parameters if p["name"] == "rule"]
+    assert (rule["in"], rule["style"], rule["explode"], rule["required"]) == (
+        "query",
+        "form",
+        True,
+        True,
+    )
+    assert not {"cron", "every", "rrule"} & {p["name"] for p in parameters}
+    refused = [{}, {"cron": "@daily", "every": "PT5M"}, {"every": "60", "rrule": "FREQ=DAILY"}]
+    for query in refused:
+        assert not valid(rule["schema"], query), query
+        assert client.get("/v1/preview", params=query).status_code == 422, query
+    for query in ({"cron": "@daily"}, {"every": "PT5M"}):
+        assert valid(rule["schema"], query), query
+        assert client.get("/v1/preview", params=query).status_code == 200, query
 
 
 def test_a_date_the_calendar_lacks_is_invalid_in_the_document(document: dict[str, Any]) -> None:

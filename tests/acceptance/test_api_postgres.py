@@ -58,7 +58,7 @@ def test_tokens_create_ls_revoke_on_postgres(pg_server: Server) -> None:
     revoked = tokens_cli(pg_server, "revoke", str(created["id"]))
     assert isinstance(revoked, dict)
     assert revoked["revoked_at"] is not None
-    assert tokens_cli(pg_server, "ls") == {"items": []}
+    assert tokens_cli(pg_server, "ls") == {"items": [], "next_cursor": None}
     again = pg_server.cli("tokens", "revoke", str(created["id"]), "--json")
     assert again.returncode != 0
     assert json.loads(again.stderr.splitlines()[-1])["code"] == "conflict"

@@ -29,6 +29,7 @@ __all__ = [
     "INSTANT_PATTERN",
     "LOCAL_PATTERN",
     "MAX_SECONDS",
+    "PAYLOAD_MATCH_PATTERN",
     "WHEN_PATTERN",
     "identifier_pattern",
     "timezones",
@@ -115,6 +116,16 @@ GRACE_PATTERN = (
 """0 to 31 days: ``P3D``, ``PT5M``, ``PT1H30M``, or seconds as text."""
 WHEN_PATTERN = f"^(?:{_INSTANT}|{_duration(calendar=True, positive=False)})$"
 """A filter's bound: an instant, or a duration meaning that long ago."""
+
+
+_PAYLOAD_KEY = "[A-Za-z0-9_-]{1,64}"
+PAYLOAD_MATCH_PATTERN = (
+    f"^(?:payload\\.)?{_PAYLOAD_KEY}(?:\\.{_PAYLOAD_KEY}){{0,7}}"
+    "=(?:[^\\s\\x1c-\\x1f\\x85\\[{][\\s\\S]*)?$"
+)
+"""A payload filter, ``PATH=VALUE``: one to eight keys (a leading ``payload.`` allowed), and a
+value that is not a JSON array or object (the server refuses those; it strips whitespace, so
+a value must not start with it, nor with ``[`` or ``{``)."""
 
 
 def timezones() -> list[str]:

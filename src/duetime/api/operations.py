@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, actor_of, read_json
-from duetime.api.formats import WHEN_PATTERN
+from duetime.api.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     IDENTIFIER,
@@ -62,7 +62,10 @@ class FilterIn(BaseModel):
         None, description=f"Due before: {WHEN}", pattern=_or_empty(WHEN_PATTERN)
     )
     payload: str | None = Field(
-        None, description=PAYLOAD_DESCRIPTION, max_length=MAX_PAYLOAD_QUERY_LENGTH
+        None,
+        description=PAYLOAD_DESCRIPTION,
+        max_length=MAX_PAYLOAD_QUERY_LENGTH,
+        pattern=PAYLOAD_MATCH_PATTERN,
     )
     keys: list[str] | None = Field(
         None,

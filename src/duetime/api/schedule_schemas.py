@@ -58,11 +58,26 @@ def _zone(schema: dict[str, Any], nullable: bool) -> None:
     prop.update(kept, **({"anyOf": [zone, {"type": "null"}]} if nullable else zone))
 
 
+CALENDAR_OPTIONS = ("dtstart", "exdates", "rdates", "holidays", "holiday_dates", "weekend", "roll")
+"""What only a recurrence rule takes (and ``feb29`` other than its default)."""
+
+
 def _rule_schema(schema: dict[str, Any]) -> None:
     """A definition has one rule: a cron expression, an interval or a recurrence rule; zones are
-    named ones."""
+    named ones; the calendar's options come with a recurrence rule only, and it with its
+    ``dtstart``."""
     _zone(schema, nullable=True)
     schema["oneOf"] = [not_null(kind) for kind in RULE_KINDS]
+    schema["dependentSchemas"] = {
+        **{name: _null_or_with("rrule", name, {"type": "null"}) for name in CALENDAR_OPTIONS},
+        "feb29": _null_or_with("rrule", "feb29", {"const": "feb28"}),
+        "rrule": _null_or_with("dtstart", "rrule", {"type": "null"}),
+    }
+
+
+def _null_or_with(needed: str, name: str, unless: dict[str, Any]) -> dict[str, Any]:
+    """``name`` is ``unless`` (null, its default) or ``needed`` is given (not null)."""
+    return {"anyOf": [{"properties": {name: unless}}, not_null(needed)]}
 
 
 class _RuleFields(BaseModel):
@@ -80,7 +95,11 @@ class _RuleFields(BaseModel):
     timezone: str = Field("UTC", examples=["Asia/Tokyo"], description="IANA zone of the cron")
     subject: Subject = Field(None, examples=["user-1234"])
     start_at: Instant = Field(None, examples=["2025-03-15T00:00:00Z"])
-    end_at: Instant = Field(None, examples=["2026-03-15T00:00:00Z"])
+    end_at: Instant = Field(
+        None,
+        examples=["2026-03-15T00:00:00Z"],
+        description="No occurrence after it; a new schedule's must leave one after now (422)",
+    )
     catch_up: CatchUpName = Field("latest", description="After an outage: latest, all or none")
     on_gap: OnGapName = Field("run_after", description="Fixed-time cron in a DST gap")
     on_overlap: OnOverlapName = Field("once", description="Fixed-time cron in a repeated hour")

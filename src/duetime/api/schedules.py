@@ -233,22 +233,54 @@ async def delete_schedule(request: Request, app: WriteApp, name: Name) -> JSONRe
     )
 
 
+RULE_PARAMETER: dict[str, Any] = {
+    "name": "rule",
+    "in": "query",
+    "required": True,
+    "style": "form",
+    "explode": True,
+    "description": (
+        "Exactly one of `cron`, `every` or `rrule`, each a query parameter of its own"
+        " (`?cron=30%202%20*%20*%20*`)"
+    ),
+    "schema": {
+        "type": "object",
+        "properties": {
+            # The cron pattern is documented, not enforced: the parser answers
+            # `invalid_cron` naming the field.
+            "cron": {"type": "string", "pattern": CRON_PATTERN, "examples": ["30 2 * * *"]},
+            "every": {
+                "type": "string",
+                "pattern": EVERY_PATTERN,
+                "description": "An interval: PT5M or seconds",
+            },
+            "rrule": {
+                "type": "string",
+                "minLength": 1,
+                "examples": ["FREQ=MONTHLY;BYMONTHDAY=15,-1"],
+            },
+        },
+        "additionalProperties": False,
+        "oneOf": [{"required": [kind]} for kind in ("cron", "every", "rrule")],
+    },
+}
+"""The rule of a preview: the three query parameters as one object, so that the document can
+say that exactly one is given (a schema relates properties of one value, never two
+parameters); exploded, it is the same query string."""
+
+
 @preview_router.get(
     "/v1/preview",
     summary="The next occurrences of a cron, interval or RFC 5545 rule",
     response_model=PreviewOut,
     responses=errors(401, 422),
+    openapi_extra={"parameters": [RULE_PARAMETER]},
 )
 async def preview(
     service: ServiceDep,
     who: PrincipalDep,
-    cron: Annotated[
-        # Documented, not enforced: the cron parser answers `invalid_cron` naming the field.
-        str | None, Query(examples=["30 2 * * *"], json_schema_extra={"pattern": CRON_PATTERN})
-    ] = None,
-    every: Annotated[
-        str | None, Query(description="Instead of cron: PT5M or seconds", pattern=EVERY_PATTERN)
-    ] = None,
+    cron: Annotated[str | None, Query(include_in_schema=False)] = None,
+    every: Annotated[str | None, Query(include_in_schema=False, pattern=EVERY_PATTERN)] = None,
     timezone: Annotated[
         str, Query(examples=["America/New_York"], json_schema_extra={"enum": timezones()})
     ] = "UTC",
@@ -260,9 +292,7 @@ async def preview(
     on_gap: OnGapName = "run_after",
     on_overlap: OnOverlapName = "once",
     count: Count = PREVIEW,
-    rrule: Annotated[
-        str | None, Query(min_length=1, examples=["FREQ=MONTHLY;BYMONTHDAY=15,-1"])
-    ] = None,
+    rrule: Annotated[str | None, Query(include_in_schema=False, min_length=1)] = None,
     dtstart: Annotated[
         str | None, Query(min_length=1, description="With rrule: local time")
     ] = None,
@@ -272,8 +302,9 @@ async def preview(
     roll: RollName | None = None,
     feb29: Feb29Name = "feb28",
 ) -> JSONResponse:
-    """Nothing is stored: try a rule (and its DST behaviour) before defining a schedule. An
-    `rrule` without `after` lists from its `dtstart` on."""
+    """Nothing is stored: try a rule (and its DST behaviour) before defining a schedule: exactly
+    one of `cron`, `every` or `rrule` (documented as the one object `rule`, whose properties
+    are the query parameters). An `rrule` without `after` lists from its `dtstart` on."""
     calendar = ScheduleRequest(
         name="preview",
         type="preview",

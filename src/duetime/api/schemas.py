@@ -312,7 +312,10 @@ class NodesOut(BaseModel):
 
 
 class NamespacesOut(BaseModel):
+    """By name; pass ``next_cursor`` as ``cursor`` for the next page (null at the end)."""
+
     items: list[str]
+    next_cursor: str | None
 
 
 class NamespaceIn(BaseModel):

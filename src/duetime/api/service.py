@@ -21,7 +21,7 @@ from duetime.app.runner import Intake, Runner
 from duetime.bus.subscribers import Subscribers
 from duetime.clock import Clock, DatabaseClock
 from duetime.model import Node
-from duetime.observability.metrics import DatabaseSnapshot, Metrics, read_snapshot
+from duetime.observability.metrics import Metrics, read_snapshots
 from duetime.services.nodes import NodeUpkeep
 from duetime.services.upkeep import clock_services
 from duetime.tenancy.auth import TokenInfo, TokenStore
@@ -213,10 +213,7 @@ class Service:
         now = asyncio.get_running_loop().time()
         if now - self._counts_at < COUNTS_TTL:
             return
-        snapshot: dict[str, DatabaseSnapshot] = {}
-        for namespace in await compat.list_namespaces(self.root):
-            snapshot[namespace] = await read_snapshot(self.store, self.clock, namespace)
-        self.metrics.set_snapshot(snapshot)
+        self.metrics.set_snapshot(await read_snapshots(self.store, self.clock))
         self._counts_at = now
 
     async def subscribers(self, namespace: str) -> Subscribers:

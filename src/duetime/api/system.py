@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from importlib import resources
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from duetime import __version__
@@ -25,6 +26,7 @@ from duetime.api.schemas import (
 )
 from duetime.errors import DuetimeError, InvalidInput
 from duetime.model import Node
+from duetime.model.cursors import NAME_CURSOR_PATTERN
 from duetime.observability.metrics import CONTENT_TYPE
 from duetime.tenancy.auth import Forbidden, TokenInfo
 from duetime.validation import check_namespace
@@ -32,17 +34,28 @@ from duetime.validation import check_namespace
 router = APIRouter()
 
 
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
+Cursor = Annotated[
+    str | None,
+    Query(description="`next_cursor` of the previous page", pattern=NAME_CURSOR_PATTERN),
+]
+
+
 @router.get(
     "/v1/namespaces",
     tags=["namespaces"],
     summary="The namespaces this token can see",
     response_model=NamespacesOut,
-    responses=errors(401),
+    responses=errors(401, 422),
 )
-async def list_namespaces(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
-    names = await compat.list_namespaces(service.root)
-    visible = [name for name in names if who is None or who.can_read(name)]
-    return JSONResponse({"items": visible})
+async def list_namespaces(
+    service: ServiceDep, who: PrincipalDep, cursor: Cursor = None, limit: Limit = 100
+) -> JSONResponse:
+    """By name, a page at a time (a database holds at most ``max_namespaces`` made through
+    the API, the CLI and tokens); a token scoped to namespaces sees only those."""
+    only = None if who is None or who.all_namespaces else who.namespaces
+    found = await service.root.namespace_page(cursor=cursor, limit=limit, only=only)
+    return JSONResponse({"items": found.items, "next_cursor": found.next_cursor})
 
 
 @router.post(

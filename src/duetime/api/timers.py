@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from duetime.api import compat
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, actor_of, read_json, service_of
-from duetime.api.formats import WHEN_PATTERN
+from duetime.api.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     CURSOR,
@@ -151,7 +151,12 @@ async def list_timers(
     ] = None,
     payload: Annotated[
         str | None,
-        Query(description=PAYLOAD_DESCRIPTION, min_length=1, max_length=MAX_PAYLOAD_QUERY_LENGTH),
+        Query(
+            description=PAYLOAD_DESCRIPTION,
+            min_length=1,
+            max_length=MAX_PAYLOAD_QUERY_LENGTH,
+            pattern=PAYLOAD_MATCH_PATTERN,
+        ),
     ] = None,
     sort: Annotated[TimerSort, Query(description=SORT_DESCRIPTION)] = "newest",
     cursor: Annotated[str | None, Query(description=CURSOR, pattern=TIMER_CURSOR_PATTERN)] = None,

@@ -30,19 +30,14 @@ from duetime.handlers import HandlerRegistry
 from duetime.history import (
     MaintenanceReport,
 )
-from duetime.model import (
-    Node,
-)
+from duetime.model import Node, Page
 from duetime.model.audit import Actor
 from duetime.observability.tracing import tracing_for
 from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
-from duetime.tenancy.caps import check_namespace_room
-from duetime.validation import (
-    check_namespace,
-    check_producer,
-)
+from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
+from duetime.validation import check_limit, check_namespace, check_producer
 from duetime.worker import Worker, WorkerObserver, WorkerStats
 from duetime.worker.destination_limits import keep_destination_limits
 
@@ -143,16 +138,30 @@ class AsyncApp(
         create`` and ``POST /v1/namespaces``; at most ``max_namespaces`` of them."""
         name = check_namespace(name)
         await self._open_store(migrate=self.settings.migrate)
-        if await self.store.namespace_exists(name):
-            return False
-        await check_namespace_room(self.store, [name], self.settings, "name")
-        await self.store.ensure_namespace(name, self.clock.now())
-        return True
+        cap = self.settings.max_namespaces
+        return bool(await self.store.add_namespaces([name], self.clock.now(), cap, "name"))
 
     async def namespaces(self) -> list[str]:
-        """Every namespace of the database, by name."""
+        """Every namespace of the database, by name (at most ``max_namespaces`` made through
+        the capped ways); :meth:`namespace_page` pages them."""
         await self._open_store(migrate=self.settings.migrate)
         return await self.store.list_namespaces()
+
+    async def namespace_page(
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = 100,
+        only: Sequence[str] | None = None,
+    ) -> Page[str]:
+        """One page of :meth:`namespaces`, by name; pass ``next_cursor`` back for the next.
+        ``only``: those of these names (a token's scope), so a page never skips past names the
+        caller may not see."""
+        check_limit(limit)
+        after = decode_name_cursor(cursor)
+        await self._open_store(migrate=self.settings.migrate)
+        rows = await self.store.list_namespaces(after, limit + 1, only)
+        return page(rows, limit, lambda name: name, encode_name_cursor)
 
     async def _open_store(self, *, migrate: bool) -> None:
         """Open the store without creating this app's namespace (admin commands)."""

@@ -16,7 +16,7 @@ from duetime.app.audit import AuditMethods
 from duetime.app.schedule_reading import ScheduleReadingMethods
 from duetime.clock import Clock
 from duetime.config import Settings
-from duetime.errors import CapReached, Conflict, InvalidInput
+from duetime.errors import Conflict, InvalidInput
 from duetime.model import JSON, OnConflict, Schedule
 from duetime.model.audit import Actor
 from duetime.model.schedules import NewSchedule
@@ -30,6 +30,7 @@ from duetime.schedules import (
     check_schedule_name,
 )
 from duetime.store import Store
+from duetime.store.room import ScheduleRoom
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS
 from duetime.timemath.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
 from duetime.validation import check_on_conflict
@@ -147,8 +148,9 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         if not self.is_open:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
         await self.open()
-        await self._check_schedule_room(requests)
-        stored = await self.schedules.put_schedules(news, on_conflict, now)
+        stored = await self.schedules.put_schedules(
+            news, on_conflict, now, self._schedule_room(requests)
+        )
         results: list[tuple[ScheduleAction, Schedule]] = []
         for request, row in zip(requests, stored, strict=True):
             if row is not None:
@@ -186,15 +188,12 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
                     raise
                 raise InvalidInput(f"[{index}].{exc.field}", exc.message) from exc
 
-    async def _check_schedule_room(self, requests: Sequence[ScheduleRequest]) -> None:
+    def _schedule_room(self, requests: Sequence[ScheduleRequest]) -> ScheduleRoom:
         """The new schedules among ``requests`` must leave the namespace within
-        ``max_schedules``: CapReached naming ``name`` otherwise (nothing is stored)."""
-        cap = self.settings.max_schedules
+        ``max_schedules``: the store checks it as it stores them (CapReached naming ``name``
+        otherwise, and nothing is stored)."""
         names = sorted({r.name for r in requests if isinstance(r.name, str)})
-        held, present = await self.schedules.schedule_room(self.namespace, names, cap)
-        if held + len(names) - present > cap:
-            where = f"namespace {self.namespace!r}"
-            raise CapReached("name", where, "schedules", cap, "max_schedules")
+        return ScheduleRoom(self.namespace, names, self.settings.max_schedules)
 
     async def update_schedule(
         self,

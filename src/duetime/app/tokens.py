@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING
 from duetime.app.audit import AuditMethods
 from duetime.clock import Clock
 from duetime.config import Settings
+from duetime.model import Page
 from duetime.model.audit import Actor
 from duetime.model.tokens import TokenInfo
 from duetime.store import Store
+from duetime.store.cursors import decode_token_cursor, encode_token_cursor, page
 from duetime.tenancy.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
-from duetime.tenancy.caps import check_namespace_room, check_token_room
+from duetime.tenancy.caps import check_token_room
+from duetime.validation import check_limit
 
 
 class TokenMethods(AuditMethods):
@@ -51,21 +54,39 @@ class TokenMethods(AuditMethods):
         await self._open_store(migrate=self.settings.migrate)
         await check_token_room(self.store, self.settings)
         named = [namespace for namespace in scope if namespace != ALL_NAMESPACES]
-        await check_namespace_room(self.store, named, self.settings, "namespace")
         now = self.clock.now()
-        for namespace in scope:
-            if namespace != ALL_NAMESPACES:
-                await self.store.ensure_namespace(namespace, now)
+        if named:
+            cap = self.settings.max_namespaces
+            await self.store.add_namespaces(named, now, cap, "namespace")
         issued = await issue_token(
-            self.store.tokens, scope, read_only=read_only, name=name, now=now
+            self.store.tokens,
+            scope,
+            read_only=read_only,
+            name=name,
+            now=now,
+            cap=self.settings.max_tokens,
         )
         await self._audit_token(actor, "token_create", issued.info)
         return issued
 
     async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
-        """Every active token (and the revoked ones with ``include_revoked``), oldest first."""
+        """Every active token (and the revoked ones with ``include_revoked``), oldest first;
+        :meth:`token_page` pages them (revoked tokens are kept, so they are not capped)."""
         await self._open_store(migrate=self.settings.migrate)
         return await self.store.tokens.list_tokens(include_revoked=include_revoked)
+
+    async def token_page(
+        self, *, include_revoked: bool = False, cursor: str | None = None, limit: int = 100
+    ) -> Page[TokenInfo]:
+        """One page of :meth:`list_tokens`, oldest first; pass ``next_cursor`` back for the
+        next."""
+        check_limit(limit)
+        after = decode_token_cursor(cursor)
+        await self._open_store(migrate=self.settings.migrate)
+        rows = await self.store.tokens.list_tokens(
+            include_revoked=include_revoked, after=after, limit=limit + 1
+        )
+        return page(rows, limit, lambda info: info, lambda info: encode_token_cursor(info.id))
 
     async def revoke_token(self, token_id: int, *, actor: Actor | None = None) -> TokenInfo:
         """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""

@@ -8,6 +8,7 @@ import click
 from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
+from duetime.model import Page
 
 
 @click.group()
@@ -36,19 +37,24 @@ def create(name: str) -> None:
 
 
 @namespaces.command("ls")
+@click.option("--limit", type=int, default=100, show_default=True)
+@click.option("--cursor", help="Continue a listing (printed after the previous page).")
 @common_options
-def list_namespaces() -> None:
-    """List every namespace of the database."""
+def list_namespaces(limit: int, cursor: str | None) -> None:
+    """List the namespaces of the database by name, a page at a time."""
 
-    async def action(app: AsyncApp) -> list[str]:
-        return await app.namespaces()
+    async def action(app: AsyncApp) -> Page[str]:
+        return await app.namespace_page(cursor=cursor, limit=limit)
 
-    names = run_app(action)
+    listed = run_app(action)
+    names = listed.items
     if config().json:
-        output.emit_json({"namespaces": names})
+        output.emit_json({"namespaces": names, "next_cursor": listed.next_cursor})
         return
     console = output.stdout()
     for name in names:
         console.print(output.shown(name))
     if not names:
         console.print("no namespaces")
+    if listed.next_cursor:
+        console.print(f"more: pass --cursor {listed.next_cursor}", style="dim")

@@ -11,6 +11,7 @@ import click
 from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import config, database_url_option, json_option, run_app
+from duetime.model import Page
 from duetime.tenancy.auth import ALL_NAMESPACES, IssuedToken, TokenInfo, check_token_namespaces
 
 
@@ -58,17 +59,21 @@ def create(
 
 @tokens.command("ls")
 @click.option("--all", "include_revoked", is_flag=True, help="Include revoked tokens.")
+@click.option("--limit", type=int, default=100, show_default=True)
+@click.option("--cursor", help="Continue a listing (printed after the previous page).")
 @database_url_option()
 @json_option
-def list_tokens(include_revoked: bool) -> None:
-    """List tokens (never the secrets)."""
+def list_tokens(include_revoked: bool, limit: int, cursor: str | None) -> None:
+    """List tokens (never the secrets), oldest first, a page at a time."""
 
-    async def action(app: AsyncApp) -> list[TokenInfo]:
-        return await app.list_tokens(include_revoked=include_revoked)
+    async def action(app: AsyncApp) -> Page[TokenInfo]:
+        return await app.token_page(include_revoked=include_revoked, cursor=cursor, limit=limit)
 
-    found = run_app(action)
+    listed = run_app(action)
+    found = listed.items
     if config().json:
-        output.emit_json({"items": [info.to_dict() for info in found]})
+        items = [info.to_dict() for info in found]
+        output.emit_json({"items": items, "next_cursor": listed.next_cursor})
         return
     if not found:
         output.stdout().print("no tokens")
@@ -88,6 +93,8 @@ def list_tokens(include_revoked: bool) -> None:
             "active" if info.active else f"revoked {output.when(info.revoked_at)}",
         )
     output.stdout().print(table)
+    if listed.next_cursor:
+        output.stdout().print(f"more: pass --cursor {listed.next_cursor}", style="dim")
 
 
 @tokens.command()

@@ -1,9 +1,9 @@
 """Pages of listings, and their opaque cursors: where the next page starts, after the last row.
 
 Callers pass cursors back and never build them; each says which listing it belongs to (``id.``,
-``event.``, ``name.``, ``pattern.``, ``audit.``), so one listing's cursor given to another is
-refused as not issued here. They are plain text a pattern describes exactly (the API documents
-them so), not encoded.
+``event.``, ``name.``, ``pattern.``, ``audit.``, ``token.``), so one listing's cursor given to
+another is refused as not issued here. They are plain text a pattern describes exactly (the API
+documents them so), not encoded.
 A listing fetches one row more than the page holds, to know whether another page follows.
 """
 
@@ -22,6 +22,7 @@ from duetime.model.cursors import (
     ID_CURSOR_PATTERN,
     NAME_CURSOR_PATTERN,
     PATTERN_CURSOR_PATTERN,
+    TOKEN_CURSOR_PATTERN,
 )
 from duetime.model.finding import SORTED_CURSOR_PATTERN, TimerSort
 from duetime.store.codec import like_pattern
@@ -156,6 +157,7 @@ _EVENT = re.compile(EVENT_CURSOR_PATTERN)
 _NAME = re.compile(NAME_CURSOR_PATTERN)
 _PATTERN = re.compile(PATTERN_CURSOR_PATTERN)
 _AUDIT = re.compile(AUDIT_CURSOR_PATTERN)
+_TOKEN = re.compile(TOKEN_CURSOR_PATTERN)
 _SORTED = re.compile(SORTED_CURSOR_PATTERN)
 _LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
@@ -233,3 +235,15 @@ def decode_audit_cursor(cursor: str | None) -> int:
     if cursor is None or cursor == "":
         return MAX_ID
     return min(int(_match(_AUDIT, cursor)), MAX_ID)
+
+
+def encode_token_cursor(token_id: int) -> str:
+    """After the token ``token_id`` (tokens are listed oldest first)."""
+    return f"token.{token_id}"
+
+
+def decode_token_cursor(cursor: str | None) -> int:
+    """The token id to list after (0: from the oldest)."""
+    if cursor is None or cursor == "":
+        return 0
+    return min(int(_match(_TOKEN, cursor)), MAX_ID)

@@ -44,6 +44,7 @@ from duetime.model.schedules import (
     ScheduleFilter,
 )
 from duetime.model.tokens import TokenInfo
+from duetime.store.room import ScheduleRoom
 
 P = TypeVar("P")
 
@@ -85,9 +86,15 @@ class ScheduleStore(Protocol):
     SQLite: 1 (one writer at a time)."""
 
     async def put_schedules(
-        self, schedules: Iterable[NewSchedule], on_conflict: OnConflict, now: datetime
+        self,
+        schedules: Iterable[NewSchedule],
+        on_conflict: OnConflict,
+        now: datetime,
+        room: ScheduleRoom | None = None,
     ) -> list[Schedule | None]:
         """Insert new schedules in one transaction; None where the name is already taken.
+        ``room``: the cap the new ones must fit, checked in that transaction (CapReached, and
+        nothing stored, when they do not), so racing creations cannot pass it together.
 
         ``schedules`` may be a lazy stream that validates each as it is read (``add_schedules``):
         a store may send the first while the rest are read; one that raises stores nothing.
@@ -333,13 +340,22 @@ class TokenStore(Protocol):
         namespaces: Sequence[str],
         read_only: bool,
         now: datetime,
-    ) -> TokenInfo: ...
+        cap: int | None = None,
+    ) -> TokenInfo:
+        """Store a token; with ``cap``, only while fewer than ``cap`` are active, counted in
+        the insert's transaction (CapReached otherwise, even while other creations race)."""
+        ...
 
     async def find_token(self, token_hash: str) -> TokenInfo | None:
         """The active (not revoked) token with this hash, or None."""
         ...
 
-    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]: ...
+    async def list_tokens(
+        self, *, include_revoked: bool = False, after: int = 0, limit: int | None = None
+    ) -> list[TokenInfo]:
+        """Active tokens (and revoked ones with ``include_revoked``), oldest first: those
+        after the id ``after``, at most ``limit`` (None: all)."""
+        ...
 
     async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
         """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""

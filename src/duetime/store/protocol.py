@@ -129,7 +129,21 @@ class Store(Protocol):
 
     async def namespace_exists(self, namespace: str) -> bool: ...
 
-    async def list_namespaces(self) -> list[str]: ...
+    async def list_namespaces(
+        self, after: str = "", limit: int | None = None, only: Sequence[str] | None = None
+    ) -> list[str]:
+        """Namespaces by name: those after ``after``, at most ``limit`` (None: all), only
+        those of ``only`` (None: every one)."""
+        ...
+
+    async def add_namespaces(
+        self, names: Sequence[str], now: datetime, cap: int, field: str
+    ) -> list[str]:
+        """Create those of ``names`` that do not exist (the ones it returns), in one
+        transaction that keeps the database within ``cap`` namespaces even while other
+        creations race (see :mod:`duetime.store.room`): CapReached naming ``field`` otherwise,
+        and nothing is created."""
+        ...
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(
@@ -167,6 +181,12 @@ class Store(Protocol):
     async def list_attempts(self, timer_id: int) -> list[Attempt]: ...
 
     async def count_by_status(self, namespace: str) -> dict[Status, int]: ...
+
+    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+        """Every namespace's timers by status and the earliest run time of its pending ones
+        (None: none pending), in a number of statements that does not grow with the
+        namespaces: what a metrics scrape reads."""
+        ...
 
     async def cancel(self, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel a pending timer; NotFound for an unknown key, Conflict once it has fired."""

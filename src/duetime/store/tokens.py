@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from duetime.errors import Conflict, DuetimeError, NotFound
 from duetime.model.tokens import TokenInfo
+from duetime.store.room import tokens_full
 
 MAX_ID = 2**63 - 1
 """Ids are 64-bit in both backends: a larger one cannot name a token (and would fail to bind)."""
@@ -108,17 +109,27 @@ class Tokens:
         namespaces: Sequence[str],
         read_only: bool,
         now: datetime,
+        cap: int | None = None,
     ) -> TokenInfo:
         params = self._columns.new_token(name, token_hash, namespaces, read_only, now)
-        (row,) = await self._run("add_token", params, True)
-        return self._columns.token(row)
+        rows = await self._run("add_token", {**params, "cap": cap}, True)
+        if not rows:
+            assert cap is not None  # only a cap leaves the insert without a row
+            raise tokens_full(cap)
+        return self._columns.token(rows[0])
 
     async def find_token(self, token_hash: str) -> TokenInfo | None:
         rows = await self._run("find_token", {"hash": token_hash}, False)
         return self._columns.token(rows[0]) if rows else None
 
-    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
-        params = {"include_revoked": self._columns.flag_to_column(include_revoked)}
+    async def list_tokens(
+        self, *, include_revoked: bool = False, after: int = 0, limit: int | None = None
+    ) -> list[TokenInfo]:
+        params = {
+            "include_revoked": self._columns.flag_to_column(include_revoked),
+            "after": max(0, min(after, MAX_ID)),
+            "limit": limit,
+        }
         return [self._columns.token(row) for row in await self._run("list_tokens", params, False)]
 
     async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:

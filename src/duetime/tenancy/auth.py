@@ -121,10 +121,12 @@ async def issue_token(
     read_only: bool,
     name: str | None,
     now: datetime,
+    cap: int | None = None,
 ) -> IssuedToken:
-    """Create and store a token; the returned secret is the only copy there will ever be."""
+    """Create and store a token; the returned secret is the only copy there will ever be.
+    ``cap``: refused (CapReached) when that many tokens are active already."""
     scope = check_token_namespaces(namespaces)
     name = check_token_name(name)
     secret = generate_token()
-    info = await tokens.add_token(name, hash_token(secret), scope, read_only, now)
+    info = await tokens.add_token(name, hash_token(secret), scope, read_only, now, cap)
     return IssuedToken(secret, info)

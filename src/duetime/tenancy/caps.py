@@ -3,34 +3,21 @@
 listing walks without bound. (Limit rules, schedules and routes are capped where they are made:
 ``store.limits``, ``add_schedules``, ``route``.)
 
-Counting reads what the cap allows at most; two creations at the same instant on PostgreSQL may
-both take the last place, so a cap can be passed by as many as race for it.
+The store checks each cap in the transaction that creates (see :mod:`duetime.store.room`), so
+creations racing for the last place cannot pass it together; :func:`check_token_room` only
+refuses early, before a token's namespaces are made for a token that cannot be stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from duetime.config import Settings
-from duetime.errors import CapReached
 from duetime.store import Store
-
-
-async def check_namespace_room(
-    store: Store, names: Iterable[str], settings: Settings, field: str
-) -> None:
-    """Creating ``names`` (those that do not exist yet) must leave the database within
-    ``max_namespaces``: CapReached naming ``field`` otherwise."""
-    new = [name for name in dict.fromkeys(names) if not await store.namespace_exists(name)]
-    if not new:
-        return
-    cap = settings.max_namespaces
-    if len(await store.list_namespaces()) + len(new) > cap:
-        raise CapReached(field, "this database", "namespaces", cap, "max_namespaces")
+from duetime.store.room import tokens_full
 
 
 async def check_token_room(store: Store, settings: Settings) -> None:
-    """One more active token must leave the database within ``max_tokens``."""
+    """One more active token must leave the database within ``max_tokens`` (CapReached
+    otherwise): read before the token's namespaces are created; the insert checks again."""
     cap = settings.max_tokens
-    if len(await store.tokens.list_tokens()) >= cap:
-        raise CapReached("token", "this database", "active tokens", cap, "max_tokens")
+    if len(await store.tokens.list_tokens(limit=cap)) >= cap:
+        raise tokens_full(cap)

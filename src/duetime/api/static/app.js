@@ -929,7 +929,14 @@ async function listen() {
 }
 
 async function loadNamespaces() {
-  const { items } = await api("v1/namespaces");
+  // The listing is paged: follow it to the end (a database holds at most max_namespaces).
+  const items = [];
+  let cursor = null;
+  do {
+    const page = await api("v1/namespaces", { params: { limit: 1000, cursor } });
+    items.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor);
   const select = $("#namespace");
   select.replaceChildren(...items.map((name) => el("option", { value: name, text: name })));
   const wanted = new URLSearchParams(location.search).get("namespace") || localStorage.getItem(NAMESPACE_KEY);

@@ -42,7 +42,7 @@ from duetime.store.postgres.database import Conn, Database, Statement, fetch_all
 from duetime.store.postgres.rows import claim_known, claimed_rows
 from duetime.store.queries import load_queries
 
-Q = load_queries("duetime.store.postgres", "claims.sql", "limits.sql")
+Q = load_queries("duetime.store.postgres", "claims.sql", "limits.sql", "namespaces.sql")
 Types = Sequence[str] | ClaimFilter | None
 
 
@@ -87,7 +87,9 @@ class PostgresLimits:
         params = {**rule_params(rule), "now": now}
 
         async def run(conn: Conn) -> FlowRule:
-            check_room((await fetch_all(conn, Q["limit_room"], params))[0], rule, cap)
+            if cap is not None and rule.destination is None:
+                await conn.execute(Q["lock_namespace_row"], params)
+                check_room((await fetch_all(conn, Q["limit_room"], params))[0], rule, cap)
             rows = await fetch_all(conn, Q["put_limit"], params)
             return rule_from_row(rows[0], _instant)
 
@@ -109,7 +111,8 @@ class PostgresLimits:
         params = {"namespace": namespace, "pattern": pattern, "paused": paused, "now": now}
 
         async def run(conn: Conn) -> FlowRule | None:
-            if paused:
+            if paused and cap is not None:
+                await conn.execute(Q["lock_namespace_row"], params)
                 room = (await fetch_all(conn, Q["limit_room"], params))[0]
                 check_room(room, FlowRule(namespace, pattern), cap)
             rows = await fetch_all(conn, Q["set_paused"], params)

@@ -39,17 +39,12 @@ SELECT * FROM flow_limits WHERE namespace = %(namespace)s ORDER BY pattern
 
 -- name: limit_room
 -- Whether the pattern has a row already, and how many rules of types the namespace holds (a
--- new one must stay within the cap; a destination's rate is configuration, not counted). The
--- namespace's row is locked first, so two new rules at once cannot both take the last place
--- (NO KEY UPDATE: timers written meanwhile, whose key-share lock it leaves alone, never wait).
-WITH locked AS (
-    SELECT name FROM namespaces WHERE name = %(namespace)s FOR NO KEY UPDATE
-)
+-- new one must stay within the cap; a destination's rate is configuration, not counted). Read
+-- after lock_namespace_row, in the same transaction.
 SELECT EXISTS (SELECT 1 FROM flow_limits
                WHERE namespace = %(namespace)s AND pattern = %(pattern)s) AS present,
     (SELECT count(*) FROM flow_limits
-     WHERE namespace = %(namespace)s AND destination IS NULL) AS rules,
-    (SELECT count(*) FROM locked) AS locked
+     WHERE namespace = %(namespace)s AND destination IS NULL) AS rules
 
 -- name: count_by_type
 -- What every rule of a namespace holds (limits ls), in one statement whatever the number of

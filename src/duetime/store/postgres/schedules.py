@@ -45,10 +45,12 @@ from duetime.store.postgres.schedule_rows import (
     schedule_from_row,
 )
 from duetime.store.queries import load_queries
+from duetime.store.room import ScheduleRoom
 from duetime.store.streams import Replayable, chunked
 from duetime.timemath.recurrence.overlap import gated
 
 Q = load_queries("duetime.store.postgres", "schedules.sql")
+LOCK_NAMESPACE_ROW = load_queries("duetime.store.postgres", "namespaces.sql")["lock_namespace_row"]
 R = TypeVar("R")
 PUT_SCHEDULES_CHUNK = 500
 """Schedules a statement of ``put_schedules``: the client validates and encodes the next chunk
@@ -66,7 +68,11 @@ class PostgresSchedules:
         self._notices = notices
 
     async def put_schedules(
-        self, schedules: Iterable[NewSchedule], on_conflict: OnConflict, now: datetime
+        self,
+        schedules: Iterable[NewSchedule],
+        on_conflict: OnConflict,
+        now: datetime,
+        room: ScheduleRoom | None = None,
     ) -> list[Schedule | None]:
         # In chunks in one pipeline, as put_timers: while the server inserts a chunk, the next
         # is taken from ``schedules`` -- validated, when it is the app's lazy stream -- and
@@ -75,6 +81,10 @@ class PostgresSchedules:
         source = Replayable(schedules)  # a transaction PostgreSQL rolls back is run again
 
         async def run(conn: Conn) -> list[Schedule | None]:
+            if room is not None:  # see duetime.store.room: the count after the row's lock
+                await conn.execute(LOCK_NAMESPACE_ROW, {"namespace": room.namespace})
+                held, present = await self._room(conn, room.namespace, room.names, room.cap)
+                room.check(held, present)
             read: list[NewSchedule] = []
             cursors: list[AsyncCursor[Row]] = []
             async with conn.pipeline() as pipeline:
@@ -96,13 +106,14 @@ class PostgresSchedules:
     async def schedule_room(
         self, namespace: str, names: Sequence[str], up_to: int
     ) -> tuple[int, int]:
+        return await self._db.read(lambda conn: self._room(conn, namespace, names, up_to))
+
+    async def _room(
+        self, conn: Conn, namespace: str, names: Sequence[str], up_to: int
+    ) -> tuple[int, int]:
         params = {"namespace": namespace, "names": list(names), "up_to": up_to}
-
-        async def run(conn: Conn) -> tuple[int, int]:
-            (row,) = await fetch_all(conn, Q["schedule_room"], params)
-            return int(row["held"]), int(row["present"])
-
-        return await self._db.read(run)
+        (row,) = await fetch_all(conn, Q["schedule_room"], params)
+        return int(row["held"]), int(row["present"])
 
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
         params = {"namespace": namespace, "name": name}

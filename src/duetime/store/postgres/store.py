@@ -10,7 +10,7 @@ every process.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
 
@@ -32,6 +32,7 @@ from duetime.store.postgres.wakeup import Listener
 from duetime.store.postgres.working import PostgresWorking, claim_params
 from duetime.store.postgres.writes import TimerWrites
 from duetime.store.queries import load_queries
+from duetime.store.room import check_namespace_room
 
 Q = load_queries("duetime.store.postgres", "namespaces.sql", "session.sql")
 
@@ -129,11 +130,32 @@ class PostgresStore(PostgresTimers, PostgresWorking):
 
         return await self._db.read(run)
 
-    async def list_namespaces(self) -> list[str]:
+    async def list_namespaces(
+        self, after: str = "", limit: int | None = None, only: Sequence[str] | None = None
+    ) -> list[str]:
+        params = {"after": after, "limit": limit, "only": None if only is None else list(only)}
+
         async def run(conn: Conn) -> list[str]:
-            return [row["name"] for row in await fetch_all(conn, Q["list_namespaces"], {})]
+            return [row["name"] for row in await fetch_all(conn, Q["list_namespaces"], params)]
 
         return await self._db.read(run)
+
+    async def add_namespaces(
+        self, names: Sequence[str], now: datetime, cap: int, field: str
+    ) -> list[str]:
+        lock = {"lock": f"duetime:namespaces:{self.schema}"}
+        params = {"names": list(dict.fromkeys(names)), "up_to": cap, "now": now}
+
+        async def run(conn: Conn) -> list[str]:
+            await conn.execute(Q["lock_namespaces"], lock)
+            (room,) = await fetch_all(conn, Q["namespace_room"], params)
+            new: list[str] = room["new"]
+            check_namespace_room(int(room["held"]), len(new), cap, field)
+            for name in new:
+                await conn.execute(Q["ensure_namespace"], {"name": name, "now": now})
+            return new
+
+        return await self._db.write(run)
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(

@@ -29,6 +29,7 @@ from duetime.store.cursors import (
     sorted_cursor,
     timer_listing,
 )
+from duetime.store.gauges import gauges
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
@@ -89,6 +90,17 @@ class PostgresTimers:
         async def run(conn: Conn) -> list[Attempt]:
             rows = await fetch_all(conn, Q["list_attempts"], {"timer_id": timer_id})
             return [attempt_from_row(row) for row in rows]
+
+        return await self._db.read(run)
+
+    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+        async def run(conn: Conn) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+            counts = await fetch_all(conn, Q["gauge_counts"], {})
+            earliest = await fetch_all(conn, Q["gauge_earliest"], {})
+            return gauges(
+                ((row["namespace"], row["status"], row["count"]) for row in counts),
+                ((row["namespace"], row["earliest"]) for row in earliest),
+            )
 
         return await self._db.read(run)
 

@@ -430,6 +430,21 @@ ORDER BY number
 -- name: count_by_status
 SELECT status, count(*) AS count FROM timers WHERE namespace = %(namespace)s GROUP BY status
 
+-- name: gauge_counts
+-- Timers by namespace and status, every namespace at once (a metrics scrape).
+SELECT namespace, status, count(*) AS count FROM timers GROUP BY namespace, status
+
+-- name: gauge_earliest
+-- Every namespace with the earliest run_at of its pending timers: one probe of the pending
+-- index per namespace (as next_run_at), all in one statement.
+SELECT namespaces.name AS namespace,
+    (SELECT run_at FROM timers
+     WHERE namespace = namespaces.name AND status IN ('scheduled', 'retrying')
+       AND run_at <= 'infinity'
+     ORDER BY run_at
+     LIMIT 1) AS earliest
+FROM namespaces
+
 -- name: cancel
 UPDATE timers
 SET status = 'cancelled', completed_at = %(now)s, updated_at = %(now)s

@@ -33,8 +33,12 @@ class PostgresTokens(Tokens):
     """The tokens part of a :class:`~duetime.store.postgres.store.PostgresStore`."""
 
     def __init__(self, db: Database) -> None:
+        lock = {"lock": f"duetime:tokens:{db.settings.schema}"}
+
         async def run(name: str, params: Mapping[str, Any], writes: bool) -> list[TokenRow]:
             async def rows(conn: Conn) -> list[TokenRow]:
+                if name == "add_token":  # its count must see every token added before
+                    await conn.execute(Q["lock_tokens"], lock)
                 async with conn.cursor(row_factory=dict_row) as cur:
                     await cur.execute(Q[name], params)
                     return list(await cur.fetchall()) if cur.description else []

@@ -32,6 +32,7 @@ from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_mi
 from duetime.store.cursors import decode_name_cursor, page
 from duetime.store.parts import SchedulePlan
 from duetime.store.queries import load_queries
+from duetime.store.room import ScheduleRoom
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import timer_from_row
 from duetime.store.sqlite.schedule_rows import (
@@ -46,6 +47,16 @@ from duetime.timemath.recurrence.overlap import Fate, gated
 Q = load_queries("duetime.store.sqlite", "schedules.sql")
 
 
+def _room(
+    conn: sqlite3.Connection, namespace: str, names: Sequence[str], up_to: int
+) -> tuple[int, int]:
+    """What ``schedule_room`` says: the namespace's schedules (up to ``up_to``), and how many
+    of ``names`` exist."""
+    params = {"namespace": namespace, "names": dump_json(list(names)), "up_to": up_to}
+    held, present = conn.execute(Q["schedule_room"], params).fetchone()
+    return int(held), int(present)
+
+
 class SqliteSchedules:
     """Schedule storage on a SQLite file (the calls run on its connection thread)."""
 
@@ -56,12 +67,18 @@ class SqliteSchedules:
         self._db = db
 
     async def put_schedules(
-        self, schedules: Iterable[NewSchedule], on_conflict: OnConflict, now: datetime
+        self,
+        schedules: Iterable[NewSchedule],
+        on_conflict: OnConflict,
+        now: datetime,
+        room: ScheduleRoom | None = None,
     ) -> list[Schedule | None]:
         schedules = list(schedules)  # all validated before the write lock is taken
         rows = [new_params(schedule, now) for schedule in schedules]
 
         def run(conn: sqlite3.Connection) -> list[Schedule | None]:
+            if room is not None:  # under the write lock: racing creations count in turn
+                room.check(*_room(conn, room.namespace, room.names, room.cap))
             # One prepared statement for the batch; under the write lock, the ids after the
             # last one given before are the rows it made.
             (before,) = conn.execute(Q["last_schedule_id"]).fetchone()
@@ -88,13 +105,7 @@ class SqliteSchedules:
     async def schedule_room(
         self, namespace: str, names: Sequence[str], up_to: int
     ) -> tuple[int, int]:
-        params = {"namespace": namespace, "names": dump_json(list(names)), "up_to": up_to}
-
-        def run(conn: sqlite3.Connection) -> tuple[int, int]:
-            held, present = conn.execute(Q["schedule_room"], params).fetchone()
-            return int(held), int(present)
-
-        return await self._db.read(run)
+        return await self._db.read(lambda conn: _room(conn, namespace, names, up_to))
 
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
         params = {"namespace": namespace, "name": name}

@@ -27,7 +27,7 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.finding import TimerSort
-from duetime.store.codec import maybe_from_micros, to_micros
+from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_micros
 from duetime.store.cursors import (
     TYPES_SCAN,
     bulk_params,
@@ -35,8 +35,10 @@ from duetime.store.cursors import (
     sorted_cursor,
     timer_listing,
 )
+from duetime.store.gauges import gauges
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
+from duetime.store.room import check_namespace_room
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
 from duetime.store.sqlite.deletes import delete_ids, delete_key
@@ -123,8 +125,31 @@ class SqliteStore(SqliteWorking):
 
         return await self._db.read(run)
 
-    async def list_namespaces(self) -> list[str]:
-        return await self._db.read(lambda c: [row[0] for row in c.execute(Q["list_namespaces"])])
+    async def list_namespaces(
+        self, after: str = "", limit: int | None = None, only: Sequence[str] | None = None
+    ) -> list[str]:
+        params = {
+            "after": after,
+            "limit": limit,
+            "only": None if only is None else dump_json(list(only)),
+        }
+        return await self._db.read(
+            lambda c: [row[0] for row in c.execute(Q["list_namespaces"], params)]
+        )
+
+    async def add_namespaces(
+        self, names: Sequence[str], now: datetime, cap: int, field: str
+    ) -> list[str]:
+        given = dump_json(list(dict.fromkeys(names)))
+
+        def run(conn: sqlite3.Connection) -> list[str]:
+            (held,) = conn.execute(Q["namespaces_held"], {"up_to": cap}).fetchone()
+            new = [row[0] for row in conn.execute(Q["namespaces_new"], {"names": given})]
+            check_namespace_room(int(held), len(new), cap, field)
+            conn.executemany(Q["ensure_namespace"], [(name, to_micros(now)) for name in new])
+            return new
+
+        return await self._db.write(run)
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(
@@ -182,6 +207,16 @@ class SqliteStore(SqliteWorking):
             for status, count in conn.execute(Q["count_by_status"], (namespace,)):
                 counts[Status(status)] = count
             return counts
+
+        return await self._db.read(run)
+
+    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+        def run(conn: sqlite3.Connection) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+            counts = conn.execute(Q["gauge_counts"]).fetchall()
+            earliest = conn.execute(Q["gauge_earliest"]).fetchall()
+            return gauges(
+                counts, ((name, None if at is None else from_micros(at)) for name, at in earliest)
+            )
 
         return await self._db.read(run)
 

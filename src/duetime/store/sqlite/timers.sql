@@ -191,6 +191,17 @@ SELECT * FROM attempts WHERE timer_id = ? ORDER BY number
 -- name: count_by_status
 SELECT status, count(*) FROM timers WHERE namespace = ? GROUP BY status
 
+-- name: gauge_counts
+-- Timers by namespace and status, every namespace at once (a metrics scrape).
+SELECT namespace, status, count(*) FROM timers GROUP BY namespace, status
+
+-- name: gauge_earliest
+-- Every namespace with the earliest run_at of its pending timers, in one statement.
+SELECT name,
+    (SELECT min(run_at) FROM timers
+     WHERE namespace = namespaces.name AND status IN ('scheduled', 'retrying'))
+FROM namespaces
+
 -- name: cancel
 UPDATE timers
 SET status = 'cancelled', completed_at = :now, updated_at = :now

@@ -3,15 +3,24 @@
 -- Instants are integer microseconds since the epoch, UTC.
 
 -- name: add_token
+-- No row when :cap tokens are active already (counted no further: NULL, no cap). The write
+-- transaction holds the file's write lock from its start, so racing creations count in turn.
 INSERT INTO tokens (name, hash, namespaces, read_only, created_at)
-VALUES (:name, :hash, :namespaces, :read_only, :now)
+SELECT :name, :hash, :namespaces, :read_only, :now
+WHERE :cap IS NULL
+   OR (SELECT count(*) FROM (SELECT 1 FROM tokens WHERE revoked_at IS NULL
+                             LIMIT coalesce(:cap, -1))) < :cap
 RETURNING *
 
 -- name: find_token
 SELECT * FROM tokens WHERE hash = :hash AND revoked_at IS NULL
 
 -- name: list_tokens
-SELECT * FROM tokens WHERE :include_revoked OR revoked_at IS NULL ORDER BY id
+-- Oldest first, after the id :after, at most :limit (NULL: all): a walk of the key.
+SELECT * FROM tokens
+WHERE id > :after AND (:include_revoked OR revoked_at IS NULL)
+ORDER BY id
+LIMIT coalesce(:limit, -1)
 
 -- name: get_token
 SELECT * FROM tokens WHERE id = :id
