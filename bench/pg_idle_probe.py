@@ -209,6 +209,18 @@ def main() -> None:
         f"{(x1 - x0) / elapsed:.3f}/s; the log shows {total} ({total / elapsed:.3f}/s); "
         f"load {os.getloadavg()}"
     )
+    kinds: collections.Counter[str] = collections.Counter()
+    for (_, what), n in counts.items():
+        kinds[what.split(" (")[0] if what.startswith(("catch-up", "reading")) else "own"] += n
+    print(
+        "by cause: the worker's own statements {:.3f}/s; catch-ups {:.3f}/s ({} connections); "
+        "notification queue reads {:.3f}/s".format(
+            kinds["own"] / elapsed,
+            kinds["catch-up of an idle backend"] / elapsed,
+            len({pid for pid, what in counts if what.startswith("catch-up")}),
+            kinds["reading the notification queue"] / elapsed,
+        )
+    )
     print("\nconnections (pid: first statements seen):")
     for pid, stmts in sorted(first.items()):
         print(f"  {pid}: " + " | ".join(s[:60] for s in stmts))
