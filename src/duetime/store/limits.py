@@ -105,7 +105,7 @@ def partitions_full(granted: Grant, claimed: int, now: datetime) -> Grant:
 
 
 MAX_SLACK = timedelta(seconds=1)
-"""The most :func:`paced_from` moves a grant back: more than any pacing a worker adds to it."""
+"""The most :func:`slack` moves a grant back: more than any pacing a worker adds to it."""
 
 
 def slack(granted: Grant, starts: int) -> timedelta:
