@@ -1,7 +1,7 @@
 """The facade's flow control: limits and pauses per event type or glob in the app's namespace.
 
 They are rows in the database (the store's ``limits`` part), so every worker on every node
-obeys them, and a change reaches them within a second (``producer.RULES_REFRESH``) without a
+obeys them, and a change reaches them within a second (``worker.flow.RULES_REFRESH``) without a
 restart. The rules are :mod:`duetime.model.limits`'s; the rate math
 :mod:`duetime.timemath.ratelimit`'s.
 """

@@ -175,7 +175,9 @@ class RuledClaim:
     ungoverned_short: bool = False
     """The claim of the types no rule governs came back short: none of them is due now."""
     granted_at: dict[int, datetime] = field(default_factory=dict)
-    """Rows a rate granted (by timer id): the instant of the grant, on the database's clock."""
+    """Rows a rate granted (by timer id): the instant a worker's pacing of each counts from, on
+    the database's clock — the grant's, earlier by how far the rate was from its bound
+    (``store.limits.slack``)."""
 
 
 def specificity(pattern: str) -> tuple[int, int, str]:

@@ -409,16 +409,31 @@ class Materializer(Service):
             self.store.remove_wakeup_listener(self._on_wakeup)
 
     async def _work(self, stop_event: asyncio.Event) -> None:
+        """Rounds: materialise, then read when the next schedule is due and sleep until then
+        (at most ``recheck``). A round woken by neither a hint nor a due schedule (the safety
+        re-check) reads first and materialises only if that read finds one due: an idle
+        worker's re-check is then one read, not a materialising transaction and a read."""
         await self.prepare()
+        work = True  # the first round materialises whatever the next schedule says
         while not stop_event.is_set():
             self._wake.clear()
             self.next_wake = None
             try:
-                await self.tick(self.clock.now())
-                upcoming = await self.schedules.next_schedule_at(self.namespace, self.lookahead / 2)
+                upcoming = None
+                if not work:
+                    upcoming = await self.schedules.next_schedule_at(
+                        self.namespace, self.lookahead / 2
+                    )
+                    work = upcoming is not None and upcoming <= self.clock.now()
+                if work:
+                    await self.tick(self.clock.now())
+                    upcoming = await self.schedules.next_schedule_at(
+                        self.namespace, self.lookahead / 2
+                    )
             except Exception:
                 log.exception("materialising schedules failed; retrying shortly")
                 await self._sleep(stop_event, 1.0)
+                work = True
                 continue
             now = self.clock.now()
             wake_at = now + self.recheck
@@ -426,6 +441,9 @@ class Materializer(Service):
                 wake_at = min(wake_at, upcoming)
             self.next_wake = wake_at
             await self._sleep(stop_event, max((wake_at - now).total_seconds(), MIN_PAUSE))
+            # A hint (a schedule added or changed, a test clock moved) or the next schedule's
+            # instant: materialise at once; the re-check alone: read first.
+            work = self._wake.is_set() or (upcoming is not None and upcoming <= self.clock.now())
 
     def _on_wakeup(self, earliest: datetime | None) -> None:
         planned = self.next_wake

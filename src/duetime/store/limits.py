@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from duetime.errors import CapReached
-from duetime.model import Claimed, Page
+from duetime.model import Claimed, ClaimFilter, Page
 from duetime.model.limits import (
     FlowPlan,
     FlowRule,
@@ -23,6 +23,7 @@ from duetime.model.limits import (
     RuledClaim,
     RuleFilter,
     TypeCount,
+    glob_match,
     partition_field,
     tally,
 )
@@ -101,6 +102,35 @@ def partitions_full(granted: Grant, claimed: int, now: datetime) -> Grant:
     """A partitioned claim took fewer rows than granted while due rows are left: every key
     they belong to is at its concurrency, so the limit holds them back (and looks again)."""
     return replace(granted, rows=claimed, retry_at=now + CONCURRENCY_POLL)
+
+
+MAX_SLACK = timedelta(seconds=1)
+"""The most :func:`slack` moves a grant back: more than any pacing a worker adds to it."""
+
+
+def slack(granted: Grant, starts: int) -> timedelta:
+    """How far a rate is from its bound after ``starts`` rows of ``granted``: the span by which
+    each of them may start earlier than a worker's pacing after the grant, and the rate still
+    holds whatever the lag between grant and start (up to that pacing).
+
+    A worker holds a granted row until the grant's instant plus a fixed pacing ``D`` (see the
+    worker's ``flow.RATE_START_DELAY``) so that grants keep their spacing when the lag from grant
+    to start differs between claims. That matters only near the bound: the starts in any window
+    ``[a, a + w]`` come from grants in ``[a - D, a + w]``; take the last of them, at ``t``, and
+    every earlier one spent its part of the rate's state (TAT) from ``a - D`` on, so they are at
+    most ``(TAT before t - a + D) / interval``. With the last one's ``n`` rows started no
+    earlier than ``t + D - X``, where ``X = (burst - n) * interval + (t - TAT before t)``, the
+    window holds at most ``burst + w / interval`` starts — the rate's own bound. ``X`` is this
+    slack: the burst left after the rows, and the time the rate had been idle. A rate far from
+    its bound (idle, or an explicit burst covering ``D``) thus adds no wait; one at its bound
+    (``X`` near 0) adds ``D`` as before."""
+    rate = granted.rate
+    if rate is None:
+        return MAX_SLACK
+    tat, at = granted.tat, granted.at
+    idle = MAX_SLACK if tat is None else at - tat
+    room = rate.interval * (granted.burst - starts) + idle
+    return min(MAX_SLACK, max(timedelta(0), room))
 
 
 def spent(granted: Grant, now: datetime, starts: int) -> datetime | None:
@@ -190,13 +220,39 @@ PlainClaim = Callable[[RuleFilter, int], Awaitable[list[Claimed]]]
 """A backend's claim of the rows no rule governs (those the filter takes)."""
 
 
+def all_governed(plan: FlowPlan, types: object) -> bool:
+    """Whether every row a claim of ``types`` may take is one a rule governs, so that the claim
+    of the ungoverned types cannot find any: ``types`` lists exact types (a sequence of them, or
+    a :class:`~duetime.model.ClaimFilter` of exact types and their handler deliveries, no
+    globs, no destinations), each matching a limit's or a pause's pattern."""
+    if isinstance(types, ClaimFilter):
+        if types.patterns or types.destinations:
+            return False
+        exact: Sequence[str] = (*types.types, *types.handler_types)
+    elif isinstance(types, (list, tuple)):
+        exact = types
+    else:
+        return False
+    patterns = [tuple(p.split("*")) for p in plan.governed]
+    return bool(exact) and all(any(glob_match(p, t) for p in patterns) for t in exact)
+
+
 async def claim_under(
-    plan: FlowPlan, limit: int, by_limit: LimitClaim, plain: PlainClaim, ungoverned: bool = True
+    plan: FlowPlan,
+    limit: int,
+    by_limit: LimitClaim,
+    plain: PlainClaim,
+    ungoverned: bool = True,
+    types: object = None,
 ) -> RuledClaim:
     """Each limit's share of ``limit`` first (so a backlog of ungoverned types never starves a
     limited one), then the ungoverned types take what is left (unless ``ungoverned`` is False:
-    the caller knows none is due, and the limits share all of ``limit``). Rows come out oldest
-    first."""
+    the caller knows none is due, and the limits share all of ``limit``; nor when every type of
+    ``types`` is governed, :func:`all_governed`: that claim, a transaction of its own, could
+    find nothing). Rows come out oldest first; a rate's rows with the instant their pacing
+    counts from, the grant's less its :func:`slack`."""
+    if ungoverned and all_governed(plan, types):
+        ungoverned = False
     claimed: list[Claimed] = []
     retry_at: datetime | None = None
     held: list[str] = []
@@ -210,7 +266,8 @@ async def claim_under(
         rows, granted = await by_limit(governed, room)
         claimed.extend(rows)
         if granted is not None and granted.rate is not None:
-            granted_at.update((row.timer.id, granted.at) for row in rows)
+            paced_from = granted.at - slack(granted, len(rows))
+            granted_at.update((row.timer.id, paced_from) for row in rows)
         if granted is not None and granted.retry_at is not None and len(rows) == granted.rows:
             held.append(governed.rule.pattern)
             retry_at = granted.retry_at if retry_at is None else min(retry_at, granted.retry_at)

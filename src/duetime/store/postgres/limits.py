@@ -215,7 +215,7 @@ class PostgresLimits:
             )
             return list(await give_back_if_unread(self._db, claiming, node_id, token, now))
 
-        return await claim_under(plan, limit, by_limit, plain, ungoverned)
+        return await claim_under(plan, limit, by_limit, plain, ungoverned, types)
 
     async def next_run_at(
         self,

@@ -25,8 +25,17 @@ log = logging.getLogger("duetime.store.postgres.wakeup")
 MIN_BACKOFF = 0.05
 MAX_BACKOFF = 2.0
 PROBE_EVERY = 15.0
-"""Seconds between checks that the listening connection is still alive."""
+"""Seconds between checks that the listening connection is still alive (:func:`probe`)."""
 PROBE_TIMEOUT = 5.0
+
+
+async def probe(conn: AsyncConnection[tuple[object, ...]]) -> None:
+    """One round trip that runs no statement: a pipeline's sync alone, which the server
+    answers as soon as it reads it. A query — even ``SELECT 1`` or an empty one — is a
+    transaction, counted as one in ``pg_stat_database`` (an idle worker's listener probed four
+    times a minute)."""
+    async with conn.pipeline():
+        pass
 
 
 def encode_payload(earliest: datetime | None) -> str:
@@ -120,7 +129,7 @@ class Listener:
         async for notify in conn.notifies(timeout=PROBE_EVERY):
             if notify.channel == self._channel:
                 self._deliver(decode_payload(notify.payload))
-        await asyncio.wait_for(conn.execute("SELECT 1"), PROBE_TIMEOUT)
+        await asyncio.wait_for(probe(conn), PROBE_TIMEOUT)
 
     def _deliver(self, earliest: datetime | None) -> None:
         try:

@@ -193,7 +193,7 @@ class SqliteLimits:
 
             return await self._db.write(run)
 
-        return await claim_under(plan, limit, by_limit, plain, ungoverned)
+        return await claim_under(plan, limit, by_limit, plain, ungoverned, types)
 
     async def next_run_at(
         self,
