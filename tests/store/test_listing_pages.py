@@ -21,7 +21,7 @@ from duetime.tenancy.auth import hash_token
 ROWS = 3000
 PAGE = 10
 PG_TOKENS = load_queries("duetime.store.postgres", "tokens.sql")
-SQLITE = load_queries("duetime.store.sqlite")
+SQLITE = load_queries("duetime.store.sqlite", "namespaces.sql")
 SQLITE_TOKENS = load_queries("duetime.store.sqlite", "tokens.sql")
 
 
