@@ -35,6 +35,8 @@ pytestmark = pytest.mark.slow
 APP = Path(__file__).with_name("crash_worker_app.py")
 WORK = "work"
 WORKERS = 3
+CONCURRENCY = 20
+"""Each worker's ``concurrency`` (``crash_worker_app.py``'s default)."""
 RATE_TIMERS = int(os.environ.get("DUETIME_TEST_FLOW_TIMERS", "1000"))
 START_LAG = 0.025
 """The limit grants starts on the database's clock and each worker holds a granted row until
@@ -204,8 +206,11 @@ def test_pause_starts_nothing_and_resume_starts_everything_in_due_order(
     lines = workers.lines()
     assert sorted(line.key for line in lines) == [f"t-{i:05d}" for i in range(total)]
     # In due order, up to the claims under way at once (3 processes, each with a claim or two
-    # of at most its free slots): no start strays further than that from its due place.
+    # of at most its free slots, CONCURRENCY): no start strays further than that from its due
+    # place. (A bound of total // 3 = 100 was below this one: once a rule governs every type a
+    # worker handles, its claim under the rule may fill all its free slots, and a process the
+    # machine descheduled between claim and start then starts its rows up to that far late.)
     order = [int(line.key[2:]) for line in lines]
     displaced = max(abs(position - index) for position, index in enumerate(order))
-    assert displaced < total // 3, order
+    assert displaced <= WORKERS * 2 * CONCURRENCY, order
     assert max(order[: total // 10]) < total // 2  # the oldest went first
