@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ class Cli:
         isolated |= wanted
         root = logging.getLogger()
         handlers, level = root.handlers[:], root.level
-        modules, path, cwd = set(sys.modules), sys.path[:], os.getcwd()
+        modules, path, cwd, environ = set(sys.modules), sys.path[:], os.getcwd(), {**os.environ}
         runner = CliRunner()
         with runner.isolation(input=input, env=isolated) as (stdout, stderr, _):
             root.handlers = []  # as in a new process: the CLI's logging goes to its stderr
@@ -96,6 +97,8 @@ class Cli:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os.chdir(cwd)
+                os.environ.clear()  # what the command exported for an app (a process's own)
+                os.environ.update(environ)
                 root.handlers, root.level = handlers, level
                 sys.path[:] = path
                 for name in set(sys.modules) - modules:
@@ -162,8 +165,14 @@ class RealCli(Cli):
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    def environment() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+    before = environment()
+    yield Cli(tmp_path)
+    # Commands run in this process: none may leave its settings to the tests after it.
+    assert environment() == before, "a command in process changed the test's environment"
 
 
 @pytest.fixture
