@@ -351,7 +351,9 @@ def test_sigkill_mid_run_keeps_effects_exactly_once(schema: str, workers: Worker
     wait_until(lambda: db.value("SELECT count(*) FROM nodes") == 3, 30, "3 workers registered")
 
     began = time.monotonic()
-    keys = schedule(url, MANY, start_in=2.0, spread=3.0)
+    # Due faster than the workers finish them (50,000 over 3 s, or as many a second): a backlog,
+    # so each worker has a batch in flight whenever the kill comes.
+    keys = schedule(url, MANY, start_in=2.0, spread=3.0 * MANY / 50_000)
     rng = random.Random()
     threshold = rng.randrange(MANY // 5, MANY // 2)
     wait_until(lambda: db.fx_rows() >= threshold, 120, f"{threshold} effects", every=0.02)
