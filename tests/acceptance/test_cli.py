@@ -14,7 +14,10 @@ def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def test_version(cli: Cli) -> None:
+def test_version(real_cli: Cli) -> None:
+    """The installed console script itself (the other tests run the same entry point in this
+    process): its version, and every command in its help."""
+    cli = real_cli
     result = cli("--version")
     assert result.code == 0
     assert result.stdout.startswith("duetime 0.1.0 (tzdata ")
@@ -180,7 +183,9 @@ def test_ls_newest_first_with_filters_and_pages(cli: Cli) -> None:
     assert rest["next_cursor"] is None
 
 
-def test_ls_human_table_and_next_cursor_hint(cli: Cli) -> None:
+def test_ls_human_table_and_next_cursor_hint(real_cli: Cli) -> None:
+    """The real command's table when its output is a pipe, not a terminal."""
+    cli = real_cli
     _seed(cli)
     result = cli("ls", "--limit", "2")
     assert result.code == 0, result.stderr
@@ -214,7 +219,9 @@ def test_show_prints_the_timer_and_its_attempts(cli: Cli) -> None:
     assert (missing["code"], missing["field"]) == ("not_found", "key")
 
 
-def test_cancel_then_cancel_again_is_a_conflict(cli: Cli) -> None:
+def test_cancel_then_cancel_again_is_a_conflict(real_cli: Cli) -> None:
+    """The real command's exit codes and its one-line errors, as a shell sees them."""
+    cli = real_cli
     cli.ok("schedule", "greet", "--delay", "3600", "--key", "k1")
     cancelled = cli.ok("cancel", "k1")
     assert cancelled["timer"]["status"] == "cancelled"

@@ -84,7 +84,8 @@ def test_nodes_shows_a_killed_worker_as_stale(cli: Cli, app_module: str) -> None
         worker.kill()
         worker.communicate()
     short_lease = {"DUETIME_LEASE": "0.3", "DUETIME_HEARTBEAT": "0.1"}
-    time.sleep(0.4)
+    # its last heartbeat is older than the short lease: wait for that, not for a fixed time
+    wait_for(lambda: not cli.ok("nodes", env=short_lease)["items"][0]["alive"])
     (node,) = cli.ok("nodes", env=short_lease)["items"]
     assert (node["pid"], node["alive"]) == (worker.pid, False)
     assert "stale" in cli("nodes", env=short_lease).stdout

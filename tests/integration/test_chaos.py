@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import drop_schema, require_pg, with_params
 
+pytestmark = pytest.mark.slow
+
 
 def summary(report: Report) -> str:
     return f"{report.problems()} examples={report.examples} faults={report.faults}"

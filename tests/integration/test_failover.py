@@ -28,6 +28,8 @@ from bench.chaoslib import Report
 from bench.chaoslib.failover import failover_config, run_failover
 from pg_cluster import PgCluster, cluster_problem, primary_and_standby
 
+pytestmark = pytest.mark.slow
+
 DURATION = 6.0
 FAILOVER_AT = 3.0
 LAG = 1.0

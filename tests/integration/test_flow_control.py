@@ -3,14 +3,14 @@ in any window, a concurrency limit never by the handlers running at once (as the
 a pause starts nothing and a resume lets every held timer go in due order.
 
 Workers are subprocesses (``crash_worker_app.py``): each handler start and end is a line of the
-shared log with the process's id and the time. The rate test stores ``DUETIME_TEST_FLOW_TIMERS``
-timers (default 1,000 at 200/s: 5 s of starts; the full check of 5,000 takes 25 s) due at once.
+shared log with the process's id and the time. The rate test stores 1,000 timers due at once
+(at 200/s: 5 s of starts); ``DUETIME_TEST_SCALE=full`` stores 5,000 (25 s), and
+``DUETIME_TEST_FLOW_TIMERS`` an exact count.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from tests.scale import sized
 from tests.waiting import wait_until
 
 from duetime import App, Status, TimerRequest
@@ -37,7 +38,7 @@ WORK = "work"
 WORKERS = 3
 CONCURRENCY = 20
 """Each worker's ``concurrency`` (``crash_worker_app.py``'s default)."""
-RATE_TIMERS = int(os.environ.get("DUETIME_TEST_FLOW_TIMERS", "1000"))
+RATE_TIMERS = sized(1_000, 5_000, override="DUETIME_TEST_FLOW_TIMERS")
 START_LAG = 0.025
 """The limit grants starts on the database's clock and each worker holds a granted row until
 100 ms after its grant (``flow.RATE_START_DELAY``), by its own estimate of that clock, then

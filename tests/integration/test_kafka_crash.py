@@ -28,11 +28,14 @@ if not os.environ.get("CI"):
 
 from kafka_broker import committed, create_topic, kafka_servers, produce, unique_topic
 from test_sources import request
+from tests.scale import sized
 from tests.waiting import wait_until
 
 from duetime import AsyncApp
 
 __all__ = ["kafka_servers"]  # the session fixture, imported for pytest
+
+pytestmark = pytest.mark.slow
 
 APP = Path(__file__).with_name("kafka_source_app.py")
 
@@ -137,10 +140,10 @@ def test_killed_between_storing_timers_and_committing_offsets(setup: Any) -> Non
 
 def test_killed_at_random_moments_while_a_producer_sends(setup: Any) -> None:
     servers, topic, group, consumers = setup
-    total, chunk = 600, 10
+    total, chunk = sized(200, 600), 10
     rng = random.Random(os.environ.get("DUETIME_TEST_SEED", "kafka-crash"))
 
-    def producer() -> None:  # about 12 s of traffic: several consumers come and go meanwhile
+    def producer() -> None:  # 4 s of traffic (12 s at full scale): consumers come and go
         for start in range(0, total, chunk):
             produce(servers, topic, records(start, chunk))
             time.sleep(0.2)

@@ -155,6 +155,7 @@ def timers_of(app: App, name: str) -> list[Timer]:
     return sorted(page.items, key=lambda t: t.due_at)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_three_workers_fire_each_occurrence_once_and_catch_up_as_told(
     database_url: str, tmp_path: Path

@@ -201,6 +201,7 @@ async def test_archived_rows_keep_their_attempts_and_partition(
     )
 
 
+@pytest.mark.slow
 async def test_plans_with_a_large_history(
     store: PostgresStore, big: psycopg.Connection[Any]
 ) -> None:
