@@ -29,7 +29,8 @@ import duetime
 from duetime.destinations import as_handler
 from duetime.destinations.base import Destination
 from duetime.sources import ScheduleCommand, run_worker_with_sources
-from duetime.sources.base import NOTIFICATION_TYPE, Source, SourceStats
+from duetime.sources.base import Source, SourceStats
+from duetime.sources.mappings import NOTIFICATION_TYPE
 from examples.delayed_notifications.on_kafka import KafkaTopology
 from examples.delayed_notifications.on_redis import RedisTopology
 
