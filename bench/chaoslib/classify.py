@@ -62,7 +62,12 @@ class NodeFate:
 class FaultEvent:
     kind: str
     at_us: int
+    """When the fault was over (a planned failover: once the standby was promoted)."""
     target: str
+    began_us: int | None = None
+    """When it began, for a fault that takes a while (a failover: the primary's kill); None:
+    at ``at_us``. A worker may reconnect to the promoted standby and claim again before the
+    promotion's command has returned, so a claim lost by the fault may be retaken inside it."""
 
 
 def loses_claims(fault: FaultEvent) -> bool:
@@ -336,7 +341,9 @@ def _overwritten(
     rows: dict[str, list[AttemptRow]],
     faults: list[FaultEvent],
 ) -> None:
-    crashes = [f.at_us for f in faults if loses_claims(f)]
+    crashes = [
+        (f.at_us if f.began_us is None else f.began_us, f.at_us) for f in faults if loses_claims(f)
+    ]
     for key, timer in timers.items():
         started = by_key.get(key, [])
         if _claim_lost(started, crashes):
@@ -349,13 +356,14 @@ def _overwritten(
             report.example("overwritten", f"{key}: {reason}")
 
 
-def _claim_lost(started: list[Start], crashes: list[int]) -> bool:
-    """Whether an attempt number was started twice with a database crash between the starts."""
+def _claim_lost(started: list[Start], crashes: list[tuple[int, int]]) -> bool:
+    """Whether an attempt number was started twice with a database crash between the starts:
+    the first before the crash was over, the second once it had begun."""
     by_number: dict[int, list[int]] = defaultdict(list)
     for s in started:
         by_number[s.attempt].append(s.at_us)
     return any(
-        any(first <= at_us <= last for at_us in crashes)
+        any(first <= end and last >= began for began, end in crashes)
         for first, last in ((min(v), max(v)) for v in by_number.values() if len(v) > 1)
     )
 

@@ -215,8 +215,9 @@ class Injector:
             self.pool.restart_exited()
             while self._planned and time.monotonic() >= started + self._planned[0][0]:
                 _, kind, action = self._planned.pop(0)
+                began = now_us()
                 target = action()  # its instant: once done (a crash is then surely over)
-                self.events.append(FaultEvent(kind, now_us(), target))
+                self.events.append(FaultEvent(kind, now_us(), target, began))
             if self.kinds and time.monotonic() >= next_at:
                 self._one(self.rng.choice(self.kinds))
                 next_at = time.monotonic() + self.rng.expovariate(1 / self.every)

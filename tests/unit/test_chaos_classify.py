@@ -154,6 +154,22 @@ def test_an_attempt_started_again_after_a_failover_is_reclaimed_not_overwritten(
         assert (report.reclaimed, report.overwritten) == (0, 1), faults
 
 
+def test_a_claim_retaken_while_the_failover_was_still_under_way_is_reclaimed() -> None:
+    """The failover's record is written once the standby is promoted, but a worker may
+    reconnect to it and claim again before the promotion's command returns: a second start
+    inside the fault's span is a reclaim. Two starts before the fault began still break a
+    fence."""
+    failover = FaultEvent("failover", DUE + 3 * S, "primary killed, standby promoted", DUE + 2 * S)
+    during = [start(1, DUE + S), start(1, DUE + 2 * S + S // 2)]
+    report = check([ack(1)], during, [done(1)], [row(1, 1, "done")], faults=[failover])
+    assert report.ok, report.problems()
+    assert (report.reclaimed, report.overwritten) == (1, 0)
+
+    before = [start(1, DUE + S), start(1, DUE + S + S // 2)]
+    report = check([ack(1)], before, [done(1)], [row(1, 1, "done")], faults=[failover])
+    assert (report.reclaimed, report.overwritten) == (0, 1)
+
+
 def test_a_start_after_its_attempt_was_recorded_lost_is_a_stale_start() -> None:
     lost_at = DUE + 5 * S
     report = check(
