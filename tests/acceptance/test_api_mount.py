@@ -151,7 +151,10 @@ def test_without_the_lifespan_the_api_is_unavailable_until_the_user_enters_it(
     parent = FastAPI(lifespan=lifespan)
     embedded = mount(parent, app=dt, lifespan=False)
     with TestClient(parent, base_url=LOCAL) as client:
-        assert client.get("/duetime/v1/namespaces").json() == {"items": ["default"]}
+        assert client.get("/duetime/v1/namespaces").json() == {
+            "items": ["default"],
+            "next_cursor": None,
+        }
 
 
 def test_the_lifespan_is_entered_once(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from duetime.api.schemas import (
     errors,
     json_body,
 )
+from duetime.app.facade import namespace_page
 from duetime.errors import DuetimeError, InvalidInput
 from duetime.model import Node
 from duetime.model.cursors import NAME_CURSOR_PATTERN
@@ -54,7 +55,7 @@ async def list_namespaces(
     """By name, a page at a time (a database holds at most ``max_namespaces`` made through
     the API, the CLI and tokens); a token scoped to namespaces sees only those."""
     only = None if who is None or who.all_namespaces else who.namespaces
-    found = await service.root.namespace_page(cursor=cursor, limit=limit, only=only)
+    found = await namespace_page(service.root.store, cursor, limit, only)
     return JSONResponse({"items": found.items, "next_cursor": found.next_cursor})
 
 

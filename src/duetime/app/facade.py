@@ -47,6 +47,17 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+async def namespace_page(
+    store: Store, cursor: str | None, limit: int, only: Sequence[str] | None
+) -> Page[str]:
+    """A page of the store's namespaces by name (see :meth:`AsyncApp.namespace_page`), read
+    from a store that is open already: the REST API answers 503 until its lifespan opened it."""
+    check_limit(limit)
+    after = decode_name_cursor(cursor)
+    rows = await store.list_namespaces(after, limit + 1, only)
+    return page(rows, limit, lambda name: name, encode_name_cursor)
+
+
 class AsyncApp(
     SchedulingMethods,
     ReadingMethods,
@@ -158,10 +169,8 @@ class AsyncApp(
         ``only``: those of these names (a token's scope), so a page never skips past names the
         caller may not see."""
         check_limit(limit)
-        after = decode_name_cursor(cursor)
         await self._open_store(migrate=self.settings.migrate)
-        rows = await self.store.list_namespaces(after, limit + 1, only)
-        return page(rows, limit, lambda name: name, encode_name_cursor)
+        return await namespace_page(self.store, cursor, limit, only)
 
     async def _open_store(self, *, migrate: bool) -> None:
         """Open the store without creating this app's namespace (admin commands)."""
