@@ -157,7 +157,13 @@ def test_urgent_rows_are_found_through_their_own_index(conn: psycopg.Connection[
     conn.execute("UPDATE timers SET priority = 1 + id % 9 WHERE id % 1000 = 0")
     for moment in ("before ANALYZE", "after ANALYZE"):
         for types in FILTERS:
-            for kind, plan in plans(conn, Q["claim_due"], claim_due_params(types)).items():
+            # As the store runs it: after claim_in_order, in the claim's transaction. Left to
+            # itself the planner reads the few urgent rows with a bitmap scan and a sort or
+            # walks their index, as ANALYZE's random sample happens to estimate them.
+            with conn.transaction():
+                conn.execute(Q["claim_in_order"])
+                found = plans(conn, Q["claim_due"], claim_due_params(types))
+            for kind, plan in found.items():
                 print(f"--- claim_due, urgent rows, {moment}, {kind} plan, types={types}\n{plan}")
                 assert_uses_pending_index(plan)
                 assert "Index Scan using timers_urgent on timers" in plan, plan
