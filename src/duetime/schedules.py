@@ -53,7 +53,6 @@ MAX_NAME_LENGTH = 200
 """Short enough that ``schedule:<name>:<instant>`` fits the 255 characters of a timer key."""
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*")
-_TINY = timedelta(microseconds=1)
 _MAX_TEXT = 64
 
 ScheduleAction = Literal["created", "updated", "kept"]

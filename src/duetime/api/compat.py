@@ -1,8 +1,7 @@
-"""What the API needs that the facade does not offer yet: namespaces, health, upcoming, nodes.
+"""What the API needs that the facade does not offer yet: health, upcoming, nodes.
 
 They reach ``app.store`` here, and only here, until :class:`~duetime.AsyncApp` grows
-``namespaces()``, ``ping()`` and ``upcoming()``; then each
-function becomes a one-line call to the facade.
+``ping()`` and ``upcoming()``; then each function becomes a one-line call to the facade.
 """
 
 from __future__ import annotations
@@ -16,10 +15,6 @@ UPCOMING_SCAN = 500
 
 async def list_nodes(app: AsyncApp) -> list[Node]:
     return await app.nodes()
-
-
-async def list_namespaces(app: AsyncApp) -> list[str]:
-    return await app.store.list_namespaces()
 
 
 async def schema_version(app: AsyncApp) -> int:
