@@ -15,8 +15,9 @@ from duetime.bus.routes import HANDLER
 from duetime.model import Node, Subscription
 from duetime.store import create_store
 
+from tests.waiting import wait_until
 from .test_api_serve import Server
-from .test_dashboard import any_console, browser, console, page, stored
+from .test_dashboard import NS, any_console, browser, console, page, stored
 
 __all__ = ["any_console", "browser", "console", "page"]  # the fixtures, shared
 
@@ -61,6 +62,14 @@ def test_a_timer_nobody_would_deliver_says_so_on_its_page_and_in_the_overview(
 
     url = console.env["DUETIME_DATABASE_URL"]
     register_node(url, Subscription("shop", "followup.*", (HANDLER,)))
+    # The server reads the nodes table at most once a second (NODES_TTL): the page can only
+    # show the node once the API answers with it, which may be a moment after it registered.
+    with console.client() as client:
+        wait_until(
+            lambda: client.get(f"{NS}/timers/followup-0").json()["timer"]["subscribers"] == 1,
+            10,
+            "the API to count the node that just registered as a subscriber of followup-0",
+        )
     page.goto(f"{console.base_url}/#timer/followup-0")
     expect(page.locator("#timer-fields")).to_contain_text("followup.email")
     expect(warning).to_be_hidden()
