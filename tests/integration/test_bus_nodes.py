@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from tests.waiting import wait_until
 
-from duetime import App, Status
+from duetime import App, Status, TimerRequest
 
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
@@ -88,8 +88,12 @@ def test_worker_processes_with_different_handlers_share_a_schema(
         wait_until(lambda: len(app.nodes()) == 1, 30, "the alpha worker")
 
         # Only alpha runs: beta's events wait for a beta node, they are not alpha's to take.
-        for i in range(EVENTS):
-            app.emit("beta", {"i": i}, key=f"b-early-{i}")
+        # In one transaction: all must still wait when the probe arrives, before GRACE ends,
+        # which one-by-one commits on a loaded machine can use up.
+        early_events = [
+            TimerRequest("beta", {"i": i}, delay=0, key=f"b-early-{i}") for i in range(EVENTS)
+        ]
+        app.schedule_many(early_events, on_conflict="keep")
         gamma = app.emit("gamma", {}, key="g-1")  # no node will ever subscribe to it
         app.emit("alpha", {}, key="a-probe")  # due after them all
         wait_until(lambda: ["alpha", "a-probe"] in [x[:2] for x in log_lines(log)], 30, "probe")
