@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from playwright.sync_api import Page, expect
+from tests.waiting import wait_until
 
 from duetime.bus.routes import HANDLER
 from duetime.model import Node, Subscription
 from duetime.store import create_store
 
-from tests.waiting import wait_until
 from .test_api_serve import Server
 from .test_dashboard import NS, any_console, browser, console, page, stored
 

@@ -177,12 +177,11 @@ def test_claim_takes_the_earliest_with_real_data(
         store = PostgresStore(pg_url, listen=False)
         await store.open(migrate=False)
         try:
-            started = asyncio.get_running_loop().time()
+            # How fast is for bench/pg_bench.py (--scenarios claim); here, which rows it takes
+            # (the plan tests above show it walks the pending index, whatever the table's size).
             claimed = await store.claim_due(
                 "ns0", None, datetime.now(UTC), 100, "n1", datetime.now(UTC)
             )
-            elapsed = asyncio.get_running_loop().time() - started
-            assert elapsed < 1.0, f"claiming 100 of {PENDING} took {elapsed:.3f} s"
             return [c.timer.run_at for c in claimed]
         finally:
             await store.close()
