@@ -169,8 +169,12 @@ WRITTEN_COLUMNS = (
     "lease_expires_at",
     "destination",
 )
-"""What ``insert_timer``, ``insert_fresh_timers`` and ``upsert_timer`` return for every row they
-write (``written_columns`` in writes.sql): each column the statement decides."""
+"""What ``insert_timer`` and ``upsert_timer`` return for every row they write
+(``written_columns`` in writes.sql): each column the statement decides."""
+
+FRESH_COLUMNS = ("id", "key")
+"""What ``insert_fresh_timers`` returns for every row: of the columns it decides only the id is
+not known before; the rest are a new row's (see :func:`fresh_timer_rows`)."""
 
 
 class Unseen(NamedTuple):
@@ -234,6 +238,60 @@ def written_timer_rows(
                 t.trace_context,
                 t.priority,
             ), version
+
+        return timer
+
+    return factory
+
+
+def fresh_timer_rows(
+    timers: Sequence[NewTimer], keys: Sequence[str], now: datetime
+) -> Callable[[AsyncCursor[Any]], RowMaker[tuple[Timer, int]]]:
+    """A row factory for the rows ``insert_fresh_timers`` wrote: each row's id and key
+    (:data:`FRESH_COLUMNS`), the rest of the timer what every new row holds — version 1,
+    ``scheduled``, no attempt, registered and updated ``now`` and due to run at its due time,
+    no lease, error or destination — and what was sent with that key. Decoding a row's fifteen
+    columns and building the timer from them had been a sixth of the client's CPU a timer
+    scheduled. ``keys`` are the store's, drawn for these timers: no two alike."""
+    sent = dict(zip(keys, timers, strict=True))
+    scheduled = Status.SCHEDULED
+
+    def factory(cursor: AsyncCursor[Any]) -> RowMaker[tuple[Timer, int]]:
+        if tuple(_column_names(cursor)) != FRESH_COLUMNS:
+            raise KeyError(f"fresh timer rows need the columns {', '.join(FRESH_COLUMNS)}")
+
+        def timer(values: Sequence[Any]) -> tuple[Timer, int]:
+            id_, key = values
+            t = sent[key]
+            return make_timer(
+                id_,
+                t.namespace,
+                key,
+                t.type,
+                t.payload,
+                t.subject,
+                t.due_at,
+                scheduled,
+                0,
+                t.max_attempts,
+                now,
+                now,
+                t.due_at,
+                t.correlation_id,
+                t.expires_after,
+                t.local,
+                t.timezone,
+                t.disambiguation,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                t.producer,
+                t.trace_context,
+                t.priority,
+            ), 1
 
         return timer
 

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 import psycopg
 from psycopg.cursor_async import AsyncCursor
+from psycopg.rows import RowMaker
 
 from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
@@ -34,6 +36,7 @@ from duetime.store.postgres.database import Conn, fetch_all
 from duetime.store.postgres.rows import (
     Unseen,
     check_text,
+    fresh_timer_rows,
     timer_batch_params,
     timer_from_row,
     written_timer_rows,
@@ -153,13 +156,31 @@ async def _execute(
     now: datetime,
 ) -> AsyncCursor[Written | Unseen]:
     """One round's statement: ``insert_fresh_timers`` when the store drew all its keys."""
-    batch = [timers[i] for i in positions]
-    batch_keys = [keys[i] for i in positions]
+    if len(positions) == len(timers):  # one round: the chunk as it is
+        batch, batch_keys = list(timers), list(keys)
+    else:
+        batch = [timers[i] for i in positions]
+        batch_keys = [keys[i] for i in positions]
+    make: Callable[[AsyncCursor[Any]], RowMaker[Written | Unseen]]
     if all(timer.key is None for timer in batch):
         query = Q["insert_fresh_timers"]
-    cursor = conn.cursor(row_factory=written_timer_rows(batch, batch_keys), binary=True)
+        make = fresh_rows(batch, batch_keys, now)
+    else:
+        make = written_timer_rows(batch, batch_keys)
+    cursor = conn.cursor(row_factory=make, binary=True)
     await cursor.execute(query, timer_batch_params(batch, batch_keys, now))
     return cursor
+
+
+def fresh_rows(
+    timers: Sequence[NewTimer], keys: Sequence[str], now: datetime
+) -> Callable[[AsyncCursor[Any]], RowMaker[Written]]:
+    """The row factory of ``insert_fresh_timers`` (:func:`~.rows.fresh_timer_rows`), which
+    matches its rows to the timers by key: keys drawn twice for one statement (a random
+    source that repeated) are drawn again rather than sent."""
+    if len(set(keys)) != len(keys):
+        raise GeneratedKeyTaken
+    return fresh_timer_rows(timers, keys, now)
 
 
 async def _write_unseen_again(conn: Conn, query: str, batch: Batch, now: datetime) -> None:
@@ -207,6 +228,8 @@ def place_written(
 
 def rounds(timers: Sequence[NewTimer], keys: Sequence[str]) -> list[list[int]]:
     """Input positions in rounds: the first occurrence of every key, then the second, …"""
+    if len(set(keys)) == len(keys):  # no key twice, whatever the namespaces: one round
+        return [list(range(len(keys)))]
     seen: dict[tuple[str, str], int] = {}
     found: list[list[int]] = []
     for i, (timer, key) in enumerate(zip(timers, keys, strict=True)):

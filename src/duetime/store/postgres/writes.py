@@ -39,6 +39,7 @@ from duetime.store.postgres.write_pipeline import (
     draw_keys,
     drawing_keys,
     exists,
+    fresh_rows,
     get_many,
     place_written,
     put_query,
@@ -123,7 +124,7 @@ class TimerWrites:
             statement = Statement(
                 Q["insert_fresh_timers"],
                 timer_batch_params(timers, keys, now),
-                written_timer_rows(timers, keys),
+                fresh_rows(timers, keys, now),
                 binary=True,
             )
             (rows,) = await self._db.atomic([statement], after=[notice])
