@@ -31,6 +31,7 @@ from psycopg.rows import RowMaker
 
 from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
+from duetime.model.slots import make_put_result
 from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, fetch_all
 from duetime.store.postgres.rows import (
@@ -43,7 +44,7 @@ from duetime.store.postgres.rows import (
 )
 from duetime.store.queries import load_queries
 from duetime.store.streams import chunked
-from duetime.validation import generate_key
+from duetime.validation import generate_keys
 
 Q = load_queries("duetime.store.postgres", "writes.sql")
 
@@ -64,8 +65,13 @@ a millisecond do not repeat; a generator that did would be a fault to report, no
 
 
 def draw_keys(timers: Sequence[NewTimer]) -> list[str]:
-    """Each timer's key: its own, or one the store draws (``generate_key``)."""
-    return [generate_key() if t.key is None else t.key for t in timers]
+    """Each timer's key: its own, or one the store draws (``generate_keys``)."""
+    given = [t.key for t in timers]
+    missing = given.count(None)
+    if not missing:
+        return given  # type: ignore[return-value]  # no None among them
+    drawn = iter(generate_keys(missing))
+    return [next(drawn) if key is None else key for key in given]
 
 
 def put_query(on_conflict: OnConflict) -> str:
@@ -114,9 +120,9 @@ async def write_timers(
     kept = [(batch.sent[i].namespace, batch.keys[i]) for i in missing]
     existing = await get_many(conn, kept)
     return [
-        PutResult("kept", existing[(batch.sent[i].namespace, batch.keys[i])])
+        make_put_result("kept", existing[(batch.sent[i].namespace, batch.keys[i])])
         if row is None
-        else PutResult("created" if row[1] == 1 else "updated", row[0])
+        else make_put_result("created" if row[1] == 1 else "updated", row[0])
         for i, row in enumerate(batch.written)
     ]
 

@@ -27,6 +27,7 @@ from psycopg.errors import TransactionRollback
 
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
+from duetime.model.slots import make_put_result
 from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, Database, Statement
 from duetime.store.postgres.grouping import CommitQueue
@@ -130,7 +131,7 @@ class TimerWrites:
             (rows,) = await self._db.atomic([statement], after=[notice])
             if len(rows) != len(timers):  # pragma: no cover - the insert has no condition
                 raise GeneratedKeyTaken
-            return [PutResult("created", timer) for timer, _ in rows]
+            return [make_put_result("created", timer) for timer, _ in rows]
 
         results = await drawing_keys(put)
         self._notices.here_earliest(changed(results))
