@@ -13,6 +13,7 @@ from duetime.model import JSON, NewTimer
 from duetime.model.slots import make_new_timer, shell_of, slot_setter
 from duetime.timemath.when import parse_at, resolve_when
 from duetime.validation import (
+    PRIORITY_DEFAULT,
     check_correlation_id,
     check_expires_after,
     check_key,
@@ -172,15 +173,17 @@ class TimerRequest:
             payload,
             due_at,
             check_max_attempts(max_attempts),
-            check_subject(self.subject),
-            check_correlation_id(self.correlation_id),
-            check_expires_after(self.expires_after),
+            None if (subject := self.subject) is None else check_subject(subject),
+            None
+            if (correlation := self.correlation_id) is None
+            else check_correlation_id(correlation),
+            None if (expires := self.expires_after) is None else check_expires_after(expires),
             local,
             timezone,
             disambiguation,
             producer,
             trace_context,
-            check_priority(self.priority),
+            PRIORITY_DEFAULT if (priority := self.priority) is None else check_priority(priority),
             payload_json if straight_to_store else None,
         )
 
