@@ -5,17 +5,15 @@ right however the answers interleave with the chunks still being sent."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
-from storekit import NOW, PG_URL, StoreFactory, new_timer
+from storekit import NOW, StoreFactory, new_timer
 
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import NewTimer, Timer
 from duetime.requests import TimerRequest
-from duetime.store.postgres import packed
 from duetime.store.postgres.rows import batch_column, check_text
 from duetime.store.postgres.write_plan import PUT_CHUNK
 
@@ -156,49 +154,6 @@ async def test_timers_prepared_for_a_caller_can_be_sent_twice(
     second = await store.put_timers(prepared, "keep", NOW)
     assert [r.action for r in second] == ["kept"] * 3
     assert [r.timer.id for r in second] == [r.timer.id for r in first]
-
-
-async def test_packed_arrays_read_back_on_the_server_as_the_values_packed() -> None:
-    """The batch's columns go as binary arrays packed by duetime, not by psycopg: the server
-    must read from them exactly the values psycopg would have sent."""
-    east = timezone(timedelta(hours=5, minutes=30))
-    texts = ["plain", "", "é ✓ 🙂", 'quote " and \\ back', None, "x" * 5000]
-    instants = [
-        datetime(2000, 1, 1, tzinfo=UTC),
-        datetime(1999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
-        datetime(2026, 3, 29, 2, 30, 0, 123_456, tzinfo=east),
-        datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
-        datetime(1, 1, 1, tzinfo=UTC),
-    ]
-    ints = [0, 1, -1, 1000, -(2**31), 2**31 - 1]
-    smalls = [0, 9, -(2**15), 2**15 - 1]
-    async with await psycopg.AsyncConnection.connect(PG_URL) as conn:
-        packed.teach(conn)
-        packed.teach(conn)  # once is enough; again changes nothing
-        row = await (
-            await conn.execute(
-                "SELECT %(t)b::text[], %(e)b::text[], %(ts)b::timestamptz[], %(i)b::integer[],"
-                " %(s)b::smallint[], %(none)b::timestamptz[], %(l)b::timestamp[],"
-                " %(x)b::interval[]",
-                {
-                    "t": packed.text_array(texts),
-                    "e": packed.text_array([]),
-                    "ts": packed.timestamptz_array(instants),
-                    "i": packed.int4_array(ints),
-                    "s": packed.int2_array(smalls),
-                    "none": packed.timestamptz_array([]),
-                    "l": packed.TimestampArray.empty(),
-                    "x": packed.IntervalArray.empty(),
-                },
-            )
-        ).fetchone()
-    assert row is not None
-    assert row[0] == texts
-    assert row[1] == []
-    assert row[2] == instants
-    assert row[3] == ints
-    assert row[4] == smalls
-    assert row[5:] == ([], [], [])
 
 
 @pytest.mark.parametrize(

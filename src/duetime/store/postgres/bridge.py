@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.adapt import AdaptersMap
 from psycopg.pq import Format
 from psycopg.rows import AsyncRowFactory, RowFactory, tuple_row
 
@@ -72,10 +71,6 @@ class Borrowed:
     @property
     def autocommit(self) -> bool:
         return self.connection.autocommit
-
-    @property
-    def adapters(self) -> AdaptersMap:
-        return self.connection.adapters
 
     @staticmethod
     def formatted(cursor: C, binary: bool) -> C:

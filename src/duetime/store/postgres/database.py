@@ -36,7 +36,6 @@ from psycopg.rows import AsyncRowFactory, DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from duetime.errors import CommitOutcomeUnknown, StoreBusy, StoreUnavailable
-from duetime.store.postgres import packed
 from duetime.store.postgres.settings import PostgresSettings
 from duetime.store.queries import load_queries
 from duetime.support import budgets
@@ -98,7 +97,6 @@ async def configure(conn: Conn) -> None:
     """Set up a new pooled connection."""
     conn.adapters.register_loader("jsonb", JsonbLoader)
     conn.adapters.register_loader("jsonb", JsonbBinaryLoader)
-    packed.teach(conn)
 
 
 class Database:

@@ -27,15 +27,6 @@ from duetime.model import (
 )
 from duetime.model.slots import make_timer
 from duetime.store.codec import load_json, payload_text
-from duetime.store.postgres.packed import (
-    IntervalArray,
-    Packed,
-    TimestampArray,
-    int2_array,
-    int4_array,
-    text_array,
-    timestamptz_array,
-)
 
 Row = dict[str, Any]
 
@@ -367,43 +358,36 @@ def timer_batch_params(timers: Sequence[NewTimer], keys: list[str], now: datetim
 
     Payloads go as JSON text (cast to jsonb by the server): one text array is much cheaper to
     send than an array of jsonb values. Key, payload and due time go whole; every other column
-    goes as :func:`batch_column` packs it. The arrays are packed here (:mod:`.packed`) rather
-    than dumped by psycopg element by element.
+    goes as :func:`batch_column` packs it.
     """
     return {
         "rows": len(timers),
-        "namespaces": text_array(batch_column([t.namespace for t in timers])),
-        "keys": text_array(keys),
-        "types": text_array(batch_column([t.type for t in timers])),
-        "payloads": text_array([payload_text(t) for t in timers]),
-        "subjects": text_array(batch_column([t.subject for t in timers])),
-        "correlation_ids": text_array(batch_column([t.correlation_id for t in timers])),
-        "due_ats": timestamptz_array([t.due_at for t in timers]),
-        "locals": _or_empty(batch_column([t.local for t in timers]), TimestampArray),
-        "timezones": text_array(batch_column([t.timezone for t in timers])),
-        "disambiguations": text_array(batch_column([t.disambiguation for t in timers])),
-        "expires_afters": _or_empty(batch_column([t.expires_after for t in timers]), IntervalArray),
-        "max_attempts": int4_array(batch_column([t.max_attempts for t in timers])),
-        "producers": text_array(batch_column([t.producer for t in timers])),
-        "trace_contexts": text_array(batch_column([t.trace_context for t in timers])),
-        "priorities": int2_array(batch_column([t.priority for t in timers])),
+        "namespaces": batch_column([t.namespace for t in timers]),
+        "keys": keys,
+        "types": batch_column([t.type for t in timers]),
+        "payloads": [payload_text(t) for t in timers],
+        "subjects": batch_column([t.subject for t in timers]),
+        "correlation_ids": batch_column([t.correlation_id for t in timers]),
+        "due_ats": [t.due_at for t in timers],
+        "locals": batch_column([t.local for t in timers]),
+        "timezones": batch_column([t.timezone for t in timers]),
+        "disambiguations": batch_column([t.disambiguation for t in timers]),
+        "expires_afters": batch_column([t.expires_after for t in timers]),
+        "max_attempts": batch_column([t.max_attempts for t in timers]),
+        "producers": batch_column([t.producer for t in timers]),
+        "trace_contexts": batch_column([t.trace_context for t in timers]),
+        "priorities": batch_column([t.priority for t in timers]),
         "now": now,
     }
-
-
-def _or_empty(values: list[Any], packed: type[Packed]) -> list[Any] | Packed:
-    """A column of a type not packed here: psycopg dumps it, unless it is empty (all NULL)."""
-    return values if values else packed.empty()
 
 
 def batch_column(values: list[Any]) -> list[Any]:
     """A column of a batch as the statements take it: empty when every value is NULL (unnest
     pads it with NULLs), one value when all are the same (the server's ``batch_column``
     repeats it), else one value a row. Namespace, type and options are nearly always the same
-    for a whole batch, and each element sent costs the client and the server."""
-    first = values[0] if values else None
-    if len(values) > 1 and values.count(first) == len(values):
-        return [] if first is None else values[:1]
+    for a whole batch, and psycopg encodes an array element by element."""
+    if len(values) > 1 and len(set(values)) == 1:
+        return [] if values[0] is None else values[:1]
     return values
 
 

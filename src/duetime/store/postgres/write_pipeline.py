@@ -32,7 +32,7 @@ from psycopg.rows import RowMaker
 from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
 from duetime.model.slots import make_put_result
-from duetime.store.postgres import packed, write_plan
+from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, fetch_all
 from duetime.store.postgres.rows import (
     Unseen,
@@ -108,7 +108,6 @@ async def write_timers(
 ) -> list[PutResult]:
     """Write ``timers`` with ``query`` (:func:`put_query`) on ``conn``, in the transaction open
     there; kept timers are read back, and ``error`` raises AlreadyExists for one of them."""
-    packed.teach(conn)  # a caller's connection (the outbox) may not know the packed arrays
     batch = await _send(conn, query, timers, now)
     if batch.unseen:
         await _write_unseen_again(conn, query, batch, now)
