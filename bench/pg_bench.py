@@ -26,6 +26,7 @@ handler, the same ``--concurrency``). Scenarios:
   (d)        the raw-SQL floor is the ``raw`` system in mass and immediate
   claim      (e) duetime's claim_due statement (claims.sql) with 10M pending timers bulk-loaded
              into its table: latency of batches of 100, and the plan, before and after ANALYZE
+  enqueue    (a)'s enqueue alone, no workers: rate, client CPU and backend CPU a job
   idle       (f) the workers running with 10,000 timers due over the next hour and nothing due:
              transactions/s of the system's own database (pg_stat_database), the CPU of its
              worker processes and of its database backends, over 30 s
@@ -165,7 +166,7 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "s":
         return f"{value:,.2f} s"
     if unit == "us":
-        return f"{value:,.0f} µs"
+        return f"{value:,.1f} µs" if value < 100 else f"{value:,.0f} µs"
     if unit == "B":
         return f"{value:,.0f} B"
     return f"{value:,.2f} {unit}"
@@ -374,6 +375,55 @@ class CpuMeter:
         return worker, backend
 
 
+class BackendWatch:
+    """The CPU of every PostgreSQL backend connected to ``db`` while a client works: a thread
+    reads them every ``every`` seconds (a client closes its connections before it returns, and
+    a gone backend's /proc entry with them), each backend's last reading counting; a backend
+    there at the start counts from its reading then. The thread's own CPU is kept apart
+    (:attr:`own_cpu`) so that the client's can leave it out."""
+
+    def __init__(self, base: str, db: str, every: float = 0.02) -> None:
+        import threading
+
+        self.base, self.db, self.every = base, db, every
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.own_cpu = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> BackendWatch:
+        with psycopg.connect(f"{self.base}/{ADMIN_DB}", autocommit=True) as conn:
+            self.first = {pid: cpu_seconds(pid) for pid in self._pids(conn)}
+        self.last = dict(self.first)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _pids(self, conn: psycopg.Connection[Any]) -> list[int]:
+        sql = "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+        return [row[0] for row in conn.execute(sql, (self.db,))]
+
+    def _run(self) -> None:
+        started = time.thread_time()
+        with psycopg.connect(f"{self.base}/{ADMIN_DB}", autocommit=True) as conn:
+            while True:
+                for pid in self._pids(conn):
+                    cpu = cpu_seconds(pid)
+                    if cpu:
+                        self.last[pid] = max(cpu, self.last.get(pid, 0.0))
+                if self._stop.wait(self.every):
+                    break
+        self.own_cpu = time.thread_time() - started
+
+    def backend_cpu(self) -> float:
+        """CPU seconds the backends spent between the start and the stop."""
+        return sum(cpu - self.first.get(pid, 0.0) for pid, cpu in self.last.items())
+
+
 def analyze(base: str, db: str) -> None:
     with psycopg.connect(f"{base}/{db}", autocommit=True) as conn:
         conn.execute("ANALYZE")
@@ -529,11 +579,30 @@ class Bench:
         return db
 
     def enqueue(self, sut: System, db: str, dues: Sequence[float | None]) -> float:
-        started = time.perf_counter()
-        asyncio.run(sut.enqueue(db, dues))
-        seconds = time.perf_counter() - started
-        self.rate_hint[sut.name] = len(dues) / seconds
-        return len(dues) / seconds
+        rate, _, _ = self.enqueue_costs(sut, db, dues)
+        return rate
+
+    def enqueue_costs(
+        self, sut: System, db: str, dues: Sequence[float | None]
+    ) -> tuple[float, float, float]:
+        """(jobs/s, this process's CPU µs a job, its PostgreSQL backends' CPU µs a job) of
+        enqueueing ``dues``: the client's CPU is everything the enqueue did in this process
+        (connecting, opening, validating, encoding, reading the answers), the watch's thread
+        left out; the backends' is every backend of ``db`` meanwhile (the idle workers' count
+        too, a few µs in all)."""
+        import resource
+
+        with BackendWatch(self.args.base, db) as watch:
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            started = time.perf_counter()
+            asyncio.run(sut.enqueue(db, dues))
+            seconds = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_SELF)
+        client = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        client -= watch.own_cpu
+        n = len(dues)
+        self.rate_hint[sut.name] = n / seconds
+        return n / seconds, client / n * 1e6, watch.backend_cpu() / n * 1e6
 
     def lead_for(self, sut: System, n: int) -> float:
         """Seconds from now to the due instant so that enqueueing ``n`` surely finishes first."""
@@ -552,13 +621,14 @@ class Bench:
         sut = self.system(name)
         scen = f"(a) mass due, {tables}"
         enq = rep.figure(scen, f"enqueue {n:,} (batches of 1000)", "jobs/s", True, peer_target=2.0)
+        enq_cpu = self.enqueue_cpu_figures(scen)
         took = rep.figure(scen, "due instant → all done", "s", False)
         rate = rep.figure(scen, "drain rate", "jobs/s", True, peer_target=2.0, raw_target=0.5)
         lead = self.lead_for(sut, n)
         db = self.fresh(sut)
         with workers(args, name, db, False, self.tmp) as group:
             due = time.time() + lead
-            rep.put(enq, name, self.enqueue(sut, db, [due] * n))
+            self.put_enqueue(enq, enq_cpu, name, self.enqueue_costs(sut, db, [due] * n))
             if tables == "analysed":
                 analyze(args.base, db)
             costs = self.cost_figures(scen)
@@ -581,16 +651,30 @@ class Bench:
         rep.put(rate, name, n / seconds)
         self.put_costs(costs, name, n, *spent)
 
+    # (a) the mass scenario's enqueue alone
+    def enqueue_only(self, name: str, n: int) -> None:
+        """(a)'s enqueue without the workers and their drain: N jobs due in an hour into a fresh
+        database, for comparing enqueues in quick alternating rounds."""
+        sut = self.system(name)
+        scen = "(a) enqueue only, fresh"
+        enq = self.report.figure(scen, f"enqueue {n:,} (batches of 1000)", "jobs/s", True)
+        db = self.fresh(sut)
+        due = time.time() + 3600
+        self.put_enqueue(
+            enq, self.enqueue_cpu_figures(scen), name, self.enqueue_costs(sut, db, [due] * n)
+        )
+
     # (c) immediate and (d) raw floor
     def immediate(self, name: str, n: int, tables: str) -> None:
         args, rep = self.args, self.report
         sut = self.system(name)
         scen = f"(c) immediate, {tables}"
         enq = rep.figure(scen, f"enqueue {n:,} due now", "jobs/s", True)
+        enq_cpu = self.enqueue_cpu_figures(scen)
         rate = rep.figure(scen, "drain rate", "jobs/s", True, peer_target=2.0, raw_target=0.5)
         db = self.fresh(sut)
         with workers(args, name, db, False, self.tmp) as group:
-            rep.put(enq, name, self.enqueue(sut, db, [None] * n))
+            self.put_enqueue(enq, enq_cpu, name, self.enqueue_costs(sut, db, [None] * n))
             if tables == "analysed":
                 analyze(args.base, db)
             costs = self.cost_figures(scen)
@@ -604,6 +688,20 @@ class Bench:
             return
         rep.put(rate, name, n / (finished - started), f"{finished - started:.2f} s")
         self.put_costs(costs, name, n, *spent)
+
+    def enqueue_cpu_figures(self, scen: str) -> tuple[Figure, Figure]:
+        rep = self.report
+        return (
+            rep.figure(scen, "enqueue: client CPU per job", "us", False),
+            rep.figure(scen, "enqueue: PostgreSQL backend CPU per job", "us", False),
+        )
+
+    def put_enqueue(
+        self, rate: Figure, cpu: tuple[Figure, Figure], name: str, costs: tuple[float, ...]
+    ) -> None:
+        self.report.put(rate, name, costs[0])
+        self.report.put(cpu[0], name, costs[1])
+        self.report.put(cpu[1], name, costs[2])
 
     def cost_figures(self, scen: str) -> tuple[Figure, Figure, Figure]:
         rep = self.report
@@ -1096,7 +1194,7 @@ def main() -> None:
     parser.add_argument(
         "--scenarios",
         default="immediate,mass,lateness,claim",
-        help="immediate,mass,lateness,claim,idle",
+        help="immediate,mass,lateness,claim,idle; enqueue: (a)'s enqueue alone (--mass N)",
     )
     parser.add_argument(
         "--tables", default="fresh,analysed", help="fresh,analysed (mass, immediate)"
@@ -1259,6 +1357,8 @@ def main() -> None:
                                 bench.mass(name, n_mass, tab)
                             elif scenario == "immediate":
                                 bench.immediate(name, n_now, tab)
+                            elif scenario == "enqueue":
+                                bench.enqueue_only(name, n_mass)
                             elif scenario == "lateness":
                                 bench.lateness(name, late_n, late_s)
                             elif scenario == "idle":

@@ -140,7 +140,7 @@ PACKAGES = {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate", "oban": "o
 ONLY_ASKED = ("celery", *VARIANTS)
 """Run only when named in ``--only`` (or, for the variants, asked by a flag): Celery needs Redis,
 and is compared for lateness only."""
-STORE_SCENARIOS = {"celery": ("lateness", "idle"), "raw": ("mass", "immediate")}
+STORE_SCENARIOS = {"celery": ("lateness", "idle"), "raw": ("mass", "immediate", "enqueue")}
 """The scenarios a system takes part in, when not all of them."""
 
 

@@ -463,8 +463,12 @@ async def test_a_generated_key_never_takes_a_stored_timers_key(
     def drawing() -> str:
         return next(draws, None) or validation.generate_key()
 
-    for module in (duetime.store.sqlite.writes, duetime.store.postgres.write_pipeline):
-        monkeypatch.setattr(module, "generate_key", drawing)
+    monkeypatch.setattr(duetime.store.sqlite.writes, "generate_key", drawing)
+    monkeypatch.setattr(  # PostgreSQL draws a chunk's keys at once
+        duetime.store.postgres.write_pipeline,
+        "generate_keys",
+        lambda count: [drawing() for _ in range(count)],
+    )
     keyless = [new_timer(None, type="t", payload={"n": n}) for n in range(3)]
     batch = [new_timer("given"), *keyless] if mixed else keyless
     results = await store.put_timers(batch, "update", NOW)
@@ -480,8 +484,10 @@ async def test_a_generator_stuck_on_a_stored_key_is_reported_and_stores_nothing(
     """A generator that kept drawing a held key would be a fault: the batch is refused, as a
     key that exists, with nothing of it stored, rather than drawing forever."""
     (held,) = await store.put_timers([new_timer("taken", type="t")], "error", NOW)
-    for module in (duetime.store.sqlite.writes, duetime.store.postgres.write_pipeline):
-        monkeypatch.setattr(module, "generate_key", lambda: "taken")
+    monkeypatch.setattr(duetime.store.sqlite.writes, "generate_key", lambda: "taken")
+    monkeypatch.setattr(
+        duetime.store.postgres.write_pipeline, "generate_keys", lambda count: ["taken"] * count
+    )
     batch = [new_timer("given"), new_timer(None, type="t")]
     with pytest.raises(AlreadyExists) as raised:
         await store.put_timers(batch, "update", NOW)

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from storekit import NOW, StoreFactory, new_timer
 
-from duetime.errors import AlreadyExists
+from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import NewTimer, Timer
 from duetime.requests import TimerRequest
-from duetime.store.postgres.rows import batch_column
+from duetime.store.postgres.rows import batch_column, check_text
 from duetime.store.postgres.write_plan import PUT_CHUNK
 
 
@@ -154,3 +154,23 @@ async def test_timers_prepared_for_a_caller_can_be_sent_twice(
     second = await store.put_timers(prepared, "keep", NOW)
     assert [r.action for r in second] == ["kept"] * 3
     assert [r.timer.id for r in second] == [r.timer.id for r in first]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ([("subject", "a\x00")], "subject"),
+        ([("timezone", "Europe/\x00")], "timezone"),
+        ([("subject", "b\x00"), ("namespace", "n\x00s")], "namespace"),  # one timer: field order
+    ],
+)
+def test_a_nul_in_a_text_column_is_named_by_the_first_timer_that_has_one(
+    bad: list[tuple[str, str]], field: str
+) -> None:
+    timers = [new_timer(f"k{n}", subject="s") for n in range(5)]
+    timers[2] = replace(timers[2], **dict(bad))
+    timers[4] = replace(timers[4], key="late\x00key")  # a later timer's NUL is not the one named
+    with pytest.raises(InvalidInput) as raised:
+        check_text(timers)
+    assert raised.value.field == field
+    check_text(timers[:2])  # none: nothing to say

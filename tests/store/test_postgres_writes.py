@@ -50,6 +50,37 @@ async def test_fresh_draws_every_key_and_stores_them_all(
     assert heard == [NOW + timedelta(minutes=1)]
 
 
+async def test_a_fresh_timer_answered_is_the_timer_stored(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    """A fresh insert returns only each row's id and key: the rest of the answer is made from
+    what was sent and what a new row holds, and must be what a read of the row finds, field by
+    field — by ``fresh`` and by a keyless batch of several statements."""
+    store, _ = await open_pg(open_store, pg_url)
+    options = {
+        "subject": "customer-9",
+        "correlation_id": "corr-1",
+        "expires_after": timedelta(hours=2),
+        "local": datetime(2026, 3, 29, 2, 30),
+        "timezone": "Europe/London",
+        "disambiguation": "later",
+        "producer": "api",
+        "trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "priority": 4,
+    }
+    alone = [new_timer(None, timedelta(minutes=3), type="t", payload={"n": 3}, **options)]
+    plain = [new_timer(None, timedelta(minutes=n), type="t", payload={"n": n}) for n in (2, 1)]
+    made = await store.writes.fresh([*alone, *plain], NOW)
+    many = [new_timer(None, timedelta(seconds=n), type="u", payload=[n]) for n in range(230)]
+    made += await store.writes.apart(many, "update", NOW)
+    assert actions(made) == ["created"] * 233
+    assert len({r.timer.key for r in made}) == 233
+    for result in made:
+        assert await store.get_timer("ns", result.timer.key) == result.timer
+    assert (made[0].timer.subject, made[0].timer.priority) == ("customer-9", 4)
+    assert [r.timer.payload for r in made[3:]] == [[n] for n in range(230)]
+
+
 async def test_fresh_refuses_a_payload_postgresql_cannot_store_with_nothing_stored(
     pg_url: str, open_store: StoreFactory
 ) -> None:

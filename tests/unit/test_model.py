@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from duetime.model import NewTimer, Status, Timer
-from duetime.model.slots import make_new_timer, make_timer, slot_setter
+from duetime.model import NewTimer, PutResult, Status, Timer
+from duetime.model.slots import make_new_timer, make_put_result, make_timer, slot_setter
+from duetime.requests import TimerRequest
 
 NOW = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
 
@@ -100,3 +101,32 @@ def test_make_new_timer_sets_every_field_the_constructor_does() -> None:
 def test_slot_setter_names_a_field() -> None:
     with pytest.raises(AttributeError, match="no field 'to_dict'"):
         slot_setter(Timer, "to_dict")
+
+
+def test_make_put_result_builds_what_the_constructor_builds() -> None:
+    timer = make_timer(*values())
+    made = make_put_result("updated", timer)
+    assert type(made) is PutResult
+    assert made == PutResult("updated", timer)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.action = "kept"  # type: ignore[misc]
+
+
+def test_a_request_has_every_field_it_was_given_and_stays_frozen() -> None:
+    given: dict[str, object] = {
+        f.name: f"value of {f.name}" for f in dataclasses.fields(TimerRequest)
+    }
+    made = TimerRequest(**given)  # type: ignore[arg-type]
+    assert type(made) is TimerRequest
+    assert {name: getattr(made, name) for name in given} == given
+    assert made == TimerRequest(**given)  # type: ignore[arg-type]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.key = "other"  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True, slots=True, init=False)
+    class Tagged(TimerRequest):  # a subclass keeps its class and its own slots
+        tag: str = "t"
+
+    tagged = Tagged("a.type", {"n": 1}, key="k")
+    assert type(tagged) is Tagged
+    assert (tagged.type, tagged.payload, tagged.key, tagged.at) == ("a.type", {"n": 1}, "k", None)

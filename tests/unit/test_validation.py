@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from enum import IntEnum
 
 import pytest
 from hypothesis import given
@@ -87,6 +88,22 @@ def test_generated_keys_sort_by_the_time_they_were_made(monkeypatch: pytest.Monk
     assert len(set(made)) == len(made)
 
 
+def test_keys_drawn_together_are_keys_as_drawn_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A chunk's keys in one draw: the same layout, none twice, across refills of the random
+    # bytes (4 KiB: 409 keys a refill), the millisecond's digits first.
+    now_ns = 1_764_000_000_123 * 1_000_000
+    monkeypatch.setattr(validation.time, "time_ns", lambda: now_ns)
+    alone = check_key(None)
+    together = validation.generate_keys(1000) + validation.generate_keys(1) + [check_key(None)]
+    assert validation.generate_keys(0) == []
+    assert len(together) == 1002
+    assert len({alone, *together}) == 1003
+    for key in together:
+        assert len(key) == 32
+        assert set(key) <= set("0123456789abcdef")
+        assert key[:12] == alone[:12] == f"{1_764_000_000_123:012x}"
+
+
 def test_a_forked_child_never_repeats_its_parents_keys() -> None:
     check_key(None)  # the buffer of random bytes is filled and partly used
     read, write = os.pipe()
@@ -142,6 +159,43 @@ def test_text_no_backend_can_store_is_refused(call: object, field: str) -> None:
 
 def test_a_literal_backslash_u0000_is_fine() -> None:
     assert check_payload({"text": "\\u0000"}) == {"text": "\\u0000"}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"due": 1764000000.25, "n": 3, "ok": True, "none": None, "s": "é\u2028"},
+        {"int subclass": IntEnum("Level", "LOW")["LOW"]},
+        {1: "an integer key"},
+        {"nested": {"a": [1, (2, 3)]}},
+        {"big": 10**200, "tiny": 5e-324, "neg zero": -0.0},
+        {},
+    ],
+    ids=["flat", "int subclass", "integer key", "nested", "numbers", "empty"],
+)
+def test_a_payload_is_what_its_text_reads_back_as_and_not_the_callers(payload: object) -> None:
+    """Flat objects are copied rather than read back from their text: the same value either way,
+    of the same exact types, and never the caller's own object."""
+    value, text = validation.encode_payload(payload)
+    read_back = json.loads(text)
+    assert value == read_back
+    assert json.dumps(value) == json.dumps(read_back)
+    assert [type(item) for item in value.values()] == [  # type: ignore[union-attr]
+        type(item) for item in read_back.values()
+    ]
+    assert value is not payload
+
+
+def test_a_flat_payload_is_checked_as_any_other() -> None:
+    for bad, says in (
+        ({"x": float("nan")}, "is not JSON"),
+        ({"x": "\u0000"}, "NUL"),
+        ({"x": "\ud800"}, "not valid Unicode"),
+        ({"x": "é" * 200}, "is 408 bytes as JSON"),  # 6 + 400 + 2
+    ):
+        with pytest.raises(InvalidInput, match=says) as info:
+            validation.encode_payload(bad, max_bytes=400)
+        assert info.value.field == "payload"
 
 
 def test_a_kept_payload_text_belongs_to_that_payload_only() -> None:

@@ -16,7 +16,7 @@ from duetime.timemath.bounds import check_instant, check_year
 from duetime.timemath.durations import add_duration, parse_duration
 from duetime.timemath.tzmath import is_aware, load_zone, parse_disambiguation, stored_zone, to_utc
 
-__all__ = ["When", "check_day_exists", "reresolve", "resolve_when"]
+__all__ = ["When", "check_day_exists", "parse_at", "reresolve", "resolve_when"]
 _MAX_TEXT = 64
 
 _LOCAL = re.compile(
@@ -62,7 +62,7 @@ def resolve_when(
     choice = parse_disambiguation(disambiguation)
     zone = load_zone(timezone) if timezone is not None else None
     if at is not None:
-        return When(_parse_at(at), None, None, choice)
+        return When(parse_at(at), None, None, choice)
     if delay is not None:
         duration = parse_duration(delay, "delay")
         due_at = add_duration(now, duration, zone, choice, "delay")
@@ -107,7 +107,7 @@ def _check_exactly_one(forms: tuple[object, ...]) -> None:
         )
 
 
-def _parse_at(value: str | datetime) -> datetime:
+def parse_at(value: str | datetime) -> datetime:
     """An instant: ISO 8601 with an offset or 'Z', or an aware datetime; naive is refused."""
     if isinstance(value, datetime):
         parsed = value

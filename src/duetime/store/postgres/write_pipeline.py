@@ -23,24 +23,28 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 import psycopg
 from psycopg.cursor_async import AsyncCursor
+from psycopg.rows import RowMaker
 
 from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
+from duetime.model.slots import make_put_result
 from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, fetch_all
 from duetime.store.postgres.rows import (
     Unseen,
     check_text,
+    fresh_timer_rows,
     timer_batch_params,
     timer_from_row,
     written_timer_rows,
 )
 from duetime.store.queries import load_queries
 from duetime.store.streams import chunked
-from duetime.validation import generate_key
+from duetime.validation import generate_keys
 
 Q = load_queries("duetime.store.postgres", "writes.sql")
 
@@ -61,8 +65,13 @@ a millisecond do not repeat; a generator that did would be a fault to report, no
 
 
 def draw_keys(timers: Sequence[NewTimer]) -> list[str]:
-    """Each timer's key: its own, or one the store draws (``generate_key``)."""
-    return [generate_key() if t.key is None else t.key for t in timers]
+    """Each timer's key: its own, or one the store draws (``generate_keys``)."""
+    given = [t.key for t in timers]
+    missing = given.count(None)
+    if not missing:
+        return given  # type: ignore[return-value]  # no None among them
+    drawn = iter(generate_keys(missing))
+    return [next(drawn) if key is None else key for key in given]
 
 
 def put_query(on_conflict: OnConflict) -> str:
@@ -111,9 +120,9 @@ async def write_timers(
     kept = [(batch.sent[i].namespace, batch.keys[i]) for i in missing]
     existing = await get_many(conn, kept)
     return [
-        PutResult("kept", existing[(batch.sent[i].namespace, batch.keys[i])])
+        make_put_result("kept", existing[(batch.sent[i].namespace, batch.keys[i])])
         if row is None
-        else PutResult("created" if row[1] == 1 else "updated", row[0])
+        else make_put_result("created" if row[1] == 1 else "updated", row[0])
         for i, row in enumerate(batch.written)
     ]
 
@@ -153,13 +162,31 @@ async def _execute(
     now: datetime,
 ) -> AsyncCursor[Written | Unseen]:
     """One round's statement: ``insert_fresh_timers`` when the store drew all its keys."""
-    batch = [timers[i] for i in positions]
-    batch_keys = [keys[i] for i in positions]
+    if len(positions) == len(timers):  # one round: the chunk as it is
+        batch, batch_keys = list(timers), list(keys)
+    else:
+        batch = [timers[i] for i in positions]
+        batch_keys = [keys[i] for i in positions]
+    make: Callable[[AsyncCursor[Any]], RowMaker[Written | Unseen]]
     if all(timer.key is None for timer in batch):
         query = Q["insert_fresh_timers"]
-    cursor = conn.cursor(row_factory=written_timer_rows(batch, batch_keys), binary=True)
+        make = fresh_rows(batch, batch_keys, now)
+    else:
+        make = written_timer_rows(batch, batch_keys)
+    cursor = conn.cursor(row_factory=make, binary=True)
     await cursor.execute(query, timer_batch_params(batch, batch_keys, now))
     return cursor
+
+
+def fresh_rows(
+    timers: Sequence[NewTimer], keys: Sequence[str], now: datetime
+) -> Callable[[AsyncCursor[Any]], RowMaker[Written]]:
+    """The row factory of ``insert_fresh_timers`` (:func:`~.rows.fresh_timer_rows`), which
+    matches its rows to the timers by key: keys drawn twice for one statement (a random
+    source that repeated) are drawn again rather than sent."""
+    if len(set(keys)) != len(keys):
+        raise GeneratedKeyTaken
+    return fresh_timer_rows(timers, keys, now)
 
 
 async def _write_unseen_again(conn: Conn, query: str, batch: Batch, now: datetime) -> None:
@@ -207,6 +234,8 @@ def place_written(
 
 def rounds(timers: Sequence[NewTimer], keys: Sequence[str]) -> list[list[int]]:
     """Input positions in rounds: the first occurrence of every key, then the second, …"""
+    if len(set(keys)) == len(keys):  # no key twice, whatever the namespaces: one round
+        return [list(range(len(keys)))]
     seen: dict[tuple[str, str], int] = {}
     found: list[list[int]] = []
     for i, (timer, key) in enumerate(zip(timers, keys, strict=True)):

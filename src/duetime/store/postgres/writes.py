@@ -27,6 +27,7 @@ from psycopg.errors import TransactionRollback
 
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
+from duetime.model.slots import make_put_result
 from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, Database, Statement
 from duetime.store.postgres.grouping import CommitQueue
@@ -39,6 +40,7 @@ from duetime.store.postgres.write_pipeline import (
     draw_keys,
     drawing_keys,
     exists,
+    fresh_rows,
     get_many,
     place_written,
     put_query,
@@ -123,13 +125,13 @@ class TimerWrites:
             statement = Statement(
                 Q["insert_fresh_timers"],
                 timer_batch_params(timers, keys, now),
-                written_timer_rows(timers, keys),
+                fresh_rows(timers, keys, now),
                 binary=True,
             )
             (rows,) = await self._db.atomic([statement], after=[notice])
             if len(rows) != len(timers):  # pragma: no cover - the insert has no condition
                 raise GeneratedKeyTaken
-            return [PutResult("created", timer) for timer, _ in rows]
+            return [make_put_result("created", timer) for timer, _ in rows]
 
         results = await drawing_keys(put)
         self._notices.here_earliest(changed(results))

@@ -28,7 +28,7 @@ unnest(
 )
 
 -- name: written_columns
--- What insert_timer, insert_fresh_timers and upsert_timer return for each row they write
+-- What insert_timer and upsert_timer return for each row they write
 -- (rows.WRITTEN_COLUMNS): every column the statement decides, where the rest (type, payload,
 -- due time, options) are stored as sent. Decoding every column of every row was a fifth of the
 -- client's time a timer.
@@ -68,7 +68,8 @@ RETURNING
 -- whose speculative insertion (look for the key, insert, confirm) cost more than the plain
 -- insert itself, and the ids are drawn as the rows are read, in input order, with no join of
 -- the keys back to the batch. Should a generated key exist after all, the primary key of
--- timer_keys refuses the batch.
+-- timer_keys refuses the batch. It returns each row's id and key only (rows.FRESH_COLUMNS):
+-- every other column of a new row is known before (rows.fresh_timer_rows).
 WITH new AS (
     SELECT new.*, nextval('timers_id_seq') AS id FROM
     -- include: timer_batch
@@ -86,8 +87,7 @@ SELECT id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at
        producer, trace_context, priority
 FROM new
 ORDER BY n
-RETURNING
-    -- include: written_columns
+RETURNING id, key
 
 -- name: upsert_timer
 -- As insert_timer; an existing pending timer takes the new values (version + 1), any other
