@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import require_pg
 
+# Django's test runner makes and drops one database of a fixed name (test_duetime_contrib_django):
+# ./test keeps a file's tests in one process (pytest-xdist's loadfile), so two never race on it.
 SETTINGS = "tests.integration.django_site.settings"
 
 
