@@ -1,4 +1,4 @@
-"""Fast constructors for the two records made once a row or a request on the busy paths.
+"""Fast constructors for the records made once a row or a request on the busy paths.
 
 A frozen dataclass's ``__init__`` sets each field with ``object.__setattr__`` by name, which
 costs about twice what setting each slot through its own descriptor does. For ``Timer`` (a
@@ -6,7 +6,9 @@ claimed or written row: 25 fields, ~1.1 µs saved a timer, a twentieth of a busy
 job) and ``NewTimer`` (a validated request: ~0.7 µs saved, a tenth of the client's CPU a
 scheduled timer) that difference shows end to end (``bench/pg_drain_probe.py``,
 ``bench/enqueue_probe.py``); for the smaller records it does not, and they keep their
-``__init__``. Both functions are typed with the record's own fields, so every call is checked.
+``__init__``, but for the done ``Finish`` a worker makes a job (:func:`make_done`, one where
+there were two). The functions are typed with the record's own fields, so every call is
+checked.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from duetime.model import JSON, NewTimer, Status, Timer
+from duetime.model import JSON, Finish, NewTimer, Outcome, Status, Timer
 
 R = TypeVar("R")
 
@@ -127,6 +129,34 @@ def make_timer(
     _set_priority(timer, priority)
     set_claim_token(timer, claim_token)
     return timer
+
+
+_set_finish_timer_id = slot_setter(Finish, "timer_id")
+_set_finish_attempt = slot_setter(Finish, "attempt")
+_set_finish_outcome = slot_setter(Finish, "outcome")
+_set_finish_error = slot_setter(Finish, "error")
+_set_finish_run_at = slot_setter(Finish, "run_at")
+_set_finish_traceback = slot_setter(Finish, "traceback")
+_set_finish_claim_token = slot_setter(Finish, "claim_token")
+_set_finish_started_at = slot_setter(Finish, "started_at")
+_DONE = Outcome.DONE
+
+
+def make_done(
+    timer_id: int, attempt: int, claim_token: int | None, started_at: datetime | None
+) -> Finish:
+    """``Finish(timer_id, attempt, Outcome.DONE, claim_token=..., started_at=...)``, the outcome
+    of nearly every job, in about half the time (one a job: ~1 µs of a busy worker's ~20)."""
+    finish: Finish = _new(Finish)
+    _set_finish_timer_id(finish, timer_id)
+    _set_finish_attempt(finish, attempt)
+    _set_finish_outcome(finish, _DONE)
+    _set_finish_error(finish, None)
+    _set_finish_run_at(finish, None)
+    _set_finish_traceback(finish, None)
+    _set_finish_claim_token(finish, claim_token)
+    _set_finish_started_at(finish, started_at)
+    return finish
 
 
 _set_new_namespace = slot_setter(NewTimer, "namespace")
