@@ -7,8 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from duetime.model import NewTimer, PutResult, Status, Timer
-from duetime.model.slots import make_new_timer, make_put_result, make_timer, slot_setter
+from duetime.model import Finish, NewTimer, Outcome, PutResult, Status, Timer
+from duetime.model.slots import (
+    make_done,
+    make_new_timer,
+    make_put_result,
+    make_timer,
+    slot_setter,
+)
 from duetime.requests import TimerRequest
 
 NOW = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
@@ -69,6 +75,26 @@ def test_make_timer_wants_every_field() -> None:
     # The claim's token is optional (a timer read outside a claim has none); the rest is not.
     with pytest.raises(TypeError):
         make_timer(*values()[:-2])  # type: ignore[call-arg]
+
+
+def test_make_done_builds_the_done_finish_the_constructor_builds() -> None:
+    made = make_done(7, 3, 987654321, NOW)
+    assert type(made) is Finish
+    assert made == Finish(7, 3, Outcome.DONE, claim_token=987654321, started_at=NOW)
+    unknown = make_done(8, 1, None, None)
+    assert unknown == Finish(8, 1, Outcome.DONE)
+    assert {f.name for f in dataclasses.fields(Finish)} == {
+        "timer_id",
+        "attempt",
+        "outcome",
+        "error",
+        "run_at",
+        "traceback",
+        "claim_token",
+        "started_at",
+    }, "a field was added: make_done must set it"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.outcome = Outcome.DEAD  # type: ignore[misc]
 
 
 def test_make_new_timer_sets_every_field_the_constructor_does() -> None:

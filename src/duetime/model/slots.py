@@ -7,8 +7,9 @@ slots — about half of that again. So ``Timer`` (a claimed or written row: 28 f
 a job by the worker and once a timer scheduled), ``NewTimer`` (a validated request) and
 ``TimerRequest`` are filled in as a :func:`shell_of` their class, a mutable class with the
 same slots, and then made what they are by ``__class__`` assignment, which Python allows
-between classes of the same layout. Both functions are typed with the record's own fields, so
-every call is checked.
+between classes of the same layout; so is the done ``Finish`` a worker makes a job
+(:func:`make_done`). The functions are typed with the record's own fields, so every call is
+checked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from duetime.model import JSON, NewTimer, PutAction, PutResult, Status, Timer
+from duetime.model import JSON, Finish, NewTimer, Outcome, PutAction, PutResult, Status, Timer
 
 R = TypeVar("R")
 
@@ -46,6 +47,8 @@ _new = object.__new__
 _TimerShell = shell_of(Timer)
 _NewTimerShell = shell_of(NewTimer)
 _PutResultShell = shell_of(PutResult)
+_FinishShell = shell_of(Finish)
+_DONE = Outcome.DONE
 
 set_claim_token = slot_setter(Timer, "claim_token")
 """Stamp a just-claimed Timer with its claim's token (the object is still being made)."""
@@ -116,6 +119,25 @@ def make_timer(
     timer.claim_token = claim_token
     timer.__class__ = Timer
     made: Timer = timer
+    return made
+
+
+def make_done(
+    timer_id: int, attempt: int, claim_token: int | None, started_at: datetime | None
+) -> Finish:
+    """``Finish(timer_id, attempt, Outcome.DONE, claim_token=..., started_at=...)``, the outcome
+    of nearly every job, in a fraction of its time (one a job)."""
+    finish: Any = _new(_FinishShell)
+    finish.timer_id = timer_id
+    finish.attempt = attempt
+    finish.outcome = _DONE
+    finish.error = None
+    finish.run_at = None
+    finish.traceback = None
+    finish.claim_token = claim_token
+    finish.started_at = started_at
+    finish.__class__ = Finish
+    made: Finish = finish
     return made
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
 from duetime.model import Finish, HeldRow, Timer
-from duetime.model.slots import set_fired_at
+from duetime.model.slots import make_done, set_fired_at
 from duetime.worker import attempts
 from duetime.worker.refusals import write_apart
 from duetime.worker.shared import Shared
@@ -85,10 +85,6 @@ class Completer:
     def record(self, timer: Timer, finish: Finish) -> None:
         """Queue an attempt's outcome for the next batched write, stamped with its claim's
         token (only that claim's attempt takes it) and the instant its handler began."""
-        shared = self.shared
-        shared.stats.outcomes[finish.outcome.value] += 1
-        for observer in shared.observers:
-            observer.finished(timer, finish.outcome)
         token = timer.claim_token
         started = self._starts.pop((timer.id, token), None)
         if token is not None or started is not None:
@@ -102,6 +98,20 @@ class Completer:
                 token,
                 started,
             )
+        self._queue(timer, finish)
+
+    def done(self, timer: Timer, attempt: int) -> None:
+        """:meth:`record` of a handler that returned (nearly every attempt), stamped alike: one
+        :class:`Finish` a job made, not one to judge the attempt by and a stamped copy."""
+        token = timer.claim_token
+        started = self._starts.pop((timer.id, token), None)
+        self._queue(timer, make_done(timer.id, attempt, token, started))
+
+    def _queue(self, timer: Timer, finish: Finish) -> None:
+        shared = self.shared
+        shared.stats.outcomes[finish.outcome.value] += 1
+        for observer in shared.observers:
+            observer.finished(timer, finish.outcome)
         self._finishes.append(finish)
         self._slots.awaiting()
         self._waiting.set()

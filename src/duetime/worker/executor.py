@@ -144,6 +144,14 @@ class Executor:
     def _handler_done(self, claimed: Claimed, span: Span | None, task: asyncio.Task[Any]) -> None:
         timer, attempt = claimed.timer, claimed.attempt
         self._slots.ended(timer.id)
+        if (
+            span is None
+            and not task.cancelled()
+            and task.exception() is None
+            and not isinstance(task.result(), HandlerOutcome)
+        ):
+            self.completer.done(timer, attempt)  # it returned: done (nearly every job)
+            return
         if task.cancelled() and task.cancelling():  # the worker cancelled it (shutdown)
             finish = attempts.interrupted(timer, attempt, self.clock.now())
         else:
