@@ -30,10 +30,12 @@ from duetime.store.limits import (
     next_run_parts,
     partition_params,
     partitions_full,
+    rate_state,
     rule_from_row,
     rule_params,
     shown_rules,
     spent,
+    state_params,
     status_page,
     type_count,
 )
@@ -182,7 +184,7 @@ class PostgresLimits:
                     return [], None  # removed since the plan was read
                 row = locked[0]
                 db_now: datetime = row["db_now"]
-                granted = grant(row, row["tat"], running, room, db_now)
+                granted = grant(row, rate_state(row, _instant), running, room, db_now)
                 if granted.rows <= 0:
                     return [], granted
                 params = {**base, **globs, "limit": granted.rows}
@@ -197,9 +199,10 @@ class PostgresLimits:
                     left = await fetch_value(conn, Q["next_run_ruled"], {**base, **globs})
                     if left is not None and left <= now:
                         granted = partitions_full(granted, len(claimed), db_now)
-                tat = spent(granted, db_now, len(claimed))
-                if tat is not None:
-                    await conn.execute(Q["spend_tokens"], {**key, "tat": tat})
+                state = spent(granted, db_now, len(claimed))
+                if state is not None:
+                    params = {**key, **state_params(state, _instant)}
+                    await conn.execute(Q["spend_tokens"], params)
                 return claimed, granted
 
             return await self._db.write(run, lane="claims")  # see Database.LANES
