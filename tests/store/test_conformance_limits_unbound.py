@@ -50,6 +50,22 @@ async def test_a_rate_far_from_its_bound_paces_nothing(store: Store) -> None:
     assert all(at + RATE_START_DELAY <= before for at in ruled.granted_at.values())
 
 
+async def test_a_default_burst_far_from_its_bound_paces_nothing_claim_after_claim(
+    store: Store,
+) -> None:
+    """The default burst (50 ms of starts) covers only half the pacing: the rate's instant
+    alone would pace a claim right after another; its marks show it used at a sliver."""
+    rate = Rate(1_000_000, timedelta(seconds=1))
+    await store.limits.put_limit(FlowRule("ns", "hook", rate=rate), NOW)
+    await put_due(store, "hook", 12)
+    rules = await plan(store)
+    for _ in range(4):
+        before = datetime.now(UTC)
+        ruled = await store.limits.claim("ns", None, NOW, 6, "n1", LEASE, rules)  # 3 each
+        assert len(ruled.claimed) == 3
+        assert all(at + RATE_START_DELAY <= before for at in ruled.granted_at.values())
+
+
 async def test_a_claim_of_governed_types_alone_gives_the_limits_every_row(store: Store) -> None:
     await store.limits.put_limit(FlowRule("ns", "crm.*", concurrency=100_000), NOW)
     await store.limits.set_paused("ns", "report", True, NOW)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -529,3 +530,33 @@ async def test_the_timers_table_is_vacuumed_like_a_queue(
     assert options["autovacuum_vacuum_scale_factor"] == "0.01"
     assert options["autovacuum_vacuum_threshold"] == "1000"
     assert options["autovacuum_analyze_scale_factor"] == "0.02"
+
+
+async def test_a_pipelined_write_commits_all_or_nothing(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    """BEGIN and COMMIT go out with the work's statements; a failure in the work (the
+    client's or the server's) rolls everything back and leaves the one pooled connection as
+    it was, outside any transaction, with its local settings gone."""
+    store = await open_store(with_params(pg_url, pool_max="1"))
+    assert isinstance(store, PostgresStore)
+    await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    rename = "UPDATE timers SET type = %(type)s WHERE key = 'a'"
+    show = Statement("SELECT type, current_setting('synchronous_commit') AS s FROM timers", {})
+
+    async def renamed(conn: psycopg.AsyncConnection[Any], type: str, fail: str | None) -> None:
+        await conn.execute(Q["claim_in_order"])  # SET LOCAL synchronous_commit off
+        await conn.execute(rename, {"type": type})
+        if fail == "client":
+            raise RuntimeError("the work failed")
+        if fail == "server":
+            await (await conn.execute("SELECT 1 / 0")).fetchall()
+
+    for fail in ("client", "server"):
+        with pytest.raises((RuntimeError, psycopg.errors.DivisionByZero)):
+            await store._db.pipelined_write(lambda conn, f=fail: renamed(conn, "lost", f))
+        (rows,) = await store._db.atomic([show])
+        assert rows == [{"type": "t", "s": "on"}]
+    await store._db.pipelined_write(lambda conn: renamed(conn, "kept", None))
+    (rows,) = await store._db.atomic([show])
+    assert rows == [{"type": "kept", "s": "on"}]

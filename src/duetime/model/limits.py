@@ -129,6 +129,11 @@ class FlowPlan:
         return not self.limits and not self.paused
 
     @property
+    def rated(self) -> bool:
+        """Some limit has a rate."""
+        return any(g.rule.rate is not None for g in self.limits)
+
+    @property
     def governed(self) -> tuple[str, ...]:
         """Every type pattern a rule holds: the plain claim leaves these types alone."""
         types = tuple(g.rule.pattern for g in self.limits if g.rule.destination is None)

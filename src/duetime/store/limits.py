@@ -28,7 +28,18 @@ from duetime.model.limits import (
     tally,
 )
 from duetime.store.cursors import decode_pattern_cursor, encode_pattern_cursor, page
-from duetime.timemath.ratelimit import Rate, allowance, default_burst, next_allowed, spend
+from duetime.timemath.ratelimit import (
+    Mark,
+    Rate,
+    RateState,
+    allowance,
+    default_burst,
+    next_allowed,
+    pace_slack,
+    rotate,
+    spend,
+    spend_state,
+)
 
 CONCURRENCY_POLL = timedelta(milliseconds=50)
 """When a concurrency limit is full, how soon its claim is tried again: a finish on another
@@ -44,7 +55,8 @@ class Grant:
     retry_at: datetime | None
     rate: Rate | None
     burst: int
-    tat: datetime | None
+    state: RateState
+    """The rate's state before the grant, its marks moved on to the grant's instant."""
     at: datetime
     """The instant of the grant, on the database's clock."""
 
@@ -56,16 +68,55 @@ def rate_of(row: Mapping[str, Any]) -> Rate | None:
     return Rate(int(count), timedelta(microseconds=int(period_us)))
 
 
+def rate_state(row: Mapping[str, Any], instant: Callable[[Any], datetime]) -> RateState:
+    """A limit row's rate state; ``instant`` decodes the backend's instants. The marks hold only
+    while the TAT is the one they were counted up to (``marks_tat``): a TAT written without
+    them (a version that did not keep them) means grants they did not count, so they are
+    dropped, as in a row written before they were kept."""
+    tat = None if row["tat"] is None else instant(row["tat"])
+    marks_tat = None if row.get("marks_tat") is None else instant(row["marks_tat"])
+    if row.get("recent_at") is None or row.get("recent_count") is None or marks_tat != tat:
+        return RateState(tat)
+
+    def mark(prefix: str) -> Mark | None:
+        count = row[f"{prefix}_count"]
+        if count is None:
+            return None
+        at = row[f"{prefix}_tat"]
+        return Mark(None if at is None else instant(at), int(count))
+
+    return RateState(tat, instant(row["recent_at"]), mark("recent"), mark("earlier"))
+
+
+def state_params(state: RateState, encode: Callable[[datetime], Any]) -> dict[str, Any]:
+    """The parameters of ``spend_tokens`` for a rate's new state."""
+
+    def enc(at: datetime | None) -> Any:
+        return None if at is None else encode(at)
+
+    recent, earlier = state.recent, state.earlier
+    return {
+        "tat": enc(state.tat),
+        "recent_at": enc(state.recent_at),
+        "recent_tat": None if recent is None else enc(recent.tat),
+        "recent_count": None if recent is None else recent.count,
+        "earlier_tat": None if earlier is None else enc(earlier.tat),
+        "earlier_count": None if earlier is None else earlier.count,
+    }
+
+
 def grant(
     row: Mapping[str, Any],
-    tat: datetime | None,
+    state: RateState,
     running: int,
     want: int,
     now: datetime,
 ) -> Grant:
-    """How many of ``want`` rows a limit's row allows at ``now`` (the database's clock), with
-    ``running`` attempts of its types under way."""
+    """How many of ``want`` rows a limit's row (its rate's state decoded: :func:`rate_state`)
+    allows at ``now`` (the database's clock), with ``running`` attempts of its types under
+    way."""
     rate = rate_of(row)
+    tat = state.tat
     burst = 0
     rows = want
     retry_at: datetime | None = None
@@ -81,7 +132,9 @@ def grant(
             rows = tokens
             after = spend(rate, tat, now, tokens)
             retry_at = max(retry_at or now, next_allowed(rate, burst, after, now))
-    return Grant(rows, retry_at, rate, burst, tat, now)
+    if rate is not None:
+        state = rotate(state, now)
+    return Grant(rows, retry_at, rate, burst, state, now)
 
 
 PARTITION_SCAN = 2000
@@ -111,33 +164,20 @@ MAX_SLACK = timedelta(seconds=1)
 def slack(granted: Grant, starts: int) -> timedelta:
     """How far a rate is from its bound after ``starts`` rows of ``granted``: the span by which
     each of them may start earlier than a worker's pacing after the grant, and the rate still
-    holds whatever the lag between grant and start (up to that pacing).
-
-    A worker holds a granted row until the grant's instant plus a fixed pacing ``D`` (see the
-    worker's ``flow.RATE_START_DELAY``) so that grants keep their spacing when the lag from grant
-    to start differs between claims. That matters only near the bound: the starts in any window
-    ``[a, a + w]`` come from grants in ``[a - D, a + w]``; take the last of them, at ``t``, and
-    every earlier one spent its part of the rate's state (TAT) from ``a - D`` on, so they are at
-    most ``(TAT before t - a + D) / interval``. With the last one's ``n`` rows started no
-    earlier than ``t + D - X``, where ``X = (burst - n) * interval + (t - TAT before t)``, the
-    window holds at most ``burst + w / interval`` starts — the rate's own bound. ``X`` is this
-    slack: the burst left after the rows, and the time the rate had been idle. A rate far from
-    its bound (idle, or an explicit burst covering ``D``) thus adds no wait; one at its bound
-    (``X`` near 0) adds ``D`` as before."""
+    holds whatever the lag between grant and start (up to that pacing). The rate's recent
+    grants tell (see :func:`duetime.timemath.ratelimit.pace_slack` for why it holds): a rate
+    far from its bound adds no wait; one at its bound adds the whole pacing."""
     rate = granted.rate
     if rate is None:
         return MAX_SLACK
-    tat, at = granted.tat, granted.at
-    idle = MAX_SLACK if tat is None else at - tat
-    room = rate.interval * (granted.burst - starts) + idle
-    return min(MAX_SLACK, max(timedelta(0), room))
+    return pace_slack(rate, granted.burst, granted.state, granted.at, starts, MAX_SLACK)
 
 
-def spent(granted: Grant, now: datetime, starts: int) -> datetime | None:
+def spent(granted: Grant, now: datetime, starts: int) -> RateState | None:
     """The rate's state after ``starts`` of the granted rows were claimed (None: unchanged)."""
     if granted.rate is None or starts == 0:
         return None
-    return spend(granted.rate, granted.tat, now, starts)
+    return spend_state(granted.rate, granted.state, now, starts)
 
 
 def check_room(row: Mapping[str, Any], rule: FlowRule, cap: int | None) -> None:

@@ -57,6 +57,7 @@ class FlowGate:
         self._paced = paced
         self.plan = FlowPlan()  # the namespace's flow control rules, as last read …
         self._plan_read = -RULES_REFRESH  # … at this loop time
+        self._plan_known = False  # whether they were ever read
         self.held: tuple[str, ...] = ()  # limits that held rows back at the last claim …
         self.retry_at: datetime | None = None  # … and when the first of them may allow more
         self.clear_until: datetime | None = None
@@ -77,15 +78,21 @@ class FlowGate:
         self._hints += 1
 
     async def rules(self, loop: asyncio.AbstractEventLoop) -> FlowPlan:
-        """The namespace's flow control rules, read again every :data:`RULES_REFRESH`."""
+        """The namespace's flow control rules, read again every :data:`RULES_REFRESH`. Until
+        they have been read once, a failed read raises: claiming as if there were none would
+        start what a pause holds and take past a limit."""
         now = loop.time()
         if now - self._plan_read >= RULES_REFRESH:
             self._plan_read = now
             try:
                 plan = plan_of(await self.store.limits.list_rules(self.namespace, claiming=True))
             except Exception:
+                if not self._plan_known:
+                    self._plan_read = -RULES_REFRESH  # the next claim reads them again
+                    raise
                 log.exception("reading the flow control rules failed; using the last ones")
             else:
+                self._plan_known = True
                 if plan.empty:
                     self.held, self.retry_at = (), None
                 self.plan, self.clear_until = plan, None

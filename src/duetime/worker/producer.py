@@ -225,12 +225,16 @@ class Producer:
             self._rechecking = True  # nothing was due by the deadline: see cycle
 
     def _ahead(self) -> timedelta:
-        """How long before a due instant to claim it: see :data:`CLAIM_AHEAD`."""
+        """How long before a due instant to claim it: see :data:`CLAIM_AHEAD` (at most half
+        the pacing while a rate is in force: see :meth:`_fetch_claim`)."""
         if not self.claim_ahead:
             return self.claim_ahead
         recent = self._slowest.at(asyncio.get_running_loop().time())
         slowest = timedelta(seconds=2 * recent)
-        return min(max(self.claim_ahead, slowest), max(self.claim_ahead, MAX_CLAIM_AHEAD))
+        ahead = min(max(self.claim_ahead, slowest), max(self.claim_ahead, MAX_CLAIM_AHEAD))
+        if self._gate.plan.rated:
+            ahead = min(ahead, flow.RATE_START_DELAY / 2)
+        return ahead
 
     async def _sleep(self, seconds: float) -> bool:
         """Sleep until woken or ``seconds`` have passed; True when woken (by a hint or stop)."""
@@ -326,11 +330,19 @@ class Producer:
         cutoff = target if hold and target is not None else now
         lease_until = now + self.settings.lease
         paced: Mapping[int, datetime] = {}
+        # The rows due within the claim-ahead after the cutoff come too, each held until its
+        # own instant (see Starter.take): timers due a millisecond apart (a stream of requests,
+        # each due soon) then cost a claim a window, not a claim each. Under rules too: one
+        # claim an instant (a limit's transaction, then a read of the next due) falls behind
+        # once the two take longer than the gap between instants, and never claims ahead again.
+        reach = cutoff + self._ahead()
+        if plan.rated:
+            # A rate's bound holds for starts no later than the pacing after their grant
+            # (flow.RATE_START_DELAY): no row is claimed, nor held, past it. The grant, on the
+            # database's clock, comes after this instant.
+            horizon = now + flow.RATE_START_DELAY
+            reach, cutoff = min(reach, horizon), min(cutoff, horizon)
         if plan.empty:
-            # The rows due within the claim-ahead after the cutoff come too, each held until
-            # its own instant (see Starter.take): timers due a millisecond apart (a stream of
-            # requests, each due soon) then cost a claim a window, not a claim each.
-            reach = cutoff + self._ahead()
             claimed = await self.store.claim_due(
                 self.namespace,
                 self.dispatch.claim_filter,
@@ -340,7 +352,7 @@ class Producer:
                 lease_until,
             )
         else:
-            claimed, paced = await self._gate.claim(plan, cutoff, limit, lease_until)
+            claimed, paced = await self._gate.claim(plan, reach, limit, lease_until)
         return claimed, loop.time() - started, cutoff if hold else None, lease_until, paced
 
     def _freshen_clock(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -30,10 +30,12 @@ from duetime.store.limits import (
     next_run_parts,
     partition_params,
     partitions_full,
+    rate_state,
     rule_from_row,
     rule_params,
     shown_rules,
     spent,
+    state_params,
     status_page,
     type_count,
 )
@@ -167,22 +169,22 @@ class PostgresLimits:
             key = {"namespace": namespace, "pattern": pattern}
 
             async def run(conn: Conn) -> tuple[list[Claimed], Grant | None]:
-                # One round trip: the count runs once the lock is held (statements of a
-                # pipeline run in turn), so it sees the running rows of the claim before.
-                async with conn.pipeline() as pipeline:
-                    await conn.execute(Q["claim_in_order"])
-                    lock = conn.cursor(row_factory=dict_row)
-                    await lock.execute(Q["lock_limit"], key)
-                    count = conn.cursor(row_factory=dict_row)
-                    await count.execute(Q["count_leased"], {**key, **globs})
-                    await pipeline.sync()
-                    locked = await lock.fetchall()
-                    running = int((await count.fetchall())[0]["count"])
+                # In a pipeline (Database.pipelined_write), three round trips: BEGIN, the lock
+                # and the count (which runs once the lock is held: statements run in turn, so
+                # it sees the running rows of the claim before); the claim; the rate's new
+                # state and COMMIT.
+                await conn.execute(Q["claim_in_order"])
+                lock = conn.cursor(row_factory=dict_row)
+                await lock.execute(Q["lock_limit"], key)
+                count = conn.cursor(row_factory=dict_row)
+                await count.execute(Q["count_leased"], {**key, **globs})
+                locked = await lock.fetchall()
+                running = int((await count.fetchall())[0]["count"])
                 if not locked:
                     return [], None  # removed since the plan was read
                 row = locked[0]
                 db_now: datetime = row["db_now"]
-                granted = grant(row, row["tat"], running, room, db_now)
+                granted = grant(row, rate_state(row, _instant), running, room, db_now)
                 if granted.rows <= 0:
                     return [], granted
                 params = {**base, **globs, "limit": granted.rows}
@@ -197,12 +199,13 @@ class PostgresLimits:
                     left = await fetch_value(conn, Q["next_run_ruled"], {**base, **globs})
                     if left is not None and left <= now:
                         granted = partitions_full(granted, len(claimed), db_now)
-                tat = spent(granted, db_now, len(claimed))
-                if tat is not None:
-                    await conn.execute(Q["spend_tokens"], {**key, "tat": tat})
+                state = spent(granted, db_now, len(claimed))
+                if state is not None:
+                    params = {**key, **state_params(state, _instant)}
+                    await conn.execute(Q["spend_tokens"], params)
                 return claimed, granted
 
-            return await self._db.write(run, lane="claims")  # see Database.LANES
+            return await self._db.pipelined_write(run, lane="claims")  # see Database.LANES
 
         async def plain(rows: RuleFilter, room: int) -> list[Claimed]:
             params = {**base, **_globs(rows), "limit": room}

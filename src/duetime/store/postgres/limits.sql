@@ -6,8 +6,8 @@
 -- name: lock_limit
 -- A limit's row, locked until its claim's transaction ends: claims of the types it governs run
 -- one at a time on every node (other claims do not wait), and read the database's clock.
-SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat,
-    clock_timestamp() AS db_now
+SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat, recent_at,
+    recent_tat, recent_count, earlier_tat, earlier_count, marks_tat, clock_timestamp() AS db_now
 FROM flow_limits
 WHERE namespace = %(namespace)s AND pattern = %(pattern)s
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
@@ -23,7 +23,12 @@ WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
   -- include: rule_destination
 
 -- name: spend_tokens
-UPDATE flow_limits SET tat = %(tat)s WHERE namespace = %(namespace)s AND pattern = %(pattern)s
+-- A rate's new state: its TAT, and its marks counted up to it (marks_tat).
+UPDATE flow_limits
+SET tat = %(tat)s, recent_at = %(recent_at)s, recent_tat = %(recent_tat)s,
+    recent_count = %(recent_count)s, earlier_tat = %(earlier_tat)s,
+    earlier_count = %(earlier_count)s, marks_tat = %(tat)s
+WHERE namespace = %(namespace)s AND pattern = %(pattern)s
 
 -- name: held_by_rule
 -- What a rule holds back now: due rows of its types (limits ls).
@@ -82,7 +87,8 @@ RETURNING *
 -- name: remove_limit
 UPDATE flow_limits
 SET concurrency = NULL, rate_count = NULL, rate_period_us = NULL, burst = NULL,
-    partition_by = NULL, tat = NULL, updated_at = %(now)s
+    partition_by = NULL, tat = NULL, recent_at = NULL, recent_tat = NULL, recent_count = NULL,
+    earlier_tat = NULL, earlier_count = NULL, marks_tat = NULL, updated_at = %(now)s
 WHERE namespace = %(namespace)s AND pattern = %(pattern)s
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
 RETURNING *

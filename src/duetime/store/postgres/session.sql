@@ -64,3 +64,13 @@ SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS marker
 -- A REST request's statements end after its statement_timeout (duetime.budgets); LOCAL: the
 -- setting ends with the transaction, so the pooled connection goes back as it was.
 SELECT set_config('statement_timeout', %(timeout)s, true)
+
+-- name: begin
+-- A pipelined write's transaction (Database.pipelined_write): queued with its first statements.
+BEGIN
+
+-- name: commit
+COMMIT
+
+-- name: rollback
+ROLLBACK

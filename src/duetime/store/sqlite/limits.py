@@ -27,10 +27,12 @@ from duetime.store.limits import (
     next_run_parts,
     partition_params,
     partitions_full,
+    rate_state,
     rule_from_row,
     rule_params,
     shown_rules,
     spent,
+    state_params,
     status_page,
     type_count,
 )
@@ -164,8 +166,7 @@ class SqliteLimits:
                 if row["concurrency"] is not None:
                     params = {**key, **globs}
                     running = int(conn.execute(Q["count_leased"], params).fetchone()[0])
-                tat = None if row["tat"] is None else from_micros(row["tat"])
-                granted = grant(row, tat, running, room, clock)
+                granted = grant(row, rate_state(row, from_micros), running, room, clock)
                 if granted.rows <= 0:
                     return [], granted
                 params = {**base, **globs, "limit": granted.rows}
@@ -178,9 +179,9 @@ class SqliteLimits:
                     left = conn.execute(Q["next_run_ruled"], {**base, **globs}).fetchone()[0]
                     if left is not None and left <= now_us:
                         granted = partitions_full(granted, len(claimed), clock)
-                spent_tat = spent(granted, clock, len(claimed))
-                if spent_tat is not None:
-                    conn.execute(Q["spend_tokens"], {**key, "tat": to_micros(spent_tat)})
+                state = spent(granted, clock, len(claimed))
+                if state is not None:
+                    conn.execute(Q["spend_tokens"], {**key, **state_params(state, to_micros)})
                 return claimed, granted
 
             return await self._db.write(run)

@@ -2,7 +2,9 @@
 -- Instants are integer microseconds since the epoch, UTC.
 
 -- name: get_limit
-SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat FROM flow_limits
+SELECT concurrency, rate_count, rate_period_us, burst, partition_by, tat, recent_at,
+    recent_tat, recent_count, earlier_tat, earlier_count, marks_tat
+FROM flow_limits
 WHERE namespace = :namespace AND pattern = :pattern
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
 
@@ -14,7 +16,11 @@ WHERE status = 'running' AND namespace = :namespace AND type GLOB :only
   -- include: rule_destination
 
 -- name: spend_tokens
-UPDATE flow_limits SET tat = :tat WHERE namespace = :namespace AND pattern = :pattern
+-- A rate's new state: its TAT, and its marks counted up to it (marks_tat).
+UPDATE flow_limits
+SET tat = :tat, recent_at = :recent_at, recent_tat = :recent_tat, recent_count = :recent_count,
+    earlier_tat = :earlier_tat, earlier_count = :earlier_count, marks_tat = :tat
+WHERE namespace = :namespace AND pattern = :pattern
 
 -- name: held_by_rule
 SELECT count(*) AS held, min(run_at) AS oldest FROM timers
@@ -66,7 +72,8 @@ RETURNING *
 -- name: remove_limit
 UPDATE flow_limits
 SET concurrency = NULL, rate_count = NULL, rate_period_us = NULL, burst = NULL,
-    partition_by = NULL, tat = NULL, updated_at = :now
+    partition_by = NULL, tat = NULL, recent_at = NULL, recent_tat = NULL, recent_count = NULL,
+    earlier_tat = NULL, earlier_count = NULL, marks_tat = NULL, updated_at = :now
 WHERE namespace = :namespace AND pattern = :pattern
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
 RETURNING *
