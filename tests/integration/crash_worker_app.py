@@ -6,6 +6,8 @@ handler starts and ``end,…`` when it returns (after ``--delay`` seconds). Each
 ``write`` to a file opened with ``O_APPEND``: it reaches the kernel before the handler goes on,
 so it survives SIGKILL of this process (it is the process, not the machine, that dies here), and
 lines from several processes never interleave.
+With ``--idle-log``, each time the worker goes to sleep with nothing to claim it appends
+``idle,<pid>,<next due time, ISO 8601, or "-">,<unix time>`` to that file (the ``idle`` hook).
 
 ``schedule``: stores ``--count`` timers of type ``work`` (keys ``t-00000``…) due evenly over
 ``--spread`` seconds from ``--start-in`` seconds from now, in batches of 1000, plus optionally
@@ -19,11 +21,35 @@ import asyncio
 import os
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from duetime import AsyncApp, Event, TimerRequest
 from duetime.app.runner import run_process
+from duetime.worker import WorkerObserver
 
 WORK = "work"
+
+
+class IdleLog(WorkerObserver):
+    """Appends a line to ``path`` each time the worker goes to sleep with nothing to claim."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.pid = os.getpid()
+
+    def idle(self, namespace: str, next_due: datetime | None) -> None:
+        due = "-" if next_due is None else next_due.isoformat()
+        os.write(self.fd, f"idle,{self.pid},{due},{time.time():.6f}\n".encode())
+
+
+def asleep_towards(path: Path, due: datetime) -> set[int]:
+    """The pids of the workers that reported (in the ``--idle-log`` at ``path``) going to sleep
+    with ``due`` as the next due time they read."""
+    if not path.exists():
+        return set()
+    whole = path.read_text().split("\n")[:-1]  # not a line being written
+    lines = [line.split(",") for line in whole]
+    return {int(pid) for _, pid, at, _ in lines if at != "-" and datetime.fromisoformat(at) == due}
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -39,6 +65,8 @@ def worker(args: argparse.Namespace) -> int:
     )
     fd = os.open(args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     pid = os.getpid()
+    if args.idle_log:
+        app.observers.append(IdleLog(args.idle_log))
 
     def log(what: str, event: Event) -> None:
         os.write(fd, f"{what},{event.key},{event.attempt},{pid},{time.time():.6f}\n".encode())
@@ -81,6 +109,7 @@ def main() -> int:
     w = sub.add_parser("worker")
     w.add_argument("--db", required=True)
     w.add_argument("--log", required=True)
+    w.add_argument("--idle-log")
     w.add_argument("--delay", type=float, default=0.0)
     w.add_argument("--concurrency", type=int, default=20)
     w.add_argument("--batch-size", type=int, default=500)

@@ -15,6 +15,9 @@
   and appends ``<key>,<attempt>,<pid>,<database time, ISO 8601>`` to ``--log``, then sleeps
   ``--plain-delay`` seconds: a start measured by a clock the worker's own skew cannot move.
 
+With ``--idle-log``, each time the worker goes to sleep with nothing to claim it appends
+``idle,<pid>,<next due time, ISO 8601, or "-">,<unix time>`` to that file (the ``idle`` hook).
+
 The test creates ``fx`` before starting workers (``create_fx``). Settings come from the options
 below; everything else from ``DUETIME_*`` environment variables, as in production.
 """
@@ -26,6 +29,8 @@ import asyncio
 import os
 import time
 from typing import Any
+
+from crash_worker_app import IdleLog
 
 from duetime import AsyncApp, Event
 from duetime.app.runner import run_process
@@ -61,6 +66,8 @@ def worker(args: argparse.Namespace) -> int:
     )
     pid = os.getpid()
     fd = os.open(args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if args.log else None
+    if args.idle_log:
+        app.observers.append(IdleLog(args.idle_log))
 
     @app.handler(TX, transactional=True)
     async def effect(event: Event, conn: Any) -> None:
@@ -107,6 +114,7 @@ def main() -> int:
     w.add_argument("--delay", type=float, default=0.0)
     w.add_argument("--plain-delay", type=float, default=0.0)
     w.add_argument("--log")
+    w.add_argument("--idle-log")
     w.add_argument("--fail-first", action="store_true")
     w.add_argument("--concurrency", type=int, default=100)
     w.add_argument("--batch-size", type=int, default=500)

@@ -8,13 +8,13 @@ late still fire (once) rather than be caught up by policy. One EXDATE is left ou
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 from test_schedules_workers import Fleet, database_url, fired  # noqa: F401 - the fixture
+from tests.waiting import wait_until
 
 from duetime import App
 
@@ -48,9 +48,12 @@ def test_three_workers_fire_each_rrule_occurrence_once(database_url: str, tmp_pa
 
     out = tmp_path / "fired.txt"
     workers = fleet.start(out)
-    deadline = time.monotonic() + 60
-    while set(fired(out)) != expected and time.monotonic() < deadline:
-        time.sleep(0.2)
+
+    def difference() -> str:
+        made = set(fired(out))
+        return f"missing {sorted(expected - made)}, unexpected {sorted(made - expected)}"
+
+    wait_until(lambda: set(fired(out)) == expected, 60, "every occurrence", 0.2, difference)
     Fleet.stop(workers)  # lets running handlers finish: a second firing would be written
 
     everything = fired(out)

@@ -11,13 +11,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from crash_worker_app import asleep_towards
 from tests.waiting import wait_until
 
 from duetime import App, Status
@@ -54,13 +54,19 @@ def test_two_workers_and_a_scheduler_process_share_one_file(
         far = app.schedule("work", None, at=datetime.now(UTC) + timedelta(hours=1), key="far")
         assert far.action == "created"
 
+    idle_log = tmp_path / "idle.log"
     for i in range(2):
         stderr = (tmp_path / f"worker-{i}.stderr").open("wb")
         cmd = [sys.executable, str(APP), "worker", "--db", db_url, "--log", str(log)]
+        cmd += ["--idle-log", str(idle_log)]
         procs.append(subprocess.Popen([*cmd, "--recheck", "30"], stderr=stderr))
         stderr.close()
     wait_until(lambda: query(db_url, "SELECT count(*) FROM nodes")[0][0] == 2, 30, "2 workers")
-    time.sleep(0.5)  # both have read the next due time (an hour away) and gone to sleep
+
+    workers = {proc.pid for proc in procs}
+    # Both have read the next due time (an hour away) and gone to sleep.
+    due = far.timer.due_at
+    wait_until(lambda: asleep_towards(idle_log, due) == workers, 30, "both workers asleep")
 
     options = ["--probe", "probe", "--probe-in", "1.0", "--count", str(TIMERS)]
     options += ["--start-in", "1.5", "--spread", "2"]

@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from crash_worker_app import asleep_towards
 from pg_cluster import PgCluster, cluster_problem
 from pg_worker_app import FX_TABLE, PLAIN, TX
 from tests.scale import sized
@@ -587,15 +588,19 @@ RECHECK = 1.0
 
 
 def test_without_notifications_the_safety_recheck_bounds_lateness(
-    schema: str, workers: Workers
+    schema: str, workers: Workers, tmp_path: Path
 ) -> None:
     url = with_params(PG_URL, schema=schema, pool_max="3")
     db = prepare(url)
     with App(url, NS) as app:
-        app.schedule(TX, None, at=datetime.now(UTC) + timedelta(hours=1), key="far")
-    workers.start(with_params(url, listen="false"), "--recheck", str(RECHECK))
+        far = app.schedule(TX, None, at=datetime.now(UTC) + timedelta(hours=1), key="far")
+    idle_log = tmp_path / "idle.log"
+    options = ("--recheck", str(RECHECK), "--idle-log", str(idle_log))
+    worker = workers.start(with_params(url, listen="false"), *options)
     wait_until(lambda: db.value("SELECT count(*) FROM nodes") == 1, 30, "the worker registered")
-    time.sleep(1.5)  # it has read the next due time (an hour away) and gone to sleep
+    # It has read the next due time (an hour away) and gone to sleep.
+    due = far.timer.due_at
+    wait_until(lambda: asleep_towards(idle_log, due) == {worker.pid}, 30, "the worker asleep")
 
     rng = random.Random()
     keys = []

@@ -341,6 +341,9 @@ class Metrics:
     def held_back(self, namespace: str, pattern: str) -> None:
         self.limited.labels(namespace, pattern).inc()
 
+    def idle(self, namespace: str, next_due: datetime | None) -> None:
+        return None  # no metric: the next due time is the database gauges' to tell
+
     # -- other sources ----------------------------------------------------------------------
     def cancelled(self, namespace: str, type: str) -> None:
         """A cancel by request (API or CLI)."""

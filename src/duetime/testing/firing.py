@@ -63,6 +63,9 @@ class Recorder:
     def held_back(self, namespace: str, pattern: str) -> None:
         return None
 
+    def idle(self, namespace: str, next_due: datetime | None) -> None:
+        return None
+
 
 def fired(
     finished: Sequence[tuple[Timer, Outcome]],

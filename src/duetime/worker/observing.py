@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from duetime.model import Outcome, Timer
@@ -35,8 +35,14 @@ class WorkerObserver(Protocol):
         """A claim found the limit on ``pattern`` full: due timers of its types wait."""
         return
 
+    def idle(self, namespace: str, next_due: datetime | None) -> None:
+        """The worker found nothing more to claim in ``namespace`` and goes to sleep: until
+        ``next_due``, the earliest timer it may claim (None: none pending), a wake-up hint or
+        its safety re-check, whichever comes first. Called each time it goes to sleep so."""
+        return
 
-_HOOKS = ("claimed", "started", "finished", "held_back")
+
+_HOOKS = ("claimed", "started", "finished", "held_back", "idle")
 
 
 class _Defaulted(WorkerObserver):

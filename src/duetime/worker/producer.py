@@ -217,12 +217,21 @@ class Producer:
         if retry_at is not None and retry_at < wake_at:
             deadline = wake_at = retry_at  # a limit allows more then: claim then, not ahead
         self._planned_wake = deadline
+        if wake_at > now and not self._wake.is_set():
+            self._report_idle(next_run)
         woken = await self._sleep((wake_at - now).total_seconds())
         self._planned_wake = None
         if not woken and deadline == next_run and self.claim_ahead:
             self._target = deadline  # claim what is due then, now, and hold it until then
         elif not woken and deadline != next_run and plan.empty and retry_at is None:
             self._rechecking = True  # nothing was due by the deadline: see cycle
+
+    def _report_idle(self, next_due: datetime | None) -> None:
+        for observer in self.shared.observers:
+            try:
+                observer.idle(self.namespace, next_due)
+            except Exception:  # a metrics hook must not stop the claims
+                log.exception("a worker observer failed on going idle")
 
     def _ahead(self) -> timedelta:
         """How long before a due instant to claim it: see :data:`CLAIM_AHEAD` (at most half
