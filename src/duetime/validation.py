@@ -108,16 +108,7 @@ def generate_key() -> str:
     cost more than the rest of validating a request with no key. A forked child starts with
     an empty buffer, so it never hands out its parent's bytes again.
     """
-    global _random_hex, _random_at, _millis, _millis_hex
-    millis = time.time_ns() // 1_000_000
-    with _random_lock:
-        if millis != _millis:
-            _millis, _millis_hex = millis, f"{millis & 0xFFFF_FFFF_FFFF:012x}"
-        at = _random_at
-        if at + _RANDOM_DIGITS > len(_random_hex):
-            _random_hex, at = os.urandom(_RANDOM_READ).hex(), 0
-        _random_at = at + _RANDOM_DIGITS
-        return _millis_hex + _random_hex[at : at + _RANDOM_DIGITS]
+    return generate_keys(1)[0]
 
 
 def generate_keys(count: int) -> list[str]:
