@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from playwright.sync_api import Browser, Page, expect
 
-from duetime import Status
+from duetime import App, Status
 
 from .test_api_serve import Server
 from .test_dashboard import (  # noqa: F401 - fixtures
@@ -66,6 +66,7 @@ def test_payload_search_sort_and_type_suggestions(console: Server, page: Page) -
         app.schedule("order.paid", {"customer": {"id": "42"}}, delay="PT1H", key="o-text")
         app.schedule("order.refunded", {"customer": {"id": 7}}, delay="PT2H", key="o-7")
     page.goto(f"{console.base_url}/#timers")
+    expect(page.locator("#f-type")).to_be_visible()  # the view is shown once the page has loaded
     page.focus("#f-type")
     page.keyboard.type("ord")
     options = page.locator("#type-suggestions option")
@@ -85,6 +86,28 @@ def test_payload_search_sort_and_type_suggestions(console: Server, page: Page) -
     page.fill("#f-payload", "customer..id=1")
     page.click("#filter button[type=submit]")
     expect(page.locator("#notice")).to_contain_text("payload:")
+
+
+def test_type_suggestions_follow_the_namespace_chosen(console: Server, page: Page) -> None:
+    """A type field that still holds its prefix after another namespace is chosen suggests that
+    namespace's types, not the ones shown before."""
+    with stored(console) as app:
+        app.schedule("order.paid", {}, delay="PT1H", key="o-1")
+        app.schedule("order.refunded", {}, delay="PT1H", key="o-2")
+    with App(database_url=console.env["DUETIME_DATABASE_URL"], namespace="stock") as app:
+        app.schedule("order.restocked", {}, delay="PT1H", key="r-1")
+    page.goto(console.base_url)
+    type_input = page.locator("#c-type")  # the charts' type: it keeps its text across namespaces
+    expect(type_input).to_be_visible()
+    options = page.locator("#type-suggestions option")
+    type_input.press_sequentially("ord")
+    expect(options).to_have_count(2)
+    page.focus("#namespace")  # as a user does: the choice is made in the select, then back
+    page.select_option("#namespace", "stock")
+    expect(type_input).to_have_value("ord")
+    type_input.focus()
+    expect(options).to_have_count(1)
+    assert options.evaluate_all("os => os.map(o => o.value)") == ["order.restocked"]
 
 
 def test_charts_follow_range_type_and_node_and_draw_percentiles(

@@ -1069,13 +1069,15 @@ async function bulkSelected(action) {
 
 let suggesting = null;
 async function suggestTypes(input) {
-  // The known types starting with what is typed, as the inputs' shared datalist.
+  // The known types starting with what is typed, as the inputs' shared datalist. What was asked
+  // is the namespace and the prefix: the same prefix in another namespace is asked anew.
   const prefix = input.value.trim().replace(/\*.*$/, "");
-  if (!state.namespace || suggesting === prefix) return;
-  suggesting = prefix;
+  const asked = `${state.namespace}\n${prefix}`;
+  if (!state.namespace || suggesting === asked) return;
+  suggesting = asked;
   try {
     const { items } = await api(ns("/types"), { params: { prefix, limit: 20 } });
-    if (suggesting !== prefix) return;
+    if (suggesting !== asked) return;
     $("#type-suggestions").replaceChildren(...items.map((type) => el("option", { value: type })));
   } catch (_) {
     suggesting = null; // suggestions are a help: a failure stays quiet
