@@ -24,17 +24,24 @@ from duetime.timemath.ratelimit import Rate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from storekit import fresh_pg_url
+from tests.scale import sized
 
 pytestmark = pytest.mark.slow
 
-RATE, BURST, EVENTS = 50, 5, 300
+RATE, BURST = 50, 5
+EVENTS = sized(150, 300)
+"""150 by default: at 50/s the run lasts ``(150 - 5) / 50`` = 2.9 s, longer than the largest
+window checked (2 s), so every window is filled at the steady rate and each bound can fail. A
+limit that let twice the rate through would put 105 in a 1 s window (bound 70) and all 150 in
+2 s (bound 120); none at all would send the 150 within about half a second (bound 45), and the
+span check (at least 2.3 s) would fail too. 300 under ``DUETIME_TEST_SCALE=full``."""
 SLACK = math.ceil(RATE * 0.3)
 """Sends are granted on the database's clock and reach the server after a worker's start delay
 and an HTTP exchange, not all equally late: on a loaded machine (a CI run beside other work)
 arrivals were seen bunched by up to ~200 ms, so a window of arrivals may hold the grants of a
-window 300 ms longer. The bound still fails without the limit by far: unlimited, all 300 arrive
-within about a second (~150 in half a second, against a bound of 45), and the span check below
-holds the whole run to the rate."""
+window 300 ms longer. The bound still fails without the limit by far: unlimited, all the events
+arrive within about a second (150 in half a second, against a bound of 45), and the span check
+below holds the whole run to the rate."""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
