@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from handler_worker_app import EXIT_ASYNC, EXIT_SYNC, WORK
+from tests.scale import sized
 from tests.waiting import run, wait_until
 
 from duetime import App, AsyncApp, Event, Status
@@ -30,6 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from storekit import PG_URL, drop_schema, require_pg, with_params
 
 APP = Path(__file__).with_name("handler_worker_app.py")
+STEADY = sized(30, 60)
+"""Timers fed at 20 a second around the three exits: 30 (1.5 s) by default. The exits end
+within a second of the worker's first claim (three attempts, 0.1-0.2 s apart), so they still
+happen among the traffic; the timer scheduled once they are dead (``slow-last``) shows the
+worker still running handlers after them, at any size. 60 under ``DUETIME_TEST_SCALE=full``."""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -189,7 +195,7 @@ def test_handlers_raising_exits_among_steady_traffic_never_stop_the_worker(
             }
             for key, (type_, raised) in exits.items():
                 app.schedule(type_, {"raise": raised}, delay=0, key=key, max_attempts=3)
-            work = [f"w-{i:03d}" for i in range(60)]
+            work = [f"w-{i:03d}" for i in range(STEADY)]
             for key in work:  # 20 a second
                 app.schedule(WORK, None, delay=0, key=key)
                 time.sleep(0.05)
