@@ -208,7 +208,14 @@ def test_three_workers_fire_each_occurrence_once_and_catch_up_as_told(
             due = [t for t in timers if t.due_at < final - timedelta(seconds=1)]
             assert {t.key for t in due} <= set(everything), policy
             assert all(t.status.value == "done" for t in due), policy
-            late = [t for t in timers if t.registered_at > t.due_at]
+            # Made after their instant, for an instant no fleet was up to make it in time
+            # (before the restarted fleet first made this schedule's occurrences): what the
+            # catch-up made. On a loaded machine the materialiser, a second ahead, may also make
+            # an occurrence a moment late while running: no catch-up, not counted.
+            made_again = min(t.registered_at for t in timers if t.registered_at > stopped)
+            late = [
+                t for t in timers if t.registered_at > t.due_at and stopped < t.due_at <= made_again
+            ]
             steps = {b.due_at - a.due_at for a, b in pairwise(timers)}
             gap = steps != {timedelta(seconds=1)}
             if policy == "all":
