@@ -4,12 +4,8 @@ tokens, on SQLite and on PostgreSQL; each effect is read back from the database 
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,19 +15,40 @@ from duetime import App, Dead, Event
 from duetime.errors import NotFound
 from duetime.store import create_store
 
-from .test_api_serve import Server, make_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-
-from storekit import PG_URL, drop_schema, require_pg, with_params
-
-NS = "/v1/namespaces/shop"
+from .test_api_serve import Server, SharedServers, fresh_namespace
 
 
-def seed(url: str) -> None:
-    """4 dead ``order.paid``, 2 done ``order.seen``, 2 pending ``mail.sent`` in namespace shop;
-    namespace beta, empty."""
-    with App(database_url=url, namespace="shop") as app:
+class Shop:
+    """A test's tenants on its store's shared server: ``shop`` (seeded) and ``beta`` (empty),
+    namespaces no other test uses, with a token for each (``on-call`` for shop, ``beta``)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.url = server.env["DUETIME_DATABASE_URL"]
+        self.shop, self.beta = fresh_namespace("shop"), fresh_namespace("beta")
+        self.ns = f"/v1/namespaces/{self.shop}"
+        seed(self.url, self.shop, self.beta)
+        made = {
+            name: token_for(server, namespace, name)
+            for name, namespace in (("on-call", self.shop), ("beta", self.beta))
+        }
+        self.tokens = {name: token["token"] for name, token in made.items()}
+        self.token_ids = {name: token["id"] for name, token in made.items()}
+
+    def stored(self, key: str) -> str | None:
+        """The timer's status as the database has it (None: no such timer), and its attempts
+        gone with it."""
+        with App(database_url=self.url, namespace=self.shop) as app:
+            try:
+                return app.get(key).status.value
+            except NotFound:
+                return None
+
+
+def seed(url: str, shop: str, beta: str) -> None:
+    """4 dead ``order.paid``, 2 done ``order.seen``, 2 pending ``mail.sent`` in namespace
+    ``shop``; namespace ``beta``, empty."""
+    with App(database_url=url, namespace=shop) as app:
 
         @app.handler("order.paid")
         def refuse(event: Event) -> None:
@@ -48,53 +65,36 @@ def seed(url: str) -> None:
         app.tick()
         for n in range(2):
             app.schedule("mail.sent", {"n": n}, delay="P2D", key=f"mail-{n}")
-    with App(database_url=url, namespace="beta"):
+    with App(database_url=url, namespace=beta):
         pass
 
 
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServers]:
+    """A server without workers a store; each test has tenants of its own (:class:`Shop`).
+    A token exists before it starts, so auth is on from its first request (a token made while
+    it serves turns auth on only once the server has read it)."""
+    shared = SharedServers(
+        tmp_path_factory, "--no-worker", before_start=lambda server: server.issue_token("ops")
+    )
+    yield shared
+    shared.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-def served(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[Server, dict[str, str]]]:
-    """A seeded server without workers, with tokens: ``on-call`` for shop, ``beta`` for beta."""
-    server = make_server(tmp_path)
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    seed(server.env["DUETIME_DATABASE_URL"])
-    tokens = {
-        name: token_for(server, namespace, name)
-        for name, namespace in (("on-call", "shop"), ("beta", "beta"))
-    }
-    server.start("--no-worker")
-    try:
-        yield server, tokens
-    finally:
-        server.stop()
-        if schema is not None:
-            drop_schema(schema)
+def served(request: pytest.FixtureRequest, servers: SharedServers) -> Shop:
+    return Shop(servers(request.param))
 
 
-def token_for(server: Server, namespace: str, name: str) -> str:
-    done = server.cli("tokens", "create", "--namespace", namespace, "--name", name, "--json")
-    assert done.returncode == 0, done.stderr
-    token: str = json.loads(done.stdout)["token"]
-    return token
+def token_for(server: Server, namespace: str, name: str) -> dict[str, Any]:
+    """``duetime tokens create``, run in this process (Click's runner, the command's own entry
+    point): the audit log then says the command made it, by ``local`` via ``cli``."""
+    args = ("tokens", "create", "--namespace", namespace, "--name", name)
+    made: dict[str, Any] = server.shell().ok(*args)
+    return made
 
 
-def stored(server: Server, key: str) -> str | None:
-    """The timer's status as the database has it (None: no such timer), and its attempts gone
-    with it."""
-    with App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop") as app:
-        try:
-            return app.get(key).status.value
-        except NotFound:
-            return None
-
-
-def audit(client: httpx.Client, namespace: str = "shop", **params: Any) -> list[dict[str, Any]]:
+def audit(client: httpx.Client, namespace: str, **params: Any) -> list[dict[str, Any]]:
     """Every entry of the namespace's audit log, walking its pages."""
     found: list[dict[str, Any]] = []
     cursor = None
@@ -111,45 +111,45 @@ def audit(client: httpx.Client, namespace: str = "shop", **params: Any) -> list[
 
 
 def test_delete_takes_finished_timers_and_the_audit_log_says_who(
-    served: tuple[Server, dict[str, str]],
+    served: Shop,
 ) -> None:
-    server, tokens = served
+    server, tokens, stored, ns = served.server, served.tokens, served.stored, served.ns
     with server.client(tokens["on-call"]) as client:
-        gone = client.delete(f"{NS}/timers/paid-0")
+        gone = client.delete(f"{ns}/timers/paid-0")
         assert gone.status_code == 200, gone.text
         assert (gone.json()["action"], gone.json()["timer"]["status"]) == ("deleted", "dead")
-        assert client.get(f"{NS}/timers/paid-0").status_code == 404
-        assert stored(server, "paid-0") is None
+        assert client.get(f"{ns}/timers/paid-0").status_code == 404
+        assert stored("paid-0") is None
 
-        cancelled = client.delete(f"{NS}/timers/mail-0")  # pending: cancelled, as before
+        cancelled = client.delete(f"{ns}/timers/mail-0")  # pending: cancelled, as before
         assert cancelled.json()["action"] == "cancelled"
-        assert stored(server, "mail-0") == "cancelled"
-        assert client.delete(f"{NS}/timers/mail-0").json()["action"] == "deleted"
-        assert stored(server, "mail-0") is None
-        assert client.delete(f"{NS}/timers/mail-0").status_code == 404
+        assert stored("mail-0") == "cancelled"
+        assert client.delete(f"{ns}/timers/mail-0").json()["action"] == "deleted"
+        assert stored("mail-0") is None
+        assert client.delete(f"{ns}/timers/mail-0").status_code == 404
 
         filter_ = {"status": "dead", "type": "order.*"}
         dry = client.post(
-            f"{NS}/timers/bulk", json={"action": "delete", "filter": filter_, "dry_run": True}
+            f"{ns}/timers/bulk", json={"action": "delete", "filter": filter_, "dry_run": True}
         )
         assert dry.json() == {"action": "delete", "dry_run": True, "count": 3}
-        assert [stored(server, f"paid-{n}") for n in (1, 2, 3)] == ["dead"] * 3
-        done = client.post(f"{NS}/timers/bulk", json={"action": "delete", "filter": filter_})
+        assert [stored(f"paid-{n}") for n in (1, 2, 3)] == ["dead"] * 3
+        done = client.post(f"{ns}/timers/bulk", json={"action": "delete", "filter": filter_})
         assert done.json() == {"action": "delete", "dry_run": False, "count": 3}
-        assert [stored(server, f"paid-{n}") for n in (1, 2, 3)] == [None] * 3
+        assert [stored(f"paid-{n}") for n in (1, 2, 3)] == [None] * 3
 
         chosen = {"action": "delete", "keys": ["seen-0", "mail-1", "no-such-key"]}
         assert (
-            client.post(f"{NS}/timers/bulk", json={**chosen, "dry_run": True}).json()["count"] == 1
+            client.post(f"{ns}/timers/bulk", json={**chosen, "dry_run": True}).json()["count"] == 1
         )
-        assert client.post(f"{NS}/timers/bulk", json=chosen).json()["count"] == 1
-        assert (stored(server, "seen-0"), stored(server, "mail-1")) == (None, "scheduled")
+        assert client.post(f"{ns}/timers/bulk", json=chosen).json()["count"] == 1
+        assert (stored("seen-0"), stored("mail-1")) == (None, "scheduled")
         for bad in ([], "seen-1", [""], ["a"] * 1001):
-            refused = client.post(f"{NS}/timers/bulk", json={"action": "delete", "keys": bad})
+            refused = client.post(f"{ns}/timers/bulk", json={"action": "delete", "keys": bad})
             assert refused.status_code == 422, bad
             assert refused.json()["field"].startswith("keys"), refused.json()
 
-        entries = audit(client, limit=2)
+        entries = audit(client, served.shop, limit=2)
         assert [(e["action"], e["target"], e["count"]) for e in entries] == [
             ("bulk_delete", {"keys": ["seen-0", "mail-1", "no-such-key"]}, 1),
             ("bulk_delete", {"filter": filter_}, 3),
@@ -158,45 +158,51 @@ def test_delete_takes_finished_timers_and_the_audit_log_says_who(
             ("delete", {"key": "paid-0"}, 1),
             (
                 "token_create",
-                {"token": 1, "name": "on-call", "namespaces": ["shop"], "read_only": False},
+                {
+                    "token": served.token_ids["on-call"],
+                    "name": "on-call",
+                    "namespaces": [served.shop],
+                    "read_only": False,
+                },
                 1,
             ),
         ]
         assert {(e["actor"], e["via"]) for e in entries[:-1]} == {("on-call", "api")}
         assert (entries[-1]["actor"], entries[-1]["via"]) == ("local", "cli")
         assert entries[0]["at"] >= entries[-1]["at"]
-        assert client.get(f"{NS}/audit", params={"cursor": "id.3"}).status_code == 422
+        assert client.get(f"{ns}/audit", params={"cursor": "id.3"}).status_code == 422
 
     with server.client(tokens["beta"]) as beta:  # a tenant sees its own log, never another's
-        assert beta.get(f"{NS}/audit").status_code == 404
-        assert [e["action"] for e in audit(beta, "beta")] == ["token_create"]
+        assert beta.get(f"{ns}/audit").status_code == 404
+        assert [e["action"] for e in audit(beta, served.beta)] == ["token_create"]
 
 
 def test_a_running_timer_is_not_deleted_and_the_error_says_why(
-    served: tuple[Server, dict[str, str]],
+    served: Shop,
 ) -> None:
-    server, tokens = served
-    url = server.env["DUETIME_DATABASE_URL"]
-    with App(database_url=url, namespace="shop") as app:
+    server, tokens, stored, ns = served.server, served.tokens, served.stored, served.ns
+    url = served.url
+    with App(database_url=url, namespace=served.shop) as app:
         app.schedule("slow.job", key="busy", delay=0)
-    asyncio.run(claim(url, "busy"))  # a worker holds it: running
+    asyncio.run(claim(url, served.shop, "busy"))  # a worker holds it: running
     with server.client(tokens["on-call"]) as client:
-        refused = client.delete(f"{NS}/timers/busy")
+        refused = client.delete(f"{ns}/timers/busy")
         assert refused.status_code == 409
         assert refused.json()["field"] == "key"
         assert "is running" in refused.json()["message"]
         assert "let it finish" in refused.json()["message"]
-        assert stored(server, "busy") == "running"
-        assert audit(client)[0]["action"] == "token_create"  # nothing done: nothing written
+        assert stored("busy") == "running"
+        # nothing done: nothing written
+        assert audit(client, served.shop)[0]["action"] == "token_create"
 
 
-async def claim(url: str, key: str) -> None:
+async def claim(url: str, namespace: str, key: str) -> None:
     store = create_store(url)
     await store.open()
     try:
         now = datetime.now(UTC)
         (claimed,) = await store.claim_due(
-            "shop", None, now, 1, "elsewhere", now + timedelta(minutes=5)
+            namespace, None, now, 1, "elsewhere", now + timedelta(minutes=5)
         )
         assert claimed.timer.key == key
     finally:

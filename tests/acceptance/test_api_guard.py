@@ -105,7 +105,7 @@ def test_a_token_created_while_serving_turns_auth_on(tmp_path: Path) -> None:
         with server.client() as anonymous:
             assert anonymous.get("/v1/info").json()["auth"] is False
             assert anonymous.get(TIMERS).status_code == 200
-            token = server.create_token("default")
+            token = server.issue_token("default").secret  # another writer of the database
             wait_for(lambda: anonymous.get(TIMERS).status_code == 401)
             assert anonymous.get("/v1/info").json()["auth"] is True
             refused = anonymous.post(TIMERS, json=BODY)
@@ -181,13 +181,13 @@ def test_revoking_the_last_token_keeps_the_api_protected(tmp_path: Path) -> None
     server = make_server(tmp_path)
     server.start("--no-worker")
     try:
-        token = server.create_token("default")
+        issued = server.issue_token("default")
+        token = issued.secret
         with server.client() as anonymous:
             wait_for(lambda: anonymous.get(TIMERS).status_code == 401)
-        (listed,) = json.loads(server.cli("tokens", "ls", "--json").stdout)["items"]
-        revoked = server.cli("tokens", "revoke", str(listed["id"]))
+        revoked = server.cli("tokens", "revoke", str(issued.info.id))
         assert revoked.returncode == 0, revoked.stderr
-        assert revoked.stdout.strip() == f"revoked token {listed['id']}; 0 active token(s) left"
+        assert revoked.stdout.strip() == f"revoked token {issued.info.id}; 0 active token(s) left"
         assert "stays protected" in revoked.stderr
         assert "--no-auth" in revoked.stderr
     finally:
@@ -211,11 +211,10 @@ def test_revoking_the_last_token_keeps_the_api_protected(tmp_path: Path) -> None
 
 def test_tokens_revoke_says_how_many_are_left(tmp_path: Path) -> None:
     server = make_server(tmp_path)
-    server.create_token("default")
-    server.create_token("default")
-    first = server.cli("tokens", "revoke", "1", "--json")
+    one, two = (server.issue_token("default").info.id for _ in range(2))
+    first = server.cli("tokens", "revoke", str(one), "--json")
     assert json.loads(first.stdout)["active_tokens"] == 1
     assert first.stderr == ""
-    second = server.cli("tokens", "revoke", "2")
-    assert second.stdout.strip() == "revoked token 2; 0 active token(s) left"
+    second = server.cli("tokens", "revoke", str(two))
+    assert second.stdout.strip() == f"revoked token {two}; 0 active token(s) left"
     assert "401" in second.stderr

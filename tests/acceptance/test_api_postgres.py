@@ -65,8 +65,8 @@ def test_tokens_create_ls_revoke_on_postgres(pg_server: Server) -> None:
 
 
 def test_serve_on_postgres_with_a_token_fires_a_timer(pg_server: Server) -> None:
-    token = pg_server.create_token("shop")
-    read_only = pg_server.create_token("shop", read_only=True)
+    token = pg_server.issue_token("shop").secret  # in process: the test above runs the command
+    read_only = pg_server.issue_token("shop", read_only=True).secret
     pg_server.start("--app", "handlers:app")
     with pg_server.client() as anonymous:
         assert anonymous.get("/v1/info").json()["auth"] is True  # tokens exist: auth is on

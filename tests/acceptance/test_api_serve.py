@@ -1,10 +1,12 @@
 """``duetime serve`` as a user runs it: a real subprocess on a free port and its own SQLite file.
 
-Also the helpers the other API tests share (:class:`Server`, :func:`start_server`).
+Also the helpers the other API tests share (:class:`Server`, :func:`make_server`, and
+:class:`SharedServers` for a module's tests that each need only namespaces of their own).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -13,13 +15,27 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
+
+from duetime import AsyncApp
+from duetime.tenancy.auth import IssuedToken
+
+# The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import PG_URL, drop_schema, require_pg, with_params
+
+from .conftest import Cli
+
+R = TypeVar("R")
 
 HANDLERS = """
 import os
@@ -109,7 +125,16 @@ class Server:
             timeout=30,
         )
 
+    def shell(self) -> Cli:
+        """The ``duetime`` command on this server's database, run in this process through its own
+        entry point (:class:`Cli`): for tests of what a command says, not of its process."""
+        cli = Cli(self.cwd)
+        cli.env["DUETIME_DATABASE_URL"] = self.env["DUETIME_DATABASE_URL"]
+        return cli
+
     def create_token(self, *namespaces: str, read_only: bool = False) -> str:
+        """A token made by the real ``duetime tokens create`` command, in a process of its own
+        (for the tests about that command; :meth:`issue_token` for a token a test just needs)."""
         args = ["tokens", "create", "--json"]
         for namespace in namespaces:
             args += ["--namespace", namespace]
@@ -119,6 +144,21 @@ class Server:
         assert done.returncode == 0, done.stderr
         token: str = json.loads(done.stdout)["token"]
         return token
+
+    def issue_token(
+        self, *namespaces: str, read_only: bool = False, name: str | None = None
+    ) -> IssuedToken:
+        """A token made in this process through the Python API, on the server's database: the
+        same rows the command writes, without starting a Python process to write them."""
+
+        async def issue() -> IssuedToken:
+            app = AsyncApp(self.env["DUETIME_DATABASE_URL"])  # opened as the command opens it:
+            try:  # without making its own namespace (default) as well
+                return await app.issue_token(namespaces, read_only=read_only, name=name)
+            finally:
+                await app.close()
+
+        return run_async(issue())
 
     def start(self, *args: str) -> Server:
         self.log_path = self.cwd / f"serve-{self.port}.log"
@@ -160,6 +200,13 @@ class Server:
         return code
 
 
+def run_async(coroutine: Coroutine[Any, Any, R]) -> R:
+    """Run ``coroutine`` to its end on an event loop of its own, on a thread of its own: callable
+    from any test, even one whose thread already runs a loop (Playwright's)."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
+
+
 def make_server(tmp_path: Path, name: str = "server") -> Server:
     cwd = tmp_path / name
     cwd.mkdir(parents=True, exist_ok=True)
@@ -179,6 +226,61 @@ def servers(tmp_path: Path) -> Iterator[list[Server]]:
         server.stop()
 
 
+class SharedServers:
+    """One ``duetime serve`` a store (``sqlite``; ``postgres``, on a schema of its own), started
+    with ``args`` when a test first asks for that store, and shared by a module's tests.
+
+    A server's start costs seconds of CPU; most tests need only rows of their own. So each test
+    that shares one keeps to namespaces no other test uses (a fresh name each), and sees its
+    own rows only. Tests about a server's start, flags, signals or shutdown start their own.
+    """
+
+    def __init__(
+        self,
+        tmp_path_factory: pytest.TempPathFactory,
+        *args: str,
+        before_start: Callable[[Server], object] | None = None,
+    ) -> None:
+        self.tmp_path_factory = tmp_path_factory
+        self.args = args
+        self.before_start = before_start
+        self.started: dict[str, Server] = {}
+        self.schemas: list[str] = []
+
+    def __call__(self, store: str) -> Server:
+        if store not in self.started:
+            server = make_server(self.tmp_path_factory.mktemp(store))
+            if store == "postgres":
+                require_pg()
+                schema = f"t_{uuid.uuid4().hex[:16]}"
+                self.schemas.append(schema)
+                server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
+            try:
+                if self.before_start is not None:
+                    self.before_start(server)
+                server.start(*self.args)
+            except BaseException:
+                server.stop()
+                raise
+            self.started[store] = server
+        return self.started[store]
+
+    def stop(self) -> None:
+        """Stop every server (SIGTERM: each must exit 0), then drop the schemas."""
+        try:
+            codes = {store: server.stop() for store, server in self.started.items()}
+        finally:
+            for schema in self.schemas:
+                drop_schema(schema)
+        for store, code in codes.items():
+            assert code == 0, self.started[store].log()
+
+
+def fresh_namespace(prefix: str) -> str:
+    """A namespace name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
 def wait_for(check: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
     """Poll ``check()`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -192,13 +294,16 @@ def wait_for(check: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
 
 
 class Tokens:
-    """The tokens of a secured server: rw/ro for alpha, rw for beta, and one for every ns."""
+    """The tokens of a secured server: rw/ro for alpha, rw for beta, and one for every ns.
+
+    Made in this process: they are the tests' set-up, not the command under test (that is
+    ``test_api_auth``'s revocation test, which creates its token with ``duetime tokens``)."""
 
     def __init__(self, server: Server) -> None:
-        self.alpha = server.create_token("alpha")
-        self.alpha_ro = server.create_token("alpha", read_only=True)
-        self.beta = server.create_token("beta")
-        self.admin = server.create_token("*")
+        self.alpha = server.issue_token("alpha").secret
+        self.alpha_ro = server.issue_token("alpha", read_only=True).secret
+        self.beta = server.issue_token("beta").secret
+        self.admin = server.issue_token("*").secret
 
 
 def secured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Tokens]]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,12 +21,14 @@ import pytest
 
 from duetime import App, Event, Status
 
-from .test_api_serve import Server, free_port, make_server, wait_for
-
-# The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from .test_api_serve import (
+    Server,
+    SharedServers,
+    free_port,
+    fresh_namespace,
+    make_server,
+    wait_for,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -40,7 +42,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-NS = "/v1/namespaces/shop"
 
 if not CHROMIUM.exists():
     if os.environ.get("CI"):
@@ -77,10 +78,10 @@ def screenshot(page: Page, name: str) -> None:
         page.screenshot(path=str(DOCS / f"dashboard-{name}.png"), full_page=True)
 
 
-def seed(url: str) -> None:
+def seed(url: str, namespace: str) -> None:
     """60 dead ``legacy.sync`` timers (a handler that raised: each has a traceback), six pending
     ``followup.email`` for user-1234 due in 4, 11, 18… minutes, and a daily schedule."""
-    with App(database_url=url, namespace="shop") as app:
+    with App(database_url=url, namespace=namespace) as app:
 
         @app.handler("legacy.sync")
         def legacy(event: Event) -> None:
@@ -95,38 +96,60 @@ def seed(url: str) -> None:
         app.add_schedule("daily-report", "report.daily", cron="0 9 * * *", timezone="Europe/Berlin")
 
 
-def stored(server: Server) -> App:
-    """The server's database, read directly (the effect of a click, not the page's word)."""
-    return App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop")
+@dataclass
+class Console:
+    """A test's seeded namespace on the module's shared ``duetime serve``: the page is opened on
+    it (``?namespace=``) and shows it alone, so no test sees another's rows."""
+
+    server: Server
+    namespace: str
+
+    @property
+    def database_url(self) -> str:
+        return self.server.env["DUETIME_DATABASE_URL"]
+
+    @property
+    def api(self) -> str:
+        """The namespace's part of the API, ``/v1/namespaces/<namespace>``."""
+        return f"/v1/namespaces/{self.namespace}"
+
+    def url(self, view: str = "") -> str:
+        """The page on this namespace, at ``#view`` when given."""
+        return f"{self.server.base_url}/?namespace={self.namespace}" + (f"#{view}" if view else "")
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        return self.server.client(token)
+
+
+def stored(console: Console, namespace: str | None = None) -> App:
+    """The console's database, read directly (the effect of a click, not the page's word)."""
+    return App(database_url=console.database_url, namespace=namespace or console.namespace)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServers]:
+    """The module's servers, one a store: no worker runs what a test replays, the database says
+    what happened. Each test has a seeded namespace of its own on them (:class:`Console`)."""
+    shared = SharedServers(tmp_path_factory, "--no-worker")
+    yield shared
+    shared.stop()
+
+
+def new_console(server: Server) -> Console:
+    console = Console(server, fresh_namespace("shop"))
+    seed(console.database_url, console.namespace)
+    return console
 
 
 @pytest.fixture
-def console(tmp_path: Path) -> Iterator[Server]:
-    server = make_server(tmp_path)
-    seed(server.env["DUETIME_DATABASE_URL"])
-    server.start("--no-worker")  # nothing runs what the test replays: the database says what
-    yield server
-    assert server.stop() == 0, server.log()
+def console(servers: SharedServers) -> Console:
+    return new_console(servers("sqlite"))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def any_console(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
-    """``console`` on each store (PostgreSQL: a schema of its own, dropped afterwards)."""
-    server = make_server(tmp_path)
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    try:
-        seed(server.env["DUETIME_DATABASE_URL"])
-        server.start("--no-worker")
-        yield server
-        assert server.stop() == 0, server.log()
-    finally:
-        server.stop()
-        if schema is not None:
-            drop_schema(schema)
+def any_console(request: pytest.FixtureRequest, servers: SharedServers) -> Console:
+    """``console`` on each store (PostgreSQL: a schema of the module's, dropped afterwards)."""
+    return new_console(servers(request.param))
 
 
 def confirm(page: Page, expected: str, *, yes: bool = True) -> None:
@@ -137,8 +160,8 @@ def confirm(page: Page, expected: str, *, yes: bool = True) -> None:
     expect(dialog).to_be_hidden()
 
 
-def test_overview_then_filter_and_page_the_dead_letters(console: Server, page: Page) -> None:
-    page.goto(console.base_url)
+def test_overview_then_filter_and_page_the_dead_letters(console: Console, page: Page) -> None:
+    page.goto(console.url())
     expect(page.locator("#live")).to_have_attribute("data-state", "on")
     counts = page.locator("#counts")
     expect(counts.locator('[data-status="dead"] b')).to_have_text("60")
@@ -154,7 +177,7 @@ def test_overview_then_filter_and_page_the_dead_letters(console: Server, page: P
     screenshot(page, "overview")
 
     counts.locator('[data-status="dead"]').click()  # the dead letters, 50 a page
-    expect(page).to_have_url(f"{console.base_url}/#timers?status=dead")
+    expect(page).to_have_url(console.url("timers?status=dead"))
     rows = page.locator("#timers tbody tr[data-key]")
     expect(rows).to_have_count(50)
     page.click("#timers-more")
@@ -180,9 +203,9 @@ def test_overview_then_filter_and_page_the_dead_letters(console: Server, page: P
 
 
 def test_a_timer_shows_its_payload_and_traceback_and_each_action_changes_the_database(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
-    page.goto(f"{console.base_url}/#timer/sync-3")
+    page.goto(console.url("timer/sync-3"))
     expect(page.locator("#timer-title")).to_contain_text("sync-3")
     expect(page.locator("#timer-payload")).to_contain_text('"record": 3')
     attempt = page.locator("#attempts tbody tr.attempt")
@@ -200,7 +223,7 @@ def test_a_timer_shows_its_payload_and_traceback_and_each_action_changes_the_dat
     with stored(console) as app:
         assert app.get("sync-3").status is Status.SCHEDULED
 
-    page.goto(f"{console.base_url}/#timer/followup-2")
+    page.goto(console.url("timer/followup-2"))
     page.click("#act-cancel")
     confirm(page, "A cancelled timer never fires", yes=False)  # changed one's mind
     with stored(console) as app:
@@ -211,7 +234,7 @@ def test_a_timer_shows_its_payload_and_traceback_and_each_action_changes_the_dat
     with stored(console) as app:
         assert app.get("followup-2").status is Status.CANCELLED
 
-    page.goto(f"{console.base_url}/#timer/followup-3")
+    page.goto(console.url("timer/followup-3"))
     before = datetime.now(UTC)
     with stored(console) as app:
         assert app.get("followup-3").run_at > before + timedelta(minutes=20)
@@ -223,15 +246,15 @@ def test_a_timer_shows_its_payload_and_traceback_and_each_action_changes_the_dat
 
 
 def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
-    page.goto(console.base_url)  # one type's dead letters, from the overview: declined
+    page.goto(console.url())  # one type's dead letters, from the overview: declined
     page.locator('#dead-types tr[data-type="legacy.sync"] [data-replay]').click()
     confirm(page, "60 dead timers match (status dead, type legacy.sync)", yes=False)
     with stored(console) as app:
         assert app.counts()[Status.DEAD] == 60
 
-    page.goto(f"{console.base_url}/#timers?status=dead&type=legacy.*")
+    page.goto(console.url("timers?status=dead&type=legacy.*"))
     expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
     page.click("[data-bulk=cancel]")  # nothing pending matches: said so, nothing asked
     expect(page.locator("#notice")).to_contain_text("No scheduled or retrying timer matches")
@@ -246,9 +269,9 @@ def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
 
 
 def test_schedules_show_their_next_occurrences_and_pause_and_resume(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
-    page.goto(f"{console.base_url}/#schedules")
+    page.goto(console.url("schedules"))
     row = page.locator('#schedules tr[data-name="daily-report"]')
     expect(row.locator("td.occurrences-cell div")).to_have_count(3)
     expect(row.locator("td.occurrences-cell div").first).to_contain_text("09:00:00+01:00")
@@ -264,10 +287,10 @@ def test_schedules_show_their_next_occurrences_and_pause_and_resume(
 
 
 def test_the_page_follows_the_database_live_without_reloading(
-    any_console: Server, page: Page
+    any_console: Console, page: Page
 ) -> None:
     console = any_console
-    page.goto(console.base_url)
+    page.goto(console.url())
     scheduled = page.locator('#counts [data-status="scheduled"] b')
     expect(scheduled).to_have_text("6")
     expect(page.locator("#live")).to_have_attribute("data-state", "on")
@@ -278,11 +301,11 @@ def test_the_page_follows_the_database_live_without_reloading(
     expect(page.locator("#next-due tbody")).to_contain_text("late-arrival")
     assert page.evaluate("window.sameDocument") is True  # no reload happened
 
-    page.goto(f"{console.base_url}/#events")
+    page.goto(console.url("events"))
     expect(page.locator("#events tbody tr")).to_have_count(50)
     page.click("#events-more")
     expect(page.locator("#events tbody tr")).to_have_count(60)
-    page.goto(f"{console.base_url}/#nodes")
+    page.goto(console.url("nodes"))
     expect(page.locator("#nodes tbody tr")).to_have_count(1)
     expect(page.locator("#nodes tbody tr")).to_contain_text("api")
     screenshot(page, "nodes")
@@ -311,7 +334,7 @@ def test_under_a_path_prefix_every_request_stays_under_it(tmp_path: Path, page: 
     """Mounted at /ops (root_path), the page, its files, its API calls and its live feed all go
     to /ops/…: the host's root answers nothing."""
     server = make_server(tmp_path)
-    seed(server.env["DUETIME_DATABASE_URL"])
+    seed(server.env["DUETIME_DATABASE_URL"], "shop")
     (server.cwd / "prefixed.py").write_text(PREFIXED)
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "prefixed:app", "--app-dir", str(server.cwd),
@@ -351,9 +374,9 @@ def _answers(url: str) -> bool:
 def test_with_auth_on_the_dashboard_asks_for_a_token_and_keeps_it(
     tmp_path: Path, page: Page
 ) -> None:
-    server = make_server(tmp_path)
-    token = server.create_token("alpha")
-    server.create_token("beta")
+    server = make_server(tmp_path)  # auth on: a server of its own
+    token = server.issue_token("alpha").secret
+    server.issue_token("beta")
     server.start("--no-worker")
     try:
         with server.client(token) as client:
@@ -378,12 +401,12 @@ def test_with_auth_on_the_dashboard_asks_for_a_token_and_keeps_it(
 
 
 def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
     with stored(console) as app:  # three due timers no worker takes: the limit shows them held
         for n in range(3):
             app.schedule("email.welcome", {"n": n}, delay=0, key=f"welcome-{n}")
-    page.goto(f"{console.base_url}/#limits")
+    page.goto(console.url("limits"))
     expect(page.locator("#live")).to_have_attribute("data-state", "on")
     expect(page.locator("#limits tbody")).to_contain_text("No limit and no pause")
 
@@ -469,9 +492,9 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
 
 
 def test_an_event_type_with_dead_letters_is_paused_and_resumed_from_the_overview(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
-    page.goto(console.base_url)
+    page.goto(console.url())
     row = page.locator('#dead-types tr[data-type="legacy.sync"]')
     row.locator("[data-pause-type]").click()
     confirm(page, "Pause legacy.sync?")
@@ -488,7 +511,7 @@ def test_an_event_type_with_dead_letters_is_paused_and_resumed_from_the_overview
 
 
 def test_flow_control_shows_a_destinations_rate_as_the_destinations(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
     from duetime.destinations import WebhookDestination
 
@@ -496,7 +519,7 @@ def test_flow_control_shows_a_destinations_rate_as_the_destinations(
     app.add_destination(WebhookDestination("hook", "http://127.0.0.1:9/", rate="30/s", burst=4))
     with app:  # opening writes the destination's rule
         pass
-    page.goto(f"{console.base_url}/#limits")
+    page.goto(console.url("limits"))
     row = page.locator('#limits tr[data-pattern="@hook"]')
     expect(row.locator("td").first).to_have_text("destination hook")
     expect(row.locator("td").nth(2)).to_have_text("30/s")

@@ -11,16 +11,17 @@ from datetime import UTC, datetime, timedelta
 
 from playwright.sync_api import Browser, Page, expect
 
-from duetime import App, Status
+from duetime import Status
 
-from .test_api_serve import Server
 from .test_dashboard import (  # noqa: F401 - fixtures
     DOCS,
+    Console,
     any_console,
     browser,
     confirm,
     console,
     page,
+    servers,
     stored,
 )
 
@@ -39,9 +40,9 @@ def shot_charts(page: Page, name: str) -> None:
 
 
 def test_rows_selected_one_by_one_are_replayed_and_nothing_else(
-    any_console: Server, page: Page
+    any_console: Console, page: Page
 ) -> None:
-    page.goto(f"{any_console.base_url}/#timers?status=dead")
+    page.goto(any_console.url("timers?status=dead"))
     rows = page.locator("#timers tbody tr[data-key]")
     expect(rows).to_have_count(50)
     expect(page.locator("[data-selected=replay]")).to_be_disabled()
@@ -60,12 +61,12 @@ def test_rows_selected_one_by_one_are_replayed_and_nothing_else(
         assert app.get("sync-58").status is Status.DEAD
 
 
-def test_payload_search_sort_and_type_suggestions(console: Server, page: Page) -> None:
+def test_payload_search_sort_and_type_suggestions(console: Console, page: Page) -> None:
     with stored(console) as app:
         app.schedule("order.paid", {"customer": {"id": 42}}, delay="PT3H", key="o-42")
         app.schedule("order.paid", {"customer": {"id": "42"}}, delay="PT1H", key="o-text")
         app.schedule("order.refunded", {"customer": {"id": 7}}, delay="PT2H", key="o-7")
-    page.goto(f"{console.base_url}/#timers")
+    page.goto(console.url("timers"))
     expect(page.locator("#f-type")).to_be_visible()  # the view is shown once the page has loaded
     page.focus("#f-type")
     page.keyboard.type("ord")
@@ -88,22 +89,23 @@ def test_payload_search_sort_and_type_suggestions(console: Server, page: Page) -
     expect(page.locator("#notice")).to_contain_text("payload:")
 
 
-def test_type_suggestions_follow_the_namespace_chosen(console: Server, page: Page) -> None:
+def test_type_suggestions_follow_the_namespace_chosen(console: Console, page: Page) -> None:
     """A type field that still holds its prefix after another namespace is chosen suggests that
     namespace's types, not the ones shown before."""
     with stored(console) as app:
         app.schedule("order.paid", {}, delay="PT1H", key="o-1")
         app.schedule("order.refunded", {}, delay="PT1H", key="o-2")
-    with App(database_url=console.env["DUETIME_DATABASE_URL"], namespace="stock") as app:
+    stock = f"{console.namespace}-stock"  # another namespace, this test's too
+    with stored(console, stock) as app:
         app.schedule("order.restocked", {}, delay="PT1H", key="r-1")
-    page.goto(console.base_url)
+    page.goto(console.url())
     type_input = page.locator("#c-type")  # the charts' type: it keeps its text across namespaces
     expect(type_input).to_be_visible()
     options = page.locator("#type-suggestions option")
     type_input.press_sequentially("ord")
     expect(options).to_have_count(2)
     page.focus("#namespace")  # as a user does: the choice is made in the select, then back
-    page.select_option("#namespace", "stock")
+    page.select_option("#namespace", stock)
     expect(type_input).to_have_value("ord")
     type_input.focus()
     expect(options).to_have_count(1)
@@ -111,9 +113,9 @@ def test_type_suggestions_follow_the_namespace_chosen(console: Server, page: Pag
 
 
 def test_charts_follow_range_type_and_node_and_draw_percentiles(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
-    page.goto(console.base_url)
+    page.goto(console.url())
     expect(page.locator("#throughput-summary")).to_contain_text("60 fired in the last hour")
     expect(page.locator("#lateness polyline.line.p99, #lateness circle.dot.p99")).not_to_have_count(
         0
@@ -150,9 +152,9 @@ def heard_after(page: Page, changes: int) -> None:
 
 
 def test_live_refresh_pauses_by_hand_and_while_the_tab_is_hidden(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
-    page.goto(console.base_url)
+    page.goto(console.url())
     scheduled = page.locator('#counts [data-status="scheduled"] b')
     expect(scheduled).to_have_text("6")
     expect(page.locator("#live")).to_have_attribute("data-state", "on")
@@ -183,11 +185,11 @@ def test_live_refresh_pauses_by_hand_and_while_the_tab_is_hidden(
     expect(page.locator("#live")).to_have_attribute("data-state", "on")
 
 
-def test_dark_mode_follows_the_system_preference(console: Server, browser: Browser) -> None:
+def test_dark_mode_follows_the_system_preference(console: Console, browser: Browser) -> None:
     for scheme, dark in (("dark", True), ("light", False)):
         context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 1000})
         page = context.new_page()
-        page.goto(console.base_url)
+        page.goto(console.url())
         expect(page.locator('#counts [data-status="dead"] b')).to_have_text("60")
         rgb = page.evaluate("getComputedStyle(document.querySelector('section')).backgroundColor")
         red, green, blue = (int(n) for n in rgb[rgb.index("(") + 1 : -1].split(",")[:3])
@@ -196,7 +198,7 @@ def test_dark_mode_follows_the_system_preference(console: Server, browser: Brows
             shot(page, "overview-dark")
             expect(page.locator("#lateness polyline, #lateness circle")).not_to_have_count(0)
             shot_charts(page, "charts-dark")
-            page.goto(f"{console.base_url}/#timers?status=dead")
+            page.goto(console.url("timers?status=dead"))
             expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
             page.check('[data-pick="sync-59"]')
             shot(page, "selection-dark")
@@ -204,10 +206,10 @@ def test_dark_mode_follows_the_system_preference(console: Server, browser: Brows
 
 
 def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
-    any_console: Server, page: Page
+    any_console: Console, page: Page
 ) -> None:
     console = any_console
-    page.goto(f"{console.base_url}/#timer/followup-1")
+    page.goto(console.url("timer/followup-1"))
     page.click("#act-edit")
     page.fill("#e-when", "2030-01-02T03:04:05Z")
     page.fill("#e-payload", '{"n": 1, "note": "moved"}')
@@ -224,7 +226,7 @@ def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
     page.click("#e-save")
     expect(page.locator("#edit-error")).to_contain_text("payload:")
 
-    page.goto(f"{console.base_url}/#timers")
+    page.goto(console.url("timers"))
     page.fill("#n-type", "invoice.remind")
     page.fill("#n-when", "PT3H")
     page.fill("#n-key", "inv-7")
@@ -240,7 +242,7 @@ def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
     page.click("#n-create")
     expect(page.locator("#create-error")).to_contain_text("at:")
 
-    page.goto(f"{console.base_url}/#schedules")
+    page.goto(console.url("schedules"))
     row = page.locator('#schedules tr[data-name="daily-report"]')
     with stored(console) as app:
         before = app.get_schedule("daily-report").next_at

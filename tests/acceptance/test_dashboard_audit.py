@@ -10,21 +10,29 @@ from playwright.sync_api import Page, expect
 from duetime import Status
 from duetime.errors import NotFound
 
-from .test_api_serve import Server
-from .test_dashboard import any_console, browser, confirm, page, screenshot, stored
+from .test_dashboard import (
+    Console,
+    any_console,
+    browser,
+    confirm,
+    page,
+    screenshot,
+    servers,
+    stored,
+)
 
-__all__ = ["any_console", "browser", "page"]  # the fixtures, used by name
+__all__ = ["any_console", "browser", "page", "servers"]  # the fixtures, used by name
 
 
 def test_delete_dead_letters_one_and_in_bulk_then_read_the_audit_log(
-    any_console: Server, page: Page
+    any_console: Console, page: Page
 ) -> None:
     console = any_console
-    page.goto(f"{console.base_url}/#timer/followup-0")
+    page.goto(console.url("timer/followup-0"))
     expect(page.locator("#act-cancel")).to_be_visible()
     expect(page.locator("#act-delete")).to_have_count(0)  # pending: cancel, never delete
 
-    page.goto(f"{console.base_url}/#timer/sync-3")
+    page.goto(console.url("timer/sync-3"))
     expect(page.locator("#act-replay")).to_be_visible()
     page.click("#act-delete")
     confirm(page, "Delete sync-3?", yes=False)  # changed one's mind: still there
@@ -33,12 +41,12 @@ def test_delete_dead_letters_one_and_in_bulk_then_read_the_audit_log(
     page.click("#act-delete")
     confirm(page, "its key may be scheduled again")
     expect(page.locator("#notice")).to_contain_text("sync-3 deleted")
-    expect(page).to_have_url(f"{console.base_url}/#timers?status=dead")
+    expect(page).to_have_url(console.url("timers?status=dead"))
     expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
     with stored(console) as app, pytest.raises(NotFound):
         app.get("sync-3")
 
-    page.goto(console.base_url)
+    page.goto(console.url())
     page.locator('#dead-types tr[data-type="legacy.sync"] [data-delete]').click()
     confirm(
         page,

@@ -16,10 +16,9 @@ from duetime.bus.routes import HANDLER
 from duetime.model import Node, Subscription
 from duetime.store import create_store
 
-from .test_api_serve import Server
-from .test_dashboard import NS, any_console, browser, console, page, stored
+from .test_dashboard import Console, any_console, browser, console, page, servers, stored
 
-__all__ = ["any_console", "browser", "console", "page"]  # the fixtures, shared
+__all__ = ["any_console", "browser", "console", "page", "servers"]  # the fixtures, shared
 
 
 def register_node(url: str, *subscriptions: Subscription) -> None:
@@ -41,45 +40,46 @@ def register_node(url: str, *subscriptions: Subscription) -> None:
 
 
 def test_a_timer_nobody_would_deliver_says_so_on_its_page_and_in_the_overview(
-    any_console: Server, page: Page
+    any_console: Console, page: Page
 ) -> None:
     console = any_console
-    page.goto(f"{console.base_url}/#timer/followup-0")  # no worker runs: nobody takes it
+    page.goto(console.url("timer/followup-0"))  # no worker runs: nobody takes it
     warning = page.locator("#timer-unsubscribed")
     expect(warning).to_be_visible()
     expect(warning).to_contain_text("no subscriber for followup.email")
     expect(warning.locator("code")).to_have_text("followup.email")
-    page.goto(f"{console.base_url}/#timer/sync-0")  # dead: it waits for nothing
+    page.goto(console.url("timer/sync-0"))  # dead: it waits for nothing
     expect(page.locator("#timer-title")).to_contain_text("dead")
     expect(warning).to_be_hidden()
 
-    page.goto(console.base_url)
+    page.goto(console.url())
     waiting = page.locator('#unsubscribed tr[data-type="followup.email"]')
     expect(waiting).to_contain_text("6")
     expect(page.locator('#unsubscribed tr[data-type="legacy.sync"]')).to_have_count(0)
     waiting.locator("a").click()
-    expect(page).to_have_url(f"{console.base_url}/#timers?type=followup.email")
+    expect(page).to_have_url(console.url("timers?type=followup.email"))
 
-    url = console.env["DUETIME_DATABASE_URL"]
-    register_node(url, Subscription("shop", "followup.*", (HANDLER,)))
+    url = console.database_url
+    register_node(url, Subscription(console.namespace, "followup.*", (HANDLER,)))
     # The server reads the nodes table at most once a second (NODES_TTL): the page can only
     # show the node once the API answers with it, which may be a moment after it registered.
     with console.client() as client:
+        timer = f"{console.api}/timers/followup-0"
         wait_until(
-            lambda: client.get(f"{NS}/timers/followup-0").json()["timer"]["subscribers"] == 1,
+            lambda: client.get(timer).json()["timer"]["subscribers"] == 1,
             10,
             "the API to count the node that just registered as a subscriber of followup-0",
         )
-    page.goto(f"{console.base_url}/#timer/followup-0")
+    page.goto(console.url("timer/followup-0"))
     expect(page.locator("#timer-fields")).to_contain_text("followup.email")
     expect(warning).to_be_hidden()
-    page.goto(console.base_url)
+    page.goto(console.url())
     expect(page.locator("#counts [data-status='scheduled'] b")).to_have_text("6")
     expect(page.locator('#unsubscribed tr[data-type="followup.email"]')).to_have_count(0)
 
 
-def test_a_notice_stays_in_the_view_it_was_given_in(console: Server, page: Page) -> None:
-    page.goto(f"{console.base_url}/#schedules")
+def test_a_notice_stays_in_the_view_it_was_given_in(console: Console, page: Page) -> None:
+    page.goto(console.url("schedules"))
     page.locator('#schedules tr[data-name="daily-report"] [data-pause]').click()
     notice = page.locator("#notice")
     expect(notice).to_contain_text("Schedule daily-report paused.")
@@ -88,8 +88,8 @@ def test_a_notice_stays_in_the_view_it_was_given_in(console: Server, page: Page)
     expect(notice).to_be_hidden()
 
 
-def test_a_bad_filter_names_its_field_once(console: Server, page: Page) -> None:
-    page.goto(f"{console.base_url}/#timers")
+def test_a_bad_filter_names_its_field_once(console: Console, page: Page) -> None:
+    page.goto(console.url("timers"))
     notice = page.locator("#notice")
     page.fill("#f-type", "not a type")
     page.click("#filter button[type=submit]")
@@ -98,9 +98,9 @@ def test_a_bad_filter_names_its_field_once(console: Server, page: Page) -> None:
 
 
 def test_the_cut_due_and_error_cells_show_whole_on_hover_and_click(
-    console: Server, page: Page
+    console: Console, page: Page
 ) -> None:
-    page.goto(f"{console.base_url}/#timers?status=dead")
+    page.goto(console.url("timers?status=dead"))
     row = page.locator('#timers tbody tr[data-key="sync-59"]')
     due, error = row.locator("td").nth(5), row.locator("td").nth(7)  # after the row's checkbox
     with stored(console) as app:

@@ -87,27 +87,28 @@ def test_the_api_says_how_many_live_nodes_would_deliver_a_timer(client: httpx.Cl
 
 
 def test_the_cli_warns_on_stderr_and_show_json_carries_the_count(server: Server) -> None:
+    cli = server.shell()  # what the commands say, beside the server: in this process
     key = f"shipped-{uuid.uuid4().hex[:8]}"
     args = ("--namespace", "shop")
-    done = server.cli("schedule", "order.shipped", "--delay", "PT1H", "--key", key, *args)
-    assert done.returncode == 0, done.stderr
+    done = cli("schedule", "order.shipped", "--delay", "PT1H", "--key", key, *args)
+    assert done.code == 0, done.stderr
     assert "warning [no_subscriber] no subscriber for 'order.shipped'" in done.stderr
     assert "subscribers    0: no subscriber for order.shipped" in done.stdout
-    as_json = server.cli("schedule", "order.shipped", "--delay", "PT1H", "--json", *args)
-    assert as_json.returncode == 0, as_json.stderr
+    as_json = cli("schedule", "order.shipped", "--delay", "PT1H", "--json", *args)
+    assert as_json.code == 0, as_json.stderr
     document = json.loads(as_json.stdout)
     assert document["timer"]["subscribers"] == 0
     assert document["warnings"][0]["code"] == "no_subscriber"
     assert json.loads(as_json.stderr.splitlines()[-1])["code"] == "no_subscriber"
 
-    handled = server.cli("schedule", "followup.email", "--delay", "PT1H", "--json", *args)
-    assert handled.returncode == 0, handled.stderr
+    handled = cli("schedule", "followup.email", "--delay", "PT1H", "--json", *args)
+    assert handled.code == 0, handled.stderr
     assert handled.stderr == ""
     assert json.loads(handled.stdout)["warnings"] == []
 
-    shown = server.cli("show", key, "--json", *args)
+    shown = cli("show", key, "--json", *args)
     assert json.loads(shown.stdout)["timer"]["subscribers"] == 0
-    listed = server.cli("ls", "--type", "followup.email", "--json", *args)
+    listed = cli("ls", "--type", "followup.email", "--json", *args)
     assert {t["subscribers"] for t in json.loads(listed.stdout)["items"]} == {1}
 
 

@@ -133,8 +133,8 @@ def test_one_tenant_hammering_its_listing_leaves_anothers_creates_fast(
     server: Server, request: pytest.FixtureRequest
 ) -> None:
     asyncio.run(fill_noisy(server.env["DUETIME_DATABASE_URL"]))
-    noisy_token = server.create_token("noisy")
-    quiet_token = server.create_token("quiet")
+    noisy_token = server.issue_token("noisy").secret
+    quiet_token = server.issue_token("quiet").secret
     server.start("--no-worker")
     context = multiprocessing.get_context("fork")
     stop, bad = context.Event(), context.Event()
