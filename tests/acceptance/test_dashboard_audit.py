@@ -40,6 +40,7 @@ def test_delete_dead_letters_one_and_in_bulk_then_read_the_audit_log(
         assert app.get("sync-3").status is Status.DEAD
     page.click("#act-delete")
     confirm(page, "its key may be scheduled again")
+    expect(page.locator("#notice")).to_be_visible()  # on the list it leads to, in sight
     expect(page.locator("#notice")).to_contain_text("sync-3 deleted")
     expect(page).to_have_url(console.url("timers?status=dead"))
     expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)

@@ -457,8 +457,12 @@ async function act(timer, action) {
     else if (action === "replay") await api(ns(`/dead/${keyPath(timer.key)}/replay`), { method: "POST" });
     else await api(`${path}/run-now`, { method: "POST" });
     notice(`${timer.key} ${what.done}.`, "ok");
-    if (action === "delete") location.hash = filterHash({ status: timer.status });  // it is gone
-    else await refresh();
+    if (action === "delete") {
+      // It is gone: on to the list it was in, with the notice, which speaks of that view too.
+      const next = filterHash({ status: timer.status });
+      state.hash = next.slice(1);
+      location.hash = next;
+    } else await refresh();
   } catch (error) {
     handleError(error);
   }
@@ -846,11 +850,14 @@ async function refresh() {
     return;
   }
   state.refreshing = true;
+  const hash = state.hash;
   try {
     await VIEWS[state.view]();
     if ($("#notice").classList.contains("error")) notice(null);
   } catch (error) {
-    handleError(error);
+    // A view left meanwhile says nothing of the one in sight (a timer just deleted answers
+    // 404 to the read that began before); the next refresh reads the view in sight.
+    if (hash === state.hash) handleError(error);
   } finally {
     state.refreshing = false;
     if (state.again) {
