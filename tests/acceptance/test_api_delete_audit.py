@@ -4,9 +4,9 @@ tokens, on SQLite and on PostgreSQL; each effect is read back from the database 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +23,7 @@ from .test_api_serve import Server, make_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import PG_URL, pooled_schema, with_params
 
 NS = "/v1/namespaces/shop"
 
@@ -58,23 +58,20 @@ def served(
 ) -> Iterator[tuple[Server, dict[str, str]]]:
     """A seeded server without workers, with tokens: ``on-call`` for shop, ``beta`` for beta."""
     server = make_server(tmp_path)
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    seed(server.env["DUETIME_DATABASE_URL"])
-    tokens = {
-        name: token_for(server, namespace, name)
-        for name, namespace in (("on-call", "shop"), ("beta", "beta"))
-    }
-    server.start("--no-worker")
-    try:
-        yield server, tokens
-    finally:
-        server.stop()
-        if schema is not None:
-            drop_schema(schema)
+    with contextlib.ExitStack() as schemas:
+        if request.param == "postgres":
+            schema = schemas.enter_context(pooled_schema())
+            server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
+        seed(server.env["DUETIME_DATABASE_URL"])
+        tokens = {
+            name: token_for(server, namespace, name)
+            for name, namespace in (("on-call", "shop"), ("beta", "beta"))
+        }
+        server.start("--no-worker")
+        try:
+            yield server, tokens
+        finally:
+            server.stop()
 
 
 def token_for(server: Server, namespace: str, name: str) -> str:

@@ -8,10 +8,10 @@ except under CI (env ``CI`` set), where a missing browser is a failure. With
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +26,7 @@ from .test_api_serve import Server, free_port, make_server, wait_for
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -111,22 +111,18 @@ def console(tmp_path: Path) -> Iterator[Server]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def any_console(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
-    """``console`` on each store (PostgreSQL: a schema of its own, dropped afterwards)."""
+    """``console`` on each store (PostgreSQL: a schema of its own, from the test pool)."""
     server = make_server(tmp_path)
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    try:
-        seed(server.env["DUETIME_DATABASE_URL"])
-        server.start("--no-worker")
-        yield server
-        assert server.stop() == 0, server.log()
-    finally:
-        server.stop()
-        if schema is not None:
-            drop_schema(schema)
+    with contextlib.ExitStack() as schemas:
+        if request.param == "postgres":
+            server.env["DUETIME_DATABASE_URL"] = schemas.enter_context(pooled_pg_url())
+        try:
+            seed(server.env["DUETIME_DATABASE_URL"])
+            server.start("--no-worker")
+            yield server
+            assert server.stop() == 0, server.log()
+        finally:
+            server.stop()
 
 
 def confirm(page: Page, expected: str, *, yes: bool = True) -> None:
