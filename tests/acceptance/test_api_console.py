@@ -3,9 +3,9 @@ filtered and paginated listings, run now, bulk actions by filter, activity, node
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +20,7 @@ from .test_api_serve import Server, make_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import PG_URL, pooled_schema, with_params
 
 NS = "/v1/namespaces/shop"
 
@@ -32,19 +32,16 @@ def server(
     """A seeded server without workers: 5 dead ``order.paid``, 3 pending ``order.shipped`` due
     in 1-3 h (subject user-1), 2 pending ``mail.sent`` due in 2 days."""
     server = make_server(tmp_path_factory.mktemp(request.param))
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    seed(server.env["DUETIME_DATABASE_URL"])
-    server.start("--no-worker")
-    try:
-        yield server
-    finally:
-        server.stop()
-        if schema is not None:
-            drop_schema(schema)
+    with contextlib.ExitStack() as schemas:
+        if request.param == "postgres":
+            schema = schemas.enter_context(pooled_schema())
+            server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
+        seed(server.env["DUETIME_DATABASE_URL"])
+        server.start("--no-worker")
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def seed(url: str) -> None:

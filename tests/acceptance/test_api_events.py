@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ with warnings.catch_warnings():  # starlette deprecates its httpx-based client; 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 NS = "/v1/namespaces/shop"
@@ -86,12 +85,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'duetime.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    try:
-        yield with_params(PG_URL, schema=schema)
-    finally:
-        drop_schema(schema)
+    with pooled_pg_url() as url:
+        yield url
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """``duetime serve`` and ``duetime tokens`` on PostgreSQL: the same flows as on SQLite.
 
-The server runs on a schema of its own (``?schema=<unique>``), dropped afterwards. Skipped when
+The server runs on a schema of its own (``?schema=<unique>``, from the pool of migrated
+schemas, see tests/store/schema_pool.py). Skipped when
 PostgreSQL cannot be reached (failed under CI), like the store conformance suite.
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,23 +20,21 @@ from .test_api_serve import Server, make_server, wait_for
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 NS = "/v1/namespaces/shop"
 
 
 @pytest.fixture
 def pg_server(tmp_path: Path) -> Iterator[Server]:
-    """A server (not started) whose DUETIME_DATABASE_URL is a fresh PostgreSQL schema."""
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    server = make_server(tmp_path)
-    server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    try:
-        yield server
-    finally:
-        server.stop()
-        drop_schema(schema)
+    """A server (not started) whose DUETIME_DATABASE_URL is a PostgreSQL schema of its own."""
+    with pooled_pg_url() as url:
+        server = make_server(tmp_path)
+        server.env["DUETIME_DATABASE_URL"] = url
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def tokens_cli(server: Server, *args: str) -> object:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +23,7 @@ from .test_api_serve import Server, make_server, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import PG_URL, pooled_schema, with_params
 
 LIMITS = "/v1/namespaces/default/limits"
 STATEMENT_TIMEOUT = 4.0
@@ -34,10 +33,8 @@ GRACE = 3.0
 
 @pytest.fixture
 def schema() -> Iterator[str]:
-    require_pg()
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    yield name
-    drop_schema(name)
+    with pooled_schema() as name:
+        yield name
 
 
 def pg_server(tmp_path: Path, schema: str, *, pool_max: int, **env: str) -> Server:

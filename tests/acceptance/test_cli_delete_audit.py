@@ -3,8 +3,8 @@ effect is read back from the database itself."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,39 +17,33 @@ from .conftest import Cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def shop(request: pytest.FixtureRequest, cli: Cli) -> Iterator[Cli]:
     """The CLI on a database with 3 dead ``order.paid``, one ``order.seen`` done and one
     ``mail.sent`` pending, in the default namespace."""
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        cli.db_url = with_params(PG_URL, schema=schema)
-        cli.env["DUETIME_DATABASE_URL"] = cli.db_url
-    with App(database_url=cli.db_url) as app:
+    with contextlib.ExitStack() as schemas:
+        if request.param == "postgres":
+            cli.db_url = schemas.enter_context(pooled_pg_url())
+            cli.env["DUETIME_DATABASE_URL"] = cli.db_url
+        with App(database_url=cli.db_url) as app:
 
-        @app.handler("order.paid")
-        def refuse(event: Event) -> None:
-            raise Dead("ledger refused it")
+            @app.handler("order.paid")
+            def refuse(event: Event) -> None:
+                raise Dead("ledger refused it")
 
-        @app.handler("order.seen")
-        def see(event: Event) -> None:
-            return None
+            @app.handler("order.seen")
+            def see(event: Event) -> None:
+                return None
 
-        for n in range(3):
-            app.schedule("order.paid", {"n": n}, delay=0, key=f"paid-{n}")
-        app.schedule("order.seen", delay=0, key="seen")
-        app.tick()
-        app.schedule("mail.sent", delay="P2D", key="mail")
-    try:
+            for n in range(3):
+                app.schedule("order.paid", {"n": n}, delay=0, key=f"paid-{n}")
+            app.schedule("order.seen", delay=0, key="seen")
+            app.tick()
+            app.schedule("mail.sent", delay="P2D", key="mail")
         yield cli
-    finally:
-        if schema is not None:
-            drop_schema(schema)
 
 
 def status(cli: Cli, key: str) -> str | None:

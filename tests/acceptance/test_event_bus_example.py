@@ -51,7 +51,7 @@ from examples.event_bus.app import (  # noqa: E402
     Config,
     create_producer,
 )
-from storekit import PG_URL, drop_schema, require_pg, with_params  # noqa: E402
+from storekit import pooled_pg_url, require_pg  # noqa: E402
 
 from duetime import AsyncApp, Outcome, Status, Timer  # noqa: E402
 from duetime.history import LoggedEvent  # noqa: E402
@@ -132,13 +132,17 @@ class Bus:
                 proc.wait()
 
 
-def new_config() -> Config:
+@contextlib.contextmanager
+def new_config() -> Iterator[Config]:
+    """The demo's settings: a PostgreSQL schema and NATS subjects of its own, let go afterwards."""
     require_pg()
     nats_url = require_nats()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    return Config(
-        with_params(PG_URL, schema=schema), nats_url, prefix=f"dtbus.{uuid.uuid4().hex[:10]}"
-    )
+    with pooled_pg_url() as url:
+        config = Config(url, nats_url, prefix=f"dtbus.{uuid.uuid4().hex[:10]}")
+        try:
+            yield config
+        finally:
+            asyncio.run(delete_stream(config))
 
 
 async def delete_stream(config: Config) -> None:
@@ -150,20 +154,14 @@ async def delete_stream(config: Config) -> None:
         await nc.close()
 
 
-def dispose(config: Config) -> None:
-    drop_schema(config.database_url.split("schema=")[1])
-    asyncio.run(delete_stream(config))
-
-
 @pytest.fixture
 def bus(tmp_path: Path) -> Iterator[Bus]:
-    config = new_config()
-    running = Bus(config, tmp_path)
-    try:
-        yield running
-    finally:
-        running.kill_leftovers()
-        dispose(config)
+    with new_config() as config:
+        running = Bus(config, tmp_path)
+        try:
+            yield running
+        finally:
+            running.kill_leftovers()
 
 
 def emitted_keys(stdout: str) -> dict[str, str]:
@@ -394,13 +392,12 @@ async def import_old_order(config: Config) -> None:
 
 # -- the demo, as one program --------------------------------------------------------------------
 def test_demo_runs_as_a_program() -> None:
-    config = new_config()
-    args = [
-        *("--database-url", config.database_url),
-        *("--nats-url", config.nats_url),
-        *("--prefix", config.prefix),
-    ]
-    try:
+    with new_config() as config:
+        args = [
+            *("--database-url", config.database_url),
+            *("--nats-url", config.nats_url),
+            *("--prefix", config.prefix),
+        ]
         done = subprocess.run(
             [sys.executable, "-m", "examples.event_bus", *args, "demo", "--run", "d1"],
             cwd=ROOT,
@@ -408,8 +405,6 @@ def test_demo_runs_as_a_program() -> None:
             text=True,
             timeout=180,
         )
-    finally:
-        dispose(config)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr
     out = done.stdout

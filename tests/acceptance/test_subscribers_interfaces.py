@@ -4,6 +4,7 @@ and the CLI's timers, ``warnings`` when scheduling one, the stats' count by type
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import uuid
@@ -19,7 +20,7 @@ from .test_api_serve import Server, make_server, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 NS = "/v1/namespaces/shop"
 
@@ -31,20 +32,16 @@ def server(
     """``serve --app handlers:app``: a worker with handlers for followup.email, slow.job and
     doomed in namespace shop, and none for anything else."""
     server = make_server(tmp_path_factory.mktemp(request.param))
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        server.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    with App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop"):
-        pass  # the namespace exists
-    server.start("--app", "handlers:app")
-    try:
-        yield server
-    finally:
-        server.stop()
-        if schema is not None:
-            drop_schema(schema)
+    with contextlib.ExitStack() as schemas:
+        if request.param == "postgres":
+            server.env["DUETIME_DATABASE_URL"] = schemas.enter_context(pooled_pg_url())
+        with App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop"):
+            pass  # the namespace exists
+        server.start("--app", "handlers:app")
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 @pytest.fixture

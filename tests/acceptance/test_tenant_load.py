@@ -15,12 +15,12 @@ with both figures rather than judged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import statistics
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event
@@ -37,7 +37,7 @@ from .test_api_serve import Server, make_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 pytestmark = pytest.mark.slow
 
@@ -55,17 +55,13 @@ QUIET = "/v1/namespaces/quiet"
 @pytest.fixture(params=["sqlite", "postgres"])
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
     made = make_server(tmp_path)
-    schema = None
-    if request.param == "postgres":
-        require_pg()
-        schema = f"t_{uuid.uuid4().hex[:16]}"
-        made.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    try:
-        yield made
-    finally:
-        made.stop()
-        if schema is not None:
-            drop_schema(schema)
+    with contextlib.ExitStack() as schemas:
+        if request.param == "postgres":
+            made.env["DUETIME_DATABASE_URL"] = schemas.enter_context(pooled_pg_url())
+        try:
+            yield made
+        finally:
+            made.stop()
 
 
 async def fill_noisy(url: str) -> None:

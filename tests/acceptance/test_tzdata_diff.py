@@ -7,7 +7,6 @@ import asyncio
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +22,7 @@ from .conftest import Cli
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 ZIC = shutil.which("zic") or "/usr/sbin/zic"
 
@@ -52,17 +51,13 @@ def no_dst_tree(tmp_path: Path) -> Path:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_cli(request: pytest.FixtureRequest, cli: Cli) -> Iterator[Cli]:
-    """The CLI on a per-test SQLite file, or on a fresh PostgreSQL schema."""
+    """The CLI on a per-test SQLite file, or on a PostgreSQL schema of its own."""
     if request.param == "sqlite":
         yield cli
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    cli.env["DUETIME_DATABASE_URL"] = with_params(PG_URL, schema=schema)
-    try:
+    with pooled_pg_url() as url:
+        cli.env["DUETIME_DATABASE_URL"] = url
         yield cli
-    finally:
-        drop_schema(schema)
 
 
 def test_diff_lists_exactly_what_the_new_rules_move(store_cli: Cli, no_dst_tree: Path) -> None:

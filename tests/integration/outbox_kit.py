@@ -27,7 +27,7 @@ from duetime import AsyncApp, Event
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import PG_URL, drop_schema, pooled_schema, with_params
 
 NS = "shop"
 FIRED = "order.placed"
@@ -71,21 +71,17 @@ class PgOutbox:
 
 @pytest.fixture
 def pg_outbox() -> Iterator[PgOutbox]:
-    require_pg()
-    schema, user_schema = f"t_{uuid.uuid4().hex[:16]}", f"u_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(user_schema)))
-        conn.execute(
-            sql.SQL("CREATE TABLE {}.orders (ref text PRIMARY KEY)").format(
-                sql.Identifier(user_schema)
+    with pooled_schema() as schema:  # migrated: it exists before any test connects to it
+        user_schema = f"u_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(user_schema)))
+            conn.execute(
+                sql.SQL("CREATE TABLE {}.orders (ref text PRIMARY KEY)").format(
+                    sql.Identifier(user_schema)
+                )
             )
-        )
-    outbox = PgOutbox(with_params(PG_URL, schema=schema), PG_URL, schema, user_schema)
-    # duetime's schema exists before any test opens a connection of its own to it.
-    asyncio.run(_migrate(outbox.url))
-    yield outbox
-    drop_schema(schema)
-    drop_schema(user_schema)
+        yield PgOutbox(with_params(PG_URL, schema=schema), PG_URL, schema, user_schema)
+        drop_schema(user_schema)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ claimed ahead waits for its instant)."""
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +17,7 @@ from duetime import AsyncApp, Event, FrozenClock, Outcome, Status, Timer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 WAIT = timedelta(seconds=2)
@@ -32,10 +31,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'times.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 class WaitAfterClaim:

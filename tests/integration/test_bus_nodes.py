@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +25,7 @@ from duetime import App, Status, TimerRequest
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 HERE = Path(__file__).resolve().parent
 DUETIME = str(Path(sys.executable).parent / "duetime")
@@ -36,10 +35,8 @@ GRACE = 8.0
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 @pytest.fixture

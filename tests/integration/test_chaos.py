@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import random
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from bench.chaoslib.faults import faketime_problem
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import drop_schema, require_pg, with_params
+from storekit import pooled_schema, require_pg, with_params
 
 pytestmark = pytest.mark.slow
 
@@ -70,13 +69,10 @@ def test_skewed_workers_start_nothing_early_and_lose_nothing() -> None:
         if os.environ.get("CI"):
             pytest.fail(problem)
         pytest.skip(problem)
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    try:
+    with pooled_schema() as schema:
         report = run_skew_scenario(
             with_params(url, schema=schema), skews=[120.0, -120.0], timers=300, lease=2.0
         )
-    finally:
-        drop_schema(schema)
 
     assert report.acknowledged == 300, summary(report)
     assert report.early == 0, summary(report)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,7 +25,7 @@ from duetime.worker import Worker
 from duetime.worker.flow import RATE_START_DELAY
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 N = 40
 MS = timedelta(milliseconds=1)
@@ -71,12 +70,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'window.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    try:
-        yield with_params(PG_URL, schema=schema)
-    finally:
-        drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,7 +24,7 @@ from duetime import App, TimerRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 pytestmark = pytest.mark.slow
 
@@ -48,10 +47,8 @@ def faketime_library() -> str:
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 @pytest.fixture

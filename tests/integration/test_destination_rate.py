@@ -23,7 +23,7 @@ from duetime.destinations import WebhookDestination
 from duetime.timemath.ratelimit import Rate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-from storekit import fresh_pg_url
+from storekit import pooled_pg_url
 from tests.scale import sized
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'duetime.db'}"
         return
-    with fresh_pg_url() as found:
+    with pooled_pg_url() as found:
         yield found
 
 

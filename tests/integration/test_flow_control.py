@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from tests.waiting import wait_until
 from duetime import App, Status, TimerRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 pytestmark = pytest.mark.slow
 
@@ -64,12 +63,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'duetime.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    try:
-        yield with_params(PG_URL, schema=schema)
-    finally:
-        drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 class Workers:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +25,7 @@ from duetime.store.postgres.settings import parse_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 GOOD = [f"good-{i}" for i in range(12)]
@@ -38,10 +37,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'poison.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 class RefusingFanOut:

@@ -4,10 +4,11 @@ SIGKILL, a server restart, a worker paused past its lease, and wake-ups lost on 
 Workers are subprocesses (``pg_worker_app.py``). Their ``tx`` handler is transactional: it
 inserts one row per delivery into the user table ``fx`` in the transaction that marks the timer
 done. ``fx`` has no unique constraint, so a duplicated effect would show as a second row. Each
-test runs on a schema of its own (``?schema=t_<random>``) of the ``DUETIME_TEST_PG`` server,
-dropped afterwards; the restart test runs a private cluster (``pg_cluster.py``) instead, as the
-shared server must never be restarted. Skipped when PostgreSQL (or, for the restart, the server
-binaries) is not available; failed instead when ``CI`` is set.
+test runs on a schema of its own (``?schema=t_<random>``, from the test pool of migrated
+schemas) of the ``DUETIME_TEST_PG`` server; the restart test runs a private cluster
+(``pg_cluster.py``) instead, as the shared server must never be restarted. Skipped when
+PostgreSQL (or, for the restart, the server binaries) is not available; failed instead when
+``CI`` is set.
 
 The last test covers a claim whose answer was lost: it must not stay held for ever.
 """
@@ -21,7 +22,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -43,7 +43,7 @@ from duetime.store.postgres.settings import parse_url
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import PG_URL, pooled_schema, with_params
 
 pytestmark = pytest.mark.slow
 
@@ -204,10 +204,8 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
 
 @pytest.fixture
 def schema() -> Iterator[str]:
-    require_pg()
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    yield name
-    drop_schema(name)
+    with pooled_schema() as name:
+        yield name
 
 
 @pytest.fixture

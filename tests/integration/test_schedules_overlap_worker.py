@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +25,7 @@ from duetime.timemath.recurrence.overlap import SKIPPED_BUFFER_FULL, SKIPPED_RUN
 # The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 START = datetime(2025, 3, 8, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -38,10 +37,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'overlap.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 async def until(check: Callable[[], Awaitable[bool]], what: str, within: float = 15) -> None:

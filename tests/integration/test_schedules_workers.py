@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +26,11 @@ import pytest
 from duetime import App
 from duetime.model import Timer
 
-PG_URL = os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+# The PostgreSQL probe lives beside the store tests; pytest does not put it on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import pooled_pg_url
+
 POLICIES = ("latest", "all", "none")
 LOOKAHEAD = 1.0
 GRACE = 1.0
@@ -132,18 +135,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'duetime.db'}"
         return
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        with psycopg.connect(PG_URL, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL unavailable: {exc}")
-        pytest.skip(f"PostgreSQL unavailable, set DUETIME_TEST_PG: {exc}")
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}schema={schema}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with pooled_pg_url() as url:
+        yield url
 
 
 def fired(out: Path) -> Counter[str]:

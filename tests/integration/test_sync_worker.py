@@ -20,12 +20,12 @@ from duetime import App, Event, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import fresh_pg_url
+from storekit import pooled_pg_url
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    with fresh_pg_url() as url:
+    with pooled_pg_url() as url:
         yield url
 
 

@@ -42,7 +42,7 @@ from duetime.sources.base import Incoming, ScheduleCommand, make_mapping, store_
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 UPSTREAM = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -54,10 +54,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'traced.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 def test_the_handler_span_continues_the_trace_that_scheduled_it(url: str) -> None:
@@ -406,12 +404,9 @@ def test_without_a_provider_nothing_is_imported_or_stored(url: str) -> None:
 
 def test_a_timer_scheduled_in_the_callers_transaction_keeps_its_trace() -> None:
     """The outbox: PostgreSQL, inside the caller's own transaction."""
-    require_pg()
     traced = Traced()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    url = with_params(PG_URL, schema=schema)
 
-    async def main() -> None:
+    async def main(url: str) -> None:
         app = AsyncApp(url, clock=FrozenClock(START), tracer_provider=traced.provider)
         async with app, await psycopg.AsyncConnection.connect(url.split("?")[0]) as conn:
             async with conn.transaction():
@@ -422,10 +417,8 @@ def test_a_timer_scheduled_in_the_callers_transaction_keeps_its_trace() -> None:
         assert is_child(schedule, traced.one("checkout"))
         assert stored.trace_context == traceparent(schedule)
 
-    try:
-        run(main)
-    finally:
-        drop_schema(schema)
+    with pooled_pg_url() as url:
+        run(lambda: main(url))
 
 
 def test_a_row_claimed_ahead_starts_its_span_when_its_instant_comes(tmp_path: Path) -> None:

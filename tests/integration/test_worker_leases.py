@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from duetime import AsyncApp, Event, Outcome, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
-from storekit import PG_URL, drop_schema, require_pg, with_params
+from storekit import pooled_pg_url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -25,10 +24,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'leases.db'}"
         return
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    with pooled_pg_url() as found:
+        yield found
 
 
 def test_heartbeats_keep_a_long_attempt_under_its_own_claim(url: str) -> None:

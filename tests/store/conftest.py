@@ -3,36 +3,58 @@
 Tests are ``async def``; each runs on its own event loop (``runner``), the one its stores were
 opened on. PostgreSQL is found via ``DUETIME_TEST_PG``; when it cannot be reached the PostgreSQL
 cases are skipped with the reason — or fail when ``CI`` is set, so CI never passes by skipping.
-Each PostgreSQL test gets a fresh schema (``?schema=t_<random>``), dropped afterwards.
+Each PostgreSQL test gets a schema of its own (``?schema=t_<random>``): an already migrated one
+from this process's pool (``pg_schema``, ``pg_url``), as fresh as a new one and put back
+afterwards, or one that does not exist yet (``pg_fresh_schema``, ``pg_fresh_url``) for the tests
+of what happens to a new schema; see ``schema_pool``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from storekit import PG_URL, TEST_TIMEOUT, StoreFactory, drop_schema, require_pg, with_params
+from storekit import (
+    PG_URL,
+    TEST_TIMEOUT,
+    StoreFactory,
+    fresh_schema,
+    pooled_schema,
+    with_params,
+)
 
 from duetime.store import Store, create_store
 
 
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
-    """A schema name no other test uses, dropped (with everything in it) afterwards."""
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield schema
-    drop_schema(schema)
+    """A migrated schema no other test is using, as fresh as a new one (from the pool: opening
+    a store on it migrates nothing); put back or dropped afterwards."""
+    with pooled_schema() as schema:
+        yield schema
 
 
 @pytest.fixture
 def pg_url(pg_schema: str) -> str:
     return with_params(PG_URL, schema=pg_schema)
+
+
+@pytest.fixture
+def pg_fresh_schema() -> Iterator[str]:
+    """A schema name no test has used: the schema does not exist until the test (its first
+    store) makes it. For tests of a new schema: its creation, the migrations, a store opened
+    without migrating on a schema no one migrated. Dropped afterwards."""
+    with fresh_schema() as schema:
+        yield schema
+
+
+@pytest.fixture
+def pg_fresh_url(pg_fresh_schema: str) -> str:
+    return with_params(PG_URL, schema=pg_fresh_schema)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

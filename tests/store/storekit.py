@@ -9,12 +9,15 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from duetime.model import NewTimer
 from duetime.store import Store
+
+if TYPE_CHECKING:
+    from schema_pool import SchemaPool
 
 PG_URL = os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -54,34 +57,79 @@ def with_params(url: str, **params: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{extra}"
 
 
+@functools.cache
+def pg_schema_pool() -> SchemaPool:
+    """This process's migrated schemas, reused by its tests one after another (made on first
+    use: psycopg may be missing, see ``require_pg``)."""
+    from schema_pool import SchemaPool
+
+    return SchemaPool(PG_URL)
+
+
+def settle_schema_pool() -> None:
+    """A test has ended: its pooled schemas go back to the pool, or are dropped."""
+    if pg_schema_pool.cache_info().currsize:
+        pg_schema_pool().settle()
+
+
+def close_schema_pool() -> None:
+    """Drop the schemas of this process's pool, if it made one (the test session is ending)."""
+    if pg_schema_pool.cache_info().currsize:
+        pg_schema_pool().close()
+
+
+@contextlib.contextmanager
+def pooled_schema() -> Iterator[str]:
+    """A migrated schema no other test is using, as fresh as a new one, from this process's
+    pool. When the test has ended (all its fixtures too: ``tests/conftest.py``), it goes back
+    to the pool if it can be made as fresh again, else it is dropped. Skips the test without
+    PostgreSQL, fails it under CI."""
+    require_pg()
+    pool = pg_schema_pool()
+    schema = pool.take()
+    try:
+        yield schema
+    finally:
+        pool.give_back_later(schema)
+
+
+@contextlib.contextmanager
+def pooled_pg_url(**params: str) -> Iterator[str]:
+    """The test server's URL on a schema of :func:`pooled_schema` (with ``params`` besides)."""
+    with pooled_schema() as schema:
+        yield with_params(PG_URL, schema=schema, **params)
+
+
+@contextlib.contextmanager
+def fresh_schema() -> Iterator[str]:
+    """A schema name no test has used: no such schema exists until the test makes one (its
+    store's first start does), and it is dropped afterwards. For tests of what happens to a
+    schema that is new or not migrated; others take :func:`pooled_schema`, much cheaper."""
+    require_pg()
+    schema = new_schema_name()
+    try:
+        yield schema
+    finally:
+        drop_schema(schema)
+
+
 @contextlib.contextmanager
 def fresh_pg_url() -> Iterator[str]:
-    """The test server's URL on a schema no other test uses, dropped afterwards (skips the
-    test without PostgreSQL, fails it under CI)."""
-    require_pg()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    yield with_params(PG_URL, schema=schema)
-    drop_schema(schema)
+    """The test server's URL on a schema of :func:`fresh_schema`."""
+    with fresh_schema() as schema:
+        yield with_params(PG_URL, schema=schema)
+
+
+def new_schema_name() -> str:
+    """A schema name no test has used (the schema itself is not made)."""
+    return f"t_{uuid.uuid4().hex[:16]}"
 
 
 def drop_schema(schema: str) -> None:
-    """Drop a test's schema. A process the test killed may still have a server backend finishing
-    its last statement in it, which can deadlock with the drop: that is tried again."""
-    import time
+    """Drop a test's schema (and everything in it), however the test left it."""
+    from schema_pool import drop_schema as drop
 
-    import psycopg
-    from psycopg import sql
-
-    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-    for attempt in range(5):
-        try:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(drop)
-            return
-        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
-            if attempt == 4:
-                raise
-            time.sleep(0.5)
+    drop(PG_URL, schema)
 
 
 async def wait_until(predicate: Callable[[], bool], within: float = 5.0) -> None:

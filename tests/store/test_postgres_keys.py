@@ -122,11 +122,12 @@ async def test_an_update_racing_a_new_key_lands_on_the_timer_the_other_batch_mad
 
 
 async def test_migration_gives_existing_timers_their_keys(
-    pg_url: str, pg_schema: str, open_store: StoreFactory
+    pg_fresh_url: str, pg_fresh_schema: str, open_store: StoreFactory
 ) -> None:
-    """Timers stored before migration 0012 keep their keys: scheduling one again finds it."""
-    with _connect(pg_schema) as conn, conn.transaction():
-        conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+    """Timers stored before migration 0012 keep their keys: scheduling one again finds it.
+    (The test makes the schema of an earlier version itself: a new one, not a pooled one.)"""
+    with _connect(pg_fresh_schema) as conn, conn.transaction():
+        conn.execute(f'CREATE SCHEMA "{pg_fresh_schema}"')
         conn.execute(Q["create_migrations_table"])
         for version, name, text in MIGRATIONS:
             if version >= 12:
@@ -139,7 +140,7 @@ async def test_migration_gives_existing_timers_their_keys(
             " VALUES ('ns', 'old', 't', '{}', %s, %s, 'scheduled', 3, %s, %s)",
             (NOW, NOW, NOW, NOW),
         )
-    store = await open_store(pg_url)
+    store = await open_store(pg_fresh_url)
     (kept,) = await store.put_timers([new_timer("old", type="t")], "keep", NOW)
     assert (kept.action, kept.timer.status, kept.timer.payload) == ("kept", Status.SCHEDULED, {})
-    assert [key for key, _, _ in _keys(pg_schema)] == ["old"]
+    assert [key for key, _, _ in _keys(pg_fresh_schema)] == ["old"]

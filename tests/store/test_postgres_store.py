@@ -123,8 +123,9 @@ async def test_connections_commit_durably_in_the_schema_without_jit(
         await conn.close()
 
 
-async def test_concurrent_starters_migrate_once(pg_url: str) -> None:
-    stores = [PostgresStore(pg_url, listen=False) for _ in range(6)]
+async def test_concurrent_starters_migrate_once(pg_fresh_url: str) -> None:
+    """On a schema no one made yet (not a pooled one: the race is over creating it)."""
+    stores = [PostgresStore(pg_fresh_url, listen=False) for _ in range(6)]
     try:
         await asyncio.gather(*(s.open(migrate=False) for s in stores))
         assert await stores[0].schema_version() == 0
