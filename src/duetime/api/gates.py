@@ -26,6 +26,10 @@ class NamespaceGates:
         self._gates: dict[str, asyncio.Semaphore] = {}
         self._users: dict[str, int] = {}
 
+    def users(self, namespace: str) -> int:
+        """How many of the namespace's reads are at its gate now, inside or waiting."""
+        return self._users.get(namespace, 0)
+
     @contextlib.asynccontextmanager
     async def turn(self, namespace: str) -> AsyncIterator[None]:
         """Hold one of the namespace's places for the block (StoreBusy if none comes free)."""
