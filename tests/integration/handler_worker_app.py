@@ -6,6 +6,10 @@
   time>`` to ``--log`` as it begins, sleeps ``--delay`` seconds (``slow`` keys: ``--slow-delay``)
   and appends ``end,…``. Each line is one ``write`` to an ``O_APPEND`` file: it reaches the
   kernel before the handler goes on, so it survives SIGKILL/SIGSTOP of this process.
+- every attempt's recorded start appends ``begun,<key>,<attempt>,<pid>,<unix time>``, the time
+  being the instant the worker's lease check let the handler begin (for a plain handler, in its
+  thread, right before the call), as the attempt's ``started_at`` records it. A handler's own
+  ``start`` line is written a moment later, and a pause of the process may fall in between.
 - ``exit.sync`` and ``exit.async`` events have a sync and an async handler that raise what
   their payload's ``raise`` names: ``SystemExit``, ``KeyboardInterrupt`` or ``BaseException``.
 """
@@ -15,9 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from datetime import datetime
 
 from duetime import AsyncApp, Event
 from duetime.app.runner import run_process
+from duetime.model import Timer
+from duetime.worker.completer import Completer
 
 WORK = "work"
 EXIT_SYNC = "exit.sync"
@@ -46,6 +53,15 @@ def worker(args: argparse.Namespace) -> int:
 
     def log(what: str, event: Event) -> None:
         os.write(fd, f"{what},{event.key},{event.attempt},{pid},{time.time():.6f}\n".encode())
+
+    record_start = Completer.started
+
+    def started(completer: Completer, timer: Timer, at: datetime) -> None:
+        record_start(completer, timer, at)
+        line = f"begun,{timer.key},{timer.attempts},{pid},{at.timestamp():.6f}\n"
+        os.write(fd, line.encode())
+
+    Completer.started = started  # type: ignore[method-assign]
 
     @app.handler(WORK)
     def work(event: Event) -> None:

@@ -189,6 +189,7 @@ def test_a_worker_paused_past_its_lease_starts_no_sync_handler_taken_over(
             return rows(url, "SELECT count(*) FROM timers WHERE status <> 'done'")[0][0] == 0
 
         wait_until(all_done, 60, "the other worker to run everything")
+        continued_at = time.time()
         paused.send_signal(signal.SIGCONT)
         time.sleep(0.5)  # awake: its handlers under way end, their outcomes are fenced off
         paused.send_signal(signal.SIGTERM)  # finishes everything it started, then exits
@@ -208,10 +209,16 @@ def test_a_worker_paused_past_its_lease_starts_no_sync_handler_taken_over(
         )
     }
     assert lost, "nothing was taken over from the paused worker"
-    starts = [line.split(",") for line in log.read_text().splitlines() if line.startswith("start")]
-    stale = [
-        (key, attempt)
-        for _, key, attempt, pid, at in starts
-        if int(pid) == paused.pid and float(at) > stopped_at and (key, int(attempt)) in lost
-    ]
+    # When the lease check let each of the paused worker's attempts begin: the last ``begun``
+    # of an attempt is its handler's thread's. A handler's own ``start`` line can come after a
+    # pause that fell between the check and the line, so it cannot say which side of the
+    # pause the check was on; the check's instant can, with seconds to spare either side.
+    begun: dict[tuple[str, int], float] = {}
+    for line in log.read_text().splitlines():
+        what, key, attempt, pid, at = line.split(",")
+        if what == "begun" and int(pid) == paused.pid:
+            begun[key, int(attempt)] = float(at)
+    assert begun, "the paused worker began nothing"
+    midway = (stopped_at + continued_at) / 2
+    stale = [attempt for attempt, at in begun.items() if at > midway and attempt in lost]
     assert stale == [], f"{len(stale)} stale starts after SIGCONT, e.g. {stale[:5]}"
