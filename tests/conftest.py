@@ -34,6 +34,27 @@ def pytest_runtest_teardown() -> Iterator[None]:
             storekit.settle_schema_pool()
 
 
+TIER_ORDER = ("acceptance", "integration", "store", "unit")
+"""After the files that hold slow tests, the rest by folder, the costliest kind first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the files with slow tests first, then end-to-end before small tests, each file's
+    tests together and in their own order.
+
+    Test processes take whole files (``--dist loadfile``), in this order, as they come free:
+    a minute-long file handed out last would leave the other processes idle while it runs,
+    whereas the many small unit files at the end fill the gaps evenly."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        folder = item.path.parent.name
+        tier = TIER_ORDER.index(folder) if folder in TIER_ORDER else len(TIER_ORDER)
+        return (0 if item.path in slow_files else 1, tier)
+
+    items.sort(key=rank)  # stable: within a rank, files and tests keep the collected order
+
+
 def pytest_sessionfinish() -> None:
     """Drop the PostgreSQL schemas this test process kept for reuse (``storekit``'s pool)."""
     storekit = sys.modules.get("storekit")

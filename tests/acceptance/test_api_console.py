@@ -224,6 +224,7 @@ def test_live_stream_says_changed_after_a_write(server: Server) -> None:
         assert client.get("/v1/namespaces/nope/live").status_code == 404
 
 
+@pytest.mark.slow
 def test_an_open_live_stream_does_not_hold_up_shutdown(tmp_path: Path) -> None:
     server = make_server(tmp_path)
     server.start("--no-worker")

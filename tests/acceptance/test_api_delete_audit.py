@@ -17,6 +17,8 @@ from duetime.store import create_store
 
 from .test_api_serve import Server, SharedServers, fresh_namespace
 
+pytestmark = pytest.mark.slow  # a real `duetime serve` and its worker
+
 
 class Shop:
     """A test's tenants on its store's shared server: ``shop`` (seeded) and ``beta`` (empty),

@@ -98,6 +98,7 @@ def test_every_answer_refuses_sniffing_and_framing_and_the_dashboard_has_a_csp(
         assert "'unsafe-inline'" not in csp
 
 
+@pytest.mark.slow
 def test_a_token_created_while_serving_turns_auth_on(tmp_path: Path) -> None:
     server = make_server(tmp_path)
     server.start("--no-worker")
@@ -176,6 +177,7 @@ def test_the_dashboard_and_a_script_without_origin_still_change_things(
         assert client.post(f"{TIMERS}/curl/run-now").status_code == 200
 
 
+@pytest.mark.slow
 def test_revoking_the_last_token_keeps_the_api_protected(tmp_path: Path) -> None:
     """Once protected, a database's API stays protected: only --no-auth opens it again."""
     server = make_server(tmp_path)
@@ -209,6 +211,7 @@ def test_revoking_the_last_token_keeps_the_api_protected(tmp_path: Path) -> None
         assert server.stop() == 0, server.log()
 
 
+@pytest.mark.slow
 def test_tokens_revoke_says_how_many_are_left(tmp_path: Path) -> None:
     server = make_server(tmp_path)
     one, two = (server.issue_token("default").info.id for _ in range(2))

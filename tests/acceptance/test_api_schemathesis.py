@@ -52,6 +52,8 @@ from duetime.config import Settings
 
 from .test_api_serve import Server, make_server
 
+pytestmark = pytest.mark.slow  # a thousand generated requests and linked sequences
+
 MAX_EXAMPLES = 30
 STATEFUL_EXAMPLES = 15
 STATEFUL_STEPS = 6

@@ -35,6 +35,8 @@ from storekit import PG_URL, drop_schema, require_pg, with_params
 
 from .conftest import Cli
 
+pytestmark = pytest.mark.slow  # real `duetime serve` processes: start, flags, signals
+
 R = TypeVar("R")
 
 HANDLERS = """

@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import PG_URL, pooled_schema, with_params
 
+pytestmark = pytest.mark.slow  # waits out statement timeouts and a shutdown grace
+
 LIMITS = "/v1/namespaces/default/limits"
 STATEMENT_TIMEOUT = 4.0
 CONNECTION_WAIT = 0.3

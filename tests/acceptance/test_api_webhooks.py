@@ -16,6 +16,8 @@ from duetime.destinations.webhook import verify_signature
 
 from .test_api_serve import make_server, wait_for
 
+pytestmark = pytest.mark.slow  # a real `duetime serve` delivering to a receiver
+
 SECRET = "s3cret-s3cret-s3cret"  # WebhookDestination wants 16+ characters
 
 HANDLERS = """

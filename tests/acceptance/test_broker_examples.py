@@ -61,6 +61,8 @@ from examples.service_call_timer.app import ServiceCallTimer, schedule_timer  # 
 from examples.service_call_timer.app import Topology as NatsTopology  # noqa: E402
 from kafka_broker import committed, consume_all, group_config, kafka_servers  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the examples through real brokers, end to end
+
 __all__ = ["kafka_servers"]  # the session fixture, imported for pytest
 
 SEED003_ENVELOPE_FIELDS = ("id", "type", "tenantId", "correlationId", "timestampMs", "payload")

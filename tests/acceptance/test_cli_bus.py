@@ -170,6 +170,7 @@ def test_a_worker_needs_an_app_or_routes(cli: Cli) -> None:
     assert "--routes" in result.stderr
 
 
+@pytest.mark.slow
 def test_serve_with_routes_and_an_app_runs_both_and_shows_them(tmp_path: Path, hook: Hook) -> None:
     """``serve --app handlers:app --routes FILE``: the app's namespace gets its routes too, and
     a namespace with routes only gets a worker of its own."""

@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from .conftest import Cli
 from .test_api_serve import make_server
 from .test_cli_worker import jsonl, running, wait_for
+
+pytestmark = pytest.mark.slow  # the logs of real `duetime serve` and worker processes
 
 FAILING_APP = """
 from duetime import App

@@ -61,6 +61,7 @@ def dead_letters(stream: str) -> list[dict[str, str]]:
         return [fields for _, fields in client.xrange(f"{stream}:dead")]
 
 
+@pytest.mark.slow
 def test_worker_consumes_a_redis_stream_and_fires_the_handler(
     cli: Cli, app_module: str, stream: str
 ) -> None:
@@ -83,6 +84,7 @@ def test_worker_consumes_a_redis_stream_and_fires_the_handler(
     assert (timer["key"], timer["status"]) == ("from-redis", "done")
 
 
+@pytest.mark.slow
 def test_sources_may_come_inline_from_the_environment(
     cli: Cli, app_module: str, stream: str
 ) -> None:
@@ -129,6 +131,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     server.stop()
 
 
+@pytest.mark.slow
 def test_serve_runs_sources_and_counts_their_messages(server: Server, stream: str) -> None:
     sources = sources_file(server.cwd, stream)
     server.start("--app", "handlers:app", "--sources", str(sources))

@@ -53,6 +53,8 @@ if not CHROMIUM.exists():
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a real Chromium against a real server
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:

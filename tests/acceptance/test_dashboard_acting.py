@@ -9,6 +9,7 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from duetime import Status
@@ -24,6 +25,8 @@ from .test_dashboard import (  # noqa: F401 - fixtures
     servers,
     stored,
 )
+
+pytestmark = pytest.mark.slow  # a real Chromium against a real server
 
 
 def shot(page: Page, name: str) -> None:

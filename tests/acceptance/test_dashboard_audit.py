@@ -21,6 +21,8 @@ from .test_dashboard import (
     stored,
 )
 
+pytestmark = pytest.mark.slow  # a real Chromium against a real server
+
 __all__ = ["any_console", "browser", "page", "servers"]  # the fixtures, used by name
 
 

@@ -9,6 +9,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+import pytest
 from playwright.sync_api import Page, expect
 from tests.waiting import wait_until
 
@@ -17,6 +18,8 @@ from duetime.model import Node, Subscription
 from duetime.store import create_store
 
 from .test_dashboard import Console, any_console, browser, console, page, servers, stored
+
+pytestmark = pytest.mark.slow  # a real Chromium against real servers and workers
 
 __all__ = ["any_console", "browser", "console", "page", "servers"]  # the fixtures, shared
 

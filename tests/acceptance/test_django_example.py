@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT / "tests" / "store"))
 
 from storekit import PG_URL, require_pg  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the Django example's processes end to end
+
 WITHIN = 30.0
 
 

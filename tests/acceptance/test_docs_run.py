@@ -33,6 +33,8 @@ import pytest
 
 from .test_api_serve import duetime_command, free_port
 
+pytestmark = pytest.mark.slow  # runs the documents' commands as a user would
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"^<!--\s*doc-test:\s*(?P<what>run|file|serve)\b(?P<arg>.*?)\s*-->\s*$")

@@ -18,6 +18,8 @@ import httpx
 import pytest
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.slow  # the embedding examples served by uvicorn, end to end
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -56,6 +56,8 @@ from storekit import pooled_pg_url, require_pg  # noqa: E402
 from duetime import AsyncApp, Outcome, Status, Timer  # noqa: E402
 from duetime.history import LoggedEvent  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the example's processes end to end
+
 WITHIN = 45.0
 """Seconds any one wait may take before the test fails (a stalled node, not a slow one)."""
 LONDON = ZoneInfo("Europe/London")

@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import pooled_pg_url
 
+pytestmark = pytest.mark.slow  # real servers and workers
+
 NS = "/v1/namespaces/shop"
 
 

@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import pooled_pg_url
 
+pytestmark = pytest.mark.slow  # worker processes with different handlers
+
 HERE = Path(__file__).resolve().parent
 DUETIME = str(Path(sys.executable).parent / "duetime")
 EVENTS = 300

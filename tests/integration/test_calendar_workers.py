@@ -19,6 +19,8 @@ from tests.waiting import wait_until
 
 from duetime import App
 
+pytestmark = pytest.mark.slow  # worker processes waiting for real occurrences
+
 ZONE = "Europe/Berlin"
 COUNT = 5
 SKIPPED = 2

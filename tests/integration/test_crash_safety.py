@@ -29,6 +29,8 @@ from tests.waiting import wait_until
 
 from duetime import App, Outcome, Status, TimerRequest
 
+pytestmark = pytest.mark.slow  # worker processes killed and stopped mid-run
+
 APP = Path(__file__).with_name("crash_worker_app.py")
 WORK = "work"
 

@@ -32,6 +32,8 @@ from duetime.sources import ScheduleCommand, parse_sources
 from duetime.sources.kafka_source import KafkaSource
 from duetime.testing import make_app
 
+pytestmark = pytest.mark.slow  # consumer-group joins wait out the broker's rebalance timeout
+
 __all__ = ["kafka_servers"]  # the session fixture, imported for pytest
 
 

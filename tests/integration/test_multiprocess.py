@@ -22,6 +22,8 @@ from tests.waiting import wait_until
 
 from duetime import App, Status
 
+pytestmark = pytest.mark.slow  # worker and scheduler processes on one file
+
 APP = Path(__file__).with_name("crash_worker_app.py")
 TIMERS = 3_000
 

@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from outbox_kit import Elsewhere, PgOutbox, WorkerThread, elsewhere, pg_outbox
+
+pytestmark = pytest.mark.slow  # Django's processes and databases
 
 __all__ = ["elsewhere", "pg_outbox"]
 

@@ -23,6 +23,8 @@ from duetime.store.postgres.store import PostgresStore
 from duetime.store.postgres.working import claim_params, fan_out_params
 from duetime.store.queries import load_queries, query_files
 
+pytestmark = pytest.mark.slow  # fills tables large enough for the planner to show its choice
+
 Q = load_queries("duetime.store.postgres", *query_files("duetime.store.postgres"))
 
 PENDING = 100_000
