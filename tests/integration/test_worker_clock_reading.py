@@ -2,7 +2,7 @@
 
 Its "now" is the last reading aged by the most this machine's clock may drift, so an old reading
 makes a held row start late by that ageing; the claim made ahead of an instant renews a reading
-older than :data:`~duetime.worker.producer.CLOCK_FRESH`. Here the "database" answers this
+older than :data:`~duetime.worker.claim_timing.CLOCK_FRESH`. Here the "database" answers this
 machine's wall clock (SQLite stores the rows), and every reading is noted with when it was taken.
 """
 
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from duetime import AsyncApp, Event
 from duetime.clock import DatabaseClock, elapsed_seconds
-from duetime.worker.producer import CLOCK_FRESH, FRESH_SAMPLES, MAX_CLAIM_AHEAD
+from duetime.worker.claim_timing import CLOCK_FRESH, FRESH_SAMPLES, MAX_CLAIM_AHEAD
 
 DELAY = 1.0
 """Seconds from the worker's start to the timer's instant: the start's readings are older than

@@ -1,10 +1,10 @@
 """How far ahead a worker claims follows the slowest claim of the last
-:data:`~duetime.worker.producer.CLAIM_MEMORY` seconds, not of the last few claims: a slow claim
+:data:`~duetime.worker.claim_timing.CLAIM_MEMORY` seconds, not of the last few claims: a slow claim
 seconds ago says the next may be as slow."""
 
 from __future__ import annotations
 
-from duetime.worker.producer import SlowestRecent
+from duetime.worker.claim_timing import SlowestRecent
 
 
 def test_the_slowest_value_of_the_window_is_kept_until_it_leaves_it() -> None:

@@ -4,9 +4,10 @@
 events on to destinations) and a completer (writes outcomes in batches); see each module.
 """
 
+from duetime.worker.claim_timing import CLAIM_AHEAD
 from duetime.worker.completer import WRITES_IN_FLIGHT
 from duetime.worker.observing import WorkerObserver, WorkerStats
-from duetime.worker.producer import CLAIM_AHEAD, CLAIMS_IN_FLIGHT, PREFETCH_HORIZON
+from duetime.worker.producer import CLAIMS_IN_FLIGHT, PREFETCH_HORIZON
 from duetime.worker.worker import Worker, new_node_id
 
 __all__ = [

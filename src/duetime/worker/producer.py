@@ -4,24 +4,23 @@ It never polls on a fixed interval: it sleeps until the next due instant and is 
 when a timer due sooner is stored (by this process or another). A bounded safety re-check runs
 anyway, so a lost wake-up costs latency, never a timer. With a backlog it keeps
 :data:`CLAIMS_IN_FLIGHT` claims under way and a little more work in hand than its free slots
-(:data:`PREFETCH_HORIZON`); before a planned instant it claims ahead (:data:`CLAIM_AHEAD`) and
-holds the rows until then.
+(:data:`PREFETCH_HORIZON`); before a planned instant it claims ahead
+(:mod:`~duetime.worker.claim_timing`) and holds the rows until then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import cast
 
-from duetime.clock import DatabaseClock
 from duetime.config import Settings
 from duetime.dispatch import Dispatch
 from duetime.model import Claimed
 from duetime.worker import flow
+from duetime.worker.claim_timing import ClaimTiming
 from duetime.worker.flow import FlowGate
 from duetime.worker.shared import Shared
 from duetime.worker.slots import Slots
@@ -29,27 +28,6 @@ from duetime.worker.starter import Starter
 
 log = logging.getLogger("duetime.worker")
 
-CLAIM_AHEAD = timedelta(milliseconds=25)
-"""How long before a planned due instant the worker claims it, at least (real clocks only).
-
-The claim is a durable (fsynced) write; made ahead, its latency — a fraction of a millisecond
-on an idle SSD, tens on a busy disk — is not added to the timer's lateness: the claimed timers
-are held in memory and their handlers start at the due instant, never before it. When recent
-claims (those of the last :data:`CLAIM_MEMORY`) took longer, the worker claims twice their
-worst time ahead, up to :data:`MAX_CLAIM_AHEAD`. (Meanwhile the timer shows as ``running``:
-cancelling it that close to its due instant is a conflict, as it would be a moment later.) The
-claim made ahead of an instant also takes the rows due within this long after it, each held
-until its own instant: timers due a millisecond apart cost a claim a window, not a claim each."""
-MAX_CLAIM_AHEAD = timedelta(milliseconds=250)
-CLAIM_MEMORY = 30.0
-"""Seconds over which the slowest claim sets how far ahead the worker claims (see
-:data:`CLAIM_AHEAD`).
-
-A busy machine makes a claim slow now and then (the server's process waits for a core, a
-commit for the disk), seconds apart. Remembered by count, the last 32 claims, a slow one was
-forgotten within two seconds at 15 claims a second, and the next one as slow came back after
-its rows' instants: on a loaded 2-core machine 8 claims in 290 did, and their 191 rows (4 % of
-the timers) started 30 to 80 ms late, which made the p99. Remembered for this long, none did."""
 PREFETCH_HORIZON = 0.05
 """Seconds of work, at the worker's recent pace, it may claim beyond its free slots.
 
@@ -68,20 +46,6 @@ claims were sent, whichever answer comes back first, so handlers start oldest fi
 the server runs the claims in that order (it may not when one connection lags: then two
 batches of overdue rows start out of order). Only a worker whose last claim came back full
 pipelines: the first claim after a sleep, or one held for a planned instant, is made alone."""
-CLOCK_FRESH = 0.25
-"""Seconds a reading of the database's clock may be old when the worker claims ahead of an
-instant; an older one is renewed meanwhile (:data:`FRESH_SAMPLES` reads of
-``clock_timestamp()``, beside the claim).
-
-The worker's "now" is a lower bound of the database's clock: the last reading, aged by the most
-this machine's clock may run fast (:data:`~duetime.clock.MAX_DRIFT`, 50 µs a second). Read
-only at heartbeats (10 s apart) it lags 0.25 ms on average and 0.5 ms before the next one, and
-a held row starts that much after its instant. Read within this long before the instant, the
-ageing is under 13 µs; a reading that came back slowly is not used (the tighter one stays)."""
-FRESH_SAMPLES = 3
-"""Readings of the database's clock a renewal takes, the tightest kept (see :data:`CLOCK_FRESH`):
-one came back 0.2 ms after the server read its clock at the median on a loaded machine, the
-best of three closer to 0.15."""
 FAILURE_PAUSE = 1.0
 """Seconds before claiming again after a claim or a next-due read failed."""
 
@@ -110,7 +74,8 @@ class Producer:
         self.settings = settings
         self.namespace = namespace
         self.dispatch = dispatch
-        self.claim_ahead = claim_ahead
+        self.timing = ClaimTiming(claim_ahead, shared.clock)
+        """How far ahead of an instant to claim, and the clock reading for it."""
         self._capacity = shared.capacity
         self._wake = wake
         self._stopping = stopping
@@ -126,10 +91,8 @@ class Producer:
         # Pipelined claims under way, oldest first, each with the rows it may bring (counted
         # against the room for more).
         self._claims: dict[asyncio.Task[None], int] = {}
-        self._slowest = SlowestRecent(CLAIM_MEMORY)  # how long recent claims took, at most
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rechecking = False  # woken by the safety re-check alone: read before claiming
-        self._clock_read: asyncio.Task[None] | None = None  # see CLOCK_FRESH
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -145,8 +108,7 @@ class Producer:
         """Wait for the claims under way (their rows are started or given back like others)."""
         if self._claims:
             await asyncio.wait(list(self._claims))
-        if self._clock_read is not None:
-            await self._clock_read
+        await self.timing.settle()
 
     # -- the main cycle ---------------------------------------------------------------------
     async def cycle(self) -> None:
@@ -212,7 +174,7 @@ class Producer:
         wake_at = deadline
         if next_run is not None and next_run < deadline:
             deadline = next_run
-            wake_at = next_run - self._ahead()
+            wake_at = next_run - self.timing.ahead(plan.rated)
         retry_at = self._gate.retry_at
         if retry_at is not None and retry_at < wake_at:
             deadline = wake_at = retry_at  # a limit allows more then: claim then, not ahead
@@ -221,7 +183,7 @@ class Producer:
             self._report_idle(next_run)
         woken = await self._sleep((wake_at - now).total_seconds())
         self._planned_wake = None
-        if not woken and deadline == next_run and self.claim_ahead:
+        if not woken and deadline == next_run and self.timing.claim_ahead:
             self._target = deadline  # claim what is due then, now, and hold it until then
         elif not woken and deadline != next_run and plan.empty and retry_at is None:
             self._rechecking = True  # nothing was due by the deadline: see cycle
@@ -232,18 +194,6 @@ class Producer:
                 observer.idle(self.namespace, next_due)
             except Exception:  # a metrics hook must not stop the claims
                 log.exception("a worker observer failed on going idle")
-
-    def _ahead(self) -> timedelta:
-        """How long before a due instant to claim it: see :data:`CLAIM_AHEAD` (at most half
-        the pacing while a rate is in force: see :meth:`_fetch_claim`)."""
-        if not self.claim_ahead:
-            return self.claim_ahead
-        recent = self._slowest.at(asyncio.get_running_loop().time())
-        slowest = timedelta(seconds=2 * recent)
-        ahead = min(max(self.claim_ahead, slowest), max(self.claim_ahead, MAX_CLAIM_AHEAD))
-        if self._gate.plan.rated:
-            ahead = min(ahead, flow.RATE_START_DELAY / 2)
-        return ahead
 
     async def _sleep(self, seconds: float) -> bool:
         """Sleep until woken or ``seconds`` have passed; True when woken (by a hint or stop)."""
@@ -335,7 +285,7 @@ class Producer:
         now = self.clock.now()
         hold = target is not None and target > now
         if hold:
-            self._freshen_clock(loop)
+            self.timing.freshen_clock(loop)
         cutoff = target if hold and target is not None else now
         lease_until = now + self.settings.lease
         paced: Mapping[int, datetime] = {}
@@ -344,7 +294,7 @@ class Producer:
         # each due soon) then cost a claim a window, not a claim each. Under rules too: one
         # claim an instant (a limit's transaction, then a read of the next due) falls behind
         # once the two take longer than the gap between instants, and never claims ahead again.
-        reach = cutoff + self._ahead()
+        reach = cutoff + self.timing.ahead(plan.rated)
         if plan.rated:
             # A rate's bound holds for starts no later than the pacing after their grant
             # (flow.RATE_START_DELAY): no row is claimed, nor held, past it. The grant, on the
@@ -364,27 +314,6 @@ class Producer:
             claimed, paced = await self._gate.claim(plan, reach, limit, lease_until)
         return claimed, loop.time() - started, cutoff if hold else None, lease_until, paced
 
-    def _freshen_clock(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Renew an old reading of the database's clock before rows are held until an instant
-        by it (see :data:`CLOCK_FRESH`); the read runs beside the claim, not before it."""
-        clock = self.clock
-        if (
-            not isinstance(clock, DatabaseClock)
-            or clock.last is None  # not on the database's clock (or not synced yet)
-            or clock.read_within(CLOCK_FRESH)
-            or self._clock_read is not None
-        ):
-            return
-        self._clock_read = loop.create_task(self._read_clock(clock))
-
-    async def _read_clock(self, clock: DatabaseClock) -> None:
-        try:
-            await clock.sync(FRESH_SAMPLES)
-        except Exception:  # the heartbeat's readings go on: this one was only to be tighter
-            log.debug("reading the database's clock before an instant failed", exc_info=True)
-        finally:
-            self._clock_read = None
-
     def _take_claimed(
         self,
         claimed: list[Claimed],
@@ -394,35 +323,13 @@ class Producer:
         paced: Mapping[int, datetime],
     ) -> list[Claimed]:
         """Start what a claim brought (see :class:`Starter`), once its timing is noted."""
-        self._slowest.add(asyncio.get_running_loop().time(), elapsed)
+        self.timing.took(asyncio.get_running_loop().time(), elapsed)
         self.shared.stats.claimed += len(claimed)
         if claimed:
             for observer in self.shared.observers:
                 observer.claimed(self.namespace, len(claimed), elapsed)
         self._starter.take(claimed, start_at, lease_until, paced)
         return claimed
-
-
-class SlowestRecent:
-    """The greatest of the values added within the last ``window`` seconds (a sliding maximum:
-    each value is kept only while no later one is as great, so the cost a value is constant)."""
-
-    def __init__(self, window: float) -> None:
-        self.window = window
-        self._kept: deque[tuple[float, float]] = deque()  # (added at, value), values falling
-
-    def add(self, at: float, value: float) -> None:
-        kept = self._kept
-        while kept and kept[-1][1] <= value:
-            kept.pop()
-        kept.append((at, value))
-
-    def at(self, now: float) -> float:
-        """The greatest value added since ``now - window`` (0.0: none)."""
-        kept = self._kept
-        while kept and kept[0][0] < now - self.window:
-            kept.popleft()
-        return kept[0][1] if kept else 0.0
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

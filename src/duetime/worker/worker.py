@@ -31,6 +31,7 @@ from duetime.model import HeldRow
 from duetime.services.base import Service, ServiceGroup
 from duetime.store.protocol import Store
 from duetime.timemath.backoff import Backoff
+from duetime.worker.claim_timing import CLAIM_AHEAD
 from duetime.worker.completer import Completer
 from duetime.worker.destination_limits import keep_destination_limits
 from duetime.worker.executor import Executor
@@ -38,7 +39,7 @@ from duetime.worker.fanout import FanOuter
 from duetime.worker.flow import FlowGate
 from duetime.worker.leases import Leases
 from duetime.worker.observing import WorkerObserver, WorkerStats, with_defaults
-from duetime.worker.producer import CLAIM_AHEAD, Producer
+from duetime.worker.producer import Producer
 from duetime.worker.shared import Shared
 from duetime.worker.slots import Slots
 from duetime.worker.starter import Starter
