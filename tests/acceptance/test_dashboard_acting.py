@@ -208,6 +208,30 @@ def test_dark_mode_follows_the_system_preference(console: Console, browser: Brow
         context.close()
 
 
+def test_a_notice_that_goes_by_itself_moves_nothing_under_the_pointer(
+    console: Console, page: Page
+) -> None:
+    """An "updated" notice goes after a few seconds; the buttons below it stay where they
+    were (a click aimed at "Edit…" as it went landed on whatever had moved up instead)."""
+    page.clock.install()  # the notice's timer runs on this clock, moved on by the test
+    page.goto(console.url("timer/followup-1"))
+    page.click("#act-edit")
+    page.fill("#e-payload", '{"n": 2}')
+    page.click("#e-save")
+    notice = page.locator("#notice")
+    expect(notice).to_contain_text("followup-1 updated")
+    edit = page.locator("#act-edit")
+    expect(edit).to_be_visible()
+    before = edit.bounding_box()
+    page.clock.run_for(7_000)
+    expect(notice).to_be_hidden()
+    assert edit.bounding_box() == before
+    page.click('.tabs a[data-view="timers"]')  # moving on closes the empty place up
+    expect(page.locator("#timers tbody tr[data-key]").first).to_be_visible()
+    box = notice.bounding_box()
+    assert box is None or box["height"] == 0
+
+
 def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
     any_console: Console, page: Page
 ) -> None:

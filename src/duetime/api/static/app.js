@@ -154,8 +154,16 @@ function notice(message, kind = "error") {
   }
   box.className = `notice ${kind}`;
   box.textContent = message;
+  box.style.visibility = "";
   box.hidden = false;
-  if (kind === "ok") setTimeout(() => box.textContent === message && notice(null), 6000);
+  if (kind === "ok") setTimeout(() => box.textContent === message && fadeNotice(), 6000);
+}
+
+function fadeNotice() {
+  // A notice that goes by itself (its time is up, or a refresh in the background answered)
+  // leaves its place empty until the reader moves on: had it closed up, everything below would
+  // jump under the pointer, and a click meant for "Edit…" could land on "Cancel timer".
+  $("#notice").style.visibility = "hidden";
 }
 
 function handleError(error) {
@@ -853,7 +861,7 @@ async function refresh() {
   const hash = state.hash;
   try {
     await VIEWS[state.view]();
-    if ($("#notice").classList.contains("error")) notice(null);
+    if ($("#notice").classList.contains("error")) fadeNotice();
   } catch (error) {
     // A view left meanwhile says nothing of the one in sight (a timer just deleted answers
     // 404 to the read that began before); the next refresh reads the view in sight.
