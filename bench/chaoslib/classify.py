@@ -25,6 +25,9 @@ start records (reference clock), and the store's timers and attempts read with S
   the two starts: a claim commits without waiting for its flush (or a standby), so the server
   that came back never saw the first claim and the timer was claimed under the same number
   again. At-least-once allows it (it is counted in ``duplicated`` too), not a fence broken.
+  A row claimed just before the fault ended may start a little after it (held until its due
+  instant, up to the claim-ahead, or waiting for a slot): its start counts as before the fault
+  within :data:`HELD_AFTER_CLAIM_US` of the fault's end.
 
 Lateness is the first start's reference instant minus ``due_at``. The delivery pause is the
 longest time between two consecutive handler starts (the producer keeps work due all along, so
@@ -349,30 +352,42 @@ def _overwritten(
         if _claim_lost(started, crashes):
             report.reclaimed += 1
             report.example("reclaimed", f"{key}: attempt started again after a database fault")
-            started = _latest_of_each_attempt(started)
+            started = _latest_of_each_attempt(started, rows.get(key, []))
         reason = _fence_broken(timer, rows.get(key, []), started)
         if reason:
             report.overwritten += 1
             report.example("overwritten", f"{key}: {reason}")
 
 
+HELD_AFTER_CLAIM_US = 1_000_000
+"""How long after its claim a claimed row may start: held until its due instant (claimed up to
+250 ms ahead) or waiting for a free slot, on a loaded machine. A start this long after a fault
+ended may come from a claim made before it, which the server that came back forgot."""
+
+
 def _claim_lost(started: list[Start], crashes: list[tuple[int, int]]) -> bool:
     """Whether an attempt number was started twice with a database crash between the starts:
-    the first before the crash was over, the second once it had begun."""
+    the first from a claim made before the crash was over (it started by
+    :data:`HELD_AFTER_CLAIM_US` after it), the second once it had begun."""
     by_number: dict[int, list[int]] = defaultdict(list)
     for s in started:
         by_number[s.attempt].append(s.at_us)
     return any(
-        any(first <= end and last >= began for began, end in crashes)
+        any(first <= end + HELD_AFTER_CLAIM_US and last >= began for began, end in crashes)
         for first, last in ((min(v), max(v)) for v in by_number.values() if len(v) > 1)
     )
 
 
-def _latest_of_each_attempt(started: list[Start]) -> list[Start]:
-    """The latest start of each attempt number: the one the store's rows describe."""
+def _latest_of_each_attempt(started: list[Start], rows: list[AttemptRow]) -> list[Start]:
+    """The start of each attempt number that the store's rows describe: the latest by the node
+    the row names (a forgotten claim's held row may start after the claim that replaced it),
+    else the latest."""
+    node_of = {r.number: r.node for r in rows}
     latest: dict[int, Start] = {}
     for s in sorted(started, key=lambda s: s.at_us):
-        latest[s.attempt] = s
+        kept = latest.get(s.attempt)
+        if kept is None or s.node == node_of.get(s.attempt) or kept.node != node_of.get(s.attempt):
+            latest[s.attempt] = s
     return list(latest.values())
 
 

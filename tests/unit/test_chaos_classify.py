@@ -170,6 +170,31 @@ def test_a_claim_retaken_while_the_failover_was_still_under_way_is_reclaimed() -
     assert (report.reclaimed, report.overwritten) == (0, 1)
 
 
+def test_a_row_claimed_before_the_failover_may_start_just_after_it() -> None:
+    """A row claimed ahead of its due instant (or waiting for a slot) starts a moment after its
+    claim: a claim made just before the fault, which the promoted standby never saw, may start
+    after the promotion, as may its reclaim (on another node, here first). Both starts follow
+    the fault, within a second of its end: a reclaim, and the start the store's row describes
+    is the one on the row's node. Two starts of one number long after the fault still break a
+    fence."""
+    failover = FaultEvent("failover", DUE + 3 * S, "primary killed, standby promoted", DUE + 2 * S)
+    held = [start(1, DUE + 3 * S + S // 10, node="w1-1"), start(1, DUE + 3 * S + S // 5)]
+    report = check(
+        [ack(1)],
+        held,
+        [done(1)],
+        [row(1, 1, "done", node="w1-1")],
+        nodes=[NodeFate("w0-1", 0.0, 0), NodeFate("w1-1", 0.0, 0)],
+        faults=[failover],
+    )
+    assert report.ok, report.problems()
+    assert (report.reclaimed, report.overwritten) == (1, 0)
+
+    later = [start(1, DUE + 5 * S), start(1, DUE + 5 * S + S // 2)]
+    report = check([ack(1)], later, [done(1)], [row(1, 1, "done")], faults=[failover])
+    assert (report.reclaimed, report.overwritten) == (0, 1)
+
+
 def test_a_start_after_its_attempt_was_recorded_lost_is_a_stale_start() -> None:
     lost_at = DUE + 5 * S
     report = check(
