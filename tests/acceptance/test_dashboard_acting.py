@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from duetime import Status
 
@@ -220,6 +220,7 @@ def test_a_notice_that_goes_by_itself_moves_nothing_under_the_pointer(
     page.click("#e-save")
     notice = page.locator("#notice")
     expect(notice).to_contain_text("followup-1 updated")
+    expect(page.locator("#timer-payload")).to_contain_text('"n": 2')  # the view read again
     edit = page.locator("#act-edit")
     expect(edit).to_be_visible()
     before = edit.bounding_box()
@@ -230,6 +231,34 @@ def test_a_notice_that_goes_by_itself_moves_nothing_under_the_pointer(
     expect(page.locator("#timers tbody tr[data-key]").first).to_be_visible()
     box = notice.bounding_box()
     assert box is None or box["height"] == 0
+
+
+def test_the_list_arriving_late_moves_no_form_under_the_pointer(
+    console: Console, page: Page
+) -> None:
+    """The timers view's rows arrive after the view is shown; the new-timer form sits above
+    them, so its "Schedule" button is where it was when the reader aimed at it."""
+    held: list[Route] = []
+    holding = True
+
+    def hold(route: Route) -> None:
+        if holding:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(f"**{console.api}/timers?*", hold)
+    page.goto(console.url("timers"))
+    create = page.locator("#n-create")
+    expect(create).to_be_visible()
+    page.wait_for_function("() => document.readyState === 'complete'")
+    before = create.bounding_box()
+    assert held, "the list was not asked for"
+    holding = False
+    for route in held:
+        route.continue_()
+    expect(page.locator("#timers tbody tr[data-key]").first).to_be_visible()
+    assert create.bounding_box() == before
 
 
 def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
