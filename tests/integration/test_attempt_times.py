@@ -14,6 +14,7 @@ import pytest
 from tests.waiting import run
 
 from duetime import AsyncApp, Event, FrozenClock, Outcome, Status, Timer
+from duetime.worker.observing import WorkerObserver
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
@@ -148,5 +149,67 @@ def test_the_handler_sees_its_true_start_as_fired_at(url: str) -> None:
             await app.tick()
             assert fired == [START + WAIT, START + WAIT]
             assert (await app.get("k")).status is Status.DONE
+
+    run(main)
+
+
+class TickingClock(FrozenClock):
+    """A clock a millisecond later at every reading: any two readings differ."""
+
+    def now(self) -> datetime:
+        instant = super().now()
+        self.advance(timedelta(milliseconds=1))
+        return instant
+
+
+class HeardLateness(WorkerObserver):
+    def __init__(self) -> None:
+        self.lateness: dict[str, timedelta] = {}
+
+    def started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
+        self.lateness[timer.key] = lateness
+
+
+def test_the_lateness_observers_hear_is_the_recorded_starts(url: str) -> None:
+    """The lateness metrics are told is measured from the attempt's recorded start, for each
+    kind of handler: a plain one begins in its thread after it was handed there, a
+    transactional one in its own task; the clock here moves at every reading, so an instant
+    read anywhere else would differ."""
+
+    async def main() -> None:
+        app = AsyncApp(url, clock=TickingClock(START))
+        heard = HeardLateness()
+        app.observers.append(heard)
+
+        @app.handler("plain")
+        def plain(event: Event) -> None:
+            return None
+
+        @app.handler("eager")
+        async def eager(event: Event) -> None:
+            return None
+
+        if url.startswith("sqlite:"):  # SQLite's connection is a plain one: so is its handler
+
+            @app.handler("in.transaction", transactional=True)
+            def in_sqlite_transaction(event: Event, connection: object) -> None:
+                return None
+
+        else:
+
+            @app.handler("in.transaction", transactional=True)
+            async def in_transaction(event: Event, connection: object) -> None:
+                return None
+
+        async with app:
+            for type in ("plain", "eager", "in.transaction"):
+                await app.schedule(type, {}, at=START, key=type)
+            await app.tick()
+            for key in ("plain", "eager", "in.transaction"):
+                timer = await app.get(key)
+                assert timer.status is Status.DONE, key
+                (attempt,) = await app.attempts(key)
+                assert attempt.started_at is not None
+                assert heard.lateness[key] == attempt.started_at - timer.due_at, key
 
     run(main)

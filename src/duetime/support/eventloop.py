@@ -82,3 +82,11 @@ def start_task(
     if sys.version_info >= (3, 12) and loop.get_task_factory() is None:
         return asyncio.Task(coro, loop=loop, eager_start=True, context=context)
     return loop.create_task(coro, context=context)
+
+
+def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this code runs on ``loop`` (not on another thread, e.g. a handler's)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

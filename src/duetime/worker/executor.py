@@ -28,7 +28,7 @@ from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
-from duetime.support.eventloop import start_task
+from duetime.support.eventloop import on_loop, start_task
 from duetime.support.threads import Escaped, NotStarted
 from duetime.timemath.backoff import Backoff
 from duetime.worker import attempts
@@ -109,7 +109,7 @@ class Executor:
         coroutine runs as the task with one thin wrapper (:func:`_contained`) around it."""
         timer, attempt = claimed.timer, claimed.attempt
         try:
-            before = self._before(timer, attempt, target, held)
+            before = self._before(timer, attempt, target, held, launching=True)
         except Exception as exc:
             before = self._unstartable(timer, attempt, exc)
         if isinstance(before, Finish):
@@ -170,10 +170,17 @@ class Executor:
         return finish
 
     def _before(
-        self, timer: Timer, attempt: int, target: Target, held: Held | None = None
+        self,
+        timer: Timer,
+        attempt: int,
+        target: Target,
+        held: Held | None = None,
+        launching: bool = False,
     ) -> Finish | Handler:
         """The handler to run now, or the outcome when there is none to run (its lease ran
-        out: given back unstarted)."""
+        out: given back unstarted). ``launching``: an async handler found here begins at once
+        (:meth:`_launch`); any other begins later, in :meth:`_begins`, which tells the
+        observers then."""
         now = self.clock.now()
         if held is not None and not self.shared.leases.usable(held, now):
             return self._released(timer, attempt)
@@ -182,9 +189,13 @@ class Executor:
         if not isinstance(target, Handler):  # None; a fan-out never comes this way
             return Finish(timer.id, attempt, Outcome.DEAD, error=self.dispatch.missing(timer))
         self.completer.started(timer, now)  # the attempt's start, as its outcome records it
-        for observer in self.observers:
-            observer.started(timer, attempt, now - timer.due_at)
+        if launching and target.is_async and not target.transactional:
+            self._observe_start(timer, attempt, now - timer.due_at)
         return target
+
+    def _observe_start(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
+        for observer in self.observers:
+            observer.started(timer, attempt, lateness)
 
     # -- one attempt ------------------------------------------------------------------------
     async def _run_one(
@@ -208,7 +219,9 @@ class Executor:
                 await self._hold(start_at)
             started = True
             before = handler or self._before(timer, attempt, target, held)
-            may_start = functools.partial(self._begins, timer, held)
+            may_start = functools.partial(
+                self._begins, timer, attempt, held, asyncio.get_running_loop()
+            )
             if isinstance(before, Finish):
                 result: Result = before
             elif self._tracing is None or span is not None:
@@ -268,13 +281,21 @@ class Executor:
                 return
             await asyncio.sleep(max(remaining, MIN_HOLD))
 
-    def _begins(self, timer: Timer, held: Held | None) -> bool:
+    def _begins(
+        self, timer: Timer, attempt: int, held: Held | None, loop: asyncio.AbstractEventLoop
+    ) -> bool:
         """Called as the handler begins (in its thread, for a plain one): whether its lease
-        still allows it, and if so, that instant is the attempt's recorded start."""
+        still allows it, and if so, that instant is the attempt's recorded start, and the
+        lateness the observers are told (on the event loop, where they always run)."""
         now = self.clock.now()
         if held is not None and not self.shared.leases.usable(held, now):
             return False
         self.completer.started(timer, now)
+        lateness = now - timer.due_at
+        if on_loop(loop):
+            self._observe_start(timer, attempt, lateness)
+        else:
+            loop.call_soon_threadsafe(self._observe_start, timer, attempt, lateness)
         return True
 
     async def _invoke(
@@ -288,8 +309,8 @@ class Executor:
         """Run the handler, if ``may_start`` (the lease check) still says yes as it begins
         (else :class:`_LeaseLost`)."""
         event = Event.from_timer(timer, attempt, handler.destination)
-        on_loop = handler.is_async or handler.transactional  # else it begins in its thread
-        if on_loop and may_start is not None and not may_start():
+        begins_on_loop = handler.is_async or handler.transactional  # else it begins in its thread
+        if begins_on_loop and may_start is not None and not may_start():
             raise _LeaseLost
         if handler.transactional:
             judge = functools.partial(self._judge, timer, attempt, span=span)

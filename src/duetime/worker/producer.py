@@ -19,6 +19,7 @@ from typing import cast
 from duetime.config import Settings
 from duetime.dispatch import Dispatch
 from duetime.model import Claimed
+from duetime.support.eventloop import on_loop
 from duetime.worker import flow
 from duetime.worker.claim_timing import ClaimTiming
 from duetime.worker.flow import FlowGate
@@ -239,7 +240,7 @@ class Producer:
         planned = self._planned_wake
         if earliest is None or planned is None or earliest < planned:
             loop = self._loop
-            if loop is None or _on_loop(loop):
+            if loop is None or on_loop(loop):
                 self._wake.set()
             elif not loop.is_closed():
                 loop.call_soon_threadsafe(self._wake.set)
@@ -330,10 +331,3 @@ class Producer:
                 observer.claimed(self.namespace, len(claimed), elapsed)
         self._starter.take(claimed, start_at, lease_until, paced)
         return claimed
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
