@@ -67,8 +67,12 @@ __all__ = ["kafka_servers"]  # the session fixture, imported for pytest
 
 SEED003_ENVELOPE_FIELDS = ("id", "type", "tenantId", "correlationId", "timestampMs", "payload")
 
-TOLERANCE = timedelta(seconds=1.5)
-"""How late a firing may be observed: worker wake-up plus broker round trips, on a busy CI box."""
+TOLERANCE = timedelta(seconds=5)
+"""How late a firing may be observed and still be "at its instant": what these tests tell
+apart is a firing at its instant from one sent at once (the lower bound), one that waited for
+the worker's 30-second safety re-check (a lost wake-up), or one at another instant altogether
+(a wrong zone: hours). How late a firing is on this machine is a figure (bench/kafka_bench.py);
+here a busy machine's wake-up and broker round trips, seconds at most, must not fail it."""
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:

@@ -43,6 +43,7 @@ CHROMIUM_ARGS = [
 ]
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
+
 if not CHROMIUM.exists():
     if os.environ.get("CI"):
         raise RuntimeError(f"{CHROMIUM} is missing: apt-get install chromium")
@@ -52,6 +53,12 @@ if not CHROMIUM.exists():
     )
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+# What the page shows "live" comes by design up to three seconds after the database changed
+# (the feed polls every second, the page refreshes at most every two), and its reads take
+# longer beside a busy suite: waiting 15 s instead of Playwright's 5 leaves that room. A wait
+# ends as soon as the page shows what is expected; only a page that never does waits it out.
+expect.set_options(timeout=15_000)
 
 pytestmark = pytest.mark.slow  # a real Chromium against a real server
 
