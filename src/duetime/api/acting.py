@@ -64,7 +64,11 @@ class EditIn(BaseModel):
     date: str | None = Field(None, examples=["2025-03-15"], pattern=DATE_PATTERN)
     timezone: str | None = Field(None, description="The zone of local (or of the timer's own)")
     disambiguation: Disambiguation = "compatible"
-    payload: Any = Field(None, description="Any JSON: replaces the payload")
+    payload: Any = Field(
+        None,
+        description="Any JSON with no NUL character (\\u0000) in its strings or keys: "
+        "replaces the payload",
+    )
 
 
 @router.patch(

@@ -45,6 +45,10 @@ def _or_empty(pattern: str) -> str:
     return f"^(?:{pattern.removeprefix('^').removesuffix('$')})?$"
 
 
+SelectedKey = Annotated[str, Field(max_length=MAX_STORED_KEY_LENGTH, pattern=IDENTIFIER)]
+"""A timer's key in a selection: as stored keys are, never empty."""
+
+
 class FilterIn(BaseModel):
     """Which timers: every field narrows it, as in ``GET …/timers`` (empty or null: not)."""
 
@@ -67,7 +71,7 @@ class FilterIn(BaseModel):
         max_length=MAX_PAYLOAD_QUERY_LENGTH,
         pattern=PAYLOAD_MATCH_PATTERN,
     )
-    keys: list[str] | None = Field(
+    keys: list[SelectedKey] | None = Field(
         None,
         description="Only these timers: a selection made row by row",
         min_length=1,
@@ -89,9 +93,7 @@ class BulkIn(BaseModel):
     filter: FilterIn = Field(
         default_factory=lambda: FilterIn.model_validate({}), description="Absent: every timer"
     )
-    keys: (
-        list[Annotated[str, Field(max_length=MAX_STORED_KEY_LENGTH, pattern=IDENTIFIER)]] | None
-    ) = Field(
+    keys: list[SelectedKey] | None = Field(
         None,
         min_length=1,
         max_length=MAX_BULK_KEYS,

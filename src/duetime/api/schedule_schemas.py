@@ -85,7 +85,11 @@ class _RuleFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_rule_schema)
 
-    payload: Any = Field(None, description="Any JSON, up to the payload size limit")
+    payload: Any = Field(
+        None,
+        description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) "
+        "in its strings or keys",
+    )
     cron: Cron = Field(
         None, examples=["0 9 * * *", "@daily"], description="5-field cron, or an alias"
     )
@@ -184,7 +188,11 @@ class SchedulePatch(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_patch_schema)
 
     type: str | None = Field(None, pattern=TYPE_PATTERN, max_length=200)
-    payload: Any = Field(None, description="Any JSON, up to the payload size limit")
+    payload: Any = Field(
+        None,
+        description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) "
+        "in its strings or keys",
+    )
     cron: Cron = Field(None, examples=["0 9 * * *"])
     every: Every | None = Field(None, examples=["PT5M", 300])
     timezone: str | None = Field(None, examples=["Europe/Berlin"])

@@ -109,7 +109,11 @@ class TimerBody(BaseModel):
         pattern=TYPE_PATTERN,
         max_length=200,
     )
-    payload: Any = Field(None, description="Any JSON, up to the payload size limit")
+    payload: Any = Field(
+        None,
+        description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) "
+        "in its strings or keys",
+    )
     at: str | None = Field(
         None, examples=["2025-03-15T13:00:00Z"], description="ISO 8601", pattern=INSTANT_PATTERN
     )
@@ -143,7 +147,11 @@ class EventBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: str = Field(examples=["order.paid"], pattern=TYPE_PATTERN, max_length=200)
-    payload: Any = None
+    payload: Any = Field(
+        None,
+        description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) "
+        "in its strings or keys",
+    )
     key: Key = None
     subject: Subject = None
     correlation_id: Correlation = None
