@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,5 +50,27 @@ def test_handlers_schedule_follow_ups_through_the_app_that_works(pg_url: str) ->
         assert seen == ["o7", "o7-follow-up"]
         assert stats.outcomes["done"] == 2
         assert app.get("o7-follow-up").status is Status.DONE  # the app still works after
+    finally:
+        app.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_sigterm_another_thread_receives_stops_the_worker(pg_url: str) -> None:
+    """The kernel may give a process's SIGTERM to any of its threads; Python runs the handler
+    in the main thread, which waits for the worker meanwhile. Here the signal goes to the
+    handler's own thread: the worker must stop all the same (it once waited forever)."""
+    app = App(pg_url, "shop")
+    seen: list[str] = []
+
+    @app.handler("order.placed")
+    def placed(event: Event) -> None:
+        seen.append(event.key)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+    app.schedule("order.placed", {"order": 8}, key="o8", delay=0)
+    try:
+        stats = app.run_worker()
+        assert seen == ["o8"]
+        assert stats.outcomes["done"] == 1
     finally:
         app.close()

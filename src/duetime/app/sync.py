@@ -30,6 +30,11 @@ R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+SIGNAL_CHECK = 0.25
+"""Seconds :meth:`App.run_worker` waits at most at a time, so that the main thread runs the
+handler of a SIGINT or SIGTERM delivered to another thread within this long."""
+
+
 class _LoopThread:
     """An event loop on a daemon thread, started on first use."""
 
@@ -215,4 +220,12 @@ class App:
         stop = asyncio.Event()
         loop = self._portal.loop()
         with stopping_on_signals(lambda: loop.call_soon_threadsafe(stop.set)):
-            return asyncio.run_coroutine_threadsafe(work(self.core, stop), loop).result()
+            working = asyncio.run_coroutine_threadsafe(work(self.core, stop), loop)
+            while True:
+                # Python runs a signal's handler in the main thread, between two bytecodes:
+                # a SIGTERM the kernel gave to another thread (a handler's, say) does not
+                # interrupt an endless wait here, and the worker would never hear it.
+                try:
+                    return working.result(timeout=SIGNAL_CHECK)
+                except TimeoutError:
+                    continue
