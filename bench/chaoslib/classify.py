@@ -383,12 +383,13 @@ def _latest_of_each_attempt(started: list[Start], rows: list[AttemptRow]) -> lis
     the row names (a forgotten claim's held row may start after the claim that replaced it),
     else the latest."""
     node_of = {r.number: r.node for r in rows}
-    latest: dict[int, Start] = {}
-    for s in sorted(started, key=lambda s: s.at_us):
-        kept = latest.get(s.attempt)
-        if kept is None or s.node == node_of.get(s.attempt) or kept.node != node_of.get(s.attempt):
-            latest[s.attempt] = s
-    return list(latest.values())
+    by_number: dict[int, list[Start]] = defaultdict(list)
+    for s in started:
+        by_number[s.attempt].append(s)
+    return [
+        max(starts, key=lambda s: (s.node == node_of.get(number), s.at_us))
+        for number, starts in by_number.items()
+    ]
 
 
 def _fence_broken(timer: TimerRow, rows: list[AttemptRow], started: list[Start]) -> str | None:

@@ -294,7 +294,7 @@ class Executor:
         lateness = now - timer.due_at
         if on_loop(loop):
             self._observe_start(timer, attempt, lateness)
-        else:
+        elif not loop.is_closed():  # past the worker's grace its loop may be gone: none to tell
             loop.call_soon_threadsafe(self._observe_start, timer, attempt, lateness)
         return True
 
