@@ -55,6 +55,9 @@ def test_bulk_replay_of_a_selection_of_keys(client: httpx.Client) -> None:
     assert sorted(keys(client, status="dead")) == ["paid-1", "paid-2", "paid-4"]
     bad = client.post(f"{NS}/timers/bulk", json={"action": "replay", "filter": {"keys": []}})
     assert error_field(bad) == "filter.keys"
+    unstorable = {"action": "replay", "filter": {"keys": ["paid-0", "x" * 1_000]}}
+    too_long = client.post(f"{NS}/timers/bulk", json=unstorable)
+    assert (too_long.status_code, error_field(too_long)) == (422, "filter.keys[1]")
 
 
 def test_charts_bucket_the_range_with_lateness_percentiles(client: httpx.Client) -> None:
