@@ -87,15 +87,15 @@ def screenshot(page: Page, name: str) -> None:
         page.screenshot(path=str(DOCS / f"dashboard-{name}.png"), full_page=True)
 
 
+def _refuse(event: Event) -> None:
+    raise RuntimeError(f"the legacy system refused record {event.payload['record']}")
+
+
 def seed(url: str, namespace: str) -> None:
     """60 dead ``legacy.sync`` timers (a handler that raised: each has a traceback), six pending
     ``followup.email`` for user-1234 due in 4, 11, 18… minutes, and a daily schedule."""
     with App(database_url=url, namespace=namespace) as app:
-
-        @app.handler("legacy.sync")
-        def legacy(event: Event) -> None:
-            raise RuntimeError(f"the legacy system refused record {event.payload['record']}")
-
+        app.handler("legacy.sync")(_refuse)
         for n in range(60):
             app.schedule("legacy.sync", {"record": n}, delay=0, key=f"sync-{n}", max_attempts=1)
         app.tick()
@@ -313,6 +313,12 @@ def test_the_page_follows_the_database_live_without_reloading(
     page.goto(console.url("events"))
     expect(page.locator("#events tbody tr")).to_have_count(50)
     page.click("#events-more")
+    expect(page.locator("#events tbody tr")).to_have_count(60)
+    with stored(console) as app:  # one more fires: the live refresh keeps the pages loaded
+        app.handler("legacy.sync")(_refuse)
+        app.schedule("legacy.sync", {"record": 60}, delay=0, key="sync-60", max_attempts=1)
+        app.tick()
+    expect(page.locator("#events tbody tr").first).to_contain_text("sync-60")
     expect(page.locator("#events tbody tr")).to_have_count(60)
     page.goto(console.url("nodes"))
     expect(page.locator("#nodes tbody tr")).to_have_count(1)

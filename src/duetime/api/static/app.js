@@ -26,6 +26,7 @@ const state = {
   eventsFilter: {},
   live: null,
   refreshing: false,
+  reading: Promise.resolve(), // the view's read in flight: reads of a view go one at a time
   again: false,
   liveTimer: null,
   liveAt: 0,
@@ -139,6 +140,12 @@ function pill(status) {
 
 function timerLink(key) {
   return el("a", { href: `#timer/${encodeURIComponent(key)}`, class: "mono", text: key, title: key });
+}
+
+function pageSize(body, rows, more, size = PAGE) {
+  // A refresh re-reads as many rows as are shown (up to the API's 1,000), so the pages an
+  // operator loaded with "Load more" stay in place when the view is read again.
+  return more ? size : Math.max(size, Math.min(body.querySelectorAll(rows).length, 1000));
 }
 
 function emptyRow(body, columns, text) {
@@ -343,8 +350,7 @@ function timerRow(t) {
 
 async function showTimers({ more = false } = {}) {
   const body = $("#timers tbody");
-  // A refresh re-reads as many rows as are shown, so "load more" pages stay in place.
-  const shown = more ? PAGE : Math.max(PAGE, Math.min(body.querySelectorAll("tr[data-key]").length, 1000));
+  const shown = pageSize(body, "tr[data-key]", more);
   const page = await api(ns("/timers"), {
     params: { ...state.filter, limit: shown, cursor: more ? state.cursors.timers : undefined },
   });
@@ -517,7 +523,7 @@ function auditRow(e) {
 
 async function showAudit({ more = false } = {}) {
   const body = $("#audit tbody");
-  const shown = more ? PAGE : Math.max(PAGE, Math.min(body.querySelectorAll("tr[data-id]").length, 1000));
+  const shown = pageSize(body, "tr[data-id]", more);
   const page = await api(ns("/audit"), { params: { limit: shown, cursor: more ? state.cursors.audit : undefined } });
   if (more) body.append(...page.items.map(auditRow));
   else body.replaceChildren(...page.items.map(auditRow));
@@ -552,7 +558,8 @@ function scheduleRow(s) {
 
 async function showSchedules({ more = false } = {}) {
   const body = $("#schedules tbody");
-  const page = await api(ns("/schedules"), { params: { limit: 100, cursor: more ? state.cursors.schedules : undefined } });
+  const limit = pageSize(body, "tr[data-name]", more, 100);
+  const page = await api(ns("/schedules"), { params: { limit, cursor: more ? state.cursors.schedules : undefined } });
   if (more) body.append(...page.items.map(scheduleRow));
   else body.replaceChildren(...page.items.map(scheduleRow));
   if (!body.children.length) emptyRow(body, 8, "No schedules in this namespace.");
@@ -598,7 +605,7 @@ async function pause(name, resume) {
 // -- event log -----------------------------------------------------------------------------
 function eventRow(e) {
   const outcomes = e.deliveries.map((d) => d.outcome ?? "running");
-  return el("tr", {}, [
+  return el("tr", { "data-key": e.key }, [
     el("td", { class: "mono", text: instant(e.fired_at) }),
     el("td", {}, [timerLink(e.key)]),
     el("td", { text: e.type }),
@@ -610,7 +617,7 @@ function eventRow(e) {
 async function showEvents({ more = false } = {}) {
   const body = $("#events tbody");
   const page = await api(ns("/events"), {
-    params: { ...state.eventsFilter, limit: PAGE, cursor: more ? state.cursors.events : undefined },
+    params: { ...state.eventsFilter, limit: pageSize(body, "tr[data-key]", more), cursor: more ? state.cursors.events : undefined },
   });
   if (more) body.append(...page.items.map(eventRow));
   else body.replaceChildren(...page.items.map(eventRow));
@@ -860,7 +867,7 @@ async function refresh() {
   state.refreshing = true;
   const hash = state.hash;
   try {
-    await VIEWS[state.view]();
+    await oneAtATime(() => VIEWS[state.view]());
     if ($("#notice").classList.contains("error")) fadeNotice();
   } catch (error) {
     // A view left meanwhile says nothing of the one in sight (a timer just deleted answers
@@ -873,6 +880,14 @@ async function refresh() {
       setTimeout(refresh, 250);
     }
   }
+}
+
+function oneAtATime(read) {
+  // A "load more" that ran beside a refresh would have its rows replaced by the refresh's
+  // answer (or append after rows read before it): each read waits for the one in flight.
+  const run = state.reading.then(read);
+  state.reading = run.catch(() => {});
+  return run;
 }
 
 function changed() {
@@ -1020,10 +1035,10 @@ function wire() {
   }
   $("#dead-replay-all").addEventListener("click", () => bulk("replay", { status: "dead" }));
   $("#dead-delete-all").addEventListener("click", () => bulk("delete", { status: "dead" }));
-  $("#audit-more").addEventListener("click", () => showAudit({ more: true }).catch(handleError));
-  $("#timers-more").addEventListener("click", () => showTimers({ more: true }).catch(handleError));
-  $("#schedules-more").addEventListener("click", () => showSchedules({ more: true }).catch(handleError));
-  $("#events-more").addEventListener("click", () => showEvents({ more: true }).catch(handleError));
+  $("#audit-more").addEventListener("click", () => oneAtATime(() => showAudit({ more: true })).catch(handleError));
+  $("#timers-more").addEventListener("click", () => oneAtATime(() => showTimers({ more: true })).catch(handleError));
+  $("#schedules-more").addEventListener("click", () => oneAtATime(() => showSchedules({ more: true })).catch(handleError));
+  $("#events-more").addEventListener("click", () => oneAtATime(() => showEvents({ more: true })).catch(handleError));
   $("#limit-form").addEventListener("submit", setLimit);
   $("#pause-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -1033,6 +1048,7 @@ function wire() {
   $("#events-filter").addEventListener("submit", (event) => {
     event.preventDefault();
     state.eventsFilter = { type: $("#e-type").value.trim(), since: $("#e-since").value.trim() };
+    $("#events tbody").replaceChildren(); // another filter: its first page, not as many as shown
     refresh();
   });
 }
