@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from duetime.clock import Clock
 from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
@@ -111,7 +112,7 @@ class Executor:
         try:
             before = self._before(timer, attempt, target, held, launching=True)
         except Exception as exc:
-            before = self._unstartable(timer, attempt, exc)
+            before = _unstartable(self.shared, timer, attempt, exc)
         if isinstance(before, Finish):
             self.completer.record(timer, before)
             return
@@ -183,7 +184,7 @@ class Executor:
         observers then."""
         now = self.clock.now()
         if held is not None and not self.shared.leases.usable(held, now):
-            return self._released(timer, attempt)
+            return _released(self.shared, timer, attempt)
         if attempts.is_stale(timer, now):  # recorded expired: no handler ever started
             return attempts.expired(timer, attempt, now)
         if not isinstance(target, Handler):  # None; a fan-out never comes this way
@@ -216,7 +217,7 @@ class Executor:
         started = False
         try:
             if start_at is not None:
-                await self._hold(start_at)
+                await _hold(self.clock, start_at)
             started = True
             before = handler or self._before(timer, attempt, target, held)
             may_start = functools.partial(
@@ -231,9 +232,9 @@ class Executor:
                 with self._tracing.entered(span):
                     result = await self._invoke(before, timer, attempt, span, may_start)
         except _LeaseLost:
-            result = self._released(timer, attempt)
+            result = _released(self.shared, timer, attempt)
         except Exception as exc:  # not the handler's (its errors are its outcome): ours
-            result = self._unstartable(timer, attempt, exc)
+            result = _unstartable(self.shared, timer, attempt, exc)
         except asyncio.CancelledError:
             if started:
                 result = attempts.interrupted(timer, attempt, self.clock.now())
@@ -252,34 +253,6 @@ class Executor:
             for observer in self.observers:
                 observer.finished(timer, Outcome.DONE)
         self._start_ready()
-
-    def _released(self, timer: Timer, attempt: int) -> Finish:
-        """A row whose lease ran out before its handler could begin: given back unstarted."""
-        log.warning(
-            "timer %s waited past its lease: given back unstarted",
-            timer.key,
-            extra=self.shared.about(timer, attempt),
-        )
-        return Finish(timer.id, attempt, Outcome.RELEASED)
-
-    def _unstartable(self, timer: Timer, attempt: int, exc: Exception) -> Finish:
-        log.error(
-            "could not start %s (key %s)",
-            timer.type,
-            timer.key,
-            exc_info=exc,
-            extra=self.shared.about(timer, attempt),
-        )
-        return attempts.unstartable(timer, attempt, exc)
-
-    async def _hold(self, until: datetime) -> None:
-        """Sleep until ``until`` by the worker's clock, read again after every sleep: asyncio
-        timers may fire a hair early, and the clock may have been set back meanwhile."""
-        while True:
-            remaining = (until - self.clock.now()).total_seconds()
-            if remaining <= 0:
-                return
-            await asyncio.sleep(max(remaining, MIN_HOLD))
 
     def _begins(
         self, timer: Timer, attempt: int, held: Held | None, loop: asyncio.AbstractEventLoop
@@ -356,6 +329,38 @@ class Executor:
         return attempts.finish_for(
             timer, attempt, result, error, self.clock.now(), self.retry_delay
         )
+
+
+def _released(shared: Shared, timer: Timer, attempt: int) -> Finish:
+    """A row whose lease ran out before its handler could begin: given back unstarted."""
+    log.warning(
+        "timer %s waited past its lease: given back unstarted",
+        timer.key,
+        extra=shared.about(timer, attempt),
+    )
+    return Finish(timer.id, attempt, Outcome.RELEASED)
+
+
+def _unstartable(shared: Shared, timer: Timer, attempt: int, exc: Exception) -> Finish:
+    """A row the worker could not start (its own error, not the handler's): said in the log."""
+    log.error(
+        "could not start %s (key %s)",
+        timer.type,
+        timer.key,
+        exc_info=exc,
+        extra=shared.about(timer, attempt),
+    )
+    return attempts.unstartable(timer, attempt, exc)
+
+
+async def _hold(clock: Clock, until: datetime) -> None:
+    """Sleep until ``until`` by ``clock``, read again after every sleep: asyncio timers may
+    fire a hair early, and the clock may have been set back meanwhile."""
+    while True:
+        remaining = (until - clock.now()).total_seconds()
+        if remaining <= 0:
+            return
+        await asyncio.sleep(max(remaining, MIN_HOLD))
 
 
 def _as_traced(result: Result, timer: Timer, attempt: int) -> Finish | None:
