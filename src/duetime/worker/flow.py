@@ -142,8 +142,11 @@ class FlowGate:
             later = await limits.next_run_at(self.namespace, types, plan, every)
             if hints == self._hints:  # no hint meanwhile: what it says still holds
                 self.clear_until = NEVER if later is None else later
-        delay = RATE_START_DELAY
-        return ruled.claimed, {key: at + delay for key, at in ruled.granted_at.items()}
+        # A row whose paced instant has passed already (its rate far from the bound: the slack
+        # covers the whole pacing) starts as any other, without going through the pacing.
+        delay, passed = RATE_START_DELAY, self.clock.now() - RATE_START_DELAY
+        granted = ruled.granted_at.items()
+        return ruled.claimed, {key: at + delay for key, at in granted if at > passed}
 
     # -- pacing -----------------------------------------------------------------------------
     def pace(self, readies: list[Ready], at: datetime, loop: asyncio.AbstractEventLoop) -> None:
