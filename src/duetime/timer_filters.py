@@ -17,7 +17,7 @@ from duetime.errors import InvalidInput
 from duetime.history import instant_or_ago
 from duetime.model import BULK_ACTIONS, BulkAction, Status, TimerFilter
 from duetime.model.finding import MAX_SELECTED_KEYS, TIMER_SORTS, PayloadMatch, TimerSort
-from duetime.validation import check_lookup_key, check_subject
+from duetime.validation import check_keys, check_subject
 
 Instant = str | datetime | timedelta | None
 
@@ -92,16 +92,9 @@ def _no_constant(name: str) -> object:
 
 
 def selected_keys(keys: Sequence[str], field: str = "keys") -> tuple[str, ...]:
-    """A selection of timer keys; InvalidInput naming ``field`` when empty or too long, or
-    ``field[3]`` when that item is not a key a timer could have been stored under."""
-    if isinstance(keys, str) or not isinstance(keys, Sequence):
-        raise InvalidInput(field, "must be a list of timer keys")
-    if not keys:
-        raise InvalidInput(field, "must name at least one timer key")
-    if len(keys) > MAX_SELECTED_KEYS:
-        raise InvalidInput(field, f"names more than {MAX_SELECTED_KEYS} keys")
-    checked = [check_lookup_key(key, f"{field}[{index}]") for index, key in enumerate(keys)]
-    return tuple(dict.fromkeys(checked))
+    """A selection of timer keys: :func:`~duetime.validation.check_keys`, at most
+    :data:`MAX_SELECTED_KEYS` of them."""
+    return tuple(check_keys(keys, field, MAX_SELECTED_KEYS))
 
 
 def check_sort(value: object, field: str = "sort") -> TimerSort:

@@ -72,13 +72,13 @@ def check_lookup_key(value: object, field: str = "key") -> str:
     )
 
 
-def check_keys(value: object, field: str = "keys") -> list[str]:
-    """A selection of keys for a bulk action: 1 to MAX_BULK_KEYS of them, each a key to look
-    up (``keys[3]`` named when bad); repeats are read once."""
+def check_keys(value: object, field: str = "keys", most: int = MAX_BULK_KEYS) -> list[str]:
+    """A selection of keys (a bulk action's, a filter's): 1 to ``most`` of them, each a key to
+    look up (``keys[3]`` named when bad); repeats are read once."""
     if isinstance(value, str) or not isinstance(value, list | tuple):
         raise InvalidInput(field, "must be a list of keys")
-    if not 1 <= len(value) <= MAX_BULK_KEYS:
-        raise InvalidInput(field, f"must hold 1 to {MAX_BULK_KEYS} keys, not {len(value)}")
+    if not 1 <= len(value) <= most:
+        raise InvalidInput(field, f"must hold 1 to {most} keys, not {len(value)}")
     keys = [check_lookup_key(key, f"{field}[{index}]") for index, key in enumerate(value)]
     return list(dict.fromkeys(keys))
 

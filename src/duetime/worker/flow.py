@@ -144,9 +144,9 @@ class FlowGate:
                 self.clear_until = NEVER if later is None else later
         # A row whose paced instant has passed already (its rate far from the bound: the slack
         # covers the whole pacing) starts as any other, without going through the pacing.
-        delay, passed = RATE_START_DELAY, self.clock.now() - RATE_START_DELAY
+        passed = self.clock.now() - RATE_START_DELAY
         granted = ruled.granted_at.items()
-        return ruled.claimed, {key: at + delay for key, at in granted if at > passed}
+        return ruled.claimed, {key: at + RATE_START_DELAY for key, at in granted if at > passed}
 
     # -- pacing -----------------------------------------------------------------------------
     def pace(self, readies: list[Ready], at: datetime, loop: asyncio.AbstractEventLoop) -> None:
