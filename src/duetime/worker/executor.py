@@ -30,6 +30,7 @@ from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
 from duetime.support.eventloop import on_loop, start_task
+from duetime.support.precise_sleep import sleep_precisely
 from duetime.support.threads import Escaped, NotStarted
 from duetime.timemath.backoff import Backoff
 from duetime.worker import attempts
@@ -47,9 +48,6 @@ if TYPE_CHECKING:
     from duetime.observability.otel import Tracing
 
 log = logging.getLogger("duetime.worker")
-
-MIN_HOLD = 0.0005
-"""Seconds: the shortest sleep while holding a row for its instant (no busy loop)."""
 
 
 class Executor:
@@ -354,13 +352,15 @@ def _unstartable(shared: Shared, timer: Timer, attempt: int, exc: Exception) -> 
 
 
 async def _hold(clock: Clock, until: datetime) -> None:
-    """Sleep until ``until`` by ``clock``, read again after every sleep: asyncio timers may
-    fire a hair early, and the clock may have been set back meanwhile."""
+    """Sleep until ``until`` by ``clock``, read again after every sleep: the sleep counts the
+    monotonic clock, which the database's clock (a bound advancing a little slower) may not
+    have caught up with, and the clock may have been set back meanwhile. The sleep ends on the
+    system's timer, not at one of the loop's millisecond ticks (``sleep_precisely``)."""
     while True:
         remaining = (until - clock.now()).total_seconds()
         if remaining <= 0:
             return
-        await asyncio.sleep(max(remaining, MIN_HOLD))
+        await sleep_precisely(remaining)
 
 
 def _as_traced(result: Result, timer: Timer, attempt: int) -> Finish | None:
