@@ -38,12 +38,12 @@ def admin(base: str, sql: str) -> None:
         conn.execute(sql)
 
 
-def backend_cpu(base: str) -> float:
-    """CPU seconds of every server process of the probe's database (its pooled backends)."""
+def backend_cpu(base: str, db: str = DB) -> float:
+    """CPU seconds of every server process of database ``db`` (its pooled backends)."""
     with psycopg.connect(base + "/postgres", autocommit=True) as conn:
         pids = [
             row[0]
-            for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (DB,))
+            for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (db,))
         ]
     total = 0.0
     for pid in pids:
