@@ -162,3 +162,32 @@ def test_both_ways_to_a_timerfd_make_one_that_fires() -> None:
             assert time.monotonic() - started >= 0.002
         finally:
             os.close(fd)
+
+
+@needs_timerfd
+@pytest.mark.parametrize("make", LOOPS, ids=lambda make: make.__module__)
+def test_a_timer_the_kernel_refuses_to_arm_hands_its_sleeps_to_the_loops_timers(
+    make: Callable[[], asyncio.AbstractEventLoop], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert precise_sleep.TIMERFD is not None
+    create, arm = precise_sleep.TIMERFD
+    armed = 0
+
+    def arm_twice(fd: int, ns: int) -> None:
+        nonlocal armed
+        armed += 1
+        if armed > 2:
+            raise OSError(22, "Invalid argument")
+        arm(fd, ns)
+
+    monkeypatch.setattr(precise_sleep, "TIMERFD", (create, arm_twice))
+
+    async def sleeps() -> list[float]:
+        waiting = [asyncio.ensure_future(overshoots([delay])) for delay in (0.003, 0.001, 0.002)]
+        found = [ends[0] for ends in await asyncio.gather(*waiting)]
+        sleeper = precise_sleep._sleepers[asyncio.get_running_loop()]
+        assert sleeper is not None
+        assert sleeper.broken
+        return found + await overshoots([0.0005, 0.001])  # on the loop's timers now
+
+    assert min(run(make, sleeps())) >= 0

@@ -124,6 +124,8 @@ class PreciseSleeper:
         self._sleeps: list[tuple[float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._armed_for: float | None = None
+        self.broken = False
+        """Set when the kernel refused to arm the timer: the loop's own timers serve from then."""
         try:
             loop.add_reader(self._fd, self._fired)
         except BaseException:
@@ -131,9 +133,9 @@ class PreciseSleeper:
             raise
         weakref.finalize(loop, os.close, self._fd)
 
-    async def sleep(self, seconds: float) -> None:
-        """Return in the loop's first turn at least ``seconds`` from now (monotonic clock)."""
-        deadline = time.monotonic() + seconds
+    async def sleep_until(self, deadline: float) -> None:
+        """Return in the loop's first turn after ``deadline`` (monotonic clock), or sooner if
+        the timer breaks meanwhile (:attr:`broken`)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleeps, (deadline, next(self._order), future))
         if self._armed_for is None or deadline < self._armed_for:
@@ -142,8 +144,21 @@ class PreciseSleeper:
 
     def _arm(self, deadline: float) -> None:
         # Rounded up: the kernel's timer on the same clock then never fires before the deadline.
-        self._arm_fd(self._fd, max(1, math.ceil((deadline - time.monotonic()) * 1e9)))
+        try:
+            self._arm_fd(self._fd, max(1, math.ceil((deadline - time.monotonic()) * 1e9)))
+        except OSError:
+            self._break()
+            return
         self._armed_for = deadline
+
+    def _break(self) -> None:
+        """Give up the timer: every sleep waiting on it returns now, to finish on the loop's."""
+        self.broken = True
+        self._armed_for = None
+        for _, _, future in self._sleeps:
+            if not future.done():
+                future.set_result(None)
+        self._sleeps.clear()
 
     def _fired(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -181,15 +196,17 @@ def _sleeper(loop: asyncio.AbstractEventLoop) -> PreciseSleeper | None:
 
 
 async def sleep_precisely(seconds: float) -> None:
-    """Sleep ``seconds`` and end as soon after as the system allows: on the loop's timerfd
-    (see the module), else on the loop's own timers (at least :data:`MIN_LOOP_SLEEP`)."""
-    sleeper = _sleeper(asyncio.get_running_loop())
-    if sleeper is not None:
-        await sleeper.sleep(seconds)
-        return
+    """Sleep at least ``seconds`` and end as soon after as the system allows: on the loop's
+    timerfd (see the module), else on the loop's own timers (each at least
+    :data:`MIN_LOOP_SLEEP`, and again for what is left when one ends a hair early)."""
+    loop = asyncio.get_running_loop()
     deadline = time.monotonic() + seconds
-    while True:  # the loop's timers may end a hair early: sleep again for what is left
+    while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        await asyncio.sleep(max(left, MIN_LOOP_SLEEP))
+        sleeper = _sleeper(loop)
+        if sleeper is not None and not sleeper.broken:
+            await sleeper.sleep_until(deadline)
+        else:
+            await asyncio.sleep(max(left, MIN_LOOP_SLEEP))
