@@ -7,14 +7,15 @@ a timeout in whole milliseconds. A hold then ends anywhere up to half a millisec
 instant, or, shorter than half of one, turns the loop over and over until it passes, a core
 busy all the while.
 
-On Linux the kernel's ``timerfd`` fires at the nanosecond it is set to (within the timer
-slack, 50 µs by default): :func:`sleep_precisely` keeps one per event loop, armed for the
-earliest sleep, and the loop watches its descriptor like a socket. Every sleep of the loop
-shares it; a sleep ends in the loop's first turn after its deadline, nothing spins, and no
-thread is involved. The timer is set relative to now (never to an absolute instant), so a
-process whose clock is shifted (``faketime``) sleeps for as long as it asked. Python 3.13 has
-``os.timerfd_create``; before that it is reached through ``ctypes``. Where neither works (not
-Linux; a loop that cannot watch a descriptor) the loop's own timers serve, as before.
+On Linux a ``timerfd`` expires at the nanosecond it is set to, and the process wakes from
+``epoll`` then (a tenth of a millisecond later on the machines of ``bench/README.md``):
+:func:`sleep_precisely` keeps one per event loop, armed for the earliest sleep, and the loop
+watches its descriptor like a socket. Every sleep of the loop shares it; a sleep ends in the
+loop's first turn after its deadline, nothing spins, and no thread is involved. The timer is
+set relative to now (never to an absolute instant), so a process whose clock is shifted
+(``faketime``) sleeps for as long as it asked. Python 3.13 has ``os.timerfd_create``; before
+that it is reached through ``ctypes``. Where neither works (not Linux; a loop that cannot watch
+a descriptor; a kernel that refuses to arm the timer) the loop's own timers serve.
 """
 
 from __future__ import annotations
