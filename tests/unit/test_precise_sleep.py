@@ -28,6 +28,7 @@ except ImportError:  # not on this platform: the standard loop alone
 needs_timerfd = pytest.mark.skipif(
     precise_sleep.TIMERFD is None, reason="no timerfd on this system (Linux only)"
 )
+each_loop = pytest.mark.parametrize("make", LOOPS, ids=lambda make: make.__module__)
 
 
 def run(make: Callable[[], asyncio.AbstractEventLoop], coro: Coroutine[Any, Any, Any]) -> Any:
@@ -49,7 +50,7 @@ async def overshoots(delays: list[float]) -> list[float]:
 
 
 @needs_timerfd
-@pytest.mark.parametrize("make", LOOPS, ids=lambda make: make.__module__)
+@each_loop
 def test_a_sleep_never_ends_before_its_deadline(
     make: Callable[[], asyncio.AbstractEventLoop],
 ) -> None:
@@ -58,7 +59,7 @@ def test_a_sleep_never_ends_before_its_deadline(
 
 
 @needs_timerfd
-@pytest.mark.parametrize("make", LOOPS, ids=lambda make: make.__module__)
+@each_loop
 def test_sleeps_made_together_end_in_deadline_order_whatever_order_they_were_made(
     make: Callable[[], asyncio.AbstractEventLoop],
 ) -> None:
@@ -81,7 +82,7 @@ def test_sleeps_made_together_end_in_deadline_order_whatever_order_they_were_mad
 
 
 @needs_timerfd
-@pytest.mark.parametrize("make", LOOPS, ids=lambda make: make.__module__)
+@each_loop
 def test_a_cancelled_sleep_leaves_the_others_and_later_ones_alone(
     make: Callable[[], asyncio.AbstractEventLoop],
 ) -> None:
@@ -101,7 +102,7 @@ def test_a_cancelled_sleep_leaves_the_others_and_later_ones_alone(
 
 
 @needs_timerfd
-@pytest.mark.parametrize("make", LOOPS, ids=lambda make: make.__module__)
+@each_loop
 def test_each_loop_has_its_own_descriptor_closed_once_the_loop_is_gone(
     make: Callable[[], asyncio.AbstractEventLoop],
 ) -> None:
@@ -166,7 +167,7 @@ def test_both_ways_to_a_timerfd_make_one_that_fires() -> None:
 
 
 @needs_timerfd
-@pytest.mark.parametrize("make", LOOPS, ids=lambda make: make.__module__)
+@each_loop
 def test_a_timer_the_kernel_refuses_to_arm_hands_its_sleeps_to_the_loops_timers(
     make: Callable[[], asyncio.AbstractEventLoop], monkeypatch: pytest.MonkeyPatch
 ) -> None:

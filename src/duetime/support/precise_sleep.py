@@ -36,10 +36,6 @@ MIN_LOOP_SLEEP = 0.0005
 """Seconds: the shortest sleep on the loop's own timers when no timerfd is at hand. On uvloop,
 which rounds a delay to the nearest millisecond (half to even), this is a turn of the loop."""
 
-_CLOCK_MONOTONIC = 1
-_TFD_NONBLOCK = os.O_NONBLOCK
-_TFD_CLOEXEC = 0o2000000
-
 
 class _TimeSpec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
@@ -90,7 +86,8 @@ def libc_timerfd() -> TimerFd | None:
         return OSError(errno, os.strerror(errno))
 
     def create() -> int:
-        fd = int(timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC))
+        # Linux's TFD_NONBLOCK and TFD_CLOEXEC are O_NONBLOCK and O_CLOEXEC
+        fd = int(timerfd_create(time.CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC))
         if fd < 0:
             raise failed()
         return fd
