@@ -40,7 +40,7 @@ class OverlapStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         self.calls[method] += 1
         number = self.calls[method]
         if number == self.hold[method] + 1:
@@ -48,7 +48,7 @@ class OverlapStore:
         self.active[method] += 1
         self.most[method] = max(self.most[method], self.active[method])
         try:
-            answer = await getattr(self._inner, method)(*args)
+            answer = await getattr(self._inner, method)(*args, **kwargs)
             if number == self.hold[method]:  # the answer comes back late
                 try:
                     await asyncio.wait_for(self.next_began[method].wait(), HOLD_LIMIT)
@@ -58,8 +58,8 @@ class OverlapStore:
         finally:
             self.active[method] -= 1
 
-    async def claim_due(self, *args: Any) -> list[Claimed]:
-        claimed: list[Claimed] = await self._call("claim_due", *args)
+    async def claim_due(self, *args: Any, **kwargs: Any) -> list[Claimed]:
+        claimed: list[Claimed] = await self._call("claim_due", *args, **kwargs)
         return claimed
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:

@@ -14,8 +14,10 @@ from duetime.model import FanOut, Finish, Outcome, Status
 from duetime.store import Store
 
 LEASE = NOW + timedelta(seconds=30)
+CLAIM = NOW - timedelta(milliseconds=25)
+"""A claim made ahead of the due instant, as workers make them..."""
 AHEAD = NOW + timedelta(milliseconds=250)
-"""A claim made ahead of the due instant (as workers do) marks its rows with this instant."""
+"""...takes the rows due by this horizon, and records none of them as claimed at it."""
 
 
 async def test_an_outcome_of_an_earlier_claim_of_the_same_attempt_is_refused(
@@ -72,12 +74,12 @@ async def test_a_transactional_completion_of_an_earlier_claim_is_refused(store: 
 async def test_an_attempt_records_when_its_handler_began_not_the_claims_instant(
     store: Store,
 ) -> None:
-    """Claimed ahead (the rows read as claimed at AHEAD), started at the due instant: the
-    attempt's start and the timer's fired_at are the start, before it finished."""
+    """Claimed ahead, started at the due instant: the attempt's start and the timer's fired_at
+    are the start, after the claim and before the end."""
     await store.put_timers(
         [new_timer("a", NOW, type="t"), new_timer("b", NOW, type="t")], "error", NOW
     )
-    claimed = await store.claim_due("ns", None, AHEAD, 10, "n1", LEASE)
+    claimed = await store.claim_due("ns", None, CLAIM, 10, "n1", LEASE, due_by=AHEAD)
     began = NOW + timedelta(milliseconds=1)
     ended = NOW + timedelta(milliseconds=180)
     finishes = [
@@ -96,12 +98,13 @@ async def test_an_attempt_records_when_its_handler_began_not_the_claims_instant(
         (attempt,) = await store.list_attempts(timer.id)
         assert attempt.started_at == began, key
         assert attempt.finished_at == ended, key
-        assert attempt.started_at <= attempt.finished_at
+        assert attempt.claimed_at == CLAIM, key
+        assert attempt.claimed_at <= attempt.started_at <= attempt.finished_at
 
 
 async def test_a_second_attempt_keeps_the_first_ones_fired_at(store: Store) -> None:
     await store.put_timers([new_timer("k", NOW, type="t")], "error", NOW)
-    (first,) = await store.claim_due("ns", None, AHEAD, 10, "n1", LEASE)
+    (first,) = await store.claim_due("ns", None, CLAIM, 10, "n1", LEASE, due_by=AHEAD)
     began = NOW + timedelta(milliseconds=2)
     retry = Finish(
         first.timer.id,
@@ -129,7 +132,7 @@ async def test_a_second_attempt_keeps_the_first_ones_fired_at(store: Store) -> N
 
 async def test_a_fan_out_records_its_own_instant_as_the_start(store: Store) -> None:
     await store.put_timers([new_timer("k", NOW, type="t")], "error", NOW)
-    (claimed,) = await store.claim_due("ns", None, AHEAD, 10, "n1", LEASE)
+    (claimed,) = await store.claim_due("ns", None, CLAIM, 10, "n1", LEASE, due_by=AHEAD)
     handed = NOW + timedelta(milliseconds=4)
     fan = FanOut(claimed.timer.id, 1, "k", ("a",), claimed.timer.claim_token)
     assert await store.fan_out([fan], "n1", handed) == set()
@@ -169,7 +172,7 @@ async def test_a_lost_attempt_shows_its_claim_and_no_start(store: Store) -> None
     claim's instant as claimed_at and shows no start, and the timer has not fired (no start was
     ever known), instead of showing the planned instant as if it had started then."""
     await store.put_timers([new_timer("k", NOW, type="t", max_attempts=2)], "error", NOW)
-    (claimed,) = await store.claim_due("ns", None, AHEAD, 10, "n1", LEASE)
+    (claimed,) = await store.claim_due("ns", None, CLAIM, 10, "n1", LEASE, due_by=AHEAD)
     (running,) = await store.list_attempts(claimed.timer.id)
     assert (running.started_at, running.finished_at) == (None, None)
     rescued_at = LEASE + timedelta(seconds=1)
@@ -180,4 +183,35 @@ async def test_a_lost_attempt_shows_its_claim_and_no_start(store: Store) -> None
     timer = await store.get_timer("ns", "k")
     assert timer is not None
     assert (timer.status, timer.fired_at) == (Status.RETRYING, None)
-    assert (running.claimed_at, lost.claimed_at) == (AHEAD, AHEAD)
+    assert (running.claimed_at, lost.claimed_at) == (CLAIM, CLAIM)
+
+
+async def test_a_claim_records_its_own_instant_not_the_horizon_it_claimed_up_to(
+    store: Store,
+) -> None:
+    """A claim made at CLAIM takes the rows due by AHEAD, up to its look-ahead later; each
+    attempt reads as claimed at CLAIM, while running and once ended, so that it is claimed
+    before it starts and starts before it ends (the first attempt that completes its timer is
+    kept on the timer's row on PostgreSQL: both ways are read)."""
+    due = NOW + timedelta(milliseconds=100)
+    await store.put_timers(
+        [new_timer("a", due, type="t"), new_timer("b", due, type="t")], "error", NOW
+    )
+    claimed = await store.claim_due("ns", None, CLAIM, 10, "n1", LEASE, due_by=AHEAD)
+    assert sorted(c.timer.key for c in claimed) == ["a", "b"]
+    for c in claimed:
+        (running,) = await store.list_attempts(c.timer.id)
+        assert running.claimed_at == CLAIM
+    ended = due + timedelta(milliseconds=3)
+    finishes = [
+        Finish(c.timer.id, 1, outcome, claim_token=c.timer.claim_token, started_at=due, **more)
+        for c, (outcome, more) in zip(
+            sorted(claimed, key=lambda c: c.timer.key),
+            [(Outcome.DONE, {}), (Outcome.DEAD, {"error": "boom"})],
+            strict=True,
+        )
+    ]
+    assert await store.finish(finishes, "n1", ended) == set()
+    for c in claimed:
+        (attempt,) = await store.list_attempts(c.timer.id)
+        assert (attempt.claimed_at, attempt.started_at, attempt.finished_at) == (CLAIM, due, ended)

@@ -170,3 +170,29 @@ async def test_a_subject_partition_and_a_key_without_value(store: Store) -> None
     )
     got = await store.limits.claim("ns", None, NOW, 100, "n1", LEASE, await plan(store))
     assert [c.timer.key for c in got.claimed] == ["p-0", "p-2", "p-4"]  # no subject: one key
+
+
+async def test_a_ruled_claim_records_its_own_instant_not_the_horizon(store: Store) -> None:
+    """Under rules, the rows a limit grants and those no rule governs are taken up to the
+    horizon ``due_by`` and read as claimed at the claim's own instant, before they start."""
+    await store.limits.put_limit(FlowRule("ns", "crm.*", concurrency=10), NOW)
+    due = NOW + timedelta(milliseconds=100)
+    await store.put_timers(
+        [new_timer("crm", due, type="crm.sync"), new_timer("free", due, type="other")],
+        "error",
+        NOW - timedelta(minutes=1),
+    )
+    ahead = NOW + timedelta(milliseconds=250)
+    ruled = await store.limits.claim(
+        "ns", None, NOW, 100, "n1", LEASE, await plan(store), due_by=ahead
+    )
+    assert sorted(c.timer.key for c in ruled.claimed) == ["crm", "free"]
+    ended = due + timedelta(milliseconds=2)
+    finishes = [
+        Finish(c.timer.id, c.attempt, Outcome.RETRY, "e", run_at=LEASE, started_at=due)
+        for c in ruled.claimed
+    ]
+    assert await store.finish(finishes, "n1", ended) == set()
+    for c in ruled.claimed:
+        (attempt,) = await store.list_attempts(c.timer.id)
+        assert (attempt.claimed_at, attempt.started_at, attempt.finished_at) == (NOW, due, ended)

@@ -43,7 +43,7 @@ def paced_by_gate(granted_at: dict[int, datetime]) -> dict[int, datetime]:
     dispatch: Any = SimpleNamespace(claim_filter=None)
     gate = FlowGate(shared, "ns", dispatch, paced=lambda readies: None)
     lease_until = NOW + timedelta(seconds=30)
-    _, paced = asyncio.run(gate.claim(FlowPlan(), NOW, 10, lease_until))
+    _, paced = asyncio.run(gate.claim(FlowPlan(), NOW, NOW, 10, lease_until))
     return dict(paced)
 
 

@@ -415,11 +415,13 @@ class LimitStore(Protocol):
         plan: FlowPlan,
         *,
         ungoverned: bool = True,
+        due_by: datetime | None = None,
     ) -> RuledClaim:
-        """:meth:`Store.claim_due` under ``plan``: each limit's types at most as it allows
-        (rate state and running count read under the limit's lock, on the database's clock),
-        paused types not at all, then the rest (unless ``ungoverned`` is False: the caller
-        knows none is due); oldest ``run_at`` first."""
+        """:meth:`Store.claim_due` under ``plan`` (``now`` the claim's instant, ``due_by`` the
+        horizon, as there): each limit's types at most as it allows (rate state and running
+        count read under the limit's lock, on the database's clock), paused types not at all,
+        then the rest (unless ``ungoverned`` is False: the caller knows none is due); oldest
+        ``run_at`` first."""
         ...
 
     async def next_run_at(

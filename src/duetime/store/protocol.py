@@ -266,9 +266,15 @@ class Store(Protocol):
         limit: int,
         node_id: str,
         lease_until: datetime,
+        *,
+        due_by: datetime | None = None,
     ) -> list[Claimed]:
-        """Mark up to ``limit`` due timers running under a lease, oldest ``run_at`` first.
+        """Mark up to ``limit`` timers due by ``due_by`` (default ``now``) running under a
+        lease, oldest ``run_at`` first.
 
+        ``now`` is the claim's instant, recorded as each attempt's ``claimed_at``; ``due_by``
+        may lie ahead of it (a worker claims rows due within its look-ahead and holds them
+        until their instants), and is never recorded: an attempt is claimed before it starts.
         ``types`` filters what is taken: None everything; a list of types their events and
         ``handler`` deliveries (:meth:`ClaimFilter.of_types`); a :class:`ClaimFilter` what a
         node's subscriptions take (``duetime.bus.routes.claims`` is the rule). The pending

@@ -113,22 +113,23 @@ class FlowGate:
         return next_run
 
     async def claim(
-        self, plan: FlowPlan, cutoff: datetime, limit: int, lease_until: datetime
+        self, plan: FlowPlan, now: datetime, cutoff: datetime, limit: int, lease_until: datetime
     ) -> tuple[list[Claimed], dict[int, datetime]]:
-        """The claim under flow control rules (see ``store.limits.claim``), and the instant
-        each row a rate granted may start."""
+        """The claim under flow control rules (see ``store.limits.claim``) made at ``now`` of
+        the rows due by ``cutoff``, and the instant each row a rate granted may start."""
         hints, clear = self._hints, self.clear_until
         ungoverned = clear is None or cutoff >= clear
         limits, types = self.store.limits, self.dispatch.claim_filter
         ruled = await limits.claim(
             self.namespace,
             types,
-            cutoff,
+            now,
             limit,
             self.shared.node_id,
             lease_until,
             plan,
             ungoverned=ungoverned,
+            due_by=cutoff,
         )
         self.held, self.retry_at = ruled.held, ruled.retry_at
         for pattern in ruled.held:

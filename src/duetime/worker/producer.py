@@ -303,16 +303,19 @@ class Producer:
             horizon = now + flow.RATE_START_DELAY
             reach, cutoff = min(reach, horizon), min(cutoff, horizon)
         if plan.empty:
+            # Recorded as the attempts' claimed_at: ``now``, the claim's own instant, never the
+            # horizon ahead of it (an attempt is claimed before it starts).
             claimed = await self.store.claim_due(
                 self.namespace,
                 self.dispatch.claim_filter,
-                reach,
+                now,
                 limit,
                 self.shared.node_id,
                 lease_until,
+                due_by=reach,
             )
         else:
-            claimed, paced = await self._gate.claim(plan, reach, limit, lease_until)
+            claimed, paced = await self._gate.claim(plan, now, reach, limit, lease_until)
         return claimed, loop.time() - started, cutoff if hold else None, lease_until, paced
 
     def _take_claimed(

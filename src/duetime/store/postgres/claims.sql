@@ -65,7 +65,7 @@ WITH urgent AS (
     SELECT ctid FROM timers
     WHERE namespace = %(namespace)s
       AND priority > 0 AND status IN ('scheduled', 'retrying')
-      AND run_at <= %(now)s
+      AND run_at <= %(due_by)s
       AND
       -- include: claim_subscribed
     ORDER BY priority DESC, run_at
@@ -76,7 +76,7 @@ normal AS (
     SELECT ctid FROM timers
     WHERE namespace = %(namespace)s
       AND status IN ('scheduled', 'retrying')
-      AND run_at <= %(now)s
+      AND run_at <= %(due_by)s
       AND priority = 0
       AND
       -- include: claim_subscribed
@@ -111,7 +111,10 @@ SELECT * FROM claimed
     AND (destination IS NULL OR NOT destination = ANY (%(dest_excluded)s::text[])))
 
 -- name: claim_mark
--- What a claim does to the rows of its CTE due (claim_due, claim_ruled).
+-- What a claim does to the rows of its CTE due (claim_due, claim_ruled). The rows are those due
+-- by %(due_by)s, which may lie ahead (rows claimed ahead of their instants are held until
+-- then); claimed_at and updated_at are %(now)s, the claim's own instant, which comes before
+-- any attempt's start.
 UPDATE timers
 SET status = 'running',
     attempts = timers.attempts + 1,
@@ -144,7 +147,7 @@ WITH urgent AS (
     SELECT ctid FROM timers
     WHERE namespace = %(namespace)s
       AND priority > 0 AND status IN ('scheduled', 'retrying')
-      AND run_at <= %(now)s
+      AND run_at <= %(due_by)s
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
       AND
       -- include: rule_destination
@@ -158,7 +161,7 @@ normal AS (
     SELECT ctid FROM timers
     WHERE namespace = %(namespace)s
       AND status IN ('scheduled', 'retrying')
-      AND run_at <= %(now)s
+      AND run_at <= %(due_by)s
       AND priority = 0
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
       AND
@@ -204,7 +207,7 @@ candidates AS (
     FROM timers
     WHERE namespace = %(namespace)s
       AND status IN ('scheduled', 'retrying')
-      AND run_at <= %(now)s
+      AND run_at <= %(due_by)s
       AND type LIKE %(only)s AND NOT type LIKE ANY (%(excluded)s::text[])
       AND
       -- include: rule_destination

@@ -149,12 +149,15 @@ class PostgresLimits:
         plan: FlowPlan,
         *,
         ungoverned: bool = True,
+        due_by: datetime | None = None,
     ) -> RuledClaim:
         token = new_claim_token()
+        horizon = now if due_by is None else due_by
         base = {
             "namespace": namespace,
             **self._filter(types),
             "now": now,
+            "due_by": horizon,
             "node_id": node_id,
             "lease_until": lease_until,
             "claim_token": token,
@@ -197,7 +200,7 @@ class PostgresLimits:
                     claimed: list[Claimed] = await cur.fetchall()
                 if partitioned and len(claimed) < granted.rows:
                     left = await fetch_value(conn, Q["next_run_ruled"], {**base, **globs})
-                    if left is not None and left <= now:
+                    if left is not None and left <= horizon:
                         granted = partitions_full(granted, len(claimed), db_now)
                 state = spent(granted, db_now, len(claimed))
                 if state is not None:

@@ -66,12 +66,15 @@ class PostgresWorking:
         limit: int,
         node_id: str,
         lease_until: datetime,
+        *,
+        due_by: datetime | None = None,
     ) -> list[Claimed]:
         token = new_claim_token()
         params = {
             "namespace": namespace,
             **claim_params(types),
             "now": now,
+            "due_by": now if due_by is None else due_by,
             "limit": limit,
             "node_id": node_id,
             "lease_until": lease_until,

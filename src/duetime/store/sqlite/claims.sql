@@ -27,7 +27,7 @@ WHERE id IN (
         SELECT * FROM (
             SELECT id, priority, run_at FROM timers
             WHERE namespace = :namespace AND priority > 0
-              AND status IN ('scheduled', 'retrying') AND run_at <= :now
+              AND status IN ('scheduled', 'retrying') AND run_at <= :due_by
               AND
               -- include: claim_subscribed
             ORDER BY priority DESC, run_at
@@ -37,7 +37,7 @@ WHERE id IN (
         SELECT * FROM (
             SELECT id, 0, run_at FROM timers
             WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
-              AND run_at <= :now AND priority = 0
+              AND run_at <= :due_by AND priority = 0
               AND
               -- include: claim_subscribed
             ORDER BY run_at
@@ -68,6 +68,9 @@ WHERE id IN (
     AND NOT EXISTS (SELECT 1 FROM json_each(:dest_excluded) WHERE timers.destination = value))
 
 -- name: claim_mark
+-- The rows are those due by :due_by, which may lie ahead (rows claimed ahead of their instants
+-- are held until then); updated_at, and the claimed_at of the attempts it opens, is :now, the
+-- claim's own instant, which comes before any attempt's start.
 UPDATE timers
 SET status = 'running',
     attempts = attempts + 1,
@@ -92,7 +95,7 @@ WHERE id IN (
         SELECT * FROM (
             SELECT id, priority, run_at FROM timers
             WHERE namespace = :namespace AND priority > 0
-              AND status IN ('scheduled', 'retrying') AND run_at <= :now
+              AND status IN ('scheduled', 'retrying') AND run_at <= :due_by
               AND type GLOB :only
               AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
               AND
@@ -106,7 +109,7 @@ WHERE id IN (
         SELECT * FROM (
             SELECT id, 0, run_at FROM timers
             WHERE namespace = :namespace AND status IN ('scheduled', 'retrying')
-              AND run_at <= :now AND priority = 0
+              AND run_at <= :due_by AND priority = 0
               AND type GLOB :only
               AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
               AND
@@ -144,7 +147,7 @@ WHERE id IN (
             CASE WHEN :field IS NULL THEN subject
                 ELSE json_extract(payload, '$."' || :field || '"') END AS part
         FROM timers
-        WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+        WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :due_by
           AND type GLOB :only
           AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) WHERE timers.type GLOB value)
           AND

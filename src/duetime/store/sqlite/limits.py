@@ -141,11 +141,14 @@ class SqliteLimits:
         plan: FlowPlan,
         *,
         ungoverned: bool = True,
+        due_by: datetime | None = None,
     ) -> RuledClaim:
         now_us = to_micros(now)
+        horizon_us = now_us if due_by is None else to_micros(due_by)
         base = {
             **self._filter(namespace, types),
             "now": now_us,
+            "due_by": horizon_us,
             "node_id": node_id,
             "lease_until": to_micros(lease_until),
         }
@@ -177,7 +180,7 @@ class SqliteLimits:
                 claimed = take_rows(conn, query, params, node_id, now_us)
                 if partitioned and len(claimed) < granted.rows:
                     left = conn.execute(Q["next_run_ruled"], {**base, **globs}).fetchone()[0]
-                    if left is not None and left <= now_us:
+                    if left is not None and left <= horizon_us:
                         granted = partitions_full(granted, len(claimed), clock)
                 state = spent(granted, clock, len(claimed))
                 if state is not None:

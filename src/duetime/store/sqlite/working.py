@@ -59,10 +59,18 @@ class SqliteWorking:
         limit: int,
         node_id: str,
         lease_until: datetime,
+        *,
+        due_by: datetime | None = None,
     ) -> list[Claimed]:
         now_us = to_micros(now)
         params = claim_params(namespace, types)
-        params.update(now=now_us, limit=limit, node_id=node_id, lease_until=to_micros(lease_until))
+        params.update(
+            now=now_us,
+            due_by=now_us if due_by is None else to_micros(due_by),
+            limit=limit,
+            node_id=node_id,
+            lease_until=to_micros(lease_until),
+        )
 
         def run(conn: sqlite3.Connection) -> list[Claimed]:
             return take_rows(conn, Q["claim_due"], params, node_id, now_us)
