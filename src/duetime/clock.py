@@ -70,7 +70,8 @@ class DatabaseClock:
     makes "now" a lower bound of the server's clock: a worker may start a timer a round trip
     late, never early. Of the readings of the last :data:`KEEP_READING` seconds the tightest
     bound is the anchor, so one sync at a busy moment (long round trips) does not make every
-    timer start late until the next.
+    timer start late until the next. "Now" never goes back, unless the server's clock did: an
+    instant read after another (an attempt's start after its claim) is never earlier.
 
     Until the first sync, and when ``read`` answers None (the database runs on this machine's
     clock: SQLite), "now" is this machine's wall clock, read afresh each time.
@@ -89,6 +90,10 @@ class DatabaseClock:
         # (elapsed at a reading, the server's clock then as a POSIX timestamp): floats, because
         # "now" is read a few times a job and a float sum is cheaper than datetime arithmetic.
         self._anchor: tuple[float, float] | None = None
+        # The latest "now" given (a POSIX timestamp): a later one is never earlier, so that an
+        # instant read after another (an attempt's start after its claim) never comes before
+        # it, though a new anchor may be a lower bound than the old one aged to this moment.
+        self._given = 0.0
         self.last: ClockReading | None = None
         """The latest sync (None before one, or when the database uses this machine's clock)."""
         self.read_at: float | None = None
@@ -103,7 +108,12 @@ class DatabaseClock:
         if anchor is None:
             return self._wall()
         # Less a microsecond: fromtimestamp rounds to the nearest one, never up past the bound.
-        return datetime.fromtimestamp(_bound(anchor, self._elapsed()) - 1e-6, UTC)
+        at = _bound(anchor, self._elapsed()) - 1e-6
+        if at < self._given:
+            at = self._given  # still a lower bound: the server's clock was past it before
+        else:
+            self._given = at
+        return datetime.fromtimestamp(at, UTC)
 
     async def sync(
         self,
@@ -132,15 +142,18 @@ class DatabaseClock:
         trip, received, server, wall_midway = best
         fresh = (received, server.timestamp())
         kept = self._anchor
+        # The kept reading says the server's clock is later than this read allows. One steady
+        # clock cannot do that; another server (a failover) or a clock stepped back can, and
+        # the server now answering is the authority: "now" goes back with it.
+        stepped_back = kept is not None and _bound(kept, received) > fresh[1] + trip + ROUNDING
         if (
             kept is None
             or received - kept[0] > KEEP_READING
             or _bound(fresh, received) >= _bound(kept, received)
-            or _bound(kept, received) > fresh[1] + trip + ROUNDING
+            or stepped_back
         ):
-            # The last case: the kept reading says the server's clock is later than this read
-            # allows. One steady clock cannot do that; another server (a failover) or a clock
-            # stepped back can, and the server now answering is the authority.
+            if stepped_back:
+                self._given = 0.0
             self._anchor = fresh
         self.last = ClockReading(server - wall_midway, timedelta(seconds=trip))
         return self.last

@@ -120,3 +120,28 @@ def test_a_slow_read_of_the_same_server_does_not_replace_the_kept_reading() -> N
     machine.trips = [0.080] * 5
     asyncio.run(clock.sync())
     assert clock.now() - kept >= timedelta(seconds=0.4 - 0.003)  # 5 reads of 80 ms passed
+
+
+def test_now_never_goes_back_when_a_looser_reading_replaces_an_old_one() -> None:
+    """A reading over a minute old gives way to a fresh, looser one, a lower bound than the old
+    one aged to that moment. An instant read meanwhile (a claim's, during a heartbeat's sync)
+    must not come after one read later (the attempt's start)."""
+    machine = Machine(skew=timedelta(0))
+    clock = DatabaseClock(machine.read, elapsed=lambda: machine.elapsed, wall=machine.wall)
+    asyncio.run(clock.sync())  # tight
+    machine.elapsed += 61
+    during: list[datetime] = []
+
+    async def slow_read() -> datetime:
+        machine.elapsed += 0.040
+        server = SERVER + timedelta(seconds=machine.elapsed - 100.0)
+        machine.elapsed += 0.030
+        during.append(clock.now())  # another task reads the clock while this read is away
+        machine.elapsed += 0.010
+        return server
+
+    asyncio.run(clock.sync(1, slow_read))
+    after = clock.now()
+    assert after >= during[0]
+    true_now = SERVER + timedelta(seconds=machine.elapsed - 100.0)
+    assert after <= true_now
