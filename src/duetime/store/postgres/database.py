@@ -430,13 +430,13 @@ async def _send_after_commit(
     if budget is not None and statements:
         try:
             await _pipelined(conn, statements, budget)
-        except psycopg.Error as exc:
+        except Exception as exc:  # whatever it is: the commit before it stands
             log.warning("a statement after a commit failed (%s); the commit stands", exc)
         return
     for query, params, *_ in statements:
         try:
             await conn.execute(query, params)
-        except psycopg.Error as exc:
+        except Exception as exc:
             log.warning("a statement after a commit failed (%s); the commit stands", exc)
             return
 

@@ -8,6 +8,7 @@ so the hint is delivered only if the caller commits. :mod:`.wakeup` hears it in 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -17,6 +18,7 @@ from duetime.store.postgres.wakeup import encode_payload
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "session.sql")
+log = logging.getLogger("duetime.store.postgres")
 
 
 class Notices:
@@ -33,6 +35,16 @@ class Notices:
         if not self._db.after_commit(conn, self.notice(earliest)):
             notice = self.notice(earliest, after_commit=False)
             await conn.execute(notice.query, notice.params)
+
+    async def notify_committed(self, earliest: datetime | None) -> None:
+        """:meth:`notify` for a write that has committed already, on a connection of its own.
+        Best effort: the write stands whatever happens to its hint (a lost one costs workers a
+        re-check, never work), so a failure here is logged, never raised to the writer, whose
+        answer must not say that nothing was written."""
+        try:
+            await self._db.send(self.notice(earliest))
+        except Exception as exc:
+            log.warning("the wake-up after a commit was not sent (%s); the commit stands", exc)
 
     def notice(self, earliest: datetime | None, *, after_commit: bool = True) -> Statement:
         """The statement of :meth:`notify`: on its own after a commit, or inside a caller's

@@ -25,7 +25,7 @@ from itertools import chain, islice
 import psycopg
 from psycopg.errors import TransactionRollback
 
-from duetime.errors import AlreadyExists, InvalidInput
+from duetime.errors import AlreadyExists, CommitOutcomeUnknown, InvalidInput, StoreUnavailable
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
 from duetime.model.slots import make_put_result
 from duetime.store.postgres import write_plan
@@ -158,17 +158,29 @@ class TimerWrites:
             for i, row in enumerate(written)
             if row is None and (timers[i].namespace, keys[i]) not in unseen
         ]
-        existing = await self._db.read(lambda conn: get_many(conn, kept)) if kept else {}
+        existing = await self._read_kept(kept, written) if kept else {}
         answers = [
             await self._answer_at_once(call, span, timers, keys, written, existing, unseen)
             for call, span in zip(calls, own, strict=True)
         ]
         made = changed(*answered(answers))
         if made:  # kept timers wake nobody: the NOTIFY waits for the answer
-            notice = self._notices.notice(min(made))
-            await self._db.send(notice)
+            await self._notices.notify_committed(min(made))
         self._notices.here_earliest(made)
         return answers
+
+    async def _read_kept(
+        self, kept: Sequence[tuple[str, str]], written: Sequence[Written | None]
+    ) -> dict[tuple[str, str], Timer]:
+        """The timers :meth:`at_once` kept, read after its commit: should the read fail once
+        anything was written, the callers cannot be told which of their timers were stored
+        (:class:`CommitOutcomeUnknown`), never that none was."""
+        try:
+            return await self._db.read(lambda conn: get_many(conn, kept))
+        except StoreUnavailable as exc:
+            if exc.outcome_unknown or all(row is None for row in written):
+                raise
+            raise CommitOutcomeUnknown(exc) from exc
 
     async def _write_at_once(
         self,
