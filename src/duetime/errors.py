@@ -106,10 +106,13 @@ class CommitOutcomeUnknown(StoreUnavailable):
 
     outcome_unknown = True
 
-    def __init__(self, cause: object) -> None:
+    def __init__(self, cause: object, *, message: str | None = None) -> None:
+        """``message`` says what is known instead, when more is (a bulk action's batches that
+        committed before the store went away)."""
         super().__init__(
-            f"the connection to the store was lost while it committed ({cause}): the write may "
-            "have been stored or not; retrying with the same keys is safe"
+            message
+            or f"the connection to the store was lost while it committed ({cause}): the write "
+            "may have been stored or not; retrying with the same keys is safe"
         )
 
 

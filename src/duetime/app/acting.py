@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from duetime.app.audit import AuditMethods
 from duetime.app.outbox import held_async
 from duetime.clock import Clock
-from duetime.errors import Conflict, InvalidInput
+from duetime.errors import CommitOutcomeUnknown, Conflict, InvalidInput, StoreUnavailable
 from duetime.model import BulkAction, OnConflict, PutResult, Schedule, Timer, TimerFilter
 from duetime.model.audit import Actor, filter_target
 from duetime.requests import TimerRequest
@@ -135,9 +135,12 @@ class ActingMethods(AuditMethods):
         try:
             while True:
                 now = self.clock.now()
-                step, last = await self.store.bulk_batch(
-                    self.namespace, checked, filter, after, now, batch, chosen
-                )
+                try:
+                    step, last = await self.store.bulk_batch(
+                        self.namespace, checked, filter, after, now, batch, chosen
+                    )
+                except StoreUnavailable as exc:
+                    raise partly_done(exc, checked, changed) from exc
                 changed += step
                 if last is None:
                     finished = True
@@ -216,3 +219,17 @@ def _carried(timer: Timer, changes: Mapping[str, Any]) -> dict[str, Any]:
         else:
             carried["at"] = timer.due_at.isoformat()
     return carried
+
+
+def partly_done(exc: StoreUnavailable, action: str, changed: int) -> StoreUnavailable:
+    """The error of a bulk action whose batch ``exc`` ended it: as it is when no earlier batch
+    changed anything, else one that says how many did (each batch commits on its own), never
+    that nothing was written."""
+    if not changed:
+        return exc
+    return CommitOutcomeUnknown(
+        exc,
+        message=f"the store went away during a bulk {action} ({exc.message}) after "
+        f"{changed} timers were changed by its earlier batches; the rest may not have been. "
+        "Running the same action again applies it to those left",
+    )

@@ -9,6 +9,7 @@ work, not an operator's, and are not written.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,10 @@ from duetime.clock import Clock
 from duetime.model import JSON, Page
 from duetime.model.audit import Actor, AuditEntry, AuditRecord
 from duetime.store import Store
+from duetime.support.jsontext import json_text
 from duetime.validation import check_limit
+
+log = logging.getLogger("duetime.audit")
 
 
 class AuditMethods:
@@ -51,7 +55,7 @@ class AuditMethods:
         """Write an action done by other means (several calls that make one operator action,
         or a tool of your own) to the namespace's audit log, by ``actor`` or the app's own."""
         await self.open()
-        await self._audit(actor, action, target, count)
+        await self._audit(actor, action, target, count, done=False)
 
     async def _audit(
         self,
@@ -61,12 +65,32 @@ class AuditMethods:
         count: int = 1,
         *,
         namespaces: Sequence[str] | None = None,
+        done: bool = True,
     ) -> None:
         """Write ``action`` to the log of the app's namespace (or of each of ``namespaces``),
-        by ``actor`` or the app's own; nothing when neither is known."""
+        by ``actor`` or the app's own; nothing when neither is known.
+
+        ``done``: the action has committed already, in a transaction of its own, so the
+        entry's failure (the store gone meanwhile) is logged with the entry and not raised: the
+        action's answer must not say that nothing was done when it was. False when the entry
+        is itself the write asked for (:meth:`record_action`)."""
         who = actor or self.actor
         if who is None:
             return
         where = [self.namespace] if namespaces is None else list(namespaces)
         records = [AuditRecord(namespace, who, action, target, count) for namespace in where]
-        await self.store.audit.record(records, self.clock.now())
+        try:
+            await self.store.audit.record(records, self.clock.now())
+        except Exception:
+            if not done:
+                raise
+            log.exception(
+                "the audit entry of an action that was done could not be written: %s by %s "
+                "(%s) on %s, count %d, in %s",
+                action,
+                who.name,
+                who.via,
+                json_text(target),
+                count,
+                ", ".join(where),
+            )

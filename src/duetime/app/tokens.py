@@ -8,7 +8,8 @@ auth on the API never creates namespaces by itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from duetime.app.audit import AuditMethods
@@ -22,6 +23,8 @@ from duetime.store.cursors import decode_token_cursor, encode_token_cursor, page
 from duetime.tenancy.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
 from duetime.tenancy.caps import check_token_room
 from duetime.validation import check_limit
+
+log = logging.getLogger("duetime.audit")
 
 
 class TokenMethods(AuditMethods):
@@ -96,7 +99,16 @@ class TokenMethods(AuditMethods):
         return info
 
     async def _audit_token(self, actor: Actor | None, action: str, info: TokenInfo) -> None:
-        namespaces = await self.store.list_namespaces() if info.all_namespaces else info.namespaces
+        """The entry goes to each namespace the token reaches. The token is written already: a
+        failed read of them must not lose its answer (a new token's secret exists only there),
+        so the entry then goes to this app's namespace."""
+        namespaces: Sequence[str] = info.namespaces
+        if info.all_namespaces:
+            try:
+                namespaces = await self.store.list_namespaces()
+            except Exception:
+                log.exception("reading the namespaces of a token's audit entry failed")
+                namespaces = (self.namespace,)
         target = {
             "token": info.id,
             "name": info.name,

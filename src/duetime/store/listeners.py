@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
+
+log = logging.getLogger("duetime.store")
 
 WakeupListener = Callable[[datetime | None], None]
 """Called with the earliest ``run_at`` just stored (None = unknown: re-read the next due time)."""
@@ -27,5 +30,11 @@ class Listeners:
         return len(self._listeners)
 
     def __call__(self, earliest: datetime | None) -> None:
+        """Tell each listener; one that fails is logged and the rest still told. They are
+        called once a write has committed: a failure here must not become the writer's error,
+        which would say that nothing was written (a hint lost costs a re-check, never work)."""
         for listener in list(self._listeners):
-            listener(earliest)
+            try:
+                listener(earliest)
+            except Exception:
+                log.exception("a wake-up listener failed after a commit; the commit stands")
