@@ -9,8 +9,9 @@ and clock skew while a producer schedules; then a total-queue check of every ack
 
 PostgreSQL runs on a private throwaway cluster (initdb on a free port, removed afterwards), so
 restarting it harms no one; SQLite on a file in a temporary folder. Prints a table (or JSON)
-and exits 1 when a timer was lost, started early, unexpected, an attempt was overwritten or
-started after it was recorded lost (a stale start), or a worker ended by itself.
+and exits 1 when a timer was lost, started early, unexpected, an attempt was overwritten,
+started after it was recorded lost (a stale start) or recorded with its instants out of order
+(claimed after it started, or started after it finished), or a worker ended by itself.
 See bench/README.md for what each fault does and how to read the output.
 """
 

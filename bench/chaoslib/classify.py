@@ -102,6 +102,9 @@ class Report:
     unexpected: int = 0
     overwritten: int = 0
     stale_starts: int = 0
+    out_of_order: int = 0
+    """Attempts whose recorded instants contradict each other: claimed after they started, or
+    started after they finished (each attempt recorded, whatever its outcome)."""
     worker_exits: int = 0
     reclaimed: int = 0
     expired_early: int = 0
@@ -120,9 +123,17 @@ class Report:
         return not self.problems()
 
     def problems(self) -> list[str]:
-        """What broke a promise: lost, early, unexpected, overwritten, a stale start or a
-        worker that exited, with their counts."""
-        names = ("lost", "early", "unexpected", "overwritten", "stale_starts", "worker_exits")
+        """What broke a promise: lost, early, unexpected, overwritten, a stale start, an
+        attempt whose instants are out of order or a worker that exited, with their counts."""
+        names = (
+            "lost",
+            "early",
+            "unexpected",
+            "overwritten",
+            "stale_starts",
+            "out_of_order",
+            "worker_exits",
+        )
         return [f"{name} {getattr(self, name)}" for name in names if getattr(self, name)]
 
     def to_json(self) -> dict[str, Any]:
@@ -165,6 +176,7 @@ def classify(
     _duplicates(report, by_key, rows, nodes, faults)
     _overwritten(report, by_key, timers, rows, faults)
     _stale_starts(report, starts, attempts)
+    _out_of_order(report, attempts)
     for fate in nodes.values():
         if fate.exited is not None:
             report.worker_exits += 1
@@ -335,6 +347,21 @@ def _stale_starts(report: Report, starts: list[Start], attempts: list[AttemptRow
                 f"{s.key} attempt {s.attempt} on {s.node}: began {late_ms:.1f} ms after it "
                 "was recorded lost",
             )
+
+
+def _out_of_order(report: Report, attempts: list[AttemptRow]) -> None:
+    """Every recorded attempt must read ``claimed_at <= started_at <= finished_at`` (an
+    instant not recorded compares with nothing)."""
+    for r in attempts:
+        claimed, started, finished = r.claimed_us, r.started_us, r.finished_us
+        if claimed is not None and started is not None and claimed > started:
+            why = f"claimed {(claimed - started) / 1000:.3f} ms after it started"
+        elif started is not None and finished is not None and started > finished:
+            why = f"started {(started - finished) / 1000:.3f} ms after it finished"
+        else:
+            continue
+        report.out_of_order += 1
+        report.example("out of order", f"{r.key} attempt {r.number} on {r.node}: {why}")
 
 
 def _overwritten(

@@ -22,6 +22,7 @@ def render(report: Report, command: str, seed: int, elapsed: float, log: list[st
         ("UNEXPECTED", report.unexpected),
         ("OVERWRITTEN attempts", report.overwritten),
         ("STALE STARTS (began after recorded lost)", report.stale_starts),
+        ("attempts whose instants are out of order", report.out_of_order),
         ("WORKER EXITS (ended by themselves)", report.worker_exits),
         ("reclaimed (a claim lost in a crash, run again)", report.reclaimed),
         ("duplicated (started twice or more)", report.duplicated),

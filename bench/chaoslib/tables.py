@@ -20,10 +20,10 @@ PENDING = ("scheduled", "running", "retrying")
 TIMERS_SQL = "SELECT key, status, attempts, due_at FROM timers WHERE namespace = ?"
 ATTEMPTS_SQL = {
     "sqlite": """
-        SELECT t.key, a.number, a.node_id, a.outcome, a.finished_at
+        SELECT t.key, a.number, a.node_id, a.outcome, a.finished_at, a.claimed_at, a.started_at
         FROM attempts a JOIN timers t ON t.id = a.timer_id WHERE t.namespace = ?""",
     "postgres": """
-        SELECT t.key, a.number, a.node_id, a.outcome, a.finished_at
+        SELECT t.key, a.number, a.node_id, a.outcome, a.finished_at, a.claimed_at, a.started_at
         FROM all_attempts a JOIN timers t ON t.id = a.timer_id WHERE t.namespace = %s""",
 }
 UNFINISHED_SQL = (
@@ -48,6 +48,10 @@ class AttemptRow:
     outcome: str | None
     finished_us: int | None = None
     """When its outcome was recorded (the database's clock: the machine's, on this bench)."""
+    claimed_us: int | None = None
+    """When a claim took its row, as the store records it (None: not recorded)."""
+    started_us: int | None = None
+    """When its handler began, as its worker reported it (None: not known, e.g. lost)."""
 
 
 def kind_of(url: str) -> str:
@@ -87,8 +91,12 @@ class StoreTables:
 
     def attempts(self) -> list[AttemptRow]:
         return [
-            AttemptRow(key, number, node, outcome, None if at is None else _us(at))
-            for key, number, node, outcome, at in self._rows(ATTEMPTS_SQL[self.kind])
+            AttemptRow(
+                key, number, node, outcome, _maybe_us(at), _maybe_us(claimed), _maybe_us(began)
+            )
+            for key, number, node, outcome, at, claimed, began in self._rows(
+                ATTEMPTS_SQL[self.kind]
+            )
         ]
 
 
@@ -96,3 +104,7 @@ def _us(value: int | datetime) -> int:
     if isinstance(value, datetime):
         return int(value.timestamp()) * 1_000_000 + value.microsecond
     return int(value)
+
+
+def _maybe_us(value: int | datetime | None) -> int | None:
+    return None if value is None else _us(value)

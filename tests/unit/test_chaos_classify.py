@@ -229,3 +229,37 @@ def test_a_worker_that_ended_by_itself_fails_the_run_and_a_retry_is_the_handlers
     assert report.worker_exits == 1
     assert report.problems() == ["worker_exits 1"]
     assert report.duplicate_causes == {"the handler failed (a retry)": 1}
+
+
+def test_an_attempt_claimed_after_it_started_or_started_after_it_finished_fails_the_run() -> None:
+    ms = 1_000
+    report = check(
+        [ack(1), ack(2), ack(3)],
+        [start(1, DUE + ms), start(2, DUE + ms), start(3, DUE + ms)],
+        [done(1), done(2), done(3)],
+        [
+            AttemptRow("k0000001", 1, "w0-1", "done", DUE + 9 * ms, DUE - ms, DUE + ms),
+            AttemptRow("k0000002", 1, "w0-1", "done", DUE + 9 * ms, DUE + 23 * ms, DUE + ms),
+            AttemptRow("k0000003", 1, "w0-1", "done", DUE + ms, DUE - ms, DUE + 2 * ms),
+        ],
+    )
+    assert report.out_of_order == 2
+    assert report.problems() == ["out_of_order 2"]
+    assert report.examples["out of order"] == [
+        "k0000002 attempt 1 on w0-1: claimed 22.000 ms after it started",
+        "k0000003 attempt 1 on w0-1: started 1.000 ms after it finished",
+    ]
+
+
+def test_an_attempt_without_a_start_is_in_order() -> None:
+    report = check(
+        [ack(1)],
+        [start(1, DUE + 6 * S, attempt=2, node="w1-2")],
+        [done(1, attempts=2)],
+        [
+            AttemptRow("k0000001", 1, "w0-1", "lost", DUE + 5 * S, DUE - 1_000, None),
+            AttemptRow("k0000001", 2, "w1-2", "done", DUE + 7 * S, DUE + 5 * S, DUE + 6 * S),
+        ],
+        nodes=[NodeFate("w0-1", 0.0, 0), NodeFate("w1-2", 0.0, 0)],
+    )
+    assert report.out_of_order == 0
