@@ -190,8 +190,10 @@ class Attempt:
     traceback: str | None = None
     """Where a failed attempt's exception was raised (innermost frames, bounded)."""
     claimed_at: datetime | None = None
-    """When a claim took the row for it: up to the claim's look-ahead before the due instant,
-    so never its start. None only on rows written before it was kept."""
+    """When the claim that took the row for it was made (up to the claim's look-ahead before
+    the due instant, never the horizon it claimed up to), on the clock of the other instants:
+    ``claimed_at <= started_at <= finished_at``. None only on rows written before it was
+    kept."""
 
     def to_dict(self) -> dict[str, JSON]:
         return {
