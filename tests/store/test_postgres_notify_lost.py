@@ -10,6 +10,7 @@ outcome is unknown once anything was written.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -17,8 +18,10 @@ from datetime import timedelta
 import pytest
 from storekit import NOW, StoreFactory, new_timer
 
+from duetime import AsyncApp
 from duetime.errors import CommitOutcomeUnknown, StoreUnavailable
-from duetime.model import Finish, Outcome, Status
+from duetime.model import FanOut, Finish, Outcome, Status
+from duetime.model.deliveries import delivery_key
 from duetime.store import Store
 from duetime.store.postgres import notices, write_pipeline
 from duetime.store.postgres.store import PostgresStore
@@ -141,3 +144,52 @@ async def test_kept_timers_unread_after_a_commit_leave_the_outcome_unknown(
     with pytest.raises(StoreUnavailable) as alone:
         await store.writes.at_once([calls[1]])
     assert not alone.value.outcome_unknown
+
+
+async def test_fan_outs_rescues_groups_and_schedules_whose_notify_is_lost_answer_success(
+    pg_url: str,
+    open_store: StoreFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = await open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    await store.put_timers(
+        [new_timer("fan", NOW, type="t"), new_timer("gone", NOW, type="t")], "error", NOW
+    )
+    claimed = {c.timer.key: c for c in await store.claim_due("ns", None, NOW, 10, "n1", LEASE)}
+    fan = claimed["fan"].timer
+    monkeypatch.setitem(notices.Q, "notify_after_commit", LOST)
+    with caplog.at_level(logging.WARNING, logger="duetime.store.postgres"):
+        out = FanOut(fan.id, 1, "fan", ("a", "b"), fan.claim_token)
+        assert await store.fan_out([out], "n1", NOW) == set()
+        assert await store.rescue(LEASE + timedelta(seconds=1)) == [claimed["gone"].timer.id]
+        calls = [
+            PutCall([new_timer("g1", NOW, type="t")], "keep", NOW),
+            PutCall([new_timer("g2", NOW, type="t")], "error", NOW),
+        ]
+        answers = await store.writes.grouped(calls)
+        assert [[r.action for r in a] for a in answers if isinstance(a, list)] == [
+            ["created"],
+            ["created"],
+        ]
+    assert caplog.text.count("the commit stands") == 3
+    for key in ("g1", "g2", delivery_key("fan", "a"), delivery_key("fan", "b")):
+        assert await store.get_timer("ns", key) is not None, key
+    retried = await store.get_timer("ns", "gone")
+    assert retried is not None
+    assert retried.status is Status.RETRYING
+
+
+def test_a_schedule_whose_notify_is_lost_is_added_and_answered(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        async with AsyncApp(pg_url, namespace="ns") as app:
+            monkeypatch.setitem(notices.Q, "notify_after_commit", LOST)
+            with caplog.at_level(logging.WARNING, logger="duetime.store.postgres"):
+                await app.add_schedule("nightly", "report", cron="0 3 * * *")
+            assert (await app.get_schedule("nightly")).name == "nightly"
+
+    asyncio.run(main())
+    assert "the commit stands" in caplog.text
