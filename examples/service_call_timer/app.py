@@ -109,7 +109,7 @@ class ServiceCallTimer:
             self.app,
             self.topology.nats_url,
             self.topology.commands_subject,
-            command=ScheduleCommand.named("seed003"),
+            command=ScheduleCommand.named("schedule_timer"),
             durable=self.topology.durable,
             stream=self.topology.commands_stream,
             create_stream=True,

@@ -33,7 +33,7 @@ from redis.asyncio import Redis
 from tests.waiting import run as run_within
 
 from duetime import AsyncApp, Status
-from duetime.errors import StoreUnavailable
+from duetime.errors import InvalidInput, StoreUnavailable
 from duetime.model import NewTimer, OnConflict, PutResult
 from duetime.sources import ScheduleCommand, run_sources
 from duetime.sources.nats_source import NatsSource
@@ -304,6 +304,24 @@ def test_nats_dead_letter_without_a_stream_keeps_the_message(tmp_path: Path, nat
                     await js.delete_stream(dead_stream)
             assert [m.data for m in letters] == [b"{broken"]
             assert source.stats.dead_lettered == 1
+
+    run(main)
+
+
+def test_nats_subject_of_another_stream_is_named_not_retried_as_missing(
+    tmp_path: Path, nats_url: str
+) -> None:
+    """create_stream with a subject another stream captures says which stream, not "not found"."""
+
+    async def main() -> None:
+        async with nats_env(nats_url) as (url, js, stream, subject), make_app(tmp_path) as app:
+            prefix = subject.rsplit(".", 1)[0]
+            await js.add_stream(name=stream, subjects=[f"{prefix}.>"])  # captures the subject
+            source = nats_source(app, url, subject, unique("DT_MINE_"))
+            with pytest.raises(InvalidInput, match=f"captured by the stream '{stream}'") as caught:
+                await source._subscribe()
+            assert caught.value.field == "stream"
+            await source._close()
 
     run(main)
 

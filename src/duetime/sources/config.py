@@ -6,10 +6,10 @@ Sources are described in JSON (a config file, ``DUETIME_SOURCES``), keyed by nam
     {
       "service-calls": {"kind": "nats", "url": "nats://nats:4222",
                         "subject": "service-calls.schedule-timer", "durable": "duetime",
-                        "create_stream": true, "mapping": "seed003"},
+                        "create_stream": true, "mapping": "schedule_timer"},
       "notifications": {"kind": "redis", "url": "redis://redis:6379/0",
                         "stream": "schedule-event", "group": "scheduling-worker",
-                        "mapping": "seed004", "acceptance_window": "PT5M"}
+                        "mapping": "schedule_event", "acceptance_window": "PT5M"}
     }
 
 Options per kind (``*`` = required):
@@ -23,9 +23,10 @@ Options per kind (``*`` = required):
   ``<host>-<pid>``), ``dead_stream`` (default ``<stream>:dead``), ``field`` (the entry field
   holding the JSON, default ``body``), ``batch`` (100), ``block`` (1 s), ``claim_idle`` (60 s),
   ``retry_delay`` (5 s), ``start_id`` (``0``), ``timeout`` (5 s).
-- every kind: ``mapping`` (``timer`` | ``seed003`` | ``seed004``, default ``timer``), ``type``
-  (the event type for ``seed003``/``seed004``), ``acceptance_window`` (``seed004``),
-  ``on_conflict`` (``update`` | ``keep`` | ``error``, default ``update``).
+- every kind: ``mapping`` (``timer`` | ``schedule_timer`` | ``schedule_event``, default
+  ``timer``), ``type`` (the event type for ``schedule_timer``/``schedule_event``),
+  ``acceptance_window`` (``schedule_event``), ``on_conflict`` (``update`` | ``keep`` |
+  ``error``, default ``update``).
 
 Every mistake is an :class:`~duetime.errors.InvalidInput` whose ``field`` is the path to fix,
 e.g. ``sources.service-calls.subject``; unknown options are refused (a typo is not ignored).
