@@ -466,8 +466,10 @@ async function act(timer, action) {
   if (!ok) return;
   const path = ns(`/timers/${keyPath(timer.key)}`);
   try {
-    // DELETE cancels a pending timer and deletes a finished one: each button shows for one kind.
-    if (action === "cancel" || action === "delete") await api(path, { method: "DELETE" });
+    // DELETE only cancels (sent twice, it still only cancels); erasing a finished timer and its
+    // history is a request of its own.
+    if (action === "cancel") await api(path, { method: "DELETE" });
+    else if (action === "delete") await api(`${path}/purge`, { method: "POST" });
     else if (action === "replay") await api(ns(`/dead/${keyPath(timer.key)}/replay`), { method: "POST" });
     else await api(`${path}/run-now`, { method: "POST" });
     notice(`${timer.key} ${what.done}.`, "ok");
