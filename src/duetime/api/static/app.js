@@ -536,7 +536,20 @@ async function showAudit({ more = false } = {}) {
 
 // -- schedules -----------------------------------------------------------------------------
 function rule(s) {
-  return s.cron ? `cron ${s.cron}` : `every ${span(s.every * 1000)}`;
+  // One of three kinds: a cron expression, an RFC 5545 rule (with its calendar), an interval.
+  if (s.cron) return `cron ${s.cron}`;
+  if (s.rrule) return [`rrule ${s.rrule}`, calendarText(s)].filter(Boolean).join(" · ");
+  return `every ${span(s.every * 1000)}`;
+}
+
+function calendarText(s) {
+  // What decides a calendar rule's days besides the RRULE, when it says anything.
+  return [
+    s.holidays && `holidays ${s.holidays}`,
+    s.holiday_dates?.length && `${s.holiday_dates.length} holiday date${s.holiday_dates.length === 1 ? "" : "s"}`,
+    s.roll && `roll ${s.roll}`,
+    s.feb29 && s.feb29 !== "feb28" && `29 Feb → ${s.feb29}`,
+  ].filter(Boolean).join(", ");
 }
 
 function scheduleRow(s) {
