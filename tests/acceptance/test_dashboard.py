@@ -295,6 +295,20 @@ def test_schedules_show_their_next_occurrences_and_pause_and_resume(
         assert app.get_schedule("daily-report").active is True
 
 
+def test_a_replayed_timer_counts_its_attempts_from_the_replay(console: Console, page: Page) -> None:
+    """sync-7 died on its only attempt; replayed, it has one fresh attempt, not "1 of 2"."""
+    page.goto(console.url("timer/sync-7"))
+    attempts = page.locator("#timer-fields dt:text-is('attempts') + dd")
+    expect(attempts).to_have_text("1 of 1")
+    page.click("#act-replay")
+    confirm(page, "Replay sync-7?")
+    expect(page.locator("#timer-title .pill")).to_have_text("scheduled")
+    expect(attempts).to_have_text("0 of 1 since the replay (1 before it)")
+    with stored(console) as app:
+        replayed = app.get("sync-7")
+    assert (replayed.attempts, replayed.max_attempts) == (1, 2)  # as stored
+
+
 def test_a_calendar_schedule_reads_as_its_rule_not_as_an_interval(
     console: Console, page: Page
 ) -> None:

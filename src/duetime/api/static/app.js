@@ -399,7 +399,7 @@ async function showTimer() {
     ["type", timer.type], ["subject", timer.subject], ["due", instant(timer.due_at)],
     ["runs at", timer.status === "scheduled" || timer.status === "retrying" ? `${instant(timer.run_at)} (${relative(timer.run_at)})` : null],
     ["local", timer.local && `${timer.local} ${timer.timezone}`],
-    ["attempts", `${timer.attempts} of ${timer.max_attempts}`], ["fired", timer.fired_at && instant(timer.fired_at)],
+    ["attempts", attemptCount(timer, attempts)], ["fired", timer.fired_at && instant(timer.fired_at)],
     ["completed", timer.completed_at && instant(timer.completed_at)], ["last error", timer.last_error],
     ["correlation id", timer.correlation_id], ["destination", timer.destination],
     ["registered", instant(timer.registered_at)], ["producer", timer.producer],
@@ -456,6 +456,17 @@ async function showTimer() {
     FINISHED.includes(timer.status) && el("button", { type: "button", id: "act-delete", class: "danger", text: "Delete timer", onclick: () => act(timer, "delete") }),
   ].filter(Boolean));
   if (!pending) $("#edit-form").hidden = true;
+}
+
+function attemptCount(timer, attempts) {
+  // A replay numbers its fresh attempts on and adds as many to max_attempts as were made, so
+  // the stored "1 of 21" is counted from the replay: after the latest attempt that ended the
+  // timer dead, unless it still is (as the CLI's show counts them).
+  const before = Math.max(0, ...attempts
+    .filter((a) => a.outcome === "dead" && (a.number < timer.attempts || timer.status !== "dead"))
+    .map((a) => a.number));
+  const count = `${timer.attempts - before} of ${timer.max_attempts - before}`;
+  return before ? `${count} since the replay (${before} before it)` : count;
 }
 
 async function act(timer, action) {
