@@ -113,6 +113,7 @@ def whole(stream: TextIO, name: str) -> TextIO:
         encoding=stream.encoding,
         errors=stream.errors,
         line_buffering=bool(stream.line_buffering),
+        write_through=bool(getattr(stream, "write_through", False)),  # PYTHONUNBUFFERED
     )
 
 
