@@ -110,9 +110,9 @@ def test_list_a_users_tasks_including_executed_ones_and_cancel_only_scheduled(
     done_only = client.get(f"{NS}/timers", params={"subject": subject, "status": "done"})
     assert [t["key"] for t in done_only.json()["items"]] == ["h-soon"]
 
-    # A finished timer is deleted (the one just cancelled too); then it is gone.
+    # A finished timer is deleted (the one just cancelled too) by a purge; then it is gone.
     for key, status in (("h-soon", "done"), ("h-later", "cancelled")):
-        deleted = client.delete(f"{NS}/timers/{key}")
+        deleted = client.post(f"{NS}/timers/{key}/purge")
         assert deleted.status_code == 200
         assert (deleted.json()["action"], deleted.json()["timer"]["status"]) == ("deleted", status)
         assert client.get(f"{NS}/timers/{key}").status_code == 404
@@ -144,7 +144,8 @@ def test_a_fired_timer_is_kept_not_updated_and_its_delete_frees_the_key(
     again = client.post(f"{NS}/timers", json={**body, "payload": {"v": 2}})
     assert (again.status_code, again.json()["action"]) == (200, "kept")
     assert again.json()["timer"]["payload"] == {"v": 1}
-    deleted = client.delete(f"{NS}/timers/fired-1")
+    assert client.delete(f"{NS}/timers/fired-1").status_code == 409  # a cancel: it has fired
+    deleted = client.post(f"{NS}/timers/fired-1/purge")
     assert (deleted.status_code, deleted.json()["action"]) == (200, "deleted")
     anew = client.post(f"{NS}/timers", json={**body, "delay": 3600, "payload": {"v": 3}})
     assert (anew.status_code, anew.json()["action"]) == (201, "created")

@@ -77,6 +77,7 @@ def test_a_token_cannot_see_another_namespace(secured: tuple[Server, Tokens]) ->
             ("GET", "/v1/namespaces/alpha/timers"),
             ("GET", "/v1/namespaces/alpha/timers/secret"),
             ("DELETE", "/v1/namespaces/alpha/timers/secret"),
+            ("POST", "/v1/namespaces/alpha/timers/secret/purge"),
             ("POST", "/v1/namespaces/alpha/timers"),
             ("POST", "/v1/namespaces/alpha/events"),
             ("GET", "/v1/namespaces/alpha/dead"),
@@ -113,6 +114,7 @@ def test_a_read_only_token_reads_but_gets_403_on_writes(secured: tuple[Server, T
             ("POST", "/v1/namespaces/alpha/timers"),
             ("POST", "/v1/namespaces/alpha/events"),
             ("DELETE", "/v1/namespaces/alpha/timers/ro-1"),
+            ("POST", "/v1/namespaces/alpha/timers/ro-1/purge"),
             ("POST", "/v1/namespaces/alpha/dead/ro-1/replay"),
         ]:
             refused = reader.request(method, path, json=body)

@@ -117,18 +117,21 @@ def test_delete_takes_finished_timers_and_the_audit_log_says_who(
 ) -> None:
     server, tokens, stored, ns = served.server, served.tokens, served.stored, served.ns
     with server.client(tokens["on-call"]) as client:
-        gone = client.delete(f"{ns}/timers/paid-0")
+        gone = client.post(f"{ns}/timers/paid-0/purge")
         assert gone.status_code == 200, gone.text
         assert (gone.json()["action"], gone.json()["timer"]["status"]) == ("deleted", "dead")
         assert client.get(f"{ns}/timers/paid-0").status_code == 404
         assert stored("paid-0") is None
 
-        cancelled = client.delete(f"{ns}/timers/mail-0")  # pending: cancelled, as before
+        cancelled = client.delete(f"{ns}/timers/mail-0")  # pending: cancelled
         assert cancelled.json()["action"] == "cancelled"
         assert stored("mail-0") == "cancelled"
-        assert client.delete(f"{ns}/timers/mail-0").json()["action"] == "deleted"
+        again = client.delete(f"{ns}/timers/mail-0")  # a retried cancel: the same answer
+        assert (again.status_code, again.json()["action"]) == (200, "cancelled")
+        assert stored("mail-0") == "cancelled"
+        assert client.post(f"{ns}/timers/mail-0/purge").json()["action"] == "deleted"
         assert stored("mail-0") is None
-        assert client.delete(f"{ns}/timers/mail-0").status_code == 404
+        assert client.post(f"{ns}/timers/mail-0/purge").status_code == 404
 
         filter_ = {"status": "dead", "type": "order.*"}
         dry = client.post(
@@ -188,11 +191,14 @@ def test_a_running_timer_is_not_deleted_and_the_error_says_why(
         app.schedule("slow.job", key="busy", delay=0)
     asyncio.run(claim(url, served.shop, "busy"))  # a worker holds it: running
     with server.client(tokens["on-call"]) as client:
-        refused = client.delete(f"{ns}/timers/busy")
+        refused = client.post(f"{ns}/timers/busy/purge")
         assert refused.status_code == 409
         assert refused.json()["field"] == "key"
         assert "is running" in refused.json()["message"]
         assert "let it finish" in refused.json()["message"]
+        not_cancelled = client.delete(f"{ns}/timers/busy")
+        assert not_cancelled.status_code == 409
+        assert "is running" in not_cancelled.json()["message"]
         assert stored("busy") == "running"
         # nothing done: nothing written
         assert audit(client, served.shop)[0]["action"] == "token_create"
@@ -209,3 +215,35 @@ async def claim(url: str, namespace: str, key: str) -> None:
         assert claimed.timer.key == key
     finally:
         await store.close()
+
+
+def test_a_cancel_sent_again_never_erases_a_timer_or_its_history(served: Shop) -> None:
+    """What an HTTP client does when a DELETE's answer is lost: it sends it again. The timer it
+    cancelled stays cancelled, and a timer that finished otherwise is a 409, never deleted;
+    only ``POST …/purge`` deletes."""
+    server, tokens, stored, ns = served.server, served.tokens, served.stored, served.ns
+    with server.client(tokens["on-call"]) as client:
+        answers = [client.delete(f"{ns}/timers/mail-1") for _ in range(3)]
+        assert [(a.status_code, a.json()["action"]) for a in answers] == [(200, "cancelled")] * 3
+        assert {a.json()["timer"]["status"] for a in answers} == {"cancelled"}
+        assert stored("mail-1") == "cancelled"
+
+        for key, status in (("paid-1", "dead"), ("seen-1", "done")):
+            for _ in range(2):
+                refused = client.delete(f"{ns}/timers/{key}")
+                assert refused.status_code == 409, refused.text
+                assert (refused.json()["code"], refused.json()["field"]) == ("conflict", "key")
+                assert f"is {status}" in refused.json()["message"]
+            assert stored(key) == status
+            shown = client.get(f"{ns}/timers/{key}").json()
+            assert [a["number"] for a in shown["attempts"]] == [1]  # its history kept
+
+        pending = client.post(f"{ns}/timers/mail-0/purge")  # a pending timer: cancel it first
+        assert pending.status_code == 409
+        assert "cancel it first" in pending.json()["message"]
+        assert stored("mail-0") == "scheduled"
+
+        # one cancel, written once: a repeat changed nothing and is not an operator's action
+        assert [(e["action"], e["target"]) for e in audit(client, served.shop)[:-1]] == [
+            ("cancel", {"key": "mail-1"})
+        ]

@@ -25,7 +25,7 @@ schema relates.
 
 ``use_after_free`` (a deleted resource answers 404) is left out: ``DELETE`` on a pending timer
 cancels it, and the cancelled timer stays readable with its history, as documented (a second
-``DELETE`` deletes it).
+``DELETE`` answers the same; only ``POST …/purge`` deletes it).
 """
 
 from __future__ import annotations

@@ -180,3 +180,45 @@ def test_cli_schedules_update_changes_weekend_and_holiday_dates(cli: Cli) -> Non
     assert updated["schedule"]["next_at"] == "2030-03-13T05:00:00Z"
     error = cli.fails("schedules", "update", "pay", "--weekend", "someday", code=2)
     assert error["field"] == "weekend"
+
+
+def test_cli_schedules_show_names_the_whole_calendar(cli: Cli) -> None:
+    """The human view shows what decides the days besides the RRULE: exceptions, the holiday
+    set, the weekend, the roll and 29 February — defaults included."""
+    cli.ok("namespaces", "create", "default")
+    cli.ok(
+        "schedules",
+        "add",
+        "pay",
+        "payroll.run",
+        "--rrule",
+        "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29",
+        "--dtstart",
+        "2028-02-29T09:00",
+        "--timezone",
+        "Europe/Berlin",
+        "--exdate",
+        "2032-02-29T09:00",
+        "--holidays",
+        "DE-BE",
+        "--holiday-date",
+        "2030-03-01",
+        "--roll",
+        "forward",
+        "--feb29",
+        "mar1",
+    )
+    shown = cli("schedules", "show", "pay")
+    assert shown.code == 0, shown.stderr
+    rows = {
+        name: value.strip()
+        for name, _, value in (line.partition(" ") for line in shown.stdout.splitlines())
+        if name
+    }
+    assert rows["rule"].startswith("rrule FREQ=YEARLY;")
+    assert rows["exdates"] == "2032-02-29T09:00:00"
+    assert rows["holidays"] == "DE-BE"
+    assert rows["holiday_dates"] == "2030-03-01"
+    assert rows["weekend"] == "sat, sun"
+    assert rows["roll"] == "forward"
+    assert rows["feb29"] == "mar1"

@@ -178,6 +178,26 @@ def test_a_replayed_timer_fires_again(cli: Cli, app_module: str) -> None:
     assert [a["number"] for a in attempts] == [1, 2]
 
 
+def test_a_replayed_timer_counts_its_attempts_from_the_replay(cli: Cli, app_module: str) -> None:
+    """Stored, a replay after one attempt of 20 reads "1 of 21"; shown, it is counted from the
+    replay, with the attempts before it said apart."""
+
+    def attempts_row() -> str:
+        shown = cli("show", "d1")
+        assert shown.code == 0, shown.stderr
+        (row,) = [line for line in shown.stdout.splitlines() if line.startswith("attempts ")]
+        return row.removeprefix("attempts").strip()
+
+    cli.ok("schedule", "doomed", "--delay", "0", "--key", "d1")
+    cli.ok("tick", "--app", app_module)
+    assert attempts_row() == "1 of 20"
+    replayed = cli.ok("dead", "replay", "d1")["timer"]
+    assert (replayed["attempts"], replayed["max_attempts"]) == (1, 21)  # as stored
+    assert attempts_row() == "0 of 20 since the replay (1 before it)"
+    cli.ok("tick", "--app", app_module)
+    assert attempts_row() == "1 of 20 since the replay (1 before it)"
+
+
 @pytest.mark.parametrize(
     ("args", "field"),
     [

@@ -295,6 +295,41 @@ def test_schedules_show_their_next_occurrences_and_pause_and_resume(
         assert app.get_schedule("daily-report").active is True
 
 
+def test_a_replayed_timer_counts_its_attempts_from_the_replay(console: Console, page: Page) -> None:
+    """sync-7 died on its only attempt; replayed, it has one fresh attempt, not "1 of 2"."""
+    page.goto(console.url("timer/sync-7"))
+    attempts = page.locator("#timer-fields dt:text-is('attempts') + dd")
+    expect(attempts).to_have_text("1 of 1")
+    page.click("#act-replay")
+    confirm(page, "Replay sync-7?")
+    expect(page.locator("#timer-title .pill")).to_have_text("scheduled")
+    expect(attempts).to_have_text("0 of 1 since the replay (1 before it)")
+    with stored(console) as app:
+        replayed = app.get("sync-7")
+    assert (replayed.attempts, replayed.max_attempts) == (1, 2)  # as stored
+
+
+def test_a_calendar_schedule_reads_as_its_rule_not_as_an_interval(
+    console: Console, page: Page
+) -> None:
+    """An RRULE schedule has no interval: its row names the rule and its business calendar."""
+    with stored(console) as app:
+        app.add_schedule(
+            "month-end",
+            "payroll.run",
+            rrule="FREQ=MONTHLY;BYMONTHDAY=-1",
+            dtstart="2030-01-31T17:00",
+            timezone="Europe/Berlin",
+            holidays="DE-BE",
+            roll="backward",
+        )
+    page.goto(console.url("schedules"))
+    cell = page.locator('#schedules tr[data-name="month-end"] td').nth(2)
+    expect(cell).to_have_text("rrule FREQ=MONTHLY;BYMONTHDAY=-1 · holidays DE-BE, roll backward")
+    daily = page.locator('#schedules tr[data-name="daily-report"] td').nth(2)
+    expect(daily).to_have_text("cron 0 9 * * *")
+
+
 def test_the_page_follows_the_database_live_without_reloading(
     any_console: Console, page: Page
 ) -> None:

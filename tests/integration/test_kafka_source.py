@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,34 @@ def test_records_become_timers_offsets_committed_after_and_redelivery_upserts(
             assert again.stats.stored["kept"] == 3
 
     run(main)
+
+
+def test_the_log_says_the_source_waits_for_its_group_and_when_it_has_formed(
+    tmp_path: Path, kafka_servers: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new group takes seconds to form (20 s and more on a fresh broker): the source says it
+    is waiting before its first record, and which partitions it got."""
+    topic, group = unique_topic("schedule"), unique_topic("group")
+    create_topic(kafka_servers, topic)
+
+    async def main() -> None:
+        async with make_app(tmp_path) as app:
+            produce(kafka_servers, topic, [request("a")])
+            with caplog.at_level(logging.INFO, logger="duetime.sources.kafka"):
+                async with running(source(app, kafka_servers, topic, group), app=app):
+                    await eventually(lambda: count_is(app, 1), within=15)
+
+    run(main)
+    said = [r.getMessage() for r in caplog.records if r.name == "duetime.sources.kafka"]
+    name = f"kafka-{group}"
+    waiting = (
+        f"source {name}: joined group {group} for topic {topic}; waiting for the group to "
+        "assign partitions (on a new broker this may take 20 s or more)"
+    )
+    assert said[0] == waiting
+    assigned = [line for line in said if " assigned partitions " in line]
+    assert len(assigned) == 1
+    assert assigned[0].startswith(f"source {name}: group {group} assigned partitions 0 of topic")
 
 
 async def _stored(src: KafkaSource, n: int) -> bool:

@@ -37,8 +37,8 @@ from duetime.api.schemas import (
 )
 from duetime.api.service import Service
 from duetime.app.facade import AsyncApp
-from duetime.errors import InvalidInput
-from duetime.model import OnConflict, Page, PutResult, Timer
+from duetime.errors import Conflict, InvalidInput
+from duetime.model import OnConflict, Page, PutResult, Status, Timer
 from duetime.model.cursors import ID_CURSOR_PATTERN
 from duetime.model.finding import TIMER_CURSOR_PATTERN, TimerSort
 from duetime.requests import JSON_COUNTS, TimerRequest
@@ -200,23 +200,44 @@ async def show_timer(app: ReadApp, key: Key, service: ServiceDep) -> JSONRespons
 
 @router.delete(
     "/timers/{key:path}",
-    summary="Cancel a pending timer, or delete a finished one",
+    summary="Cancel a pending timer (the same answer when repeated)",
     response_model=ChangedOut,
     responses=errors(401, 403, 404, 409, 422),
 )
 async def cancel_timer(
     request: Request, app: WriteApp, key: Key, service: ServiceDep
 ) -> JSONResponse:
-    """A scheduled or retrying timer is cancelled (`action: cancelled`); a finished one (done,
-    dead, cancelled, expired) is deleted with its attempts and history (`action: deleted`, the
-    timer as it was; its key may then be scheduled again); a running one is a 409 — let it
-    finish. So a second DELETE deletes the timer the first one cancelled."""
-    actor = actor_of(request)
-    if (await app.get(key)).status.is_pending:
-        timer = await app.cancel(key, actor=actor)
-        service.metrics.cancelled(timer.namespace, timer.type)
+    """A scheduled or retrying timer is cancelled (`action: cancelled`). A DELETE sent again —
+    as an HTTP client does when the first answer was lost — answers the same for the timer it
+    cancelled, which stays as it is. Any other timer is a 409: a running one (let it finish),
+    or one that finished otherwise (done, dead, expired). Nothing is ever erased here: deleting
+    a finished timer and its history is `POST …/timers/{key}/purge`."""
+    try:
+        timer = await app.cancel(key, actor=actor_of(request))
+    except Conflict:
+        timer = await app.get(key)
+        if timer.status is not Status.CANCELLED:
+            raise
+        # cancelled already (a repeated request): nothing changes, nothing to audit
         return JSONResponse({"action": "cancelled", "timer": await shown(service, app, timer)})
-    timer = await app.delete(key, actor=actor)
+    service.metrics.cancelled(timer.namespace, timer.type)
+    return JSONResponse({"action": "cancelled", "timer": await shown(service, app, timer)})
+
+
+@router.post(
+    "/timers/{key:path}/purge",
+    summary="Delete a finished timer with its attempts and history",
+    response_model=ChangedOut,
+    responses=errors(401, 403, 404, 409, 422),
+)
+async def purge_timer(
+    request: Request, app: WriteApp, key: Key, service: ServiceDep
+) -> JSONResponse:
+    """A done, dead, cancelled or expired timer is deleted with its attempts and archived
+    history (`action: deleted`, the timer as it was); its key may then be scheduled again. A
+    pending timer is a 409 (cancel it first), a running one too (let it finish); sent again
+    after it succeeded, a 404."""
+    timer = await app.delete(key, actor=actor_of(request))
     return JSONResponse({"action": "deleted", "timer": await shown(service, app, timer)})
 
 

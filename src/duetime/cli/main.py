@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 other error, 2 bad input or usage, 3 not found, 4 conflict, 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -35,6 +36,7 @@ from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.tzdata import tzdata
 from duetime.cli.worker import tick, worker
 from duetime.errors import DuetimeError
+from duetime.support import stdio
 from duetime.support.extras import server_missing
 from duetime.timemath.tzmath import tzdata_version
 
@@ -170,8 +172,29 @@ def _report_usage(exc: click.ClickException, args: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (the console script passes it to ``sys.exit``)."""
+    """Run the CLI; returns the exit code (the console script passes it to ``sys.exit``).
+
+    Its output is written whole or the command fails: stdout and stderr write through
+    :func:`duetime.support.stdio.whole_streams`, whatever mode an event loop or the parent
+    process left them in. A reader that went away (``duetime ls | head``) ends the command
+    quietly with status 1; any other failure to write is one line on stderr and status 1.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with stdio.whole_streams():
+            return _run(args)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to say, even at exit
+        return output.EXIT_ERROR
+    except stdio.OutputLost as exc:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"error [output] {exc}\n")
+            sys.stderr.flush()
+        return output.EXIT_ERROR
+
+
+def _run(args: list[str]) -> int:
     try:
         result = cli.main(args=args, prog_name="duetime", standalone_mode=False)
     except click.ClickException as exc:
@@ -179,10 +202,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (click.Abort, KeyboardInterrupt):
         sys.stderr.write("aborted\n")
         return 130
-    except BrokenPipeError:  # e.g. `duetime ls | head`: the reader went away
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
     return result if isinstance(result, int) else 0
 
 

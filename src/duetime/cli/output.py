@@ -17,6 +17,7 @@ from duetime.bus.subscribers import Subscribers
 from duetime.errors import Conflict, DuetimeError, InvalidInput, NotFound
 from duetime.model import JSON, Attempt, Node, PutResult, Timer
 from duetime.model.audit import AuditEntry, describe_target
+from duetime.model.replays import attempt_count
 from duetime.support.escaping import escape_controls, escape_json_controls
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faster --json)
@@ -147,9 +148,14 @@ def details(rows: Iterable[tuple[str, str]]) -> Table:
 
 
 def timer_details(
-    timer: Timer, action: str | None = None, subscribers: Subscribers | None = None
+    timer: Timer,
+    action: str | None = None,
+    subscribers: Subscribers | None = None,
+    attempts: Sequence[Attempt] | None = None,
 ) -> Table:
-    """``subscribers`` adds how many live nodes would deliver it, and says so when none would."""
+    """``subscribers`` adds how many live nodes would deliver it, and says so when none would.
+    ``attempts``, its history, counts its attempts from its latest replay (see
+    :mod:`duetime.model.replays`)."""
     rows: list[tuple[str, str]] = []
     if action is not None:
         rows.append(("action", action))
@@ -178,7 +184,7 @@ def timer_details(
     ]
     rows += [(name, str(value)) for name, value in optional if value is not None]
     rows += [
-        ("attempts", f"{timer.attempts} of {timer.max_attempts}"),
+        ("attempts", attempt_count(timer, attempts or ()).text()),
         ("registered_at", when(timer.registered_at)),
         ("payload", json.dumps(timer.payload, ensure_ascii=False)),
     ]

@@ -27,6 +27,8 @@ from duetime.timemath.tzmath import load_zone
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from duetime.timemath.recurrence.calendar import Calendar
+
 FC = TypeVar("FC", bound=Callable[..., Any])
 PREVIEW = 5
 
@@ -367,6 +369,8 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
     ]
     if schedule.cron is not None or schedule.calendar is not None:
         rows.append(("dst", f"on_gap={schedule.on_gap} on_overlap={schedule.on_overlap}"))
+    if schedule.calendar is not None:
+        rows += calendar_rows(schedule.calendar)
     optional = [
         ("subject", schedule.subject),
         ("start_at", schedule.start_at and output.when(schedule.start_at)),
@@ -378,6 +382,24 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
         ("payload", json.dumps(schedule.payload, ensure_ascii=False)),
     ]
     return output.details(rows)
+
+
+def calendar_rows(calendar: Calendar) -> list[tuple[str, str]]:
+    """What decides a calendar rule's days besides the RRULE: its exceptions and extra dates,
+    the business calendar (holidays, weekend, what a non-business day does) and 29 February.
+    The lists are shown when they hold something; the rest always, defaults included, so what
+    is shown is the whole rule."""
+    fields = calendar.to_dict()
+    rows = [(name, ", ".join(fields[name])) for name in ("exdates", "rdates") if fields[name]]
+    rows.append(("holidays", output.text(fields["holidays"])))
+    if fields["holiday_dates"]:
+        rows.append(("holiday_dates", ", ".join(fields["holiday_dates"])))
+    rows += [
+        ("weekend", ", ".join(fields["weekend"])),
+        ("roll", output.text(fields["roll"])),
+        ("feb29", fields["feb29"]),
+    ]
+    return rows
 
 
 def schedules_table(items: Sequence[Schedule]) -> Table:

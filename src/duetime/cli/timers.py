@@ -262,7 +262,7 @@ def show(key: str) -> None:
         )
         return
     console = output.stdout()
-    console.print(output.timer_details(timer, subscribers=found))
+    console.print(output.timer_details(timer, subscribers=found, attempts=attempts))
     if moves:
         table = output.new_table(title="moved by new zone rules")
         for name in ("when", "why", "local", "zone", "from (UTC)", "to (UTC)"):

@@ -62,6 +62,7 @@ from duetime.sources.base import (
     store_batch,
 )
 from duetime.sources.checks import check_plain
+from duetime.sources.kafka_group import GroupWait
 
 log = logging.getLogger("duetime.sources.kafka")
 
@@ -135,6 +136,7 @@ class KafkaSource:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"duetime-kafka-{self.name}")
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
+        self._group = GroupWait(log, self.name, self.group, self.topic)
 
     def __repr__(self) -> str:
         return f"KafkaSource({self.name!r}, {self.servers!r}, {self.topic!r}, group={self.group!r})"
@@ -152,12 +154,6 @@ class KafkaSource:
             while not stop.is_set():
                 try:
                     consumer = await self._open()
-                    log.info(
-                        "source %s: consuming topic %s as group %s",
-                        self.name,
-                        self.topic,
-                        self.group,
-                    )
                     delay = 0.5
                     await self._consume(consumer, stop)
                 except asyncio.CancelledError:
@@ -174,7 +170,13 @@ class KafkaSource:
         if self._consumer is None:
             config = {**self.consumer_config, "error_cb": self._on_error}
             consumer: Consumer = await self._call(Consumer, config)
-            await self._call(consumer.subscribe, [self.topic])
+            await self._call(
+                consumer.subscribe,
+                [self.topic],
+                on_assign=self._group.on_assign,
+                on_revoke=self._group.on_revoke,
+            )
+            self._group.subscribed()
             self._consumer = consumer
         return self._consumer
 
@@ -196,6 +198,7 @@ class KafkaSource:
     async def _consume(self, consumer: Consumer, stop: asyncio.Event) -> None:
         while not stop.is_set():
             polled: list[Message] = await self._call(self._read, consumer)
+            self._group.still_waiting()
             records: list[Message] = []
             for message in polled:
                 error = message.error()

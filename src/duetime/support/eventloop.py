@@ -19,6 +19,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from duetime.errors import InvalidInput
+from duetime.support import stdio
 
 T = TypeVar("T")
 
@@ -52,13 +53,15 @@ def chosen(env: Mapping[str, str] | None = None) -> str:
 
 
 def run(main: Coroutine[Any, Any, T], *, env: Mapping[str, str] | None = None) -> T:
-    """``asyncio.run(main)`` on the chosen loop."""
+    """``asyncio.run(main)`` on the chosen loop; stdin, stdout and stderr are left blocking or
+    not as they were before it (uvloop leaves a standard stream it watched non-blocking, and
+    what is written to one afterwards could then be cut short)."""
     try:
         factory = loop_factory(env)
     except BaseException:
         main.close()  # never awaited: say so quietly instead of warning
         raise
-    with asyncio.Runner(loop_factory=factory) as runner:
+    with stdio.modes_kept(), asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)
 
 

@@ -399,7 +399,7 @@ async function showTimer() {
     ["type", timer.type], ["subject", timer.subject], ["due", instant(timer.due_at)],
     ["runs at", timer.status === "scheduled" || timer.status === "retrying" ? `${instant(timer.run_at)} (${relative(timer.run_at)})` : null],
     ["local", timer.local && `${timer.local} ${timer.timezone}`],
-    ["attempts", `${timer.attempts} of ${timer.max_attempts}`], ["fired", timer.fired_at && instant(timer.fired_at)],
+    ["attempts", attemptCount(timer, attempts)], ["fired", timer.fired_at && instant(timer.fired_at)],
     ["completed", timer.completed_at && instant(timer.completed_at)], ["last error", timer.last_error],
     ["correlation id", timer.correlation_id], ["destination", timer.destination],
     ["registered", instant(timer.registered_at)], ["producer", timer.producer],
@@ -458,6 +458,17 @@ async function showTimer() {
   if (!pending) $("#edit-form").hidden = true;
 }
 
+function attemptCount(timer, attempts) {
+  // A replay numbers its fresh attempts on and adds as many to max_attempts as were made, so
+  // the stored "1 of 21" is counted from the replay: after the latest attempt that ended the
+  // timer dead, unless it still is (as the CLI's show counts them).
+  const before = Math.max(0, ...attempts
+    .filter((a) => a.outcome === "dead" && (a.number < timer.attempts || timer.status !== "dead"))
+    .map((a) => a.number));
+  const count = `${timer.attempts - before} of ${timer.max_attempts - before}`;
+  return before ? `${count} since the replay (${before} before it)` : count;
+}
+
 async function act(timer, action) {
   const what = ACTIONS[action];
   const ok = await confirmed(`${what.verb[0].toUpperCase()}${what.verb.slice(1)} ${timer.key}?`,
@@ -466,8 +477,10 @@ async function act(timer, action) {
   if (!ok) return;
   const path = ns(`/timers/${keyPath(timer.key)}`);
   try {
-    // DELETE cancels a pending timer and deletes a finished one: each button shows for one kind.
-    if (action === "cancel" || action === "delete") await api(path, { method: "DELETE" });
+    // DELETE only cancels (sent twice, it still only cancels); erasing a finished timer and its
+    // history is a request of its own.
+    if (action === "cancel") await api(path, { method: "DELETE" });
+    else if (action === "delete") await api(`${path}/purge`, { method: "POST" });
     else if (action === "replay") await api(ns(`/dead/${keyPath(timer.key)}/replay`), { method: "POST" });
     else await api(`${path}/run-now`, { method: "POST" });
     notice(`${timer.key} ${what.done}.`, "ok");
@@ -534,7 +547,20 @@ async function showAudit({ more = false } = {}) {
 
 // -- schedules -----------------------------------------------------------------------------
 function rule(s) {
-  return s.cron ? `cron ${s.cron}` : `every ${span(s.every * 1000)}`;
+  // One of three kinds: a cron expression, an RFC 5545 rule (with its calendar), an interval.
+  if (s.cron) return `cron ${s.cron}`;
+  if (s.rrule) return [`rrule ${s.rrule}`, calendarText(s)].filter(Boolean).join(" · ");
+  return `every ${span(s.every * 1000)}`;
+}
+
+function calendarText(s) {
+  // What decides a calendar rule's days besides the RRULE, when it says anything.
+  return [
+    s.holidays && `holidays ${s.holidays}`,
+    s.holiday_dates?.length && `${s.holiday_dates.length} holiday date${s.holiday_dates.length === 1 ? "" : "s"}`,
+    s.roll && `roll ${s.roll}`,
+    s.feb29 && s.feb29 !== "feb28" && `29 Feb → ${s.feb29}`,
+  ].filter(Boolean).join(", ");
 }
 
 function scheduleRow(s) {
