@@ -50,9 +50,12 @@ def parse_payload(value: str | None) -> JSON:
 
 
 async def put_and_subscribers(
-    app: AsyncApp, put: Awaitable[PutResult]
+    app: AsyncApp, put: Awaitable[PutResult], audited: str
 ) -> tuple[PutResult, Subscribers]:
+    """Store the timer, write it to the audit log as ``audited`` by the CLI's user (an operator
+    typed it), and find who would deliver it."""
     result = await put
+    await app.audit_put(app.actor, audited, result)
     return result, await app.subscribers()
 
 
@@ -155,7 +158,7 @@ def schedule(
         put = app.schedule(
             event_type, payload, disambiguation=disambiguation, on_conflict=conflict, **fields
         )
-        return await put_and_subscribers(app, put)
+        return await put_and_subscribers(app, put, "schedule")
 
     print_put(run_app(action))
 
@@ -186,7 +189,7 @@ def emit(event_type: str, payload: str | None, **fields: Any) -> None:
     data = parse_payload(payload)
 
     async def action(app: AsyncApp) -> tuple[PutResult, Subscribers]:
-        return await put_and_subscribers(app, app.emit(event_type, data, **fields))
+        return await put_and_subscribers(app, app.emit(event_type, data, **fields), "emit")
 
     print_put(run_app(action))
 
