@@ -2,7 +2,8 @@
 OpenAPI document, so a route added later without an entry (or without a line in
 :data:`AUDITED`) fails here. On SQLite and PostgreSQL, in-process, with auth on.
 
-``python -m tests.acceptance.test_audit_coverage`` prints the table (docs/audit.md has it too).
+``python tests/acceptance/test_audit_coverage.py`` prints the table; docs/audit.md has it too,
+and :func:`test_the_documented_table_is_the_one_checked` keeps the two alike.
 """
 
 from __future__ import annotations
@@ -181,6 +182,13 @@ def test_every_state_changing_operation_writes_one_entry(database_url: str, tmp_
         console = {"X-Duetime-Client": "console"}
         assert walk(client, "shop-console", console, "console") == []
         assert walk(client, "shop-api", {}, "api") == []
+
+
+def test_the_documented_table_is_the_one_checked() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "audit.md").read_text()
+    for (method, path), action in AUDITED.items():
+        row = f"| `{method} {path}` | `{action}`"
+        assert row in page, f"docs/audit.md lacks the row {row!r}"
 
 
 if __name__ == "__main__":  # pragma: no cover - prints the table for docs/audit.md
