@@ -74,6 +74,10 @@ def test_cli_commands_are_written_by_the_user_running_them(shop: Cli) -> None:
     cli, me = shop, Actor.cli().name
     assert me.startswith("cli:")
     assert "@" in me
+    lines = [{"type": "filed", "key": f"filed-{n}", "delay": "P1D"} for n in (1, 2)]
+    (cli.cwd / "timers.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cli.ok("schedule", "--from-file", "timers.jsonl")
+    cli.ok("schedule", "--from-file", "timers.jsonl", "--on-conflict", "keep")  # all kept
     cli.ok("edit", "edit-me", "--delay", "P3D")
     cli.ok("schedule", "made.here", "--key", "new-1", "--delay", "P1D")
     cli.ok("emit", "said.here", "--key", "ev-1")
@@ -97,6 +101,7 @@ def test_cli_commands_are_written_by_the_user_running_them(shop: Cli) -> None:
         ("emit", {"key": "ev-1", "outcome": "created"}, 1),
         ("schedule", {"key": "new-1", "outcome": "created"}, 1),
         ("edit", {"key": "edit-me", "fields": ["delay"]}, 1),
+        ("schedule_file", {"file": "timers.jsonl", "created": 2, "updated": 0}, 2),
     ]
     assert {(actor, via) for _, actor, via, _, _ in entries} == {(me, "cli")}
     assert logged(cli.db_url, "beta") == [("namespace_create", me, "cli", {"namespace": "beta"}, 1)]

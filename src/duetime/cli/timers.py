@@ -15,6 +15,7 @@ from duetime.cli import batch, output
 from duetime.cli.context import common_options, config, run_app
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Attempt, OnConflict, Page, PutResult, Timer
+from duetime.model.audit import text_target
 from duetime.model.moves import TimerMove
 from duetime.validation import parse_payload_text
 
@@ -171,6 +172,14 @@ def schedule_file(path: str, on_conflict: OnConflict) -> None:
         with batch.open_source(path) as source:
             timers = batch.validate(app, batch.read_lines(source))
         counts = await batch.store(app, timers, on_conflict, show_progress=show_progress)
+        changed = counts["created"] + counts["updated"]
+        if changed:  # one entry for the file, as for any bulk action; none if all were kept
+            target: dict[str, JSON] = {
+                "file": text_target(path),
+                "created": counts["created"],
+                "updated": counts["updated"],
+            }
+            await app.record_action("schedule_file", target, changed)
         return {**counts, "total": len(timers)}
 
     counts = run_app(action)
