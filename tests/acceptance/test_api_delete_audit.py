@@ -13,6 +13,7 @@ import pytest
 
 from duetime import App, Dead, Event
 from duetime.errors import NotFound
+from duetime.model.audit import Actor
 from duetime.store import create_store
 
 from .test_api_serve import Server, SharedServers, fresh_namespace
@@ -22,7 +23,8 @@ pytestmark = pytest.mark.slow  # a real `duetime serve` and its worker
 
 class Shop:
     """A test's tenants on its store's shared server: ``shop`` (seeded) and ``beta`` (empty),
-    namespaces no other test uses, with a token for each (``on-call`` for shop, ``beta``)."""
+    namespaces no other test uses, with a token for each (``on-call`` for shop, ``beta``), each
+    named after its namespace too (a database's token names are unique)."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -30,8 +32,9 @@ class Shop:
         self.shop, self.beta = fresh_namespace("shop"), fresh_namespace("beta")
         self.ns = f"/v1/namespaces/{self.shop}"
         seed(self.url, self.shop, self.beta)
+        self.token_names = {"on-call": f"on-call-{self.shop}", "beta": f"beta-{self.beta}"}
         made = {
-            name: token_for(server, namespace, name)
+            name: token_for(server, namespace, self.token_names[name])
             for name, namespace in (("on-call", self.shop), ("beta", self.beta))
         }
         self.tokens = {name: token["token"] for name, token in made.items()}
@@ -165,15 +168,17 @@ def test_delete_takes_finished_timers_and_the_audit_log_says_who(
                 "token_create",
                 {
                     "token": served.token_ids["on-call"],
-                    "name": "on-call",
+                    "name": served.token_names["on-call"],
                     "namespaces": [served.shop],
                     "read_only": False,
                 },
                 1,
             ),
         ]
-        assert {(e["actor"], e["via"]) for e in entries[:-1]} == {("on-call", "api")}
-        assert (entries[-1]["actor"], entries[-1]["via"]) == ("local", "cli")
+        assert {(e["actor"], e["via"]) for e in entries[:-1]} == {
+            (f"token:{served.token_names['on-call']}", "api")
+        }
+        assert (entries[-1]["actor"], entries[-1]["via"]) == (Actor.cli().name, "cli")
         assert entries[0]["at"] >= entries[-1]["at"]
         assert client.get(f"{ns}/audit", params={"cursor": "id.3"}).status_code == 422
 

@@ -12,6 +12,7 @@ import pytest
 
 from duetime import App, Dead, Event
 from duetime.errors import NotFound
+from duetime.model.audit import Actor
 
 from .conftest import Cli
 
@@ -93,7 +94,8 @@ def test_delete_one_a_selection_or_a_filter_after_counting(shop: Cli) -> None:
         ("bulk_delete", {"keys": ["paid-0", "mail"]}, 1),
         ("delete", {"key": "seen"}, 1),
     ]
-    assert {(e["actor"], e["via"]) for e in log["items"]} == {("local", "cli")}
+    assert {(e["actor"], e["via"]) for e in log["items"]} == {(Actor.cli().name, "cli")}
+    assert Actor.cli().name.startswith("cli:")
     assert log["next_cursor"] is None
     first = cli.ok("audit", "--limit", "1")
     assert [e["action"] for e in first["items"]] == ["bulk_delete"]
@@ -104,7 +106,7 @@ def test_delete_one_a_selection_or_a_filter_after_counting(shop: Cli) -> None:
     assert table.code == 0
     assert "bulk_delete" in table.stdout
     assert "status=dead" in table.stdout
-    assert "local" in table.stdout
+    assert "cli:" in table.stdout
 
 
 def test_operator_commands_are_audited(shop: Cli) -> None:

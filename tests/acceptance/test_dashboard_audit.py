@@ -68,8 +68,8 @@ def test_delete_dead_letters_one_and_in_bulk_then_read_the_audit_log(
     expect(rows).to_have_count(2)
     newest, first = rows.nth(0), rows.nth(1)
     expect(newest).to_have_attribute("data-action", "bulk_delete")
-    expect(newest).to_contain_text("local")
-    expect(newest).to_contain_text("api")
+    expect(newest).to_contain_text("api:anonymous")
+    expect(newest).to_contain_text("console")
     expect(newest.locator("td").nth(4)).to_have_text("59")
     expect(newest).to_contain_text("status=dead type=legacy.sync")
     expect(first).to_have_attribute("data-action", "delete")
@@ -78,6 +78,6 @@ def test_delete_dead_letters_one_and_in_bulk_then_read_the_audit_log(
     with stored(console) as app:  # the view shows what the database keeps
         entries = app.audit_log().items
         assert [(e.action, e.actor, e.via, e.count) for e in entries] == [
-            ("bulk_delete", "local", "api", 59),
-            ("delete", "local", "api", 1),
+            ("bulk_delete", "api:anonymous", "console", 59),
+            ("delete", "api:anonymous", "console", 1),
         ]

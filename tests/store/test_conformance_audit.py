@@ -16,7 +16,7 @@ from duetime.services.retention import maintain
 from duetime.store import Store
 
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))
-ON_CALL = Actor("on-call", "api")
+ON_CALL = Actor("token:on-call", "api")
 
 
 def record(namespace: str, action: str, count: int = 1) -> AuditRecord:
@@ -40,7 +40,7 @@ async def test_entries_read_back_newest_first_in_pages_per_namespace(store: Stor
         "id": entry.id,
         "namespace": "ns",
         "at": "2025-03-01T12:00:00Z",
-        "actor": "on-call",
+        "actor": "token:on-call",
         "via": "api",
         "action": "bulk_replay",
         "target": {"filter": {"status": "dead", "type": "order.*"}, "keys": ["a", "b/c"]},

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from duetime.api.deps import ServiceDep, WriteApp, read_json
+from duetime.api.deps import ServiceDep, WriteApp, actor_of, read_json
 from duetime.api.formats import DATE_PATTERN, DURATION_PATTERN, INSTANT_PATTERN, LOCAL_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schedules import Name
@@ -86,7 +86,7 @@ async def edit_timer(
     data = await read_json(request, service.settings.body_limit)
     if not isinstance(data, dict):
         raise InvalidInput("body", "must be a JSON object")
-    timer = await app.edit(key, data)
+    timer = await app.edit(key, data, actor=actor_of(request))
     return JSONResponse({"action": "updated", "timer": timer.to_dict()})
 
 
@@ -96,9 +96,9 @@ async def edit_timer(
     response_model=ChangedOut,
     responses=errors(401, 403, 404, 409, 422),
 )
-async def run_next(app: WriteApp, name: Name) -> JSONResponse:
+async def run_next(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """Its timer is created (the occurrence's usual key) and due now; the schedule moves on to
     the occurrence after it, so nothing fires again at its instant. 409 when the schedule is
     paused or has no next occurrence."""
-    timer = await app.run_next_now(name)
+    timer = await app.run_next_now(name, actor=actor_of(request))
     return JSONResponse({"action": "made_due", "timer": timer.to_dict()})

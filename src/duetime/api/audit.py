@@ -1,9 +1,9 @@
 """``GET /v1/namespaces/{namespace}/audit``: who did what, newest first.
 
-Every operator action through the API, the console and the CLI — cancel, run now, replay,
-delete, the bulk actions, pausing and resuming schedules and event types, limit changes, tokens
-created and revoked — with the token's name (``local`` without auth or from the CLI), when,
-what it took and how many. A token sees the log of the namespaces it may read, and only theirs.
+Every operator action through the API, the console, the CLI and the Python facade — each
+state-changing operation (docs/audit.md lists them) — with who made it (``token:<name>``,
+``api:anonymous`` without auth, ``cli:<user>@<host>``, ``python:<name>``), when, what it took
+and how many. A token sees the log of the namespaces it may read, and only theirs.
 """
 
 from __future__ import annotations
@@ -25,10 +25,16 @@ class AuditEntryOut(BaseModel):
     id: int
     namespace: str
     at: str = Field(description="When the action was done (UTC)")
-    actor: str = Field(description="The token's name (`token #<id>` if unnamed), or `local`")
-    via: str = Field(description="`api` (the REST API and the console), `cli` or `python`")
-    action: str = Field(description="cancel, run_now, replay, delete, bulk_<action>, pause…")
-    target: dict[str, Any] = Field(description="What it took: key, keys, filter, pattern…")
+    actor: str = Field(
+        description="`token:<name>` (`token:#<id>` if unnamed), `api:anonymous` (auth off), "
+        "`cli:<user>@<host>`, `python` or `python:<name>`"
+    )
+    via: str = Field(description="`api`, `console` (the dashboard), `cli` or `python`")
+    action: str = Field(description="cancel, run_now, replay, delete, edit, bulk_<action>, …")
+    target: dict[str, Any] = Field(
+        description="What it took: key, keys, filter, pattern, schedule…; a long key list as "
+        "its count and sha256"
+    )
     count: int = Field(description="How many it changed")
 
 

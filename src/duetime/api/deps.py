@@ -17,7 +17,7 @@ from duetime.api.errors import InvalidJson, PayloadTooLarge
 from duetime.api.service import Service
 from duetime.app.facade import AsyncApp
 from duetime.errors import NotFound, UnknownNamespace
-from duetime.model.audit import Actor
+from duetime.model.audit import Actor, Via
 from duetime.tenancy.auth import Forbidden, TokenInfo, Unauthorized, authenticate, bearer_token
 
 bearer = HTTPBearer(
@@ -119,10 +119,30 @@ async def writable(namespace: NamespacePath, request: Request, credentials: Bear
     return await service.namespaces.existing(namespace)
 
 
-def actor_of(request: Request) -> Actor:
+CLIENT_HEADER = "x-duetime-client"
+"""The console sends ``X-Duetime-Client: console`` with every request, so the audit log can
+tell its actions from a script's with the same token. Anyone may send it: it names the
+interface, never who acts (the token does)."""
+
+
+def via_of(request: Request) -> Via:
+    """``console`` when the dashboard sent the request, else ``api``."""
+    return "console" if request.headers.get(CLIENT_HEADER) == "console" else "api"
+
+
+def actor_of(request: Request, principal: TokenInfo | None = None) -> Actor:
     """Who makes this request, as the audit log names them: the token :func:`writable` let in
-    (by its name), or ``local`` when the server runs without auth."""
-    return Actor.of_token(getattr(request.state, "principal", None), "api")
+    (``token:<name>``), or ``api:anonymous`` when the server runs without auth; through the
+    console or the API."""
+    who = principal or getattr(request.state, "principal", None)
+    return Actor.of_token(who, via_of(request))
+
+
+def operator_of(request: Request) -> Actor | None:
+    """The actor of a timer created or an event emitted by this request, when an operator
+    made it in the console; None for an application's own writes (the timer is their record,
+    and writing an entry for each would double the cost of the busiest route)."""
+    return actor_of(request) if via_of(request) == "console" else None
 
 
 async def writable_of(request: Request) -> AsyncApp:

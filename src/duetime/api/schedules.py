@@ -121,7 +121,10 @@ async def add_schedule(request: Request, app: WriteApp, service: ServiceDep) -> 
         raise InvalidInput("active", "must be true or false")
     schedule_request = ScheduleRequest.from_dict({**data, "active": active is not False})
     ((action, schedule),) = await app.add_schedules(
-        [schedule_request], on_conflict=cast(OnConflict, on_conflict), keep_active=active is None
+        [schedule_request],
+        on_conflict=cast(OnConflict, on_conflict),
+        keep_active=active is None,
+        actor=actor_of(request),
     )
     return _answer(action, schedule, 201 if action == "created" else 200)
 
@@ -193,7 +196,7 @@ async def update_schedule(
     if not data:
         raise InvalidInput("body", "nothing to change: give at least one field")
     before = await app.get_schedule(name)
-    schedule = await app.update_schedule(name, **data)
+    schedule = await app.update_schedule(name, **data, actor=actor_of(request))
     return _answer("kept" if schedule.version == before.version else "updated", schedule)
 
 

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from duetime import __version__
 from duetime.api import compat
-from duetime.api.deps import PrincipalDep, ServiceDep, read_json
+from duetime.api.deps import PrincipalDep, ServiceDep, actor_of, read_json
 from duetime.api.errors import error_response
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
@@ -80,7 +80,7 @@ async def create_namespace(
     name = check_namespace(data["name"], "name")
     if who is not None and not who.can_write(name):
         raise Forbidden(f"this token may not create namespace {name!r}", field="name")
-    created = await service.root.add_namespace(name)
+    created = await service.root.add_namespace(name, actor=actor_of(request, who))
     return JSONResponse({"name": name, "created": created}, status_code=201 if created else 200)
 
 

@@ -12,7 +12,15 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from duetime.api import compat
-from duetime.api.deps import ReadApp, ServiceDep, WriteApp, actor_of, read_json, service_of
+from duetime.api.deps import (
+    ReadApp,
+    ServiceDep,
+    WriteApp,
+    actor_of,
+    operator_of,
+    read_json,
+    service_of,
+)
 from duetime.api.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
@@ -121,6 +129,7 @@ async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
         raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
     timer_request = TimerRequest.from_dict(data)
     (result,) = await app.schedule_many([timer_request], on_conflict=cast(OnConflict, on_conflict))
+    await app.audit_put(operator_of(request), "schedule", result)
     return await _put_answer(request, app, result)
 
 
@@ -271,6 +280,7 @@ async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
     event_type = fields.pop("type")
     payload = fields.pop("payload", None)
     result = await app.emit(event_type, payload, **fields)
+    await app.audit_put(operator_of(request), "emit", result)
     return await _put_answer(request, app, result)
 
 

@@ -100,11 +100,14 @@ class ActingMethods(AuditMethods):
 
     async def run_now(self, key: str, *, actor: Actor | None = None) -> Timer:
         """Make a scheduled or retrying timer due now (retry now, or run early)."""
+        timer = await self._made_due(key)
+        await self._audit(actor, "run_now", {"key": timer.key})
+        return timer
+
+    async def _made_due(self, key: str) -> Timer:
         await self.open()
         key = check_lookup_key(key)
-        timer = await self.store.run_now(self.namespace, key, self.clock.now())
-        await self._audit(actor, "run_now", {"key": key})
-        return timer
+        return await self.store.run_now(self.namespace, key, self.clock.now())
 
     async def bulk(
         self,
@@ -122,7 +125,8 @@ class ActingMethods(AuditMethods):
         changed (with ``dry_run``, how many match). Runs in batches of ``batch`` rows, each its
         own transaction, walking ids upwards: a timer that dies again meanwhile is not replayed
         twice in one run. The audit log gets one entry, with the count, once the last batch is
-        done (or once one fails: with the count reached, marked ``interrupted``)."""
+        done (or once one fails: with the count reached, marked ``interrupted``); a run that
+        changed nothing writes none, so a request repeated in a loop cannot grow the log."""
         await self.open()
         checked = check_action(action)
         chosen = None if keys is None else check_keys(keys)
@@ -150,16 +154,19 @@ class ActingMethods(AuditMethods):
             target = filter_target(filter, chosen)
             if not finished:
                 target["interrupted"] = True
-            if finished or changed:
+            if changed:
                 await self._audit(actor, f"bulk_{checked}", target, changed)
 
-    async def edit(self, key: str, changes: Mapping[str, Any]) -> Timer:
+    async def edit(
+        self, key: str, changes: Mapping[str, Any], *, actor: Actor | None = None
+    ) -> Timer:
         """Change a scheduled or retrying timer's due time (``at``, ``delay``, ``local`` or
         ``date``, with ``timezone``) and/or ``payload``; Conflict once it has fired.
 
         The rest of the timer is carried over, and the request goes through the re-schedule
         path (``on_conflict="update"``): validated as any schedule call, and a timer that
-        fired meanwhile is kept as it is (Conflict)."""
+        fired meanwhile is kept as it is (Conflict). The audit log says which fields changed
+        (not their values: a payload may be large)."""
         for name in changes:
             if name not in EDIT_FIELDS:
                 raise InvalidInput(name, f"is not a field one can edit ({', '.join(EDIT_FIELDS)})")
@@ -174,9 +181,11 @@ class ActingMethods(AuditMethods):
         (result,) = await self.schedule_many([request], on_conflict="update")
         if result.action == "kept" and not result.timer.status.is_pending:
             raise Conflict(f"timer {key!r} fired meanwhile ({result.timer.status.value})")
+        if result.action != "kept":
+            await self._audit(actor, "edit", {"key": key, "fields": sorted(changes)})
         return result.timer
 
-    async def run_next_now(self, name: str) -> Timer:
+    async def run_next_now(self, name: str, *, actor: Actor | None = None) -> Timer:
         """Run the schedule's next occurrence now: its timer (key ``schedule:<name>:<instant>``)
         is created and the schedule advanced past it in one transaction, then made due; when
         its instant comes, nothing more fires. Conflict when paused or ended."""
@@ -194,7 +203,10 @@ class ActingMethods(AuditMethods):
                 raise Conflict(f"schedule {name!r} has nothing to run", field="name")
             moved = await self.store.schedules.advance_schedules([advance], self.clock.now())
             if moved:
-                return await self.run_now(advance.timers[0].key)
+                timer = await self._made_due(advance.timers[0].key)
+                target = {"schedule": name, "key": timer.key}
+                await self._audit(actor, "schedule_run_next", target)
+                return timer
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
 
 

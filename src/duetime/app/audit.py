@@ -2,9 +2,12 @@
 
 An action is written once it is done (a bulk action once its last batch is, with the count it
 reached even when it stopped early), when the facade knows who acts: the ``actor`` given to the
-call, else the app's own (:attr:`AuditMethods.actor`; the CLI's is ``local`` via ``cli``). The
+call, else the app's own (:attr:`AuditMethods.actor`; the CLI's is ``cli:<user>@<host>``). The
 REST API passes each request's token. Plain Python calls without one are the application's own
-work, not an operator's, and are not written.
+work, not an operator's, and are not written. Creating a timer is written only when an operator
+interface names its actor (:meth:`AuditMethods.audit_put`). An action that changed nothing (a
+bulk action that took no timer, a schedule kept as it was) is not written: there is nothing to
+answer for, and a request repeated in a loop cannot grow the log.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from duetime.clock import Clock
-from duetime.model import JSON, Page
+from duetime.model import JSON, Page, PutResult
 from duetime.model.audit import Actor, AuditEntry, AuditRecord
 from duetime.store import Store
 from duetime.support.jsontext import json_text
@@ -56,6 +59,15 @@ class AuditMethods:
         or a tool of your own) to the namespace's audit log, by ``actor`` or the app's own."""
         await self.open()
         await self._audit(actor, action, target, count, done=False)
+
+    async def audit_put(self, actor: Actor | None, action: str, result: PutResult) -> None:
+        """Write a timer an operator created or updated (``schedule``, ``emit``) by ``actor``;
+        nothing without one (an application's own write: the timer is its record) or when the
+        timer was kept as it was (nothing changed)."""
+        if actor is None or result.action == "kept":
+            return
+        target: dict[str, JSON] = {"key": result.timer.key, "outcome": result.action}
+        await self._audit(actor, action, target)
 
     async def _audit(
         self,

@@ -144,13 +144,17 @@ class AsyncApp(
             )
         return self
 
-    async def add_namespace(self, name: str) -> bool:
+    async def add_namespace(self, name: str, *, actor: Actor | None = None) -> bool:
         """Create namespace ``name`` (True) unless it exists (False): ``duetime namespaces
-        create`` and ``POST /v1/namespaces``; at most ``max_namespaces`` of them."""
+        create`` and ``POST /v1/namespaces``; at most ``max_namespaces`` of them. A new one's
+        audit log starts with who created it."""
         name = check_namespace(name)
         await self._open_store(migrate=self.settings.migrate)
         cap = self.settings.max_namespaces
-        return bool(await self.store.add_namespaces([name], self.clock.now(), cap, "name"))
+        created = bool(await self.store.add_namespaces([name], self.clock.now(), cap, "name"))
+        if created:
+            await self._audit(actor, "namespace_create", {"namespace": name}, namespaces=[name])
+        return created
 
     async def namespaces(self) -> list[str]:
         """Every namespace of the database, by name (at most ``max_namespaces`` made through

@@ -18,7 +18,7 @@ from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.errors import Conflict, InvalidInput
 from duetime.model import JSON, OnConflict, Schedule
-from duetime.model.audit import Actor
+from duetime.model.audit import Actor, keys_target
 from duetime.model.schedules import NewSchedule
 from duetime.revisions import revise
 from duetime.schedules import (
@@ -84,6 +84,7 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         weekend: str | Sequence[str] | None = None,
         roll: str | None = None,
         feb29: str = "feb28",
+        actor: Actor | None = None,
     ) -> tuple[ScheduleAction, Schedule]:
         """Create the schedule ``name``, or bring an existing one to this definition.
 
@@ -127,7 +128,7 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
             feb29=feb29,
         )
         (result,) = await self.add_schedules(
-            [request], on_conflict=on_conflict, keep_active=active is None
+            [request], on_conflict=on_conflict, keep_active=active is None, actor=actor
         )
         return result
 
@@ -137,10 +138,12 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         *,
         on_conflict: OnConflict = "update",
         keep_active: bool = False,
+        actor: Actor | None = None,
     ) -> list[tuple[ScheduleAction, Schedule]]:
         """Create many schedules in one transaction (all or, on bad input, none); see
         add_schedule. Each is validated as the store reads it, so the store can send the first
-        while the rest are still being validated."""
+        while the rest are still being validated. One audit entry (``schedule_define``) names
+        the schedules created or updated; one that was kept as it was is not counted."""
         check_on_conflict(on_conflict)
         requests = list(requests)
         now = self.clock.now()
@@ -165,7 +168,21 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
 
             changed, schedule = await self._revise(request.name, define)
             results.append(("updated" if changed else "kept", schedule))
+        await self._audit_defined(actor, results)
         return results
+
+    async def _audit_defined(
+        self, actor: Actor | None, results: Sequence[tuple[ScheduleAction, Schedule]]
+    ) -> None:
+        done = [(action, schedule) for action, schedule in results if action != "kept"]
+        if not done:
+            return
+        target: dict[str, JSON]
+        if len(results) == 1:
+            target = {"schedule": done[0][1].name, "outcome": done[0][0]}
+        else:
+            target = {"schedules": keys_target([schedule.name for _, schedule in done])}
+        await self._audit(actor, "schedule_define", target, len(done))
 
     def _resolve_schedules(
         self, requests: list[ScheduleRequest], now: datetime
@@ -223,10 +240,12 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         weekend: str | Sequence[str] | Unset | None = UNSET,
         roll: str | Unset | None = UNSET,
         feb29: str | Unset = UNSET,
+        actor: Actor | None = None,
     ) -> Schedule:
         """Change some fields (None clears an optional one); the next occurrence is recomputed.
 
-        Giving ``cron``, ``every`` or ``rrule`` switches the schedule to that kind of rule.
+        Giving ``cron``, ``every`` or ``rrule`` switches the schedule to that kind of rule. The
+        audit log (``schedule_change``) names the fields given, when the schedule changed.
         """
         changes: dict[str, Any] = {
             key: value
@@ -258,6 +277,15 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
             }.items()
             if value is not UNSET
         }
+        fields = sorted(changes)
+        changed, schedule = await self._change(name, changes)
+        if changed:
+            target: dict[str, JSON] = {"schedule": schedule.name, "fields": list(fields)}
+            await self._audit(actor, "schedule_change", target)
+        return schedule
+
+    async def _change(self, name: str, changes: dict[str, Any]) -> tuple[bool, Schedule]:
+        """Apply ``changes`` (fields given; None clears); whether anything changed."""
         kinds = ("cron", "every", "rrule")
         for kind in kinds:
             if changes.get(kind) is not None:
@@ -270,18 +298,21 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
             return replace(ScheduleRequest.of(current), **changes)
 
         await self.open()
-        return (await self._revise(check_schedule_name(name), define))[1]
+        return await self._revise(check_schedule_name(name), define)
 
     async def pause_schedule(self, name: str, *, actor: Actor | None = None) -> Schedule:
-        """Stop firing (occurrences made ahead of time are withdrawn) until resumed."""
-        schedule = await self.update_schedule(name, active=False)
-        await self._audit(actor, "schedule_pause", {"schedule": schedule.name})
+        """Stop firing (occurrences made ahead of time are withdrawn) until resumed; pausing a
+        paused schedule changes nothing and is not written to the audit log."""
+        changed, schedule = await self._change(name, {"active": False})
+        if changed:
+            await self._audit(actor, "schedule_pause", {"schedule": schedule.name})
         return schedule
 
     async def resume_schedule(self, name: str, *, actor: Actor | None = None) -> Schedule:
         """Fire again from the next occurrence after now (the paused time is not caught up)."""
-        schedule = await self.update_schedule(name, active=True)
-        await self._audit(actor, "schedule_resume", {"schedule": schedule.name})
+        changed, schedule = await self._change(name, {"active": True})
+        if changed:
+            await self._audit(actor, "schedule_resume", {"schedule": schedule.name})
         return schedule
 
     async def delete_schedule(

@@ -20,7 +20,14 @@ from duetime.model.audit import Actor
 from duetime.model.tokens import TokenInfo
 from duetime.store import Store
 from duetime.store.cursors import decode_token_cursor, encode_token_cursor, page
-from duetime.tenancy.auth import ALL_NAMESPACES, IssuedToken, check_token_namespaces, issue_token
+from duetime.store.tokens import name_taken
+from duetime.tenancy.auth import (
+    ALL_NAMESPACES,
+    IssuedToken,
+    check_token_name,
+    check_token_namespaces,
+    issue_token,
+)
 from duetime.tenancy.caps import check_token_room
 from duetime.validation import check_limit
 
@@ -54,8 +61,11 @@ class TokenMethods(AuditMethods):
         secret it returns is the only copy there will ever be. At most ``max_tokens`` are
         active, and the namespaces it creates count against ``max_namespaces``."""
         scope = check_token_namespaces(namespaces)
+        name = check_token_name(name)
         await self._open_store(migrate=self.settings.migrate)
         await check_token_room(self.store, self.settings)
+        if name is not None and await self.store.tokens.token_named(name) is not None:
+            raise name_taken(name)  # before its namespaces are made: the insert checks again
         named = [namespace for namespace in scope if namespace != ALL_NAMESPACES]
         now = self.clock.now()
         if named:

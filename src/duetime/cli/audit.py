@@ -17,7 +17,7 @@ from duetime.model.audit import AuditEntry
 @common_options
 def audit(limit: int, cursor: str | None) -> None:
     """Operator actions, newest first: cancels, replays, deletes, bulk actions, pauses, limits
-    and tokens, each with its actor (a token's name, or 'local'), what it took and how many."""
+    and tokens, each with its actor (token:NAME, cli:USER@HOST, ...), what it took and how many."""
 
     async def action(app: AsyncApp) -> Page[AuditEntry]:
         return await app.audit_log(cursor=cursor, limit=limit)

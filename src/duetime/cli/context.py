@@ -14,7 +14,7 @@ import click
 
 from duetime.app.facade import AsyncApp
 from duetime.config import DEFAULT_DATABASE_URL, Settings
-from duetime.model.audit import LOCAL, Actor
+from duetime.model.audit import Actor
 from duetime.observability.logs import LOG_FORMATS, configure
 from duetime.support import eventloop
 
@@ -22,7 +22,6 @@ T = TypeVar("T")
 FC = TypeVar("FC", bound=Callable[..., Any])
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-CLI_ACTOR = Actor(LOCAL, "cli")
 
 
 @dataclass
@@ -42,10 +41,10 @@ class CliConfig:
         return Settings.from_env(database_url=self.database_url, namespace=self.namespace)
 
     def app(self) -> AsyncApp:
-        """The facade; its operator calls are audited as made by ``local`` via ``cli`` (who
-        runs the CLI holds the database itself, no token)."""
+        """The facade; its operator calls are audited as made by ``cli:<user>@<host>`` (who
+        runs the CLI holds the database itself, no token: the system's user names them)."""
         return AsyncApp(
-            settings=self.settings(), producer="cli", create_namespace=False, actor=CLI_ACTOR
+            settings=self.settings(), producer="cli", create_namespace=False, actor=Actor.cli()
         )
 
     def setup_logging(self, default: str = "warning") -> None:

@@ -83,7 +83,7 @@ def replay(
         finally:
             if not finished:
                 target["interrupted"] = True
-            if finished or replayed:
+            if replayed:  # a run that replayed nothing changed nothing: not written
                 await app.record_action("bulk_replay", target, len(replayed), actor=actor)
 
     async def replay_pages(app: AsyncApp, replayed: list[str]) -> None:

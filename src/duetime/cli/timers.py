@@ -15,6 +15,7 @@ from duetime.cli import batch, output
 from duetime.cli.context import common_options, config, run_app
 from duetime.errors import InvalidInput
 from duetime.model import JSON, Attempt, OnConflict, Page, PutResult, Timer
+from duetime.model.audit import text_target
 from duetime.model.moves import TimerMove
 from duetime.validation import parse_payload_text
 
@@ -50,9 +51,12 @@ def parse_payload(value: str | None) -> JSON:
 
 
 async def put_and_subscribers(
-    app: AsyncApp, put: Awaitable[PutResult]
+    app: AsyncApp, put: Awaitable[PutResult], audited: str
 ) -> tuple[PutResult, Subscribers]:
+    """Store the timer, write it to the audit log as ``audited`` by the CLI's user (an operator
+    typed it), and find who would deliver it."""
     result = await put
+    await app.audit_put(app.actor, audited, result)
     return result, await app.subscribers()
 
 
@@ -155,7 +159,7 @@ def schedule(
         put = app.schedule(
             event_type, payload, disambiguation=disambiguation, on_conflict=conflict, **fields
         )
-        return await put_and_subscribers(app, put)
+        return await put_and_subscribers(app, put, "schedule")
 
     print_put(run_app(action))
 
@@ -168,6 +172,14 @@ def schedule_file(path: str, on_conflict: OnConflict) -> None:
         with batch.open_source(path) as source:
             timers = batch.validate(app, batch.read_lines(source))
         counts = await batch.store(app, timers, on_conflict, show_progress=show_progress)
+        changed = counts["created"] + counts["updated"]
+        if changed:  # one entry for the file, as for any bulk action; none if all were kept
+            target: dict[str, JSON] = {
+                "file": text_target(path),
+                "created": counts["created"],
+                "updated": counts["updated"],
+            }
+            await app.record_action("schedule_file", target, changed)
         return {**counts, "total": len(timers)}
 
     counts = run_app(action)
@@ -186,7 +198,7 @@ def emit(event_type: str, payload: str | None, **fields: Any) -> None:
     data = parse_payload(payload)
 
     async def action(app: AsyncApp) -> tuple[PutResult, Subscribers]:
-        return await put_and_subscribers(app, app.emit(event_type, data, **fields))
+        return await put_and_subscribers(app, app.emit(event_type, data, **fields), "emit")
 
     print_put(run_app(action))
 

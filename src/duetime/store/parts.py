@@ -343,7 +343,12 @@ class TokenStore(Protocol):
         cap: int | None = None,
     ) -> TokenInfo:
         """Store a token; with ``cap``, only while fewer than ``cap`` are active, counted in
-        the insert's transaction (CapReached otherwise, even while other creations race)."""
+        the insert's transaction (CapReached otherwise, even while other creations race).
+        Conflict naming ``name`` when a token, even a revoked one, has that name already."""
+        ...
+
+    async def token_named(self, name: str) -> TokenInfo | None:
+        """The token (active or revoked) named ``name``, or None."""
         ...
 
     async def find_token(self, token_hash: str) -> TokenInfo | None:

@@ -79,6 +79,16 @@ class TokenColumns:
         return None if value is None else self.instant_from_column(value)
 
 
+def name_taken(name: str) -> Conflict:
+    """Another token, active or revoked, has ``name``: the audit log would not tell the two
+    apart."""
+    return Conflict(
+        f"a token named {name!r} exists already (revoked ones keep their names, so the audit "
+        "log names one token each): choose another name",
+        field="name",
+    )
+
+
 def can_name_a_token(token_id: int) -> bool:
     """Whether ``token_id`` is in the id range; outside it no query is sent at all."""
     return 0 < token_id <= MAX_ID
@@ -114,9 +124,15 @@ class Tokens:
         params = self._columns.new_token(name, token_hash, namespaces, read_only, now)
         rows = await self._run("add_token", {**params, "cap": cap}, True)
         if not rows:
-            assert cap is not None  # only a cap leaves the insert without a row
+            if name is not None and await self.token_named(name) is not None:
+                raise name_taken(name)
+            assert cap is not None  # only a cap or a taken name leaves the insert without a row
             raise tokens_full(cap)
         return self._columns.token(rows[0])
+
+    async def token_named(self, name: str) -> TokenInfo | None:
+        rows = await self._run("token_named", {"name": name}, False)
+        return self._columns.token(rows[0]) if rows else None
 
     async def find_token(self, token_hash: str) -> TokenInfo | None:
         rows = await self._run("find_token", {"hash": token_hash}, False)

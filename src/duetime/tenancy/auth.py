@@ -80,13 +80,28 @@ def check_token_namespaces(namespaces: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+RESERVED_TOKEN_NAMES = frozenset({"local", "anonymous", "api", "cli", "python", "token"})
+"""Names of other actors, or of kinds of actor: a token so named would read like one of them."""
+
+
 def check_token_name(name: str | None) -> str | None:
-    """A label for ``tokens ls``: an identifier, as every name is (no control characters)."""
+    """A label for ``tokens ls`` and the audit log's ``token:<name>``: an identifier, as every
+    name is (no control characters), with no ``:`` (which separates an actor's kind from its
+    name), not starting with ``#`` (an unnamed token is ``token:#<id>``) and none of
+    :data:`RESERVED_TOKEN_NAMES`."""
     if name is None:
         return None
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_TOKEN_NAME:
         raise InvalidInput("name", f"must be 1-{MAX_TOKEN_NAME} printable characters")
-    return check_identifier_text(name, "name")
+    name = check_identifier_text(name, "name")
+    if ":" in name or name.startswith("#") or name.strip().lower() in RESERVED_TOKEN_NAMES:
+        reserved = ", ".join(sorted(RESERVED_TOKEN_NAMES))
+        raise InvalidInput(
+            "name",
+            f"{name!r} would read like another actor in the audit log: a token's name holds no "
+            f"':', does not start with '#' and is none of {reserved}",
+        )
+    return name
 
 
 def bearer_token(authorization: str | None) -> str:

@@ -70,7 +70,8 @@ function url(path, params = {}) {
 }
 
 function headers(json = false) {
-  const h = { Accept: "application/json" };
+  // Tells the audit log an operator acted here, not a script with the same token.
+  const h = { Accept: "application/json", "X-Duetime-Client": "console" };
   if (json) h["Content-Type"] = "application/json";
   if (state.token) h.Authorization = `Bearer ${state.token}`;
   return h;

@@ -8,13 +8,18 @@
 SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))
 
 -- name: add_token
--- No row when %(cap)s tokens are active already (counted no further: NULL, no cap).
+-- No row when %(cap)s tokens are active already (counted no further: NULL, no cap), or when a
+-- token, revoked ones too, has the name already (the lock above orders racing creations).
 INSERT INTO tokens (name, hash, namespaces, read_only, created_at)
 SELECT %(name)s, %(hash)s, %(namespaces)s, %(read_only)s, %(now)s
-WHERE %(cap)s::bigint IS NULL
-   OR (SELECT count(*) FROM (SELECT 1 FROM tokens WHERE revoked_at IS NULL
-                             LIMIT %(cap)s::bigint) active) < %(cap)s::bigint
+WHERE (%(cap)s::bigint IS NULL
+       OR (SELECT count(*) FROM (SELECT 1 FROM tokens WHERE revoked_at IS NULL
+                                 LIMIT %(cap)s::bigint) active) < %(cap)s::bigint)
+  AND NOT EXISTS (SELECT 1 FROM tokens WHERE name = %(name)s::text)
 RETURNING *
+
+-- name: token_named
+SELECT * FROM tokens WHERE name = %(name)s ORDER BY id LIMIT 1
 
 -- name: find_token
 SELECT * FROM tokens WHERE hash = %(hash)s AND revoked_at IS NULL

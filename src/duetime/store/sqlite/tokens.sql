@@ -3,14 +3,19 @@
 -- Instants are integer microseconds since the epoch, UTC.
 
 -- name: add_token
--- No row when :cap tokens are active already (counted no further: NULL, no cap). The write
--- transaction holds the file's write lock from its start, so racing creations count in turn.
+-- No row when :cap tokens are active already (counted no further: NULL, no cap), or when a
+-- token, revoked ones too, has the name already. The write transaction holds the file's write
+-- lock from its start, so racing creations count and compare names in turn.
 INSERT INTO tokens (name, hash, namespaces, read_only, created_at)
 SELECT :name, :hash, :namespaces, :read_only, :now
-WHERE :cap IS NULL
-   OR (SELECT count(*) FROM (SELECT 1 FROM tokens WHERE revoked_at IS NULL
-                             LIMIT coalesce(:cap, -1))) < :cap
+WHERE (:cap IS NULL
+       OR (SELECT count(*) FROM (SELECT 1 FROM tokens WHERE revoked_at IS NULL
+                                 LIMIT coalesce(:cap, -1))) < :cap)
+  AND NOT EXISTS (SELECT 1 FROM tokens WHERE name = :name)
 RETURNING *
+
+-- name: token_named
+SELECT * FROM tokens WHERE name = :name ORDER BY id LIMIT 1
 
 -- name: find_token
 SELECT * FROM tokens WHERE hash = :hash AND revoked_at IS NULL
