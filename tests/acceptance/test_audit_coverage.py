@@ -35,6 +35,7 @@ AUDITED: dict[tuple[str, str], str] = {
     ("PATCH", f"{NS}/timers/{{key}}"): "edit",
     ("POST", f"{NS}/timers/{{key}}/run-now"): "run_now",
     ("DELETE", f"{NS}/timers/{{key}}"): "cancel",
+    ("POST", f"{NS}/timers/{{key}}/purge"): "delete",
     ("POST", f"{NS}/timers/bulk"): "bulk_cancel",
     ("POST", f"{NS}/events"): "emit",
     ("POST", f"{NS}/dead/{{key}}/replay"): "replay",
@@ -50,8 +51,8 @@ AUDITED: dict[tuple[str, str], str] = {
     ("POST", f"{NS}/resume"): "resume",
 }
 """Each state-changing operation of the OpenAPI document, and the action its entry names (with
-the request below: ``DELETE …/timers/{key}`` of a pending timer cancels it, of a finished one
-it is a ``delete``; ``…/timers/bulk`` writes ``bulk_<action>``)."""
+the request below: ``DELETE …/timers/{key}`` cancels a pending timer, ``…/purge`` deletes the
+finished one it left; ``…/timers/bulk`` writes ``bulk_<action>``)."""
 
 CONSOLE_ONLY = {("POST", f"{NS}/timers"), ("POST", f"{NS}/events")}
 """Written when the console sends them (an operator made the timer); an application's own
@@ -64,6 +65,7 @@ REQUESTS: dict[tuple[str, str], tuple[dict[str, str], Any]] = {
     ("PATCH", f"{NS}/timers/{{key}}"): ({"key": "edit-me"}, {"delay": "P3D"}),
     ("POST", f"{NS}/timers/{{key}}/run-now"): ({"key": "run-me"}, None),
     ("DELETE", f"{NS}/timers/{{key}}"): ({"key": "cancel-me"}, None),
+    ("POST", f"{NS}/timers/{{key}}/purge"): ({"key": "cancel-me"}, None),
     ("POST", f"{NS}/timers/bulk"): ({}, {"action": "cancel", "keys": ["bulk-1", "bulk-2"]}),
     ("POST", f"{NS}/events"): ({}, {"type": "said.here", "key": "ev-1"}),
     ("POST", f"{NS}/dead/{{key}}/replay"): ({"key": "dead-1"}, None),
