@@ -213,3 +213,51 @@ def test_applied_rules_show_each_move_in_the_timer_history(
     human = cli("show", "summer-ny")
     assert human.code == 0, human.stderr
     assert "tz data before -> after" in human.stdout
+
+
+# Almaty as tz data had it until 2024 (+06 all year); today's release has +05 since 2024-03-01.
+ALMATY_PLUS6 = """
+Zone Asia/Almaty 6:00 - +06
+"""
+
+
+@pytest.fixture
+def almaty_tree(tmp_path: Path) -> Path:
+    if not Path(ZIC).exists():
+        pytest.skip("zic is not installed (apt-get install tzdata's zic, or libc-bin)")
+    source = tmp_path / "almaty.zi"
+    source.write_text(ALMATY_PLUS6)
+    tree = tmp_path / "almaty"
+    subprocess.run([ZIC, "-d", str(tree), str(source)], check=True, capture_output=True)
+    return tree
+
+
+def test_an_occurrence_moved_earlier_is_paired_by_its_local_time(
+    store_cli: Cli, almaty_tree: Path
+) -> None:
+    """Under the other rules each 09:00 comes an hour earlier, before the next instant of
+    today's rules: every row pairs the occurrence with the same 09:00, not the next week's."""
+    cli = store_cli
+    cli.ok(
+        "schedules",
+        "add",
+        "almaty-weekly",
+        "t",
+        "--rrule",
+        "FREQ=WEEKLY",
+        "--dtstart",
+        "2027-03-15T09:00",
+        "--timezone",
+        "Asia/Almaty",
+    )
+    report = cli.ok("tzdata", "diff", "--zoneinfo", str(almaty_tree), "--count", "3")
+    moves = [(m["key"], m["local"], m["now_at"], m["then_at"]) for m in report["moves"]]
+    assert moves == [
+        (
+            f"schedule:almaty-weekly:2027-03-{day}T04:00:00Z",
+            f"2027-03-{day}T09:00:00",
+            f"2027-03-{day}T04:00:00Z",
+            f"2027-03-{day}T03:00:00Z",
+        )
+        for day in (15, 22, 29)
+    ]
