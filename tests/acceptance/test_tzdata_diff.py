@@ -261,3 +261,30 @@ def test_an_occurrence_moved_earlier_is_paired_by_its_local_time(
         )
         for day in (15, 22, 29)
     ]
+
+
+DAMAGES = {
+    "footer cut short": lambda data: data[:-1],  # zoneinfo alone reads this for ever
+    "data cut short": lambda data: data[:100],
+    "empty": lambda data: b"",
+    "not a zone": lambda data: b"Asia/Almaty +06\n",
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_zone_file_is_an_error_naming_it(
+    store_cli: Cli, almaty_tree: Path, damage: str
+) -> None:
+    cli = store_cli
+    zone_file = almaty_tree / "Asia" / "Almaty"
+    zone_file.write_bytes(DAMAGES[damage](zone_file.read_bytes()))
+    cli.ok("schedules", "add", "almaty", "t", "--cron", "0 9 * * *", "--timezone", "Asia/Almaty")
+    error = cli.fails("tzdata", "diff", "--zoneinfo", str(almaty_tree), code=2)
+    assert error["field"] == "zoneinfo"
+    assert str(zone_file) in error["message"]
+    assert "TZif" in error["message"]
+    human = cli("tzdata", "diff", "--zoneinfo", str(almaty_tree))
+    assert human.code == 2
+    assert "Traceback" not in human.stderr
+    assert str(zone_file) in human.stderr

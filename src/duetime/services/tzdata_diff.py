@@ -24,6 +24,7 @@ from duetime.errors import InvalidInput
 from duetime.model import JSON, Schedule, Timer, iso
 from duetime.schedules import occurrence_key, recurrence_of
 from duetime.store.parts import ScheduleStore
+from duetime.support.tzif import read_zone
 from duetime.timemath.recurrence import Recurrence
 from duetime.timemath.recurrence.calendar import calendar_instants
 from duetime.timemath.recurrence.cron import cron_instants
@@ -67,7 +68,8 @@ class ZoneMove:
 
 
 class ZoneTree:
-    """Zones read from a compiled zoneinfo tree, by name (None: not in the tree)."""
+    """Zones read from a compiled zoneinfo tree, by name (None: not in the tree; a file there
+    that is not a whole TZif file is an :class:`InvalidInput` naming it)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -80,11 +82,7 @@ class ZoneTree:
         path = self.root.joinpath(*name.split("/"))
         if not path.is_file():
             return None
-        with path.open("rb") as source:
-            try:
-                return ZoneInfo.from_file(source, key=name)
-            except ValueError:
-                return None
+        return read_zone(path, name)  # a damaged file: an error naming it, never a hang
 
 
 async def tzdata_diff(
