@@ -20,7 +20,7 @@ import pytest
 
 from duetime import AsyncApp, Event, FrozenClock, schedules
 from duetime.services.materializer import Materializer
-from duetime.services.tzdata import META_KEY
+from duetime.services.tzdata import META_KEY, reresolve_schedules
 from duetime.store import Store
 from duetime.support.tzif import read_zone
 from duetime.timemath import tzmath
@@ -174,3 +174,25 @@ async def test_a_rule_changed_since_its_last_occurrence_loses_no_occurrence(
     ten = NINE_AM["plus5"] + timedelta(hours=1)
     await run_until(app, clock, ten)
     assert fired == [(key(NINE_AM["plus5"]), NINE_AM["plus5"]), (key(ten), ten)]
+
+
+@pytest.mark.parametrize("move", UPGRADES)
+async def test_two_workers_re_resolving_the_same_upgrade_make_it_once(
+    store: Store, install: Install, move: str
+) -> None:
+    """Two workers start with the new release at once: both re-resolve before either records
+    it. The second finds the occurrence made ahead already withdrawn and made again, and
+    leaves it so."""
+    old, new = UPGRADES[move]
+    install(old)
+    clock = FrozenClock(datetime(2027, 3, 15, 1, 0, tzinfo=UTC))
+    app, fired = almaty_app(store, clock)
+    await add_almaty(app, old)
+    ahead = Materializer(app.store, clock, "ns", lookahead=timedelta(hours=4))
+    assert await ahead.run_once() == 1
+
+    install(new)
+    assert await reresolve_schedules(app.schedules, clock.now(), timers=app.store) == 1
+    assert await reresolve_schedules(app.schedules, clock.now(), timers=app.store) == 0
+    await run_until(app, clock, datetime(2027, 3, 15, 6, 0, tzinfo=UTC))
+    assert fired == [(key(NINE_AM[new]), NINE_AM[new])]

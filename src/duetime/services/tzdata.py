@@ -179,13 +179,18 @@ async def _position(
         return next_after(rule, after), after
     zone = _zone(zones, schedule.timezone)
     # The last occurrence made came from this very rule only if it was not changed since.
-    made_by_rule = made is not None and schedule.updated_at <= made
-    same = counterpart(rule, zone, made) if made is not None and made_by_rule else None
-    if made is not None and same is not None and same != made:
+    if made is None or schedule.updated_at > made:
+        return next_after(rule, after, zone=zone), after
+    same = counterpart(rule, zone, made)
+    if same is not None and same != made:
+        timer = None
+        if timers is not None:
+            timer = await timers.get_timer(schedule.namespace, occurrence_key(schedule.name, made))
         # Made again only where it can still fire at its new instant; else it runs as made.
-        if timers is not None and same > now and await _withdrawn(timers, schedule, made, now):
+        if timers is not None and same > now and await _withdrawn(timers, timer, now):
             return same, min(after, same - _TINY)
-        after = max(after, same)
+        if not _cancelled_unrun(timer):  # it ran, or may yet: it does not come round again
+            after = max(after, same)
     return next_after(rule, after, zone=zone), after
 
 
@@ -207,23 +212,24 @@ def counterpart(rule: Recurrence, zone: ZoneInfo, made: datetime) -> datetime | 
     return nearest
 
 
-async def _withdrawn(
-    timers: Occurrences, schedule: Schedule, made: datetime, now: datetime
-) -> bool:
-    """Cancel the occurrence made at ``made`` if it has not run yet (nor started, nor waits
-    behind another under an overlap policy): True when it is withdrawn."""
-    key = occurrence_key(schedule.name, made)
-    timer = await timers.get_timer(schedule.namespace, key)
+async def _withdrawn(timers: Occurrences, timer: Timer | None, now: datetime) -> bool:
+    """Cancel the occurrence ``timer`` if it has not run yet (nor started, nor waits behind
+    another under an overlap policy): True when it is withdrawn."""
     if timer is None or timer.status != Status.SCHEDULED or timer.attempts:
         return False
     if timer.run_at != timer.due_at:
         return False
     try:
-        await timers.cancel(schedule.namespace, key, now)
+        await timers.cancel(timer.namespace, timer.key, now)
     except (Conflict, NotFound):  # a worker took it meanwhile: it runs where it was
         return False
-    log.warning("occurrence %s withdrawn: the new tz data places it elsewhere", key)
+    log.warning("occurrence %s withdrawn: the new tz data places it elsewhere", timer.key)
     return True
+
+
+def _cancelled_unrun(timer: Timer | None) -> bool:
+    """Cancelled before it ran (withdrawn by another worker's re-resolution): not made."""
+    return timer is not None and timer.status == Status.CANCELLED and not timer.attempts
 
 
 def _zone(zones: Zones, timezone: str) -> ZoneInfo:
