@@ -196,3 +196,27 @@ async def test_two_workers_re_resolving_the_same_upgrade_make_it_once(
     assert await reresolve_schedules(app.schedules, clock.now(), timers=app.store) == 0
     await run_until(app, clock, datetime(2027, 3, 15, 6, 0, tzinfo=UTC))
     assert fired == [(key(NINE_AM[new]), NINE_AM[new])]
+
+
+@pytest.mark.parametrize("made_ahead", [False, True])
+async def test_an_occurrence_moved_into_the_past_fires_at_once(
+    store: Store, install: Install, made_ahead: bool
+) -> None:
+    """Under +05 09:00 is 04:00Z; the worker restarts at 03:30Z with +06, under which it was
+    03:00Z. Not missed while workers were down: it fires at once, even with catch_up "none"."""
+    install("plus5")
+    clock = FrozenClock(datetime(2027, 3, 15, 2, 0, tzinfo=UTC))
+    app, fired = almaty_app(store, clock)
+    await app.schedules.set_meta(META_KEY, "plus5", clock.now())
+    await app.add_schedule("almaty", "t", cron="0 9 * * *", timezone="Asia/Almaty", catch_up="none")
+    if made_ahead:
+        ahead = Materializer(app.store, clock, "ns", lookahead=timedelta(hours=3))
+        assert await ahead.run_once() == 1
+
+    install("plus6")
+    clock.advance(timedelta(minutes=90))
+    upgraded = clock.now()
+    await app.tick()
+    next_day = NINE_AM["plus6"] + timedelta(days=1)
+    await run_until(app, clock, next_day)
+    assert fired == [(key(upgraded), upgraded), (key(next_day), next_day)]

@@ -7,9 +7,10 @@ move recorded in the timer's history (:mod:`duetime.model.moves`), and every sch
 ``next_at`` (from ``after_at``, under the new rules). The occurrence a schedule made last keeps
 its place: its counterpart under the new rules (the nearest occurrence; a zone's offset moves an
 occurrence by hours) does not come round again, and one made ahead that has not run is made
-again at its new instant. Doing it twice is harmless: the same rules give the same instants.
-The rules may also come from a compiled zoneinfo tree (``zones``), which is how a release is
-tried before it is installed.
+again at its new instant; one the new rules place in the past fires at once (it was not missed
+while workers were down, so no catch-up policy may drop it). Doing it twice is harmless: the
+same rules give the same instants. The rules may also come from a compiled zoneinfo tree
+(``zones``), which is how a release is tried before it is installed.
 """
 
 from __future__ import annotations
@@ -179,19 +180,25 @@ async def _position(
         return next_after(rule, after), after
     zone = _zone(zones, schedule.timezone)
     # The last occurrence made came from this very rule only if it was not changed since.
-    if made is None or schedule.updated_at > made:
-        return next_after(rule, after, zone=zone), after
-    same = counterpart(rule, zone, made)
-    if same is not None and same != made:
+    same = None
+    if made is not None and schedule.updated_at <= made:
+        same = counterpart(rule, zone, made)
+    if made is not None and same is not None and same != made:
         timer = None
         if timers is not None:
             timer = await timers.get_timer(schedule.namespace, occurrence_key(schedule.name, made))
-        # Made again only where it can still fire at its new instant; else it runs as made.
-        if timers is not None and same > now and await _withdrawn(timers, timer, now):
-            return same, min(after, same - _TINY)
+        # Made ahead and not due yet: made again at its new instant (at once if that passed).
+        if timers is not None and made > now and await _withdrawn(timers, timer, now):
+            again = max(same, now)
+            return again, min(after, again - _TINY)
         if not _cancelled_unrun(timer):  # it ran, or may yet: it does not come round again
             after = max(after, same)
-    return next_after(rule, after, zone=zone), after
+    next_at = next_after(rule, after, zone=zone)
+    if next_at is not None and next_at < now and schedule.next_at and next_at < schedule.next_at:
+        # Moved into the past by the new rules, not missed while workers were down: no
+        # catch-up policy may drop it. It fires at once, or stays as due as it already was.
+        return min(schedule.next_at, now), after
+    return next_at, after
 
 
 def counterpart(rule: Recurrence, zone: ZoneInfo, made: datetime) -> datetime | None:
