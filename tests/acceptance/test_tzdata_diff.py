@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -288,3 +288,28 @@ def test_a_damaged_zone_file_is_an_error_naming_it(
     assert human.code == 2
     assert "Traceback" not in human.stderr
     assert str(zone_file) in human.stderr
+
+
+def test_a_dense_rule_is_paired_by_local_time_too(store_cli: Cli, almaty_tree: Path) -> None:
+    """A rule every second, started long ago: the other rules' same wall time is an hour
+    before the window, thousands of occurrences away; each row still pairs its own."""
+    cli = store_cli
+    cli.ok(
+        "schedules",
+        "add",
+        "almaty-secondly",
+        "t",
+        "--rrule",
+        "FREQ=SECONDLY",
+        "--dtstart",
+        "2025-01-01T00:00",
+        "--timezone",
+        "Asia/Almaty",
+    )
+    report = cli.ok("tzdata", "diff", "--zoneinfo", str(almaty_tree), "--count", "3")
+    moves = report["moves"]
+    assert len(moves) == 3
+    for move in moves:
+        now_at = datetime.fromisoformat(move["now_at"])
+        assert datetime.fromisoformat(move["then_at"]) == now_at - timedelta(hours=1)
+        assert move["local"] == (now_at + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%S")

@@ -31,11 +31,11 @@ from duetime.timemath.recurrence.cron import cron_instants
 from duetime.timemath.tzmath import parse_disambiguation, stored_zone, to_local, to_utc
 
 PAGE = 500
-MARGIN = timedelta(days=2)
-"""More than any change of a zone's UTC offset (Samoa skipped a whole day in 2011): how much
-earlier the other rules may place an occurrence."""
-EXPANDED = 20_000
-"""Occurrences expanded a side at most (a minutely rule's four days), so a preview is bounded."""
+SLACK = timedelta(hours=3)
+"""Wall time around the window also expanded: a time in a gap runs just after it (a gap of
+more than 3 hours is skipped), and a repeated hour's first pass is counted before its second."""
+EXPANDED = 100_000
+"""Occurrences expanded a side at most (a secondly rule's day), so a preview is bounded."""
 _TINY = timedelta(microseconds=1)
 
 
@@ -132,15 +132,17 @@ def _schedule_moves(
     window = _instants(rule, rule.zone, after, count)
     if not window:
         return []
-    # An occurrence the other rules move earlier lies before `after` under them: both sides
-    # are expanded from MARGIN before it to a day past the window, then paired by wall time.
-    start = after - MARGIN
-    last_day = to_local(window[-1], rule.zone).date() + timedelta(days=1)
     zone = tree.zone(schedule.timezone)
     paired: dict[datetime, datetime] = {}
     if zone is not None:
+        # An occurrence the other rules move earlier lies before `after` under them: both
+        # sides are expanded from where the window's first wall time falls under either rules
+        # to its last one, SLACK around, then paired by wall time.
+        first, last = to_local(window[0], rule.zone), to_local(window[-1], rule.zone)
+        start = min(after, _earliest(first, rule.zone, after), _earliest(first, zone, after))
+        start, stop = start - SLACK, last + SLACK
         paired = pair_by_local(
-            _walled(rule, rule.zone, start, last_day), _walled(rule, zone, start, last_day)
+            _walled(rule, rule.zone, start, stop), _walled(rule, zone, start, stop)
         )
     moves = []
     for instant in window:
@@ -193,19 +195,27 @@ def _numbered(items: list[tuple[datetime, datetime]]) -> dict[tuple[datetime, in
 
 
 def _walled(
-    rule: Recurrence, zone: ZoneInfo, after: datetime, last_day: date
+    rule: Recurrence, zone: ZoneInfo, after: datetime, stop: datetime
 ) -> list[tuple[datetime, datetime]]:
     """The rule's instants under ``zone`` after ``after`` with their wall times, up to the
-    first one past ``last_day`` (at most :data:`EXPANDED`)."""
+    first one whose wall time is past ``stop`` (at most :data:`EXPANDED`)."""
     found: list[tuple[datetime, datetime]] = []
     for instant in _source(rule, zone, after):
         wall = to_local(instant, zone)
-        if len(found) == EXPANDED or wall.date() > last_day:
+        if len(found) == EXPANDED or wall > stop:
             break
         if rule.end_at is not None and instant > rule.end_at:
             break
         found.append((wall, instant))
     return found
+
+
+def _earliest(wall: datetime, zone: ZoneInfo, otherwise: datetime) -> datetime:
+    """The earliest instant ``zone`` could show ``wall`` at (``otherwise`` out of range)."""
+    try:
+        return to_utc(wall, zone, "earlier")
+    except InvalidInput:
+        return otherwise
 
 
 def _source(rule: Recurrence, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
