@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -213,3 +213,103 @@ def test_applied_rules_show_each_move_in_the_timer_history(
     human = cli("show", "summer-ny")
     assert human.code == 0, human.stderr
     assert "tz data before -> after" in human.stdout
+
+
+# Almaty as tz data had it until 2024 (+06 all year); today's release has +05 since 2024-03-01.
+ALMATY_PLUS6 = """
+Zone Asia/Almaty 6:00 - +06
+"""
+
+
+@pytest.fixture
+def almaty_tree(tmp_path: Path) -> Path:
+    if not Path(ZIC).exists():
+        pytest.skip("zic is not installed (apt-get install tzdata's zic, or libc-bin)")
+    source = tmp_path / "almaty.zi"
+    source.write_text(ALMATY_PLUS6)
+    tree = tmp_path / "almaty"
+    subprocess.run([ZIC, "-d", str(tree), str(source)], check=True, capture_output=True)
+    return tree
+
+
+def test_an_occurrence_moved_earlier_is_paired_by_its_local_time(
+    store_cli: Cli, almaty_tree: Path
+) -> None:
+    """Under the other rules each 09:00 comes an hour earlier, before the next instant of
+    today's rules: every row pairs the occurrence with the same 09:00, not the next week's."""
+    cli = store_cli
+    cli.ok(
+        "schedules",
+        "add",
+        "almaty-weekly",
+        "t",
+        "--rrule",
+        "FREQ=WEEKLY",
+        "--dtstart",
+        "2027-03-15T09:00",
+        "--timezone",
+        "Asia/Almaty",
+    )
+    report = cli.ok("tzdata", "diff", "--zoneinfo", str(almaty_tree), "--count", "3")
+    moves = [(m["key"], m["local"], m["now_at"], m["then_at"]) for m in report["moves"]]
+    assert moves == [
+        (
+            f"schedule:almaty-weekly:2027-03-{day}T04:00:00Z",
+            f"2027-03-{day}T09:00:00",
+            f"2027-03-{day}T04:00:00Z",
+            f"2027-03-{day}T03:00:00Z",
+        )
+        for day in (15, 22, 29)
+    ]
+
+
+DAMAGES = {
+    "footer cut short": lambda data: data[:-1],  # zoneinfo alone reads this for ever
+    "data cut short": lambda data: data[:100],
+    "empty": lambda data: b"",
+    "not a zone": lambda data: b"Asia/Almaty +06\n",
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_zone_file_is_an_error_naming_it(
+    store_cli: Cli, almaty_tree: Path, damage: str
+) -> None:
+    cli = store_cli
+    zone_file = almaty_tree / "Asia" / "Almaty"
+    zone_file.write_bytes(DAMAGES[damage](zone_file.read_bytes()))
+    cli.ok("schedules", "add", "almaty", "t", "--cron", "0 9 * * *", "--timezone", "Asia/Almaty")
+    error = cli.fails("tzdata", "diff", "--zoneinfo", str(almaty_tree), code=2)
+    assert error["field"] == "zoneinfo"
+    assert str(zone_file) in error["message"]
+    assert "TZif" in error["message"]
+    human = cli("tzdata", "diff", "--zoneinfo", str(almaty_tree))
+    assert human.code == 2
+    assert "Traceback" not in human.stderr
+    assert str(zone_file) in human.stderr
+
+
+def test_a_dense_rule_is_paired_by_local_time_too(store_cli: Cli, almaty_tree: Path) -> None:
+    """A rule every second, started long ago: the other rules' same wall time is an hour
+    before the window, thousands of occurrences away; each row still pairs its own."""
+    cli = store_cli
+    cli.ok(
+        "schedules",
+        "add",
+        "almaty-secondly",
+        "t",
+        "--rrule",
+        "FREQ=SECONDLY",
+        "--dtstart",
+        "2025-01-01T00:00",
+        "--timezone",
+        "Asia/Almaty",
+    )
+    report = cli.ok("tzdata", "diff", "--zoneinfo", str(almaty_tree), "--count", "3")
+    moves = report["moves"]
+    assert len(moves) == 3
+    for move in moves:
+        now_at = datetime.fromisoformat(move["now_at"])
+        assert datetime.fromisoformat(move["then_at"]) == now_at - timedelta(hours=1)
+        assert move["local"] == (now_at + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%S")

@@ -382,7 +382,9 @@ class Materializer(Service):
         if not self.check_tzdata or self.tzdata is not None:
             return
         try:
-            self.tzdata = await reresolve_if_changed(self.schedules, self.clock.now())
+            self.tzdata = await reresolve_if_changed(
+                self.schedules, self.clock.now(), timers=self.store
+            )
         except Exception:
             log.exception("re-resolving for new tz data failed; will retry on next start")
 

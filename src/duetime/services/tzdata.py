@@ -4,9 +4,13 @@ The database records the tz data release it was last resolved with (``meta`` key
 ``tzdata_version``). When a worker starts with another release, every pending local-form timer
 (``Timer.local`` + ``timezone``) gets its ``due_at`` recomputed from its wall-clock time, each
 move recorded in the timer's history (:mod:`duetime.model.moves`), and every schedule its
-``next_at`` (from ``after_at``, under the new rules). Doing it twice is harmless: the same rules
-give the same instants. The rules may also come from a compiled zoneinfo tree (``zones``), which
-is how a release is tried before it is installed.
+``next_at`` (from ``after_at``, under the new rules). The occurrence a schedule made last keeps
+its place: its counterpart under the new rules (the nearest occurrence; a zone's offset moves an
+occurrence by hours) does not come round again, and one made ahead that has not run is made
+again at its new instant; one the new rules place in the past fires at once (it was not missed
+while workers were down, so no catch-up policy may drop it). Doing it twice is harmless: the
+same rules give the same instants. The rules may also come from a compiled zoneinfo tree
+(``zones``), which is how a release is tried before it is installed.
 """
 
 from __future__ import annotations
@@ -14,15 +18,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from duetime.errors import InvalidInput
-from duetime.model import Timer
-from duetime.schedules import ScheduleAdvance, recurrence_of
+from duetime.errors import Conflict, InvalidInput, NotFound
+from duetime.model import Schedule, Status, Timer
+from duetime.schedules import ScheduleAdvance, occurrence_key, recurrence_of
 from duetime.store.parts import ScheduleStore
 from duetime.timemath import tzmath
-from duetime.timemath.recurrence import Recurrence, next_after
+from duetime.timemath.recurrence import Recurrence, iter_occurrences, next_after
 from duetime.timemath.tzmath import parse_disambiguation, stored_zone, to_utc
 
 Zones = Callable[[str], ZoneInfo | None]
@@ -33,6 +38,17 @@ log = logging.getLogger("duetime.tzdata")
 
 META_KEY = "tzdata_version"
 PAGE = 500
+SHIFT = timedelta(days=1)
+"""The most a new release moves an occurrence (Samoa skipped a whole day in 2011)."""
+_TINY = timedelta(microseconds=1)
+
+
+class Occurrences(Protocol):
+    """What re-resolution reads and changes of the occurrences' timers."""
+
+    async def get_timer(self, namespace: str, key: str) -> Timer | None: ...
+
+    async def cancel(self, namespace: str, key: str, now: datetime) -> Timer: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,28 +68,35 @@ class TzdataReport:
 
 
 async def reresolve_if_changed(
-    store: ScheduleStore, now: datetime, *, version: str | None = None, zones: Zones | None = None
+    store: ScheduleStore,
+    now: datetime,
+    *,
+    version: str | None = None,
+    zones: Zones | None = None,
+    timers: Occurrences | None = None,
 ) -> TzdataReport:
     """Re-resolve everything if the tz data (``zones``, by default the installed release)
-    differs from the recorded release; each timer's move is recorded in its history."""
+    differs from the recorded release; each timer's move is recorded in its history.
+    ``timers``: where an occurrence made ahead under the old rules is withdrawn (see
+    :func:`reresolve_schedules`)."""
     current = tzmath.tzdata_version() if version is None else version
     previous = await store.get_meta(META_KEY)
     if previous == current:
         return TzdataReport(previous, current)
     zones = zones or stored_zone
     reason = f"tz data {previous or 'unrecorded'} -> {current}"
-    timers = await reresolve_local_timers(store, now, zones, reason)
-    schedules = await reresolve_schedules(store, now, zones)
+    moved = await reresolve_local_timers(store, now, zones, reason)
+    schedules = await reresolve_schedules(store, now, zones, timers)
     await store.set_meta(META_KEY, current, now)
-    if timers or schedules:
+    if moved or schedules:
         log.warning(
             "tz data %s -> %s: moved %d local-form timers and %d schedules to the new rules",
             previous,
             current,
-            timers,
+            moved,
             schedules,
         )
-    return TzdataReport(previous, current, timers, schedules)
+    return TzdataReport(previous, current, moved, schedules)
 
 
 async def reresolve_local_timers(
@@ -112,9 +135,16 @@ def _reresolved(timer: Timer, zones: Zones) -> datetime | None:
 
 
 async def reresolve_schedules(
-    store: ScheduleStore, now: datetime, zones: Zones = stored_zone
+    store: ScheduleStore,
+    now: datetime,
+    zones: Zones = stored_zone,
+    timers: Occurrences | None = None,
 ) -> int:
-    """Recompute ``next_at`` of every cron schedule under the current rules; how many moved."""
+    """Recompute ``next_at`` of every cron schedule under the current rules; how many moved.
+
+    The occurrence made last stays made: its counterpart under the new rules (the one nearest
+    to it, see :func:`counterpart`) does not come round again. With ``timers``, one made ahead
+    of time and not yet run is withdrawn and made again at its new instant."""
     moved = 0
     after_id = 0
     while True:
@@ -125,31 +155,92 @@ async def reresolve_schedules(
         advances = []
         for schedule in page:
             try:
-                next_at = _next_under(
-                    recurrence_of(schedule), schedule.timezone, zones, schedule.after_at
-                )
+                next_at, after_at = await _position(schedule, zones, timers, now)
             except InvalidInput as exc:  # the zone itself was removed from the tz data
                 log.warning("schedule %s keeps its next occurrence: %s", schedule.name, exc)
                 continue
             if next_at != schedule.next_at:
                 advances.append(
                     ScheduleAdvance(
-                        schedule.id,
-                        schedule.version,
-                        next_at,
-                        schedule.after_at,
-                        schedule.last_at,
+                        schedule.id, schedule.version, next_at, after_at, schedule.last_at
                     )
                 )
         if advances:
             moved += len(await store.advance_schedules(advances, now))
 
 
-def _next_under(rule: Recurrence, timezone: str, zones: Zones, after: datetime) -> datetime | None:
-    """The rule's first occurrence after ``after`` with ``zones``' rules for its zone."""
+async def _position(
+    schedule: Schedule, zones: Zones, timers: Occurrences | None, now: datetime
+) -> tuple[datetime | None, datetime]:
+    """The schedule's next occurrence under ``zones``' rules, and the instant it follows."""
+    rule = recurrence_of(schedule)
+    after = schedule.after_at
+    made = schedule.last_at
     if rule.every is not None:  # real elapsed time: no zone
-        return next_after(rule, after)
+        return next_after(rule, after), after
+    zone = _zone(zones, schedule.timezone)
+    # The last occurrence made came from this very rule only if it was not changed since.
+    same = None
+    if made is not None and schedule.updated_at <= made:
+        same = counterpart(rule, zone, made)
+    if made is not None and same is not None and same != made:
+        timer = None
+        if timers is not None:
+            timer = await timers.get_timer(schedule.namespace, occurrence_key(schedule.name, made))
+        # Made ahead and not due yet: made again at its new instant (at once if that passed).
+        if timers is not None and made > now and await _withdrawn(timers, timer, now):
+            again = max(same, now)
+            return again, min(after, again - _TINY)
+        if not _cancelled_unrun(timer):  # it ran, or may yet: it does not come round again
+            after = max(after, same)
+    next_at = next_after(rule, after, zone=zone)
+    if next_at is not None and next_at < now and schedule.next_at and next_at < schedule.next_at:
+        # Moved into the past by the new rules, not missed while workers were down: no
+        # catch-up policy may drop it. It fires at once, or stays as due as it already was.
+        return min(schedule.next_at, now), after
+    return next_at, after
+
+
+def counterpart(rule: Recurrence, zone: ZoneInfo, made: datetime) -> datetime | None:
+    """Which occurrence under ``zone``'s rules is the one made at ``made`` under others: the
+    nearest within :data:`SHIFT` (a tie: the later). The rules know no wall time of ``made``,
+    only that a zone's offset changes by hours, while the occurrences of a rule it moves are
+    that far apart or more; one still at ``made`` is it (the common case, checked first)."""
+    if next_after(rule, made - _TINY, zone=zone) == made:
+        return made
+    nearest: datetime | None = None
+    for instant in iter_occurrences(rule, made - SHIFT, zone=zone):
+        if instant > made + SHIFT:
+            break
+        if nearest is None or abs(instant - made) <= abs(nearest - made):
+            nearest = instant
+        if instant > made:
+            break  # the first after `made`: nothing later is nearer
+    return nearest
+
+
+async def _withdrawn(timers: Occurrences, timer: Timer | None, now: datetime) -> bool:
+    """Cancel the occurrence ``timer`` if it has not run yet (nor started, nor waits behind
+    another under an overlap policy): True when it is withdrawn."""
+    if timer is None or timer.status != Status.SCHEDULED or timer.attempts:
+        return False
+    if timer.run_at != timer.due_at:
+        return False
+    try:
+        await timers.cancel(timer.namespace, timer.key, now)
+    except (Conflict, NotFound):  # a worker took it meanwhile: it runs where it was
+        return False
+    log.warning("occurrence %s withdrawn: the new tz data places it elsewhere", timer.key)
+    return True
+
+
+def _cancelled_unrun(timer: Timer | None) -> bool:
+    """Cancelled before it ran (withdrawn by another worker's re-resolution): not made."""
+    return timer is not None and timer.status == Status.CANCELLED and not timer.attempts
+
+
+def _zone(zones: Zones, timezone: str) -> ZoneInfo:
     zone = zones(timezone)
     if zone is None:
         raise InvalidInput("timezone", f"{timezone!r} is not in the new tz data")
-    return next_after(rule, after, zone=zone)
+    return zone

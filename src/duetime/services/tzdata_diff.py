@@ -5,14 +5,18 @@ pending local-form timer and every schedule occurrence in that zone (duetime re-
 start, so "09:00 local" stays 09:00 local). An operator previews that here against a compiled
 zoneinfo tree (a newer ``tzdata`` package's ``zoneinfo`` folder, or one built with ``zic``):
 each timer and each of a schedule's next occurrences whose UTC instant differs under those
-rules, with its key, zone, local time, and the instant now and then. Nothing is written.
+rules, with its key, zone, local time, and the instant now and then. An occurrence is paired
+with the other rules' occurrence at the same local date and time, wherever that falls: one
+moved earlier may come before the next instant of today's rules. Nothing is written.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -20,12 +24,18 @@ from duetime.errors import InvalidInput
 from duetime.model import JSON, Schedule, Timer, iso
 from duetime.schedules import occurrence_key, recurrence_of
 from duetime.store.parts import ScheduleStore
+from duetime.support.tzif import read_zone
 from duetime.timemath.recurrence import Recurrence
 from duetime.timemath.recurrence.calendar import calendar_instants
 from duetime.timemath.recurrence.cron import cron_instants
 from duetime.timemath.tzmath import parse_disambiguation, stored_zone, to_local, to_utc
 
 PAGE = 500
+SLACK = timedelta(hours=3)
+"""Wall time around the window also expanded: a time in a gap runs just after it (a gap of
+more than 3 hours is skipped), and a repeated hour's first pass is counted before its second."""
+EXPANDED = 100_000
+"""Occurrences expanded a side at most (a secondly rule's day), so a preview is bounded."""
 _TINY = timedelta(microseconds=1)
 
 
@@ -58,7 +68,8 @@ class ZoneMove:
 
 
 class ZoneTree:
-    """Zones read from a compiled zoneinfo tree, by name (None: not in the tree)."""
+    """Zones read from a compiled zoneinfo tree, by name (None: not in the tree; a file there
+    that is not a whole TZif file is an :class:`InvalidInput` naming it)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -71,11 +82,7 @@ class ZoneTree:
         path = self.root.joinpath(*name.split("/"))
         if not path.is_file():
             return None
-        with path.open("rb") as source:
-            try:
-                return ZoneInfo.from_file(source, key=name)
-            except ValueError:
-                return None
+        return read_zone(path, name)  # a damaged file: an error naming it, never a hang
 
 
 async def tzdata_diff(
@@ -122,12 +129,24 @@ def _schedule_moves(
     if rule.every is not None:
         return []  # real elapsed time: no zone
     after = max(now, schedule.next_at - _TINY) if schedule.next_at else now
-    current = _instants(rule, rule.zone, after, count)
+    window = _instants(rule, rule.zone, after, count)
+    if not window:
+        return []
     zone = tree.zone(schedule.timezone)
-    other = _instants(rule, zone, after, count) if zone is not None else []
+    paired: dict[datetime, datetime] = {}
+    if zone is not None:
+        # An occurrence the other rules move earlier lies before `after` under them: both
+        # sides are expanded from where the window's first wall time falls under either rules
+        # to its last one, SLACK around, then paired by wall time.
+        first, last = to_local(window[0], rule.zone), to_local(window[-1], rule.zone)
+        start = min(after, _earliest(first, rule.zone, after), _earliest(first, zone, after))
+        start, stop = start - SLACK, last + SLACK
+        paired = pair_by_local(
+            _walled(rule, rule.zone, start, stop), _walled(rule, zone, start, stop)
+        )
     moves = []
-    for index, instant in enumerate(current):
-        then = other[index] if index < len(other) else None
+    for instant in window:
+        then = paired.get(instant)
         if then != instant:
             moves.append(
                 ZoneMove(
@@ -143,13 +162,71 @@ def _schedule_moves(
     return moves
 
 
-def _instants(rule: Recurrence, zone: ZoneInfo, after: datetime, count: int) -> list[datetime]:
+def pair_by_local(
+    current: list[tuple[datetime, datetime]], other: list[tuple[datetime, datetime]]
+) -> dict[datetime, datetime]:
+    """Each ``current`` instant's counterpart in ``other`` (both ``(wall time, instant)``, in
+    order): the occurrence at the same wall time (the n-th of a repeated hour with the n-th);
+    what is left, in order within each local date (a time in a new gap run just after it).
+    An occurrence with no counterpart (skipped in a new gap) is not in the result."""
+    mine, theirs = _numbered(current), _numbered(other)
+    paired = {instant: theirs[key] for key, instant in mine.items() if key in theirs}
+    left: dict[date, list[datetime]] = defaultdict(list)
+    for key, instant in theirs.items():
+        if key not in mine:
+            left[key[0].date()].append(instant)
+    unpaired: dict[date, list[datetime]] = defaultdict(list)
+    for key, instant in mine.items():
+        if key not in theirs:
+            unpaired[key[0].date()].append(instant)
+    for day, instants in unpaired.items():
+        paired.update(zip(instants, left.get(day, ()), strict=False))
+    return paired
+
+
+def _numbered(items: list[tuple[datetime, datetime]]) -> dict[tuple[datetime, int], datetime]:
+    """``(wall time, how many times it came before)`` -> instant, in order."""
+    seen: Counter[datetime] = Counter()
+    numbered = {}
+    for wall, instant in items:
+        numbered[wall, seen[wall]] = instant
+        seen[wall] += 1
+    return numbered
+
+
+def _walled(
+    rule: Recurrence, zone: ZoneInfo, after: datetime, stop: datetime
+) -> list[tuple[datetime, datetime]]:
+    """The rule's instants under ``zone`` after ``after`` with their wall times, up to the
+    first one whose wall time is past ``stop`` (at most :data:`EXPANDED`)."""
+    found: list[tuple[datetime, datetime]] = []
+    for instant in _source(rule, zone, after):
+        wall = to_local(instant, zone)
+        if len(found) == EXPANDED or wall > stop:
+            break
+        if rule.end_at is not None and instant > rule.end_at:
+            break
+        found.append((wall, instant))
+    return found
+
+
+def _earliest(wall: datetime, zone: ZoneInfo, otherwise: datetime) -> datetime:
+    """The earliest instant ``zone`` could show ``wall`` at (``otherwise`` out of range)."""
+    try:
+        return to_utc(wall, zone, "earlier")
+    except InvalidInput:
+        return otherwise
+
+
+def _source(rule: Recurrence, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
     if rule.calendar is not None:
-        source = calendar_instants(rule.calendar, zone, after, rule.on_gap, rule.on_overlap)
-    else:
-        source = cron_instants(rule.expression, zone, after, rule.on_gap, rule.on_overlap)
+        return calendar_instants(rule.calendar, zone, after, rule.on_gap, rule.on_overlap)
+    return cron_instants(rule.expression, zone, after, rule.on_gap, rule.on_overlap)
+
+
+def _instants(rule: Recurrence, zone: ZoneInfo, after: datetime, count: int) -> list[datetime]:
     found: list[datetime] = []
-    for instant in source:
+    for instant in _source(rule, zone, after):
         if len(found) == count or (rule.end_at is not None and instant > rule.end_at):
             break
         found.append(instant)
