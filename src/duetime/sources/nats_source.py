@@ -80,14 +80,19 @@ MAX_RECONNECT_DELAY = 30.0
 
 
 async def ensure_stream(js: JetStreamContext, name: str, subjects: Sequence[str]) -> None:
-    """Create stream ``name`` capturing ``subjects``, or add the missing ones to an existing one."""
+    """Create stream ``name`` capturing ``subjects``, or add the missing ones to an existing one.
+
+    A subject that another stream already captures cannot be captured by ``name`` too (JetStream
+    refuses overlapping streams): that is an :class:`InvalidInput` naming the other stream, so
+    the log says what to change instead of repeating "stream not found"."""
     try:
         info = await js.stream_info(name)
     except nats.js.errors.NotFoundError:
         try:
             await js.add_stream(name=name, subjects=list(subjects))
-        except nats.js.errors.BadRequestError:  # created concurrently by another process
-            info = await js.stream_info(name)
+        except nats.js.errors.BadRequestError:
+            await refuse_subjects_of_other_streams(js, name, subjects)
+            info = await js.stream_info(name)  # created concurrently by another process
         else:
             return
     have = list(info.config.subjects or [])
@@ -95,6 +100,24 @@ async def ensure_stream(js: JetStreamContext, name: str, subjects: Sequence[str]
     if missing:
         info.config.subjects = have + missing
         await js.update_stream(info.config)
+
+
+async def refuse_subjects_of_other_streams(
+    js: JetStreamContext, name: str, subjects: Sequence[str]
+) -> None:
+    """Raise :class:`InvalidInput` when a stream other than ``name`` captures one of ``subjects``."""
+    for subject in subjects:
+        try:
+            owner = await js.find_stream_name_by_subject(subject)
+        except nats.js.errors.NotFoundError:
+            continue
+        if owner != name:
+            raise InvalidInput(
+                "stream",
+                f"subject {subject!r} is captured by the stream {owner!r}, so the stream {name!r} "
+                f"cannot capture it too: set stream={owner!r} (and capture the dead-letter "
+                "subject there), or choose a subject no other stream captures",
+            )
 
 
 class NatsSource:
