@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from storekit import NOW, PG_URL, StoreFactory, fresh_schema, new_timer, with_params
 
-from duetime.model import Finish, Outcome
+from duetime.model import FanOut, Finish, Outcome
 
 LEASE = NOW + timedelta(seconds=30)
 BEGAN = NOW + timedelta(milliseconds=1)
@@ -87,3 +87,47 @@ async def test_a_claimed_at_after_the_start_is_clamped_to_the_start(
     assert (running.claimed_at, running.started_at) == (NOW, None)
     (true,) = read["true"]
     assert (true.claimed_at, true.started_at, true.finished_at) == (NOW, BEGAN, ENDED)
+
+
+async def test_an_attempt_claimed_by_an_earlier_version_ends_claimed_no_later_than_its_start(
+    database: tuple[str, Execute], open_store: StoreFactory
+) -> None:
+    """Across an upgrade, a row an earlier version claimed (its horizon written as the claim's
+    instant) is finished by this one: the attempt is recorded as claimed at its start at the
+    latest, whichever way it ends (done, retried, handed on)."""
+    url, execute = database
+    store = await open_store(url)
+    keys = ("done", "retried", "fanned")
+    await store.put_timers([new_timer(key, NOW, type="t") for key in keys], "error", NOW)
+    claimed = {c.timer.key: c for c in await store.claim_due("ns", None, NOW, 10, "n1", LEASE)}
+    ids = ", ".join(str(c.timer.id) for c in claimed.values())
+    if url.startswith("sqlite"):
+        micros = round(HORIZON.timestamp() * 1_000_000)
+        execute(f"UPDATE attempts SET claimed_at = {micros} WHERE timer_id IN ({ids})")
+    else:
+        horizon = HORIZON.isoformat()
+        execute(
+            f"UPDATE timers SET claimed_at = '{horizon}', updated_at = '{horizon}' "
+            f"WHERE id IN ({ids})"
+        )
+    done, retried, fanned = (claimed[key].timer for key in keys)
+    finishes = [
+        Finish(done.id, 1, Outcome.DONE, claim_token=done.claim_token, started_at=BEGAN),
+        Finish(
+            retried.id,
+            1,
+            Outcome.RETRY,
+            "e",
+            LEASE,
+            claim_token=retried.claim_token,
+            started_at=BEGAN,
+        ),
+    ]
+    assert await store.finish(finishes, "n1", ENDED) == set()
+    out = FanOut(fanned.id, 1, "fanned", ("a",), fanned.claim_token)
+    assert await store.fan_out([out], "n1", BEGAN) == set()
+    for key in keys:
+        (attempt,) = await store.list_attempts(claimed[key].timer.id)
+        assert attempt.claimed_at == attempt.started_at == BEGAN, key
+        assert attempt.finished_at is not None
+        assert attempt.claimed_at <= attempt.started_at <= attempt.finished_at, key

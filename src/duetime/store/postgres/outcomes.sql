@@ -48,8 +48,10 @@ WITH f AS (
 ),
 mine AS (
     -- claimed_at: the claim's instant (the row's updated_at while it runs); started_at: when
-    -- the handler began, as the worker reported it (NULL when not given: not known).
-    SELECT f.*, t.claimed_at, f.began_at AS started_at
+    -- the handler began, as the worker reported it (NULL when not given: not known). A claim
+    -- made by an earlier version wrote its horizon there, which may come after the start: the
+    -- start is then the claimed_at recorded (an attempt is claimed before it starts).
+    SELECT f.*, least(t.claimed_at, f.began_at) AS claimed_at, f.began_at AS started_at
     FROM f CROSS JOIN LATERAL (
         SELECT updated_at AS claimed_at FROM timers WHERE id = f.timer_id
     ) AS t
@@ -173,7 +175,9 @@ WITH f AS (
     ) AS f (timer_id, attempt, note, claim_token)
 ),
 mine AS (
-    SELECT f.*, t.claimed_at, %(now)s::timestamptz AS started_at
+    -- (claimed_at never after the start: see finish)
+    SELECT f.*, least(t.claimed_at, %(now)s::timestamptz) AS claimed_at,
+        %(now)s::timestamptz AS started_at
     FROM f CROSS JOIN LATERAL (
         SELECT updated_at AS claimed_at FROM timers WHERE id = f.timer_id
     ) AS t

@@ -4,9 +4,12 @@
 
 -- name: close_attempt
 -- started_at: when the handler (or the delivery) began (NULL: not known, as for a lost one).
+-- A claim made by an earlier version wrote its horizon as claimed_at, which may come after the
+-- start: the start is then the claimed_at kept (an attempt is claimed before it starts).
 UPDATE attempts
 SET finished_at = :now, outcome = :outcome, error = :error, traceback = :traceback,
-    started_at = coalesce(:started_at, started_at)
+    started_at = coalesce(:started_at, started_at),
+    claimed_at = min(claimed_at, coalesce(:started_at, claimed_at))
 WHERE timer_id = :timer_id AND number = :attempt AND finished_at IS NULL
 
 -- name: drop_attempt
@@ -42,7 +45,8 @@ RETURNING timers.id
 -- name: close_attempts_done
 -- close_attempt for every row of :batch (as finish_done_many's), outcome done.
 UPDATE attempts SET finished_at = :now, outcome = 'done', error = NULL,
-    started_at = coalesce(finished.started_at, attempts.started_at)
+    started_at = coalesce(finished.started_at, attempts.started_at),
+    claimed_at = min(attempts.claimed_at, coalesce(finished.started_at, attempts.claimed_at))
 FROM (
     SELECT json_extract(value, '$[0]') AS timer_id, json_extract(value, '$[1]') AS attempt,
         json_extract(value, '$[3]') AS started_at
