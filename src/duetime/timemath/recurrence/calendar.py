@@ -52,7 +52,12 @@ from duetime.timemath.recurrence.day_filter import (
     day_parts,
     some_day_matches,
 )
-from duetime.timemath.recurrence.periods import ever_fires, period_start, resumed
+from duetime.timemath.recurrence.periods import (
+    ever_fires,
+    period_start,
+    resumed,
+    whole_first_period,
+)
 from duetime.timemath.recurrence.rrule_text import RuleParts, parse_rrule
 from duetime.timemath.tzmath import classify, to_utc
 
@@ -338,14 +343,20 @@ def _expanded(calendar: Calendar, parts: RuleParts, near: datetime | None) -> It
     if parts.plain_yearly and start.month == 2 and start.day == 29 and calendar.feb29 != "skip":
         yield from _leap_anniversaries(start, parts, calendar.feb29)
         return
+    rule: du.rrule | None = None
+    whole: du.rrule | None = None
     try:
-        rule = None
         if near is not None and near > start:
             rule = _resumed_rule(parts.text, start, period_start(parts, start, near))
-        if rule is None:
+        whole = _whole_first_period(parts.text, start) if rule is None else None
+        if rule is None and whole is None:
             rule = _dateutil_rule(parts.text, start)
     except ValueError:  # dateutil: an INTERVAL that BYHOUR/BYMINUTE/BYSECOND never meets
         return
+    if whole is not None:
+        yield from _from_dtstart(_dateutil(whole), start, parts.count)
+        return
+    assert rule is not None
     yield from _dateutil(rule)
 
 
@@ -358,6 +369,26 @@ def _dateutil_rule(text: str, start: datetime) -> du.rrule:
 def _resumed_rule(text: str, start: datetime, period: datetime) -> du.rrule | None:
     """Made once per rule and period: schedules alike share it within a materialiser round."""
     return resumed(_parts(text), start, period)
+
+
+@functools.lru_cache(maxsize=4096)
+def _whole_first_period(text: str, start: datetime) -> du.rrule | None:
+    return whole_first_period(_parts(text), start)
+
+
+def _from_dtstart(
+    walls: Iterator[datetime], start: datetime, count: int | None
+) -> Iterator[datetime]:
+    """The walls from DTSTART on, COUNT of them at most: BYSETPOS's picks of the first period
+    that fall before DTSTART (one per BYSETPOS value at most) neither fire nor count."""
+    made = 0
+    for wall in walls:
+        if wall < start:
+            continue
+        yield wall
+        made += 1
+        if count is not None and made >= count:
+            return
 
 
 def _dateutil(rule: du.rrule) -> Iterator[datetime]:
