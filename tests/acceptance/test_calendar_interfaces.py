@@ -180,3 +180,15 @@ def test_cli_schedules_update_changes_weekend_and_holiday_dates(cli: Cli) -> Non
     assert updated["schedule"]["next_at"] == "2030-03-13T05:00:00Z"
     error = cli.fails("schedules", "update", "pay", "--weekend", "someday", code=2)
     assert error["field"] == "weekend"
+
+
+def test_rest_refuses_a_leap_second_naming_bysecond(api: Api) -> None:  # noqa: F811
+    for rule in ("FREQ=SECONDLY;BYSECOND=60", "FREQ=DAILY;BYSECOND=59,60"):
+        bad = api.post(f"{NS}/schedules", {**PAYROLL, "name": "leap", "rrule": rule})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["field"] == "rrule"
+        assert bad.json()["message"].startswith("rrule: BYSECOND: 60")
+        preview = api.get("/v1/preview", rrule=rule, dtstart="2025-03-08T09:00", count=2)
+        assert preview.status_code == 422, preview.text
+        assert "BYSECOND" in preview.json()["message"]
+    assert api.get(f"{NS}/schedules").json()["items"] == []
