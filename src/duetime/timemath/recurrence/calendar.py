@@ -14,10 +14,12 @@ then resolved by :mod:`duetime.timemath.tzmath` with the schedule's DST policy:
 UNTIL ends the rule's own occurrences: in UTC when it ends in ``Z`` (RFC 5545: the form it
 takes when DTSTART has a zone), else on the wall clock. COUNT counts the rule's occurrences
 before EXDATE, business-day skips and DST skips remove any. RDATEs are added as given. An
-occurrence on a non-business day (``roll``) is skipped or moved to the next / previous business
-day at the same wall time. A plain yearly rule on 29 February fires in common years on 28
-February (``feb29="feb28"``, the default: the day most people celebrate), on 1 March
-(``"mar1"``) or not at all (``"skip"``, RFC 5545's own reading).
+occurrence on a non-business day (``roll``), an RDATE's too, is skipped or moved to the next /
+previous business day at the same wall time (``modified_*``: the one that keeps it in its
+month); a backward roll may move the first one before DTSTART, and it fires there. A plain
+yearly rule on 29 February fires in common years on 28 February (``feb29="feb28"``, the
+default: the day most people celebrate), on 1 March (``"mar1"``) or not at all (``"skip"``,
+RFC 5545's own reading); COUNT counts those stand-ins.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from duetime.timemath.recurrence.business import (
     check_holidays,
     check_roll,
     check_weekend,
+    rolls_forward,
 )
 from duetime.timemath.recurrence.cron import walk_start
 from duetime.timemath.recurrence.day_filter import (
@@ -303,6 +306,19 @@ def _check_fires(calendar: Calendar) -> None:
         )
 
 
+def earliest_wall(calendar: Calendar) -> datetime:
+    """No wall time of the calendar fires before this one: DTSTART or its first RDATE, less a
+    month when a roll may move an occurrence to an earlier day (a backward roll of the first
+    occurrence lands before DTSTART, and fires there)."""
+    first = min((calendar.dtstart, *calendar.rdates[:1]))
+    if calendar.roll in ("backward", "modified_forward", "modified_backward"):
+        try:
+            return first - timedelta(days=MAX_ROLL_DAYS)
+        except OverflowError:  # within a month of year 1: no earlier day to roll to
+            return first
+    return first
+
+
 def _first_wall(calendar: Calendar) -> datetime | None:
     for wall in rule_walls(calendar):
         return wall
@@ -494,13 +510,13 @@ def calendar_instants(
     """
     after = after.astimezone(UTC)
     # Wall times more than a day (plus a roll) before `after` cannot fire after it: cheap skip.
-    margin = timedelta(days=2 + (MAX_ROLL_DAYS if calendar.roll == "forward" else 0))
+    margin = timedelta(days=2 + (MAX_ROLL_DAYS if rolls_forward(calendar.roll) else 0))
     skip_before = after.astimezone(zone).replace(tzinfo=None) - margin
     # No rule time before walk_start fires after `after`; one rolled forward may come from a
     # month before, and the dedup of rolled times needs what that one was rolled onto.
     try:
         near: datetime | None = walk_start(after, zone) - (
-            timedelta(days=MAX_ROLL_DAYS) if calendar.roll == "forward" else timedelta(0)
+            timedelta(days=MAX_ROLL_DAYS) if rolls_forward(calendar.roll) else timedelta(0)
         )
     except OverflowError:
         near = None
