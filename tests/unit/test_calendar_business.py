@@ -1,6 +1,6 @@
 """Business days as payroll expects them: the modified rolls, and what each edge does (COUNT
 and the 29 February stand-ins, observed holidays, an RDATE on a holiday, a roll back past
-DTSTART)."""
+DTSTART, a skip that would drop too many in a row)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from duetime.timemath.recurrence.business import (
     is_business_day,
 )
 from duetime.timemath.recurrence.calendar import (
+    MAX_DROPPED,
     Calendar,
     calendar_instants,
     parse_calendar,
@@ -224,3 +225,42 @@ def test_a_backward_roll_of_the_first_occurrence_fires_before_dtstart() -> None:
     # Asked after it, it is gone like any past occurrence.
     after = datetime(2027, 4, 30, 12, tzinfo=UTC)
     assert _days(cal, BERLIN, after, 5) == ["2027-06-01"]
+
+
+def test_a_skip_that_would_drop_too_many_in_a_row_is_refused_when_made() -> None:
+    # Every 10 seconds: 17,280 occurrences on a Saturday and Sunday. A lookup stops after
+    # MAX_DROPPED dropped in a row, so the rule would end, silently, at its first weekend.
+    assert MAX_DROPPED < 2 * 86400 // 10
+    with pytest.raises(InvalidInput) as caught:
+        parse_calendar(
+            rrule="FREQ=SECONDLY;INTERVAL=10", dtstart="2027-01-08T23:50", zone=BERLIN, roll="skip"
+        )
+    assert caught.value.field == "roll"
+    assert "2027-01-09 to 2027-01-10" in caught.value.message
+    # Weekdays only: the weekends drop nothing, but Easter (Good Friday to Easter Monday in
+    # Berlin) drops four days' worth in a row.
+    with pytest.raises(InvalidInput) as caught:
+        parse_calendar(
+            rrule="FREQ=SECONDLY;INTERVAL=10;BYDAY=MO,TU,WE,TH,FR",
+            dtstart="2027-01-08T23:50",
+            zone=BERLIN,
+            holidays="DE-BE",
+        )
+    assert caught.value.field == "roll"
+    assert "2027-03-26 to 2027-03-29" in caught.value.message
+    # Without holidays that rule drops nothing, and it runs past the weekend.
+    kept = parse_calendar(
+        rrule="FREQ=SECONDLY;INTERVAL=10;BYDAY=MO,TU,WE,TH,FR",
+        dtstart="2027-01-08T23:50",
+        zone=BERLIN,
+        roll="skip",
+    )
+    friday_late = datetime(2027, 1, 8, 22, 59, 55, tzinfo=UTC)  # 23:59:55 in Berlin
+    got = list(islice(calendar_instants(kept, BERLIN, friday_late), 1))
+    assert got == [datetime(2027, 1, 10, 23, 0, 0, tzinfo=UTC)]  # Monday 00:00 in Berlin
+    # Every minute is fine: 2,880 on a weekend, 5,760 over Easter.
+    minutely = parse_calendar(
+        rrule="FREQ=MINUTELY", dtstart="2027-01-08T23:50", zone=BERLIN, holidays="DE-BE"
+    )
+    got = list(islice(calendar_instants(minutely, BERLIN, friday_late), 1))
+    assert got == [datetime(2027, 1, 10, 23, 0, tzinfo=UTC)]

@@ -62,14 +62,12 @@ from duetime.timemath.recurrence.periods import (
     whole_first_period,
 )
 from duetime.timemath.recurrence.rrule_text import RuleParts, parse_rrule
+from duetime.timemath.recurrence.skips import MAX_DROPPED, crowded
 from duetime.timemath.tzmath import classify, to_utc
 
 Feb29 = Literal["feb28", "mar1", "skip"]
 FEB29: tuple[Feb29, ...] = get_args(Feb29)
 _UTC_ZONE = ZoneInfo("UTC")
-MAX_DROPPED = 10_000
-"""Occurrences in a row that ``roll=skip`` may drop before the calendar counts as one that
-never fires (a weekday rule on a weekend-only calendar would otherwise be walked for ever)."""
 _MAX_DATES = 1000
 _MAX_TEXT = 64
 
@@ -288,6 +286,8 @@ def _check_fires(calendar: Calendar) -> None:
     that passes is remembered; one refused is checked, and refused, again).
     """
     parts = calendar.parts
+    if calendar.roll == "skip":
+        _check_skips(calendar)
     if calendar.rdates:
         return
     if not some_day_matches(calendar.dtstart.date(), day_filter_key(parts)):
@@ -304,6 +304,29 @@ def _check_fires(calendar: Calendar) -> None:
         raise InvalidInput(
             "roll", f"skip drops every occurrence of {parts.text}: none is on a business day"
         )
+
+
+def _check_skips(calendar: Calendar) -> None:
+    """Refuse a rule that ``roll=skip`` would stop for good at a run of non-business days: a
+    lookup drops at most MAX_DROPPED occurrences in a row (see
+    :mod:`~duetime.timemath.recurrence.skips`)."""
+    parts = calendar.parts
+    uncounted = calendar
+    if parts.count is not None:
+        if parts.count <= MAX_DROPPED:
+            return
+        text = ";".join(p for p in parts.text.split(";") if not p.startswith("COUNT="))
+        uncounted = replace(calendar, rrule=text)
+    why = crowded(
+        parts,
+        calendar.dtstart,
+        calendar.weekend,
+        calendar.holidays,
+        calendar.holiday_dates,
+        lambda near: rule_walls(uncounted, near),
+    )
+    if why is not None:
+        raise InvalidInput("roll", why)
 
 
 def earliest_wall(calendar: Calendar) -> datetime:

@@ -1,0 +1,157 @@
+"""How many occurrences in a row ``roll="skip"`` drops, decided when a rule is made.
+
+A lookup drops at most :data:`MAX_DROPPED` occurrences in a row before it takes the calendar
+for one that never fires again: without such a bound, a rule whose occurrences all fall on
+non-business days would be walked for ever. A dense rule drops more than that over an ordinary
+weekend (every 10 seconds: 17,280 on a Saturday and Sunday), and would stop for good, silently,
+at its first one. Such a rule is refused when it is made instead, naming ``roll``.
+
+Which runs of non-business days are counted: those that begin within a year of DTSTART (the
+weekends, and the public holidays of a year, which recur), and those that hold one of the
+caller's own holiday dates. A run is counted only when the rule could place more than the bound
+on it at all (its most occurrences a day times the run's days), so the usual rules, a few
+occurrences a day, are never walked; one that could is walked over that run alone, as far as
+the bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import date, datetime, timedelta
+
+from duetime.timemath.recurrence.business import is_business_day
+from duetime.timemath.recurrence.periods import rule_kwargs
+from duetime.timemath.recurrence.rrule_text import RuleParts
+
+MAX_DROPPED = 10_000
+"""Occurrences in a row that ``roll=skip`` may drop before the calendar counts as one that
+never fires (a weekday rule on a weekend-only calendar would otherwise be walked for ever)."""
+SCAN_DAYS = 366
+"""Runs of non-business days that begin this many days from DTSTART on are counted."""
+MAX_RUN_DAYS = 4000
+"""The longest run followed: more than the caller's holiday dates (at most 1000) and the
+weekends between them can make."""
+_SECONDS = {"HOURLY": 3600, "MINUTELY": 60, "SECONDLY": 1}
+
+
+_LONG_PUBLIC_RUN = 31
+"""Public holidays and weekends never close more days in a row than this: a rule that could
+drop more than MAX_DROPPED on such a run has the year from DTSTART scanned."""
+_WALK_BUDGET = 50 * MAX_DROPPED
+"""Wall times walked for one run at most (a long period's times before the run included)."""
+
+
+def crowded(
+    parts: RuleParts,
+    dtstart: datetime,
+    weekend: tuple[int, ...],
+    holidays: str | None,
+    dates: tuple[date, ...],
+    walls_from: Callable[[datetime], Iterator[datetime]],
+) -> str | None:
+    """Why skip would stop the rule for good at some run of non-business days, or None.
+
+    ``walls_from(near)`` yields the rule's wall times from ``near`` on (maybe some before it),
+    COUNT aside: a rule that would end sooner is judged as if it went on."""
+    most = per_day(parts, dtstart)
+    if most * MAX_RUN_DAYS <= MAX_DROPPED:
+        return None
+    scan = most * _LONG_PUBLIC_RUN > MAX_DROPPED
+    for first, last in runs(dtstart.date(), weekend, holidays, dates, scan=scan):
+        if most * ((last - first).days + 1) <= MAX_DROPPED:
+            continue
+        dropped = _dropped(walls_from(datetime.combine(first, datetime.min.time())), first, last)
+        if dropped is None:
+            return (
+                f"{parts.text} places up to {most:,} occurrences a day: too many to walk "
+                f"past the non-business days {first} to {last}; give it fewer"
+            )
+        if dropped > MAX_DROPPED:
+            return (
+                f"skip would drop more than {MAX_DROPPED:,} occurrences of {parts.text} in a "
+                f"row over the non-business days {first} to {last}, and a lookup stops there "
+                "for good: make the rule less frequent, or leave such days out of it "
+                "(BYDAY=MO,TU,WE,TH,FR leaves out a Saturday-Sunday weekend)"
+            )
+    return None
+
+
+def per_day(parts: RuleParts, dtstart: datetime) -> int:
+    """The most occurrences the rule can place on one day (INTERVAL aside for periods of a day
+    or longer, so at least as many as it does)."""
+    given = rule_kwargs(parts, dtstart)
+    hours = len(given.get("byhour", ())) or 24
+    minutes = len(given.get("byminute", ())) or 60
+    seconds = len(given.get("bysecond", ())) or 60
+    step = _SECONDS.get(parts.freq)
+    if step is None:  # a day or longer: BYSETPOS picks at most its count from a period
+        times = hours * minutes * seconds
+        picks = len(parts.values("BYSETPOS"))
+        return min(times, picks) if picks else times
+    each = -(-86400 // (step * parts.interval))  # periods a day holds at most
+    if parts.freq == "HOURLY":
+        return min(hours, each) * minutes * seconds
+    if parts.freq == "MINUTELY":
+        return min(hours * minutes, each) * seconds
+    return min(hours * minutes * seconds, each)
+
+
+def runs(
+    start: date,
+    weekend: tuple[int, ...],
+    holidays: str | None,
+    dates: tuple[date, ...],
+    *,
+    scan: bool,
+) -> list[tuple[date, date]]:
+    """Runs of consecutive non-business days, each as (first day, last day): those holding one
+    of ``dates`` and, with ``scan``, those with a day within SCAN_DAYS of ``start``."""
+
+    def closed(day: date) -> bool:
+        return not is_business_day(day, weekend, holidays, dates)
+
+    found: list[tuple[date, date]] = []
+    seen: set[date] = set()
+    seeds = list(dates)
+    if scan:
+        seeds += [day for n in range(SCAN_DAYS) if (day := _step(start, n)) is not None]
+    for seed in seeds:
+        if seed in seen or not closed(seed):
+            continue
+        first = last = seed
+        for _ in range(MAX_RUN_DAYS):
+            earlier = _step(first, -1)
+            if earlier is None or not closed(earlier):
+                break
+            first = earlier
+        for _ in range(MAX_RUN_DAYS):
+            later = _step(last, 1)
+            if later is None or not closed(later):
+                break
+            last = later
+        seen.update(first + timedelta(days=n) for n in range((last - first).days + 1))
+        found.append((first, last))
+    return sorted(found)
+
+
+def _dropped(walls: Iterator[datetime], first: date, last: date) -> int | None:
+    """The rule's wall times on the days ``first`` to ``last``, counted up to one past
+    MAX_DROPPED; None when more than the walk's budget come before the run ends."""
+    dropped = 0
+    for walked, wall in enumerate(walls):
+        if walked > _WALK_BUDGET:
+            return None
+        if wall.date() > last:
+            break
+        if wall.date() >= first:
+            dropped += 1
+            if dropped > MAX_DROPPED:
+                break
+    return dropped
+
+
+def _step(day: date, days: int) -> date | None:
+    try:
+        return day + timedelta(days=days)
+    except OverflowError:
+        return None
