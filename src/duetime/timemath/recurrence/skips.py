@@ -6,12 +6,12 @@ non-business days would be walked for ever. A dense rule drops more than that ov
 weekend (every 10 seconds: 17,280 on a Saturday and Sunday), and would stop for good, silently,
 at its first one. Such a rule is refused when it is made instead, naming ``roll``.
 
-Which runs of non-business days are counted: those that begin within a year of DTSTART (the
-weekends, and the public holidays of a year, which recur), and those that hold one of the
-caller's own holiday dates. A run is counted only when the rule could place more than the bound
-on it at all (its most occurrences a day times the run's days), so the usual rules, a few
-occurrences a day, are never walked; one that could is walked over that run alone, as far as
-the bound.
+Which runs of non-business days are counted: those within a year of DTSTART (the weekends, and
+the public holidays of a year, which recur), and those that hold one of the caller's own
+holiday dates; runs with business days between them on which the rule has no time drop in one
+row, so they are joined. Only a rule that could place more than the bound on such a stretch
+(its most occurrences a day times the closed days its BYxxx day parts allow) is walked there,
+as far as the bound: the usual rules, a few occurrences a day, are never walked.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 
 from duetime.timemath.recurrence.business import is_business_day
+from duetime.timemath.recurrence.day_filter import day_allowed, day_filter_key
 from duetime.timemath.recurrence.periods import rule_kwargs
 from duetime.timemath.recurrence.rrule_text import RuleParts
 
@@ -27,16 +28,11 @@ MAX_DROPPED = 10_000
 """Occurrences in a row that ``roll=skip`` may drop before the calendar counts as one that
 never fires (a weekday rule on a weekend-only calendar would otherwise be walked for ever)."""
 SCAN_DAYS = 366
-"""Runs of non-business days that begin this many days from DTSTART on are counted."""
+"""Runs of non-business days with a day this many days from DTSTART on are counted."""
 MAX_RUN_DAYS = 4000
 """The longest run followed: more than the caller's holiday dates (at most 1000) and the
 weekends between them can make."""
 _SECONDS = {"HOURLY": 3600, "MINUTELY": 60, "SECONDLY": 1}
-
-
-_LONG_PUBLIC_RUN = 31
-"""Public holidays and weekends never close more days in a row than this: a rule that could
-drop more than MAX_DROPPED on such a run has the year from DTSTART scanned."""
 _WALK_BUDGET = 50 * MAX_DROPPED
 """Wall times walked for one run at most (a long period's times before the run included)."""
 
@@ -52,28 +48,70 @@ def crowded(
     """Why skip would stop the rule for good at some run of non-business days, or None.
 
     ``walls_from(near)`` yields the rule's wall times from ``near`` on (maybe some before it),
-    COUNT aside: a rule that would end sooner is judged as if it went on."""
+    COUNT aside: a rule that would end sooner is judged as if it went on. Runs with business
+    days between them on which the rule has no time drop in one row (a rule on Mondays and
+    Wednesdays with both closed never fires on the Tuesday between)."""
     most = per_day(parts, dtstart)
-    if most * MAX_RUN_DAYS <= MAX_DROPPED:
-        return None
-    scan = most * _LONG_PUBLIC_RUN > MAX_DROPPED
-    for first, last in runs(dtstart.date(), weekend, holidays, dates, scan=scan):
-        if most * ((last - first).days + 1) <= MAX_DROPPED:
+    if most * (SCAN_DAYS + 3 * len(dates)) <= MAX_DROPPED:
+        return None  # even every closed day counted could not drop that many
+    key = day_filter_key(parts)
+    for first, last, closed in _stretches(
+        runs(dtstart.date(), weekend, holidays, dates, scan=True), walls_from
+    ):
+        used = sum(day_allowed(day, key) for day in closed)
+        if most * used <= MAX_DROPPED:
             continue
-        dropped = _dropped(walls_from(datetime.combine(first, datetime.min.time())), first, last)
+        dropped = _dropped(walls_from(_midnight(first)), first, last)
         if dropped is None:
             return (
                 f"{parts.text} places up to {most:,} occurrences a day: too many to walk "
-                f"past the non-business days {first} to {last}; give it fewer"
+                f"past the non-business days from {first} to {last}; give it fewer"
             )
         if dropped > MAX_DROPPED:
             return (
                 f"skip would drop more than {MAX_DROPPED:,} occurrences of {parts.text} in a "
-                f"row over the non-business days {first} to {last}, and a lookup stops there "
-                "for good: make the rule less frequent, or leave such days out of it "
+                f"row on the non-business days from {first} to {last}, and a lookup stops "
+                "there for good: make the rule less frequent, or leave such days out of it "
                 "(BYDAY=MO,TU,WE,TH,FR leaves out a Saturday-Sunday weekend)"
             )
     return None
+
+
+def _stretches(
+    found: list[tuple[date, date]], walls_from: Callable[[datetime], Iterator[datetime]]
+) -> Iterator[tuple[date, date, list[date]]]:
+    """Runs joined across the business days between them that hold none of the rule's times:
+    (first day, last day, the closed days)."""
+    current: tuple[date, date, list[date]] | None = None
+    for first, last in found:
+        days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+        if current is not None and not _fires_between(walls_from, current[1], first):
+            current = (current[0], last, current[2] + days)
+            continue
+        if current is not None:
+            yield current
+        current = (first, last, days)
+    if current is not None:
+        yield current
+
+
+def _fires_between(
+    walls_from: Callable[[datetime], Iterator[datetime]], after: date, before: date
+) -> bool:
+    """Has the rule a time on a day strictly between ``after`` and ``before``?"""
+    begin = _step(after, 1)
+    if begin is None or begin >= before:
+        return False
+    for walked, wall in enumerate(walls_from(_midnight(begin))):
+        if wall.date() >= begin:
+            return wall.date() < before
+        if walked > _WALK_BUDGET:
+            return True  # undecided: the runs are judged apart
+    return False
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, datetime.min.time())
 
 
 def per_day(parts: RuleParts, dtstart: datetime) -> int:
