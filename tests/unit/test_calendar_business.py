@@ -264,3 +264,62 @@ def test_a_skip_that_would_drop_too_many_in_a_row_is_refused_when_made() -> None
     )
     got = list(islice(calendar_instants(minutely, BERLIN, friday_late), 1))
     assert got == [datetime(2027, 1, 10, 23, 0, tzinfo=UTC)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    freq=st.sampled_from(("SECONDLY", "MINUTELY")),
+    interval=st.integers(1, 30),
+    weekdays=st.sets(st.integers(0, 6), min_size=1),
+    weekend=st.sets(st.integers(0, 6), min_size=1, max_size=3),
+)
+def test_a_skip_rule_either_runs_past_its_non_business_days_or_is_refused(
+    freq: str, interval: int, weekdays: set[int], weekend: set[int]
+) -> None:
+    """Never a rule kept that stops for good at a run of non-business days."""
+    names = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+    rule = f"FREQ={freq};INTERVAL={interval};BYDAY=" + ",".join(names[d] for d in sorted(weekdays))
+    dtstart = datetime(2027, 1, 4)  # a Monday
+    closed_days = [
+        dtstart.date() + timedelta(days=n)
+        for n in range(21)
+        if (dtstart.date() + timedelta(days=n)).weekday() in weekend
+    ]
+    refused: InvalidInput | None = None
+    try:
+        cal = parse_calendar(
+            rrule=rule,
+            dtstart=dtstart.isoformat(),
+            zone=load_zone("UTC"),
+            weekend=sorted(weekend),
+            roll="skip",
+        )
+    except InvalidInput as caught:
+        refused = caught
+    step = timedelta(seconds=interval) if freq == "SECONDLY" else timedelta(minutes=interval)
+    # The longest run of the rule's own times on non-business days, counted by brute force
+    # over the three weeks (a run of closed days repeats every week).
+    longest = run = 0
+    seconds = int(step.total_seconds())
+    for n in range(21):
+        day = dtstart + timedelta(days=n)
+        if day.weekday() not in weekdays:
+            continue  # no time of the rule: neither drops nor fires
+        begin = int((day - dtstart).total_seconds())
+        times = (begin + 86400 - 1) // seconds - (begin - 1) // seconds  # k*step in the day
+        run = run + times if day.date() in closed_days else 0
+        longest = max(longest, run)
+    if refused is not None:
+        assert refused.field == "roll"
+        assert longest > MAX_DROPPED or weekdays <= weekend  # or none is on a business day
+        return
+    assert longest <= MAX_DROPPED
+    open_days = [
+        d
+        for d in (dtstart.date() + timedelta(days=n) for n in range(7, 21))
+        if d.weekday() in weekdays and d not in closed_days
+    ]
+    if open_days:  # asked at the start of the second week, it finds the next open day
+        after = datetime.combine(dtstart.date() + timedelta(days=7), datetime.min.time())
+        got = next(calendar_instants(cal, load_zone("UTC"), after.replace(tzinfo=UTC)))
+        assert got.date() == open_days[0]

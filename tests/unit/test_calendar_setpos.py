@@ -3,8 +3,8 @@ of recurrence instances starts at the beginning of the interval defined by the F
 
 The picks of the first period that fall before DTSTART neither fire nor count towards COUNT, as
 libical computes them. The cases below are libical's recurrence test data (rule, DTSTART and
-the instances it lists), each with the sets worked out by hand; a property test checks weekly
-and monthly rules against a plain expansion of whole periods that shares no code with the
+the instances it lists), each with the sets worked out by hand; a property test checks weekly,
+monthly and yearly rules against a plain expansion of whole periods that shares no code with the
 product.
 """
 
@@ -192,6 +192,12 @@ def _period_days(freq: str, first: date, index: int, interval: int, wkst: int) -
         monday = first - timedelta(days=(first.weekday() - wkst) % 7)
         start = monday + timedelta(weeks=index * interval)
         return [start + timedelta(days=n) for n in range(7)]
+    if freq == "YEARLY":
+        year = first.year + index * interval
+        return [
+            date(year, 1, 1) + timedelta(days=n)
+            for n in range(366 if calendar_module.isleap(year) else 365)
+        ]
     month = first.year * 12 + first.month - 1 + index * interval
     year, month = divmod(month, 12)
     length = calendar_module.monthrange(year, month + 1)[1]
@@ -233,7 +239,7 @@ def _expected(
 
 @settings(max_examples=150, deadline=None)
 @given(
-    freq=st.sampled_from(("WEEKLY", "MONTHLY")),
+    freq=st.sampled_from(("WEEKLY", "MONTHLY", "YEARLY")),
     interval=st.integers(1, 3),
     weekdays=st.sets(st.integers(0, 6), min_size=1, max_size=6),
     monthdays=st.sets(st.sampled_from((1, 2, 3, 10, 15, 28, 29, 30, 31, -1, -2)), max_size=4),
@@ -254,7 +260,7 @@ def test_setpos_agrees_with_whole_periods_from_the_rfc_wording(
     wkst: int,
     start: datetime,
 ) -> None:
-    monthdays = monthdays if freq == "MONTHLY" else set()
+    monthdays = monthdays if freq != "WEEKLY" else set()
     parts = [f"FREQ={freq}", f"INTERVAL={interval}", f"WKST={DAYS[wkst]}", "COUNT=12"]
     parts.append("BYDAY=" + ",".join(DAYS[d] for d in sorted(weekdays)))
     if monthdays:
