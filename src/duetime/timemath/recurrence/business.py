@@ -122,6 +122,11 @@ def rolls_forward(roll: Roll | None) -> bool:
     return roll in ("forward", "modified_forward", "modified_backward")
 
 
+def rolls_backward(roll: Roll | None) -> bool:
+    """May ``roll`` move an occurrence to an earlier day (up to MAX_ROLL_DAYS)?"""
+    return roll in ("backward", "modified_forward", "modified_backward")
+
+
 def is_business_day(
     day: date, weekend: tuple[int, ...], holidays: str | None, dates: tuple[date, ...]
 ) -> bool:

@@ -46,6 +46,7 @@ from duetime.timemath.recurrence.business import (
     check_holidays,
     check_roll,
     check_weekend,
+    rolls_backward,
     rolls_forward,
 )
 from duetime.timemath.recurrence.cron import walk_start
@@ -334,7 +335,7 @@ def earliest_wall(calendar: Calendar) -> datetime:
     month when a roll may move an occurrence to an earlier day (a backward roll of the first
     occurrence lands before DTSTART, and fires there)."""
     first = min((calendar.dtstart, *calendar.rdates[:1]))
-    if calendar.roll in ("backward", "modified_forward", "modified_backward"):
+    if rolls_backward(calendar.roll):
         try:
             return first - timedelta(days=MAX_ROLL_DAYS)
         except OverflowError:  # within a month of year 1: no earlier day to roll to

@@ -56,7 +56,7 @@ def crowded(
         return None  # even every closed day counted could not drop that many
     key = day_filter_key(parts)
     for first, last, closed in _stretches(
-        runs(dtstart.date(), weekend, holidays, dates, scan=True), walls_from
+        runs(dtstart.date(), weekend, holidays, dates), walls_from
     ):
         used = sum(day_allowed(day, key) for day in closed)
         if most * used <= MAX_DROPPED:
@@ -139,20 +139,17 @@ def runs(
     weekend: tuple[int, ...],
     holidays: str | None,
     dates: tuple[date, ...],
-    *,
-    scan: bool,
 ) -> list[tuple[date, date]]:
-    """Runs of consecutive non-business days, each as (first day, last day): those holding one
-    of ``dates`` and, with ``scan``, those with a day within SCAN_DAYS of ``start``."""
+    """Runs of consecutive non-business days, each as (first day, last day): those with a day
+    within SCAN_DAYS of ``start``, and those holding one of ``dates``."""
 
     def closed(day: date) -> bool:
         return not is_business_day(day, weekend, holidays, dates)
 
     found: list[tuple[date, date]] = []
     seen: set[date] = set()
-    seeds = list(dates)
-    if scan:
-        seeds += [day for n in range(SCAN_DAYS) if (day := _step(start, n)) is not None]
+    seeds = [day for n in range(SCAN_DAYS) if (day := _step(start, n)) is not None]
+    seeds += dates
     for seed in seeds:
         if seed in seen or not closed(seed):
             continue
