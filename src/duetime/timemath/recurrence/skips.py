@@ -148,12 +148,12 @@ def runs(
 
     found: list[tuple[date, date]] = []
     seen: set[date] = set()
-    seeds = [day for n in range(SCAN_DAYS) if (day := _step(start, n)) is not None]
-    seeds += dates
-    for seed in seeds:
-        if seed in seen or not closed(seed):
+    candidates = [day for n in range(SCAN_DAYS) if (day := _step(start, n)) is not None]
+    candidates += dates
+    for candidate in candidates:
+        if candidate in seen or not closed(candidate):
             continue
-        first = last = seed
+        first = last = candidate
         for _ in range(MAX_RUN_DAYS):
             earlier = _step(first, -1)
             if earlier is None or not closed(earlier):
