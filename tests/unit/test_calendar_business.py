@@ -323,3 +323,25 @@ def test_a_skip_rule_either_runs_past_its_non_business_days_or_is_refused(
         after = datetime.combine(dtstart.date() + timedelta(days=7), datetime.min.time())
         got = next(calendar_instants(cal, load_zone("UTC"), after.replace(tzinfo=UTC)))
         assert got.date() == open_days[0]
+
+
+def test_a_dense_rule_on_a_date_is_checked_in_the_year_it_meets_a_weekend() -> None:
+    # 29 February is a Tuesday in 2028 and a Sunday in 2032: every second of it dropped.
+    with pytest.raises(InvalidInput) as caught:
+        parse_calendar(
+            rrule="FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29",
+            dtstart="2027-01-04T00:00",
+            zone=BERLIN,
+            roll="skip",
+        )
+    assert caught.value.field == "roll"
+    assert "2032-02-28 to 2032-02-29" in caught.value.message
+    # Every hour of it is 24 a day: never near the bound, never walked.
+    hourly = parse_calendar(
+        rrule="FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=29",
+        dtstart="2027-01-04T00:00",
+        zone=BERLIN,
+        roll="skip",
+    )
+    got = next(calendar_instants(hourly, BERLIN, datetime(2027, 1, 1, tzinfo=UTC)))
+    assert got.astimezone(BERLIN).date() == date(2028, 2, 29)

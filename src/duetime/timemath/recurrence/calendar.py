@@ -287,9 +287,11 @@ def _check_fires(calendar: Calendar) -> None:
     that passes is remembered; one refused is checked, and refused, again).
     """
     parts = calendar.parts
-    if calendar.roll == "skip":
-        _check_skips(calendar)
     if calendar.rdates:
+        # The rule alone may never fire: walked for the skip check only when it can.
+        can_fire = some_day_matches(calendar.dtstart.date(), day_filter_key(parts))
+        if calendar.roll == "skip" and can_fire and ever_fires(parts, calendar.dtstart):
+            _check_skips(calendar)
         return
     if not some_day_matches(calendar.dtstart.date(), day_filter_key(parts)):
         raise InvalidRrule(
@@ -305,6 +307,8 @@ def _check_fires(calendar: Calendar) -> None:
         raise InvalidInput(
             "roll", f"skip drops every occurrence of {parts.text}: none is on a business day"
         )
+    if calendar.roll == "skip":
+        _check_skips(calendar)
 
 
 def _check_skips(calendar: Calendar) -> None:

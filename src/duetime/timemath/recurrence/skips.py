@@ -7,7 +7,8 @@ weekend (every 10 seconds: 17,280 on a Saturday and Sunday), and would stop for 
 at its first one. Such a rule is refused when it is made instead, naming ``roll``.
 
 Which runs of non-business days are counted: those within a year of DTSTART (the weekends, and
-the public holidays of a year, which recur), and those that hold one of the caller's own
+the public holidays of a year, which recur; 28 years for a rule on some dates of the year only,
+so that each of its dates falls on each weekday), and those that hold one of the caller's own
 holiday dates; runs with business days between them on which the rule has no time drop in one
 row, so they are joined. Only a rule that could place more than the bound on such a stretch
 (its most occurrences a day times the closed days its BYxxx day parts allow) is walked there,
@@ -29,6 +30,8 @@ MAX_DROPPED = 10_000
 never fires (a weekday rule on a weekend-only calendar would otherwise be walked for ever)."""
 SCAN_DAYS = 366
 """Runs of non-business days with a day this many days from DTSTART on are counted."""
+CYCLE_DAYS = 28 * 365 + 7
+"""28 years: every date falls on every weekday in them (within a century)."""
 MAX_RUN_DAYS = 4000
 """The longest run followed: more than the caller's holiday dates (at most 1000) and the
 weekends between them can make."""
@@ -52,13 +55,21 @@ def crowded(
     days between them on which the rule has no time drop in one row (a rule on Mondays and
     Wednesdays with both closed never fires on the Tuesday between)."""
     most = per_day(parts, dtstart)
-    if most * (SCAN_DAYS + 3 * len(dates)) <= MAX_DROPPED:
-        return None  # even every closed day counted could not drop that many
     key = day_filter_key(parts)
-    for first, last, closed in _stretches(
-        runs(dtstart.date(), weekend, holidays, dates), walls_from
-    ):
-        used = sum(day_allowed(day, key) for day in closed)
+    # A rule on some dates of the year (BYMONTH, BYMONTHDAY...) meets each weekday on them
+    # within the 28 years of the calendar's cycle; one on weekdays within a year.
+    span = CYCLE_DAYS if any(name != "BYDAY" for name, _ in key) else SCAN_DAYS
+    if most * (SCAN_DAYS + 3 * len(dates)) <= MAX_DROPPED:
+        # Dropping that many would take a year of the rule's days closed in a row, or the
+        # caller's dates and their weekends: a rule that rare is refused if it never fires.
+        return None
+
+    def allowed(day: date) -> bool:
+        return day_allowed(day, key)
+
+    found = runs(dtstart.date(), weekend, holidays, dates, span, allowed)
+    for first, last, closed in _stretches(found, walls_from, allowed):
+        used = sum(map(allowed, closed))
         if most * used <= MAX_DROPPED:
             continue
         dropped = _dropped(walls_from(_midnight(first)), first, last)
@@ -78,14 +89,16 @@ def crowded(
 
 
 def _stretches(
-    found: list[tuple[date, date]], walls_from: Callable[[datetime], Iterator[datetime]]
+    found: list[tuple[date, date]],
+    walls_from: Callable[[datetime], Iterator[datetime]],
+    allowed: Callable[[date], bool],
 ) -> Iterator[tuple[date, date, list[date]]]:
     """Runs joined across the business days between them that hold none of the rule's times:
     (first day, last day, the closed days)."""
     current: tuple[date, date, list[date]] | None = None
     for first, last in found:
         days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
-        if current is not None and not _fires_between(walls_from, current[1], first):
+        if current is not None and not _fires_between(walls_from, allowed, current[1], first):
             current = (current[0], last, current[2] + days)
             continue
         if current is not None:
@@ -96,11 +109,17 @@ def _stretches(
 
 
 def _fires_between(
-    walls_from: Callable[[datetime], Iterator[datetime]], after: date, before: date
+    walls_from: Callable[[datetime], Iterator[datetime]],
+    allowed: Callable[[date], bool],
+    after: date,
+    before: date,
 ) -> bool:
-    """Has the rule a time on a day strictly between ``after`` and ``before``?"""
+    """Has the rule a time on a day strictly between ``after`` and ``before``? Not when its
+    day parts allow none of those days (asked without walking a sparse rule for years)."""
     begin = _step(after, 1)
     if begin is None or begin >= before:
+        return False
+    if not any(allowed(begin + timedelta(days=n)) for n in range((before - begin).days)):
         return False
     for walked, wall in enumerate(walls_from(_midnight(begin))):
         if wall.date() >= begin:
@@ -139,16 +158,19 @@ def runs(
     weekend: tuple[int, ...],
     holidays: str | None,
     dates: tuple[date, ...],
+    span: int = SCAN_DAYS,
+    allowed: Callable[[date], bool] = bool,
 ) -> list[tuple[date, date]]:
-    """Runs of consecutive non-business days, each as (first day, last day): those with a day
-    within SCAN_DAYS of ``start``, and those holding one of ``dates``."""
+    """Runs of consecutive non-business days, each as (first day, last day): those holding one
+    of ``dates``, and those holding a day within ``span`` days of ``start`` that ``allowed``
+    lets through (the others hold none of the rule's times)."""
 
     def closed(day: date) -> bool:
         return not is_business_day(day, weekend, holidays, dates)
 
     found: list[tuple[date, date]] = []
     seen: set[date] = set()
-    candidates = [day for n in range(SCAN_DAYS) if (day := _step(start, n)) is not None]
+    candidates = [day for n in range(span) if (day := _step(start, n)) is not None and allowed(day)]
     candidates += dates
     for candidate in candidates:
         if candidate in seen or not closed(candidate):
