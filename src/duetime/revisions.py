@@ -27,6 +27,7 @@ from duetime.schedules import (
     recurrence_of,
 )
 from duetime.timemath.recurrence import occurrences, parse_recurrence
+from duetime.timemath.recurrence.calendar import earliest_wall
 from duetime.timemath.tzmath import to_utc
 
 _TINY = timedelta(microseconds=1)
@@ -133,7 +134,7 @@ def preview_occurrences(
         calendar=calendar,
     )
     if since is None and rule.calendar is not None:
-        since = to_utc(rule.calendar.dtstart, rule.zone, "earlier") - _TINY
+        since = to_utc(earliest_wall(rule.calendar), rule.zone, "earlier") - _TINY
     since = now if since is None else since
     if rule.every is not None and rule.start_at is None:
         rule = replace(rule, start_at=anchor_for(since))

@@ -222,3 +222,88 @@ def test_cli_schedules_show_names_the_whole_calendar(cli: Cli) -> None:
     assert rows["weekend"] == "sat, sun"
     assert rows["roll"] == "forward"
     assert rows["feb29"] == "mar1"
+
+
+def test_rest_refuses_a_leap_second_naming_bysecond(api: Api) -> None:  # noqa: F811
+    for rule in ("FREQ=SECONDLY;BYSECOND=60", "FREQ=DAILY;BYSECOND=59,60"):
+        bad = api.post(f"{NS}/schedules", {**PAYROLL, "name": "leap", "rrule": rule})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["field"] == "rrule"
+        assert bad.json()["message"].startswith("rrule: BYSECOND: 60")
+        preview = api.get("/v1/preview", rrule=rule, dtstart="2025-03-08T09:00", count=2)
+        assert preview.status_code == 422, preview.text
+        assert "BYSECOND" in preview.json()["message"]
+    assert api.get(f"{NS}/schedules").json()["items"] == []
+
+
+def test_rest_takes_the_modified_rolls_and_refuses_others_naming_roll(
+    api: Api,  # noqa: F811
+) -> None:
+    body = {**PAYROLL, "holidays": None, "rrule": "FREQ=MONTHLY;BYMONTHDAY=-1"}
+    body["dtstart"] = "2025-05-31T09:00"  # a Saturday: modified_forward keeps it in May
+    created = api.post(f"{NS}/schedules", {**body, "roll": "modified_forward"})
+    assert created.status_code == 201, created.text
+    assert created.json()["schedule"]["roll"] == "modified_forward"
+    assert created.json()["schedule"]["next_at"] == "2025-05-30T07:00:00Z"
+    bad = api.post(f"{NS}/schedules", {**body, "name": "bad", "roll": "modified_following"})
+    assert bad.status_code == 422, bad.text
+    assert bad.json()["field"] == "roll"
+    patched = api.patch(f"{NS}/schedules/payroll", {"roll": "modified_backward"})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["schedule"]["roll"] == "modified_backward"
+    first = api.get(
+        "/v1/preview",
+        rrule="FREQ=MONTHLY;BYMONTHDAY=1",
+        dtstart="2027-05-01T09:00",
+        timezone="Europe/Berlin",
+        roll="modified_backward",
+        count=2,
+    )
+    assert first.status_code == 200, first.text
+    assert [o["local"][:10] for o in first.json()["occurrences"]] == ["2027-05-03", "2027-06-01"]
+
+
+def test_preview_from_dtstart_lists_a_first_occurrence_rolled_back_before_it(
+    api: Api,  # noqa: F811
+) -> None:
+    # Saturday 1 May 2027 rolled back to Friday 30 April: that is when it fires.
+    answer = api.get(
+        "/v1/preview",
+        rrule="FREQ=MONTHLY;BYMONTHDAY=1",
+        dtstart="2027-05-01T09:00",
+        timezone="Europe/Berlin",
+        roll="backward",
+        count=2,
+    )
+    assert answer.status_code == 200, answer.text
+    assert [o["local"] for o in answer.json()["occurrences"]] == [
+        "2027-04-30T09:00:00+02:00",
+        "2027-06-01T09:00:00+02:00",
+    ]
+
+
+def test_cli_takes_the_modified_rolls(cli: Cli) -> None:
+    got = cli.ok(
+        "next",
+        "--rrule",
+        "FREQ=MONTHLY;BYMONTHDAY=-1",
+        "--dtstart",
+        "2027-07-31T09:00",
+        "--timezone",
+        "Europe/Berlin",
+        "--roll",
+        "modified_forward",
+        "--count",
+        "1",
+    )
+    assert [o["local"] for o in got["occurrences"]] == ["2027-07-30T09:00:00+02:00"]
+    cli.fails(
+        "next",
+        "--rrule",
+        "FREQ=MONTHLY",
+        "--dtstart",
+        "2027-07-31T09:00",
+        "--roll",
+        "modified_following",
+        code=2,
+    )

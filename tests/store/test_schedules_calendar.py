@@ -224,3 +224,32 @@ async def test_update_changes_holiday_dates_and_weekend(store: Store) -> None:
         await app.update_schedule("pay", holiday_dates=["2025-02-30"])
     assert bad.value.field == "holiday_dates"
     assert (await app.get_schedule("pay")).next_at == back.next_at  # nothing stored
+
+
+async def test_modified_roll_is_stored_and_keeps_the_month(
+    store: Store, make_store: StoreFactory
+) -> None:
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    _, made = await app.add_schedule(
+        "month-end",
+        "t",
+        rrule="FREQ=MONTHLY;BYMONTHDAY=-1",
+        dtstart="2025-05-31T09:00",
+        timezone="Europe/Berlin",
+        roll="modified_forward",
+    )
+    # 31 May 2025 is a Saturday: forward would be 2 June, so back to Friday 30 May.
+    assert made.next_at == datetime(2025, 5, 30, 7, 0, tzinfo=UTC)
+    await store.close()
+    again = app_on(await make_store(), clock)
+    stored = await again.get_schedule("month-end")
+    assert stored.to_dict()["roll"] == "modified_forward"
+    assert stored.calendar == made.calendar
+    changed = await again.update_schedule("month-end", roll="modified_backward")
+    assert changed.to_dict()["roll"] == "modified_backward"
+    assert changed.next_at == made.next_at  # backward stays in May too
+    with pytest.raises(InvalidInput) as bad:
+        await again.update_schedule("month-end", roll="following")
+    assert bad.value.field == "roll"
+    assert (await again.get_schedule("month-end")).to_dict()["roll"] == "modified_backward"

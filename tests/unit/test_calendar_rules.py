@@ -6,6 +6,8 @@ import json
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rfc5545_examples import EXAMPLES, Example
 
 from duetime.errors import InvalidInput, InvalidRrule
@@ -280,3 +282,80 @@ def test_stored_text_leaves_defaults_out_and_reads_the_full_form_too() -> None:
     )
     assert json.loads(gulf.to_text())["weekend"] == ["fri", "sat"]
     assert Calendar.from_text(gulf.to_text()) == gulf
+
+
+# Every BYxxx part's range, each on a FREQ that takes the part: a clear error naming it.
+OUT_OF_RANGE = [
+    ("FREQ=SECONDLY;BYSECOND=60", "BYSECOND"),  # a leap second: no clock here shows one
+    ("FREQ=MINUTELY;BYSECOND=60", "BYSECOND"),
+    ("FREQ=DAILY;BYSECOND=0,59,60", "BYSECOND"),
+    ("FREQ=DAILY;BYSECOND=61", "BYSECOND"),
+    ("FREQ=DAILY;BYSECOND=-1", "BYSECOND"),
+    ("FREQ=DAILY;BYMINUTE=60", "BYMINUTE"),
+    ("FREQ=DAILY;BYMINUTE=-5", "BYMINUTE"),
+    ("FREQ=DAILY;BYHOUR=24", "BYHOUR"),
+    ("FREQ=HOURLY;BYHOUR=-1", "BYHOUR"),
+    ("FREQ=MONTHLY;BYMONTHDAY=0", "BYMONTHDAY"),
+    ("FREQ=MONTHLY;BYMONTHDAY=-32", "BYMONTHDAY"),
+    ("FREQ=YEARLY;BYYEARDAY=0", "BYYEARDAY"),
+    ("FREQ=YEARLY;BYYEARDAY=367", "BYYEARDAY"),
+    ("FREQ=YEARLY;BYYEARDAY=-367", "BYYEARDAY"),
+    ("FREQ=YEARLY;BYWEEKNO=0", "BYWEEKNO"),
+    ("FREQ=YEARLY;BYWEEKNO=54", "BYWEEKNO"),
+    ("FREQ=YEARLY;BYWEEKNO=-54", "BYWEEKNO"),
+    ("FREQ=YEARLY;BYMONTH=0", "BYMONTH"),
+    ("FREQ=YEARLY;BYMONTH=13", "BYMONTH"),
+    ("FREQ=YEARLY;BYMONTH=-1", "BYMONTH"),
+    ("FREQ=YEARLY;BYDAY=0MO", "BYDAY"),
+    ("FREQ=YEARLY;BYDAY=54MO", "BYDAY"),
+    ("FREQ=MONTHLY;BYDAY=6MO", "BYDAY"),
+    ("FREQ=MONTHLY;BYDAY=MO;BYSETPOS=0", "BYSETPOS"),
+    ("FREQ=MONTHLY;BYDAY=MO;BYSETPOS=367", "BYSETPOS"),
+    ("FREQ=MONTHLY;BYDAY=MO;BYSETPOS=-367", "BYSETPOS"),
+]
+
+
+@pytest.mark.parametrize(("rule", "part"), OUT_OF_RANGE)
+def test_each_part_out_of_range_is_refused_naming_it(rule: str, part: str) -> None:
+    with pytest.raises(InvalidRrule) as caught:
+        parse_calendar(rrule=rule, dtstart="2027-01-01T09:00", zone=NEW_YORK)
+    assert caught.value.field == "rrule"
+    assert caught.value.message.startswith(f"rrule: {part}: ")
+
+
+_NUMBER_PARTS = {
+    "BYSECOND": ("SECONDLY", "MINUTELY", "DAILY"),
+    "BYMINUTE": ("MINUTELY", "HOURLY", "WEEKLY"),
+    "BYHOUR": ("HOURLY", "DAILY", "MONTHLY"),
+    "BYMONTHDAY": ("DAILY", "MONTHLY", "YEARLY"),
+    "BYYEARDAY": ("SECONDLY", "HOURLY", "YEARLY"),
+    "BYWEEKNO": ("YEARLY",),
+    "BYMONTH": ("MINUTELY", "WEEKLY", "YEARLY"),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    part=st.sampled_from(sorted(_NUMBER_PARTS)),
+    pick=st.integers(0, 2),
+    value=st.integers(-400, 400),
+    setpos=st.one_of(st.none(), st.integers(-400, 400)),
+)
+def test_any_number_in_a_part_is_kept_or_refused_naming_a_part(
+    part: str, pick: int, value: int, setpos: int | None
+) -> None:
+    """Never a crash from the expansion: an InvalidRrule naming a part, or a working rule."""
+    freqs = _NUMBER_PARTS[part]
+    rule = f"FREQ={freqs[pick % len(freqs)]};{part}={value}"
+    if setpos is not None:
+        rule += f";BYSETPOS={setpos}"
+    refused: InvalidRrule | None = None
+    try:
+        cal = parse_calendar(rrule=rule, dtstart="2027-01-01T09:00:00", zone=NEW_YORK)
+    except InvalidRrule as caught:
+        refused = caught
+    if refused is not None:
+        assert refused.field == "rrule"
+        assert refused.message.split(": ")[1].startswith(("BYSETPOS", part, "FREQ="))
+        return
+    assert next(calendar_instants(cal, NEW_YORK, datetime(2026, 12, 31, tzinfo=UTC))) is not None

@@ -26,7 +26,7 @@ CatchUpName = Literal["latest", "all", "none"]
 OnGapName = Literal["run_after", "skip"]
 OnOverlapName = Literal["once", "both"]
 OverlapName = Literal["allow", "skip", "buffer_one"]
-RollName = Literal["skip", "forward", "backward"]
+RollName = Literal["skip", "forward", "backward", "modified_forward", "modified_backward"]
 Feb29Name = Literal["feb28", "mar1", "skip"]
 OVERLAP_HELP = (
     "An occurrence due while an earlier one is unfinished (not started, running or waiting "
@@ -126,7 +126,10 @@ class _RuleFields(BaseModel):
     holiday_dates: list[str] | None = Field(None, description="Your own non-business dates")
     weekend: list[str] | str | None = Field(None, examples=[["sat", "sun"]])
     roll: RollName | None = Field(
-        None, description="An occurrence on a non-business day: skip, forward or backward"
+        None,
+        description="An occurrence on a non-business day: skip, forward, backward, or "
+        "modified_forward / modified_backward (that way unless it leaves the month, then the "
+        "other way)",
     )
     feb29: Feb29Name = Field(
         "feb28", description="A yearly rule on 29 February in common years: feb28, mar1, skip"

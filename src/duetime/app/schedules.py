@@ -97,7 +97,8 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         ``rrule`` (instead of ``cron``/``every``) is an RFC 5545 recurrence rule from
         ``dtstart``, a local time in ``timezone``; ``exdates``/``rdates`` remove and add local
         times; ``holidays`` (``DE-BE``), ``holiday_dates``, ``weekend`` and ``roll``
-        (``skip`` | ``forward`` | ``backward``) keep it on business days; ``feb29`` says what
+        (``skip`` | ``forward`` | ``backward`` | ``modified_forward`` |
+        ``modified_backward``) keep it on business days; ``feb29`` says what
         a yearly rule on 29 February does in common years (see docs/schedules.md).
         """
         request = ScheduleRequest(

@@ -38,7 +38,8 @@ def calendar_options(func: FC) -> FC:
             click.option(
                 "--roll",
                 type=click.Choice(ROLLS),
-                help="An occurrence on a non-business day: skip, forward or backward.",
+                help="An occurrence on a non-business day: skip, forward, backward, or "
+                "modified_forward / modified_backward (that way unless it leaves the month).",
             ),
             click.option(
                 "--feb29",

@@ -105,7 +105,7 @@ async def ensure_stream(js: JetStreamContext, name: str, subjects: Sequence[str]
 async def refuse_subjects_of_other_streams(
     js: JetStreamContext, name: str, subjects: Sequence[str]
 ) -> None:
-    """Raise :class:`InvalidInput` when a stream other than ``name`` captures one of ``subjects``."""
+    """Raise :class:`InvalidInput` when a stream other than ``name`` captures a subject."""
     for subject in subjects:
         try:
             owner = await js.find_stream_name_by_subject(subject)

@@ -2,9 +2,14 @@
 
 Payroll and billing say "the 15th, or the business day before when it is not one": an
 occurrence on a non-business day is skipped or rolled to the next or previous business day, at
-the same wall-clock time. Holiday sets are named ``CC`` or ``CC-SUBDIV`` (``DE-BE``, ``US-NY``):
-the ``holidays`` package is kept up to date with every country's law, which a hand-kept list
-would not be.
+the same wall-clock time. The modified rolls are the money markets' (ISDA's "modified
+following" and "modified preceding"): roll one way unless that leaves the month, then the other
+way, so a month-end payment stays in its month and a first-of-month one does not go back.
+
+Holiday sets are named ``CC`` or ``CC-SUBDIV`` (``DE-BE``, ``US-NY``): the ``holidays`` package
+is kept up to date with every country's law, which a hand-kept list would not be. Its sets hold
+the observed (substitute) days too (4 July 2026 is a Saturday: the US observes it on Friday the
+3rd), so those are not business days either.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from typing import Literal, get_args
 
 from duetime.errors import InvalidInput
 
-Roll = Literal["skip", "forward", "backward"]
+Roll = Literal["skip", "forward", "backward", "modified_forward", "modified_backward"]
 ROLLS: tuple[Roll, ...] = get_args(Roll)
+_ISDA_NAMES = "ISDA's following, preceding, modified following, modified preceding"
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DEFAULT_WEEKEND = (5, 6)
 MAX_ROLL_DAYS = 31
@@ -103,7 +109,22 @@ def check_roll(value: object, field: str = "roll") -> Roll | None:
     for choice in ROLLS:
         if value == choice:
             return choice
-    raise InvalidInput(field, f"must be one of {', '.join(map(repr, ROLLS))}, not {value!r}")
+    raise InvalidInput(
+        field,
+        f"must be one of {', '.join(map(repr, ROLLS))} (the last four are {_ISDA_NAMES}), "
+        f"not {value!r}",
+    )
+
+
+def rolls_forward(roll: Roll | None) -> bool:
+    """May ``roll`` move an occurrence to a later day (up to MAX_ROLL_DAYS)? The modified rolls
+    both may: modified_backward goes forward when going back would leave the month."""
+    return roll in ("forward", "modified_forward", "modified_backward")
+
+
+def rolls_backward(roll: Roll | None) -> bool:
+    """May ``roll`` move an occurrence to an earlier day (up to MAX_ROLL_DAYS)?"""
+    return roll in ("backward", "modified_forward", "modified_backward")
 
 
 def is_business_day(
@@ -122,16 +143,41 @@ def business_day(
     holidays: str | None,
     dates: tuple[date, ...],
 ) -> date | None:
-    """``day`` itself if it is a business day; else skipped (None) or rolled by ``roll``."""
+    """``day`` itself if it is a business day; else skipped (None) or rolled by ``roll``.
+
+    A modified roll that finds no business day in the month either way (a month of holiday
+    dates) leaves the month in its first direction: there is no day in it to stay on."""
     if is_business_day(day, weekend, holidays, dates):
         return day
     if roll == "skip":
         return None
-    step = timedelta(days=1 if roll == "forward" else -1)
+    first = -1 if roll in ("backward", "modified_backward") else 1
+    if roll in ("forward", "backward"):
+        return _rolled(day, first, weekend, holidays, dates, None)
+    return (
+        _rolled(day, first, weekend, holidays, dates, day.month)
+        or _rolled(day, -first, weekend, holidays, dates, day.month)
+        or _rolled(day, first, weekend, holidays, dates, None)
+    )
+
+
+def _rolled(
+    day: date,
+    direction: int,
+    weekend: tuple[int, ...],
+    holidays: str | None,
+    dates: tuple[date, ...],
+    month: int | None,
+) -> date | None:
+    """The nearest business day after (``direction`` 1) or before (-1) ``day``, within
+    MAX_ROLL_DAYS and, given ``month``, within that month; else None."""
+    step = timedelta(days=direction)
     for _ in range(MAX_ROLL_DAYS):
         try:
             day += step
         except OverflowError:
+            return None
+        if month is not None and day.month != month:
             return None
         if is_business_day(day, weekend, holidays, dates):
             return day

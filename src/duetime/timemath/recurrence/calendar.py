@@ -14,10 +14,12 @@ then resolved by :mod:`duetime.timemath.tzmath` with the schedule's DST policy:
 UNTIL ends the rule's own occurrences: in UTC when it ends in ``Z`` (RFC 5545: the form it
 takes when DTSTART has a zone), else on the wall clock. COUNT counts the rule's occurrences
 before EXDATE, business-day skips and DST skips remove any. RDATEs are added as given. An
-occurrence on a non-business day (``roll``) is skipped or moved to the next / previous business
-day at the same wall time. A plain yearly rule on 29 February fires in common years on 28
-February (``feb29="feb28"``, the default: the day most people celebrate), on 1 March
-(``"mar1"``) or not at all (``"skip"``, RFC 5545's own reading).
+occurrence on a non-business day (``roll``), an RDATE's too, is skipped or moved to the next /
+previous business day at the same wall time (``modified_*``: the one that keeps it in its
+month); a backward roll may move the first one before DTSTART, and it fires there. A plain
+yearly rule on 29 February fires in common years on 28 February (``feb29="feb28"``, the
+default: the day most people celebrate), on 1 March (``"mar1"``) or not at all (``"skip"``,
+RFC 5545's own reading); COUNT counts those stand-ins.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from duetime.timemath.recurrence.business import (
     check_holidays,
     check_roll,
     check_weekend,
+    rolls_backward,
+    rolls_forward,
 )
 from duetime.timemath.recurrence.cron import walk_start
 from duetime.timemath.recurrence.day_filter import (
@@ -52,16 +56,19 @@ from duetime.timemath.recurrence.day_filter import (
     day_parts,
     some_day_matches,
 )
-from duetime.timemath.recurrence.periods import ever_fires, period_start, resumed
+from duetime.timemath.recurrence.periods import (
+    ever_fires,
+    period_start,
+    resumed,
+    whole_first_period,
+)
 from duetime.timemath.recurrence.rrule_text import RuleParts, parse_rrule
+from duetime.timemath.recurrence.skips import MAX_DROPPED, crowded
 from duetime.timemath.tzmath import classify, to_utc
 
 Feb29 = Literal["feb28", "mar1", "skip"]
 FEB29: tuple[Feb29, ...] = get_args(Feb29)
 _UTC_ZONE = ZoneInfo("UTC")
-MAX_DROPPED = 10_000
-"""Occurrences in a row that ``roll=skip`` may drop before the calendar counts as one that
-never fires (a weekday rule on a weekend-only calendar would otherwise be walked for ever)."""
 _MAX_DATES = 1000
 _MAX_TEXT = 64
 
@@ -281,6 +288,10 @@ def _check_fires(calendar: Calendar) -> None:
     """
     parts = calendar.parts
     if calendar.rdates:
+        # The rule alone may never fire: walked for the skip check only when it can.
+        can_fire = some_day_matches(calendar.dtstart.date(), day_filter_key(parts))
+        if calendar.roll == "skip" and can_fire and ever_fires(parts, calendar.dtstart):
+            _check_skips(calendar)
         return
     if not some_day_matches(calendar.dtstart.date(), day_filter_key(parts)):
         raise InvalidRrule(
@@ -296,6 +307,44 @@ def _check_fires(calendar: Calendar) -> None:
         raise InvalidInput(
             "roll", f"skip drops every occurrence of {parts.text}: none is on a business day"
         )
+    if calendar.roll == "skip":
+        _check_skips(calendar)
+
+
+def _check_skips(calendar: Calendar) -> None:
+    """Refuse a rule that ``roll=skip`` would stop for good at a run of non-business days: a
+    lookup drops at most MAX_DROPPED occurrences in a row (see
+    :mod:`~duetime.timemath.recurrence.skips`)."""
+    parts = calendar.parts
+    uncounted = calendar
+    if parts.count is not None:
+        if parts.count <= MAX_DROPPED:
+            return
+        text = ";".join(p for p in parts.text.split(";") if not p.startswith("COUNT="))
+        uncounted = replace(calendar, rrule=text)
+    why = crowded(
+        parts,
+        calendar.dtstart,
+        calendar.weekend,
+        calendar.holidays,
+        calendar.holiday_dates,
+        lambda near: rule_walls(uncounted, near),
+    )
+    if why is not None:
+        raise InvalidInput("roll", why)
+
+
+def earliest_wall(calendar: Calendar) -> datetime:
+    """No wall time of the calendar fires before this one: DTSTART or its first RDATE, less a
+    month when a roll may move an occurrence to an earlier day (a backward roll of the first
+    occurrence lands before DTSTART, and fires there)."""
+    first = min((calendar.dtstart, *calendar.rdates[:1]))
+    if rolls_backward(calendar.roll):
+        try:
+            return first - timedelta(days=MAX_ROLL_DAYS)
+        except OverflowError:  # within a month of year 1: no earlier day to roll to
+            return first
+    return first
 
 
 def _first_wall(calendar: Calendar) -> datetime | None:
@@ -338,14 +387,20 @@ def _expanded(calendar: Calendar, parts: RuleParts, near: datetime | None) -> It
     if parts.plain_yearly and start.month == 2 and start.day == 29 and calendar.feb29 != "skip":
         yield from _leap_anniversaries(start, parts, calendar.feb29)
         return
+    rule: du.rrule | None = None
+    whole: du.rrule | None = None
     try:
-        rule = None
         if near is not None and near > start:
             rule = _resumed_rule(parts.text, start, period_start(parts, start, near))
-        if rule is None:
+        whole = _whole_first_period(parts.text, start) if rule is None else None
+        if rule is None and whole is None:
             rule = _dateutil_rule(parts.text, start)
     except ValueError:  # dateutil: an INTERVAL that BYHOUR/BYMINUTE/BYSECOND never meets
         return
+    if whole is not None:
+        yield from _from_dtstart(_dateutil(whole), start, parts.count)
+        return
+    assert rule is not None
     yield from _dateutil(rule)
 
 
@@ -358,6 +413,26 @@ def _dateutil_rule(text: str, start: datetime) -> du.rrule:
 def _resumed_rule(text: str, start: datetime, period: datetime) -> du.rrule | None:
     """Made once per rule and period: schedules alike share it within a materialiser round."""
     return resumed(_parts(text), start, period)
+
+
+@functools.lru_cache(maxsize=4096)
+def _whole_first_period(text: str, start: datetime) -> du.rrule | None:
+    return whole_first_period(_parts(text), start)
+
+
+def _from_dtstart(
+    walls: Iterator[datetime], start: datetime, count: int | None
+) -> Iterator[datetime]:
+    """The walls from DTSTART on, COUNT of them at most: BYSETPOS's picks of the first period
+    that fall before DTSTART (one per BYSETPOS value at most) neither fire nor count."""
+    made = 0
+    for wall in walls:
+        if wall < start:
+            continue
+        yield wall
+        made += 1
+        if count is not None and made >= count:
+            return
 
 
 def _dateutil(rule: du.rrule) -> Iterator[datetime]:
@@ -463,13 +538,13 @@ def calendar_instants(
     """
     after = after.astimezone(UTC)
     # Wall times more than a day (plus a roll) before `after` cannot fire after it: cheap skip.
-    margin = timedelta(days=2 + (MAX_ROLL_DAYS if calendar.roll == "forward" else 0))
+    margin = timedelta(days=2 + (MAX_ROLL_DAYS if rolls_forward(calendar.roll) else 0))
     skip_before = after.astimezone(zone).replace(tzinfo=None) - margin
     # No rule time before walk_start fires after `after`; one rolled forward may come from a
     # month before, and the dedup of rolled times needs what that one was rolled onto.
     try:
         near: datetime | None = walk_start(after, zone) - (
-            timedelta(days=MAX_ROLL_DAYS) if calendar.roll == "forward" else timedelta(0)
+            timedelta(days=MAX_ROLL_DAYS) if rolls_forward(calendar.roll) else timedelta(0)
         )
     except OverflowError:
         near = None

@@ -70,6 +70,23 @@ def _days_match(key: DayKey, year: int) -> bool:
     return False
 
 
+def day_allowed(day: date, key: DayKey) -> bool:
+    """Does ``day`` pass each day filter (a numbered weekday read as its weekday: at least the
+    days the rule uses)?"""
+    for name, values in key:
+        if name == "BYMONTH" and day.month not in {int(v) for v in values}:
+            return False
+        if name == "BYMONTHDAY" and not _month_day_in(day, {int(v) for v in values}):
+            return False
+        if name == "BYYEARDAY" and not _year_day_in(day, {int(v) for v in values}):
+            return False
+        if name == "BYWEEKNO" and not _week_in(day, {int(v) for v in values}):
+            return False
+        if name == "BYDAY" and day.weekday() not in {DAYS.index(v[-2:]) for v in values}:
+            return False
+    return True
+
+
 def _month_day_in(day: date, wanted: set[int]) -> bool:
     last = ((day.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)).day
     return day.day in wanted or day.day - last - 1 in wanted

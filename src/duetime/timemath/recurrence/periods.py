@@ -12,6 +12,15 @@ facts make a shortcut exact:
   DTSTART yields. BYSETPOS picks from a whole period, which that start keeps whole.
 * COUNT counts from DTSTART: a rule with COUNT is always expanded from DTSTART.
 
+BYSETPOS numbers the occurrences of a whole period ("a set of recurrence instances starts at
+the beginning of the interval defined by the FREQ rule part", RFC 5545 section 3.3.10), DTSTART's
+own period too: the week holding a Tuesday DTSTART begins on the Monday before it (WKST=MO), and
+its second occurrence is counted from that Monday. dateutil counts the first week's set from
+DTSTART onwards instead (its later weeks, months and years are whole), which moves every pick
+of the first week; :func:`whole_first_period` expands the rule from its first period's real
+start, and the times before DTSTART are then dropped (libical's reading: they neither fire nor
+count towards COUNT).
+
 The Gregorian calendar repeats every 400 years (146,097 days, 20,871 whole weeks), so a rule
 that never fires within a few centuries of DTSTART never fires at all; moved by whole 400-year
 cycles to just before year 9999, dateutil's walk of an empty rule ends there within at most
@@ -100,6 +109,21 @@ def resumed(parts: RuleParts, dtstart: datetime, wall: datetime) -> du.rrule | N
         return None
     start = period_start(parts, dtstart, wall)
     if start <= dtstart:
+        return None
+    return du.rrule(_freq(parts), dtstart=start, **rule_kwargs(parts, dtstart))
+
+
+def whole_first_period(parts: RuleParts, dtstart: datetime) -> du.rrule | None:
+    """The rule (without COUNT) expanded from the first instant of DTSTART's own period, when
+    BYSETPOS picks from that period and dateutil would count it from DTSTART instead; None
+    otherwise (no BYSETPOS, DTSTART at its period's start, or a period before year 1)."""
+    if not parts.has("BYSETPOS"):
+        return None
+    try:
+        start = period_start(parts, dtstart, dtstart)
+    except (OverflowError, ValueError):
+        return None
+    if start >= dtstart:
         return None
     return du.rrule(_freq(parts), dtstart=start, **rule_kwargs(parts, dtstart))
 

@@ -42,6 +42,9 @@ _MAX_VALUES = 400
 _DAY = re.compile(r"([+-]?)(\d{1,2})?(MO|TU|WE|TH|FR|SA|SU)")
 _UNTIL = re.compile(r"(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})(Z?))?")
 _FIELD = "rrule"
+_LEAP_SECOND = 60
+"""RFC 5545 allows BYSECOND=60 for a leap second; POSIX time and the tz database have none, so
+such a time never comes (and dateutil fails on it instead of saying so)."""
 
 _NUMBER_RANGES: dict[str, tuple[int, int, bool]] = {
     # part: (low, high, negatives allowed)
@@ -237,6 +240,12 @@ def _values(part: str, raw: str, freq: str, given: dict[str, str]) -> tuple[str,
         if not (low <= abs(value) <= high) or (value < 0 and not negatives):
             span = f"{low}..{high}" + (f" or -{high}..-{low}" if negatives else "")
             raise InvalidRrule(_FIELD, f"{part}: {item} is out of range ({span})")
+        if part == "BYSECOND" and value == _LEAP_SECOND:
+            raise InvalidRrule(
+                _FIELD,
+                "BYSECOND: 60 is a leap second, which no wall clock here ever shows "
+                "(the tz database counts none): use 0..59",
+            )
         values.append(str(value))
     return tuple(dict.fromkeys(values))
 
