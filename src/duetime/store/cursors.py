@@ -25,6 +25,7 @@ from duetime.model.cursors import (
     TOKEN_CURSOR_PATTERN,
 )
 from duetime.model.finding import SORTED_CURSOR_PATTERN, TimerSort
+from duetime.model.history import LoggedEvent
 from duetime.store.codec import like_pattern
 from duetime.store.transitions import ACTS_ON
 
@@ -45,7 +46,7 @@ def page(
     """The page of the first ``limit`` of ``rows`` (fetched ``limit + 1``): with the cursor of
     its last item when more rows follow."""
     items = [item(row) for row in rows[:limit]]
-    return Page(items, cursor(items[-1]) if len(rows) > limit and items else None)
+    return Page(items, cursor(items[-1]) if len(rows) > limit and items else None, cursor)
 
 
 def timer_filter_params(
@@ -187,6 +188,13 @@ def decode_cursor(cursor: str | None) -> int | None:
 def encode_event_cursor(fired_at: datetime, timer_id: int) -> str:
     """After the event ``(fired_at, id)``: the event log is ordered by both."""
     return f"event.{(fired_at - _EPOCH) // _MICROSECOND}.{timer_id}"
+
+
+def event_cursor(event: LoggedEvent) -> str:
+    """After ``event`` in the event log (newest ``fired_at`` first)."""
+    fired_at = event.timer.fired_at
+    assert fired_at is not None, "the event log lists fired timers only"
+    return encode_event_cursor(fired_at, event.timer.id)
 
 
 def decode_event_cursor(cursor: str | None) -> tuple[datetime, int] | None:

@@ -30,7 +30,7 @@ from duetime.model.history import (
     RetentionPolicy,
 )
 from duetime.store.codec import like_pattern
-from duetime.store.cursors import decode_event_cursor, encode_event_cursor
+from duetime.store.cursors import decode_event_cursor, encode_event_cursor, event_cursor
 from duetime.store.parts import Chart
 from duetime.store.postgres.database import Conn, Database, fetch_all
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
@@ -200,7 +200,7 @@ class PostgresHistory:
             next_cursor = None
             if last is not None and last.fired_at is not None:
                 next_cursor = encode_event_cursor(last.fired_at, last.id)
-            return Page(items, next_cursor)
+            return Page(items, next_cursor, event_cursor)
 
         return await self._db.write(run)  # one transaction: the plan settings hold for it
 

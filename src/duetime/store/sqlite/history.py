@@ -29,7 +29,7 @@ from duetime.model.history import (
     RetentionPolicy,
 )
 from duetime.store.codec import dump_json, to_micros
-from duetime.store.cursors import decode_event_cursor, encode_event_cursor
+from duetime.store.cursors import decode_event_cursor, encode_event_cursor, event_cursor
 from duetime.store.parts import Chart
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
@@ -104,7 +104,7 @@ class SqliteHistory:
             next_cursor = None
             if last is not None and last.fired_at is not None:
                 next_cursor = encode_event_cursor(last.fired_at, last.id)
-            return Page(items, next_cursor)
+            return Page(items, next_cursor, event_cursor)
 
         return await self._db.read(run)
 
