@@ -30,10 +30,12 @@ T = TypeVar("T")
 class Budget:
     """``statement_timeout``: seconds one statement may run before the database ends it;
     ``connection_wait``: seconds to wait for a connection (PostgreSQL's pool, SQLite's one
-    connection thread) before giving up."""
+    connection thread) before giving up; ``page_bytes``: about how many bytes of rows one
+    listing page decodes before it ends early, with its cursor (None: its rows alone bound it)."""
 
     statement_timeout: float
     connection_wait: float
+    page_bytes: int | None = None
 
 
 _current: ContextVar[Budget | None] = ContextVar("duetime_budget", default=None)

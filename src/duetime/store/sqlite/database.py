@@ -180,7 +180,7 @@ class SqliteDatabase:
         deadline = time.monotonic() + budget.statement_timeout
         conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
         try:
-            with budgets.ending_at(deadline):
+            with budgets.within(budget), budgets.ending_at(deadline):  # on this thread too
                 return fn(conn)
         except budgets.Overrun as exc:
             raise _overrun(budget) from exc
