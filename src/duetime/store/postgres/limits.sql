@@ -103,11 +103,14 @@ matched AS (
     SELECT s.idx, o.running, o.held, o.oldest
     FROM shown AS s JOIN owned AS o ON o.type LIKE s.likeness AND NOT o.delivered
     WHERE s.pauses_only
+),
+totals AS (
+    SELECT idx, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
+    FROM matched GROUP BY idx
 )
-SELECT s.pattern, coalesce(sum(m.running), 0)::bigint AS running,
-    coalesce(sum(m.held), 0)::bigint AS held, min(m.oldest) AS oldest
-FROM shown AS s LEFT JOIN matched AS m ON m.idx = s.idx
-GROUP BY s.idx, s.pattern
+SELECT s.pattern, coalesce(t.running, 0)::bigint AS running, coalesce(t.held, 0)::bigint AS held,
+    t.oldest
+FROM shown AS s LEFT JOIN totals AS t ON t.idx = s.idx
 ORDER BY s.idx
 
 -- name: put_limit

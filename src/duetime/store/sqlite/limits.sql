@@ -63,10 +63,13 @@ WITH counts AS MATERIALIZED (
     )
     GROUP BY type, destination
 ),
+limits AS MATERIALIZED (
+    SELECT key AS rank, value AS pattern FROM json_each(:limits)
+),
 owned AS MATERIALIZED (
     SELECT c.type, c.running, c.held, c.oldest, d.value IS NOT NULL AS delivered,
-        coalesce(d.value, (SELECT l.value FROM json_each(:limits) AS l
-                           WHERE c.type GLOB l.value ORDER BY l.key LIMIT 1)) AS governor
+        coalesce(d.value, (SELECT l.pattern FROM limits AS l
+                           WHERE c.type GLOB l.pattern ORDER BY l.rank LIMIT 1)) AS governor
     FROM counts AS c
     LEFT JOIN json_each(:by_destination) AS d ON d.key = c.destination
 ),
@@ -83,11 +86,14 @@ matched AS (
     SELECT s.idx, o.running, o.held, o.oldest
     FROM shown AS s JOIN owned AS o ON o.type GLOB s.pattern AND NOT o.delivered
     WHERE s.pauses_only
+),
+totals AS (
+    SELECT idx, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
+    FROM matched GROUP BY idx
 )
-SELECT s.idx, s.pattern, coalesce(sum(m.running), 0) AS running,
-    coalesce(sum(m.held), 0) AS held, min(m.oldest) AS oldest
-FROM shown AS s LEFT JOIN matched AS m ON m.idx = s.idx
-GROUP BY s.idx
+SELECT s.pattern, coalesce(t.running, 0) AS running, coalesce(t.held, 0) AS held,
+    t.oldest
+FROM shown AS s LEFT JOIN totals AS t ON t.idx = s.idx
 ORDER BY s.idx
 
 -- name: put_limit
