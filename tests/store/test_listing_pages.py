@@ -152,3 +152,13 @@ async def test_a_requests_page_bytes_end_a_listing_page_early_with_its_cursor(
             if cursor is None:
                 break
     assert keys == [t.key for t in whole.items]
+    sizes: list[int] = []
+    cursor = None
+    with budgets.within(Budget(statement_timeout=30, connection_wait=30, page_bytes=2_500)):
+        for _ in range(10):  # payloads of about 1 KB: two rows a page, not three
+            page = await store.list_timers("ns", TimerFilter(), cursor, 1000)
+            sizes.append(len(page.items))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    assert sizes == [2, 2, 1]

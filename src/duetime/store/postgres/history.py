@@ -37,8 +37,8 @@ from duetime.store.cursors import (
     within_bytes,
 )
 from duetime.store.parts import Chart
-from duetime.store.postgres.database import Conn, Database, fetch_all
-from duetime.store.postgres.rows import attempt_from_row, timer_from_row
+from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_json_as_text
+from duetime.store.postgres.rows import attempt_from_row, timer_from_text_row
 from duetime.store.queries import load_queries
 from duetime.timemath.durations import add_months, month_start, months_between
 
@@ -197,8 +197,8 @@ class PostgresHistory:
 
         async def run(conn: Conn) -> Page[LoggedEvent]:
             await conn.execute(Q["walk_in_index_order"])
-            rows = await fetch_all(conn, Q["list_events"], params)
-            timers = [timer_from_row(row) for row in within_bytes(rows[:limit])]
+            rows = await fetch_json_as_text(conn, Q["list_events"], params)
+            timers = [timer_from_text_row(row) for row in within_bytes(rows[:limit])]
             deliveries = await _deliveries(conn, timers)
             items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
             last = timers[-1] if len(rows) > len(timers) and timers else None

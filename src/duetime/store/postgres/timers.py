@@ -30,9 +30,15 @@ from duetime.store.cursors import (
     timer_listing,
 )
 from duetime.store.gauges import gauges
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import (
+    Conn,
+    Database,
+    fetch_all,
+    fetch_json_as_text,
+    fetch_value,
+)
 from duetime.store.postgres.notices import Notices
-from duetime.store.postgres.rows import attempt_from_row, timer_from_row
+from duetime.store.postgres.rows import attempt_from_row, timer_from_row, timer_from_text_row
 from duetime.store.queries import load_queries
 from duetime.store.transitions import Transition, refused
 
@@ -73,8 +79,8 @@ class PostgresTimers:
         query = Q["list_timers" if sort == "newest" else f"list_timers_by_{sort}"]
 
         async def run(conn: Conn) -> Page[Timer]:
-            rows = await fetch_all(conn, query, params)
-            return page(rows, limit, timer_from_row, partial(sorted_cursor, sort))
+            rows = await fetch_json_as_text(conn, query, params)
+            return page(rows, limit, timer_from_text_row, partial(sorted_cursor, sort))
 
         return await self._db.read(run)
 
