@@ -20,6 +20,7 @@ from duetime.api import ApiSettings, app_from_env, create_api
 from duetime.api import service as service_module
 from duetime.api.guard import allowed_hosts_for
 from duetime.config import Settings
+from duetime.store.postgres.store import PostgresStore
 from duetime.store.sqlite.database import READERS
 from duetime.store.sqlite.store import SqliteStore
 from duetime.support import budgets
@@ -70,49 +71,78 @@ def test_a_payload_filter_no_database_compares_is_a_422_naming_it(
         assert fine.status_code == 200, fine.text
 
 
-def test_a_busy_database_while_the_guard_rereads_auth_is_503(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture(params=["sqlite", "postgres"])
+def one_connection_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database whose requests can all be kept waiting: SQLite's readers, or a PostgreSQL
+    pool of one connection."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'guard.db'}"
+        return
+    with pooled_pg_url(pool_min="1", pool_max="1") as url:
+        yield url
+
+
+async def _hold_sqlite(
+    store: SqliteStore, entered: threading.Event, release: threading.Event
 ) -> None:
-    """Every reader of requests is held (as other tenants' long reads would) while the guard
-    must re-read whether a token exists: the request hears 503 ``store_busy``, try again."""
+    def run(conn: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait(30)
+
+    with budgets.within(Budget(statement_timeout=30, connection_wait=30)):
+        await store._db.read(run)  # on a reader of requests
+
+
+async def _hold_postgres(
+    store: PostgresStore, entered: threading.Event, release: threading.Event
+) -> None:
+    pool = store._db._pool
+    assert pool is not None
+    async with pool.connection():
+        entered.set()
+        await asyncio.to_thread(release.wait, 30)
+
+
+def test_a_busy_database_while_the_guard_rereads_auth_is_503(
+    one_connection_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every connection the requests use is held (as other tenants' long reads would) while
+    the guard must re-read whether a token exists: the request hears 503 ``store_busy`` with
+    ``Retry-After``, and the next one, once the database is free, is answered."""
     monkeypatch.setattr(service_module, "AUTH_TTL", 0.0)  # re-read on every request
-    core = Settings(database_url=f"sqlite:///{tmp_path / 'guard.db'}")
-    settings = ApiSettings(core=core, allowed_hosts=allowed_hosts_for("127.0.0.1"))
-    api = create_api(settings)
-    entered = [threading.Event() for _ in range(READERS)]
+    core = Settings(database_url=one_connection_url)
+    api = create_api(ApiSettings(core=core, allowed_hosts=allowed_hosts_for("127.0.0.1")))
     release = threading.Event()
-    holding: list[asyncio.Future[None]] = []
-
-    def hold(started: threading.Event) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            started.set()
-            release.wait(30)
-
-        store = api.state.duetime.store
-        assert isinstance(store, SqliteStore)
-        with budgets.within(Budget(statement_timeout=30, connection_wait=30)):
-            holding.append(asyncio.ensure_future(store._db.read(run)))  # a request's reader
-
     with TestClient(api, base_url=LOCAL) as client:
         assert client.get(TIMERS).status_code == 200
         assert client.portal is not None
+        store = api.state.duetime.store
+        holders = []
         try:
-            for started in entered:
-                client.portal.call(_call_soon, hold, started)
-                assert started.wait(30)
+            if isinstance(store, SqliteStore):
+                for _ in range(READERS):
+                    entered = threading.Event()
+                    holders.append(
+                        client.portal.start_task_soon(_hold_sqlite, store, entered, release)
+                    )
+                    assert entered.wait(30)
+            else:
+                assert isinstance(store, PostgresStore)
+                entered = threading.Event()
+                holders.append(
+                    client.portal.start_task_soon(_hold_postgres, store, entered, release)
+                )
+                assert entered.wait(30)
             answer = client.get(TIMERS)
         finally:
             release.set()
+            for holder in holders:
+                holder.result(30)
         assert answer.status_code == 503, answer.text
         assert answer.json()["code"] == "store_busy"
         assert answer.headers["Retry-After"] == "1"
         assert answer.headers["X-Frame-Options"] == "DENY"
         assert client.get(TIMERS).status_code == 200
-
-
-async def _call_soon(fn: object, arg: threading.Event) -> None:
-    assert callable(fn)
-    fn(arg)
 
 
 @pytest.mark.parametrize("env_host", ["", "10.1.2.3"])
