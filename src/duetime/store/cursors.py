@@ -48,7 +48,7 @@ def page(
     request's ``page_bytes`` ends it (:func:`within_bytes`): with the cursor of its last item
     when more rows follow."""
     kept = within_bytes(rows[:limit])
-    items = [item(row) for row in kept]
+    items = [item(row) for row in budgets.checked(kept)]  # ends at the request's deadline
     more = len(rows) > len(kept)
     return Page(items, cursor(items[-1]) if more and items else None, cursor)
 
