@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from psycopg.rows import dict_row
+
 from duetime.store.audit import AuditColumns, AuditLog
 from duetime.store.postgres.database import Conn, Database, fetch_json_as_text
 from duetime.store.queries import load_queries
@@ -32,7 +34,11 @@ class PostgresAudit(AuditLog):
     def __init__(self, db: Database) -> None:
         async def run(name: str, params: Mapping[str, Any], writes: bool) -> list[TokenRow]:
             async def rows(conn: Conn) -> list[TokenRow]:
-                return list(await fetch_json_as_text(conn, Q[name], params))
+                if not writes:  # a listing: its targets as text, bounded by the page
+                    return list(await fetch_json_as_text(conn, Q[name], params))
+                async with conn.cursor(row_factory=dict_row) as cur:
+                    await cur.execute(Q[name], params)
+                    return list(await cur.fetchall()) if cur.description else []
 
             return await (db.write(rows) if writes else db.read(rows))
 
