@@ -67,11 +67,15 @@ QUIET = "/v1/namespaces/quiet"
 PAGE = {"limit": 1000}
 
 
-def server_env(url: str, reads_per_namespace: int | None) -> dict[str, str]:
+def server_env(
+    url: str, reads_per_namespace: int | None, page_bytes: int | None = None
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
     env["DUETIME_DATABASE_URL"] = url
     if reads_per_namespace is not None:
         env["DUETIME_READS_PER_NAMESPACE"] = str(reads_per_namespace)
+    if page_bytes is not None:
+        env["DUETIME_PAGE_BYTES"] = str(page_bytes)
     return env
 
 
@@ -318,7 +322,7 @@ def noisy_server(
     ):
         workdir = Path(tmp)
         asyncio.run(fill_noisy(url, shape, args))
-        env = server_env(url, args.reads_per_namespace)
+        env = server_env(url, args.reads_per_namespace, getattr(args, "page_bytes", None))
         noisy_token, quiet_token = token(workdir, env, "noisy"), token(workdir, env, "quiet")
         port = free_port()
         log = workdir / "serve.log"
@@ -387,6 +391,11 @@ def main() -> None:
         "--reads-per-namespace",
         type=int,
         help="The server's per-namespace read gate (default: the server's own, 1).",
+    )
+    parser.add_argument(
+        "--page-bytes",
+        type=int,
+        help="The server's page_bytes (default: the server's own, 4 MiB).",
     )
     parser.add_argument(
         "--pg-url",
