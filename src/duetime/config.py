@@ -72,6 +72,10 @@ class Settings:
     connection_wait: timedelta = timedelta(seconds=1)
     """How long a REST request waits for a database connection before it is answered 503
     with ``Retry-After`` instead of hanging."""
+    page_bytes: int = 4 * 1024 * 1024
+    """The most JSON one REST listing page holds: a page reaching it ends early, with the
+    cursor after its last item (always one item at least), so rendering a page of large
+    payloads stays short beside the other tenants' requests."""
     tracing: str = "auto"
     """OpenTelemetry spans: ``auto`` (when the program has set a tracer provider), ``on`` or
     ``off`` (see docs/observability.md)."""
@@ -107,6 +111,7 @@ class Settings:
             "concurrency",
             "batch_size",
             "reads_per_namespace",
+            "page_bytes",
         ):
             if getattr(self, name) < 1:
                 raise InvalidInput(name, "must be at least 1")

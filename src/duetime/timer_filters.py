@@ -8,6 +8,7 @@ and the due range ``[due_from, due_until)`` takes instants, or durations meaning
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -84,7 +85,26 @@ def payload_match(text: str, field: str = "payload") -> PayloadMatch:
         value = value_text
     if isinstance(value, dict | list):
         raise InvalidInput(field, "the value must be a string, number, true, false or null")
+    check_payload_value(value, field)
     return PayloadMatch(tuple(path), value)
+
+
+INT_RANGE = (-(2**63), 2**63 - 1)
+"""The integers both databases compare exactly: SQLite's INTEGER, PostgreSQL's bigint."""
+
+
+def check_payload_value(value: object, field: str) -> None:
+    """A value both stores can compare, else InvalidInput naming ``field``: a whole number
+    beyond 64 bits has no SQLite integer, an infinite or NaN float no JSON number, and a NUL
+    no PostgreSQL text, so each would fail inside the database rather than match nothing."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise InvalidInput(field, "the number is out of range: whole numbers fit in 64 bits")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(field, "the number is out of range: it must be finite")
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidInput(field, "the value must not contain NUL (\\x00)")
 
 
 def _no_constant(name: str) -> object:

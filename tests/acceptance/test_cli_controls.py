@@ -4,6 +4,8 @@ and every identifier refuses the same control characters.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import Cli
@@ -74,3 +76,35 @@ def test_token_names_refuse_what_every_identifier_refuses(cli: Cli, name: str) -
     subject = cli.fails("schedule", "x", "--delay", "60", "--subject", name, code=2)
     assert subject["field"] == "subject"
     assert cli.ok("tokens", "ls")["items"] == []
+
+
+BIDI = ("\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c")
+"""Unicode's bidirectional formatting: U+202E shows ``invoice\u202eexe.pdf`` reversed."""
+
+
+def test_bidi_controls_are_escaped_like_the_other_controls(cli: Cli) -> None:
+    """A subject and a payload holding every bidirectional control: the tables, ``show`` and
+    ``--json`` write each as an escape, and the JSON still parses to the stored text."""
+    subject = "invoice\u202eexe.pdf"
+    note = "".join(BIDI)
+    payload = json.dumps({"note": note})  # ASCII: the controls as \u escapes
+    cli.ok(
+        "schedule",
+        "bidi",
+        "--key",
+        "b1",
+        "--delay",
+        "3600",
+        "--subject",
+        subject,
+        "--payload",
+        payload,
+    )
+    for args in (("ls",), ("show", "b1"), ("ls", "--json"), ("show", "b1", "--json")):
+        shown = cli(*args)
+        assert shown.code == 0, shown.stderr
+        for char in BIDI:
+            assert char not in shown.stdout, f"{char!r} reached the terminal raw in {args}"
+        assert "\\u202e" in shown.stdout, args
+    assert cli.ok("show", "b1")["timer"]["subject"] == subject
+    assert any(note in text for text in strings(cli.ok("show", "b1")))

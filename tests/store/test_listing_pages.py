@@ -8,14 +8,18 @@ Every test runs against each backend; the plans are checked on each backend's ow
 from __future__ import annotations
 
 import sqlite3
+from datetime import timedelta
 from typing import Any
 
 import psycopg
-from storekit import NOW, PG_URL
+from storekit import NOW, PG_URL, new_timer
 
+from duetime.model import TimerFilter
 from duetime.store import Store
 from duetime.store.postgres.store import Q as PG
 from duetime.store.queries import load_queries
+from duetime.support import budgets
+from duetime.support.budgets import Budget
 from duetime.tenancy.auth import hash_token
 
 ROWS = 3000
@@ -122,3 +126,39 @@ def test_a_sqlite_page_walks_the_key_in_order(tmp_path: Any, runner: Any) -> Non
             plan = " / ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params))
             assert "TEMP B-TREE" not in plan, plan  # no sort of every row
             assert "SEARCH" in plan, plan  # a range of the key, from the cursor on
+
+
+async def test_a_requests_page_bytes_end_a_listing_page_early_with_its_cursor(
+    store: Store,
+) -> None:
+    """Under a request's ``page_bytes`` a page decodes only the rows it can answer (one at
+    least) and ends with the cursor after its last; the walk still meets every timer once."""
+    await store.put_timers(
+        [new_timer(f"k{n}", timedelta(hours=n), payload={"text": "x" * 1000}) for n in range(5)],
+        "error",
+        NOW,
+    )
+    whole = await store.list_timers("ns", TimerFilter(), None, 1000)
+    assert len(whole.items) == 5
+    assert whole.next_cursor is None
+    keys: list[str] = []
+    cursor = None
+    with budgets.within(Budget(statement_timeout=30, connection_wait=30, page_bytes=1)):
+        for _ in range(10):
+            page = await store.list_timers("ns", TimerFilter(), cursor, 1000)
+            assert len(page.items) == 1
+            keys += [t.key for t in page.items]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    assert keys == [t.key for t in whole.items]
+    sizes: list[int] = []
+    cursor = None
+    with budgets.within(Budget(statement_timeout=30, connection_wait=30, page_bytes=2_500)):
+        for _ in range(10):  # payloads of about 1 KB: two rows a page, not three
+            page = await store.list_timers("ns", TimerFilter(), cursor, 1000)
+            sizes.append(len(page.items))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    assert sizes == [2, 2, 1]

@@ -9,6 +9,7 @@ locked from another session; SQLite's one connection thread is kept busy.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -25,7 +26,7 @@ from duetime.store.postgres.store import PostgresStore
 from duetime.store.sqlite.database import READERS
 from duetime.store.sqlite.store import SqliteStore
 from duetime.support import budgets
-from duetime.support.budgets import Budget
+from duetime.support.budgets import Budget, checked
 
 WAIT = 30.0
 QUICK = Budget(statement_timeout=0.3, connection_wait=0.2)
@@ -140,6 +141,34 @@ async def test_sqlite_a_read_past_the_statement_timeout_is_interrupted(
     with budgets.within(QUICK):
         await store.limits.put_limit(FlowRule("ns", "a", concurrency=1), NOW)
         assert [r.pattern for r in await store.limits.list_rules("ns")] == ["a"]
+
+
+async def test_sqlite_python_work_past_the_statement_timeout_is_ended(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """A reader busy in Python (decoding or matching rows) holds its connection as surely as a
+    statement does: its loops over rows end at the same budget, and the reader is free again."""
+    store = await open_store(f"sqlite:///{tmp_path / 'python.db'}")
+    assert isinstance(store, SqliteStore)
+
+    def endless(conn: sqlite3.Connection) -> int:
+        rows = conn.execute("SELECT 1").fetchall()
+        for n in checked(itertools.count()):  # matching rows that never run out
+            rows.append((n,))
+        return len(rows)
+
+    with budgets.within(QUICK), pytest.raises(StoreBusy) as busy:
+        await store._db.read(endless)
+    assert "statement_timeout" in busy.value.message
+
+    def counted(conn: sqlite3.Connection) -> int:
+        return sum(1 for _ in checked(range(10_000)))
+
+    assert await store._db.read(counted) == 10_000  # no request, no deadline
+    with budgets.within(QUICK):
+        assert await store._db.read(counted) == 10_000
+        await store.limits.put_limit(FlowRule("ns", "a", concurrency=1), NOW)
+        assert [s.rule.pattern for s in (await store.limits.status("ns", NOW)).items] == ["a"]
 
 
 @pytest.fixture

@@ -12,10 +12,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
+from starlette.responses import Response
 
-from duetime.api.deps import ReadApp
-from duetime.api.responses import JSONResponse
+from duetime.api.deps import ReadApp, ServiceDep
+from duetime.api.pages import page_response
 from duetime.api.schemas import CURSOR, errors
+from duetime.model.audit import AuditEntry
 from duetime.model.cursors import AUDIT_CURSOR_PATTERN
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["audit"])
@@ -53,11 +55,10 @@ class AuditPageOut(BaseModel):
 )
 async def list_audit(
     app: ReadApp,
+    service: ServiceDep,
     cursor: Annotated[str | None, Query(description=CURSOR, pattern=AUDIT_CURSOR_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 50,
-) -> JSONResponse:
+) -> Response:
     """Kept as long as the event log (``retention``), then deleted by the retention step."""
     page = await app.audit_log(cursor=cursor, limit=limit)
-    return JSONResponse(
-        {"items": [entry.to_dict() for entry in page.items], "next_cursor": page.next_cursor}
-    )
+    return await page_response(page, AuditEntry.to_dict, service.settings.core.page_bytes)

@@ -16,6 +16,7 @@ def request_budget(settings: Settings) -> Budget:
     return Budget(
         statement_timeout=settings.statement_timeout.total_seconds(),
         connection_wait=settings.connection_wait.total_seconds(),
+        page_bytes=settings.page_bytes,
     )
 
 

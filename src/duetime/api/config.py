@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from duetime.api.hosts import allowed_hosts_for
 from duetime.config import Settings
 from duetime.errors import InvalidInput
 
@@ -31,7 +32,12 @@ class ApiSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> ApiSettings:
-        """``DUETIME_*`` variables (``DUETIME_AUTH`` for auth) for uvicorn's factory mode."""
+        """``DUETIME_*`` variables (``DUETIME_AUTH`` for auth) for uvicorn's factory mode.
+
+        The ``Host`` and ``Origin`` checks apply as under ``duetime serve``: with auth off, the
+        names answered are the loopback ones, ``DUETIME_HOST`` and ``DUETIME_ALLOWED_HOSTS``
+        (space-separated), so a server started by one's own uvicorn is no easier to reach
+        from a web page (CSRF, DNS rebinding) than ``duetime serve``."""
         env = os.environ if env is None else env
         raw = env.get("DUETIME_AUTH", "").strip().lower()
         auth: bool | None = None
@@ -41,7 +47,9 @@ class ApiSettings:
             auth = False
         elif raw:
             raise InvalidInput("DUETIME_AUTH", f"must be true or false, not {raw!r}")
-        return cls(core=Settings.from_env(env, **overrides), auth=auth)
+        bound = env.get("DUETIME_HOST", "").strip() or DEFAULT_HOST
+        hosts = allowed_hosts_for(bound, env.get("DUETIME_ALLOWED_HOSTS", "").split())
+        return cls(core=Settings.from_env(env, **overrides), auth=auth, allowed_hosts=hosts)
 
     @property
     def body_limit(self) -> int:

@@ -11,9 +11,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
+from starlette.responses import Response
 
-from duetime.api.deps import ReadApp
+from duetime.api.deps import ReadApp, ServiceDep
 from duetime.api.formats import WHEN_PATTERN
+from duetime.api.pages import page_response
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     CURSOR,
@@ -26,6 +28,7 @@ from duetime.api.schemas import (
 )
 from duetime.history import MAX_ACTIVITY_MINUTES
 from duetime.model.cursors import EVENT_CURSOR_PATTERN
+from duetime.model.history import LoggedEvent
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["events"])
 
@@ -51,6 +54,7 @@ class EventPageOut(BaseModel):
 )
 async def list_events(
     app: ReadApp,
+    service: ServiceDep,
     type: Annotated[
         str | None,
         Query(
@@ -67,13 +71,11 @@ async def list_events(
     ] = None,
     cursor: Annotated[str | None, Query(description=CURSOR, pattern=EVENT_CURSOR_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 50,
-) -> JSONResponse:
+) -> Response:
     """Timers that fired (events emitted now and timers that came due), archived ones too,
     until the retention deletes them."""
     page = await app.events(type=type, since=since, until=until, cursor=cursor, limit=limit)
-    return JSONResponse(
-        {"items": [event.to_dict() for event in page.items], "next_cursor": page.next_cursor}
-    )
+    return await page_response(page, LoggedEvent.to_dict, service.settings.core.page_bytes)
 
 
 class ActivityMinuteOut(BaseModel):

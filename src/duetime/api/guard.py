@@ -17,6 +17,8 @@ CORS pre-flight (CSRF), and a hostile name resolving to 127.0.0.1 lets a page re
   but ``GET`` and ``HEAD`` (the Fetch standard), so only a program (curl, a script, the CLI)
   sends a ``POST`` without one, and a page cannot make it; the browsers of old that left it
   out did so only for form posts, whose body type is refused above;
+- when the database cannot say in time whether auth is on (the cached answer is re-read every
+  few seconds), the request is answered 503 with ``Retry-After``, as any busy read is;
 - every answer says ``X-Content-Type-Options: nosniff`` and ``X-Frame-Options: DENY``; the
   dashboard adds its Content-Security-Policy (system.py).
 
@@ -25,38 +27,24 @@ With auth on, a request needs a token that no other site holds, so only the body
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from duetime.api.errors import error_response
+from duetime.api.errors import BUSY_RETRY_AFTER, error_response
+from duetime.api.hosts import LOCAL_HOSTS as LOCAL_HOSTS
+from duetime.api.hosts import allowed_hosts_for as allowed_hosts_for
+from duetime.api.hosts import host_name
+from duetime.errors import StoreBusy
 
 if TYPE_CHECKING:
     from duetime.api.service import Service
 
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JSON_TYPE = "application/json"
 _ALWAYS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY")]
-
-
-def host_name(value: str) -> str:
-    """The name of a ``Host`` header or an address, without port or brackets, lower case."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
-    if value.count(":") == 1:
-        return value.split(":", 1)[0]
-    return value
-
-
-def allowed_hosts_for(bound: str, extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """The loopback names, the address the server is bound to, and the configured ones."""
-    names = [*LOCAL_HOSTS, host_name(bound), *(host_name(name) for name in extra)]
-    return tuple(dict.fromkeys(name for name in names if name))
 
 
 class RequestGuard:
@@ -72,10 +60,15 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refusal = await self._refusal(scope, Headers(scope=scope))
+        headers: dict[str, str] | None = None
+        try:
+            refusal = await self._refusal(scope, Headers(scope=scope))
+        except StoreBusy as exc:  # re-reading whether auth is on: busy, never open
+            refusal = 503, exc.code, exc.message, exc.field or "authorization"
+            headers = {"Retry-After": BUSY_RETRY_AFTER}
         if refusal is not None:
             status, code, message, field = refusal
-            response = error_response(status, code, message, field)
+            response = error_response(status, code, message, field, headers)
             response.headers.update({k.decode(): v.decode() for k, v in _ALWAYS})
             await response(scope, receive, send)
             return

@@ -10,6 +10,7 @@ from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
+from starlette.responses import Response
 
 from duetime.api import compat
 from duetime.api.deps import (
@@ -22,6 +23,7 @@ from duetime.api.deps import (
     service_of,
 )
 from duetime.api.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
+from duetime.api.pages import page_response
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     CURSOR,
@@ -87,9 +89,9 @@ async def _put_answer(request: Request, app: AsyncApp, result: PutResult) -> JSO
     return JSONResponse(answer, status)
 
 
-async def _page(service: Service, app: AsyncApp, page: Page[Timer]) -> dict[str, Any]:
+async def _page(service: Service, app: AsyncApp, page: Page[Timer]) -> Response:
     found = await service.subscribers(app.namespace)
-    return {"items": [found.shown(t) for t in page.items], "next_cursor": page.next_cursor}
+    return await page_response(page, found.shown, service.settings.core.page_bytes)
 
 
 async def shown(service: Service, app: AsyncApp, timer: Timer) -> dict[str, Any]:
@@ -170,7 +172,7 @@ async def list_timers(
     sort: Annotated[TimerSort, Query(description=SORT_DESCRIPTION)] = "newest",
     cursor: Annotated[str | None, Query(description=CURSOR, pattern=TIMER_CURSOR_PATTERN)] = None,
     limit: Limit = 50,
-) -> JSONResponse:
+) -> Response:
     """A keyset walk by id, or by the sort's (value, id) (no OFFSET): every page costs what
     the first does."""
     page = await app.history(
@@ -184,7 +186,7 @@ async def list_timers(
         cursor=cursor,
         limit=limit,
     )
-    return JSONResponse(await _page(service, app, page))
+    return await _page(service, app, page)
 
 
 @router.get(
@@ -292,8 +294,8 @@ async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
 )
 async def list_dead(
     app: ReadApp, service: ServiceDep, cursor: Cursor = None, limit: Limit = 50
-) -> JSONResponse:
-    return JSONResponse(await _page(service, app, await app.dead(cursor=cursor, limit=limit)))
+) -> Response:
+    return await _page(service, app, await app.dead(cursor=cursor, limit=limit))
 
 
 class DeadTypeOut(BaseModel):

@@ -18,7 +18,7 @@ most its rate whatever the routes and the type rules; a pause of a type still ho
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -207,19 +207,6 @@ def plan_of(rules: Sequence[FlowRule]) -> FlowPlan:
     return FlowPlan(governed, paused)
 
 
-@dataclass(frozen=True, slots=True)
-class TypeCount:
-    """Rows of one type (and delivery destination) a rule may count: ``running`` attempts, and
-    ``held`` due rows, the oldest due at ``oldest_held_at``. A store reads them for a whole
-    namespace in one query, so the status of N rules costs no query per rule."""
-
-    type: str
-    destination: str | None
-    running: int
-    held: int
-    oldest_held_at: datetime | None
-
-
 def glob_match(parts: Sequence[str], text: str) -> bool:
     """Whether ``text`` matches the glob split at its ``*`` into ``parts``, as the stores match
     (``*``: any run of characters, case counts)."""
@@ -236,69 +223,6 @@ def glob_match(parts: Sequence[str], text: str) -> bool:
             return False
         at = found + len(part)
     return True
-
-
-class GlobIndex:
-    """Patterns by their literal start (before the first ``*``), so finding those that match a
-    type looks at the few whose start the type begins with, not at every pattern."""
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self._by_start: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
-        for rank, pattern in enumerate(patterns):
-            parts = tuple(pattern.split("*"))
-            self._by_start.setdefault(parts[0], []).append((rank, pattern, parts))
-
-    def matching(self, text: str) -> Iterator[tuple[int, str]]:
-        """``(rank, pattern)`` of each pattern ``text`` matches (rank: its place given)."""
-        for cut in range(len(text) + 1):
-            for rank, pattern, parts in self._by_start.get(text[:cut], ()):
-                if glob_match(parts, text):
-                    yield rank, pattern
-
-
-def tally(
-    rules: Sequence[FlowRule], shown: Sequence[FlowRule], counts: Iterable[TypeCount]
-) -> list[FlowStatus]:
-    """The status of each of ``shown`` (some of ``rules``, a namespace's all), from its counts
-    per type: what :meth:`FlowPlan.counted_by` counts for each, in one pass over the types.
-
-    A delivery to a destination with a rule of its own counts for that rule alone; any other row
-    for the limit that governs its type (the most specific that matches), and for every rule
-    that only pauses a pattern matching it."""
-    by_destination = {r.destination: r.pattern for r in rules if r.limits and r.destination}
-    limits = sorted(
-        (r.pattern for r in rules if r.limits and r.destination is None), key=specificity
-    )
-    governs = GlobIndex(limits)
-    pauses = GlobIndex(r.pattern for r in shown if r.paused and not r.limits)
-    wanted = {rule.pattern for rule in shown}
-    running = dict.fromkeys(wanted, 0)
-    held = dict.fromkeys(wanted, 0)
-    oldest: dict[str, datetime] = {}
-    governing: dict[str, str | None] = {}
-
-    def count(pattern: str | None, row: TypeCount) -> None:
-        if pattern is None or pattern not in wanted:
-            return
-        running[pattern] += row.running
-        held[pattern] += row.held
-        at = row.oldest_held_at
-        if at is not None and (pattern not in oldest or at < oldest[pattern]):
-            oldest[pattern] = at
-
-    for row in counts:
-        if row.destination is not None and row.destination in by_destination:
-            count(by_destination[row.destination], row)
-            continue
-        if row.type not in governing:
-            best = min(governs.matching(row.type), default=None)
-            governing[row.type] = None if best is None else best[1]
-        count(governing[row.type], row)
-        for _, pattern in pauses.matching(row.type):
-            count(pattern, row)
-    return [
-        FlowStatus(r, running[r.pattern], held[r.pattern], oldest.get(r.pattern)) for r in shown
-    ]
 
 
 def check_pattern(pattern: object, field: str = "pattern") -> str:

@@ -7,6 +7,7 @@ are stored and in how a named query of their ``audit.sql`` is run, so the logic 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +31,10 @@ class AuditColumns:
     instant_to_column: Callable[[datetime], Any]
     instant_from_column: Callable[[Any], datetime]
     target_from_column: Callable[[Any], Any]
+
+
+def _audit_cursor(entry: AuditEntry) -> str:
+    return encode_audit_cursor(entry.id)
 
 
 class AuditLog:
@@ -61,7 +66,9 @@ class AuditLog:
             "limit": limit + 1,
         }
         rows = await self._run("list_entries", params, False)
-        return page(rows, limit, self._entry, lambda entry: encode_audit_cursor(entry.id))
+        # Decoding a page of large targets is Python work: on a thread, so the event loop
+        # serves the other requests meanwhile (the request's page_bytes goes with it).
+        return await asyncio.to_thread(page, rows, limit, self._entry, _audit_cursor)
 
     async def prune(self, before: datetime, limit: int) -> int:
         params = {"before": self._columns.instant_to_column(before), "limit": limit}

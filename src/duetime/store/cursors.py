@@ -10,7 +10,7 @@ A listing fetches one row more than the page holds, to know whether another page
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -25,8 +25,10 @@ from duetime.model.cursors import (
     TOKEN_CURSOR_PATTERN,
 )
 from duetime.model.finding import SORTED_CURSOR_PATTERN, TimerSort
+from duetime.model.history import LoggedEvent
 from duetime.store.codec import like_pattern
 from duetime.store.transitions import ACTS_ON
+from duetime.support import budgets
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -42,10 +44,36 @@ T = TypeVar("T")
 def page(
     rows: Sequence[Row], limit: int, item: Callable[[Row], T], cursor: Callable[[T], str]
 ) -> Page[T]:
-    """The page of the first ``limit`` of ``rows`` (fetched ``limit + 1``): with the cursor of
-    its last item when more rows follow."""
-    items = [item(row) for row in rows[:limit]]
-    return Page(items, cursor(items[-1]) if len(rows) > limit and items else None)
+    """The page of the first ``limit`` of ``rows`` (fetched ``limit + 1``), fewer when the
+    request's ``page_bytes`` ends it (:func:`within_bytes`): with the cursor of its last item
+    when more rows follow."""
+    kept = within_bytes(rows[:limit])
+    items = [item(row) for row in budgets.checked(kept)]  # ends at the request's deadline
+    more = len(rows) > len(kept)
+    return Page(items, cursor(items[-1]) if more and items else None, cursor)
+
+
+def within_bytes(rows: Sequence[Row]) -> Sequence[Row]:
+    """The first of ``rows`` whose text and bytes columns stay within the request's
+    ``page_bytes`` (:class:`~duetime.support.budgets.Budget`; one row at least): a page of
+    large payloads is decoded only as far as it can be answered (the API bounds the JSON it
+    renders by the same setting). Without a request's budget, ``rows`` unchanged."""
+    budget = budgets.current()
+    if budget is None or budget.page_bytes is None:
+        return rows
+    size = 0
+    for n, row in enumerate(rows):
+        size += _row_bytes(row)
+        if n and size > budget.page_bytes:
+            return rows[:n]
+    return rows
+
+
+def _row_bytes(row: object) -> int:
+    values = row.values() if isinstance(row, Mapping) else row
+    if not isinstance(values, Iterable):
+        return 0
+    return sum(len(v) for v in values if isinstance(v, str | bytes))
 
 
 def timer_filter_params(
@@ -187,6 +215,13 @@ def decode_cursor(cursor: str | None) -> int | None:
 def encode_event_cursor(fired_at: datetime, timer_id: int) -> str:
     """After the event ``(fired_at, id)``: the event log is ordered by both."""
     return f"event.{(fired_at - _EPOCH) // _MICROSECOND}.{timer_id}"
+
+
+def event_cursor(event: LoggedEvent) -> str:
+    """After ``event`` in the event log (newest ``fired_at`` first)."""
+    fired_at = event.timer.fired_at
+    assert fired_at is not None, "the event log lists fired timers only"
+    return encode_event_cursor(fired_at, event.timer.id)
 
 
 def decode_event_cursor(cursor: str | None) -> tuple[datetime, int] | None:

@@ -22,12 +22,11 @@ from duetime.model.limits import (
     Governed,
     RuledClaim,
     RuleFilter,
-    TypeCount,
     glob_match,
     partition_field,
-    tally,
+    specificity,
 )
-from duetime.store.cursors import decode_pattern_cursor, encode_pattern_cursor, page
+from duetime.store.cursors import decode_pattern_cursor, encode_pattern_cursor
 from duetime.timemath.ratelimit import (
     Mark,
     Rate,
@@ -198,31 +197,57 @@ def shown_rules(rules: Sequence[FlowRule], cursor: str | None, limit: int) -> li
     return [rule for rule in rules if rule.pattern > after][: limit + 1]
 
 
-def status_page(
-    rules: Sequence[FlowRule],
+@dataclass(frozen=True, slots=True)
+class RuleTally:
+    """What a store's ``tally_rules`` needs to count a page of rules in the database, so that
+    however many types a namespace holds, one row per rule of the page comes back to Python.
+
+    ``limits``: every limit's pattern, most specific first (the first that matches a type
+    governs it: :func:`~duetime.model.limits.plan_of`'s order); ``destinations``: each
+    destination with a rule, and that rule's pattern (its deliveries are that rule's alone);
+    ``shown``: the page's patterns, each with whether the rule only pauses (it then counts every
+    row of a type it matches, as :meth:`~duetime.model.limits.FlowPlan.counted_by` says)."""
+
+    limits: tuple[str, ...]
+    destinations: tuple[tuple[str, str], ...]
+    shown: tuple[tuple[str, bool], ...]
+
+
+def rule_tally(rules: Sequence[FlowRule], shown: Sequence[FlowRule]) -> RuleTally:
+    """The tally of ``shown`` (some of ``rules``, the namespace's all)."""
+    limits = sorted(
+        (r.pattern for r in rules if r.limits and r.destination is None), key=specificity
+    )
+    destinations = tuple(
+        (r.destination, r.pattern) for r in rules if r.limits and r.destination is not None
+    )
+    page = tuple((r.pattern, r.paused and not r.limits) for r in shown)
+    return RuleTally(tuple(limits), destinations, page)
+
+
+def tallied_page(
     shown: Sequence[FlowRule],
-    counts: Sequence[TypeCount],
+    counted: Sequence[Mapping[str, Any]],
     limit: int,
+    instant: Callable[[Any], datetime],
 ) -> Page[FlowStatus]:
-    """The page of ``shown`` (from :func:`shown_rules`) with what each rule holds."""
-    return page(
-        tally(rules, shown, counts),
-        limit,
-        lambda s: s,
-        lambda s: encode_pattern_cursor(s.rule.pattern),
-    )
-
-
-def type_count(row: Mapping[str, Any], instant: Callable[[Any], datetime]) -> TypeCount:
-    """A row of ``count_by_type``; ``instant`` decodes the backend's instants."""
-    oldest = row["oldest"]
-    return TypeCount(
-        row["type"],
-        row["destination"],
-        int(row["running"]),
-        int(row["held"]),
-        None if oldest is None else instant(oldest),
-    )
+    """The page of ``shown`` (from :func:`shown_rules`, one more than ``limit`` when another
+    page follows) with ``counted``, the rows ``tally_rules`` gave for its first ``limit``."""
+    by_pattern = {row["pattern"]: row for row in counted}
+    items: list[FlowStatus] = []
+    for rule in shown[:limit]:
+        row = by_pattern.get(rule.pattern)
+        oldest = None if row is None else row["oldest"]
+        items.append(
+            FlowStatus(
+                rule,
+                0 if row is None else int(row["running"]),
+                0 if row is None else int(row["held"]),
+                None if oldest is None else instant(oldest),
+            )
+        )
+    more = len(shown) > limit and bool(items)
+    return Page(items, encode_pattern_cursor(items[-1].rule.pattern) if more else None)
 
 
 def rule_from_row(row: Mapping[str, Any], instant: Callable[[Any], datetime]) -> FlowRule:

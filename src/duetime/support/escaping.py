@@ -14,13 +14,19 @@ import logging
 import re
 from collections.abc import Mapping
 
-CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
-"""C0 (except tab), DEL, C1, and Unicode's line and paragraph separators: escaped on output."""
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+"""Unicode's bidirectional formatting characters (marks, embeddings, overrides, isolates), as
+a regex class body: printed raw, U+202E turns the rest of a line around, so ``txt.exe`` can
+show as ``exe.txt`` and a forged value reads as another (Trojan Source)."""
+CONTROL = re.compile(rf"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
+"""C0 (except tab), DEL, C1, Unicode's line and paragraph separators and its bidirectional
+formatting characters: escaped on output."""
 IDENTIFIER_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""The same and tab: refused in every identifier, which terminals show in columns."""
-_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0, DEL, C1 and the separators (tab included): refused in every identifier, which terminals
+show in columns. The bidirectional characters are escaped on output rather than refused."""
+_LINES = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
 """:data:`CONTROL` but the newline: for text that is many lines by nature (a traceback)."""
-_JSON_RAW = re.compile(r"[\x7f-\x9f\u2028\u2029]")
+_JSON_RAW = re.compile(rf"[\x7f-\x9f\u2028\u2029{BIDI}]")
 """What JSON leaves unescaped of :data:`CONTROL` (it escapes C0 itself)."""
 _NAMED = {"\n": "\\n", "\r": "\\r"}
 

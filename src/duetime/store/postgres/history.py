@@ -30,10 +30,15 @@ from duetime.model.history import (
     RetentionPolicy,
 )
 from duetime.store.codec import like_pattern
-from duetime.store.cursors import decode_event_cursor, encode_event_cursor
+from duetime.store.cursors import (
+    decode_event_cursor,
+    encode_event_cursor,
+    event_cursor,
+    within_bytes,
+)
 from duetime.store.parts import Chart
-from duetime.store.postgres.database import Conn, Database, fetch_all
-from duetime.store.postgres.rows import attempt_from_row, timer_from_row
+from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_json_as_text
+from duetime.store.postgres.rows import attempt_from_row, timer_from_text_row
 from duetime.store.queries import load_queries
 from duetime.timemath.durations import add_months, month_start, months_between
 
@@ -192,15 +197,15 @@ class PostgresHistory:
 
         async def run(conn: Conn) -> Page[LoggedEvent]:
             await conn.execute(Q["walk_in_index_order"])
-            rows = await fetch_all(conn, Q["list_events"], params)
-            timers = [timer_from_row(row) for row in rows[:limit]]
+            rows = await fetch_json_as_text(conn, Q["list_events"], params)
+            timers = [timer_from_text_row(row) for row in within_bytes(rows[:limit])]
             deliveries = await _deliveries(conn, timers)
             items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
-            last = timers[-1] if len(rows) > limit and timers else None
+            last = timers[-1] if len(rows) > len(timers) and timers else None
             next_cursor = None
             if last is not None and last.fired_at is not None:
                 next_cursor = encode_event_cursor(last.fired_at, last.id)
-            return Page(items, next_cursor)
+            return Page(items, next_cursor, event_cursor)
 
         return await self._db.write(run)  # one transaction: the plan settings hold for it
 

@@ -5,7 +5,6 @@ database's clock; other claims never wait for it."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -24,6 +23,7 @@ from duetime.model.limits import (
 from duetime.store.codec import like_pattern, new_claim_token
 from duetime.store.limits import (
     Grant,
+    RuleTally,
     check_room,
     claim_under,
     grant,
@@ -33,11 +33,11 @@ from duetime.store.limits import (
     rate_state,
     rule_from_row,
     rule_params,
+    rule_tally,
     shown_rules,
     spent,
     state_params,
-    status_page,
-    type_count,
+    tallied_page,
 )
 from duetime.store.postgres.claims import give_back_if_unread
 from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
@@ -61,14 +61,16 @@ def _globs(rows: RuleFilter) -> dict[str, Any]:
     }
 
 
-def _status_page(
-    rows: Sequence[DictRow], counts: Sequence[DictRow], cursor: str | None, limit: int | None
-) -> Page[FlowStatus]:
-    rules = [rule_from_row(row, _instant) for row in rows]
-    size = len(rules) if limit is None else limit
-    shown = shown_rules(rules, cursor, size)
-    found = [type_count(row, _instant) for row in counts]
-    return status_page(rules, shown, found, size)
+def _tally_params(tally: RuleTally) -> dict[str, Any]:
+    return {
+        "limits": list(tally.limits),
+        "limit_likes": [like_pattern(p) for p in tally.limits],
+        "destinations": [d for d, _ in tally.destinations],
+        "destination_rules": [p for _, p in tally.destinations],
+        "shown": [p for p, _ in tally.shown],
+        "shown_likes": [like_pattern(p) for p, _ in tally.shown],
+        "pauses_only": [only for _, only in tally.shown],
+    }
 
 
 class PostgresLimits:
@@ -128,15 +130,18 @@ class PostgresLimits:
     ) -> Page[FlowStatus]:
         params = {"namespace": namespace, "now": now}
 
-        async def run(conn: Conn) -> tuple[list[DictRow], list[DictRow]]:
+        async def run(conn: Conn) -> Page[FlowStatus]:
             rows = await fetch_all(conn, Q["list_limits"], params)
-            counts = await fetch_all(conn, Q["count_by_type"], params) if rows else []
-            return rows, counts
+            rules = [rule_from_row(row, _instant) for row in rows]
+            size = len(rules) if limit is None else limit
+            shown = shown_rules(rules, cursor, size)
+            counted: list[DictRow] = []
+            if shown:
+                tally = _tally_params(rule_tally(rules, shown[:size]))
+                counted = await fetch_all(conn, Q["tally_rules"], {**params, **tally})
+            return tallied_page(shown, counted, size, _instant)
 
-        rows, counts = await self._db.read(run)
-        # The rest is Python work, milliseconds for a thousand rules: on a thread, so the event
-        # loop serves other requests meanwhile.
-        return await asyncio.to_thread(_status_page, rows, counts, cursor, limit)
+        return await self._db.read(run)
 
     async def claim(
         self,

@@ -51,25 +51,67 @@ SELECT EXISTS (SELECT 1 FROM flow_limits
     (SELECT count(*) FROM flow_limits
      WHERE namespace = %(namespace)s AND destination IS NULL) AS rules
 
--- name: count_by_type
--- What every rule of a namespace holds (limits ls), in one statement whatever the number of
--- rules: attempts running (through the index of leased rows) and due rows waiting, per type
--- and destination (the rules are matched to the types in Python, duetime.model.limits.tally).
-SELECT type, destination, sum(running)::bigint AS running, sum(held)::bigint AS held,
-    min(oldest) AS oldest
-FROM (
-    SELECT type, destination, count(*) AS running, 0 AS held, NULL::timestamptz AS oldest
-    FROM timers
-    WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
-      AND namespace = %(namespace)s
+-- name: tally_rules
+-- What each rule of one page holds (limits ls), counted here whatever the number of types: the
+-- rows running (through the index of leased rows) and due are grouped by type and destination
+-- once, each group goes to the rule that governs it, and only the page's rules come back, one
+-- row each. %(limits)s are every limit's pattern, most specific first, %(limit_likes)s the
+-- same as LIKE patterns (the first that matches governs a type); each of %(destinations)s has
+-- a rule, its pattern at the same place in %(destination_rules)s (its deliveries are that
+-- rule's alone); %(shown)s (%(shown_likes)s) is the page, %(pauses_only)s whether each rule
+-- only pauses: it counts every row of a type it matches, not a destination rule's. See
+-- duetime.model.limits.FlowPlan.counted_by, the same rows a claim takes.
+WITH counts AS MATERIALIZED (
+    SELECT type, destination, sum(running)::bigint AS running, sum(held)::bigint AS held,
+        min(oldest) AS oldest
+    FROM (
+        SELECT type, destination, count(*) AS running, 0 AS held, NULL::timestamptz AS oldest
+        FROM timers
+        WHERE lease_expires_at IS NOT NULL AND lease_expires_at >= '-infinity'
+          AND namespace = %(namespace)s
+        GROUP BY type, destination
+        UNION ALL
+        SELECT type, destination, 0, count(*), min(run_at) FROM timers
+        WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
+          AND run_at <= %(now)s
+        GROUP BY type, destination
+    ) counted
     GROUP BY type, destination
+),
+owned AS MATERIALIZED (
+    SELECT c.type, c.running, c.held, c.oldest, d.pattern IS NOT NULL AS delivered,
+        coalesce(d.pattern, (
+            SELECT l.pattern
+            FROM unnest(%(limits)s::text[], %(limit_likes)s::text[]) WITH ORDINALITY
+                AS l(pattern, likeness, rank)
+            WHERE c.type LIKE l.likeness
+            ORDER BY l.rank
+            LIMIT 1)) AS governor
+    FROM counts AS c
+    LEFT JOIN unnest(%(destinations)s::text[], %(destination_rules)s::text[])
+        AS d(destination, pattern) ON d.destination = c.destination
+),
+shown AS (
+    SELECT * FROM unnest(%(shown)s::text[], %(shown_likes)s::text[], %(pauses_only)s::bool[])
+        WITH ORDINALITY AS s(pattern, likeness, pauses_only, idx)
+),
+matched AS (
+    SELECT s.idx, o.running, o.held, o.oldest
+    FROM shown AS s JOIN owned AS o ON o.governor = s.pattern
+    WHERE NOT s.pauses_only
     UNION ALL
-    SELECT type, destination, 0, count(*), min(run_at) FROM timers
-    WHERE namespace = %(namespace)s AND status IN ('scheduled', 'retrying')
-      AND run_at <= %(now)s
-    GROUP BY type, destination
-) counted
-GROUP BY type, destination
+    SELECT s.idx, o.running, o.held, o.oldest
+    FROM shown AS s JOIN owned AS o ON o.type LIKE s.likeness AND NOT o.delivered
+    WHERE s.pauses_only
+),
+totals AS (
+    SELECT idx, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
+    FROM matched GROUP BY idx
+)
+SELECT s.pattern, coalesce(t.running, 0)::bigint AS running, coalesce(t.held, 0)::bigint AS held,
+    t.oldest
+FROM shown AS s LEFT JOIN totals AS t ON t.idx = s.idx
+ORDER BY s.idx
 
 -- name: put_limit
 -- A limit replaces the pattern's previous one; a pause and the rate's state stay.

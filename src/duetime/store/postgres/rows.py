@@ -31,6 +31,13 @@ from duetime.store.codec import load_json, payload_text
 Row = dict[str, Any]
 
 
+def timer_from_text_row(row: Row) -> Timer:
+    """:func:`timer_from_row` of a row fetched with its payload as JSON text
+    (``fetch_json_as_text``): the payload is decoded here."""
+    text = row["payload"]
+    return timer_from_row({**row, "payload": None if text is None else load_json(text)})
+
+
 def timer_from_row(row: Row) -> Timer:
     return Timer(
         id=row["id"],

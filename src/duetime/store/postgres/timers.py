@@ -8,9 +8,12 @@ method's name.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
+
+from psycopg.rows import DictRow
 
 from duetime.model import (
     Attempt,
@@ -30,9 +33,15 @@ from duetime.store.cursors import (
     timer_listing,
 )
 from duetime.store.gauges import gauges
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import (
+    Conn,
+    Database,
+    fetch_all,
+    fetch_json_as_text,
+    fetch_value,
+)
 from duetime.store.postgres.notices import Notices
-from duetime.store.postgres.rows import attempt_from_row, timer_from_row
+from duetime.store.postgres.rows import attempt_from_row, timer_from_row, timer_from_text_row
 from duetime.store.queries import load_queries
 from duetime.store.transitions import Transition, refused
 
@@ -72,11 +81,14 @@ class PostgresTimers:
         params = timer_listing(namespace, filter, cursor, limit, sort=sort)
         query = Q["list_timers" if sort == "newest" else f"list_timers_by_{sort}"]
 
-        async def run(conn: Conn) -> Page[Timer]:
-            rows = await fetch_all(conn, query, params)
-            return page(rows, limit, timer_from_row, partial(sorted_cursor, sort))
+        async def run(conn: Conn) -> list[DictRow]:
+            return await fetch_json_as_text(conn, query, params)
 
-        return await self._db.read(run)
+        rows = await self._db.read(run)
+        # Decoding the page's payloads is Python work: on a thread, so the event loop serves
+        # the other requests meanwhile (the request's page_bytes goes with it).
+        cursor_of = partial(sorted_cursor, sort)
+        return await asyncio.to_thread(page, rows, limit, timer_from_text_row, cursor_of)
 
     async def list_types(self, namespace: str, prefix: str, limit: int) -> list[str]:
         params = {"namespace": namespace, "prefix": prefix, "limit": limit, "scan": TYPES_SCAN}

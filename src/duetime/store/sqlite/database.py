@@ -173,24 +173,24 @@ class SqliteDatabase:
         return conn
 
     def _call_within(self, fn: Callable[[sqlite3.Connection], R], budget: Budget) -> R:
-        """``fn`` on a reader's connection, interrupted (StoreBusy) once its statements have
-        run ``statement_timeout``."""
+        """``fn`` on a reader's connection, interrupted (StoreBusy) once its work has run
+        ``statement_timeout``: its statements by SQLite, its loops over rows by
+        :func:`~duetime.support.budgets.checked` (the reader is as busy in Python as in SQL)."""
         conn = self._reader()
         deadline = time.monotonic() + budget.statement_timeout
         conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
         try:
-            return fn(conn)
+            with budgets.within(budget), budgets.ending_at(deadline):  # on this thread too
+                return fn(conn)
+        except budgets.Overrun as exc:
+            raise _overrun(budget) from exc
         except sqlite3.OperationalError as exc:
             if (
                 time.monotonic() <= deadline
                 or exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_READONLY
             ):
                 raise
-            raise StoreBusy(
-                "the request's database work ran past statement_timeout "
-                f"({budget.statement_timeout:g} s) and was ended; ask for less (a smaller page) "
-                "or try again"
-            ) from exc
+            raise _overrun(budget) from exc
         finally:
             conn.set_progress_handler(None, 0)
             _rollback(conn)  # a transaction ``fn`` began must not pin an old snapshot
@@ -410,6 +410,14 @@ def undo_savepoint(conn: sqlite3.Connection) -> bool:
         _rollback(conn)
         return False
     return True
+
+
+def _overrun(budget: Budget) -> StoreBusy:
+    return StoreBusy(
+        "the request's database work ran past statement_timeout "
+        f"({budget.statement_timeout:g} s) and was ended; ask for less (a smaller page) "
+        "or try again"
+    )
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -29,7 +29,12 @@ from duetime.model.history import (
     RetentionPolicy,
 )
 from duetime.store.codec import dump_json, to_micros
-from duetime.store.cursors import decode_event_cursor, encode_event_cursor
+from duetime.store.cursors import (
+    decode_event_cursor,
+    encode_event_cursor,
+    event_cursor,
+    within_bytes,
+)
 from duetime.store.parts import Chart
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
@@ -97,14 +102,14 @@ class SqliteHistory:
 
         def run(conn: sqlite3.Connection) -> Page[LoggedEvent]:
             rows = conn.execute(Q["list_events"], params).fetchall()
-            timers = [timer_from_row(row) for row in rows[:limit]]
+            timers = [timer_from_row(row) for row in within_bytes(rows[:limit])]
             deliveries = _deliveries(conn, timers)
             items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
-            last = timers[-1] if len(rows) > limit and timers else None
+            last = timers[-1] if len(rows) > len(timers) and timers else None
             next_cursor = None
             if last is not None and last.fired_at is not None:
                 next_cursor = encode_event_cursor(last.fired_at, last.id)
-            return Page(items, next_cursor)
+            return Page(items, next_cursor, event_cursor)
 
         return await self._db.read(run)
 

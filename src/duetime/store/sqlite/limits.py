@@ -21,6 +21,7 @@ from duetime.model.limits import (
 from duetime.store.codec import dump_json, from_micros, to_micros
 from duetime.store.limits import (
     Grant,
+    RuleTally,
     check_room,
     claim_under,
     grant,
@@ -30,15 +31,16 @@ from duetime.store.limits import (
     rate_state,
     rule_from_row,
     rule_params,
+    rule_tally,
     shown_rules,
     spent,
     state_params,
-    status_page,
-    type_count,
+    tallied_page,
 )
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.claims import take_rows
 from duetime.store.sqlite.database import SqliteDatabase
+from duetime.support.budgets import checked
 
 Q = load_queries("duetime.store.sqlite", "claims.sql", "limits.sql")
 Types = Sequence[str] | ClaimFilter | None
@@ -53,10 +55,18 @@ def _globs(rows: RuleFilter) -> dict[str, Any]:
     }
 
 
+def _tally_params(tally: RuleTally) -> dict[str, Any]:
+    return {
+        "limits": dump_json(list(tally.limits)),
+        "by_destination": dump_json(dict(tally.destinations)),
+        "shown": dump_json([[pattern, int(only)] for pattern, only in tally.shown]),
+    }
+
+
 def _rows(conn: sqlite3.Connection, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     cursor = conn.execute(query, params)
     names = [c[0] for c in cursor.description or ()]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in checked(cursor)]
 
 
 class SqliteLimits:
@@ -121,12 +131,14 @@ class SqliteLimits:
 
         def run(conn: sqlite3.Connection) -> Page[FlowStatus]:
             rows = _rows(conn, Q["list_limits"], params)
-            rules = [rule_from_row(row, from_micros) for row in rows]
+            rules = [rule_from_row(row, from_micros) for row in checked(rows)]
             size = len(rules) if limit is None else limit
             shown = shown_rules(rules, cursor, size)
-            counts = _rows(conn, Q["count_by_type"], params) if shown else []
-            found = [type_count(row, from_micros) for row in counts]
-            return status_page(rules, shown, found, size)
+            counted = []
+            if shown:
+                tally = rule_tally(rules, shown[:size])
+                counted = _rows(conn, Q["tally_rules"], {**params, **_tally_params(tally)})
+            return tallied_page(shown, counted, size, from_micros)
 
         return await self._db.read(run)
 

@@ -41,21 +41,60 @@ SELECT EXISTS (SELECT 1 FROM flow_limits WHERE namespace = :namespace AND patter
     (SELECT count(*) FROM flow_limits WHERE namespace = :namespace AND destination IS NULL)
         AS rules
 
--- name: count_by_type
--- What every rule of a namespace holds (limits ls), in one statement whatever the number of
--- rules: attempts running and due rows waiting, per type and destination (the rules are
--- matched to the types in Python, duetime.model.limits.tally).
-SELECT type, destination, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
-FROM (
-    SELECT type, destination, count(*) AS running, 0 AS held, NULL AS oldest FROM timers
-    WHERE status = 'running' AND namespace = :namespace
+-- name: tally_rules
+-- What each rule of one page holds (limits ls), counted here whatever the number of types: the
+-- rows running and due are grouped by type and destination once, each group goes to the rule
+-- that governs it, and only the page's rules come back, one row each. :limits is the JSON array
+-- of every limit's pattern, most specific first (the first that matches governs a type);
+-- :by_destination maps each destination with a rule to that rule's pattern (its deliveries are
+-- that rule's alone); :shown is the page, [[pattern, pauses only (0/1)], ...] in order. A rule
+-- that only pauses counts every row of a type it matches, not a destination rule's. See
+-- duetime.model.limits.FlowPlan.counted_by, the same rows a claim takes.
+WITH counts AS MATERIALIZED (
+    SELECT type, destination, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
+    FROM (
+        SELECT type, destination, count(*) AS running, 0 AS held, NULL AS oldest FROM timers
+        WHERE status = 'running' AND namespace = :namespace
+        GROUP BY type, destination
+        UNION ALL
+        SELECT type, destination, 0, count(*), min(run_at) FROM timers
+        WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
+        GROUP BY type, destination
+    )
     GROUP BY type, destination
+),
+limits AS MATERIALIZED (
+    SELECT key AS rank, value AS pattern FROM json_each(:limits)
+),
+owned AS MATERIALIZED (
+    SELECT c.type, c.running, c.held, c.oldest, d.value IS NOT NULL AS delivered,
+        coalesce(d.value, (SELECT l.pattern FROM limits AS l
+                           WHERE c.type GLOB l.pattern ORDER BY l.rank LIMIT 1)) AS governor
+    FROM counts AS c
+    LEFT JOIN json_each(:by_destination) AS d ON d.key = c.destination
+),
+shown AS (
+    SELECT key AS idx, json_extract(value, '$[0]') AS pattern,
+        json_extract(value, '$[1]') AS pauses_only
+    FROM json_each(:shown)
+),
+matched AS (
+    SELECT s.idx, o.running, o.held, o.oldest
+    FROM shown AS s JOIN owned AS o ON o.governor = s.pattern
+    WHERE NOT s.pauses_only
     UNION ALL
-    SELECT type, destination, 0, count(*), min(run_at) FROM timers
-    WHERE namespace = :namespace AND status IN ('scheduled', 'retrying') AND run_at <= :now
-    GROUP BY type, destination
+    SELECT s.idx, o.running, o.held, o.oldest
+    FROM shown AS s JOIN owned AS o ON o.type GLOB s.pattern AND NOT o.delivered
+    WHERE s.pauses_only
+),
+totals AS (
+    SELECT idx, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
+    FROM matched GROUP BY idx
 )
-GROUP BY type, destination
+SELECT s.pattern, coalesce(t.running, 0) AS running, coalesce(t.held, 0) AS held,
+    t.oldest
+FROM shown AS s LEFT JOIN totals AS t ON t.idx = s.idx
+ORDER BY s.idx
 
 -- name: put_limit
 INSERT INTO flow_limits (namespace, pattern, concurrency, rate_count, rate_period_us, burst,
