@@ -93,7 +93,7 @@ def test_an_action_done_answers_success_when_its_audit_entry_cannot_be_written(
             assert "the audit entry of an action that was done could not be written" in (
                 caplog.text
             )
-            assert "cancel by ops (cli)" in caplog.text
+            assert "cancel by cli:ops (cli)" in caplog.text  # the actor as the log names it
             with pytest.raises(StoreUnavailable):  # the entry is the write asked for: raised
                 await app.record_action("note", {"why": "test"})
 
