@@ -188,9 +188,12 @@ def test_applied_rules_show_each_move_in_the_timer_history(
         app = AsyncApp(url, "default", clock=FrozenClock(datetime(2030, 6, 1, tzinfo=UTC)))
         await app.open()
         try:
-            await app.schedules.set_meta(META_KEY, "before", app.clock.now())
+            await app.store.schedules.set_meta(META_KEY, "before", app.clock.now())
             report = await reresolve_if_changed(
-                app.schedules, app.clock.now(), version="after", zones=ZoneTree(no_dst_tree).zone
+                app.store.schedules,
+                app.clock.now(),
+                version="after",
+                zones=ZoneTree(no_dst_tree).zone,
             )
             return report.timers
         finally:

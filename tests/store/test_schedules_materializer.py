@@ -253,9 +253,9 @@ async def test_stale_plans_lose_the_race(store: Store, make_store: StoreFactory)
     await app.add_schedule("s", "t", every=60)
     other = app_on(await make_store(), clock)
     one, two = materializer(app), materializer(other)
-    due = await app.schedules.due_schedules("ns", clock.now() + one.lookahead, 10)
+    due = await app.store.schedules.due_schedules("ns", clock.now() + one.lookahead, 10)
     plan_one = one.plan(due, clock.now())
     plan_two = two.plan(due, clock.now())
-    assert await app.schedules.advance_schedules(plan_one, clock.now()) == [due[0].id]
-    assert await other.schedules.advance_schedules(plan_two, clock.now()) == []
+    assert await app.store.schedules.advance_schedules(plan_one, clock.now()) == [due[0].id]
+    assert await other.store.schedules.advance_schedules(plan_two, clock.now()) == []
     assert len(await all_timers(app)) == 1

@@ -101,7 +101,7 @@ async def test_a_schedule_with_a_policy_is_made_ahead_and_claimable_at_its_insta
     """Made within the lookahead, as any schedule's: at its instant it is there to claim (a
     worker claims it ahead and starts it on time), no materialiser round needed then."""
     app, clock, worker = await every_minute(store, overlap=policy)
-    assert await app.schedules.next_schedule_at("ns", timedelta(seconds=2)) == (
+    assert await app.store.schedules.next_schedule_at("ns", timedelta(seconds=2)) == (
         START + MINUTE - timedelta(seconds=2)
     )
     clock.set(START + MINUTE - timedelta(seconds=3))

@@ -64,13 +64,13 @@ async def test_new_rules_move_local_timers_and_schedules(
     _, hourly = await app.add_schedule("h", "t", every="PT1H")
     assert local.timer.due_at == datetime(2025, 7, 1, 13, 0, tzinfo=UTC)  # 09:00 EDT
     assert daily.next_at == datetime(2025, 6, 1, 13, 0, tzinfo=UTC)
-    first = await reresolve_if_changed(app.schedules, NOW)
+    first = await reresolve_if_changed(app.store.schedules, NOW)
     assert (first.previous, first.timers, first.schedules) == (None, 0, 0)
-    assert await app.schedules.get_meta(META_KEY) == tzmath.tzdata_version()
+    assert await app.store.schedules.get_meta(META_KEY) == tzmath.tzdata_version()
 
     new_release()
     clock.advance(timedelta(hours=1))
-    report = await reresolve_if_changed(app.schedules, clock.now())
+    report = await reresolve_if_changed(app.store.schedules, clock.now())
     assert (report.previous, report.current) == (first.current, "2099z")
     assert (report.timers, report.schedules) == (1, 1)
     moved = await app.get(local.timer.key)
@@ -79,8 +79,8 @@ async def test_new_rules_move_local_timers_and_schedules(
     assert (await app.get(plain.timer.key)).due_at == plain.timer.due_at
     assert (await app.get_schedule("d")).next_at == datetime(2025, 6, 1, 14, 0, tzinfo=UTC)
     assert (await app.get_schedule("h")).next_at == hourly.next_at
-    assert await app.schedules.get_meta(META_KEY) == "2099z"
-    again = await reresolve_if_changed(app.schedules, clock.now())
+    assert await app.store.schedules.get_meta(META_KEY) == "2099z"
+    again = await reresolve_if_changed(app.store.schedules, clock.now())
     assert not again.changed
     assert (again.timers, again.schedules) == (0, 0)
 
@@ -90,7 +90,7 @@ async def test_the_materializer_checks_on_start(
 ) -> None:
     clock = FrozenClock(NOW)
     app = AsyncApp(store.url, "ns", clock=clock, store=store)
-    await app.schedules.set_meta(META_KEY, "2000a", NOW)
+    await app.store.schedules.set_meta(META_KEY, "2000a", NOW)
     timer = await app.schedule("t", local="2025-07-01T09:00", timezone="America/New_York")
     new_release()
     worker = Materializer(app.store, clock, "ns")
@@ -139,12 +139,12 @@ async def test_applying_new_rules_records_each_move_in_the_timer_history(
     await app.add_schedule(
         "yearly", "t", rrule="FREQ=YEARLY", dtstart="2030-07-04T09:00", timezone="America/New_York"
     )
-    await app.schedules.set_meta(META_KEY, "2030a", clock.now())
+    await app.store.schedules.set_meta(META_KEY, "2030a", clock.now())
     assert ny.timer.due_at == datetime(2031, 7, 1, 13, 0, tzinfo=UTC)  # 09:00 EDT
     clock.advance(timedelta(hours=1))
 
     report = await reresolve_if_changed(
-        app.schedules, clock.now(), version="2030z", zones=ZoneTree(no_dst_tree).zone
+        app.store.schedules, clock.now(), version="2030z", zones=ZoneTree(no_dst_tree).zone
     )
     assert (report.timers, report.schedules) == (1, 1)
     assert (await app.get("ny")).due_at == datetime(2031, 7, 1, 14, 0, tzinfo=UTC)  # 09:00 EST
@@ -164,7 +164,7 @@ async def test_applying_new_rules_records_each_move_in_the_timer_history(
         assert await app.moves(kept.timer.key) == []
     assert (await app.get_schedule("yearly")).next_at == datetime(2030, 7, 4, 14, 0, tzinfo=UTC)
     again = await reresolve_if_changed(
-        app.schedules, clock.now(), version="2030z", zones=ZoneTree(no_dst_tree).zone
+        app.store.schedules, clock.now(), version="2030z", zones=ZoneTree(no_dst_tree).zone
     )
     assert not again.changed
     assert len(await app.moves("ny")) == 1

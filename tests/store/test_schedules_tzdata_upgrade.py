@@ -94,7 +94,7 @@ def key(at: datetime) -> str:
 
 
 async def add_almaty(app: AsyncApp, release: str) -> None:
-    await app.schedules.set_meta(META_KEY, release, app.clock.now())
+    await app.store.schedules.set_meta(META_KEY, release, app.clock.now())
     _, schedule = await app.add_schedule("almaty", "t", cron="0 9 * * *", timezone="Asia/Almaty")
     assert schedule.next_at == NINE_AM[release]
 
@@ -192,8 +192,8 @@ async def test_two_workers_re_resolving_the_same_upgrade_make_it_once(
     assert await ahead.run_once() == 1
 
     install(new)
-    assert await reresolve_schedules(app.schedules, clock.now(), timers=app.store) == 1
-    assert await reresolve_schedules(app.schedules, clock.now(), timers=app.store) == 0
+    assert await reresolve_schedules(app.store.schedules, clock.now(), timers=app.store) == 1
+    assert await reresolve_schedules(app.store.schedules, clock.now(), timers=app.store) == 0
     await run_until(app, clock, datetime(2027, 3, 15, 6, 0, tzinfo=UTC))
     assert fired == [(key(NINE_AM[new]), NINE_AM[new])]
 
@@ -207,7 +207,7 @@ async def test_an_occurrence_moved_into_the_past_fires_at_once(
     install("plus5")
     clock = FrozenClock(datetime(2027, 3, 15, 2, 0, tzinfo=UTC))
     app, fired = almaty_app(store, clock)
-    await app.schedules.set_meta(META_KEY, "plus5", clock.now())
+    await app.store.schedules.set_meta(META_KEY, "plus5", clock.now())
     await app.add_schedule("almaty", "t", cron="0 9 * * *", timezone="Asia/Almaty", catch_up="none")
     if made_ahead:
         ahead = Materializer(app.store, clock, "ns", lookahead=timedelta(hours=3))

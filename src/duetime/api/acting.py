@@ -86,7 +86,7 @@ async def edit_timer(
     data = await read_json(request, service.settings.body_limit)
     if not isinstance(data, dict):
         raise InvalidInput("body", "must be a JSON object")
-    timer = await app.edit(key, data, actor=actor_of(request))
+    timer = await app.timers.edit(key, data, actor=actor_of(request))
     return JSONResponse({"action": "updated", "timer": timer.to_dict()})
 
 
@@ -100,5 +100,5 @@ async def run_next(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """Its timer is created (the occurrence's usual key) and due now; the schedule moves on to
     the occurrence after it, so nothing fires again at its instant. 409 when the schedule is
     paused or has no next occurrence."""
-    timer = await app.run_next_now(name, actor=actor_of(request))
+    timer = await app.schedules.run_next_now(name, actor=actor_of(request))
     return JSONResponse({"action": "made_due", "timer": timer.to_dict()})

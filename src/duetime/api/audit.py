@@ -60,5 +60,5 @@ async def list_audit(
     limit: Annotated[int, Query(ge=1, le=1000, description="Page size")] = 50,
 ) -> Response:
     """Kept as long as the event log (``retention``), then deleted by the retention step."""
-    page = await app.audit_log(cursor=cursor, limit=limit)
+    page = await app.audit.log(cursor=cursor, limit=limit)
     return await page_response(page, AuditEntry.to_dict, service.settings.core.page_bytes)

@@ -60,7 +60,7 @@ async def charts(
     """Lateness is the first attempt's true start minus the due instant; percentiles are
     computed by the database (PostgreSQL ``percentile_cont``; SQLite from each bucket's
     ordered rows, interpolated the same way)."""
-    buckets = await app.charts(range, type=type or None, node=node or None)
+    buckets = await app.events.charts(range, type=type or None, node=node or None)
     return JSONResponse(
         {
             "range": range,

@@ -30,7 +30,7 @@ async def upcoming(app: AsyncApp, limit: int) -> list[Timer]:
     """
     found: list[Timer] = []
     for status in (Status.SCHEDULED, Status.RETRYING):
-        page = await app.history(status=status, limit=UPCOMING_SCAN)
+        page = await app.timers.history(status=status, limit=UPCOMING_SCAN)
         found.extend(page.items)
     found.sort(key=lambda timer: (timer.run_at, timer.id))
     return found[:limit]

@@ -74,7 +74,7 @@ async def list_events(
 ) -> Response:
     """Timers that fired (events emitted now and timers that came due), archived ones too,
     until the retention deletes them."""
-    page = await app.events(type=type, since=since, until=until, cursor=cursor, limit=limit)
+    page = await app.events.log(type=type, since=since, until=until, cursor=cursor, limit=limit)
     return await page_response(page, LoggedEvent.to_dict, service.settings.core.page_bytes)
 
 
@@ -104,5 +104,5 @@ async def activity(
 ) -> JSONResponse:
     """Read from the timers every node has worked (the event log's index), not from this
     server's memory: what the dashboard's charts draw."""
-    series = await app.activity(minutes)
+    series = await app.events.activity(minutes)
     return JSONResponse({"minutes": [minute.to_dict() for minute in series]})

@@ -34,4 +34,4 @@ async def list_types(
 ) -> JSONResponse:
     """The types of the namespace's schedules and of its newest 10,000 timers: a bounded
     read, cheap enough to ask at every keystroke."""
-    return JSONResponse({"items": await app.types(prefix, limit)})
+    return JSONResponse({"items": await app.events.types(prefix, limit)})

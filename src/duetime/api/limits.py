@@ -151,7 +151,7 @@ async def list_limits(app: ReadApp, cursor: Cursor = None, limit: Limit = 100) -
     A namespace holds at most ``max_limits`` rules; setting one more answers 422
     ``cap_reached`` with the ``limit``."""
     now = app.clock.now()
-    page = await app.list_limits(cursor=cursor, limit=limit)
+    page = await app.limits.page(cursor=cursor, limit=limit)
     # A page of a thousand rules is milliseconds of Python: on a thread, the event loop serves
     # other tenants' requests meanwhile (it gets the interpreter back every few milliseconds).
     return await asyncio.to_thread(_page_response, page, now)
@@ -174,7 +174,7 @@ async def set_limit(
 ) -> JSONResponse:
     """Replace the pattern's limit (a pause stays) on every node, from their next claim."""
     fields = _limit_fields(await _object(request, service))
-    return _answer("set", await app.set_limit(pattern, **fields, actor=actor_of(request)))
+    return _answer("set", await app.limits.set(pattern, **fields, actor=actor_of(request)))
 
 
 @router.delete(
@@ -185,7 +185,7 @@ async def set_limit(
 )
 async def remove_limit(request: Request, app: WriteApp, pattern: Pattern) -> JSONResponse:
     """Drop the pattern's limit (a pause stays); 404 when it has none."""
-    await app.remove_limit(pattern, actor=actor_of(request))
+    await app.limits.remove(pattern, actor=actor_of(request))
     return _answer("removed", None)
 
 
@@ -199,7 +199,7 @@ async def remove_limit(request: Request, app: WriteApp, pattern: Pattern) -> JSO
 async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Start none of the types the pattern matches, on any node; their timers wait in order."""
     pattern = _pattern_of(await _object(request, service))
-    return _answer("paused", await app.pause(pattern, actor=actor_of(request)))
+    return _answer("paused", await app.limits.pause(pattern, actor=actor_of(request)))
 
 
 @router.post(
@@ -211,5 +211,5 @@ async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONRes
 )
 async def resume(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """The paused types start again, oldest due first; 404 when the pattern is not paused."""
-    await app.resume(_pattern_of(await _object(request, service)), actor=actor_of(request))
+    await app.limits.resume(_pattern_of(await _object(request, service)), actor=actor_of(request))
     return _answer("resumed", None)

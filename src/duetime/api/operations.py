@@ -116,7 +116,7 @@ class BulkOut(BaseModel):
 )
 async def run_now(request: Request, app: WriteApp, key: Key, service: ServiceDep) -> JSONResponse:
     """A scheduled or retrying timer becomes due at once; 409 for any other status."""
-    timer = await app.run_now(key, actor=actor_of(request))
+    timer = await app.timers.run_now(key, actor=actor_of(request))
     return JSONResponse({"action": "made_due", "timer": await shown(service, app, timer)})
 
 
@@ -142,7 +142,9 @@ async def bulk(request: Request, app: WriteApp, service: ServiceDep) -> JSONResp
         raise InvalidInput("dry_run", "must be true or false")
     found = timer_filter(**_filter_fields(data.get("filter", {})), now=app.clock.now())
     keys = None if data.get("keys") is None else check_keys(data["keys"])
-    count = await app.bulk(action, found, keys=keys, dry_run=dry_run, actor=actor_of(request))
+    count = await app.timers.bulk(
+        action, found, keys=keys, dry_run=dry_run, actor=actor_of(request)
+    )
     return JSONResponse({"action": action, "dry_run": dry_run, "count": count})
 
 

@@ -120,7 +120,7 @@ async def add_schedule(request: Request, app: WriteApp, service: ServiceDep) -> 
     if active is not None and not isinstance(active, bool):
         raise InvalidInput("active", "must be true or false")
     schedule_request = ScheduleRequest.from_dict({**data, "active": active is not False})
-    ((action, schedule),) = await app.add_schedules(
+    ((action, schedule),) = await app.schedules.add_many(
         [schedule_request],
         on_conflict=cast(OnConflict, on_conflict),
         keep_active=active is None,
@@ -148,7 +148,7 @@ async def list_schedules(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> JSONResponse:
-    page = await app.list_schedules(
+    page = await app.schedules.list(
         subject=subject, type=type, active=active, cursor=cursor, limit=limit
     )
     return JSONResponse(
@@ -164,8 +164,8 @@ async def list_schedules(
 )
 async def show_schedule(app: ReadApp, name: Name, count: Count = PREVIEW) -> JSONResponse:
     """`next` lists the coming occurrences in UTC and local time (empty while paused)."""
-    schedule = await app.get_schedule(name)
-    upcoming = await app.preview(schedule=name, count=count) if schedule.active else []
+    schedule = await app.schedules.get(name)
+    upcoming = await app.schedules.preview(schedule=name, count=count) if schedule.active else []
     return JSONResponse(
         {
             "schedule": schedule.to_dict(),
@@ -195,8 +195,8 @@ async def update_schedule(
             raise InvalidInput(field, "is not a known field")
     if not data:
         raise InvalidInput("body", "nothing to change: give at least one field")
-    before = await app.get_schedule(name)
-    schedule = await app.update_schedule(name, **data, actor=actor_of(request))
+    before = await app.schedules.get(name)
+    schedule = await app.schedules.update(name, **data, actor=actor_of(request))
     return _answer("kept" if schedule.version == before.version else "updated", schedule)
 
 
@@ -208,7 +208,7 @@ async def update_schedule(
 )
 async def pause_schedule(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """No occurrences until resumed; those made ahead of time are withdrawn."""
-    return _answer("paused", await app.pause_schedule(name, actor=actor_of(request)))
+    return _answer("paused", await app.schedules.pause(name, actor=actor_of(request)))
 
 
 @router.post(
@@ -219,7 +219,7 @@ async def pause_schedule(request: Request, app: WriteApp, name: Name) -> JSONRes
 )
 async def resume_schedule(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """From the next occurrence after now: the paused time is not caught up."""
-    return _answer("resumed", await app.resume_schedule(name, actor=actor_of(request)))
+    return _answer("resumed", await app.schedules.resume(name, actor=actor_of(request)))
 
 
 @router.delete(
@@ -230,7 +230,7 @@ async def resume_schedule(request: Request, app: WriteApp, name: Name) -> JSONRe
 )
 async def delete_schedule(request: Request, app: WriteApp, name: Name) -> JSONResponse:
     """Its pending occurrences are cancelled (`cancelled` says how many); history stays."""
-    schedule, cancelled = await app.delete_schedule(name, actor=actor_of(request))
+    schedule, cancelled = await app.schedules.delete(name, actor=actor_of(request))
     return JSONResponse(
         {"action": "deleted", "schedule": schedule.to_dict(), "cancelled": cancelled}
     )
@@ -319,7 +319,7 @@ async def preview(
         roll=roll,
         feb29=feb29,
     ).calendar_options()
-    upcoming = await service.root.preview(
+    upcoming = await service.root.schedules.preview(
         cron,
         every=every,
         timezone=timezone,

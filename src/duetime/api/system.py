@@ -80,7 +80,7 @@ async def create_namespace(
     name = check_namespace(data["name"], "name")
     if who is not None and not who.can_write(name):
         raise Forbidden(f"this token may not create namespace {name!r}", field="name")
-    created = await service.root.add_namespace(name, actor=actor_of(request, who))
+    created = await service.root.namespaces.add(name, actor=actor_of(request, who))
     return JSONResponse({"name": name, "created": created}, status_code=201 if created else 200)
 
 

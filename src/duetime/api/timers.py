@@ -130,8 +130,10 @@ async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
     if not isinstance(on_conflict, str) or on_conflict not in ON_CONFLICT:
         raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
     timer_request = TimerRequest.from_dict(data)
-    (result,) = await app.schedule_many([timer_request], on_conflict=cast(OnConflict, on_conflict))
-    await app.audit_put(operator_of(request), "schedule", result)
+    (result,) = await app.timers.schedule_many(
+        [timer_request], on_conflict=cast(OnConflict, on_conflict)
+    )
+    await app.audit.record_put(operator_of(request), "schedule", result)
     return await _put_answer(request, app, result)
 
 
@@ -175,7 +177,7 @@ async def list_timers(
 ) -> Response:
     """A keyset walk by id, or by the sort's (value, id) (no OFFSET): every page costs what
     the first does."""
-    page = await app.history(
+    page = await app.timers.history(
         subject,
         status=status,
         type=type,
@@ -198,8 +200,8 @@ async def list_timers(
 async def show_timer(app: ReadApp, key: Key, service: ServiceDep) -> JSONResponse:
     """``subscribers``: the live nodes that would deliver it (0: no handler or route anywhere)."""
     timer = await app.get(key)
-    attempts = await app.attempts(key)
-    moves = await app.moves(key)
+    attempts = await app.timers.attempts(key)
+    moves = await app.timers.moves(key)
     return JSONResponse(
         {
             "timer": await shown(service, app, timer),
@@ -248,7 +250,7 @@ async def purge_timer(
     history (`action: deleted`, the timer as it was); its key may then be scheduled again. A
     pending timer is a 409 (cancel it first), a running one too (let it finish); sent again
     after it succeeded, a 404."""
-    timer = await app.delete(key, actor=actor_of(request))
+    timer = await app.timers.delete(key, actor=actor_of(request))
     return JSONResponse({"action": "deleted", "timer": await shown(service, app, timer)})
 
 
@@ -282,7 +284,7 @@ async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
     event_type = fields.pop("type")
     payload = fields.pop("payload", None)
     result = await app.emit(event_type, payload, **fields)
-    await app.audit_put(operator_of(request), "emit", result)
+    await app.audit.record_put(operator_of(request), "emit", result)
     return await _put_answer(request, app, result)
 
 
@@ -295,7 +297,7 @@ async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
 async def list_dead(
     app: ReadApp, service: ServiceDep, cursor: Cursor = None, limit: Limit = 50
 ) -> Response:
-    return await _page(service, app, await app.dead(cursor=cursor, limit=limit))
+    return await _page(service, app, await app.timers.dead(cursor=cursor, limit=limit))
 
 
 class DeadTypeOut(BaseModel):
@@ -321,7 +323,7 @@ async def dead_types(
     app: ReadApp, limit: Annotated[int, Query(ge=1, le=1000, description="Types")] = 20
 ) -> JSONResponse:
     """What broke and how much of it: each type's count, and its newest dead letter's error."""
-    items = await app.dead_types(limit)
+    items = await app.timers.dead_types(limit)
     return JSONResponse({"items": [item.to_dict() for item in items]})
 
 
@@ -335,7 +337,7 @@ async def replay_dead(
     request: Request, app: WriteApp, key: Key, service: ServiceDep
 ) -> JSONResponse:
     """Due now, with a fresh set of attempts; 409 unless the timer is dead."""
-    timer = await app.replay(key, actor=actor_of(request))
+    timer = await app.timers.replay(key, actor=actor_of(request))
     return JSONResponse({"action": "replayed", "timer": await shown(service, app, timer)})
 
 
@@ -347,10 +349,10 @@ async def replay_dead(
 )
 async def stats(app: ReadApp, service: ServiceDep) -> JSONResponse:
     """``unsubscribed``: the pending timers no live node would deliver, by type, most first."""
-    counts = await app.counts()
+    counts = await app.timers.counts()
     next_due = await compat.upcoming(app, service.settings.upcoming_limit)
     found = await service.subscribers(app.namespace)
-    waiting = await app.unsubscribed(UNSUBSCRIBED_TYPES, subscribers=found)
+    waiting = await app.events.unsubscribed(UNSUBSCRIBED_TYPES, subscribers=found)
     return JSONResponse(
         {
             "namespace": app.namespace,

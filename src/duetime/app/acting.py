@@ -1,32 +1,22 @@
-"""The operator's acting part of the facade: cancel, delete, replay, run now or edit a timer,
-act on every timer a filter takes, and run a schedule's next occurrence now.
+"""What the timers part's operator actions share: the fields an edit may change and carries
+over, and a bulk action's run in batches.
 
-:class:`ActingMethods` is mixed into :class:`duetime.app.facade.AsyncApp`. An edit is a re-schedule
-of the same key with ``on_conflict="update"`` (the timer's other fields carried over), so it obeys
-exactly the rules a client's re-schedule does. Running a schedule's next occurrence now creates that
-occurrence's timer (its usual key) and advances the schedule past it in one transaction, then makes
-the timer due: the occurrence runs once, and the schedule goes on from the one after."""
+A bulk action runs in batches of rows, each its own transaction, walking ids upwards, and is
+written to the audit log once, with the count it reached (see :meth:`Timers.bulk
+<duetime.app.timers.Timers.bulk>`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from duetime.app.audit import AuditMethods
-from duetime.app.outbox import held_async
-from duetime.clock import Clock
-from duetime.errors import CommitOutcomeUnknown, Conflict, InvalidInput, StoreUnavailable
-from duetime.model import BulkAction, OnConflict, PutResult, Schedule, Timer, TimerFilter
+from duetime.app.audit import Audit
+from duetime.app.context import AppContext
+from duetime.errors import CommitOutcomeUnknown, StoreUnavailable
+from duetime.model import BulkAction, Timer, TimerFilter
 from duetime.model.audit import Actor, filter_target
-from duetime.requests import TimerRequest
-from duetime.store import Store
-from duetime.store.parts import OutboxStore
 from duetime.timer_filters import check_action
-from duetime.validation import check_keys, check_limit, check_lookup_key
-
-if TYPE_CHECKING:
-    from duetime.config import Settings
+from duetime.validation import check_keys, check_limit
 
 WHEN_FIELDS = ("at", "delay", "local", "date", "timezone", "disambiguation")
 EDIT_FIELDS = (*WHEN_FIELDS, "payload")
@@ -34,183 +24,47 @@ BULK_BATCH = 1000
 """Rows a bulk action changes per transaction."""
 
 
-class ActingMethods(AuditMethods):
-    """Cancel, delete, replay, run now, edit; bulk actions; run a schedule's next now."""
-
-    store: Store
-    clock: Clock
-    namespace: str
-    settings: Settings
-
-    if TYPE_CHECKING:
-
-        async def open(self, *, create_namespace: bool | None = None) -> object: ...
-
-        async def get(self, key: str) -> Timer: ...
-
-        def _outbox(self, doing: str) -> OutboxStore: ...
-
-        async def get_schedule(self, name: str) -> Schedule: ...
-
-        async def schedule_many(
-            self,
-            requests: Iterable[TimerRequest],
-            *,
-            on_conflict: OnConflict = "update",
-            transaction: object | None = None,
-        ) -> list[PutResult]: ...
-
-    async def cancel(
-        self, key: str, *, transaction: object | None = None, actor: Actor | None = None
-    ) -> Timer:
-        """Cancel while scheduled or waiting for a retry; Conflict once it has fired.
-
-        ``transaction``: the caller's own transaction, as for :meth:`schedule` — the timer is
-        cancelled only if that transaction commits, and stays as it was if it rolls back (the
-        application's own work: not written to the audit log). ``actor``: who cancels it, for
-        the audit log (see :mod:`duetime.app.audit`).
-        """
-        key = check_lookup_key(key)
-        await self.open()
-        if transaction is not None:
-            outbox = self._outbox("cancelling inside your own transaction")
-            held = await held_async(transaction)
-            return await outbox.cancel_in(held.connection, self.namespace, key, self.clock.now())
-        timer = await self.store.cancel(self.namespace, key, self.clock.now())
-        await self._audit(actor, "cancel", {"key": key})
-        return timer
-
-    async def delete(self, key: str, *, actor: Actor | None = None) -> Timer:
-        """Delete a finished timer (done, dead, cancelled or expired) with its attempts and,
-        on PostgreSQL, its archived history; returns it as it was. Conflict for a pending one
-        (cancel it first) or a running one; its key is free to schedule again afterwards."""
-        key = check_lookup_key(key)
-        await self.open()
-        timer = await self.store.delete(self.namespace, key, self.clock.now())
-        await self._audit(actor, "delete", {"key": key})
-        return timer
-
-    async def replay(self, key: str, *, actor: Actor | None = None) -> Timer:
-        """Send a dead timer round again, due now, with a fresh set of attempts."""
-        await self.open()
-        key = check_lookup_key(key)
-        timer = await self.store.replay(self.namespace, key, self.clock.now())
-        await self._audit(actor, "replay", {"key": key})
-        return timer
-
-    async def run_now(self, key: str, *, actor: Actor | None = None) -> Timer:
-        """Make a scheduled or retrying timer due now (retry now, or run early)."""
-        timer = await self._made_due(key)
-        await self._audit(actor, "run_now", {"key": timer.key})
-        return timer
-
-    async def _made_due(self, key: str) -> Timer:
-        await self.open()
-        key = check_lookup_key(key)
-        return await self.store.run_now(self.namespace, key, self.clock.now())
-
-    async def bulk(
-        self,
-        action: BulkAction | str,
-        filter: TimerFilter,
-        *,
-        keys: Sequence[str] | None = None,
-        batch: int = BULK_BATCH,
-        dry_run: bool = False,
-        actor: Actor | None = None,
-    ) -> int:
-        """Cancel, replay, run now or delete every timer ``filter`` takes (see
-        :func:`timer_filter`) — of ``keys`` only, when given (a selection, up to
-        :data:`~duetime.model.MAX_BULK_KEYS`) — that the action applies to; returns how many
-        changed (with ``dry_run``, how many match). Runs in batches of ``batch`` rows, each its
-        own transaction, walking ids upwards: a timer that dies again meanwhile is not replayed
-        twice in one run. The audit log gets one entry, with the count, once the last batch is
-        done (or once one fails: with the count reached, marked ``interrupted``); a run that
-        changed nothing writes none, so a request repeated in a loop cannot grow the log."""
-        await self.open()
-        checked = check_action(action)
-        chosen = None if keys is None else check_keys(keys)
-        if dry_run:
-            return await self.store.count_matching(
-                self.namespace, checked, filter, self.clock.now(), chosen
-            )
-        check_limit(batch, "batch", maximum=10_000)
-        changed, after, finished = 0, 0, False
-        try:
-            while True:
-                now = self.clock.now()
-                try:
-                    step, last = await self.store.bulk_batch(
-                        self.namespace, checked, filter, after, now, batch, chosen
-                    )
-                except StoreUnavailable as exc:
-                    raise partly_done(exc, checked, changed) from exc
-                changed += step
-                if last is None:
-                    finished = True
-                    return changed
-                after = last
-        finally:
-            target = filter_target(filter, chosen)
-            if not finished:
-                target["interrupted"] = True
-            if changed:
-                await self._audit(actor, f"bulk_{checked}", target, changed)
-
-    async def edit(
-        self, key: str, changes: Mapping[str, Any], *, actor: Actor | None = None
-    ) -> Timer:
-        """Change a scheduled or retrying timer's due time (``at``, ``delay``, ``local`` or
-        ``date``, with ``timezone``) and/or ``payload``; Conflict once it has fired.
-
-        The rest of the timer is carried over, and the request goes through the re-schedule
-        path (``on_conflict="update"``): validated as any schedule call, and a timer that
-        fired meanwhile is kept as it is (Conflict). The audit log says which fields changed
-        (not their values: a payload may be large)."""
-        for name in changes:
-            if name not in EDIT_FIELDS:
-                raise InvalidInput(name, f"is not a field one can edit ({', '.join(EDIT_FIELDS)})")
-        if not changes:
-            raise InvalidInput("body", "name a new due time (at, delay, local, date) or payload")
-        timer = await self.get(key)
-        if not timer.status.is_pending:
-            raise Conflict(f"timer {key!r} is {timer.status.value}: only a pending one is edited")
-        if timer.destination is not None:
-            raise Conflict(f"timer {key!r} is a delivery of an event: edit the event instead")
-        request = TimerRequest.from_dict({**_carried(timer, changes), **changes})
-        (result,) = await self.schedule_many([request], on_conflict="update")
-        if result.action == "kept" and not result.timer.status.is_pending:
-            raise Conflict(f"timer {key!r} fired meanwhile ({result.timer.status.value})")
-        if result.action != "kept":
-            await self._audit(actor, "edit", {"key": key, "fields": sorted(changes)})
-        return result.timer
-
-    async def run_next_now(self, name: str, *, actor: Actor | None = None) -> Timer:
-        """Run the schedule's next occurrence now: its timer (key ``schedule:<name>:<instant>``)
-        is created and the schedule advanced past it in one transaction, then made due; when
-        its instant comes, nothing more fires. Conflict when paused or ended."""
-        from duetime.services.materializer import plan_advance
-
-        for _ in range(5):
-            schedule = await self.get_schedule(name)
-            upcoming = schedule.next_at
-            if not schedule.active:
-                raise Conflict(f"schedule {name!r} is paused: resume it first", field="name")
-            if upcoming is None:
-                raise Conflict(f"schedule {name!r} has no next occurrence (ended)", field="name")
-            advance = plan_advance(schedule, upcoming, lookahead=timedelta(0), per_schedule=1)
-            if not advance.timers:  # pragma: no cover - next_at is always planned at itself
-                raise Conflict(f"schedule {name!r} has nothing to run", field="name")
-            moved = await self.store.schedules.advance_schedules([advance], self.clock.now())
-            if moved:
-                timer = await self._made_due(advance.timers[0].key)
-                target = {"schedule": name, "key": timer.key}
-                await self._audit(actor, "schedule_run_next", target)
-                return timer
-        raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+async def run_bulk(
+    context: AppContext,
+    audit: Audit,
+    action: BulkAction | str,
+    filter: TimerFilter,
+    keys: Sequence[str] | None,
+    batch: int,
+    dry_run: bool,
+    actor: Actor | None,
+) -> int:
+    """:meth:`Timers.bulk <duetime.app.timers.Timers.bulk>` on an open store."""
+    store, namespace = context.store, context.namespace
+    checked = check_action(action)
+    chosen = None if keys is None else check_keys(keys)
+    if dry_run:
+        return await store.count_matching(namespace, checked, filter, context.clock.now(), chosen)
+    check_limit(batch, "batch", maximum=10_000)
+    changed, after, finished = 0, 0, False
+    try:
+        while True:
+            now = context.clock.now()
+            try:
+                step, last = await store.bulk_batch(
+                    namespace, checked, filter, after, now, batch, chosen
+                )
+            except StoreUnavailable as exc:
+                raise partly_done(exc, checked, changed) from exc
+            changed += step
+            if last is None:
+                finished = True
+                return changed
+            after = last
+    finally:
+        target = filter_target(filter, chosen)
+        if not finished:
+            target["interrupted"] = True
+        if changed:
+            await audit.note(actor, f"bulk_{checked}", target, changed)
 
 
-def _carried(timer: Timer, changes: Mapping[str, Any]) -> dict[str, Any]:
+def carried(timer: Timer, changes: Mapping[str, Any]) -> dict[str, Any]:
     """The timer as a schedule request: every field it has, its due time unless changed."""
     carried: dict[str, Any] = {
         "type": timer.type,

@@ -1,45 +1,45 @@
-"""The facade users touch: schedule, emit, cancel, get, history, handlers, and the worker.
+"""The facade users touch: ``schedule``, ``cancel``, ``get``, ``emit``, handlers and the worker,
+and the app's parts: ``app.timers``, ``app.schedules``, ``app.limits``, ``app.tokens``,
+``app.audit``, ``app.namespaces``, ``app.events``.
 
-:class:`AsyncApp` is the core, one mixin per concern, each a module of this package: scheduling,
-reading, acting, routing, schedules, tokens, limits, subscribers; what stays here is opening and
-closing, handlers and the worker. :class:`duetime.app.sync.App` wraps it for code that is not async.
-The CLI and the REST API talk only to this facade."""
+Each part is a class of its own module here, made with the app's one :class:`AppContext` (store,
+clock, settings, namespace, actor) and tested alone; :class:`AsyncApp` opens and closes, wires
+handlers, routes and the worker, and hands the four verbs to their parts. The methods it had
+before its parts existed still work and warn (:mod:`duetime.app.deprecation`).
+:class:`duetime.app.sync.App` mirrors it for code that is not async. The CLI and the REST API
+talk only to this facade."""
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from duetime.app.acting import ActingMethods
-from duetime.app.limits import LimitMethods
-from duetime.app.reading import ReadingMethods
-from duetime.app.routing import RouteMethods
-from duetime.app.schedules import ScheduleMethods
-from duetime.app.scheduling import SchedulingMethods
-from duetime.app.subscribers import SubscriberMethods
-from duetime.app.tokens import TokenMethods
+from duetime.app.audit import Audit
+from duetime.app.context import AppContext
+from duetime.app.deprecation import moved, relay
+from duetime.app.events import Events
+from duetime.app.limits import Limits
+from duetime.app.namespaces import Namespaces
+from duetime.app.namespaces import namespace_page as namespace_page
+from duetime.app.routing import add_route
+from duetime.app.schedules import Schedules
+from duetime.app.timers import Timers
+from duetime.app.tokens import Tokens
 from duetime.bus.routes import Route
-from duetime.clock import Clock, DatabaseClock
+from duetime.clock import Clock
 from duetime.config import DEFAULT_NAMESPACE, Settings
+from duetime.destinations.base import Destination
 from duetime.destinations.registry import Destinations
-from duetime.errors import UnknownNamespace
+from duetime.dispatch import check_routes
 from duetime.handlers import HandlerRegistry
-from duetime.history import (
-    MaintenanceReport,
-)
-from duetime.model import Node, Page
+from duetime.history import MaintenanceReport
+from duetime.model import Node
 from duetime.model.audit import Actor
-from duetime.observability.tracing import tracing_for
 from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
-from duetime.store.cursors import decode_name_cursor, encode_name_cursor, page
-from duetime.validation import check_limit, check_namespace, check_producer
 from duetime.worker import Worker, WorkerObserver, WorkerStats
-from duetime.worker.destination_limits import keep_destination_limits
 
 if TYPE_CHECKING:
     from duetime.observability.otel import Tracing
@@ -47,27 +47,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-async def namespace_page(
-    store: Store, cursor: str | None, limit: int, only: Sequence[str] | None
-) -> Page[str]:
-    """A page of the store's namespaces by name (see :meth:`AsyncApp.namespace_page`), read
-    from a store that is open already: the REST API answers 503 until its lifespan opened it."""
-    check_limit(limit)
-    after = decode_name_cursor(cursor)
-    rows = await store.list_namespaces(after, limit + 1, only)
-    return page(rows, limit, lambda name: name, encode_name_cursor)
-
-
-class AsyncApp(
-    SchedulingMethods,
-    ReadingMethods,
-    ActingMethods,
-    RouteMethods,
-    ScheduleMethods,
-    TokenMethods,
-    LimitMethods,
-    SubscriberMethods,
-):
+class AsyncApp:
     """duetime on one database and one namespace, for asyncio code."""
 
     def __init__(
@@ -84,129 +64,124 @@ class AsyncApp(
         actor: Actor | None = None,
         **overrides: Any,
     ) -> None:
-        """``producer`` names who stores this app's timers and events (the envelope's
-        ``producer``); by default ``<host>-<pid>``, which this process's node ids start with.
-        ``create_namespace`` is whether opening creates the app's namespace (an app opens its
-        own); the CLI and the REST API pass False, so a typo in a namespace is an
-        ``unknown_namespace`` error and never timers no worker serves. ``tracer_provider``: an
+        """``producer``, ``create_namespace`` and ``actor``: see :class:`AppContext` (the CLI
+        and the REST API pass ``create_namespace=False``, so a typo in a namespace is an
+        ``unknown_namespace`` error and never timers no worker serves). ``tracer_provider``: an
         OpenTelemetry tracer provider of the app's own, used instead of the global one (and
-        tracing on unless ``tracing="off"``). ``actor``: who this app's operator calls (cancel,
-        replay, delete, bulk, pause…) are made by, written to the audit log with each; None
-        (the default) writes them only when a call names its own ``actor``."""
+        tracing on unless ``tracing="off"``)."""
         if settings is None:
             settings = Settings.from_env(
                 database_url=database_url, namespace=namespace, **overrides
             )
-        self.settings = settings
-        self.namespace = check_namespace(settings.namespace)
-        self.store: Store = store or create_store(settings.database_url)
-        self.clock: Clock = clock or DatabaseClock(self.store.db_now)
-        """The database's clock unless one is given (a test's): see docs/guarantees.md."""
+        context = AppContext(
+            store or create_store(settings.database_url),
+            clock,
+            settings,
+            settings.namespace,
+            actor=actor,
+            producer=producer,
+            create_namespace=create_namespace,
+            tracer_provider=tracer_provider,
+        )
+        self.context = context
+        """What the parts share (store, clock, settings, namespace, actor), opened once."""
         # A store passed in is shared (e.g. by the API's facades): not ours to close.
         self._owns_store = store is None
         self.registry = HandlerRegistry()
         self.observers: list[WorkerObserver] = []
-        self.destinations = Destinations()
-        """Destinations routes may name (see :meth:`route`, :meth:`add_destination`)."""
         self.routes: list[Route] = []
-        self.producer = None if producer is None else check_producer(producer)
-        self.create_namespace = create_namespace
-        self.tracer_provider = tracer_provider
-        self.actor = actor
-        self.tracing: Tracing | None = None
-        """OpenTelemetry spans, once :meth:`open` has decided (``settings.tracing``); None:
-        this app traces nothing and stores no trace context."""
-        self._opened = False
+        self.audit = Audit(context)
+        self.timers = Timers(context, self.audit)
+        self.events = Events(context, self.timers)
+        self.schedules = Schedules(context, self.audit)
+        self.limits = Limits(context, self.audit)
+        self.tokens = Tokens(context, self.audit)
+        self.namespaces = Namespaces(context, self.audit)
 
-    # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        return self.context.store
+
+    @property
+    def namespace(self) -> str:
+        return self.context.namespace
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.context.settings = settings
+
+    @property
+    def clock(self) -> Clock:
+        """The database's clock unless one is given (a test's): see docs/guarantees.md."""
+        return self.context.clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self.context.clock = clock
+
+    @property
+    def actor(self) -> Actor | None:
+        """Who operator calls are made by when a call names no ``actor`` (None: not written)."""
+        return self.context.actor
+
+    @actor.setter
+    def actor(self, actor: Actor | None) -> None:
+        self.context.actor = actor
+
+    @property
+    def producer(self) -> str | None:
+        return self.context.producer
+
+    @property
+    def destinations(self) -> Destinations:
+        """Destinations routes may name (see :meth:`route`, :meth:`add_destination`)."""
+        return self.context.destinations
+
+    @destinations.setter
+    def destinations(self, destinations: Destinations) -> None:
+        self.context.destinations = destinations
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """OpenTelemetry spans, once opened (``settings.tracing``); None: none, no context."""
+        return self.context.tracing
+
+    def producer_id(self) -> str:
+        """Who stores this app's timers: ``producer``, else ``<host>-<pid>``."""
+        return self.context.producer_id()
+
     @property
     def is_open(self) -> bool:
         """Whether :meth:`open` has run (and :meth:`close` not since)."""
-        return self._opened
+        return self.context.opened
 
     async def open(self, *, create_namespace: bool | None = None) -> AsyncApp:
-        """Connect (and migrate) on first use. The namespace is created when
-        ``create_namespace`` (else the app's own policy) says so, and ``default`` always, so a
-        fresh database works with no set-up; any other unknown one is
-        :class:`~duetime.errors.UnknownNamespace`."""
-        if not self._opened:
-            self.tracing = self._tracing()
-            await self.store.open(migrate=self.settings.migrate)
-            self._opened = True
-            await self._sync_clock()
-            create = self.create_namespace if create_namespace is None else create_namespace
-            if create or self.namespace == DEFAULT_NAMESPACE:
-                await self.store.ensure_namespace(self.namespace, self.clock.now())
-            elif not await self.store.namespace_exists(self.namespace):
-                raise UnknownNamespace(self.namespace)
-            await keep_destination_limits(
-                self.store, self.namespace, self.destinations, self.clock.now()
-            )
+        """Connect (and migrate) on first use; see :meth:`AppContext.open`."""
+        await self.context.open(create_namespace=create_namespace)
         return self
-
-    async def add_namespace(self, name: str, *, actor: Actor | None = None) -> bool:
-        """Create namespace ``name`` (True) unless it exists (False): ``duetime namespaces
-        create`` and ``POST /v1/namespaces``; at most ``max_namespaces`` of them. A new one's
-        audit log starts with who created it."""
-        name = check_namespace(name)
-        await self._open_store(migrate=self.settings.migrate)
-        cap = self.settings.max_namespaces
-        created = bool(await self.store.add_namespaces([name], self.clock.now(), cap, "name"))
-        if created:
-            await self._audit(actor, "namespace_create", {"namespace": name}, namespaces=[name])
-        return created
-
-    async def namespaces(self) -> list[str]:
-        """Every namespace of the database, by name (at most ``max_namespaces`` made through
-        the capped ways); :meth:`namespace_page` pages them."""
-        await self._open_store(migrate=self.settings.migrate)
-        return await self.store.list_namespaces()
-
-    async def namespace_page(
-        self,
-        *,
-        cursor: str | None = None,
-        limit: int = 100,
-        only: Sequence[str] | None = None,
-    ) -> Page[str]:
-        """One page of :meth:`namespaces`, by name; pass ``next_cursor`` back for the next.
-        ``only``: those of these names (a token's scope), so a page never skips past names the
-        caller may not see."""
-        check_limit(limit)
-        await self._open_store(migrate=self.settings.migrate)
-        return await namespace_page(self.store, cursor, limit, only)
-
-    async def _open_store(self, *, migrate: bool) -> None:
-        """Open the store without creating this app's namespace (admin commands)."""
-        if not self._opened:
-            await self.store.open(migrate=migrate)
-            self._opened = True
-            await self._sync_clock()
-
-    async def _sync_clock(self) -> None:
-        """Read the database's clock once, so "now" (a ``delay``, what is due) is its time
-        from the first request on; a worker's clock service keeps it fresh."""
-        if isinstance(self.clock, DatabaseClock) and self.clock.last is None:
-            await self.clock.sync()
 
     async def migrate(self) -> tuple[list[int], int]:
         """Apply pending migrations; return (versions applied now, schema version)."""
-        await self._open_store(migrate=False)
+        await self.context.open_store(migrate=False)
         applied = await self.store.migrate()
         await self.store.ensure_namespace(DEFAULT_NAMESPACE, self.clock.now())
         return applied, await self.store.schema_version()
 
     async def nodes(self) -> list[Node]:
         """Every registered node of the database (nodes serve all namespaces)."""
-        await self._open_store(migrate=self.settings.migrate)
+        await self.context.open_store()
         return await self.store.list_nodes()
 
     async def close(self) -> None:
         await self.destinations.close()  # they reconnect if used again
-        if self._opened:
+        if self.context.opened:
             if self._owns_store:
                 await self.store.close()
-            self._opened = False
+            self.context.opened = False
 
     async def __aenter__(self) -> AsyncApp:
         return await self.open()
@@ -219,7 +194,12 @@ class AsyncApp(
     ) -> None:
         await self.close()
 
-    # -- handlers ---------------------------------------------------------------------------
+    # -- the verbs every user types ---------------------------------------------------------
+    schedule = relay(Timers.schedule, "timers")
+    cancel = relay(Timers.cancel, "timers")
+    get = relay(Timers.get, "timers")
+    emit = relay(Events.emit, "events")
+
     def handler(self, type: str, *, transactional: bool = False) -> Callable[[F], F]:
         """Register the decorated function (sync or async) for events of ``type``.
 
@@ -237,26 +217,29 @@ class AsyncApp(
 
         return register
 
-    def _tracing(self) -> Tracing | None:
-        """:attr:`tracing` once opened; before, what opening will decide."""
-        if self._opened:
-            return self.tracing
-        return tracing_for(self.settings.tracing, self.tracer_provider)
+    def add_destination(self, destination: Destination) -> Destination:
+        """Make ``destination`` (a webhook, a broker…) available to routes by its name."""
+        self.destinations.add(destination)
+        return destination
 
-    def producer_id(self) -> str:
-        """Who stores this app's timers: ``producer``, else ``<host>-<pid>``."""
-        return self.producer or f"{socket.gethostname()}-{os.getpid()}"
+    def route(self, type: str, *, to: Destination | str | Sequence[Destination | str]) -> Route:
+        """Send events whose type matches ``type`` (exact, or a glob such as ``order.*``) to
+        each destination of ``to``: destinations, or names of ones added with
+        :meth:`add_destination` (a destination given here is added).
 
-    async def maintain(self) -> MaintenanceReport:
-        """The retention step once, now (workers run it every ``maintenance_interval``): move
-        what finished ``archive_after`` ago to the history (PostgreSQL), delete what finished
-        ``retention`` ago, and the audit log's entries as old, in every namespace."""
-        await self._open_store(migrate=self.settings.migrate)
-        from duetime.services.retention import maintain, policy_of
+        The worker of this app then claims those events (and their deliveries to these
+        destinations); an event several destinations want, across every live node's handlers
+        and routes, fans out into one delivery per destination, each retried and dead-lettered
+        on its own. Names are checked when the worker is made: an unknown one is refused. An
+        app has at most ``max_routes`` routes (every node's subscriptions carry them).
+        """
+        max_routes = self.settings.max_routes
+        return add_route(self.routes, self.destinations, max_routes, self.namespace, type, to)
 
-        return await maintain(self.store, policy_of(self.settings), self.clock.now())
+    def check_routes(self) -> None:
+        """InvalidInput naming ``routes[i].to[j]`` when a route names no added destination."""
+        check_routes(self.routes, {d.name: d for d in self.destinations})
 
-    # -- working ----------------------------------------------------------------------------
     def worker(
         self,
         *,
@@ -282,7 +265,7 @@ class AsyncApp(
             observers=self.observers,
             routes=self.routes,
             destinations={d.name: d for d in self.destinations},
-            tracing=self._tracing(),
+            tracing=self.context.current_tracing(),
         )
         worker.add_services(
             worker_services(
@@ -307,3 +290,59 @@ class AsyncApp(
         """Fire everything due now once and return what happened (cron / serverless entry)."""
         await self.open()
         return await self.worker().tick()
+
+    async def maintain(self) -> MaintenanceReport:
+        """The retention step once, now (workers run it every ``maintenance_interval``): move
+        what finished ``archive_after`` ago to the history (PostgreSQL), delete what finished
+        ``retention`` ago, and the audit log's entries as old, in every namespace."""
+        await self.context.open_store()
+        from duetime.services.retention import maintain, policy_of
+
+        return await maintain(self.store, policy_of(self.settings), self.clock.now())
+
+    # -- deprecated: the methods the parts took over ----------------------------------------
+    schedule_many = moved(Timers.schedule_many, "timers")
+    prepare = moved(Timers.prepare, "timers")
+    put = moved(Timers.put, "timers")
+    attempts = moved(Timers.attempts, "timers")
+    moves = moved(Timers.moves, "timers")
+    history = moved(Timers.history, "timers")
+    dead = moved(Timers.dead, "timers")
+    dead_types = moved(Timers.dead_types, "timers")
+    counts = moved(Timers.counts, "timers")
+    delete = moved(Timers.delete, "timers")
+    replay = moved(Timers.replay, "timers")
+    run_now = moved(Timers.run_now, "timers")
+    bulk = moved(Timers.bulk, "timers")
+    edit = moved(Timers.edit, "timers")
+    types = moved(Events.types, "events")
+    charts = moved(Events.charts, "events")
+    activity = moved(Events.activity, "events")
+    subscribers = moved(Events.subscribers, "events")
+    unsubscribed = moved(Events.unsubscribed, "events")
+    add_schedule = moved(Schedules.add, "schedules")
+    add_schedules = moved(Schedules.add_many, "schedules")
+    get_schedule = moved(Schedules.get, "schedules")
+    list_schedules = moved(Schedules.list, "schedules")
+    update_schedule = moved(Schedules.update, "schedules")
+    pause_schedule = moved(Schedules.pause, "schedules")
+    resume_schedule = moved(Schedules.resume, "schedules")
+    delete_schedule = moved(Schedules.delete, "schedules")
+    preview = moved(Schedules.preview, "schedules")
+    tzdata_diff = moved(Schedules.tzdata_diff, "schedules")
+    run_next_now = moved(Schedules.run_next_now, "schedules")
+    materializer = moved(Schedules.materializer, "schedules")
+    set_limit = moved(Limits.set, "limits")
+    remove_limit = moved(Limits.remove, "limits")
+    pause = moved(Limits.pause, "limits")
+    resume = moved(Limits.resume, "limits")
+    list_limits = moved(Limits.page, "limits")
+    issue_token = moved(Tokens.issue, "tokens")
+    list_tokens = moved(Tokens.list, "tokens")
+    token_page = moved(Tokens.page, "tokens")
+    revoke_token = moved(Tokens.revoke, "tokens")
+    audit_log = moved(Audit.log, "audit")
+    record_action = moved(Audit.record, "audit")
+    audit_put = moved(Audit.record_put, "audit")
+    add_namespace = moved(Namespaces.add, "namespaces")
+    namespace_page = moved(Namespaces.page, "namespaces")

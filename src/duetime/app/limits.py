@@ -1,4 +1,5 @@
-"""The facade's flow control: limits and pauses per event type or glob in the app's namespace.
+"""The limits part of an app (``app.limits``), its flow control: limits and pauses per event
+type or glob in the app's namespace.
 
 They are rows in the database (the store's ``limits`` part), so every worker on every node
 obeys them, and a change reaches them within a second (``worker.flow.RULES_REFRESH``) without a
@@ -8,27 +9,27 @@ restart. The rules are :mod:`duetime.model.limits`'s; the rate math
 
 from __future__ import annotations
 
-from duetime.app.audit import AuditMethods
-from duetime.clock import Clock
-from duetime.config import Settings
+import builtins
+
+from duetime.app.audit import Audit
+from duetime.app.context import AppContext
+from duetime.app.deprecation import warn_moved
 from duetime.errors import NotFound
 from duetime.model import Page
 from duetime.model.audit import Actor
 from duetime.model.limits import FlowRule, FlowStatus, check_pattern, new_rule
-from duetime.store import Store
 from duetime.timemath.ratelimit import Rate, parse_rate
 from duetime.validation import check_limit
 
 
-class LimitMethods(AuditMethods):
-    """Limits, pause and resume (mixed into the facade); each change is audited."""
+class Limits:
+    """Limits, pause and resume; each change is audited."""
 
-    store: Store
-    clock: Clock
-    namespace: str
-    settings: Settings
+    def __init__(self, context: AppContext, audit: Audit) -> None:
+        self._context = context
+        self._audit = audit
 
-    async def set_limit(
+    async def set(
         self,
         pattern: str,
         *,
@@ -44,64 +45,78 @@ class LimitMethods(AuditMethods):
         A namespace holds at most ``max_limits`` rules (limits and pauses): CapReached past
         it."""
         parsed = rate if isinstance(rate, Rate) or rate is None else parse_rate(rate)
+        context = self._context
         rule = new_rule(
-            self.namespace,
+            context.namespace,
             pattern,
             concurrency=concurrency,
             rate=parsed,
             burst=burst,
             partition_by=partition_by,
         )
-        await self.open()
-        cap = self.settings.max_limits
-        stored = await self.store.limits.put_limit(rule, self.clock.now(), cap)
+        await context.open()
+        cap = context.settings.max_limits
+        stored = await context.store.limits.put_limit(rule, context.clock.now(), cap)
         limit = {
             name: value
             for name, value in stored.to_dict().items()
             if name in ("concurrency", "rate", "burst", "partition_by") and value is not None
         }
-        await self._audit(actor, "limit_set", {"pattern": pattern, "limit": limit})
+        await self._audit.note(actor, "limit_set", {"pattern": pattern, "limit": limit})
         return stored
 
-    async def remove_limit(self, pattern: str, *, actor: Actor | None = None) -> None:
+    async def remove(self, pattern: str, *, actor: Actor | None = None) -> None:
         """Drop the pattern's limit (a pause stays); NotFound when it has none."""
         check_pattern(pattern)
-        await self.open()
-        if not await self.store.limits.remove_limit(self.namespace, pattern, self.clock.now()):
-            raise NotFound(f"no limit on {pattern!r} in namespace {self.namespace!r}")
-        await self._audit(actor, "limit_remove", {"pattern": pattern})
+        context = self._context
+        await context.open()
+        now = context.clock.now()
+        if not await context.store.limits.remove_limit(context.namespace, pattern, now):
+            raise NotFound(f"no limit on {pattern!r} in namespace {context.namespace!r}")
+        await self._audit.note(actor, "limit_remove", {"pattern": pattern})
 
     async def pause(self, pattern: str, *, actor: Actor | None = None) -> FlowRule:
         """Stop starting the types ``pattern`` matches, on every node: their timers stay
         scheduled, in order, until :meth:`resume`."""
         check_pattern(pattern)
-        await self.open()
-        now = self.clock.now()
-        cap = self.settings.max_limits
-        rule = await self.store.limits.set_paused(self.namespace, pattern, True, now, cap)
+        context = self._context
+        await context.open()
+        now = context.clock.now()
+        cap = context.settings.max_limits
+        rule = await context.store.limits.set_paused(context.namespace, pattern, True, now, cap)
         assert rule is not None  # a paused row is never pruned
-        await self._audit(actor, "pause", {"pattern": pattern})
+        await self._audit.note(actor, "pause", {"pattern": pattern})
         return rule
 
     async def resume(self, pattern: str, *, actor: Actor | None = None) -> None:
         """Let the paused types run again: their due timers start oldest first (expiry rules
         apply as after downtime). NotFound when ``pattern`` is not paused."""
         check_pattern(pattern)
-        await self.open()
-        rules = await self.store.limits.list_rules(self.namespace)
+        context = self._context
+        await context.open()
+        rules = await context.store.limits.list_rules(context.namespace)
         if not any(r.pattern == pattern and r.paused for r in rules):
-            raise NotFound(f"{pattern!r} is not paused in namespace {self.namespace!r}")
-        await self.store.limits.set_paused(self.namespace, pattern, False, self.clock.now())
-        await self._audit(actor, "resume", {"pattern": pattern})
+            raise NotFound(f"{pattern!r} is not paused in namespace {context.namespace!r}")
+        now = context.clock.now()
+        await context.store.limits.set_paused(context.namespace, pattern, False, now)
+        await self._audit.note(actor, "resume", {"pattern": pattern})
 
-    async def limits(self) -> list[FlowStatus]:
+    async def list(self) -> builtins.list[FlowStatus]:
         """The namespace's rules with what each holds now (running, held back, oldest held):
-        all of them (at most ``max_limits``); :meth:`list_limits` pages them."""
-        await self.open()
-        return (await self.store.limits.status(self.namespace, self.clock.now())).items
+        all of them (at most ``max_limits``); :meth:`page` pages them."""
+        context = self._context
+        await context.open()
+        return (await context.store.limits.status(context.namespace, context.clock.now())).items
 
-    async def list_limits(self, *, cursor: str | None = None, limit: int = 100) -> Page[FlowStatus]:
-        """One page of :meth:`limits`, by pattern; pass ``next_cursor`` back for the next."""
+    async def page(self, *, cursor: str | None = None, limit: int = 100) -> Page[FlowStatus]:
+        """One page of :meth:`list`, by pattern; pass ``next_cursor`` back for the next."""
         check_limit(limit)
-        await self.open()
-        return await self.store.limits.status(self.namespace, self.clock.now(), cursor, limit)
+        context = self._context
+        await context.open()
+        now = context.clock.now()
+        return await context.store.limits.status(context.namespace, now, cursor, limit)
+
+    async def __call__(self) -> builtins.list[FlowStatus]:
+        """Deprecated: ``app.limits()`` is :meth:`list`."""
+        warn_moved("limits()", "limits.list()")
+        return await self.list()

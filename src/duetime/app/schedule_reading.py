@@ -1,22 +1,22 @@
-"""The schedules part of the facade that reads: one schedule, a listing, a preview of a rule's
-next occurrences, and what new tz rules would move.
+"""What the schedules part reads: one schedule, a listing, a preview of a rule's next
+occurrences, and what new tz rules would move.
 
-:class:`ScheduleReadingMethods` is mixed into :class:`duetime.app.facade.AsyncApp`, under
-:class:`~duetime.app.schedules.ScheduleMethods` (which changes schedules through it).
+:class:`ScheduleReads` is the base of :class:`~duetime.app.schedules.Schedules` (which changes
+schedules, reading them through it).
 """
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from duetime.clock import Clock
+from duetime.app.context import AppContext
 from duetime.errors import InvalidInput, NotFound
 from duetime.model import Page, Schedule
 from duetime.revisions import preview_occurrences
 from duetime.schedules import ScheduleFilter, ScheduleRequest, check_schedule_name
-from duetime.store import Store
 from duetime.store.parts import ScheduleStore
 from duetime.validation import check_limit, check_type
 
@@ -25,30 +25,27 @@ if TYPE_CHECKING:
     from duetime.services.tzdata_diff import ZoneMove
 
 
-class ScheduleReadingMethods:
+class ScheduleReads:
     """Read schedules and preview rules."""
 
-    store: Store
-    clock: Clock
-    namespace: str
-
-    if TYPE_CHECKING:
-
-        async def open(self, *, create_namespace: bool | None = None) -> object: ...
+    def __init__(self, context: AppContext) -> None:
+        self._context = context
 
     @property
-    def schedules(self) -> ScheduleStore:
+    def _stored(self) -> ScheduleStore:
         """The store's schedules part."""
-        return self.store.schedules
+        return self._context.store.schedules
 
-    async def get_schedule(self, name: str) -> Schedule:
-        await self.open()
-        schedule = await self.schedules.get_schedule(self.namespace, check_schedule_name(name))
+    async def get(self, name: str) -> Schedule:
+        """The schedule ``name``; NotFound naming ``name`` when there is none."""
+        await self._context.open()
+        namespace = self._context.namespace
+        schedule = await self._stored.get_schedule(namespace, check_schedule_name(name))
         if schedule is None:
             raise self._missing(name)
         return schedule
 
-    async def list_schedules(
+    async def list(
         self,
         *,
         subject: str | None = None,
@@ -58,12 +55,13 @@ class ScheduleReadingMethods:
         limit: int = 50,
     ) -> Page[Schedule]:
         """Schedules by name, optionally of one subject / type / state; paginated."""
-        await self.open()
+        await self._context.open()
         if type is not None:
             check_type(type)
         check_limit(limit)
         schedule_filter = ScheduleFilter(subject=subject, type=type, active=active)
-        return await self.schedules.list_schedules(self.namespace, schedule_filter, cursor, limit)
+        namespace = self._context.namespace
+        return await self._stored.list_schedules(namespace, schedule_filter, cursor, limit)
 
     async def preview(
         self,
@@ -87,7 +85,7 @@ class ScheduleReadingMethods:
         weekend: str | Sequence[str] | None = None,
         roll: str | None = None,
         feb29: str = "feb28",
-    ) -> list[datetime]:
+    ) -> builtins.list[datetime]:
         """The next ``count`` occurrences (UTC) of a rule, or of the stored ``schedule``.
 
         From ``after`` (default: now; for a stored schedule, its next occurrence on; for an
@@ -106,7 +104,7 @@ class ScheduleReadingMethods:
             roll=roll,
             feb29=feb29,
         ).calendar_options()
-        stored = await self.get_schedule(schedule) if schedule is not None else None
+        stored = await self.get(schedule) if schedule is not None else None
         return preview_occurrences(
             stored,
             cron=cron,
@@ -118,15 +116,16 @@ class ScheduleReadingMethods:
             end_at=end_at,
             after=after,
             count=count,
-            now=self.clock.now(),
+            now=self._context.clock.now(),
             rrule=rrule,
             calendar=calendar,
         )
 
     def _missing(self, name: str) -> NotFound:
-        return NotFound(f"no schedule named {name!r} in namespace {self.namespace!r}", field="name")
+        where = f"in namespace {self._context.namespace!r}"
+        return NotFound(f"no schedule named {name!r} {where}", field="name")
 
-    async def tzdata_diff(self, zoneinfo: str, *, count: int = 5) -> list[ZoneMove]:
+    async def tzdata_diff(self, zoneinfo: str, *, count: int = 5) -> builtins.list[ZoneMove]:
         """What the tz rules compiled in the folder ``zoneinfo`` would move: every pending
         local-form timer and each schedule's next ``count`` occurrences (all namespaces: tz data
         is the installation's). Nothing is changed."""
@@ -134,11 +133,12 @@ class ScheduleReadingMethods:
 
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
             raise InvalidInput("count", "must be a whole number from 1 to 1000")
-        await self.open()
-        return await tzdata_diff(self.schedules, zoneinfo, self.clock.now(), count)
+        await self._context.open()
+        return await tzdata_diff(self._stored, zoneinfo, self._context.clock.now(), count)
 
-    def materializer(self, **options: Any) -> Materializer:
+    def materializer(self, /, **options: Any) -> Materializer:
         """A schedule materialiser for this app's namespace (``tick()`` or ``run(stop)``)."""
         from duetime.services.materializer import Materializer
 
-        return Materializer(self.store, self.clock, self.namespace, **options)
+        context = self._context
+        return Materializer(context.store, context.clock, context.namespace, **options)

@@ -1,8 +1,11 @@
-"""The schedules part of the facade that changes them: add, change, pause, resume, delete.
+"""The schedules part of an app (``app.schedules``): add, change, pause, resume, delete, and
+run one's next occurrence now.
 
-:class:`ScheduleMethods` is mixed into :class:`duetime.app.facade.AsyncApp`, and reads through
-:mod:`duetime.app.schedule_reading`; it needs only the app's store, clock, namespace, settings
-and ``open()``.
+:class:`Schedules` reads through :class:`~duetime.app.schedule_reading.ScheduleReads` and
+writes its operator actions to the app's :class:`~duetime.app.audit.Audit`. Running a schedule's
+next occurrence now creates that occurrence's timer (its usual key) and advances the schedule past
+it in one transaction, then makes the timer due: the occurrence runs once, and the schedule goes on
+from the one after.
 """
 
 from __future__ import annotations
@@ -10,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from duetime.app.audit import AuditMethods
-from duetime.app.schedule_reading import ScheduleReadingMethods
-from duetime.clock import Clock
-from duetime.config import Settings
+from duetime.app.audit import Audit
+from duetime.app.context import AppContext
+from duetime.app.deprecation import warn_moved
+from duetime.app.schedule_reading import ScheduleReads
 from duetime.errors import Conflict, InvalidInput
-from duetime.model import JSON, OnConflict, Schedule
+from duetime.model import JSON, OnConflict, Schedule, Timer
 from duetime.model.audit import Actor, keys_target
 from duetime.model.schedules import NewSchedule
 from duetime.revisions import revise
@@ -29,33 +32,33 @@ from duetime.schedules import (
     Unset,
     check_schedule_name,
 )
-from duetime.store import Store
 from duetime.store.room import ScheduleRoom
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS
 from duetime.timemath.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
 from duetime.validation import check_on_conflict
 
-if TYPE_CHECKING:
-    pass
-
 _REVISE_TRIES = 20
+_NOT_FIELDS = ("self", "name", "actor", "on_conflict")
+"""Parameters of :meth:`Schedules.add` and :meth:`Schedules.update` that are no field."""
 
 
-class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
+class Schedules(ScheduleReads):
     """Schedules are data: each occurrence becomes an ordinary timer (see docs/schedules.md)."""
 
-    store: Store
-    clock: Clock
-    namespace: str
-    settings: Settings
+    def __init__(self, context: AppContext, audit: Audit) -> None:
+        super().__init__(context)
+        self._audit = audit
 
-    if TYPE_CHECKING:
+    def __getattr__(self, name: str) -> Any:
+        """Deprecated: ``app.schedules`` was the store's schedules part; what this part lacks
+        is still read from that one (``app.store.schedules``), with a warning saying so."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        found = getattr(self._context.store.schedules, name)
+        warn_moved(f"schedules.{name}", f"store.schedules.{name}", stacklevel=2)
+        return found
 
-        @property
-        def is_open(self) -> bool:
-            """Provided by the app: whether open has run."""
-
-    async def add_schedule(
+    async def add(
         self,
         name: str,
         type: str,
@@ -101,39 +104,16 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         ``modified_backward``) keep it on business days; ``feb29`` says what
         a yearly rule on 29 February does in common years (see docs/schedules.md).
         """
-        request = ScheduleRequest(
-            name=name,
-            type=type,
-            payload=payload,
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            subject=subject,
-            start_at=start_at,
-            end_at=end_at,
-            catch_up=catch_up,
-            on_gap=on_gap,
-            on_overlap=on_overlap,
-            active=True if active is None else active,
-            max_attempts=max_attempts,
-            overlap=overlap,
-            catch_up_grace=catch_up_grace,
-            rrule=rrule,
-            dtstart=dtstart,
-            exdates=exdates,
-            rdates=rdates,
-            holidays=holidays,
-            holiday_dates=holiday_dates,
-            weekend=weekend,
-            roll=roll,
-            feb29=feb29,
-        )
-        (result,) = await self.add_schedules(
+        given = dict(locals())  # every parameter, first thing
+        fields = {k: v for k, v in given.items() if k not in _NOT_FIELDS}
+        fields["active"] = True if active is None else active
+        request = ScheduleRequest(name=name, **fields)
+        (result,) = await self.add_many(
             [request], on_conflict=on_conflict, keep_active=active is None, actor=actor
         )
         return result
 
-    async def add_schedules(
+    async def add_many(
         self,
         requests: Iterable[ScheduleRequest],
         *,
@@ -142,17 +122,18 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         actor: Actor | None = None,
     ) -> list[tuple[ScheduleAction, Schedule]]:
         """Create many schedules in one transaction (all or, on bad input, none); see
-        add_schedule. Each is validated as the store reads it, so the store can send the first
+        :meth:`add`. Each is validated as the store reads it, so the store can send the first
         while the rest are still being validated. One audit entry (``schedule_define``) names
         the schedules created or updated; one that was kept as it was is not counted."""
         check_on_conflict(on_conflict)
         requests = list(requests)
-        now = self.clock.now()
+        context = self._context
+        now = context.clock.now()
         news: Iterable[NewSchedule] = self._resolve_schedules(requests, now)
-        if not self.is_open:  # opening creates the namespace: not for a batch that is refused
+        if not context.opened:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
-        await self.open()
-        stored = await self.schedules.put_schedules(
+        await context.open()
+        stored = await self._stored.put_schedules(
             news, on_conflict, now, self._schedule_room(requests)
         )
         results: list[tuple[ScheduleAction, Schedule]] = []
@@ -161,7 +142,7 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
                 results.append(("created", row))
                 continue
             if on_conflict == "keep":
-                results.append(("kept", await self.get_schedule(request.name)))
+                results.append(("kept", await self.get(request.name)))
                 continue
 
             def define(current: Schedule, request: ScheduleRequest = request) -> ScheduleRequest:
@@ -183,14 +164,14 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
             target = {"schedule": done[0][1].name, "outcome": done[0][0]}
         else:
             target = {"schedules": keys_target([schedule.name for _, schedule in done])}
-        await self._audit(actor, "schedule_define", target, len(done))
+        await self._audit.note(actor, "schedule_define", target, len(done))
 
     def _resolve_schedules(
         self, requests: list[ScheduleRequest], now: datetime
     ) -> Iterator[NewSchedule]:
         """Each request validated as it is read; a bad one raises InvalidInput naming its
         field, behind its index (``[3].cron``) unless it is the only request."""
-        namespace, settings = self.namespace, self.settings
+        namespace, settings = self._context.namespace, self._context.settings
         rules: RuleCache = {}
         for index, request in enumerate(requests):
             try:
@@ -211,9 +192,9 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         ``max_schedules``: the store checks it as it stores them (CapReached naming ``name``
         otherwise, and nothing is stored)."""
         names = sorted({r.name for r in requests if isinstance(r.name, str)})
-        return ScheduleRoom(self.namespace, names, self.settings.max_schedules)
+        return ScheduleRoom(self._context.namespace, names, self._context.settings.max_schedules)
 
-    async def update_schedule(
+    async def update(
         self,
         name: str,
         *,
@@ -248,41 +229,15 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         Giving ``cron``, ``every`` or ``rrule`` switches the schedule to that kind of rule. The
         audit log (``schedule_change``) names the fields given, when the schedule changed.
         """
+        given = dict(locals())  # every parameter, first thing
         changes: dict[str, Any] = {
-            key: value
-            for key, value in {
-                "type": type,
-                "payload": payload,
-                "cron": cron,
-                "every": every,
-                "timezone": timezone,
-                "subject": subject,
-                "start_at": start_at,
-                "end_at": end_at,
-                "catch_up": catch_up,
-                "on_gap": on_gap,
-                "on_overlap": on_overlap,
-                "max_attempts": max_attempts,
-                "active": active,
-                "overlap": overlap,
-                "catch_up_grace": catch_up_grace,
-                "rrule": rrule,
-                "dtstart": dtstart,
-                "exdates": exdates,
-                "rdates": rdates,
-                "holidays": holidays,
-                "holiday_dates": holiday_dates,
-                "weekend": weekend,
-                "roll": roll,
-                "feb29": feb29,
-            }.items()
-            if value is not UNSET
+            k: v for k, v in given.items() if k not in _NOT_FIELDS and v is not UNSET
         }
         fields = sorted(changes)
         changed, schedule = await self._change(name, changes)
         if changed:
             target: dict[str, JSON] = {"schedule": schedule.name, "fields": list(fields)}
-            await self._audit(actor, "schedule_change", target)
+            await self._audit.note(actor, "schedule_change", target)
         return schedule
 
     async def _change(self, name: str, changes: dict[str, Any]) -> tuple[bool, Schedule]:
@@ -298,36 +253,35 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         def define(current: Schedule) -> ScheduleRequest:
             return replace(ScheduleRequest.of(current), **changes)
 
-        await self.open()
+        await self._context.open()
         return await self._revise(check_schedule_name(name), define)
 
-    async def pause_schedule(self, name: str, *, actor: Actor | None = None) -> Schedule:
+    async def pause(self, name: str, *, actor: Actor | None = None) -> Schedule:
         """Stop firing (occurrences made ahead of time are withdrawn) until resumed; pausing a
         paused schedule changes nothing and is not written to the audit log."""
         changed, schedule = await self._change(name, {"active": False})
         if changed:
-            await self._audit(actor, "schedule_pause", {"schedule": schedule.name})
+            await self._audit.note(actor, "schedule_pause", {"schedule": schedule.name})
         return schedule
 
-    async def resume_schedule(self, name: str, *, actor: Actor | None = None) -> Schedule:
+    async def resume(self, name: str, *, actor: Actor | None = None) -> Schedule:
         """Fire again from the next occurrence after now (the paused time is not caught up)."""
         changed, schedule = await self._change(name, {"active": True})
         if changed:
-            await self._audit(actor, "schedule_resume", {"schedule": schedule.name})
+            await self._audit.note(actor, "schedule_resume", {"schedule": schedule.name})
         return schedule
 
-    async def delete_schedule(
-        self, name: str, *, actor: Actor | None = None
-    ) -> tuple[Schedule, int]:
+    async def delete(self, name: str, *, actor: Actor | None = None) -> tuple[Schedule, int]:
         """Delete a schedule; its pending occurrences are cancelled (how many is returned)."""
-        await self.open()
-        deleted = await self.schedules.delete_schedule(
-            self.namespace, check_schedule_name(name), self.clock.now()
+        context = self._context
+        await context.open()
+        deleted = await self._stored.delete_schedule(
+            context.namespace, check_schedule_name(name), context.clock.now()
         )
         if deleted is None:
             raise self._missing(name)
         target = {"schedule": deleted[0].name, "cancelled": deleted[1]}
-        await self._audit(actor, "schedule_delete", target)
+        await self._audit.note(actor, "schedule_delete", target)
         return deleted
 
     async def _revise(
@@ -335,20 +289,42 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
     ) -> tuple[bool, Schedule]:
         """Read, revise and write with a version check; again if someone changed it meanwhile."""
         for _ in range(_REVISE_TRIES):
-            current = await self.get_schedule(name)
-            now = self.clock.now()
+            current = await self.get(name)
+            now = self._context.clock.now()
+            settings = self._context.settings
             revision = revise(
-                current,
-                define(current),
-                now,
-                self.settings.max_attempts,
-                self.settings.max_payload_bytes,
+                current, define(current), now, settings.max_attempts, settings.max_payload_bytes
             )
             if not revision.changed:
                 return False, current
-            saved = await self.schedules.save_schedule(
-                revision.schedule, now, revision.release_after
-            )
+            saved = await self._stored.save_schedule(revision.schedule, now, revision.release_after)
             if saved is not None:
                 return True, saved
+        raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+
+    async def run_next_now(self, name: str, *, actor: Actor | None = None) -> Timer:
+        """Run the schedule's next occurrence now: its timer (key ``schedule:<name>:<instant>``)
+        is created and the schedule advanced past it in one transaction, then made due; when
+        its instant comes, nothing more fires. Conflict when paused or ended."""
+        from duetime.services.materializer import plan_advance
+
+        context = self._context
+        for _ in range(5):
+            schedule = await self.get(name)
+            upcoming = schedule.next_at
+            if not schedule.active:
+                raise Conflict(f"schedule {name!r} is paused: resume it first", field="name")
+            if upcoming is None:
+                raise Conflict(f"schedule {name!r} has no next occurrence (ended)", field="name")
+            advance = plan_advance(schedule, upcoming, lookahead=timedelta(0), per_schedule=1)
+            if not advance.timers:  # pragma: no cover - next_at is always planned at itself
+                raise Conflict(f"schedule {name!r} has nothing to run", field="name")
+            moved = await self._stored.advance_schedules([advance], context.clock.now())
+            if moved:
+                key = advance.timers[0].key
+                now = context.clock.now()
+                timer = await context.store.run_now(context.namespace, key, now)
+                target = {"schedule": name, "key": timer.key}
+                await self._audit.note(actor, "schedule_run_next", target)
+                return timer
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")

@@ -1,28 +1,36 @@
 """The synchronous facade: :class:`App` runs :class:`AsyncApp` on a private event loop thread.
 
-One thin wrapper instead of twin ``x``/``x_async`` methods: every method of ``App`` is the
-``AsyncApp`` method of the same name, run to completion.
+One thin wrapper instead of twin ``x``/``x_async`` methods: ``App.timers``, ``App.schedules``…
+are the ``AsyncApp`` parts of the same name, each method run to completion
+(:mod:`duetime.app.blocking`); ``App.schedule``, ``cancel``, ``get`` and ``emit`` are theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from duetime.app.blocking import (
+    BlockingAudit,
+    BlockingEvents,
+    BlockingLimits,
+    BlockingNamespaces,
+    BlockingSchedules,
+    BlockingTimers,
+    BlockingTokens,
+    LoopThread,
+)
+from duetime.app.deprecation import moved, relay
 from duetime.app.facade import AsyncApp
-from duetime.app.outbox import held_blocking, run_now
 from duetime.app.runner import stopping_on_signals, work
 from duetime.bus.routes import Route
 from duetime.clock import Clock
 from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.store import Store
-from duetime.support import eventloop
 from duetime.worker import WorkerStats
 
 P = ParamSpec("P")
@@ -35,39 +43,11 @@ SIGNAL_CHECK = 0.25
 handler of a SIGINT or SIGTERM delivered to another thread within this long."""
 
 
-class _LoopThread:
-    """An event loop on a daemon thread, started on first use."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = eventloop.loop_factory()()
-                thread = threading.Thread(target=loop.run_forever, name="duetime-loop", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def call(self, coro: Coroutine[Any, Any, R]) -> R:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop()).result()
-
-    def stop(self) -> None:
-        with self._lock:
-            if self._loop is None or self._thread is None:
-                return
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
-            self._loop = self._thread = None
-
-
 def _blocking(
     method: Callable[Concatenate[AsyncApp, P], Awaitable[R]],
 ) -> Callable[Concatenate[App, P], R]:
+    """The app's own async ``method`` (not a part's), run to completion on the loop thread."""
+
     def call(self: App, /, *args: P.args, **kwargs: P.kwargs) -> R:
         async def run() -> R:
             return await method(self.core, *args, **kwargs)
@@ -77,28 +57,7 @@ def _blocking(
     call.__name__ = method.__name__
     call.__qualname__ = f"App.{method.__name__}"
     call.__doc__ = method.__doc__
-    # help() and editors show the async method's parameters, not (*args, **kwargs)
     call.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-    return call
-
-
-def _joining(
-    method: Callable[Concatenate[AsyncApp, P], Awaitable[R]],
-) -> Callable[Concatenate[App, P], R]:
-    """:func:`_blocking`, but given a ``transaction=`` the method runs here, in the caller's
-    thread, on the caller's own blocking connection (never on the loop thread: a driver
-    connection belongs to the thread using it); see :mod:`duetime.app.outbox`."""
-    blocking = _blocking(method)
-
-    def call(self: App, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        transaction = kwargs.get("transaction")
-        if transaction is None:
-            return blocking(self, *args, **kwargs)
-        self.open()
-        kwargs["transaction"] = held_blocking(transaction)
-        return run_now(method(self.core, *args, **kwargs))  # type: ignore[arg-type]
-
-    functools.update_wrapper(call, blocking)
     return call
 
 
@@ -115,10 +74,18 @@ class App:
         store: Store | None = None,
         **overrides: Any,
     ) -> None:
-        self.core = AsyncApp(
+        core = AsyncApp(
             database_url, namespace, clock=clock, settings=settings, store=store, **overrides
         )
-        self._portal = _LoopThread()
+        self.core = core
+        portal = self._portal = LoopThread()
+        self.timers = BlockingTimers(core.timers, portal, self.open)
+        self.events = BlockingEvents(core.events, portal, self.open)
+        self.schedules = BlockingSchedules(core.schedules, portal, self.open)
+        self.limits = BlockingLimits(core.limits, portal, self.open)
+        self.tokens = BlockingTokens(core.tokens, portal, self.open)
+        self.audit = BlockingAudit(core.audit, portal, self.open)
+        self.namespaces = BlockingNamespaces(core.namespaces, portal, self.open)
 
     @property
     def namespace(self) -> str:
@@ -144,50 +111,50 @@ class App:
     def producer(self) -> str | None:
         return self.core.producer
 
-    schedule = _joining(AsyncApp.schedule)
-    schedule_many = _joining(AsyncApp.schedule_many)
-    emit = _joining(AsyncApp.emit)
-    get = _blocking(AsyncApp.get)
-    attempts = _blocking(AsyncApp.attempts)
-    moves = _blocking(AsyncApp.moves)
-    cancel = _joining(AsyncApp.cancel)
-    history = _blocking(AsyncApp.history)
-    types = _blocking(AsyncApp.types)
-    dead = _blocking(AsyncApp.dead)
-    dead_types = _blocking(AsyncApp.dead_types)
-    replay = _blocking(AsyncApp.replay)
-    run_now = _blocking(AsyncApp.run_now)
-    delete = _blocking(AsyncApp.delete)
-    bulk = _blocking(AsyncApp.bulk)
-    audit_log = _blocking(AsyncApp.audit_log)
-    counts = _blocking(AsyncApp.counts)
-    events = _blocking(AsyncApp.events)
-    activity = _blocking(AsyncApp.activity)
-    charts = _blocking(AsyncApp.charts)
-    edit = _blocking(AsyncApp.edit)
-    run_next_now = _blocking(AsyncApp.run_next_now)
+    schedule = relay(BlockingTimers.schedule, "timers")
+    cancel = relay(BlockingTimers.cancel, "timers")
+    get = relay(BlockingTimers.get, "timers")
+    emit = relay(BlockingEvents.emit, "events")
     maintain = _blocking(AsyncApp.maintain)
     tick = _blocking(AsyncApp.tick)
     migrate = _blocking(AsyncApp.migrate)
     nodes = _blocking(AsyncApp.nodes)
-    subscribers = _blocking(AsyncApp.subscribers)
-    unsubscribed = _blocking(AsyncApp.unsubscribed)
-    add_schedule = _blocking(AsyncApp.add_schedule)
-    add_schedules = _blocking(AsyncApp.add_schedules)
-    get_schedule = _blocking(AsyncApp.get_schedule)
-    list_schedules = _blocking(AsyncApp.list_schedules)
-    update_schedule = _blocking(AsyncApp.update_schedule)
-    pause_schedule = _blocking(AsyncApp.pause_schedule)
-    resume_schedule = _blocking(AsyncApp.resume_schedule)
-    delete_schedule = _blocking(AsyncApp.delete_schedule)
-    preview = _blocking(AsyncApp.preview)
-    tzdata_diff = _blocking(AsyncApp.tzdata_diff)
-    set_limit = _blocking(AsyncApp.set_limit)
-    remove_limit = _blocking(AsyncApp.remove_limit)
-    pause = _blocking(AsyncApp.pause)
-    resume = _blocking(AsyncApp.resume)
-    limits = _blocking(AsyncApp.limits)
-    list_limits = _blocking(AsyncApp.list_limits)
+
+    # -- deprecated: the methods the parts took over ----------------------------------------
+    schedule_many = moved(BlockingTimers.schedule_many, "timers")
+    attempts = moved(BlockingTimers.attempts, "timers")
+    moves = moved(BlockingTimers.moves, "timers")
+    history = moved(BlockingTimers.history, "timers")
+    dead = moved(BlockingTimers.dead, "timers")
+    dead_types = moved(BlockingTimers.dead_types, "timers")
+    counts = moved(BlockingTimers.counts, "timers")
+    replay = moved(BlockingTimers.replay, "timers")
+    run_now = moved(BlockingTimers.run_now, "timers")
+    delete = moved(BlockingTimers.delete, "timers")
+    bulk = moved(BlockingTimers.bulk, "timers")
+    edit = moved(BlockingTimers.edit, "timers")
+    types = moved(BlockingEvents.types, "events")
+    activity = moved(BlockingEvents.activity, "events")
+    charts = moved(BlockingEvents.charts, "events")
+    subscribers = moved(BlockingEvents.subscribers, "events")
+    unsubscribed = moved(BlockingEvents.unsubscribed, "events")
+    audit_log = moved(BlockingAudit.log, "audit")
+    add_schedule = moved(BlockingSchedules.add, "schedules")
+    add_schedules = moved(BlockingSchedules.add_many, "schedules")
+    get_schedule = moved(BlockingSchedules.get, "schedules")
+    list_schedules = moved(BlockingSchedules.list, "schedules")
+    update_schedule = moved(BlockingSchedules.update, "schedules")
+    pause_schedule = moved(BlockingSchedules.pause, "schedules")
+    resume_schedule = moved(BlockingSchedules.resume, "schedules")
+    delete_schedule = moved(BlockingSchedules.delete, "schedules")
+    preview = moved(BlockingSchedules.preview, "schedules")
+    tzdata_diff = moved(BlockingSchedules.tzdata_diff, "schedules")
+    run_next_now = moved(BlockingSchedules.run_next_now, "schedules")
+    set_limit = moved(BlockingLimits.set, "limits")
+    remove_limit = moved(BlockingLimits.remove, "limits")
+    pause = moved(BlockingLimits.pause, "limits")
+    resume = moved(BlockingLimits.resume, "limits")
+    list_limits = moved(BlockingLimits.page, "limits")
 
     def open(self) -> App:
         if not self.core.is_open:

@@ -1,4 +1,4 @@
-"""The facade's API tokens: issue, list and revoke the REST API's bearer tokens.
+"""The tokens part of an app (``app.tokens``): issue, list and revoke the REST API's bearer tokens.
 
 They live in the store's ``tokens`` part; the rules (format, scope, hashing) are
 :mod:`duetime.tenancy.auth`'s. Tokens serve every namespace of a database, so these methods do not
@@ -8,17 +8,15 @@ auth on the API never creates namespaces by itself.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
-from duetime.app.audit import AuditMethods
-from duetime.clock import Clock
-from duetime.config import Settings
+from duetime.app.audit import Audit
+from duetime.app.context import AppContext
 from duetime.model import Page
 from duetime.model.audit import Actor
 from duetime.model.tokens import TokenInfo
-from duetime.store import Store
 from duetime.store.cursors import decode_token_cursor, encode_token_cursor, page
 from duetime.store.tokens import name_taken
 from duetime.tenancy.auth import (
@@ -34,22 +32,17 @@ from duetime.validation import check_limit
 log = logging.getLogger("duetime.audit")
 
 
-class TokenMethods(AuditMethods):
-    """The API tokens of the app's database (mixed into the facade).
+class Tokens:
+    """The API tokens of the app's database.
 
     Creating and revoking one is audited in each namespace the token may use (a ``*`` token's
     in every namespace there is): each tenant's log says who was given access to it."""
 
-    store: Store
-    clock: Clock
-    settings: Settings
+    def __init__(self, context: AppContext, audit: Audit) -> None:
+        self._context = context
+        self._audit = audit
 
-    if TYPE_CHECKING:
-
-        async def _open_store(self, *, migrate: bool) -> None:
-            """Provided by the app: connects (and migrates) without creating a namespace."""
-
-    async def issue_token(
+    async def issue(
         self,
         namespaces: Iterable[str],
         *,
@@ -62,49 +55,45 @@ class TokenMethods(AuditMethods):
         active, and the namespaces it creates count against ``max_namespaces``."""
         scope = check_token_namespaces(namespaces)
         name = check_token_name(name)
-        await self._open_store(migrate=self.settings.migrate)
-        await check_token_room(self.store, self.settings)
-        if name is not None and await self.store.tokens.token_named(name) is not None:
+        context = self._context
+        store, settings = context.store, context.settings
+        await context.open_store()
+        await check_token_room(store, settings)
+        if name is not None and await store.tokens.token_named(name) is not None:
             raise name_taken(name)  # before its namespaces are made: the insert checks again
         named = [namespace for namespace in scope if namespace != ALL_NAMESPACES]
-        now = self.clock.now()
+        now = context.clock.now()
         if named:
-            cap = self.settings.max_namespaces
-            await self.store.add_namespaces(named, now, cap, "namespace")
+            await store.add_namespaces(named, now, settings.max_namespaces, "namespace")
         issued = await issue_token(
-            self.store.tokens,
-            scope,
-            read_only=read_only,
-            name=name,
-            now=now,
-            cap=self.settings.max_tokens,
+            store.tokens, scope, read_only=read_only, name=name, now=now, cap=settings.max_tokens
         )
         await self._audit_token(actor, "token_create", issued.info)
         return issued
 
-    async def list_tokens(self, *, include_revoked: bool = False) -> list[TokenInfo]:
+    async def list(self, *, include_revoked: bool = False) -> builtins.list[TokenInfo]:
         """Every active token (and the revoked ones with ``include_revoked``), oldest first;
-        :meth:`token_page` pages them (revoked tokens are kept, so they are not capped)."""
-        await self._open_store(migrate=self.settings.migrate)
-        return await self.store.tokens.list_tokens(include_revoked=include_revoked)
+        :meth:`page` pages them (revoked tokens are kept, so they are not capped)."""
+        await self._context.open_store()
+        return await self._context.store.tokens.list_tokens(include_revoked=include_revoked)
 
-    async def token_page(
+    async def page(
         self, *, include_revoked: bool = False, cursor: str | None = None, limit: int = 100
     ) -> Page[TokenInfo]:
-        """One page of :meth:`list_tokens`, oldest first; pass ``next_cursor`` back for the
+        """One page of :meth:`list`, oldest first; pass ``next_cursor`` back for the
         next."""
         check_limit(limit)
         after = decode_token_cursor(cursor)
-        await self._open_store(migrate=self.settings.migrate)
-        rows = await self.store.tokens.list_tokens(
+        await self._context.open_store()
+        rows = await self._context.store.tokens.list_tokens(
             include_revoked=include_revoked, after=after, limit=limit + 1
         )
         return page(rows, limit, lambda info: info, lambda info: encode_token_cursor(info.id))
 
-    async def revoke_token(self, token_id: int, *, actor: Actor | None = None) -> TokenInfo:
+    async def revoke(self, token_id: int, *, actor: Actor | None = None) -> TokenInfo:
         """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""
-        await self._open_store(migrate=self.settings.migrate)
-        info = await self.store.tokens.revoke_token(token_id, self.clock.now())
+        await self._context.open_store()
+        info = await self._context.store.tokens.revoke_token(token_id, self._context.clock.now())
         await self._audit_token(actor, "token_revoke", info)
         return info
 
@@ -115,14 +104,14 @@ class TokenMethods(AuditMethods):
         namespaces: Sequence[str] = info.namespaces
         if info.all_namespaces:
             try:
-                namespaces = await self.store.list_namespaces()
+                namespaces = await self._context.store.list_namespaces()
             except Exception:
                 log.exception("reading the namespaces of a token's audit entry failed")
-                namespaces = (self.namespace,)
+                namespaces = (self._context.namespace,)
         target = {
             "token": info.id,
             "name": info.name,
             "namespaces": list(info.namespaces),
             "read_only": info.read_only,
         }
-        await self._audit(actor, action, target, namespaces=namespaces)
+        await self._audit.note(actor, action, target, namespaces=namespaces)

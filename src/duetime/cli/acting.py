@@ -46,7 +46,7 @@ def edit(
             raise InvalidInput("payload", f"is not JSON: {exc}") from None
 
     async def action(app: AsyncApp) -> Timer:
-        return await app.edit(key, changes)
+        return await app.timers.edit(key, changes)
 
     timer = run_app(action, create_namespace=False)
     if config().json:
@@ -62,7 +62,7 @@ def run_next(name: str) -> None:
     """Run schedule NAME's next occurrence now; the schedule goes on from the one after it."""
 
     async def action(app: AsyncApp) -> Timer:
-        return await app.run_next_now(name)
+        return await app.schedules.run_next_now(name)
 
     timer = run_app(action, create_namespace=False)
     if config().json:

@@ -20,7 +20,7 @@ def audit(limit: int, cursor: str | None) -> None:
     and tokens, each with its actor (token:NAME, cli:USER@HOST, ...), what it took and how many."""
 
     async def action(app: AsyncApp) -> Page[AuditEntry]:
-        return await app.audit_log(cursor=cursor, limit=limit)
+        return await app.audit.log(cursor=cursor, limit=limit)
 
     page = run_app(action, create_namespace=False)
     if config().json:

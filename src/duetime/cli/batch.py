@@ -54,7 +54,7 @@ def validate(app: AsyncApp, lines: Iterable[tuple[int, str]]) -> list[NewTimer]:
         data = parse_json_text(line.rstrip("\r\n"), f"line {number}", depth=FILE_LINE_DEPTH)
         try:
             request = TimerRequest.from_dict(data)
-            timers.extend(app.prepare([request]))
+            timers.extend(app.timers.prepare([request]))
         except InvalidInput as exc:
             raise _at_line(number, exc) from exc
     return timers
@@ -94,7 +94,7 @@ async def store(
         try:
             for start in range(0, len(timers), BATCH_SIZE):
                 batch = timers[start : start + BATCH_SIZE]
-                results = await app.put(batch, on_conflict=on_conflict)
+                results = await app.timers.put(batch, on_conflict=on_conflict)
                 counts.update(result.action for result in results)
                 stored += len(batch)
                 progress.advance(task, len(batch))

@@ -30,7 +30,7 @@ def list_dead(limit: int, cursor: str | None) -> None:
     """List dead timers, newest first, with their last error."""
 
     async def action(app: AsyncApp) -> tuple[Page[Timer], Subscribers]:
-        return await app.dead(cursor=cursor, limit=limit), await app.subscribers()
+        return await app.timers.dead(cursor=cursor, limit=limit), await app.events.subscribers()
 
     print_page(run_app(action, create_namespace=False), with_error=True)
 
@@ -61,7 +61,7 @@ def replay(
     if key is not None:
 
         async def one(app: AsyncApp) -> Timer:
-            return await app.replay(key)
+            return await app.timers.replay(key)
 
         timer = run_app(one, create_namespace=False)
         if config().json:
@@ -84,17 +84,19 @@ def replay(
             if not finished:
                 target["interrupted"] = True
             if replayed:  # a run that replayed nothing changed nothing: not written
-                await app.record_action("bulk_replay", target, len(replayed), actor=actor)
+                await app.audit.record("bulk_replay", target, len(replayed), actor=actor)
 
     async def replay_pages(app: AsyncApp, replayed: list[str]) -> None:
         cursor: str | None = None
         while True:
             # Replayed timers leave the queue; the cursor moves past them, so timers that die
             # again meanwhile are not replayed twice in one run.
-            page = await app.history(status="dead", **narrowing, cursor=cursor, limit=REPLAY_PAGE)
+            page = await app.timers.history(
+                status="dead", **narrowing, cursor=cursor, limit=REPLAY_PAGE
+            )
             for timer in page.items:
                 try:
-                    await app.replay(timer.key)
+                    await app.timers.replay(timer.key)
                 except Conflict:  # replayed by someone else meanwhile
                     continue
                 replayed.append(timer.key)

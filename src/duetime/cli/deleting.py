@@ -60,7 +60,7 @@ def delete(
     async def count(app: AsyncApp) -> tuple[int, str]:
         found = timer_filter(**narrowing, now=app.clock.now())
         chosen = list(keys) or None
-        total = await app.bulk("delete", found, keys=chosen, dry_run=True)
+        total = await app.timers.bulk("delete", found, keys=chosen, dry_run=True)
         return total, describe_target(filter_target(found, chosen))
 
     matching, described = run_app(count, create_namespace=False)
@@ -76,14 +76,14 @@ def delete(
 
     async def act(app: AsyncApp) -> int:
         found = timer_filter(**narrowing, now=app.clock.now())
-        return await app.bulk("delete", found, keys=list(keys) or None)
+        return await app.timers.bulk("delete", found, keys=list(keys) or None)
 
     report(run_app(act, create_namespace=False), dry_run=False)
 
 
 def delete_one(key: str) -> None:
     async def action(app: AsyncApp) -> Timer:
-        return await app.delete(key)
+        return await app.timers.delete(key)
 
     timer = run_app(action, create_namespace=False)
     if config().json:

@@ -35,7 +35,7 @@ def events(
     """The event log: timers that fired, newest first, with their deliveries."""
 
     async def action(app: AsyncApp) -> Page[LoggedEvent]:
-        return await app.events(
+        return await app.events.log(
             type=event_type, since=since, until=until, cursor=cursor, limit=limit
         )
 

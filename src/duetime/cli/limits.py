@@ -45,7 +45,7 @@ def set_limit(
     """Limit the event types PATTERN matches (a type, or a glob such as 'email.*')."""
 
     async def action(app: AsyncApp) -> FlowRule:
-        return await app.set_limit(
+        return await app.limits.set(
             pattern, concurrency=concurrency, rate=rate, burst=burst, partition_by=partition_by
         )
 
@@ -64,7 +64,7 @@ def list_limits(limit: int, cursor: str | None) -> None:
     """The namespace's limits and pauses by pattern, with what each holds back now."""
 
     async def action(app: AsyncApp) -> Page[FlowStatus]:
-        return await app.list_limits(cursor=cursor, limit=limit)
+        return await app.limits.page(cursor=cursor, limit=limit)
 
     listed = run_app(action, create_namespace=False)
     found = listed.items
@@ -103,7 +103,7 @@ def remove_limit(pattern: str) -> None:
     """Remove PATTERN's limit (a pause stays)."""
 
     async def action(app: AsyncApp) -> None:
-        await app.remove_limit(pattern)
+        await app.limits.remove(pattern)
 
     run_app(action, create_namespace=False)
     if config().json:
@@ -119,7 +119,7 @@ def pause(pattern: str) -> None:
     """Start none of the event types PATTERN matches, on any node, until 'duetime resume'."""
 
     async def action(app: AsyncApp) -> FlowRule:
-        return await app.pause(pattern)
+        return await app.limits.pause(pattern)
 
     rule = run_app(action, create_namespace=False)
     if config().json:
@@ -135,7 +135,7 @@ def resume(pattern: str) -> None:
     """Let PATTERN's paused event types start again, oldest due first."""
 
     async def action(app: AsyncApp) -> None:
-        await app.resume(pattern)
+        await app.limits.resume(pattern)
 
     run_app(action, create_namespace=False)
     if config().json:

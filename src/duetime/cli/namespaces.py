@@ -23,7 +23,7 @@ def create(name: str) -> None:
     """Create namespace NAME (nothing changes if it exists)."""
 
     async def action(app: AsyncApp) -> bool:
-        return await app.add_namespace(name)
+        return await app.namespaces.add(name)
 
     created = run_app(action)
     if config().json:
@@ -44,7 +44,7 @@ def list_namespaces(limit: int, cursor: str | None) -> None:
     """List the namespaces of the database by name, a page at a time."""
 
     async def action(app: AsyncApp) -> Page[str]:
-        return await app.namespace_page(cursor=cursor, limit=limit)
+        return await app.namespaces.page(cursor=cursor, limit=limit)
 
     listed = run_app(action)
     names = listed.items

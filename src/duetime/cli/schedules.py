@@ -111,7 +111,7 @@ def add(
     given = {key: value for key, value in fields.items() if value is not None} | calendar
 
     async def action(app: AsyncApp) -> tuple[ScheduleAction, Schedule]:
-        return await app.add_schedule(
+        return await app.schedules.add(
             name,
             event_type,
             data,
@@ -141,7 +141,7 @@ def update(name: str, event_type: str | None, payload: str | None, **fields: Any
         raise click.UsageError("nothing to change: give at least one option")
 
     async def action(app: AsyncApp) -> Schedule:
-        return await app.update_schedule(name, **changes)
+        return await app.schedules.update(name, **changes)
 
     print_action("updated", run_app(action, create_namespace=False))
 
@@ -163,7 +163,7 @@ def list_schedules(
     """List schedules by name."""
 
     async def action(app: AsyncApp) -> Page[Schedule]:
-        return await app.list_schedules(
+        return await app.schedules.list(
             subject=subject, type=event_type, active=active, cursor=cursor, limit=limit
         )
 
@@ -187,8 +187,10 @@ def show(name: str, count: int) -> None:
     """Show schedule NAME and its next occurrences."""
 
     async def action(app: AsyncApp) -> tuple[Schedule, list[datetime]]:
-        schedule = await app.get_schedule(name)
-        upcoming = await app.preview(schedule=name, count=count) if schedule.active else []
+        schedule = await app.schedules.get(name)
+        upcoming = (
+            await app.schedules.preview(schedule=name, count=count) if schedule.active else []
+        )
         return schedule, upcoming
 
     schedule, upcoming = run_app(action, create_namespace=False)
@@ -214,7 +216,7 @@ def _state_command(verb: str, past: str, doc: str) -> click.Command:
     @common_options
     def command(name: str) -> None:
         async def action(app: AsyncApp) -> Schedule:
-            method = app.pause_schedule if verb == "pause" else app.resume_schedule
+            method = app.schedules.pause if verb == "pause" else app.schedules.resume
             return await method(name)
 
         print_action(past, run_app(action, create_namespace=False))
@@ -238,7 +240,7 @@ def remove(name: str) -> None:
     """Delete schedule NAME; its pending occurrences are cancelled."""
 
     async def action(app: AsyncApp) -> tuple[Schedule, int]:
-        return await app.delete_schedule(name)
+        return await app.schedules.delete(name)
 
     schedule, cancelled = run_app(action, create_namespace=False)
     if config().json:
@@ -285,10 +287,10 @@ def next_occurrences(
 
     async def action(app: AsyncApp) -> tuple[list[datetime], str, str]:
         if schedule_name is not None:
-            schedule = await app.get_schedule(schedule_name)
-            upcoming = await app.preview(schedule=schedule_name, after=after, count=count)
+            schedule = await app.schedules.get(schedule_name)
+            upcoming = await app.schedules.preview(schedule=schedule_name, after=after, count=count)
             return upcoming, schedule.timezone, describe(recurrence_of(schedule))
-        upcoming = await app.preview(
+        upcoming = await app.schedules.preview(
             cron,
             every=every,
             timezone=timezone,

@@ -56,8 +56,8 @@ async def put_and_subscribers(
     """Store the timer, write it to the audit log as ``audited`` by the CLI's user (an operator
     typed it), and find who would deliver it."""
     result = await put
-    await app.audit_put(app.actor, audited, result)
-    return result, await app.subscribers()
+    await app.audit.record_put(app.actor, audited, result)
+    return result, await app.events.subscribers()
 
 
 def print_put(answer: tuple[PutResult, Subscribers]) -> None:
@@ -179,7 +179,7 @@ def schedule_file(path: str, on_conflict: OnConflict) -> None:
                 "created": counts["created"],
                 "updated": counts["updated"],
             }
-            await app.record_action("schedule_file", target, changed)
+            await app.audit.record("schedule_file", target, changed)
         return {**counts, "total": len(timers)}
 
     counts = run_app(action)
@@ -237,7 +237,7 @@ def list_timers(
     """List timers, newest first (or as --sort says)."""
 
     async def action(app: AsyncApp) -> tuple[Page[Timer], Subscribers]:
-        page = await app.history(
+        page = await app.timers.history(
             subject,
             status=status,
             type=event_type,
@@ -248,7 +248,7 @@ def list_timers(
             cursor=cursor,
             limit=limit,
         )
-        return page, await app.subscribers()
+        return page, await app.events.subscribers()
 
     print_page(run_app(action, create_namespace=False))
 
@@ -261,7 +261,12 @@ def show(key: str) -> None:
 
     async def action(app: AsyncApp) -> tuple[Timer, list[Attempt], list[TimerMove], Subscribers]:
         timer = await app.get(key)
-        return timer, await app.attempts(key), await app.moves(key), await app.subscribers()
+        return (
+            timer,
+            await app.timers.attempts(key),
+            await app.timers.moves(key),
+            await app.events.subscribers(),
+        )
 
     timer, attempts, moves, found = run_app(action, create_namespace=False)
     if config().json:

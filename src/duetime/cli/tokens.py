@@ -40,7 +40,7 @@ def create(
     scope = check_token_namespaces((*namespaces, ALL_NAMESPACES) if all_namespaces else namespaces)
 
     async def action(app: AsyncApp) -> IssuedToken:
-        return await app.issue_token(scope, read_only=read_only, name=name)
+        return await app.tokens.issue(scope, read_only=read_only, name=name)
 
     issued = run_app(action)
     if config().json:
@@ -67,7 +67,7 @@ def list_tokens(include_revoked: bool, limit: int, cursor: str | None) -> None:
     """List tokens (never the secrets), oldest first, a page at a time."""
 
     async def action(app: AsyncApp) -> Page[TokenInfo]:
-        return await app.token_page(include_revoked=include_revoked, cursor=cursor, limit=limit)
+        return await app.tokens.page(include_revoked=include_revoked, cursor=cursor, limit=limit)
 
     listed = run_app(action)
     found = listed.items
@@ -109,8 +109,8 @@ def revoke(token_id: int) -> None:
     """
 
     async def action(app: AsyncApp) -> tuple[TokenInfo, int]:
-        info = await app.revoke_token(token_id)
-        return info, len(await app.list_tokens())
+        info = await app.tokens.revoke(token_id)
+        return info, len(await app.tokens.list())
 
     info, active = run_app(action)
     if config().json:

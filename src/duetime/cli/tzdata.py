@@ -34,7 +34,7 @@ def diff(folder: str, count: int) -> None:
     instant would move under the rules in DIR: key, zone, local time, instant now -> then."""
 
     async def action(app: AsyncApp) -> list[ZoneMove]:
-        return await app.tzdata_diff(folder, count=count)
+        return await app.schedules.tzdata_diff(folder, count=count)
 
     moves = run_app(action, create_namespace=False)
     if config().json:

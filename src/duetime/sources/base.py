@@ -196,7 +196,7 @@ class ScheduleCommand:
         """Parse and validate into a storable timer; InvalidInput names the message's field."""
         request = self.parse(data, default_key)
         try:
-            (timer,) = app.prepare([request])
+            (timer,) = app.timers.prepare([request])
         except InvalidInput as exc:
             raise renamed(exc, self.mapping.message_field(exc.field or "body")) from None
         if self.accept_within is not None:
@@ -260,7 +260,9 @@ async def store_batch(
     if not prepared:
         return outcome
     try:
-        results = await app.put([timer for _, timer in prepared], on_conflict=command.on_conflict)
+        results = await app.timers.put(
+            [timer for _, timer in prepared], on_conflict=command.on_conflict
+        )
     except (InvalidInput, Conflict):
         # One of them is refused by the store itself (a value the database cannot hold, or an
         # existing key under on_conflict="error"): store them one by one to find it.
@@ -283,7 +285,7 @@ async def _store_one_by_one(
 ) -> None:
     for index, (item, timer) in enumerate(prepared):
         try:
-            (result,) = await app.put([timer], on_conflict=command.on_conflict)
+            (result,) = await app.timers.put([timer], on_conflict=command.on_conflict)
         except (InvalidInput, Conflict) as exc:
             if isinstance(exc, InvalidInput):
                 exc = renamed(exc, command.mapping.message_field(exc.field or "body"))

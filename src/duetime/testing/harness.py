@@ -93,7 +93,7 @@ class AsyncHarness(PinnedTime):
             self.app.observers.remove(recorder)
         keys = {timer.key for timer, _ in recorder.results}
         stored = {key: await self.app.get(key) for key in keys}
-        attempts = {key: await self.app.attempts(key) for key in keys}
+        attempts = {key: await self.app.timers.attempts(key) for key in keys}
         report = fired(recorder.results, stored, attempts)
         if not settled:
             pending = await self.scheduled(status=PENDING)
@@ -137,7 +137,7 @@ class AsyncHarness(PinnedTime):
         timers: list[Timer] = []
         cursor: str | None = None
         while True:
-            page: Page[Timer] = await self.app.history(
+            page: Page[Timer] = await self.app.timers.history(
                 subject, type=type, cursor=cursor, limit=_PAGE
             )
             timers.extend(page.items)
@@ -190,7 +190,7 @@ class Harness(PinnedTime):
             self.app.core.observers.remove(recorder)
         keys = {timer.key for timer, _ in recorder.results}
         stored = {key: self.app.get(key) for key in keys}
-        attempts = {key: self.app.attempts(key) for key in keys}
+        attempts = {key: self.app.timers.attempts(key) for key in keys}
         report = fired(recorder.results, stored, attempts)
         if not settled:
             pending = self.scheduled(status=PENDING)
@@ -232,7 +232,7 @@ class Harness(PinnedTime):
         timers: list[Timer] = []
         cursor: str | None = None
         while True:
-            page = self.app.history(subject, type=type, cursor=cursor, limit=_PAGE)
+            page = self.app.timers.history(subject, type=type, cursor=cursor, limit=_PAGE)
             timers.extend(page.items)
             if page.next_cursor is None:
                 return timers
