@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from duetime.model import NewTimer
+from duetime.model.slots import make_new_timer
 from duetime.support.jsontext import json_text
 from duetime.support.jsontext import (
     load_json as load_json,
 )  # the stores' decoder, here with the rest
+from duetime.support.sealing import Sealing
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -36,6 +39,38 @@ def dump_json(value: Any) -> str:
 def payload_text(timer: NewTimer) -> str:
     """The JSON text to store for a timer's payload: validation's, when it kept it."""
     return json_text(timer.payload) if timer.payload_json is None else timer.payload_json
+
+
+def sealed_timers(timers: Iterable[NewTimer], sealing: Sealing) -> Iterable[NewTimer]:
+    """``timers`` as a store writes them: each of a sealed namespace with its payload's stored
+    text sealed (``payload_json``), its ``payload`` as given, so what the write answers shows
+    the caller's own value. Lazy, as the timers come."""
+    if not sealing.enabled:
+        return timers
+    return (sealed_timer(timer, sealing) for timer in timers)
+
+
+def sealed_timer(timer: NewTimer, sealing: Sealing) -> NewTimer:
+    if not sealing.seals(timer.namespace):
+        return timer
+    return make_new_timer(
+        timer.namespace,
+        timer.key,
+        timer.type,
+        timer.payload,
+        timer.due_at,
+        timer.max_attempts,
+        timer.subject,
+        timer.correlation_id,
+        timer.expires_after,
+        timer.local,
+        timer.timezone,
+        timer.disambiguation,
+        timer.producer,
+        timer.trace_context,
+        timer.priority,
+        sealing.seal_payload(timer.namespace, payload_text(timer)),
+    )
 
 
 def like_pattern(pattern: str) -> str:

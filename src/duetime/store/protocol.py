@@ -47,6 +47,7 @@ from duetime.store.parts import (
     TransactionEffect,
     TransactionStore,
 )
+from duetime.support.sealing import Sealing
 
 ClockRead = Callable[[], Awaitable[datetime | None]]
 ClockSampler = Callable[[ClockRead], Awaitable[None]]
@@ -55,6 +56,10 @@ ClockSampler = Callable[[ClockRead], Awaitable[None]]
 
 class Store(Protocol):
     """Durable storage of timers, attempts and nodes."""
+
+    sealing: Sealing
+    """What the store seals at rest (payloads, errors, tracebacks) and the key ring that opens
+    what it reads; set by the app from its settings (see docs/security.md)."""
 
     url: str
 

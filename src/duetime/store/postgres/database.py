@@ -43,6 +43,7 @@ from duetime.store.queries import load_queries
 from duetime.support import budgets
 from duetime.support.budgets import Budget
 from duetime.support.jsontext import load_json
+from duetime.support.sealing import NO_SEALING, Sealing
 
 log = logging.getLogger("duetime.store.postgres")
 
@@ -109,6 +110,8 @@ class Database:
 
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
+        self.sealing: Sealing = NO_SEALING
+        """What this process seals, and the ring that opens what it reads."""
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._lanes: dict[Lane, AsyncConnectionPool[Conn]] = {}  # see LANES: opened on use
         self._lane_opening = asyncio.Lock()

@@ -35,6 +35,7 @@ from duetime.store.parts import Chart
 from duetime.store.postgres.database import Conn, Database, fetch_all
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
 from duetime.store.queries import load_queries
+from duetime.support.sealing import Sealing
 from duetime.timemath.durations import add_months, month_start, months_between
 
 Q = load_queries("duetime.store.postgres", "history.sql", "session.sql")
@@ -193,8 +194,8 @@ class PostgresHistory:
         async def run(conn: Conn) -> Page[LoggedEvent]:
             await conn.execute(Q["walk_in_index_order"])
             rows = await fetch_all(conn, Q["list_events"], params)
-            timers = [timer_from_row(row) for row in rows[:limit]]
-            deliveries = await _deliveries(conn, timers)
+            timers = [timer_from_row(row, self._db.sealing) for row in rows[:limit]]
+            deliveries = await _deliveries(conn, timers, self._db.sealing)
             items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
             last = timers[-1] if len(rows) > limit and timers else None
             next_cursor = None
@@ -258,7 +259,9 @@ class PostgresHistory:
         return await self._db.read(run)
 
 
-async def _deliveries(conn: Conn, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:
+async def _deliveries(
+    conn: Conn, timers: Sequence[Timer], sealing: Sealing
+) -> dict[int, list[Attempt]]:
     """The attempts of the listed events, by timer id, in number order."""
     fired = [t.fired_at for t in timers if t.fired_at is not None]
     if not fired:
@@ -266,7 +269,7 @@ async def _deliveries(conn: Conn, timers: Sequence[Timer]) -> dict[int, list[Att
     params = {"ids": [t.id for t in timers], "since": min(fired)}
     found: dict[int, list[Attempt]] = {}
     for row in await fetch_all(conn, Q["list_deliveries"], params):
-        found.setdefault(row["timer_id"], []).append(attempt_from_row(row))
+        found.setdefault(row["timer_id"], []).append(attempt_from_row(row, sealing))
     return found
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
@@ -27,17 +27,19 @@ from duetime.model import (
 )
 from duetime.model.slots import make_timer
 from duetime.store.codec import load_json, payload_text
+from duetime.support.sealing import TEXT_MARK, Sealing
 
 Row = dict[str, Any]
 
 
-def timer_from_row(row: Row) -> Timer:
+def timer_from_row(row: Row, sealing: Sealing) -> Timer:
+    """A row → Timer, its sealed values opened (or shown as sealed where this ring cannot)."""
     return Timer(
         id=row["id"],
         namespace=row["namespace"],
         key=row["key"],
         type=row["type"],
-        payload=row["payload"],
+        payload=sealing.open_payload(row["payload"]),
         subject=row["subject"],
         due_at=row["due_at"],
         status=Status(row["status"]),
@@ -53,7 +55,7 @@ def timer_from_row(row: Row) -> Timer:
         disambiguation=row["disambiguation"],
         fired_at=row["fired_at"],
         completed_at=row["completed_at"],
-        last_error=row["last_error"],
+        last_error=sealing.open_text(row["last_error"]),
         lease_owner=row["lease_owner"],
         lease_expires_at=row["lease_expires_at"],
         destination=row["destination"],
@@ -112,7 +114,9 @@ def claim_known(
     }
 
 
-def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMaker[Claimed]]:
+def claimed_rows(
+    known: Mapping[str, Any], sealing: Sealing
+) -> Callable[[AsyncCursor[Any]], RowMaker[Claimed]]:
     """:func:`claimed_timer_rows` for ``claim_due``, each row a :class:`Claimed`; a row that
     cannot be made into a Timer becomes a Claimed that says why (see ``Claimed.problem``), so
     that it ends alone instead of failing the whole claim.
@@ -129,16 +133,20 @@ def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMa
         at = {name: i for i, name in enumerate(_column_names(cursor))}
         id_at, key_at, type_at, attempts_at = at["id"], at["key"], at["type"], at["attempts"]
         payload_at = at["payload"]
+        open_payload = sealing.open_payload
 
         def claimed(values: Sequence[Any]) -> Claimed:
             try:
                 text = values[payload_at]
                 values = (
                     *values[:payload_at],
-                    None if text is None else load_json(text),
+                    None if text is None else open_payload(load_json(text), strict=True),
                     *values[payload_at + 1 :],
                 )
                 timer = make(values)
+                last_error = timer.last_error
+                if last_error is not None and last_error.startswith(TEXT_MARK):
+                    timer = replace(timer, last_error=sealing.open_text(last_error))
             except Exception as exc:
                 attempt = values[attempts_at]
                 timer = unreadable_timer(
@@ -307,7 +315,7 @@ def _column_names(cursor: AsyncCursor[Any]) -> list[str]:
     return [(result.fname(i) or b"").decode() for i in range(result.nfields)]
 
 
-def attempt_from_row(row: Row) -> Attempt:
+def attempt_from_row(row: Row, sealing: Sealing) -> Attempt:
     return Attempt(
         timer_id=row["timer_id"],
         number=row["number"],
@@ -316,8 +324,8 @@ def attempt_from_row(row: Row) -> Attempt:
         claimed_at=row["claimed_at"],
         finished_at=row["finished_at"],
         outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
-        error=row["error"],
-        traceback=row["traceback"],
+        error=sealing.open_text(row["error"]),
+        traceback=sealing.open_text(row["traceback"]),
     )
 
 
@@ -433,7 +441,9 @@ class FinishBatch:
     params: Row
 
     @classmethod
-    def of(cls, finishes: Sequence[Finish], node_id: str, now: datetime) -> FinishBatch:
+    def of(
+        cls, finishes: Sequence[Finish], node_id: str, now: datetime, sealing: Sealing
+    ) -> FinishBatch:
         """Order by id (heartbeats lock rows in id order too: no deadlock between them).
 
         A timer id given twice applies once; the later copies are fenced out (lost), as they
@@ -453,13 +463,14 @@ class FinishBatch:
         # error, no new due time: nearly every batch), and unnest pads them with NULLs: encoding
         # five arrays element by element was a tenth of a busy worker's CPU.
         run_ats = [f.run_at for f in batch]
+        seal = sealing.seal_error
         params = {
             "timer_ids": [f.timer_id for f in batch],
             "attempts": [f.attempt for f in batch],
             "outcomes": _said([f.outcome.value for f in batch], unless=Outcome.DONE.value),
-            "errors": _said([f.error for f in batch]),
+            "errors": _said([seal(f.error) for f in batch]),
             "run_ats": [run_at or now for run_at in run_ats] if any(run_ats) else [],
-            "tracebacks": _said([f.traceback for f in batch]),
+            "tracebacks": _said([seal(f.traceback) for f in batch]),
             "claim_tokens": _said([f.claim_token for f in batch]),
             "started_ats": _said([f.started_at for f in batch]),
             "node_id": node_id,

@@ -275,7 +275,7 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> list[Timer]:
             rows = await fetch_all(conn, Q["pending_local_timers"], params)
-            return [timer_from_row(row) for row in rows]
+            return [timer_from_row(row, self._db.sealing) for row in rows]
 
         return await self._db.read(run)
 

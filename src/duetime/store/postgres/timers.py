@@ -57,7 +57,7 @@ class PostgresTimers:
     async def get_timer(self, namespace: str, key: str) -> Timer | None:
         async def run(conn: Conn) -> Timer | None:
             rows = await fetch_all(conn, Q["get_timer"], {"namespace": namespace, "key": key})
-            return timer_from_row(rows[0]) if rows else None
+            return timer_from_row(rows[0], self._db.sealing) if rows else None
 
         return await self._db.read(run)
 
@@ -74,7 +74,12 @@ class PostgresTimers:
 
         async def run(conn: Conn) -> Page[Timer]:
             rows = await fetch_all(conn, query, params)
-            return page(rows, limit, timer_from_row, partial(sorted_cursor, sort))
+            return page(
+                rows,
+                limit,
+                partial(timer_from_row, sealing=self._db.sealing),
+                partial(sorted_cursor, sort),
+            )
 
         return await self._db.read(run)
 
@@ -89,7 +94,7 @@ class PostgresTimers:
     async def list_attempts(self, timer_id: int) -> list[Attempt]:
         async def run(conn: Conn) -> list[Attempt]:
             rows = await fetch_all(conn, Q["list_attempts"], {"timer_id": timer_id})
-            return [attempt_from_row(row) for row in rows]
+            return [attempt_from_row(row, self._db.sealing) for row in rows]
 
         return await self._db.read(run)
 
@@ -132,7 +137,7 @@ class PostgresTimers:
         async def run(conn: Conn) -> Timer:
             rows = await fetch_all(conn, Q["delete_timer"], params)
             if rows:
-                return timer_from_row(rows[0])
+                return timer_from_row(rows[0], self._db.sealing)
             existing = await fetch_all(conn, Q["get_timer"], params)
             raise refused("delete", key, existing[0]["status"] if existing else None)
 
@@ -217,7 +222,7 @@ class PostgresTimers:
         params = {"namespace": namespace, "key": key, "now": now}
         rows = await fetch_all(conn, Q[name], params)
         if rows:
-            timer = timer_from_row(rows[0])
+            timer = timer_from_row(rows[0], self._db.sealing)
             if name != "cancel":
                 await self._notices.notify(conn, timer.run_at)
             return timer

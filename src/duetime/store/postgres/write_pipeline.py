@@ -44,6 +44,7 @@ from duetime.store.postgres.rows import (
 )
 from duetime.store.queries import load_queries
 from duetime.store.streams import chunked
+from duetime.support.sealing import NO_SEALING
 from duetime.validation import generate_keys
 
 Q = load_queries("duetime.store.postgres", "writes.sql")
@@ -208,7 +209,7 @@ async def get_many(conn: Conn, keys: Sequence[tuple[str, str]]) -> dict[tuple[st
         return {}
     params = {"namespaces": [ns for ns, _ in keys], "keys": [key for _, key in keys]}
     rows = await fetch_all(conn, Q["get_timers"], params)
-    return {(row["namespace"], row["key"]): timer_from_row(row) for row in rows}
+    return {(row["namespace"], row["key"]): timer_from_row(row, NO_SEALING) for row in rows}
 
 
 def place_written(

@@ -34,6 +34,7 @@ from duetime.store.parts import Chart
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import attempt_from_row, timer_from_row
+from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.sqlite", "history.sql")
 
@@ -97,8 +98,8 @@ class SqliteHistory:
 
         def run(conn: sqlite3.Connection) -> Page[LoggedEvent]:
             rows = conn.execute(Q["list_events"], params).fetchall()
-            timers = [timer_from_row(row) for row in rows[:limit]]
-            deliveries = _deliveries(conn, timers)
+            timers = [timer_from_row(row, self._db.sealing) for row in rows[:limit]]
+            deliveries = _deliveries(conn, timers, self._db.sealing)
             items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
             last = timers[-1] if len(rows) > limit and timers else None
             next_cursor = None
@@ -153,12 +154,14 @@ def _lateness(row: sqlite3.Row) -> LatenessRow:
     return LatenessRow(bucket, count, p50, p95, p99, row[8])
 
 
-def _deliveries(conn: sqlite3.Connection, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:
+def _deliveries(
+    conn: sqlite3.Connection, timers: Sequence[Timer], sealing: Sealing
+) -> dict[int, list[Attempt]]:
     """The attempts of the listed events, by timer id, in number order."""
     if not timers:
         return {}
     found: dict[int, list[Attempt]] = {}
     ids = dump_json([t.id for t in timers])
     for row in conn.execute(Q["list_deliveries"], {"ids": ids}):
-        found.setdefault(row["timer_id"], []).append(attempt_from_row(row))
+        found.setdefault(row["timer_id"], []).append(attempt_from_row(row, sealing))
     return found

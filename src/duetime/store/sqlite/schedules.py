@@ -266,7 +266,8 @@ class SqliteSchedules:
         params = {"after_id": after_id, "limit": limit}
         return await self._db.read(
             lambda conn: [
-                timer_from_row(r) for r in conn.execute(Q["pending_local_timers"], params)
+                timer_from_row(r, self._db.sealing)
+                for r in conn.execute(Q["pending_local_timers"], params)
             ]
         )
 

@@ -56,6 +56,7 @@ from duetime.store.sqlite.transactions import SqliteTransactions
 from duetime.store.sqlite.working import SqliteWorking, claim_params
 from duetime.store.sqlite.writes import earliest_written, timer_rows, transition, write_timers
 from duetime.store.transitions import Transition
+from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.sqlite", "namespaces.sql", "timers.sql")
 
@@ -74,6 +75,15 @@ class SqliteStore(SqliteWorking):
         self.limits = SqliteLimits(self._db, claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)
+
+    @property
+    def sealing(self) -> Sealing:
+        """What this store seals at rest, and the ring that opens what it reads."""
+        return self._db.sealing
+
+    @sealing.setter
+    def sealing(self, sealing: Sealing) -> None:
+        self._db.sealing = sealing
 
     async def open(self, *, migrate: bool = True) -> None:
         if self._db.is_open:
@@ -156,8 +166,10 @@ class SqliteStore(SqliteWorking):
         self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
     ) -> list[PutResult]:
         timers = list(timers)  # every request validated before the write lock is taken
-        rows = timer_rows(timers, now)
-        results = await self._db.write(lambda conn: write_timers(conn, timers, rows, on_conflict))
+        rows = timer_rows(timers, now, self._db.sealing)
+        results = await self._db.write(
+            lambda conn: write_timers(conn, timers, rows, on_conflict, self._db.sealing)
+        )
         earliest = earliest_written(results)
         if earliest is not None:
             self._db.announce(earliest)
@@ -166,7 +178,7 @@ class SqliteStore(SqliteWorking):
     async def get_timer(self, namespace: str, key: str) -> Timer | None:
         def run(conn: sqlite3.Connection) -> Timer | None:
             row = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
-            return None if row is None else timer_from_row(row)
+            return None if row is None else timer_from_row(row, self._db.sealing)
 
         return await self._db.read(run)
 
@@ -183,7 +195,12 @@ class SqliteStore(SqliteWorking):
 
         def run(conn: sqlite3.Connection) -> Page[Timer]:
             rows = conn.execute(query, params).fetchall()
-            return page(rows, limit, timer_from_row, partial(sorted_cursor, sort))
+            return page(
+                rows,
+                limit,
+                partial(timer_from_row, sealing=self._db.sealing),
+                partial(sorted_cursor, sort),
+            )
 
         return await self._db.read(run)
 
@@ -197,7 +214,10 @@ class SqliteStore(SqliteWorking):
 
     async def list_attempts(self, timer_id: int) -> list[Attempt]:
         def run(conn: sqlite3.Connection) -> list[Attempt]:
-            return [attempt_from_row(row) for row in conn.execute(Q["list_attempts"], (timer_id,))]
+            return [
+                attempt_from_row(row, self._db.sealing)
+                for row in conn.execute(Q["list_attempts"], (timer_id,))
+            ]
 
         return await self._db.read(run)
 
@@ -234,7 +254,9 @@ class SqliteStore(SqliteWorking):
         return timer
 
     async def delete(self, namespace: str, key: str, now: datetime) -> Timer:
-        return await self._db.write(lambda conn: delete_key(conn, namespace, key, now))
+        return await self._db.write(
+            lambda conn: delete_key(conn, namespace, key, now, self._db.sealing)
+        )
 
     async def bulk_batch(
         self,
@@ -296,4 +318,6 @@ class SqliteStore(SqliteWorking):
         return await self._db.read(run)
 
     async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
-        return await self._db.write(lambda conn: transition(conn, name, namespace, key, now))
+        return await self._db.write(
+            lambda conn: transition(conn, name, namespace, key, now, self._db.sealing)
+        )

@@ -65,7 +65,7 @@ class SqliteWorking:
         params.update(now=now_us, limit=limit, node_id=node_id, lease_until=to_micros(lease_until))
 
         def run(conn: sqlite3.Connection) -> list[Claimed]:
-            return take_rows(conn, Q["claim_due"], params, node_id, now_us)
+            return take_rows(conn, Q["claim_due"], params, node_id, now_us, self._db.sealing)
 
         return await self._db.write(run)
 
@@ -79,6 +79,8 @@ class SqliteWorking:
             else []
         )
 
+        seal_text = self._db.sealing.seal_error
+
         def run(conn: sqlite3.Connection) -> set[int]:
             lost: set[int] = set()
             if done:
@@ -89,8 +91,8 @@ class SqliteWorking:
                     "attempt": finish.attempt,
                     "node_id": node_id,
                     "now": now_us,
-                    "error": finish.error,
-                    "traceback": finish.traceback,
+                    "error": seal_text(finish.error),
+                    "traceback": seal_text(finish.traceback),
                     "outcome": finish.outcome.value,
                     "run_at": to_micros(finish.run_at) if finish.run_at else now_us,
                     "claim_token": finish.claim_token,

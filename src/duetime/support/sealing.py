@@ -1,0 +1,333 @@
+"""Values sealed at rest: AES-256-GCM under a key ring, the one place duetime encrypts.
+
+A copy of the database, a backup or a replica then shows none of what users put in payloads,
+delivery bodies, errors and tracebacks. A sealed value says which key sealed it, so a ring holds
+several keys: the first seals, every one opens, and a rotation re-seals old values to the first.
+
+The sealed form is text, ``dts1:<key id>:<base64 of salt, nonce, ciphertext and tag>``, so it
+fits every column that holds text or JSON: a payload becomes the JSON object
+``{"$sealed": "dts1:…"}``, an error or traceback the text ``$sealed:dts1:…``.
+
+A nonce is never reused: no value is sealed under a key of the ring itself. Each ring draws a
+random 128-bit salt and derives from it, with HKDF-SHA256, the data key it seals with; its
+nonces count up from zero under that data key, and after 2^32 of them it draws a new salt.
+Two processes, or two rings, never share a data key (the salts are random), and one data key
+never meets the same nonce twice (its count only rises), so no counter is shared between
+processes and none needs to survive a restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from duetime.errors import DuetimeError, InvalidInput
+from duetime.support.jsontext import load_json
+
+VERSION = "dts1"
+MARK = "$sealed"
+"""The one key of a sealed payload's JSON object."""
+TEXT_MARK = MARK + ":"
+"""What a sealed error or traceback starts with."""
+SHOWN = "sealed"
+"""What a reader without the key is shown in place of a sealed text."""
+
+SEALS_PER_DATA_KEY = 2**32
+_SALT = 16
+_NONCE = 12
+_KEY_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PAYLOAD = b"payload"
+_TEXT = b"text"
+_OPENERS_KEPT = 4096
+
+
+class SealKeyMissing(DuetimeError):
+    """A sealed value names a key this process's key ring does not hold."""
+
+    code = "seal_key_missing"
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(
+            f"sealed with key {key_id!r}, which this process's key ring (DUETIME_SEAL_KEYS) "
+            "does not hold"
+        )
+        self.key_id = key_id
+
+
+class SealBroken(DuetimeError):
+    """A sealed value that does not open: altered, truncated, or not sealed by duetime."""
+
+    code = "seal_broken"
+
+
+class SealedNamespace(DuetimeError):
+    """A request that needs to read payloads inside the database, on a sealed namespace."""
+
+    code = "sealed_namespace"
+
+    def __init__(self, namespace: str, what: str) -> None:
+        super().__init__(
+            f"{what} is refused on namespace {namespace!r}: its payloads are sealed at rest, "
+            "so the database cannot read them",
+            field=what,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _DataKey:
+    salt: bytes
+    aead: AESGCM
+
+
+def _derive(secret: bytes, key_id: str, salt: bytes) -> AESGCM:
+    data_key = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=salt, info=b"duetime seal " + key_id.encode()
+    ).derive(secret)
+    return AESGCM(data_key)
+
+
+class KeyRing:
+    """Named 256-bit keys: the first seals, all open."""
+
+    __slots__ = ("_count", "_current", "_first", "_keys", "_lock", "_openers")
+
+    def __init__(self, keys: Iterable[tuple[str, bytes]]) -> None:
+        pairs = list(keys)
+        if not pairs:
+            raise InvalidInput("seal_keys", "needs at least one key")
+        self._keys: dict[str, bytes] = {}
+        for key_id, secret in pairs:
+            if not _KEY_ID.fullmatch(key_id):
+                raise InvalidInput(
+                    "seal_keys", f"key id {key_id!r} must be 1-64 of A-Z a-z 0-9 _ . -"
+                )
+            if len(secret) != 32:
+                raise InvalidInput(
+                    "seal_keys", f"key {key_id!r} must be 32 bytes (256 bits), not {len(secret)}"
+                )
+            if key_id in self._keys:
+                raise InvalidInput("seal_keys", f"key id {key_id!r} is given twice")
+            self._keys[key_id] = secret
+        self._first = pairs[0][0]
+        self._lock = threading.Lock()
+        self._current = self._new_data_key()
+        self._count = 0
+        self._openers: dict[tuple[str, bytes], AESGCM] = {}
+
+    @classmethod
+    def parse(cls, text: str, field: str = "seal_keys") -> KeyRing:
+        """``"k2:<base64>,k1:<base64>"`` (the first seals) → a ring; errors name ``field``."""
+        pairs: list[tuple[str, bytes]] = []
+        for item in text.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            key_id, sep, encoded = item.partition(":")
+            if not sep:
+                raise InvalidInput(field, "each key is <id>:<base64 of 32 bytes>, comma-separated")
+            try:
+                secret = base64.b64decode(encoded.strip(), validate=True)
+            except binascii.Error:
+                raise InvalidInput(field, f"key {key_id.strip()!r} is not base64") from None
+            pairs.append((key_id.strip(), secret))
+        try:
+            return cls(pairs)
+        except InvalidInput as exc:
+            raise InvalidInput(field, exc.message.partition(": ")[2]) from None
+
+    @staticmethod
+    def new_key() -> str:
+        """A fresh key, base64, for a ring's settings."""
+        return base64.b64encode(os.urandom(32)).decode()
+
+    @property
+    def first(self) -> str:
+        """The id of the key that seals."""
+        return self._first
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(self._keys)
+
+    def _new_data_key(self) -> _DataKey:
+        salt = os.urandom(_SALT)
+        return _DataKey(salt, _derive(self._keys[self._first], self._first, salt))
+
+    def _next(self) -> tuple[_DataKey, bytes]:
+        with self._lock:
+            if self._count >= SEALS_PER_DATA_KEY:
+                self._current, self._count = self._new_data_key(), 0
+            count = self._count
+            self._count = count + 1
+            return self._current, count.to_bytes(_NONCE, "big")
+
+    def seal(self, plain: bytes, purpose: bytes) -> str:
+        """``plain`` → ``dts1:<first key id>:<base64>``; ``purpose`` is bound to it, so a sealed
+        error cannot be passed off as a payload."""
+        data_key, nonce = self._next()
+        sealed = data_key.aead.encrypt(nonce, plain, purpose)
+        body = base64.b64encode(data_key.salt + nonce + sealed).decode()
+        return f"{VERSION}:{self._first}:{body}"
+
+    def open(self, token: str, purpose: bytes) -> bytes:
+        """A :meth:`seal`'s result → the plain bytes; :class:`SealKeyMissing` names a key the
+        ring lacks, :class:`SealBroken` says what else is wrong."""
+        version, _, rest = token.partition(":")
+        key_id, _, body = rest.partition(":")
+        if version != VERSION or not body:
+            raise SealBroken(f"not a sealed value of this version ({version!r})")
+        secret = self._keys.get(key_id)
+        if secret is None:
+            raise SealKeyMissing(key_id)
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except binascii.Error:
+            raise SealBroken(f"a value sealed with key {key_id!r} is not base64") from None
+        salt, nonce, sealed = raw[:_SALT], raw[_SALT : _SALT + _NONCE], raw[_SALT + _NONCE :]
+        aead = self._openers.get((key_id, salt))
+        if aead is None:
+            if len(self._openers) >= _OPENERS_KEPT:
+                self._openers.clear()
+            aead = self._openers[(key_id, salt)] = _derive(secret, key_id, salt)
+        try:
+            return aead.decrypt(nonce, sealed, purpose)
+        except InvalidTag:
+            raise SealBroken(f"a value sealed with key {key_id!r} does not open") from None
+
+    def __repr__(self) -> str:  # never the keys themselves
+        return f"KeyRing(first={self._first!r}, keys={list(self._keys)!r})"
+
+
+def key_id_of(token: str) -> str | None:
+    """The key id a sealed token names, or None for anything else."""
+    version, _, rest = token.partition(":")
+    return rest.partition(":")[0] if version == VERSION and rest else None
+
+
+def sealed_token(value: Any) -> str | None:
+    """A decoded payload's sealed token, or None when the payload is not sealed."""
+    if type(value) is dict and len(value) == 1:
+        token = value.get(MARK)
+        if type(token) is str and token.startswith(VERSION + ":"):
+            return token
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Sealing:
+    """What a process seals (which namespaces) and with what (its ring).
+
+    ``namespaces`` None seals every namespace; an empty ring seals nothing and still knows a
+    sealed value when it reads one (and says which key it would need)."""
+
+    ring: KeyRing | None = None
+    namespaces: frozenset[str] | None = None
+
+    @classmethod
+    def from_settings(cls, keys: str, namespaces: str) -> Sealing:
+        """``DUETIME_SEAL_KEYS`` and ``DUETIME_SEAL_NAMESPACES`` (``*`` or a comma list)."""
+        if not keys.strip():
+            return cls()
+        ring = KeyRing.parse(keys)
+        names = [n.strip() for n in namespaces.split(",") if n.strip()]
+        if not names:
+            raise InvalidInput("seal_namespaces", "is * (all) or a comma-separated list")
+        return cls(ring, None if "*" in names else frozenset(names))
+
+    @property
+    def enabled(self) -> bool:
+        return self.ring is not None
+
+    def seals(self, namespace: str) -> bool:
+        return self.ring is not None and (self.namespaces is None or namespace in self.namespaces)
+
+    def refuse(self, namespace: str, what: str) -> None:
+        """Raise :class:`SealedNamespace` for a payload search or filter on a sealed namespace."""
+        if self.seals(namespace):
+            raise SealedNamespace(namespace, what)
+
+    # -- payloads: JSON text in, JSON text out -------------------------------------------
+
+    def seal_payload(self, namespace: str, text: str) -> str:
+        """A payload's JSON text as stored: sealed when ``namespace`` is, else as given."""
+        if self.ring is None or (self.namespaces is not None and namespace not in self.namespaces):
+            return text
+        token = self.ring.seal(text.encode(), _PAYLOAD)
+        return '{"' + MARK + '":"' + token + '"}'
+
+    def open_payload_text(self, token: str) -> str:
+        """A sealed payload's token → its JSON text; raises when it cannot."""
+        if self.ring is None:
+            key_id = key_id_of(token)
+            if key_id is None:
+                raise SealBroken("not a sealed value of this version")
+            raise SealKeyMissing(key_id)
+        return self.ring.open(token, _PAYLOAD).decode()
+
+    def open_payload(self, value: Any, *, strict: bool = False) -> Any:
+        """A stored payload (decoded JSON) as a reader sees it: opened when sealed. One that
+        cannot be opened here raises when ``strict`` (a worker about to run it), else reads
+        as ``{"$sealed": "<key id>"}`` (a listing shows it as sealed)."""
+        token = sealed_token(value)
+        if token is None:
+            return value
+        try:
+            return load_json(self.open_payload_text(token))
+        except (SealKeyMissing, SealBroken):
+            if strict:
+                raise
+            return {MARK: key_id_of(token) or "?"}
+
+    # -- errors and tracebacks: text in, text out ----------------------------------------
+
+    def seal_error(self, text: str | None) -> str | None:
+        """An attempt's error or traceback as stored: sealed whenever this process has a ring,
+        in every namespace (an error may quote any payload, and its row does not say whose)."""
+        if text is None or self.ring is None:
+            return text
+        return TEXT_MARK + self.ring.seal(text.encode(), _TEXT)
+
+    def open_text(self, text: str | None) -> str | None:
+        """A stored error or traceback as a reader sees it: ``sealed`` when it cannot be
+        opened here (an error message is no reason to fail a listing)."""
+        if text is None or not text.startswith(TEXT_MARK):
+            return text
+        if self.ring is None:
+            return SHOWN
+        try:
+            return self.ring.open(text[len(TEXT_MARK) :], _TEXT).decode()
+        except (SealKeyMissing, SealBroken):
+            return SHOWN
+
+    def reseal_text(self, text: str | None) -> str | None:
+        """A stored text sealed again with the first key (None when it needs no change)."""
+        if self.ring is None or text is None or not text.startswith(TEXT_MARK):
+            return None
+        token = text[len(TEXT_MARK) :]
+        if key_id_of(token) == self.ring.first:
+            return None
+        plain = self.ring.open(token, _TEXT)
+        return TEXT_MARK + self.ring.seal(plain, _TEXT)
+
+    def reseal_payload_text(self, stored: Mapping[str, Any] | Any) -> str | None:
+        """A stored payload (decoded) sealed again with the first key, as JSON text; None when
+        it is not sealed or already sealed with the first key."""
+        token = sealed_token(stored)
+        if self.ring is None or token is None or key_id_of(token) == self.ring.first:
+            return None
+        plain = self.ring.open(token, _PAYLOAD)
+        return '{"' + MARK + '":"' + self.ring.seal(plain, _PAYLOAD) + '"}'
+
+
+NO_SEALING = Sealing()
