@@ -124,6 +124,8 @@ class ActingMethods(AuditMethods):
         twice in one run. The audit log gets one entry, with the count, once the last batch is
         done (or once one fails: with the count reached, marked ``interrupted``)."""
         await self.open()
+        if filter.payload is not None:
+            self.store.sealing.refuse(self.namespace, "payload")
         checked = check_action(action)
         chosen = None if keys is None else check_keys(keys)
         if dry_run:

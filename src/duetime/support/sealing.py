@@ -71,16 +71,16 @@ class SealBroken(DuetimeError):
     code = "seal_broken"
 
 
-class SealedNamespace(DuetimeError):
-    """A request that needs to read payloads inside the database, on a sealed namespace."""
+class SealedNamespace(InvalidInput):
+    """A request that needs the database to read payloads, on a namespace that seals them."""
 
     code = "sealed_namespace"
 
-    def __init__(self, namespace: str, what: str) -> None:
+    def __init__(self, namespace: str, field: str) -> None:
         super().__init__(
-            f"{what} is refused on namespace {namespace!r}: its payloads are sealed at rest, "
-            "so the database cannot read them",
-            field=what,
+            field,
+            f"refused on namespace {namespace!r}: its payloads are sealed at rest, so the "
+            "database cannot search or partition by them",
         )
 
 

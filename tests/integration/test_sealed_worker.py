@@ -1,0 +1,87 @@
+"""A worker whose key ring lacks the key a timer was sealed with ends that timer dead, with a
+reason naming the key id, and keeps working: the other timers of its claim run. On SQLite and
+PostgreSQL, through one ``tick`` (one claim)."""
+
+from __future__ import annotations
+
+import base64
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from tests.waiting import run
+
+from duetime import AsyncApp, Event, FrozenClock, Status
+from duetime.support.sealing import SealedNamespace
+from duetime.timer_filters import timer_filter
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+from storekit import pooled_pg_url
+
+START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+K1 = f"k1:{base64.b64encode(b'1' * 32).decode()}"
+K2 = f"k2:{base64.b64encode(b'2' * 32).decode()}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'sealed.db'}"
+        return
+    with pooled_pg_url() as found:
+        yield found
+
+
+def test_a_missing_key_ends_its_timer_dead_naming_the_key_and_the_worker_goes_on(
+    url: str,
+) -> None:
+    async def main() -> None:
+        async with AsyncApp(url, clock=FrozenClock(START), seal_keys=K1) as old:
+            await old.schedule("job", {"email": "a@example.com"}, at=START, key="old")
+        app = AsyncApp(url, clock=FrozenClock(START), seal_keys=K2)
+        ran: list[object] = []
+
+        @app.handler("job")
+        async def job(event: Event) -> None:
+            ran.append(event.payload)
+
+        async with app:
+            await app.schedule("job", {"email": "b@example.com"}, at=START, key="new")
+            await app.tick()
+            assert ran == [{"email": "b@example.com"}]
+            assert (await app.get("new")).status is Status.DONE
+            old_timer = await app.get("old")
+            assert old_timer.status is Status.DEAD
+            assert "'k1'" in (old_timer.last_error or "")
+            assert old_timer.payload == {"$sealed": "k1"}
+            await app.schedule("job", {"email": "c@example.com"}, at=START, key="later")
+            await app.tick()  # the worker is alive and still runs what it can open
+            assert ran[-1] == {"email": "c@example.com"}
+
+    run(main)
+
+
+def test_payload_search_and_partitions_are_refused_on_a_sealed_namespace(url: str) -> None:
+    async def main() -> None:
+        sealed = AsyncApp(url, "crm", clock=FrozenClock(START), seal_keys=K1, seal_namespaces="crm")
+        plain = AsyncApp(namespace="other", clock=FrozenClock(START), store=sealed.store)
+        async with sealed, plain:
+            with pytest.raises(SealedNamespace, match="'crm'") as caught:
+                await sealed.history(payload="email=a@example.com")
+            assert caught.value.field == "payload"
+            with pytest.raises(SealedNamespace) as caught:
+                await sealed.set_limit("job", concurrency=1, partition_by="payload.user")
+            assert caught.value.field == "partition_by"
+            found = timer_filter(payload="email=a@example.com", now=START)
+            with pytest.raises(SealedNamespace):
+                await sealed.bulk("cancel", found)
+            await sealed.set_limit("job", concurrency=1, partition_by="subject")
+            assert (await sealed.history(type="job")).items == []
+            # the same store, a namespace it does not seal: searched as before
+            assert (await plain.history(payload="email=a@example.com")).items == []
+            await plain.set_limit("job", concurrency=1, partition_by="payload.user")
+
+    run(main)
