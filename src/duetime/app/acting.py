@@ -9,7 +9,7 @@ the timer due: the occurrence runs once, and the schedule goes on from the one a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +105,32 @@ class ActingMethods(AuditMethods):
         timer = await self.store.run_now(self.namespace, key, self.clock.now())
         await self._audit(actor, "run_now", {"key": key})
         return timer
+
+    async def rotate_keys(
+        self,
+        *,
+        after: int = 0,
+        batch: int = 500,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Seal every stored timer, its last error and its attempts' errors with the first key
+        of ``DUETIME_SEAL_KEYS`` (plain ones too, in the namespaces that seal), ``batch`` rows a
+        transaction, walking ids upwards from ``after``; returns how many timers changed. Safe
+        beside running workers (a row changed meanwhile is left as written, already sealed
+        with the first key) and resumable: ``progress(changed, last id)`` after each batch
+        says where to start again."""
+        await self.open()
+        if not self.store.sealing.enabled:
+            raise InvalidInput("seal_keys", "is empty: there is no key to seal with")
+        check_limit(batch, "batch", maximum=10_000)
+        changed = 0
+        while True:
+            step, last = await self.store.reseal(after, batch)
+            if last is None:
+                return changed
+            changed, after = changed + step, last
+            if progress is not None:
+                progress(changed, after)
 
     async def bulk(
         self,

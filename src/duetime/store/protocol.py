@@ -263,6 +263,12 @@ class Store(Protocol):
         """The earliest ``run_at`` of pending work ``types`` takes (None when there is none)."""
         ...
 
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        """Seal up to ``limit`` timers with ids above ``after`` (and their attempts' errors)
+        with :attr:`sealing`'s first key, each row only if unchanged since read; the rows
+        changed and the last id read, None once past the last (``duetime keys rotate``)."""
+        ...
+
     async def claim_due(
         self,
         namespace: str,

@@ -461,3 +461,23 @@ SET status = 'scheduled', run_at = %(now)s, completed_at = NULL,
 WHERE id = (SELECT timer_id FROM timer_keys WHERE namespace = %(namespace)s AND key = %(key)s)
   AND status = 'dead'
 RETURNING *
+
+-- name: reseal_scan
+-- A rotation's batch (resealing.py): the next timers of the hot table by id, with what may be
+-- sealed.
+SELECT id, namespace, payload::text AS payload, last_error FROM timers
+WHERE id > %(after)s ORDER BY id LIMIT %(limit)s
+
+-- name: reseal_attempts_scan
+SELECT timer_id, number, error, traceback FROM attempts WHERE timer_id = ANY(%(ids)s)
+
+-- name: reseal_timer
+-- Only over the value read: a row a worker wrote meanwhile keeps the worker's.
+UPDATE timers SET payload = %(payload)s::jsonb, last_error = %(last_error)s
+WHERE id = %(id)s AND payload = %(old_payload)s::jsonb
+  AND last_error IS NOT DISTINCT FROM %(old_last_error)s
+
+-- name: reseal_attempt
+UPDATE attempts SET error = %(error)s, traceback = %(traceback)s
+WHERE timer_id = %(timer_id)s AND number = %(number)s
+  AND error IS NOT DISTINCT FROM %(old_error)s AND traceback IS NOT DISTINCT FROM %(old_traceback)s

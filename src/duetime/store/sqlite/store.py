@@ -38,6 +38,7 @@ from duetime.store.cursors import (
 from duetime.store.gauges import gauges
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
+from duetime.store.resealing import params, reseal_attempt, reseal_timer
 from duetime.store.room import check_namespace_room
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
@@ -203,6 +204,33 @@ class SqliteStore(SqliteWorking):
             )
 
         return await self._db.read(run)
+
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        """Re-seal up to ``limit`` timers after id ``after`` to the first key (see
+        :mod:`duetime.store.resealing`): the rows changed, and the last id read (None: done)."""
+        sealing = self._db.sealing
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int | None]:
+            rows = conn.execute(Q["reseal_scan"], {"after": after, "limit": limit}).fetchall()
+            if not rows:
+                return 0, None
+            changed = 0
+            for row in rows:
+                item = reseal_timer(
+                    sealing, row["id"], row["namespace"], row["payload"], row["last_error"]
+                )
+                if item is not None:
+                    changed += conn.execute(Q["reseal_timer"], params(item)).rowcount
+            ids = dump_json([row["id"] for row in rows])
+            for row in conn.execute(Q["reseal_attempts_scan"], {"ids": ids}).fetchall():
+                attempt = reseal_attempt(
+                    sealing, row["timer_id"], row["number"], row["error"], row["traceback"]
+                )
+                if attempt is not None:
+                    conn.execute(Q["reseal_attempt"], params(attempt))
+            return changed, rows[-1]["id"]
+
+        return await self._db.write(run)
 
     async def list_types(self, namespace: str, prefix: str, limit: int) -> list[str]:
         params = {"namespace": namespace, "prefix": prefix, "limit": limit, "scan": TYPES_SCAN}

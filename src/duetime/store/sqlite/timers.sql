@@ -216,3 +216,21 @@ SET status = 'scheduled', run_at = :now, completed_at = NULL, updated_at = :now,
     max_attempts = max_attempts + attempts
 WHERE namespace = :namespace AND key = :key AND status = 'dead'
 RETURNING *
+
+-- name: reseal_scan
+-- A rotation's batch (resealing.py): the next timers by id, with what may be sealed.
+SELECT id, namespace, payload, last_error FROM timers WHERE id > :after ORDER BY id LIMIT :limit
+
+-- name: reseal_attempts_scan
+SELECT timer_id, number, error, traceback FROM attempts
+WHERE timer_id IN (SELECT value FROM json_each(:ids))
+
+-- name: reseal_timer
+-- Only over the value read: a row a worker wrote meanwhile keeps the worker's.
+UPDATE timers SET payload = :payload, last_error = :last_error
+WHERE id = :id AND payload = :old_payload AND last_error IS :old_last_error
+
+-- name: reseal_attempt
+UPDATE attempts SET error = :error, traceback = :traceback
+WHERE timer_id = :timer_id AND number = :number
+  AND error IS :old_error AND traceback IS :old_traceback
