@@ -14,7 +14,7 @@ import pytest
 from tests.waiting import run
 
 from duetime import AsyncApp, Event, FrozenClock, Status
-from duetime.support.sealing import SealedNamespace
+from duetime.support.sealing import SealedNamespace, SealKeyMissing
 from duetime.timer_filters import timer_filter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
@@ -83,5 +83,23 @@ def test_payload_search_and_partitions_are_refused_on_a_sealed_namespace(url: st
             # the same store, a namespace it does not seal: searched as before
             assert (await plain.history(payload="email=a@example.com")).items == []
             await plain.set_limit("job", concurrency=1, partition_by="payload.user")
+
+    run(main)
+
+
+def test_an_edit_never_writes_the_sealed_stand_in_back(url: str) -> None:
+    async def main() -> None:
+        async with AsyncApp(url, clock=FrozenClock(START), seal_keys=K1) as old:
+            await old.schedule("job", {"email": "a@example.com"}, at=START, key="a")
+        async with AsyncApp(url, clock=FrozenClock(START), seal_keys=K2) as app:
+            shown = (await app.get("a")).payload
+            assert shown == {"$sealed": "k1"}
+            with pytest.raises(SealKeyMissing, match="'k1'"):
+                await app.edit("a", {"delay": "PT1H"})
+            with pytest.raises(SealKeyMissing, match="'k1'"):  # the form sent back as shown
+                await app.edit("a", {"delay": "PT1H", "payload": shown})
+            await app.edit("a", {"payload": {"email": "new@example.com"}})
+        async with AsyncApp(url, clock=FrozenClock(START), seal_keys=f"{K2},{K1}") as both:
+            assert (await both.get("a")).payload == {"email": "new@example.com"}
 
     run(main)

@@ -22,6 +22,7 @@ from duetime.model.audit import Actor, filter_target
 from duetime.requests import TimerRequest
 from duetime.store import Store
 from duetime.store.parts import OutboxStore
+from duetime.support.sealing import SealKeyMissing, Unopened
 from duetime.timer_filters import check_action
 from duetime.validation import check_keys, check_limit, check_lookup_key
 
@@ -195,6 +196,11 @@ class ActingMethods(AuditMethods):
             raise Conflict(f"timer {key!r} is {timer.status.value}: only a pending one is edited")
         if timer.destination is not None:
             raise Conflict(f"timer {key!r} is a delivery of an event: edit the event instead")
+        if isinstance(timer.payload, Unopened):  # never write the stand-in back over the value
+            if changes.get("payload") == timer.payload:  # a form sent back as it was shown
+                changes = {name: value for name, value in changes.items() if name != "payload"}
+            if "payload" not in changes:
+                raise SealKeyMissing(timer.payload.key_id)
         request = TimerRequest.from_dict({**_carried(timer, changes), **changes})
         (result,) = await self.schedule_many([request], on_conflict="update")
         if result.action == "kept" and not result.timer.status.is_pending:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import os
 import re
 import threading
+from binascii import a2b_base64, b2a_base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -84,10 +86,16 @@ class SealedNamespace(InvalidInput):
         )
 
 
-@dataclass(frozen=True, slots=True)
 class _DataKey:
-    salt: bytes
-    aead: AESGCM
+    """A data key and the count of its nonces: ``next(count)`` is atomic in CPython, so
+    sealing takes no lock (only a data key's renewal does)."""
+
+    __slots__ = ("aead", "count", "salt")
+
+    def __init__(self, salt: bytes, aead: AESGCM) -> None:
+        self.salt = salt
+        self.aead = aead
+        self.count = itertools.count()
 
 
 def _derive(secret: bytes, key_id: str, salt: bytes) -> AESGCM:
@@ -100,7 +108,7 @@ def _derive(secret: bytes, key_id: str, salt: bytes) -> AESGCM:
 class KeyRing:
     """Named 256-bit keys: the first seals, all open."""
 
-    __slots__ = ("_count", "_current", "_first", "_keys", "_lock", "_openers")
+    __slots__ = ("_current", "_first", "_keys", "_lock", "_openers", "_prefix")
 
     def __init__(self, keys: Iterable[tuple[str, bytes]]) -> None:
         pairs = list(keys)
@@ -120,10 +128,10 @@ class KeyRing:
                 raise InvalidInput("seal_keys", f"key id {key_id!r} is given twice")
             self._keys[key_id] = secret
         self._first = pairs[0][0]
+        self._prefix = f"{VERSION}:{self._first}:"
         self._lock = threading.Lock()
         self._current = self._new_data_key()
-        self._count = 0
-        self._openers: dict[tuple[str, bytes], AESGCM] = {}
+        self._openers: dict[str, dict[bytes, AESGCM]] = {key_id: {} for key_id in self._keys}
 
     @classmethod
     def parse(cls, text: str, field: str = "seal_keys") -> KeyRing:
@@ -164,44 +172,47 @@ class KeyRing:
         salt = os.urandom(_SALT)
         return _DataKey(salt, _derive(self._keys[self._first], self._first, salt))
 
-    def _next(self) -> tuple[_DataKey, bytes]:
+    def _renew(self, spent: _DataKey) -> _DataKey:
+        """A fresh data key once ``spent`` has sealed its bound (one thread makes it)."""
         with self._lock:
-            if self._count >= SEALS_PER_DATA_KEY:
-                self._current, self._count = self._new_data_key(), 0
-            count = self._count
-            self._count = count + 1
-            return self._current, count.to_bytes(_NONCE, "big")
+            if self._current is spent:
+                self._current = self._new_data_key()
+            return self._current
 
     def seal(self, plain: bytes, purpose: bytes) -> str:
         """``plain`` → ``dts1:<first key id>:<base64>``; ``purpose`` is bound to it, so a sealed
         error cannot be passed off as a payload."""
-        data_key, nonce = self._next()
+        data_key = self._current
+        count = next(data_key.count)
+        while count >= SEALS_PER_DATA_KEY:
+            data_key = self._renew(data_key)
+            count = next(data_key.count)
+        nonce = count.to_bytes(_NONCE, "big")
         sealed = data_key.aead.encrypt(nonce, plain, purpose)
-        body = binascii.b2a_base64(data_key.salt + nonce + sealed, newline=False).decode()
-        return f"{VERSION}:{self._first}:{body}"
+        return self._prefix + b2a_base64(data_key.salt + nonce + sealed, newline=False).decode()
 
     def open(self, token: str, purpose: bytes) -> bytes:
         """A :meth:`seal`'s result → the plain bytes; :class:`SealKeyMissing` names a key the
         ring lacks, :class:`SealBroken` says what else is wrong."""
-        version, _, rest = token.partition(":")
-        key_id, _, body = rest.partition(":")
-        if version != VERSION or not body:
-            raise SealBroken(f"not a sealed value of this version ({version!r})")
-        secret = self._keys.get(key_id)
-        if secret is None:
+        parts = token.split(":", 2)
+        if len(parts) != 3 or parts[0] != VERSION:
+            raise SealBroken(f"not a sealed value of this version ({parts[0]!r})")
+        key_id = parts[1]
+        openers = self._openers.get(key_id)
+        if openers is None:
             raise SealKeyMissing(key_id)
         try:
-            raw = binascii.a2b_base64(body)  # the tag authenticates it
+            raw = a2b_base64(parts[2])  # not strict: the tag refuses any altered character
         except binascii.Error:
             raise SealBroken(f"a value sealed with key {key_id!r} is not base64") from None
-        salt, nonce, sealed = raw[:_SALT], raw[_SALT : _SALT + _NONCE], raw[_SALT + _NONCE :]
-        aead = self._openers.get((key_id, salt))
+        salt = raw[:_SALT]
+        aead = openers.get(salt)
         if aead is None:
-            if len(self._openers) >= _OPENERS_KEPT:
-                self._openers.clear()
-            aead = self._openers[(key_id, salt)] = _derive(secret, key_id, salt)
+            if len(openers) >= _OPENERS_KEPT:
+                openers.clear()
+            aead = openers[salt] = _derive(self._keys[key_id], key_id, salt)
         try:
-            return aead.decrypt(nonce, sealed, purpose)
+            return aead.decrypt(raw[_SALT : _SALT + _NONCE], raw[_SALT + _NONCE :], purpose)
         except InvalidTag:
             raise SealBroken(f"a value sealed with key {key_id!r} does not open") from None
 
@@ -222,6 +233,16 @@ def sealed_token(value: Any) -> str | None:
         if type(token) is str and token.startswith(VERSION + ":"):
             return token
     return None
+
+
+class Unopened(dict[str, str]):
+    """A sealed payload this process could not open, as readers see it: ``{"$sealed": "<key
+    id>"}``. Its own type, so that nothing writes it back over the sealed value it stands for
+    (an edit of the timer's due time, say)."""
+
+    @property
+    def key_id(self) -> str:
+        return self[MARK]
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +308,7 @@ class Sealing:
         except (SealKeyMissing, SealBroken):
             if strict:
                 raise
-            return {MARK: key_id_of(token) or "?"}
+            return Unopened({MARK: key_id_of(token) or "?"})
 
     # -- errors and tracebacks: text in, text out ----------------------------------------
 
