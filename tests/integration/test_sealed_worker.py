@@ -5,21 +5,26 @@ PostgreSQL, through one ``tick`` (one claim)."""
 from __future__ import annotations
 
 import base64
+import sqlite3
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from tests.waiting import run
 
-from duetime import AsyncApp, Event, FrozenClock, Status
+from duetime import App, AsyncApp, Event, FrozenClock, Status
+from duetime.store.postgres.settings import parse_url
 from duetime.support.sealing import SealedNamespace, SealKeyMissing
 from duetime.timer_filters import timer_filter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import pooled_pg_url
+from test_sealing_at_rest import raw_rows
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 K1 = f"k1:{base64.b64encode(b'1' * 32).decode()}"
@@ -103,3 +108,29 @@ def test_an_edit_never_writes_the_sealed_stand_in_back(url: str) -> None:
             assert (await both.get("a")).payload == {"email": "new@example.com"}
 
     run(main)
+
+
+def test_the_outbox_and_a_kept_key_seal_and_open_as_any_write(url: str) -> None:
+    """A timer stored inside the caller's own transaction is sealed like any other; a write
+    that keeps a stored timer answers it opened."""
+    with App(url, clock=FrozenClock(START), seal_keys=K1) as app:
+        if url.startswith("sqlite"):
+            conn: Any = sqlite3.connect(url[len("sqlite:///") :])
+            conn.execute("BEGIN IMMEDIATE")
+        else:
+            conn = psycopg.connect(parse_url(url).conninfo)
+        try:
+            app.schedule(
+                "job", {"email": "outbox@example.com"}, at=START, key="o", transaction=conn
+            )
+            conn.commit()
+        finally:
+            conn.close()
+        kept = app.schedule(
+            "job", {"email": "other@example.com"}, at=START, key="o", on_conflict="keep"
+        )
+        assert kept.action == "kept"
+        assert kept.timer.payload == {"email": "outbox@example.com"}
+    raw = raw_rows(url)
+    assert "dts1:k1:" in raw
+    assert "outbox@example.com" not in raw

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.model import NewTimer
-from duetime.model.slots import make_new_timer
+from duetime.model import NewTimer, PutResult
+from duetime.model.slots import make_new_timer, make_put_result
 from duetime.support.jsontext import json_text
 from duetime.support.jsontext import (
     load_json as load_json,
 )  # the stores' decoder, here with the rest
-from duetime.support.sealing import Sealing
+from duetime.support.sealing import TEXT_MARK, Sealing, sealed_token
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -71,6 +72,23 @@ def sealed_timer(timer: NewTimer, sealing: Sealing) -> NewTimer:
         timer.priority,
         sealing.seal_payload(timer.namespace, payload_text(timer)),
     )
+
+
+def opened_results(results: list[PutResult], sealing: Sealing) -> list[PutResult]:
+    """A write's results, the stored timers it kept read as stored, with their sealed values
+    opened as any read opens them."""
+    for at, result in enumerate(results):
+        timer = result.timer
+        if sealed_token(timer.payload) is not None or (
+            timer.last_error is not None and timer.last_error.startswith(TEXT_MARK)
+        ):
+            opened = replace(
+                timer,
+                payload=sealing.open_payload(timer.payload),
+                last_error=sealing.open_text(timer.last_error),
+            )
+            results[at] = make_put_result(result.action, opened)
+    return results
 
 
 def like_pattern(pattern: str) -> str:

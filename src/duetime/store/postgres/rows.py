@@ -32,14 +32,18 @@ from duetime.support.sealing import TEXT_MARK, Sealing
 Row = dict[str, Any]
 
 
-def timer_from_row(row: Row, sealing: Sealing) -> Timer:
-    """A row → Timer, its sealed values opened (or shown as sealed where this ring cannot)."""
+def timer_from_row(row: Row, sealing: Sealing | None) -> Timer:
+    """A row → Timer, its sealed values opened (or shown as sealed where this ring cannot);
+    None: as stored, for a caller that opens them (:func:`~duetime.store.codec.opened_results`)."""
+    payload, last_error = row["payload"], row["last_error"]
+    if sealing is not None:
+        payload, last_error = sealing.open_payload(payload), sealing.open_text(last_error)
     return Timer(
         id=row["id"],
         namespace=row["namespace"],
         key=row["key"],
         type=row["type"],
-        payload=sealing.open_payload(row["payload"]),
+        payload=payload,
         subject=row["subject"],
         due_at=row["due_at"],
         status=Status(row["status"]),
@@ -55,7 +59,7 @@ def timer_from_row(row: Row, sealing: Sealing) -> Timer:
         disambiguation=row["disambiguation"],
         fired_at=row["fired_at"],
         completed_at=row["completed_at"],
-        last_error=sealing.open_text(row["last_error"]),
+        last_error=last_error,
         lease_owner=row["lease_owner"],
         lease_expires_at=row["lease_expires_at"],
         destination=row["destination"],
