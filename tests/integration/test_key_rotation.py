@@ -8,13 +8,15 @@ import asyncio
 import base64
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 from tests.waiting import run
 
 from duetime import AsyncApp, Event, FrozenClock, Status
+from duetime.store.postgres.settings import parse_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
@@ -36,19 +38,41 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield found
 
 
+def archived(url: str) -> int:
+    """Rows of PostgreSQL's archive, read with SQL."""
+    if url.startswith("sqlite"):
+        return 0
+    settings = parse_url(url)
+    with psycopg.connect(settings.conninfo) as pg:
+        row = pg.execute(f"SELECT count(*) FROM {settings.schema}.timer_history").fetchone()
+    return int(row[0]) if row else 0
+
+
 class Stop(Exception):
     """The rotation stopped after a batch, as an interrupted command would."""
 
 
 def test_rotation_resumes_and_runs_beside_a_worker(url: str) -> None:
     async def main() -> None:
-        old = AsyncApp(url, clock=FrozenClock(START), seal_keys=K1)
+        clock = FrozenClock(START - timedelta(hours=3))
+        old = AsyncApp(url, clock=clock, seal_keys=K1)
 
         @old.handler("fail")
         async def fail(event: Event) -> None:
             raise ValueError(f"no mailbox {event.payload['email']}")
 
+        @old.handler("done")
+        async def done(event: Event) -> None:
+            pass
+
         async with old:
+            await old.schedule("done", {"email": "archived@example.com"}, at=clock.now(), key="d")
+            await old.add_schedule("daily", "report", {"email": "cron@example.com"}, every="P1D")
+            await old.tick()
+            clock.advance(2 * 3600)
+            await old.maintain()  # PostgreSQL: "d" moves to the archive, still sealed with k1
+            assert archived(url) == (0 if url.startswith("sqlite") else 1)
+            clock.set(START)
             for key in KEYS:
                 await old.schedule("job", {"email": f"{key}@example.com"}, at=START, key=key)
             await old.schedule("fail", {"email": "fail@example.com"}, at=START, key="fail")
@@ -93,6 +117,8 @@ def test_rotation_resumes_and_runs_beside_a_worker(url: str) -> None:
                 assert (await new.get(key)).status is Status.DONE
             failed = await new.get("fail")
             assert failed.payload == {"email": "fail@example.com"}
+            assert (await new.get("d")).payload == {"email": "archived@example.com"}
+            assert (await new.get_schedule("daily")).payload == {"email": "cron@example.com"}
             (attempt,) = await new.attempts("fail")
             assert "no mailbox fail@example.com" in (attempt.error or "")
             assert "fail@example.com" in (attempt.traceback or "")

@@ -17,6 +17,7 @@ import pytest
 from tests.waiting import run
 
 from duetime import App, AsyncApp, Event, FrozenClock, Status
+from duetime.errors import InvalidInput
 from duetime.store.postgres.settings import parse_url
 from duetime.support.sealing import SealedNamespace, SealKeyMissing
 from duetime.timer_filters import timer_filter
@@ -134,3 +135,40 @@ def test_the_outbox_and_a_kept_key_seal_and_open_as_any_write(url: str) -> None:
     raw = raw_rows(url)
     assert "dts1:k1:" in raw
     assert "outbox@example.com" not in raw
+
+
+def test_a_schedules_payload_is_sealed_and_its_timers_run_with_it(url: str) -> None:
+    async def main() -> None:
+        clock = FrozenClock(START)
+        app = AsyncApp(url, clock=clock, seal_keys=K1)
+        ran: list[object] = []
+
+        @app.handler("ping")
+        async def ping(event: Event) -> None:
+            ran.append(event.payload)
+
+        async with app:
+            await app.add_schedule("hourly", "ping", {"email": "cron@example.com"}, every="PT1H")
+            for _ in range(2):
+                await app.tick()
+                clock.advance(3600)
+            assert ran
+            assert all(p == {"email": "cron@example.com"} for p in ran)
+            assert (await app.get_schedule("hourly")).payload == {"email": "cron@example.com"}
+            await app.pause_schedule("hourly")  # a stored schedule written back stays sealed
+        raw = raw_rows(url)
+        assert "dts1:k1:" in raw
+        assert "cron@example.com" not in raw
+        async with AsyncApp(url, clock=clock) as keyless:
+            assert (await keyless.get_schedule("hourly")).payload == {"$sealed": "k1"}
+            # a change rewrites the schedule: never with the stand-in over its payload
+            with pytest.raises(SealKeyMissing, match="'k1'"):
+                await keyless.resume_schedule("hourly")
+            with pytest.raises(SealKeyMissing, match="'k1'"):
+                await keyless.update_schedule("hourly", every="PT2H")
+            with pytest.raises(InvalidInput, match="sealed payload"):  # nor as a payload of its own
+                await keyless.schedule("job", {"$sealed": "k1"}, key="forged", delay=60)
+        async with AsyncApp(url, clock=clock, seal_keys=K1) as again:
+            assert (await again.get_schedule("hourly")).payload == {"email": "cron@example.com"}
+
+    run(main)

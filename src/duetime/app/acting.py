@@ -9,8 +9,9 @@ the timer due: the occurrence runs once, and the schedule goes on from the one a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from duetime.app.audit import AuditMethods
@@ -114,24 +115,32 @@ class ActingMethods(AuditMethods):
         batch: int = 500,
         progress: Callable[[int, int], None] | None = None,
     ) -> int:
-        """Seal every stored timer, its last error and its attempts' errors with the first key
-        of ``DUETIME_SEAL_KEYS`` (plain ones too, in the namespaces that seal), ``batch`` rows a
-        transaction, walking ids upwards from ``after``; returns how many timers changed. Safe
-        beside running workers (a row changed meanwhile is left as written, already sealed
-        with the first key) and resumable: ``progress(changed, last id)`` after each batch
-        says where to start again."""
+        """Seal every stored payload (timers, deliveries, schedules, PostgreSQL's archive), last
+        error, attempt error and traceback with the first key of ``DUETIME_SEAL_KEYS`` — plain
+        ones too, payloads in the namespaces that seal — ``batch`` rows a transaction; returns
+        how many values changed. Safe beside running workers (each value is written only over
+        the one read, so what a worker wrote meanwhile stays) and resumable: timers are walked
+        by id from ``after``, and ``progress(changed, last id)`` after each of their batches
+        says where to start again (schedules and the archive are walked again whole: the rows
+        done need no change)."""
         await self.open()
         if not self.store.sealing.enabled:
             raise InvalidInput("seal_keys", "is empty: there is no key to seal with")
         check_limit(batch, "batch", maximum=10_000)
-        changed = 0
+        changed = await _walk(lambda at: self.store.schedules.reseal(at, batch))
         while True:
             step, last = await self.store.reseal(after, batch)
             if last is None:
-                return changed
+                break
             changed, after = changed + step, last
             if progress is not None:
                 progress(changed, after)
+        names: list[str] = []
+        while page := await self.store.list_namespaces(names[-1] if names else "", 1000):
+            names.extend(page)
+        for name in names:
+            changed += await _walk(partial(self.store.history.reseal, name, limit=batch))
+        return changed
 
     async def bulk(
         self,
@@ -227,6 +236,16 @@ class ActingMethods(AuditMethods):
             if moved:
                 return await self.run_now(advance.timers[0].key)
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+
+
+async def _walk(step: Callable[[int], Awaitable[tuple[int, int | None]]]) -> int:
+    """Run a re-sealing ``step`` from id 0 until it reads no more rows; the values changed."""
+    changed, at = 0, 0
+    while True:
+        count, last = await step(at)
+        if last is None:
+            return changed
+        changed, at = changed + count, last
 
 
 def _carried(timer: Timer, changes: Mapping[str, Any]) -> dict[str, Any]:

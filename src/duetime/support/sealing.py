@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from duetime.errors import DuetimeError, InvalidInput
-from duetime.support.jsontext import load_json
+from duetime.support.jsontext import json_text, load_json
 
 VERSION = "dts1"
 MARK = "$sealed"
@@ -286,6 +286,13 @@ class Sealing:
             return text
         token = self.ring.seal(text.encode(), _PAYLOAD)
         return '{"' + MARK + '":"' + token + '"}'
+
+    def seal_json(self, namespace: str, value: Any) -> str:
+        """A value's JSON text as stored (:meth:`seal_payload`); a stand-in for a payload this
+        process could not open (:class:`Unopened`) is refused, never stored over it."""
+        if isinstance(value, Unopened):
+            raise SealKeyMissing(value.key_id)
+        return self.seal_payload(namespace, json_text(value))
 
     def open_payload_text(self, token: str) -> str:
         """A sealed payload's token → its JSON text; raises when it cannot."""

@@ -33,6 +33,7 @@ from duetime.store.codec import like_pattern
 from duetime.store.cursors import decode_event_cursor, encode_event_cursor
 from duetime.store.parts import Chart
 from duetime.store.postgres.database import Conn, Database, fetch_all
+from duetime.store.postgres.resealing import reseal_rows
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
 from duetime.store.queries import load_queries
 from duetime.support.sealing import Sealing
@@ -177,6 +178,20 @@ class PostgresHistory:
         await conn.execute(Q["set_lock_timeout"], {"timeout": PARTITION_LOCK_TIMEOUT})
 
     # -- the event log ----------------------------------------------------------------------
+    async def reseal(self, namespace: str, after: int, limit: int) -> tuple[int, int | None]:
+        sealing = self._db.sealing
+        params = {"namespace": namespace, "after": after, "limit": limit}
+
+        async def run(conn: Conn) -> tuple[int, int | None]:
+            rows = await fetch_all(conn, Q["reseal_history_scan"], params)
+            if not rows:
+                return 0, None
+            ids = [row["id"] for row in rows]
+            attempts = await fetch_all(conn, Q["reseal_history_attempts_scan"], {"ids": ids})
+            return await reseal_rows(conn, sealing, rows, attempts, Q, "history_"), ids[-1]
+
+        return await self._db.write(run)
+
     async def list_events(
         self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
     ) -> Page[LoggedEvent]:

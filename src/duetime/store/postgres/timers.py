@@ -32,9 +32,9 @@ from duetime.store.cursors import (
 from duetime.store.gauges import gauges
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
 from duetime.store.postgres.notices import Notices
+from duetime.store.postgres.resealing import reseal_rows
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row
 from duetime.store.queries import load_queries
-from duetime.store.resealing import params, reseal_attempt, reseal_timer
 from duetime.store.transitions import Transition, refused
 
 Q = load_queries("duetime.store.postgres", "timers.sql", "session.sql")
@@ -85,29 +85,18 @@ class PostgresTimers:
         return await self._db.read(run)
 
     async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
-        """Re-seal up to ``limit`` timers after id ``after`` to the first key (see
-        :mod:`duetime.store.resealing`): the rows changed, and the last id read (None: done)."""
+        """Re-seal up to ``limit`` timers of the hot table after id ``after`` to the first key
+        (see :mod:`duetime.store.resealing`; the archived ones are the history's): the values
+        changed, and the last id read (None: done)."""
         sealing = self._db.sealing
 
         async def run(conn: Conn) -> tuple[int, int | None]:
             rows = await fetch_all(conn, Q["reseal_scan"], {"after": after, "limit": limit})
             if not rows:
                 return 0, None
-            changed = 0
-            for row in rows:
-                item = reseal_timer(
-                    sealing, row["id"], row["namespace"], row["payload"], row["last_error"]
-                )
-                if item is not None:
-                    changed += (await conn.execute(Q["reseal_timer"], params(item))).rowcount
             ids = [row["id"] for row in rows]
-            for row in await fetch_all(conn, Q["reseal_attempts_scan"], {"ids": ids}):
-                attempt = reseal_attempt(
-                    sealing, row["timer_id"], row["number"], row["error"], row["traceback"]
-                )
-                if attempt is not None:
-                    await conn.execute(Q["reseal_attempt"], params(attempt))
-            return changed, ids[-1]
+            attempts = await fetch_all(conn, Q["reseal_attempts_scan"], {"ids": ids})
+            return await reseal_rows(conn, sealing, rows, attempts, Q, ""), ids[-1]
 
         return await self._db.write(run)
 

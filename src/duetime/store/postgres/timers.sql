@@ -471,13 +471,17 @@ WHERE id > %(after)s ORDER BY id LIMIT %(limit)s
 -- name: reseal_attempts_scan
 SELECT timer_id, number, error, traceback FROM attempts WHERE timer_id = ANY(%(ids)s)
 
--- name: reseal_timer
--- Only over the value read: a row a worker wrote meanwhile keeps the worker's.
-UPDATE timers SET payload = %(payload)s::jsonb, last_error = %(last_error)s
-WHERE id = %(id)s AND payload = %(old_payload)s::jsonb
-  AND last_error IS NOT DISTINCT FROM %(old_last_error)s
+-- name: reseal_payload
+-- Each value only over the value read: what a worker wrote meanwhile stays.
+UPDATE timers SET payload = %(new)s::jsonb WHERE id = %(id)s AND payload = %(old)s::jsonb
 
--- name: reseal_attempt
-UPDATE attempts SET error = %(error)s, traceback = %(traceback)s
-WHERE timer_id = %(timer_id)s AND number = %(number)s
-  AND error IS NOT DISTINCT FROM %(old_error)s AND traceback IS NOT DISTINCT FROM %(old_traceback)s
+-- name: reseal_last_error
+UPDATE timers SET last_error = %(new)s WHERE id = %(id)s AND last_error = %(old)s
+
+-- name: reseal_attempt_error
+UPDATE attempts SET error = %(new)s
+WHERE timer_id = %(timer_id)s AND number = %(number)s AND error = %(old)s
+
+-- name: reseal_attempt_traceback
+UPDATE attempts SET traceback = %(new)s
+WHERE timer_id = %(timer_id)s AND number = %(number)s AND traceback = %(old)s

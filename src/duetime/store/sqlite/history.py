@@ -81,6 +81,10 @@ class SqliteHistory:
             total += count
         return total
 
+    async def reseal(self, namespace: str, after: int, limit: int) -> tuple[int, int | None]:
+        """Nothing: finished timers stay in the one table :meth:`SqliteStore.reseal` walks."""
+        return 0, None
+
     async def list_events(
         self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
     ) -> Page[LoggedEvent]:

@@ -38,7 +38,7 @@ from duetime.store.cursors import (
 from duetime.store.gauges import gauges
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
-from duetime.store.resealing import params, reseal_attempt, reseal_timer
+from duetime.store.resealing import attempt_writes, timer_writes
 from duetime.store.room import check_namespace_room
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
@@ -60,6 +60,25 @@ from duetime.store.transitions import Transition
 from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.sqlite", "namespaces.sql", "timers.sql")
+
+
+def reseal_rows(
+    conn: sqlite3.Connection,
+    sealing: Sealing,
+    rows: list[sqlite3.Row],
+    attempts: list[sqlite3.Row],
+    payload_query: str = Q["reseal_payload"],
+) -> int:
+    """Write a rotation batch's re-sealed values; how many were written."""
+    payloads, errors = timer_writes(sealing, rows)
+    changed = sum(conn.execute(payload_query, w).rowcount for w in payloads)
+    changed += sum(conn.execute(Q["reseal_last_error"], w).rowcount for w in errors)
+    for write in attempt_writes(sealing, attempts):
+        query = Q[
+            "reseal_attempt_error" if write["column"] == "error" else "reseal_attempt_traceback"
+        ]
+        changed += conn.execute(query, write).rowcount
+    return changed
 
 
 class SqliteStore(SqliteWorking):
@@ -207,28 +226,16 @@ class SqliteStore(SqliteWorking):
 
     async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
         """Re-seal up to ``limit`` timers after id ``after`` to the first key (see
-        :mod:`duetime.store.resealing`): the rows changed, and the last id read (None: done)."""
+        :mod:`duetime.store.resealing`): the values changed, and the last id read (None: done)."""
         sealing = self._db.sealing
 
         def run(conn: sqlite3.Connection) -> tuple[int, int | None]:
             rows = conn.execute(Q["reseal_scan"], {"after": after, "limit": limit}).fetchall()
             if not rows:
                 return 0, None
-            changed = 0
-            for row in rows:
-                item = reseal_timer(
-                    sealing, row["id"], row["namespace"], row["payload"], row["last_error"]
-                )
-                if item is not None:
-                    changed += conn.execute(Q["reseal_timer"], params(item)).rowcount
             ids = dump_json([row["id"] for row in rows])
-            for row in conn.execute(Q["reseal_attempts_scan"], {"ids": ids}).fetchall():
-                attempt = reseal_attempt(
-                    sealing, row["timer_id"], row["number"], row["error"], row["traceback"]
-                )
-                if attempt is not None:
-                    conn.execute(Q["reseal_attempt"], params(attempt))
-            return changed, rows[-1]["id"]
+            attempts = conn.execute(Q["reseal_attempts_scan"], {"ids": ids}).fetchall()
+            return reseal_rows(conn, sealing, rows, attempts), rows[-1]["id"]
 
         return await self._db.write(run)
 

@@ -225,12 +225,16 @@ SELECT id, namespace, payload, last_error FROM timers WHERE id > :after ORDER BY
 SELECT timer_id, number, error, traceback FROM attempts
 WHERE timer_id IN (SELECT value FROM json_each(:ids))
 
--- name: reseal_timer
--- Only over the value read: a row a worker wrote meanwhile keeps the worker's.
-UPDATE timers SET payload = :payload, last_error = :last_error
-WHERE id = :id AND payload = :old_payload AND last_error IS :old_last_error
+-- name: reseal_payload
+-- Each value only over the value read: what a worker wrote meanwhile stays.
+UPDATE timers SET payload = :new WHERE id = :id AND payload = :old
 
--- name: reseal_attempt
-UPDATE attempts SET error = :error, traceback = :traceback
-WHERE timer_id = :timer_id AND number = :number
-  AND error IS :old_error AND traceback IS :old_traceback
+-- name: reseal_last_error
+UPDATE timers SET last_error = :new WHERE id = :id AND last_error = :old
+
+-- name: reseal_attempt_error
+UPDATE attempts SET error = :new WHERE timer_id = :timer_id AND number = :number AND error = :old
+
+-- name: reseal_attempt_traceback
+UPDATE attempts SET traceback = :new
+WHERE timer_id = :timer_id AND number = :number AND traceback = :old
