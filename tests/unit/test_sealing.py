@@ -107,3 +107,16 @@ def test_a_reader_without_the_key_sees_sealed_and_a_worker_is_refused() -> None:
     assert Sealing().open_payload({"$sealed": "a user's own value"}) == {
         "$sealed": "a user's own value"
     }
+
+
+def test_a_stored_text_reads_as_its_decoding_would() -> None:
+    sealing = Sealing(KeyRing.parse(f"k1:{K1}"))
+    stored = sealing.seal_payload("default", SECRET)
+    as_jsonb = stored.replace('":"', '": "', 1)  # PostgreSQL's jsonb text of the same value
+    for text in (stored, as_jsonb):
+        assert sealing.read_payload(text) == load_json(SECRET)
+    for text in ('{"$sealed":"dts1:x","b":"c"}', '{"$sealed": 1}', "null", SECRET):
+        assert sealing.read_payload(text) == load_json(text)
+    assert Sealing().read_payload(stored) == {"$sealed": "k1"}
+    with pytest.raises(SealKeyMissing):
+        Sealing().read_payload(as_jsonb, strict=True)

@@ -26,7 +26,7 @@ from duetime.model import (
     unreadable_timer,
 )
 from duetime.model.slots import make_timer
-from duetime.store.codec import load_json, payload_text
+from duetime.store.codec import payload_text
 from duetime.support.sealing import TEXT_MARK, Sealing
 
 Row = dict[str, Any]
@@ -137,14 +137,14 @@ def claimed_rows(
         at = {name: i for i, name in enumerate(_column_names(cursor))}
         id_at, key_at, type_at, attempts_at = at["id"], at["key"], at["type"], at["attempts"]
         payload_at = at["payload"]
-        open_payload = sealing.open_payload
+        read_payload = sealing.read_payload
 
         def claimed(values: Sequence[Any]) -> Claimed:
             try:
                 text = values[payload_at]
                 values = (
                     *values[:payload_at],
-                    None if text is None else open_payload(load_json(text), strict=True),
+                    None if text is None else read_payload(text, strict=True),
                     *values[payload_at + 1 :],
                 )
                 timer = make(values)

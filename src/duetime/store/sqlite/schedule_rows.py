@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from duetime.model import CatchUp, Schedule
 from duetime.model.schedules import DueSchedule, NewSchedule
-from duetime.store.codec import from_micros, load_json, maybe_from_micros, to_micros
+from duetime.store.codec import from_micros, maybe_from_micros, to_micros
 from duetime.store.cursors import encode_name_cursor
 from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
@@ -131,7 +131,7 @@ def schedule_from_row(row: sqlite3.Row, sealing: Sealing) -> Schedule:
         namespace=row["namespace"],
         name=row["name"],
         type=row["type"],
-        payload=sealing.open_payload(load_json(row["payload"])),
+        payload=sealing.read_payload(row["payload"]),
         subject=row["subject"],
         cron=row["cron"],
         every=None if every is None else timedelta(microseconds=every),
