@@ -1,6 +1,7 @@
-"""A worker whose key ring lacks the key a timer was sealed with ends that timer dead, with a
-reason naming the key id, and keeps working: the other timers of its claim run. On SQLite and
-PostgreSQL, through one ``tick`` (one claim)."""
+"""Sealing at rest through the app, on SQLite and PostgreSQL: a worker whose key ring lacks a
+timer's key ends that timer dead naming the key and goes on; payload search and partitions are
+refused on a sealed namespace; what cannot be read is never written back; the outbox, schedules
+and webhook deliveries are sealed like any timer."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from tests.waiting import run
 
 from duetime import App, AsyncApp, Event, FrozenClock, Status
+from duetime.destinations import WebhookDestination
 from duetime.errors import InvalidInput
 from duetime.store.postgres.settings import parse_url
 from duetime.support.sealing import SealedNamespace, SealKeyMissing
@@ -25,6 +27,7 @@ from duetime.timer_filters import timer_filter
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import pooled_pg_url
+from test_destinations_webhook import Receiver, Reply
 from test_sealing_at_rest import raw_rows
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -170,5 +173,28 @@ def test_a_schedules_payload_is_sealed_and_its_timers_run_with_it(url: str) -> N
                 await keyless.schedule("job", {"$sealed": "k1"}, key="forged", delay=60)
         async with AsyncApp(url, clock=clock, seal_keys=K1) as again:
             assert (await again.get_schedule("hourly")).payload == {"email": "cron@example.com"}
+
+    run(main)
+
+
+def test_a_webhook_delivery_gets_the_payload_and_its_stored_answer_is_sealed(url: str) -> None:
+    """An event fanned out to a webhook: the delivery row copies the sealed payload, the body
+    sent is the plain payload, and the receiver's refusal quoting it is stored sealed."""
+
+    async def main() -> None:
+        app = AsyncApp(url, clock=FrozenClock(START), seal_keys=K1)
+        answer = Reply(status=500, body=b"mailbox alice@example.com is full")
+        async with Receiver(answer) as hook, app:
+            app.route("signup", to=WebhookDestination("hook", hook.url))
+            await app.schedule("signup", {"email": "alice@example.com"}, at=START, key="s")
+            await app.tick()  # the fan-out
+            await app.tick()  # the delivery
+            (request,) = hook.requests
+            assert b"alice@example.com" in request.body
+            raw = raw_rows(url)
+            assert "alice@example.com" not in raw
+            (delivery,) = (await app.history(type="signup", status="retrying")).items
+            assert "is full" in (delivery.last_error or "")
+            assert delivery.payload == {"email": "alice@example.com"}
 
     run(main)
