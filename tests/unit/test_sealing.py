@@ -8,7 +8,7 @@ import pytest
 
 from duetime.config import Settings
 from duetime.errors import InvalidInput
-from duetime.support import sealing
+from duetime.support import keyring
 from duetime.support.jsontext import load_json
 from duetime.support.sealing import KeyRing, SealBroken, Sealing, SealKeyMissing
 
@@ -47,7 +47,7 @@ def test_an_altered_or_misplaced_value_does_not_open() -> None:
 def test_nonces_never_repeat_and_a_data_key_seals_at_most_its_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sealing, "SEALS_PER_DATA_KEY", 3)
+    monkeypatch.setattr(keyring, "SEALS_PER_DATA_KEY", 3)
     ring = KeyRing.parse(f"k1:{K1}")
     seen = set()
     salts = set()
