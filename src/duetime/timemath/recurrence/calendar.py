@@ -34,6 +34,15 @@ from zoneinfo import ZoneInfo
 from dateutil import rrule as du
 
 from duetime.errors import InvalidInput, InvalidRrule
+from duetime.timemath.recurrence.budget import (
+    RESOLVE_STEPS,
+    WALL_STEPS,
+    charge,
+    costly_part,
+    creation_budget,
+    metered,
+    spending,
+)
 from duetime.timemath.recurrence.business import (
     DEFAULT_WEEKEND,
     MAX_ROLL_DAYS,
@@ -246,7 +255,8 @@ def parse_calendar(
         first = start if not until.utc else to_utc(start, zone)
         if (until.is_date and limit.date() < start.date()) or (not until.is_date and limit < first):
             raise InvalidRrule("rrule", "UNTIL: is before DTSTART: the rule has no occurrence")
-    _check_fires(calendar)
+    with spending(creation_budget("rrule", costly_part(parts))):
+        _check_fires(calendar)
     return calendar
 
 
@@ -292,10 +302,17 @@ def _check_fires(calendar: Calendar) -> None:
         raise InvalidRrule(
             "rrule", f"{parts.text}: no occurrence within {HORIZON_YEARS} years of DTSTART"
         )
-    if calendar.roll == "skip" and next(calendar_walls(calendar, _UTC_ZONE), None) is None:
+    if calendar.roll == "skip" and _first_business(calendar) is None:
         raise InvalidInput(
             "roll", f"skip drops every occurrence of {parts.text}: none is on a business day"
         )
+
+
+def _first_business(calendar: Calendar) -> datetime | None:
+    """The first wall time left after ``roll=skip``; a walk over too many skipped ones is
+    refused as ``roll``'s fault."""
+    with spending(creation_budget("roll", "skip")):
+        return next(calendar_walls(calendar, _UTC_ZONE), None)
 
 
 def _first_wall(calendar: Calendar) -> datetime | None:
@@ -351,18 +368,22 @@ def _expanded(calendar: Calendar, parts: RuleParts, near: datetime | None) -> It
 
 @functools.lru_cache(maxsize=4096)
 def _dateutil_rule(text: str, start: datetime) -> du.rrule:
-    return _parts(text).dateutil_rule(start)
+    return metered(_parts(text).dateutil_rule(start))
 
 
 @functools.lru_cache(maxsize=4096)
 def _resumed_rule(text: str, start: datetime, period: datetime) -> du.rrule | None:
     """Made once per rule and period: schedules alike share it within a materialiser round."""
-    return resumed(_parts(text), start, period)
+    rule = resumed(_parts(text), start, period)
+    return None if rule is None else metered(rule)
 
 
 def _dateutil(rule: du.rrule) -> Iterator[datetime]:
+    """The rule's wall times, one step of the active expansion budget each."""
     try:
-        yield from rule
+        for wall in rule:
+            charge(WALL_STEPS)
+            yield wall
     except (OverflowError, ValueError):  # walked off the end of the calendar (year 9999)
         return
 
@@ -418,6 +439,7 @@ def calendar_walls(
         if wall in excluded:
             continue
         if calendar.roll is not None:
+            charge(WALL_STEPS)  # a business-day check costs about what making the wall did
             day = business_day(
                 wall.date(),
                 calendar.roll,
@@ -478,6 +500,7 @@ def calendar_instants(
     for wall in calendar_walls(calendar, zone, near):
         if wall < skip_before:
             continue
+        charge(RESOLVE_STEPS)
         kind = classify(wall, zone)
         earliest = to_utc(wall, zone, "earlier")
         if kind == "normal":

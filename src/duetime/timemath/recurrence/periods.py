@@ -26,6 +26,7 @@ from typing import Any
 
 from dateutil import rrule as du
 
+from duetime.timemath.recurrence.budget import metered
 from duetime.timemath.recurrence.rrule_text import DAYS, RuleParts, weekday_of
 
 CYCLE_YEARS = 400
@@ -117,7 +118,8 @@ def ever_fires(parts: RuleParts, dtstart: datetime) -> bool:
     cycles = max(0, (_LAST_YEAR - _CHECK_SPAN - dtstart.year) // CYCLE_YEARS)
     moved = dtstart.replace(year=dtstart.year + cycles * CYCLE_YEARS)
     try:
-        return next(iter(du.rrule(_freq(parts), dtstart=moved, **kwargs)), None) is not None
+        rule = metered(du.rrule(_freq(parts), dtstart=moved, **kwargs))
+        return next(iter(rule), None) is not None
     except (OverflowError, ValueError):  # an impossible INTERVAL with BYHOUR..., or year 9999
         return False
 
