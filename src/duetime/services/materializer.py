@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from duetime.clock import Clock, unwatch, watch
+from duetime.errors import RuleTooCostly
 from duetime.model import Schedule, iso
 from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
 from duetime.schedules import KEY_PREFIX, Materialized, ScheduleAdvance, recurrence_of
@@ -161,6 +162,19 @@ def plan_advance(
     return _advance(schedule, fire, upcoming, after_at, state, cache, now)
 
 
+def _stopped(schedule: Planned, reason: RuleTooCostly) -> ScheduleAdvance:
+    """A schedule whose rule ran out of expansion budget (written before the budget existed,
+    or costlier from where it now stands): it gets no next occurrence, so it stops instead
+    of holding every round; its rule and its timers stay as they are, and changing the rule
+    starts it again."""
+    log.warning(
+        "schedule %r stopped: its rule is too costly to expand (%s)", schedule.name, reason.message
+    )
+    return ScheduleAdvance(
+        schedule.id, schedule.version, None, schedule.after_at, schedule.last_at, ()
+    )
+
+
 def _due_by(instant: datetime | None, horizon: datetime) -> bool:
     return instant is not None and instant <= horizon
 
@@ -243,17 +257,20 @@ class Materializer(Service):
         states = {} if states is None else states
         advances = []
         for schedule in due:
-            if gated(schedule.overlap):  # its plan depends on its occurrences' states
-                advance = plan_advance(
-                    schedule,
-                    now,
-                    lookahead=self.lookahead,
-                    per_schedule=self.per_schedule,
-                    cache=cache,
-                    state=states.get(schedule.id, NOTHING_UNFINISHED),
-                )
-            else:
-                advance = self._planned_alike(schedule, now, cache)
+            try:
+                if gated(schedule.overlap):  # its plan depends on its occurrences' states
+                    advance = plan_advance(
+                        schedule,
+                        now,
+                        lookahead=self.lookahead,
+                        per_schedule=self.per_schedule,
+                        cache=cache,
+                        state=states.get(schedule.id, NOTHING_UNFINISHED),
+                    )
+                else:
+                    advance = self._planned_alike(schedule, now, cache)
+            except RuleTooCostly as exc:
+                advance = _stopped(schedule, exc)
             advances.append(advance)
         return advances
 

@@ -10,22 +10,27 @@ rules, with its key, zone, local time, and the instant now and then. Nothing is 
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from duetime.errors import InvalidInput
+from duetime.errors import InvalidInput, RuleTooCostly
 from duetime.model import JSON, Schedule, Timer, iso
 from duetime.schedules import occurrence_key, recurrence_of
 from duetime.store.parts import ScheduleStore
 from duetime.timemath.recurrence import Recurrence
+from duetime.timemath.recurrence.budget import bounded
 from duetime.timemath.recurrence.calendar import calendar_instants
 from duetime.timemath.recurrence.cron import cron_instants
+from duetime.timemath.recurrence.occurrences import budget_for
 from duetime.timemath.tzmath import parse_disambiguation, stored_zone, to_local, to_utc
 
 PAGE = 500
+log = logging.getLogger("duetime.tzdata")
 _TINY = timedelta(microseconds=1)
 
 
@@ -92,9 +97,22 @@ async def tzdata_diff(
     after_id = 0
     while schedules := await store.schedules_after(after_id, PAGE):
         after_id = schedules[-1].id
-        for schedule in schedules:
-            if schedule.active and schedule.next_at is not None:
-                moves.extend(_schedule_moves(schedule, tree, now, count))
+        # Expanding a page of rules is CPU work: off the event loop, each rule within budget.
+        moves += await asyncio.to_thread(_page_moves, schedules, tree, now, count)
+    return moves
+
+
+def _page_moves(
+    schedules: list[Schedule], tree: ZoneTree, now: datetime, count: int
+) -> list[ZoneMove]:
+    moves: list[ZoneMove] = []
+    for schedule in schedules:
+        if not schedule.active or schedule.next_at is None:
+            continue
+        try:
+            moves.extend(_schedule_moves(schedule, tree, now, count))
+        except RuleTooCostly as exc:  # one costly rule does not hide the others' moves
+            log.warning("tzdata diff skips schedule %r: %s", schedule.name, exc.message)
     return moves
 
 
@@ -149,7 +167,7 @@ def _instants(rule: Recurrence, zone: ZoneInfo, after: datetime, count: int) -> 
     else:
         source = cron_instants(rule.expression, zone, after, rule.on_gap, rule.on_overlap)
     found: list[datetime] = []
-    for instant in source:
+    for instant in bounded(source, budget_for(rule)):
         if len(found) == count or (rule.end_at is not None and instant > rule.end_at):
             break
         found.append(instant)
