@@ -71,17 +71,25 @@ class PlanCache:
     every rule in every batch. Bounded: past :data:`REMEMBERED` entries it starts afresh
     (schedules of rules all their own: a cache of a million would only cost memory)."""
 
-    __slots__ = ("isos", "nexts", "rules", "shapes")
+    __slots__ = ("costly", "isos", "nexts", "rules", "shapes")
 
     def __init__(self) -> None:
         self.rules: dict[tuple[object, ...], Recurrence] = {}
         self.nexts: dict[tuple[Recurrence, datetime], datetime | None] = {}
         self.isos: dict[datetime, str] = {}
         self.shapes: dict[tuple[object, ...], Shape] = {}
+        self.costly: dict[tuple[object, ...], RuleTooCostly] = {}
+        """Plans that ran out of expansion budget, by shape: not tried twice in a round."""
 
     def bound(self) -> None:
         """Forget everything once any part holds more than :data:`REMEMBERED` entries."""
-        parts: tuple[dict[Any, Any], ...] = (self.rules, self.nexts, self.isos, self.shapes)
+        parts: tuple[dict[Any, Any], ...] = (
+            self.rules,
+            self.nexts,
+            self.isos,
+            self.shapes,
+            self.costly,
+        )
         if max(map(len, parts)) > REMEMBERED:
             for part in parts:
                 part.clear()
@@ -160,6 +168,27 @@ def plan_advance(
         after_at = upcoming
         upcoming = cache.next(rule, upcoming)
     return _advance(schedule, fire, upcoming, after_at, state, cache, now)
+
+
+def _shape_key(schedule: Planned, now: datetime) -> tuple[object, ...]:
+    """What a plan depends on besides its schedule's name and occurrence states."""
+    return (
+        now,
+        schedule.cron,
+        schedule.every,
+        schedule.timezone,
+        schedule.start_at,
+        schedule.end_at,
+        schedule.on_gap,
+        schedule.on_overlap,
+        None if schedule.every is None else schedule.anchor_at,  # a cron's is not read
+        schedule.catch_up,
+        schedule.catch_up_grace,
+        schedule.next_at,
+        schedule.after_at,
+        schedule.last_at,
+        schedule.calendar,
+    )
 
 
 def _stopped(schedule: Planned, reason: RuleTooCostly) -> ScheduleAdvance:
@@ -257,6 +286,10 @@ class Materializer(Service):
         states = {} if states is None else states
         advances = []
         for schedule in due:
+            known = cache.costly.get(key := _shape_key(schedule, now))
+            if known is not None:
+                advances.append(_stopped(schedule, known))
+                continue
             try:
                 if gated(schedule.overlap):  # its plan depends on its occurrences' states
                     advance = plan_advance(
@@ -270,6 +303,7 @@ class Materializer(Service):
                 else:
                     advance = self._planned_alike(schedule, now, cache)
             except RuleTooCostly as exc:
+                cache.costly[key] = exc
                 advance = _stopped(schedule, exc)
             advances.append(advance)
         return advances
@@ -277,23 +311,7 @@ class Materializer(Service):
     def _planned_alike(self, schedule: Planned, now: datetime, cache: PlanCache) -> ScheduleAdvance:
         """plan_advance, once per round for schedules alike in rule and position (a million
         users' daily greeting: a few thousand distinct plans); each gets its own keys."""
-        key = (
-            now,
-            schedule.cron,
-            schedule.every,
-            schedule.timezone,
-            schedule.start_at,
-            schedule.end_at,
-            schedule.on_gap,
-            schedule.on_overlap,
-            None if schedule.every is None else schedule.anchor_at,  # a cron's is not read
-            schedule.catch_up,
-            schedule.catch_up_grace,
-            schedule.next_at,
-            schedule.after_at,
-            schedule.last_at,
-            schedule.calendar,
-        )
+        key = _shape_key(schedule, now)
         shape = cache.shapes.get(key)
         if shape is None:
             advance = plan_advance(
