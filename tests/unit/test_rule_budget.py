@@ -145,8 +145,14 @@ def test_every_accepted_rule_previews_100_occurrences_within_the_budget(
     except InvalidInput:
         return
     first = dtstart.replace(tzinfo=UTC) - timedelta(days=2)
-    # From DTSTART and from the moment it was made (what creation tried), and a year on.
-    for since in (first, after, after + timedelta(days=400)):
+    # From DTSTART and from the moment it was made. (From elsewhere a rule may cost more, a
+    # per-second rule on the 29th in February: such an expansion is refused by its budget.)
+    for since in (first, after):
         budget = ExpansionBudget(cpu_seconds=None)
-        occurrences(rec, since, 100, budget=budget)  # raises RuleTooCostly past MAX_STEPS
+        try:
+            occurrences(rec, since, 100, budget=budget)
+        except RuleTooCostly as exc:
+            pytest.fail(
+                f"{rule} from {dtstart} in {zone}, accepted at {after}: from {since}: {exc}"
+            )
         assert budget.spent <= MAX_STEPS

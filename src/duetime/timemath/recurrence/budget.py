@@ -55,7 +55,17 @@ class ExpansionBudget:
     ``field`` and ``part`` name what a refusal blames (``rrule`` / ``COUNT``).
     """
 
-    __slots__ = ("_next_check", "_t0", "clock", "cpu_seconds", "field", "part", "spent", "steps")
+    __slots__ = (
+        "_next_check",
+        "_quarters",
+        "_t0",
+        "clock",
+        "cpu_seconds",
+        "field",
+        "part",
+        "spent",
+        "steps",
+    )
 
     def __init__(
         self,
@@ -74,6 +84,7 @@ class ExpansionBudget:
         self.field = field
         self.part = part
         self.spent = 0
+        self._quarters = 0
         self._next_check = _CHECK_EVERY
         self._t0 = clock() if cpu_seconds is not None else 0.0
 
@@ -86,6 +97,13 @@ class ExpansionBudget:
             self._next_check = self.spent + _CHECK_EVERY
             if self.cpu_seconds is not None and self.clock() - self._t0 > self.cpu_seconds:
                 raise self.refusal(f"more than {self.cpu_seconds:g} s of CPU")
+
+    def charge_quarter(self) -> None:
+        """A quarter of a step: a step every fourth call."""
+        self._quarters += 1
+        if self._quarters == 4:
+            self._quarters = 0
+            self.charge()
 
     def refusal(self, spent: str) -> RuleTooCostly:
         return RuleTooCostly(
@@ -164,15 +182,49 @@ class _Metered(du.rrule):  # type: ignore[misc]  # dateutil has no type stubs he
 
     dateutil's SECONDLY, MINUTELY and HOURLY loops advance through
     ``_rrule__mod_distance`` whenever the frequency's own BYxxx part is set; :func:`metered`
-    sets it (to every value, which changes no occurrence) so every candidate passes here."""
+    sets it (to every value, which changes no occurrence) so every candidate passes here. The
+    days dateutil tests against the day filters are charged by :class:`_Counting`."""
 
     def _rrule__mod_distance(self, value: int, byxxx: Any, base: int) -> Any:
+        found = super()._rrule__mod_distance(value, byxxx, base)
+        budget = _active.get()
+        if budget is not None:
+            # It stepped INTERVAL at a time to the next value it takes (at most ``base`` steps).
+            div, reached = found
+            tried = base if div is None else (div * base + reached - value) // self._interval
+            budget.charge(max(1, tried))
+        return found
+
+
+class _Counting(tuple[Any, ...]):
+    """A BYxxx day filter that charges one step each time dateutil tests a day against it:
+    a rule of days that rarely matches is walked day by day, and those tests are its work
+    (for a DAILY or shorter rule, a pass of dateutil's loop each)."""
+
+    __slots__ = ()
+
+    def __contains__(self, value: object) -> bool:
         budget = _active.get()
         if budget is not None:
             budget.charge()
-        return super()._rrule__mod_distance(value, byxxx, base)
+        return super().__contains__(value)
 
 
+class _CountingInBulk(_Counting):
+    """The same for a YEARLY, MONTHLY or WEEKLY rule, whose period's days dateutil tests in
+    one pass: a test costs a quarter of a step."""
+
+    __slots__ = ()
+
+    def __contains__(self, value: object) -> bool:
+        budget = _active.get()
+        if budget is not None:
+            budget.charge_quarter()
+        return tuple.__contains__(self, value)
+
+
+_DAY_FILTERS = ("_bymonth", "_byweekday", "_bymonthday", "_bynmonthday", "_byyearday")
+"""dateutil's day filters in the order it tests a day against them."""
 _FULL_SET = {
     du.SECONDLY: ("bysecond", 60),
     du.MINUTELY: ("byminute", 60),
@@ -196,4 +248,11 @@ def metered(rule: du.rrule) -> du.rrule:
     own = _FULL_SET.get(kwargs["freq"])
     if own is not None and kwargs.get(own[0]) is None:
         kwargs[own[0]] = tuple(range(own[1]))
-    return _Metered(**kwargs)
+    counted = _Metered(**kwargs)
+    for name in _DAY_FILTERS:
+        values = getattr(counted, name)
+        if values:  # the first filter dateutil tests is tested on every day
+            bulk = kwargs["freq"] in (du.YEARLY, du.MONTHLY, du.WEEKLY)
+            setattr(counted, name, (_CountingInBulk if bulk else _Counting)(values))
+            break
+    return counted

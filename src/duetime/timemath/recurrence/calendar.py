@@ -37,6 +37,7 @@ from duetime.errors import InvalidInput, InvalidRrule
 from duetime.timemath.recurrence.budget import (
     RESOLVE_STEPS,
     WALL_STEPS,
+    ExpansionBudget,
     charge,
     costly_part,
     creation_budget,
@@ -255,7 +256,8 @@ def parse_calendar(
         first = start if not until.utc else to_utc(start, zone)
         if (until.is_date and limit.date() < start.date()) or (not until.is_date and limit < first):
             raise InvalidRrule("rrule", "UNTIL: is before DTSTART: the rule has no occurrence")
-    with spending(creation_budget("rrule", costly_part(parts))):
+    # Deciding that a rule never fires walks a century of its days: the whole budget.
+    with spending(ExpansionBudget(field="rrule", part=costly_part(parts))):
         _check_fires(calendar)
     return calendar
 
