@@ -62,7 +62,8 @@ SchedulePlan = Callable[
 ]
 """Pure: due schedules, and the occurrence states of those with an overlap policy (by schedule
 id; absent: nothing unfinished) → how to advance each (run inside the materialising
-transaction)."""
+transaction). A store may call it beforehand too, outside any transaction, so the work of
+finding occurrences is done (and remembered by the planner) before a lock is taken."""
 
 
 class ScheduleStore(Protocol):

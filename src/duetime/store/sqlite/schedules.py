@@ -8,6 +8,7 @@ that no other process interleaves with.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -218,6 +219,18 @@ class SqliteSchedules:
             query = Q["due_window"]
         planned: list[ScheduleAdvance] = []
         released: list[int] = []
+
+        def read_due(conn: sqlite3.Connection) -> list[DueSchedule]:
+            cursor = conn.cursor()
+            cursor.row_factory = None
+            return due_rows(cursor.execute(query, params).fetchall())
+
+        # One writer (and one connection thread) serves every tenant: finding occurrences is
+        # done before it is taken, in a thread, for the rows due now; the plan made under it
+        # (from the rows as its transaction reads them, with their occurrence states) then
+        # finds them in the planner's cache.
+        if early := await self._db.read(read_due):
+            await asyncio.to_thread(plan, early, {})
 
         def run(conn: sqlite3.Connection) -> Materialized:
             cursor = conn.cursor()
