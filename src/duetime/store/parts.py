@@ -199,6 +199,21 @@ class ScheduleStore(Protocol):
         """Cron schedules of every namespace by id (tz-data re-resolution walks them all)."""
         ...
 
+    async def held_local_timers(self, limit: int) -> list[Timer]:
+        """Pending local-form timers stored without their instant (run_at ``HELD_AT``: the SQL
+        functions leave a wall time for duetime's own tz data to resolve), by id."""
+        ...
+
+    async def release_local_timers(
+        self,
+        resolved: Sequence[tuple[int, datetime]],
+        failed: Sequence[tuple[int, str]],
+        now: datetime,
+    ) -> int:
+        """Give held timers ``(id, instant)`` their instant, and end ``(id, reason)`` dead with
+        that reason (their wall time or zone failed duetime's checks); how many changed."""
+        ...
+
     async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
         """Pending timers given as local wall-clock time, of every namespace, by id."""
         ...

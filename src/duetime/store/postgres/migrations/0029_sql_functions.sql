@@ -1,0 +1,645 @@
+-- Scheduling from SQL: schedule, emit, cancel and schedule_many as functions of the schema, so a
+-- trigger, a psql session or a service in any language stores timers in its own transaction.
+--
+-- Each function checks what the Python path checks (the same limits, each error naming its
+-- field), writes the rows the Python path writes (timer_keys first, then timers, under the same
+-- sequence), and wakes workers with the same NOTIFY (channel duetime_<schema>, payload the
+-- earliest due instant in epoch microseconds, or '' for "re-read"), sent only if the caller
+-- commits. What PostgreSQL cannot decide as duetime does is left to duetime: a local wall time
+-- is stored with its zone and a held run_at (9999-01-01, outside every instant a timer may be
+-- due at), which no claim reaches, until a worker resolves it with its own tz data (or ends it
+-- dead, saying why). A timer is never early for a zone PostgreSQL knows differently.
+--
+-- Errors: SQLSTATE 22023 (invalid_parameter_value), 22004 (null_value_not_allowed), 22001
+-- (string_data_right_truncation: too long, too large), 22007 (invalid_datetime_format), 23505
+-- (unique_violation: on_conflict 'error' and the key exists), 42501 (insufficient_privilege: a
+-- namespace the role was not granted), P0002 (no_data_found: cancel of an unknown key), 55000
+-- (object_not_in_prerequisite_state: cancel of a timer that is no longer pending). The message
+-- starts with the field ("key: ..."), the DETAIL is "field: <name>", and the error's column
+-- name is the field.
+--
+-- Permissions: the public functions run as the schema's owner (SECURITY DEFINER), so a role
+-- needs EXECUTE on them and USAGE on the schema, and no right on any table. Which namespaces a
+-- role may write is sql_grants; the schema owner's members (and superusers) may write any.
+-- The caller is session_user: the role that logged in.
+
+-- The held timers, for the materialiser to find without walking every pending local-form
+-- timer (an index of the rows held now only: none once they are resolved).
+CREATE INDEX timers_held ON timers (id) WHERE run_at = '9999-01-01 00:00:00+00';
+
+CREATE TABLE sql_grants (
+    role name NOT NULL,
+    namespace text NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (role, namespace)
+);
+
+COMMENT ON TABLE sql_grants IS
+    'the namespaces each database role may use through the SQL functions (duetime sql grant)';
+
+-- An error naming its field, at the start of the message, in the DETAIL and as the column.
+CREATE FUNCTION sql_refuse(field text, message text, code text DEFAULT '22023') RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = code, MESSAGE = field || ': ' || message,
+        DETAIL = 'field: ' || field, COLUMN = field,
+        HINT = 'duetime''s SQL functions take the fields of schedule() in Python; see docs/sql.md';
+END
+$$;
+
+-- The caller may use the namespace (granted, or a member of the schema's owner), and it exists.
+CREATE FUNCTION sql_allow(ns text, field text DEFAULT 'namespace') RETURNS void
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF ns IS NULL THEN
+        PERFORM sql_refuse(field, 'a namespace is required', '22004');
+    END IF;
+    IF NOT pg_has_role(session_user,
+            (SELECT nspowner FROM pg_namespace WHERE nspname = current_schema()), 'USAGE')
+       AND NOT EXISTS (
+            SELECT 1 FROM sql_grants g JOIN pg_roles r ON r.rolname = g.role
+            WHERE g.namespace = ns AND pg_has_role(session_user, r.oid, 'USAGE')) THEN
+        PERFORM sql_refuse(field, format('role %I may not use namespace %L (see duetime sql grant)',
+            session_user, ns), '42501');
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM namespaces WHERE name = ns) THEN
+        PERFORM sql_refuse(field, format('%L does not exist: create it first', ns));
+    END IF;
+END
+$$;
+
+-- A name a caller gives (key, subject, correlation id): not blank, not too long, and no control
+-- characters (C0 with tab, DEL, C1, U+2028, U+2029), as duetime.validation.check_identifier_text.
+CREATE FUNCTION sql_identifier(field text, value text, most integer) RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF value ~ '^\s*$' THEN
+        PERFORM sql_refuse(field, 'must not be empty');
+    END IF;
+    IF char_length(value) > most THEN
+        PERFORM sql_refuse(field,
+            format('is %s characters; at most %s', char_length(value), most), '22001');
+    END IF;
+    IF value ~ '[\x01-\x1f\x7f-\x9f\u2028\u2029]' THEN
+        PERFORM sql_refuse(field, 'must not contain control characters');
+    END IF;
+    RETURN value;
+END
+$$;
+
+-- How deep arrays and objects nest in a JSON value (0 for a scalar).
+CREATE FUNCTION sql_json_depth(value jsonb) RETURNS integer
+LANGUAGE sql IMMUTABLE
+AS $$
+    WITH RECURSIVE walk (v, d) AS (
+        SELECT value, 1 WHERE jsonb_typeof(value) IN ('object', 'array')
+        UNION ALL
+        SELECT child.v, walk.d + 1 FROM walk CROSS JOIN LATERAL (
+            SELECT e.value FROM jsonb_each(
+                CASE WHEN jsonb_typeof(walk.v) = 'object' THEN walk.v END) AS e
+            UNION ALL
+            SELECT a FROM jsonb_array_elements(
+                CASE WHEN jsonb_typeof(walk.v) = 'array' THEN walk.v END) AS a
+        ) AS child (v)
+        WHERE jsonb_typeof(child.v) IN ('object', 'array')
+    )
+    SELECT coalesce(max(d), 0) FROM walk
+$$;
+
+-- A payload within the limits of duetime.validation.encode_payload: at most max_payload_bytes
+-- (meta 'sql.max_payload_bytes', by default 262144) of jsonb's text, nested at most 64 deep, no
+-- integer of more than 4300 digits. (jsonb's text puts a space after each ':' and ',', so it
+-- is a little longer than the compact text Python measures: never a payload over the limit.)
+CREATE FUNCTION sql_payload(field text, payload jsonb) RETURNS jsonb
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT
+AS $$
+DECLARE
+    text_ text := coalesce(payload, 'null'::jsonb)::text;
+    most integer := coalesce(
+        (SELECT value::integer FROM meta WHERE key = 'sql.max_payload_bytes'), 262144);
+BEGIN
+    IF octet_length(text_) > most THEN
+        PERFORM sql_refuse(field,
+            format('is %s bytes as JSON; the limit is %s', octet_length(text_), most), '22001');
+    END IF;
+    IF length(text_) - length(translate(text_, '[{', '')) > 64
+       AND sql_json_depth(payload) > 64 THEN
+        PERFORM sql_refuse(field, 'nests arrays and objects deeper than 64 levels');
+    END IF;
+    IF length(text_) > 4300 AND EXISTS (
+        SELECT 1 FROM jsonb_path_query(payload, 'strict $.**') AS n (v)
+        WHERE jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]+$'
+          AND length(ltrim(v::text, '-')) > 4300) THEN
+        PERFORM sql_refuse(field, 'holds an integer of more than 4300 digits, which a worker '
+            'cannot read back (Python''s limit on integer text)');
+    END IF;
+    RETURN coalesce(payload, 'null'::jsonb);
+END
+$$;
+
+-- An instant as "at" takes it: a timestamptz, or ISO 8601 text with an offset or Z. A naive
+-- timestamp, or text without an offset, is refused: which zone was meant is not known.
+CREATE FUNCTION sql_instant(field text, value anycompatible) RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    kind regtype := pg_typeof(value);
+    given text;
+    instant timestamptz;
+BEGIN
+    IF value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF kind = 'timestamp with time zone'::regtype THEN
+        instant := value;
+    ELSIF kind = 'timestamp without time zone'::regtype THEN
+        PERFORM sql_refuse(field, format('%s has no UTC offset; give a timestamptz, or local '
+            'with timezone', value), '22007');
+    ELSIF kind IN ('text'::regtype, 'character varying'::regtype, 'unknown'::regtype) THEN
+        given := btrim(value::text);
+        IF given !~* '^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?' THEN
+            PERFORM sql_refuse(field, format('%L is not an ISO 8601 timestamp such as '
+                '''2025-03-15T13:00:00Z''', left(given, 50)), '22007');
+        END IF;
+        IF given !~* '(Z|[+-]\d{2}(:?\d{2})?)$' THEN
+            PERFORM sql_refuse(field, format('%s has no UTC offset; add one or use local with '
+                'timezone', left(given, 50)), '22007');
+        END IF;
+        BEGIN
+            instant := given::timestamptz;
+        EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+            PERFORM sql_refuse(field, format('%L does not exist', left(given, 50)), '22007');
+        END;
+    ELSE
+        PERFORM sql_refuse(field, format('must be a timestamptz or ISO 8601 text, not %s', kind));
+    END IF;
+    IF NOT instant >= '1970-01-01 00:00:00+00' OR NOT instant < '9000-01-01 00:00:00+00' THEN
+        PERFORM sql_refuse(field, format('%s is out of range (1970..8999 UTC)', instant));
+    END IF;
+    RETURN instant;
+END
+$$;
+
+-- A key for a caller who gave none, laid out as duetime.validation.generate_key makes them:
+-- 12 hex digits of the time in milliseconds, then 20 random hex digits.
+CREATE FUNCTION sql_new_key() RETURNS text
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                       & 281474976710655), 12, '0')
+        || left(replace(gen_random_uuid()::text, '-', ''), 12)
+        || substr(replace(gen_random_uuid()::text, '-', ''), 18, 8)
+$$;
+
+-- One timer checked and written; "where" prefixes each field's name (a batch's "[3].").
+-- The answer is what the Python API's PutResult says: the timer, its key, and whether it was
+-- created, updated or kept; due_at is its instant (NULL while a local time awaits duetime).
+CREATE FUNCTION sql_put(
+    where_ text, p_namespace text, p_type text, p_payload jsonb, p_at timestamptz,
+    p_delay interval, p_local timestamp, p_timezone text, p_disambiguation text, p_key text,
+    p_subject text, p_correlation_id text, p_max_attempts integer, p_expires_after interval,
+    p_priority integer, p_on_conflict text, p_now timestamptz,
+    OUT timer_id bigint, OUT timer_key text, OUT action text, OUT due_at timestamptz
+)
+LANGUAGE plpgsql SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_due timestamptz;
+    v_run timestamptz;
+    v_id bigint;
+    v_max integer;
+    forms integer := num_nonnulls(p_at, p_delay, p_local);
+BEGIN
+    IF p_on_conflict IS NULL OR p_on_conflict NOT IN ('update', 'keep', 'error') THEN
+        PERFORM sql_refuse(where_ || 'on_conflict', 'must be one of update, keep, error');
+    END IF;
+    IF forms = 0 THEN
+        PERFORM sql_refuse(where_ || 'at', 'one of at, delay or local is required', '22004');
+    ELSIF forms > 1 THEN
+        PERFORM sql_refuse(where_ || CASE WHEN p_at IS NULL THEN 'local' ELSE
+            CASE WHEN p_delay IS NULL THEN 'local' ELSE 'delay' END END,
+            'at, delay and local are exclusive: give only one');
+    END IF;
+    IF p_disambiguation IS NULL
+       OR p_disambiguation NOT IN ('compatible', 'earlier', 'later', 'reject') THEN
+        PERFORM sql_refuse(where_ || 'disambiguation',
+            format('must be one of ''compatible'', ''earlier'', ''later'', ''reject'', not %L',
+                p_disambiguation));
+    END IF;
+    IF p_timezone IS NOT NULL AND p_local IS NULL THEN
+        PERFORM sql_refuse(where_ || 'timezone',
+            'is read only with local (an instant or a delay names no zone here)');
+    END IF;
+    IF p_at IS NOT NULL THEN
+        v_due := p_at;
+        v_run := p_at;
+    ELSIF p_delay IS NOT NULL THEN
+        IF p_delay < interval '0' THEN
+            PERFORM sql_refuse(where_ || 'delay', 'must not be negative');
+        END IF;
+        -- In UTC, as duetime adds a delay that names no zone (a day is 24 hours, a month the
+        -- calendar's), whatever the session's TimeZone.
+        v_due := (p_now AT TIME ZONE 'UTC' + p_delay) AT TIME ZONE 'UTC';
+        IF v_due >= '9000-01-01 00:00:00+00' THEN
+            PERFORM sql_refuse(where_ || 'delay', 'ends after 8999 (out of range)');
+        END IF;
+        v_run := v_due;
+    ELSE
+        IF p_timezone IS NULL THEN
+            PERFORM sql_refuse(where_ || 'timezone',
+                'is required with local (an IANA name such as ''Asia/Tokyo'')', '22004');
+        END IF;
+        IF p_timezone !~ '^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$'
+           OR char_length(p_timezone) > 64 THEN
+            PERFORM sql_refuse(where_ || 'timezone',
+                format('%L is not an IANA timezone name', left(p_timezone, 70)));
+        END IF;
+        IF p_timezone !~ '/' AND p_timezone <> 'UTC' THEN
+            PERFORM sql_refuse(where_ || 'timezone',
+                format('%L is not an IANA Area/City name', p_timezone));
+        END IF;
+        IF NOT (p_local >= '1970-01-01' AND p_local < '9000-01-01') THEN
+            PERFORM sql_refuse(where_ || 'local',
+                format('%s is out of range (1970..8999)', p_local));
+        END IF;
+        -- Held until duetime resolves the wall time with its own tz data (see the header).
+        v_due := NULL;
+        v_run := '9999-01-01 00:00:00+00';
+    END IF;
+    v_max := coalesce(p_max_attempts,
+        (SELECT value::integer FROM meta WHERE key = 'sql.max_attempts'), 20);
+    IF v_max < 1 OR v_max > 1000 THEN
+        PERFORM sql_refuse(where_ || 'max_attempts', 'must be between 1 and 1000');
+    END IF;
+    IF p_key IS NULL THEN
+        timer_key := sql_new_key();
+    ELSE
+        timer_key := sql_identifier(where_ || 'key', p_key, 255);
+    END IF;
+    IF p_type IS NULL OR p_type = '' THEN
+        PERFORM sql_refuse(where_ || 'type',
+            'an event type is required, e.g. ''birthday.greeting''', '22004');
+    END IF;
+    IF char_length(p_type) > 200 OR p_type !~ '^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$' THEN
+        PERFORM sql_refuse(where_ || 'type', format('%L is not an event type: letters, digits '
+            'and _ . : / - (at most 200)', left(p_type, 50)));
+    END IF;
+    p_payload := sql_payload(where_ || 'payload', p_payload);
+    PERFORM sql_identifier(where_ || 'subject', p_subject, 255);
+    PERFORM sql_identifier(where_ || 'correlation_id', p_correlation_id, 255);
+    IF p_expires_after IS NOT NULL AND (p_expires_after <= interval '0'
+        OR p_expires_after > interval '36500 days') THEN
+        PERFORM sql_refuse(where_ || 'expires_after',
+            'must be a positive duration of at most 100 years');
+    END IF;
+    IF p_priority IS NOT NULL AND (p_priority < 0 OR p_priority > 9) THEN
+        PERFORM sql_refuse(where_ || 'priority', 'must be between 0 and 9 (9 the most urgent)');
+    END IF;
+    -- If the due time was a local one, a provisional instant for readers until it is resolved.
+    due_at := v_due;
+    v_due := coalesce(v_due, v_run);
+
+    INSERT INTO timer_keys (namespace, key, timer_id)
+    VALUES (p_namespace, timer_key, nextval('timers_id_seq'))
+    ON CONFLICT (namespace, key) DO NOTHING
+    RETURNING timer_keys.timer_id INTO v_id;
+    IF v_id IS NOT NULL THEN
+        INSERT INTO timers (
+            id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local,
+            timezone, disambiguation, expires_after, status, max_attempts, registered_at,
+            updated_at, producer, priority
+        ) OVERRIDING SYSTEM VALUE
+        VALUES (v_id, p_namespace, timer_key, p_type, p_payload, p_subject, p_correlation_id,
+            v_due, v_run, p_local, p_timezone, p_disambiguation, p_expires_after, 'scheduled',
+            v_max, p_now, p_now, 'sql:' || session_user, coalesce(p_priority, 0));
+        timer_id := v_id;
+        action := 'created';
+        RETURN;
+    END IF;
+    IF p_on_conflict = 'error' THEN
+        PERFORM sql_refuse(where_ || 'key', format('%L exists in namespace %L', timer_key,
+            p_namespace), '23505');
+    END IF;
+    -- The key row locked as the Python upsert locks it: a concurrent writer of the same key
+    -- goes first or second, never both at once.
+    SELECT k.timer_id INTO v_id FROM timer_keys k
+    WHERE k.namespace = p_namespace AND k.key = timer_key
+    FOR NO KEY UPDATE;
+    timer_id := v_id;
+    IF p_on_conflict = 'update' THEN
+        UPDATE timers
+        SET type = p_type, payload = p_payload, subject = p_subject,
+            correlation_id = p_correlation_id, due_at = v_due, run_at = v_run, local = p_local,
+            timezone = p_timezone, disambiguation = p_disambiguation,
+            expires_after = p_expires_after, max_attempts = v_max, updated_at = p_now,
+            producer = 'sql:' || session_user, priority = coalesce(p_priority, 0),
+            version = timers.version + 1
+        WHERE timers.id = v_id AND timers.status IN ('scheduled', 'retrying')
+          AND (timers.type, timers.payload, timers.subject, timers.correlation_id,
+               timers.due_at, timers.run_at, timers.local, timers.timezone,
+               timers.disambiguation, timers.expires_after, timers.max_attempts,
+               timers.priority)
+              IS DISTINCT FROM (p_type, p_payload, p_subject, p_correlation_id, v_due, v_run,
+               p_local, p_timezone, p_disambiguation, p_expires_after, v_max,
+               coalesce(p_priority, 0)::smallint);
+        IF FOUND THEN
+            action := 'updated';
+            RETURN;
+        END IF;
+    END IF;
+    action := 'kept';
+    SELECT CASE WHEN t.run_at < '9000-01-01 00:00:00+00' THEN t.due_at END INTO due_at
+    FROM timers t WHERE t.id = v_id;
+END
+$$;
+
+-- Wake every worker of this schema once the caller commits (as duetime.store.postgres.notices):
+-- the earliest instant written, or '' (re-read) when a local time awaits resolution.
+CREATE FUNCTION sql_wake(earliest timestamptz, unresolved boolean) RETURNS void
+LANGUAGE sql
+SET search_path FROM CURRENT
+AS $$
+    SELECT pg_notify('duetime_' || current_schema(),
+        CASE WHEN unresolved OR earliest IS NULL THEN ''
+             ELSE (floor(extract(epoch FROM earliest) * 1000000))::bigint::text END)
+$$;
+
+-- schedule: one timer; "at" is a timestamptz or ISO 8601 text with an offset.
+CREATE FUNCTION schedule(
+    namespace text,
+    type text,
+    payload jsonb DEFAULT 'null',
+    "at" anycompatible DEFAULT NULL::timestamptz,
+    delay interval DEFAULT NULL,
+    "local" timestamp DEFAULT NULL,
+    timezone text DEFAULT NULL,
+    disambiguation text DEFAULT 'compatible',
+    key text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    expires_after interval DEFAULT NULL,
+    priority integer DEFAULT NULL,
+    on_conflict text DEFAULT 'update',
+    OUT timer_id bigint, OUT timer_key text, OUT action text, OUT due_at timestamptz
+)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT
+AS $$
+DECLARE
+    r record;
+BEGIN
+    PERFORM sql_allow(schedule.namespace);
+    SELECT * INTO r FROM sql_put('', schedule.namespace, schedule.type, schedule.payload,
+        sql_instant('at', schedule."at"), schedule.delay, schedule."local", schedule.timezone,
+        schedule.disambiguation, schedule.key, schedule.subject, schedule.correlation_id,
+        schedule.max_attempts, schedule.expires_after, schedule.priority, schedule.on_conflict,
+        clock_timestamp());
+    IF r.action <> 'kept' THEN
+        PERFORM sql_wake(r.due_at, r.due_at IS NULL);
+    END IF;
+    timer_id := r.timer_id;
+    timer_key := r.timer_key;
+    action := r.action;
+    due_at := r.due_at;
+END
+$$;
+
+-- emit: an event now, kept (never updated) if its key exists, as AsyncApp.emit.
+CREATE FUNCTION emit(
+    namespace text,
+    type text,
+    payload jsonb DEFAULT 'null',
+    key text DEFAULT NULL,
+    subject text DEFAULT NULL,
+    correlation_id text DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    priority integer DEFAULT NULL,
+    OUT timer_id bigint, OUT timer_key text, OUT action text, OUT due_at timestamptz
+)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT
+AS $$
+DECLARE
+    r record;
+BEGIN
+    PERFORM sql_allow(emit.namespace);
+    SELECT * INTO r FROM sql_put('', emit.namespace, emit.type, emit.payload, NULL,
+        interval '0', NULL, NULL, 'compatible', emit.key, emit.subject, emit.correlation_id,
+        emit.max_attempts, NULL, emit.priority, 'keep', clock_timestamp());
+    IF r.action <> 'kept' THEN
+        PERFORM sql_wake(r.due_at, false);
+    END IF;
+    timer_id := r.timer_id;
+    timer_key := r.timer_key;
+    action := r.action;
+    due_at := r.due_at;
+END
+$$;
+
+-- schedule_many: a JSON array of objects with schedule's fields ("at" ISO 8601 text with an
+-- offset, "delay" seconds or an ISO 8601 duration, "local" a wall time), all stored or none;
+-- one row an element, in order, and one wake-up for the batch.
+CREATE FUNCTION schedule_many(namespace text, timers jsonb, on_conflict text DEFAULT 'update')
+RETURNS TABLE (timer_id bigint, timer_key text, action text, due_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_variable
+DECLARE
+    item jsonb;
+    n integer := 0;
+    where_ text;
+    now_ timestamptz := clock_timestamp();
+    earliest timestamptz;
+    unresolved boolean := false;
+    wrote boolean := false;
+    r record;
+    unknown text;
+BEGIN
+    PERFORM sql_allow(schedule_many.namespace);
+    IF jsonb_typeof(timers) IS DISTINCT FROM 'array' THEN
+        PERFORM sql_refuse('timers', 'must be a JSON array of timers');
+    END IF;
+    FOR item IN SELECT value FROM jsonb_array_elements(timers) LOOP
+        where_ := CASE WHEN jsonb_array_length(timers) = 1 THEN '' ELSE format('[%s].', n) END;
+        IF jsonb_typeof(item) <> 'object' THEN
+            PERFORM sql_refuse(rtrim(where_, '.'), 'must be a JSON object');
+        END IF;
+        SELECT k INTO unknown FROM jsonb_object_keys(item) AS k
+        WHERE k NOT IN ('type', 'payload', 'at', 'delay', 'local', 'timezone', 'disambiguation',
+            'key', 'subject', 'correlation_id', 'max_attempts', 'expires_after', 'priority')
+        LIMIT 1;
+        IF unknown IS NOT NULL THEN
+            PERFORM sql_refuse(where_ || unknown, 'is not a known field');
+        END IF;
+        SELECT * INTO r FROM sql_put(where_, schedule_many.namespace,
+            sql_json_text(where_ || 'type', item -> 'type'),
+            item -> 'payload',
+            sql_instant(where_ || 'at', sql_json_text(where_ || 'at', item -> 'at')),
+            sql_json_span(where_ || 'delay', item -> 'delay'),
+            sql_json_wall(where_ || 'local', item -> 'local'),
+            sql_json_text(where_ || 'timezone', item -> 'timezone'),
+            coalesce(sql_json_text(where_ || 'disambiguation', item -> 'disambiguation'),
+                'compatible'),
+            sql_json_text(where_ || 'key', item -> 'key'),
+            sql_json_text(where_ || 'subject', item -> 'subject'),
+            sql_json_text(where_ || 'correlation_id', item -> 'correlation_id'),
+            sql_json_count(where_ || 'max_attempts', item -> 'max_attempts'),
+            sql_json_span(where_ || 'expires_after', item -> 'expires_after'),
+            sql_json_count(where_ || 'priority', item -> 'priority'),
+            schedule_many.on_conflict, now_);
+        IF r.action <> 'kept' THEN
+            wrote := true;
+            IF r.due_at IS NULL THEN
+                unresolved := true;
+            ELSIF earliest IS NULL OR r.due_at < earliest THEN
+                earliest := r.due_at;
+            END IF;
+        END IF;
+        timer_id := r.timer_id;
+        timer_key := r.timer_key;
+        action := r.action;
+        due_at := r.due_at;
+        RETURN NEXT;
+        n := n + 1;
+    END LOOP;
+    IF wrote THEN
+        PERFORM sql_wake(earliest, unresolved);
+    END IF;
+END
+$$;
+
+-- A batch element's text field (a JSON string, or absent/null).
+CREATE FUNCTION sql_json_text(field text, value jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF value IS NULL OR value = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(value) = 'number' AND field ~ 'subject$' THEN
+        RETURN value #>> '{}';  -- a numeric subject (a user id) reads as its text, as in Python
+    END IF;
+    IF jsonb_typeof(value) <> 'string' THEN
+        PERFORM sql_refuse(field, format('must be a string, not %s', jsonb_typeof(value)));
+    END IF;
+    RETURN value #>> '{}';
+END
+$$;
+
+-- A batch element's whole number (3.0 is 3, as JSON reads it).
+CREATE FUNCTION sql_json_count(field text, value jsonb) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF value IS NULL OR value = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(value) <> 'number' OR value::numeric <> trunc(value::numeric)
+       OR abs(value::numeric) > 2147483647 THEN
+        PERFORM sql_refuse(field, 'must be a whole number');
+    END IF;
+    RETURN value::numeric::integer;
+END
+$$;
+
+-- A batch element's span: seconds, or an ISO 8601 duration ('PT5M', 'P1DT2H').
+CREATE FUNCTION sql_json_span(field text, value jsonb) RETURNS interval
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    text_ text;
+BEGIN
+    IF value IS NULL OR value = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(value) = 'number' THEN
+        IF abs(value::numeric) > 3153600000 THEN
+            PERFORM sql_refuse(field, 'is out of range (at most 100 years)');
+        END IF;
+        RETURN make_interval(secs => value::numeric::double precision);
+    END IF;
+    text_ := sql_json_text(field, value);
+    IF text_ !~ '^P(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$'
+       OR text_ ~ '^PT?$' OR text_ ~ 'T$' THEN
+        PERFORM sql_refuse(field, format('%L is not a duration: seconds, or ISO 8601 like '
+            '''PT1H''', left(text_, 50)));
+    END IF;
+    RETURN text_::interval;
+END
+$$;
+
+-- A batch element's wall time: 'YYYY-MM-DDTHH:MM[:SS[.ffffff]]', without an offset.
+CREATE FUNCTION sql_json_wall(field text, value jsonb) RETURNS timestamp
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    text_ text := sql_json_text(field, value);
+BEGIN
+    IF text_ IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF text_ !~ '^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?$' THEN
+        PERFORM sql_refuse(field, format('%L is not a wall-clock time like '
+            '''2025-03-15T09:00'' (no UTC offset: the zone is timezone)', left(text_, 50)));
+    END IF;
+    BEGIN
+        RETURN text_::timestamp;
+    EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+        PERFORM sql_refuse(field, format('%L does not exist', text_), '22007');
+    END;
+    RETURN NULL;
+END
+$$;
+
+-- cancel: a pending timer by key, as AsyncApp.cancel (unknown: P0002; no longer pending: 55000).
+CREATE FUNCTION cancel(namespace text, key text, OUT timer_id bigint, OUT status text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_variable
+DECLARE
+    now_ timestamptz := clock_timestamp();
+    found_id bigint;
+    found_status text;
+BEGIN
+    PERFORM sql_allow(cancel.namespace);
+    IF cancel.key IS NULL THEN
+        PERFORM sql_refuse('key', 'a key is required', '22004');
+    END IF;
+    PERFORM sql_identifier('key', cancel.key, 319);
+    SELECT t.id, t.status INTO found_id, found_status
+    FROM timer_keys k JOIN timers t ON t.id = k.timer_id
+    WHERE k.namespace = cancel.namespace AND k.key = cancel.key
+    FOR NO KEY UPDATE OF t;
+    IF found_id IS NULL THEN
+        PERFORM sql_refuse('key', format('no timer %L in namespace %L', cancel.key,
+            cancel.namespace), 'P0002');
+    END IF;
+    IF found_status NOT IN ('scheduled', 'retrying') THEN
+        PERFORM sql_refuse('key', format('timer %L is %s: only a scheduled or retrying timer '
+            'can be cancelled', cancel.key, found_status), '55000');
+    END IF;
+    UPDATE timers AS t SET status = 'cancelled', completed_at = now_, updated_at = now_
+    WHERE t.id = found_id;
+    timer_id := found_id;
+    status := 'cancelled';
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION
+    sql_refuse(text, text, text), sql_allow(text, text), sql_identifier(text, text, integer),
+    sql_json_depth(jsonb), sql_payload(text, jsonb), sql_instant(text, anycompatible),
+    sql_new_key(), sql_wake(timestamptz, boolean), sql_json_text(text, jsonb),
+    sql_json_count(text, jsonb), sql_json_span(text, jsonb), sql_json_wall(text, jsonb),
+    sql_put(text, text, text, jsonb, timestamptz, interval, timestamp, text, text, text, text,
+        text, integer, interval, integer, text, timestamptz),
+    schedule(text, text, jsonb, anycompatible, interval, timestamp, text, text, text, text, text,
+        integer, interval, integer, text),
+    emit(text, text, jsonb, text, text, text, integer, integer),
+    schedule_many(text, jsonb, text), cancel(text, text)
+FROM PUBLIC;
