@@ -19,6 +19,7 @@ from duetime.app.reading import ReadingMethods
 from duetime.app.routing import RouteMethods
 from duetime.app.schedules import ScheduleMethods
 from duetime.app.scheduling import SchedulingMethods
+from duetime.app.sql_access import SqlAccessMethods
 from duetime.app.subscribers import SubscriberMethods
 from duetime.app.tokens import TokenMethods
 from duetime.bus.routes import Route
@@ -67,6 +68,7 @@ class AsyncApp(
     TokenMethods,
     LimitMethods,
     SubscriberMethods,
+    SqlAccessMethods,
 ):
     """duetime on one database and one namespace, for asyncio code."""
 

@@ -300,6 +300,24 @@ class TransactionStore(Protocol):
         ...
 
 
+class SqlAccessStore(Protocol):
+    """Which database roles may use the SQL functions (``schedule(...)`` and the rest, run as
+    the schema's owner), and in which namespaces."""
+
+    async def grant_sql(self, role: str, namespaces: Sequence[str], now: datetime) -> list[str]:
+        """Let ``role`` call the SQL functions in ``namespaces`` (USAGE on the schema, EXECUTE
+        on the functions, no right on any table); the functions granted."""
+        ...
+
+    async def revoke_sql(self, role: str, namespaces: Sequence[str]) -> int:
+        """Take ``namespaces`` back from ``role``; how many it held."""
+        ...
+
+    async def sql_grants(self) -> list[tuple[str, str]]:
+        """Every ``(role, namespace)`` granted, by role and namespace."""
+        ...
+
+
 class OutboxStore(Protocol):
     """Writing inside the caller's own open transaction (the outbox pattern): what duetime
     writes there is visible only if the caller commits, and gone if it rolls back.

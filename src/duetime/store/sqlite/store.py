@@ -74,6 +74,7 @@ class SqliteStore(SqliteWorking):
         self.limits = SqliteLimits(self._db, claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)
+        self.sql_access = None  # the SQL functions are PostgreSQL's
 
     async def open(self, *, migrate: bool = True) -> None:
         if self._db.is_open:
