@@ -43,6 +43,7 @@ from duetime.model.schedules import (
     ScheduleAdvance,
     ScheduleFilter,
 )
+from duetime.model.sql_requests import ScheduleChange
 from duetime.model.tokens import TokenInfo
 from duetime.store.room import ScheduleRoom
 
@@ -315,6 +316,17 @@ class SqlAccessStore(Protocol):
 
     async def sql_grants(self) -> list[tuple[str, str]]:
         """Every ``(role, namespace)`` granted, by role and namespace."""
+        ...
+
+    async def pending_schedule_requests(self, limit: int) -> list[ScheduleChange]:
+        """Schedule changes made from SQL that no worker has applied yet, oldest first."""
+        ...
+
+    async def finish_schedule_request(
+        self, id: int, failed: bool, outcome: str, now: datetime
+    ) -> bool:
+        """Record what applying a request did (or why it failed); False if another worker
+        recorded it first."""
         ...
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from psycopg import sql
 
 from duetime.errors import InvalidInput
+from duetime.model.sql_requests import ScheduleChange
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
 from duetime.store.queries import load_queries
 
@@ -67,3 +68,25 @@ class PostgresSqlAccess:
             return [(row["role"], row["namespace"]) for row in rows]
 
         return await self._db.read(run)
+
+    async def pending_schedule_requests(self, limit: int) -> list[ScheduleChange]:
+        async def run(conn: Conn) -> list[ScheduleChange]:
+            rows = await fetch_all(conn, Q["pending_schedule_requests"], {"limit": limit})
+            return [ScheduleChange(**row) for row in rows]
+
+        return await self._db.read(run)
+
+    async def finish_schedule_request(
+        self, id: int, failed: bool, outcome: str, now: datetime
+    ) -> bool:
+        params = {
+            "id": id,
+            "status": "failed" if failed else "applied",
+            "outcome": outcome,
+            "now": now,
+        }
+
+        async def run(conn: Conn) -> bool:
+            return (await conn.execute(Q["finish_schedule_request"], params)).rowcount == 1
+
+        return await self._db.write(run)

@@ -18,7 +18,7 @@ SELECT p.oid::regprocedure::text AS signature
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname = %(schema)s
   AND p.proname IN ('schedule', 'emit', 'cancel', 'schedule_many', 'add_schedule',
-      'pause_schedule', 'resume_schedule', 'remove_schedule')
+      'pause_schedule', 'resume_schedule', 'remove_schedule', 'schedule_request')
 ORDER BY p.proname, p.oid
 
 -- name: grant_usage
@@ -37,3 +37,17 @@ DELETE FROM sql_grants WHERE role = %(role)s AND namespace = ANY (%(namespaces)s
 
 -- name: sql_grants
 SELECT role::text AS role, namespace FROM sql_grants ORDER BY role, namespace
+
+-- name: pending_schedule_requests
+-- Schedule changes made from SQL (migration 0030), oldest first, for a worker to apply.
+SELECT id, namespace, name, action, request, on_conflict, requested_by
+FROM sql_schedule_requests
+WHERE status = 'pending'
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: finish_schedule_request
+-- The first worker to finish a request records its outcome; another's finds it done.
+UPDATE sql_schedule_requests
+SET status = %(status)s, outcome = %(outcome)s, applied_at = %(now)s
+WHERE id = %(id)s AND status = 'pending'
