@@ -313,3 +313,55 @@ async def test_bad_input_names_its_field_and_stores_nothing(
     assert error.message_primary is not None
     assert error.message_primary.startswith(f"{field}: ")
     assert _one(pg_schema, "SELECT count(*) FROM timers") == (0,)
+
+
+async def test_a_plain_batch_is_written_as_a_set_like_any_other(
+    pg_url: str, pg_schema: str, open_store: StoreFactory
+) -> None:
+    """A batch of plain timers takes the set-based write (sql_simple_batch): its rows are the
+    ones the row-by-row path writes, kept keys answer with their timer, and on_conflict
+    'error' names the element whose key exists."""
+    store = await _open(open_store, pg_url)
+    at = "2030-01-01T00:00:00Z"
+    plain = [
+        {"type": "a", "at": at, "payload": {"n": 1}, "key": "p1", "subject": "s", "priority": 2},
+        {"type": "a", "delay": 60, "key": "p2", "max_attempts": 4},
+    ]
+    with _connect(pg_schema) as conn:
+        assert conn.execute(
+            "SELECT sql_simple_batch(%s::jsonb, 'keep', 262144)", (json.dumps(plain),)
+        ).fetchone() == (True,)
+        first = conn.execute(
+            "SELECT * FROM schedule_many('ns', %s::jsonb, 'keep')", (json.dumps(plain),)
+        ).fetchall()
+        # the same timers with a field only the row-by-row path takes
+        slow = [{**t, "key": f"s{t['key'][1:]}", "correlation_id": "c"} for t in plain]
+        assert conn.execute(
+            "SELECT sql_simple_batch(%s::jsonb, 'keep', 262144)", (json.dumps(slow),)
+        ).fetchone() == (False,)
+        conn.execute("SELECT * FROM schedule_many('ns', %s::jsonb, 'keep')", (json.dumps(slow),))
+        again = conn.execute(
+            "SELECT * FROM schedule_many('ns', %s::jsonb, 'keep')", (json.dumps(plain),)
+        ).fetchall()
+        conn.commit()
+        with pytest.raises(psycopg.errors.UniqueViolation) as refused:
+            conn.execute(
+                "SELECT * FROM schedule_many('ns', %s::jsonb, 'error')",
+                (json.dumps([{"type": "a", "delay": 1, "key": "new"}, plain[1]]),),
+            )
+        assert refused.value.diag.column_name == "[1].key"
+    assert [row[2] for row in first] == ["created", "created"]
+    assert first[0][0] < first[1][0]
+    assert [(row[0], row[2], row[3]) for row in again] == [
+        (row[0], "kept", row[3]) for row in first
+    ]
+    for fast_key, slow_key in (("p1", "s1"), ("p2", "s2")):
+        fast, slow_made = (
+            await store.get_timer("ns", fast_key),
+            await store.get_timer("ns", slow_key),
+        )
+        assert fast is not None
+        assert slow_made is not None
+        same = ("type", "payload", "subject", "status", "max_attempts", "priority", "producer")
+        assert [getattr(fast, f) for f in same] == [getattr(slow_made, f) for f in same]
+    assert await store.get_timer("ns", "new") is None

@@ -442,6 +442,113 @@ BEGIN
 END
 $$;
 
+-- The common batch, checked and written as a set: every element an object of only type,
+-- payload, at (ISO 8601 text with an offset, years 1971-7999, days up to the 28th) or delay
+-- (seconds), key, subject, max_attempts and priority, each plainly valid; keys distinct, and
+-- given only when on_conflict is keep or error. Such a batch meets every check of sql_put (this
+-- predicate is narrower: an element it does not take goes through sql_put, which names the
+-- field of the first bad one), and is written in three statements instead of three a timer.
+CREATE FUNCTION sql_simple_batch(timers jsonb, on_conflict text, most integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+AS $$
+    -- The patterns are matched once a distinct value (a batch's types and instants repeat),
+    -- and a payload's text only where it is long enough to break a limit: matching every
+    -- element was most of what checking a batch cost.
+    WITH items AS MATERIALIZED (
+        SELECT item, CASE WHEN item ? 'payload' THEN (item -> 'payload')::text END AS payload
+        FROM jsonb_array_elements(timers) AS e (item)
+    )
+    SELECT coalesce((
+        SELECT bool_and(
+            jsonb_typeof(item) = 'object'
+            AND item - ARRAY['type', 'payload', 'at', 'delay', 'key', 'subject', 'max_attempts',
+                'priority'] = '{}'::jsonb
+            AND jsonb_typeof(item -> 'type') = 'string'
+            AND ((jsonb_typeof(item -> 'at') = 'string' AND NOT item ? 'delay')
+                 OR (jsonb_typeof(item -> 'delay') = 'number' AND NOT item ? 'at'
+                     AND (item -> 'delay')::numeric BETWEEN 0 AND 999999999))
+            AND (payload IS NULL OR (octet_length(payload) <= most
+                 AND (octet_length(payload) < 130
+                      OR length(payload) - length(translate(payload, '[{', '')) <= 64)
+                 AND (octet_length(payload) < 255 OR payload !~ '[0-9]{255}')))
+            AND (NOT item ? 'key' OR (jsonb_typeof(item -> 'key') = 'string'
+                 AND char_length(item ->> 'key') <= 255 AND (item ->> 'key') !~ '^\s*$'
+                 AND (item ->> 'key') !~ '[\x01-\x1f\x7f-\x9f\u2028\u2029]'))
+            AND (NOT item ? 'subject' OR (jsonb_typeof(item -> 'subject') = 'string'
+                 AND char_length(item ->> 'subject') <= 255 AND (item ->> 'subject') !~ '^\s*$'
+                 AND (item ->> 'subject') !~ '[\x01-\x1f\x7f-\x9f\u2028\u2029]'))
+            AND (NOT item ? 'max_attempts' OR (jsonb_typeof(item -> 'max_attempts') = 'number'
+                 AND (item -> 'max_attempts')::numeric BETWEEN 1 AND 1000
+                 AND scale((item -> 'max_attempts')::numeric) = 0))
+            AND (NOT item ? 'priority' OR (jsonb_typeof(item -> 'priority') = 'number'
+                 AND (item -> 'priority')::numeric BETWEEN 0 AND 9
+                 AND scale((item -> 'priority')::numeric) = 0))
+        ) AND count(item -> 'key') = count(DISTINCT item ->> 'key')
+          AND (on_conflict IN ('keep', 'error') OR count(item -> 'key') = 0)
+        FROM items
+    ) AND (
+        SELECT bool_and(char_length(type) <= 200 AND type ~ '^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$')
+        FROM (SELECT DISTINCT item ->> 'type' AS type FROM items) AS types
+    ) AND (
+        SELECT coalesce(bool_and(at ~ ('^(197[1-9]|19[89][0-9]|[2-7][0-9]{3})-(0[1-9]|1[0-2])-'
+            '(0[1-9]|1[0-9]|2[0-8])[T ]([01][0-9]|2[0-3]):[0-5][0-9]'
+            '(:[0-5][0-9](\.[0-9]{1,6})?)?(Z|[+-](0[0-9]|1[0-4]):?[0-5][0-9])$')), true)
+        FROM (SELECT DISTINCT item ->> 'at' AS at FROM items WHERE item ? 'at') AS ats
+    ), false)
+$$;
+
+-- A batch sql_simple_batch took, written as insert_timer writes one (writes.sql): keys first,
+-- then the timers under the ids the keys were given, in input order. A key that exists is left
+-- alone and answered "kept" with its timer (NULL: a timer this statement cannot see, made by a
+-- transaction that committed while it waited for the key).
+CREATE FUNCTION sql_put_batch(
+    p_namespace text, timers jsonb, p_now timestamptz, p_default_attempts integer
+) RETURNS TABLE (n bigint, timer_id bigint, timer_key text, action text, due_at timestamptz)
+LANGUAGE sql SET search_path FROM CURRENT
+AS $$
+    WITH new AS MATERIALIZED (
+        SELECT e.n, coalesce(e.item ->> 'key', sql_new_key()) AS key, e.item ->> 'type' AS type,
+            coalesce(e.item -> 'payload', 'null'::jsonb) AS payload,
+            e.item ->> 'subject' AS subject,
+            CASE WHEN e.item ? 'at' THEN (e.item ->> 'at')::timestamptz
+                ELSE (p_now AT TIME ZONE 'UTC'
+                      + make_interval(secs => (e.item ->> 'delay')::double precision))
+                     AT TIME ZONE 'UTC' END AS due,
+            coalesce((e.item ->> 'max_attempts')::integer, p_default_attempts) AS max_attempts,
+            coalesce((e.item ->> 'priority')::smallint, 0::smallint) AS priority
+        FROM jsonb_array_elements(timers) WITH ORDINALITY AS e (item, n)
+    ),
+    keyed AS (
+        INSERT INTO timer_keys (namespace, key, timer_id)
+        SELECT p_namespace, new.key, nextval('timers_id_seq') FROM new ORDER BY new.n
+        ON CONFLICT (namespace, key) DO NOTHING
+        RETURNING timer_keys.key, timer_keys.timer_id
+    ),
+    made AS (
+        INSERT INTO timers (
+            id, namespace, key, type, payload, subject, due_at, run_at, status, max_attempts,
+            registered_at, updated_at, producer, priority
+        ) OVERRIDING SYSTEM VALUE
+        SELECT keyed.timer_id, p_namespace, new.key, new.type, new.payload, new.subject,
+            new.due, new.due, 'scheduled', new.max_attempts, p_now, p_now,
+            'sql:' || session_user, new.priority
+        FROM new JOIN keyed ON keyed.key = new.key
+        ORDER BY new.n
+        RETURNING timers.id, timers.key
+    )
+    SELECT new.n, coalesce(made.id, old.id), new.key,
+        CASE WHEN made.id IS NULL THEN 'kept' ELSE 'created' END,
+        CASE WHEN made.id IS NULL THEN old.due ELSE new.due END
+    FROM new
+    LEFT JOIN made ON made.key = new.key
+    LEFT JOIN LATERAL (
+        SELECT t.id, CASE WHEN t.run_at < '9000-01-01 00:00:00+00' THEN t.due_at END AS due
+        FROM timer_keys k JOIN timers t ON t.id = k.timer_id
+        WHERE made.id IS NULL AND k.namespace = p_namespace AND k.key = new.key
+    ) AS old ON true
+    ORDER BY new.n
+$$;
+
 -- schedule_many: a JSON array of objects with schedule's fields ("at" ISO 8601 text with an
 -- offset, "delay" seconds or an ISO 8601 duration, "local" a wall time), all stored or none;
 -- one row an element, in order, and one wake-up for the batch.
@@ -464,6 +571,37 @@ BEGIN
     PERFORM sql_allow(schedule_many.namespace);
     IF jsonb_typeof(timers) IS DISTINCT FROM 'array' THEN
         PERFORM sql_refuse('timers', 'must be a JSON array of timers');
+    END IF;
+    IF sql_simple_batch(timers, schedule_many.on_conflict, coalesce(
+            (SELECT value::integer FROM meta WHERE key = 'sql.max_payload_bytes'), 262144)) THEN
+        FOR r IN SELECT * FROM sql_put_batch(schedule_many.namespace, timers, now_, coalesce(
+                (SELECT value::integer FROM meta WHERE key = 'sql.max_attempts'), 20)) LOOP
+            where_ := CASE WHEN jsonb_array_length(timers) = 1 THEN ''
+                ELSE format('[%s].', r.n - 1) END;
+            IF r.timer_id IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = '40001',
+                    MESSAGE = where_ || 'key: written by another transaction meanwhile; retry';
+            END IF;
+            IF r.action = 'kept' AND schedule_many.on_conflict = 'error' THEN
+                PERFORM sql_refuse(where_ || 'key', format('%L exists in namespace %L',
+                    r.timer_key, schedule_many.namespace), '23505');
+            END IF;
+            IF r.action = 'created' THEN
+                wrote := true;
+                IF earliest IS NULL OR r.due_at < earliest THEN
+                    earliest := r.due_at;
+                END IF;
+            END IF;
+            timer_id := r.timer_id;
+            timer_key := r.timer_key;
+            action := r.action;
+            due_at := r.due_at;
+            RETURN NEXT;
+        END LOOP;
+        IF wrote THEN
+            PERFORM sql_wake(earliest, false);
+        END IF;
+        RETURN;
     END IF;
     FOR item IN SELECT value FROM jsonb_array_elements(timers) LOOP
         where_ := CASE WHEN jsonb_array_length(timers) = 1 THEN '' ELSE format('[%s].', n) END;
@@ -636,6 +774,7 @@ REVOKE EXECUTE ON FUNCTION
     sql_json_depth(jsonb), sql_payload(text, jsonb), sql_instant(text, anycompatible),
     sql_new_key(), sql_wake(timestamptz, boolean), sql_json_text(text, jsonb),
     sql_json_count(text, jsonb), sql_json_span(text, jsonb), sql_json_wall(text, jsonb),
+    sql_simple_batch(jsonb, text, integer), sql_put_batch(text, jsonb, timestamptz, integer),
     sql_put(text, text, text, jsonb, timestamptz, interval, timestamp, text, text, text, text,
         text, integer, interval, integer, text, timestamptz),
     schedule(text, text, jsonb, anycompatible, interval, timestamp, text, text, text, text, text,
