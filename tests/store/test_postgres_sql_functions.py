@@ -365,3 +365,37 @@ async def test_a_plain_batch_is_written_as_a_set_like_any_other(
         same = ("type", "payload", "subject", "status", "max_attempts", "priority", "producer")
         assert [getattr(fast, f) for f in same] == [getattr(slow_made, f) for f in same]
     assert await store.get_timer("ns", "new") is None
+
+
+async def test_a_worker_round_resolves_a_held_time_then_delivers_it(
+    pg_url: str, pg_schema: str
+) -> None:
+    """End to end: ``tick`` (a worker's round with its services) gives the held timer its
+    instant by duetime's rules and then delivers it, at that instant and not before."""
+    from duetime import AsyncApp, FrozenClock
+
+    clock = FrozenClock(NOW - timedelta(minutes=1))
+    app = AsyncApp(pg_url, "ns", clock=clock)
+    seen: list[str] = []
+
+    @app.handler("lunch")
+    async def lunch(event: Any) -> None:
+        seen.append(event.key)
+
+    await app.open()
+    try:
+        # 13:00 in Paris on 1 March 2025 is 12:00 UTC: NOW
+        _one(
+            pg_schema,
+            "SELECT * FROM schedule('ns', 'lunch', local => '2025-03-01 13:00',"
+            " timezone => 'Europe/Paris', key => 'lunch')",
+        )
+        await app.tick()
+        timer = await app.get("lunch")
+        assert timer.due_at == timer.run_at == NOW
+        assert seen == []  # a minute early: not yet
+        clock.set(NOW)
+        await app.tick()
+        assert seen == ["lunch"]
+    finally:
+        await app.close()

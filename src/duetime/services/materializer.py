@@ -426,6 +426,7 @@ class Materializer(Service):
             try:
                 upcoming = None
                 if not work:
+                    await release_held(self.schedules, self.clock.now())  # a missed hint's
                     upcoming = await self.schedules.next_schedule_at(
                         self.namespace, self.lookahead / 2
                     )
