@@ -292,6 +292,34 @@ BAD_CALLS = [
         "priority",
         "22023",
     ),
+    (
+        "schedule_columns('ns', ARRAY['a', 'b'], delays => ARRAY['1s']::interval[])",
+        "types",
+        "22023",
+    ),
+    (
+        "schedule_columns('ns', ARRAY['a', 'b b'], delays => ARRAY['1s', '1s']::interval[])",
+        "[1].type",
+        "22023",
+    ),
+    (
+        "schedule_columns('ns', ARRAY['a'], ats => ARRAY['2030-01-01 09:00'::timestamp])",
+        "ats",
+        "22007",
+    ),
+    (
+        "schedule_columns('ns', ARRAY['a', 'b'], ats => ARRAY['2030-01-01T09:00Z', '2030-01-01'])",
+        "[1].at",
+        "22007",
+    ),
+    (
+        "schedule_columns('ns', ARRAY['a'], delays => ARRAY['1s']::interval[],"
+        " keys => ARRAY[repeat('k', 256)])",
+        "key",
+        "22001",
+    ),
+    ("schedule_columns(NULL, ARRAY['a'], delays => ARRAY['1s']::interval[])", "namespace", "22004"),
+    ("schedule_columns('ns', NULL)", "types", "22004"),
     ("cancel('ns', NULL)", "key", "22004"),
     ("cancel('ns', repeat('k', 400))", "key", "22001"),
 ]
@@ -399,3 +427,38 @@ async def test_a_worker_round_resolves_a_held_time_then_delivers_it(
         assert seen == ["lunch"]
     finally:
         await app.close()
+
+
+async def test_schedule_columns_takes_a_batch_as_arrays(
+    pg_url: str, pg_schema: str, open_store: StoreFactory
+) -> None:
+    """The array form: drawn keys as a set, given keys through the same writes as one
+    schedule() each (updated, kept), in input order."""
+    store = await _open(open_store, pg_url)
+    with _connect(pg_schema) as conn:
+        drawn = conn.execute(
+            "SELECT * FROM schedule_columns('ns', ARRAY['a', 'b'],"
+            " ARRAY['{\"n\": 1}', '2']::jsonb[],"
+            " ats => ARRAY['2030-01-01T00:00Z', '2030-01-02T00:00Z']::timestamptz[],"
+            " subjects => ARRAY['s1', NULL], priorities => ARRAY[1, 0])"
+        ).fetchall()
+        given = conn.execute(
+            "SELECT timer_key, action FROM schedule_columns('ns', ARRAY['c', 'c'],"
+            " delays => ARRAY['1h', '2h']::interval[], keys => ARRAY['k1', 'k2'])"
+        ).fetchall()
+        again = conn.execute(
+            "SELECT timer_key, action FROM schedule_columns('ns', ARRAY['c', 'c'],"
+            " delays => ARRAY['1h', '3h']::interval[], keys => ARRAY['k1', 'k2'],"
+            " on_conflict => 'keep')"
+        ).fetchall()
+        conn.commit()
+    assert [row[2] for row in drawn] == ["created", "created"]
+    assert drawn[0][0] < drawn[1][0]
+    assert len(drawn[0][1]) == 32
+    assert drawn[0][1] != drawn[1][1]
+    first = await store.get_timer("ns", drawn[0][1])
+    assert first is not None
+    assert (first.type, first.payload, first.subject, first.priority) == ("a", {"n": 1}, "s1", 1)
+    assert first.due_at == datetime(2030, 1, 1, tzinfo=UTC)
+    assert given == [("k1", "created"), ("k2", "created")]
+    assert again == [("k1", "kept"), ("k2", "kept")]

@@ -17,7 +17,8 @@ ORDER BY given.name
 SELECT p.oid::regprocedure::text AS signature
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname = %(schema)s
-  AND p.proname IN ('schedule', 'emit', 'cancel', 'schedule_many', 'add_schedule',
+  AND p.proname IN ('schedule', 'emit', 'cancel', 'schedule_many', 'schedule_columns',
+      'add_schedule',
       'pause_schedule', 'resume_schedule', 'remove_schedule', 'schedule_request')
 ORDER BY p.proname, p.oid
 

@@ -186,16 +186,30 @@ BEGIN
 END
 $$;
 
+-- The time part of a drawn key (the milliseconds of ``at``, 12 hex digits).
+CREATE FUNCTION sql_key_prefix(at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$
+    SELECT lpad(to_hex(floor(extract(epoch FROM at) * 1000)::bigint & 281474976710655), 12, '0')
+$$;
+
 -- A key for a caller who gave none, laid out as duetime.validation.generate_key makes them:
--- 12 hex digits of the time in milliseconds, then 20 random hex digits.
+-- 12 hex digits of the time in milliseconds, then 20 random hex digits (80 bits of one
+-- gen_random_uuid, whose version and variant bits are left out).
 CREATE FUNCTION sql_new_key() RETURNS text
 LANGUAGE sql VOLATILE
 AS $$
-    SELECT lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-                       & 281474976710655), 12, '0')
-        || left(replace(gen_random_uuid()::text, '-', ''), 12)
-        || substr(replace(gen_random_uuid()::text, '-', ''), 18, 8)
+    SELECT sql_key_prefix(clock_timestamp())
+        || encode(substr(u, 1, 6), 'hex') || encode(substr(u, 11, 4), 'hex')
+    FROM (SELECT uuid_send(gen_random_uuid()) AS u) AS drawn
 $$;
+
+-- The keys of a batch, drawn at once: the time part, then 20 hex digits of md5(seed, n) for a
+-- seed drawn once a batch from gen_random_uuid (the strong source, once, where once a key cost
+-- more than writing the timer); distinct for distinct n, and as unpredictable as the seed.
+CREATE FUNCTION sql_batch_key(prefix text, seed text, n bigint) RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT prefix || left(md5(seed || ':' || n), 20) $$;
 
 -- One timer checked and written; "where" prefixes each field's name (a batch's "[3].").
 -- The answer is what the Python API's PutResult says: the timer, its key, and whether it was
@@ -497,6 +511,49 @@ AS $$
     ), false)
 $$;
 
+-- A batch sql_simple_batch took with no key given, written as insert_fresh_timers writes one
+-- (writes.sql): the keys drawn here cannot exist, so they go in without ON CONFLICT, whose
+-- speculative insertion cost more than the insert itself, and the ids are drawn as the rows
+-- are read. Should a drawn key exist after all, the primary key of timer_keys refuses the batch.
+CREATE FUNCTION sql_put_fresh(
+    p_namespace text, timers jsonb, p_now timestamptz, p_default_attempts integer
+) RETURNS TABLE (n bigint, timer_id bigint, timer_key text, action text, due_at timestamptz)
+LANGUAGE sql SET search_path FROM CURRENT
+AS $$
+    WITH drawn AS MATERIALIZED (
+        SELECT sql_key_prefix(clock_timestamp()) AS prefix, gen_random_uuid()::text AS seed
+    ),
+    new AS MATERIALIZED (
+        SELECT e.n, nextval('timers_id_seq') AS id,
+            sql_batch_key(drawn.prefix, drawn.seed, e.n) AS key,
+            e.item ->> 'type' AS type,
+            coalesce(e.item -> 'payload', 'null'::jsonb) AS payload,
+            e.item ->> 'subject' AS subject,
+            CASE WHEN e.item ? 'at' THEN (e.item ->> 'at')::timestamptz
+                ELSE (p_now AT TIME ZONE 'UTC'
+                      + make_interval(secs => (e.item ->> 'delay')::double precision))
+                     AT TIME ZONE 'UTC' END AS due,
+            coalesce((e.item ->> 'max_attempts')::integer, p_default_attempts) AS max_attempts,
+            coalesce((e.item ->> 'priority')::smallint, 0::smallint) AS priority
+        FROM jsonb_array_elements(timers) WITH ORDINALITY AS e (item, n) CROSS JOIN drawn
+    ),
+    keyed AS (
+        INSERT INTO timer_keys (namespace, key, timer_id)
+        SELECT p_namespace, new.key, new.id FROM new
+    ),
+    made AS (
+        INSERT INTO timers (
+            id, namespace, key, type, payload, subject, due_at, run_at, status, max_attempts,
+            registered_at, updated_at, producer, priority
+        ) OVERRIDING SYSTEM VALUE
+        SELECT new.id, p_namespace, new.key, new.type, new.payload, new.subject, new.due,
+            new.due, 'scheduled', new.max_attempts, p_now, p_now, 'sql:' || session_user,
+            new.priority
+        FROM new ORDER BY new.n
+    )
+    SELECT new.n, new.id, new.key, 'created', new.due FROM new ORDER BY new.n
+$$;
+
 -- A batch sql_simple_batch took, written as insert_timer writes one (writes.sql): keys first,
 -- then the timers under the ids the keys were given, in input order. A key that exists is left
 -- alone and answered "kept" with its timer (NULL: a timer this statement cannot see, made by a
@@ -506,8 +563,13 @@ CREATE FUNCTION sql_put_batch(
 ) RETURNS TABLE (n bigint, timer_id bigint, timer_key text, action text, due_at timestamptz)
 LANGUAGE sql SET search_path FROM CURRENT
 AS $$
-    WITH new AS MATERIALIZED (
-        SELECT e.n, coalesce(e.item ->> 'key', sql_new_key()) AS key, e.item ->> 'type' AS type,
+    WITH drawn AS MATERIALIZED (
+        SELECT sql_key_prefix(clock_timestamp()) AS prefix, gen_random_uuid()::text AS seed
+    ),
+    new AS MATERIALIZED (
+        SELECT e.n, coalesce(e.item ->> 'key', sql_batch_key(drawn.prefix, drawn.seed, e.n))
+                AS key,
+            e.item ->> 'type' AS type,
             coalesce(e.item -> 'payload', 'null'::jsonb) AS payload,
             e.item ->> 'subject' AS subject,
             CASE WHEN e.item ? 'at' THEN (e.item ->> 'at')::timestamptz
@@ -516,7 +578,7 @@ AS $$
                      AT TIME ZONE 'UTC' END AS due,
             coalesce((e.item ->> 'max_attempts')::integer, p_default_attempts) AS max_attempts,
             coalesce((e.item ->> 'priority')::smallint, 0::smallint) AS priority
-        FROM jsonb_array_elements(timers) WITH ORDINALITY AS e (item, n)
+        FROM jsonb_array_elements(timers) WITH ORDINALITY AS e (item, n) CROSS JOIN drawn
     ),
     keyed AS (
         INSERT INTO timer_keys (namespace, key, timer_id)
@@ -574,15 +636,23 @@ BEGIN
     END IF;
     IF sql_simple_batch(timers, schedule_many.on_conflict, coalesce(
             (SELECT value::integer FROM meta WHERE key = 'sql.max_payload_bytes'), 262144)) THEN
-        FOR r IN SELECT * FROM sql_put_batch(schedule_many.namespace, timers, now_, coalesce(
-                (SELECT value::integer FROM meta WHERE key = 'sql.max_attempts'), 20)) LOOP
-            where_ := CASE WHEN jsonb_array_length(timers) = 1 THEN ''
-                ELSE format('[%s].', r.n - 1) END;
-            IF r.timer_id IS NULL THEN
-                RAISE EXCEPTION USING ERRCODE = '40001',
-                    MESSAGE = where_ || 'key: written by another transaction meanwhile; retry';
-            END IF;
-            IF r.action = 'kept' AND schedule_many.on_conflict = 'error' THEN
+        FOR r IN SELECT * FROM sql_put_fresh(schedule_many.namespace, timers, now_, coalesce(
+                (SELECT value::integer FROM meta WHERE key = 'sql.max_attempts'), 20))
+            WHERE NOT jsonb_path_exists(timers, '$[*].key')
+            UNION ALL
+            SELECT * FROM sql_put_batch(schedule_many.namespace, timers, now_, coalesce(
+                (SELECT value::integer FROM meta WHERE key = 'sql.max_attempts'), 20))
+            WHERE jsonb_path_exists(timers, '$[*].key')
+        LOOP
+            IF r.timer_id IS NULL OR (r.action = 'kept' AND schedule_many.on_conflict = 'error')
+            THEN  -- (the element's name is made only for an error: formatting it for every
+                  -- row was a fifth of a batch's cost)
+                where_ := CASE WHEN jsonb_array_length(timers) = 1 THEN ''
+                    ELSE format('[%s].', r.n - 1) END;
+                IF r.timer_id IS NULL THEN
+                    RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = where_
+                        || 'key: written by another transaction meanwhile; retry';
+                END IF;
                 PERFORM sql_refuse(where_ || 'key', format('%L exists in namespace %L',
                     r.timer_key, schedule_many.namespace), '23505');
             END IF;
@@ -648,6 +718,229 @@ BEGIN
     END LOOP;
     IF wrote THEN
         PERFORM sql_wake(earliest, unresolved);
+    END IF;
+END
+$$;
+
+-- schedule_columns: schedule_many's batch as arrays of columns, one element a timer (the
+-- form a driver sends without building JSON: typed values, nothing to parse). A column not
+-- given is NULL for every timer; each given must have as many elements as types. Each timer
+-- takes an instant (ats) or a delay (delays). A batch whose every timer is plainly valid is
+-- checked with one query and written as a set; any other goes through sql_put timer by timer,
+-- which names the field of the first bad one ("[3].key").
+CREATE FUNCTION schedule_columns(
+    namespace text,
+    types text[],
+    payloads jsonb[] DEFAULT NULL,
+    "ats" anycompatiblearray DEFAULT NULL::timestamptz[],
+    delays interval[] DEFAULT NULL,
+    keys text[] DEFAULT NULL,
+    subjects text[] DEFAULT NULL,
+    max_attempts integer[] DEFAULT NULL,
+    priorities integer[] DEFAULT NULL,
+    on_conflict text DEFAULT 'update'
+)
+RETURNS TABLE (timer_id bigint, timer_key text, action text, due_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_variable
+DECLARE
+    rows_ integer := coalesce(cardinality(types), 0);
+    now_ timestamptz := clock_timestamp();
+    most integer := coalesce(
+        (SELECT value::integer FROM meta WHERE key = 'sql.max_payload_bytes'), 262144);
+    attempts integer := coalesce(
+        (SELECT value::integer FROM meta WHERE key = 'sql.max_attempts'), 20);
+    earliest timestamptz;
+    wrote boolean := false;
+    simple boolean;
+    where_ text;
+    r record;
+    i integer;
+    prefix text := sql_key_prefix(now_);
+    seed text := gen_random_uuid()::text;
+    ats timestamptz[];
+BEGIN
+    PERFORM sql_allow(schedule_columns.namespace);
+    -- timestamptz[] as it is; text[] element by element as "at" reads text (an offset
+    -- required); timestamp[] (no zone: which one was meant?) or anything else refused.
+    IF schedule_columns."ats" IS NULL THEN
+        ats := NULL;
+    ELSIF pg_typeof(schedule_columns."ats") = 'timestamp with time zone[]'::regtype THEN
+        ats := schedule_columns."ats";
+    ELSIF pg_typeof(schedule_columns."ats") IN ('text[]'::regtype, 'unknown'::regtype) THEN
+        ats := ARRAY(SELECT sql_instant(CASE WHEN cardinality(schedule_columns."ats") = 1
+                THEN 'at' ELSE format('[%s].at', u.n - 1) END, u.v)
+            FROM unnest(schedule_columns."ats"::text[]) WITH ORDINALITY AS u (v, n)
+            ORDER BY u.n);
+    ELSIF pg_typeof(schedule_columns."ats") = 'timestamp without time zone[]'::regtype THEN
+        PERFORM sql_refuse('ats', 'has no UTC offset: give timestamptz[] (or ISO 8601 text '
+            'with an offset)', '22007');
+    ELSE
+        PERFORM sql_refuse('ats', format('must be timestamptz[], not %s',
+            pg_typeof(schedule_columns."ats")));
+    END IF;
+    IF types IS NULL THEN
+        PERFORM sql_refuse('types', 'an array of event types is required', '22004');
+    END IF;
+    IF cardinality(payloads) <> rows_ OR cardinality(ats) <> rows_
+       OR cardinality(delays) <> rows_ OR cardinality(keys) <> rows_
+       OR cardinality(subjects) <> rows_ OR cardinality(max_attempts) <> rows_
+       OR cardinality(priorities) <> rows_ THEN
+        PERFORM sql_refuse('types', format('%s timers, but another column has a different '
+            'number of elements: give each column one element a timer', rows_));
+    END IF;
+    IF schedule_columns.on_conflict IS NULL
+       OR schedule_columns.on_conflict NOT IN ('update', 'keep', 'error') THEN
+        PERFORM sql_refuse('on_conflict', 'must be one of update, keep, error');
+    END IF;
+    SELECT coalesce(bool_and(
+            c.type IS NOT NULL AND num_nonnulls(c.at, c.delay) = 1
+            AND (c.at IS NULL OR (c.at >= '1970-01-01 00:00:00+00'
+                                  AND c.at < '9000-01-01 00:00:00+00'))
+            AND (c.delay IS NULL OR (c.delay >= interval '0' AND c.delay < interval '3650 days'))
+            AND (c.payload IS NULL OR (octet_length(c.text_) <= most
+                 AND (octet_length(c.text_) < 130
+                      OR length(c.text_) - length(translate(c.text_, '[{', '')) <= 64)
+                 AND (octet_length(c.text_) < 255 OR c.text_ !~ '[0-9]{255}')))
+            AND (c.key IS NULL OR (char_length(c.key) <= 255 AND c.key !~ '^\s*$'
+                 AND c.key !~ '[\x01-\x1f\x7f-\x9f\u2028\u2029]'))
+            AND (c.subject IS NULL OR (char_length(c.subject) <= 255
+                 AND c.subject !~ '^\s*$'
+                 AND c.subject !~ '[\x01-\x1f\x7f-\x9f\u2028\u2029]'))
+            AND (c.attempts IS NULL OR c.attempts BETWEEN 1 AND 1000)
+            AND (c.priority IS NULL OR c.priority BETWEEN 0 AND 9)
+        ) AND count(c.key) = count(DISTINCT c.key)
+          AND (schedule_columns.on_conflict IN ('keep', 'error') OR count(c.key) = 0), false)
+        AND (SELECT coalesce(bool_and(char_length(t) <= 200
+                 AND t ~ '^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$'), false)
+             FROM (SELECT DISTINCT t FROM unnest(types) AS t) AS distinct_types)
+    INTO simple
+    FROM (SELECT u.*, u.payload::text AS text_
+          FROM unnest(types, payloads, ats, delays, keys, subjects, max_attempts, priorities)
+              AS u (type, payload, at, delay, key, subject, attempts, priority)) AS c;
+    IF NOT simple THEN
+        FOR i IN 1 .. rows_ LOOP
+            where_ := CASE WHEN rows_ = 1 THEN '' ELSE format('[%s].', i - 1) END;
+            SELECT * INTO r FROM sql_put(where_, schedule_columns.namespace, types[i],
+                payloads[i], ats[i], delays[i], NULL, NULL, 'compatible', keys[i], subjects[i],
+                NULL, max_attempts[i], NULL, priorities[i], schedule_columns.on_conflict, now_);
+            IF r.action <> 'kept' THEN
+                wrote := true;
+                IF earliest IS NULL OR r.due_at < earliest THEN
+                    earliest := r.due_at;
+                END IF;
+            END IF;
+            timer_id := r.timer_id;
+            timer_key := r.timer_key;
+            action := r.action;
+            due_at := r.due_at;
+            RETURN NEXT;
+        END LOOP;
+    ELSIF keys IS NULL THEN
+        -- Every key drawn here: written as insert_fresh_timers writes (see sql_put_fresh).
+        RETURN QUERY
+            WITH new AS MATERIALIZED (
+                SELECT c.n, nextval('timers_id_seq') AS id,
+                    sql_batch_key(prefix, seed, c.n) AS key, c.type,
+                    coalesce(c.payload, 'null'::jsonb) AS payload, c.subject,
+                    coalesce(c.at, (now_ AT TIME ZONE 'UTC' + c.delay) AT TIME ZONE 'UTC') AS due,
+                    coalesce(c.attempts, attempts) AS attempts,
+                    coalesce(c.priority, 0)::smallint AS priority
+                FROM unnest(types, payloads, ats, delays, subjects, max_attempts, priorities)
+                    WITH ORDINALITY AS c (type, payload, at, delay, subject, attempts, priority, n)
+            ),
+            keyed AS (
+                INSERT INTO timer_keys AS k (namespace, key, timer_id)
+                SELECT schedule_columns.namespace, new.key, new.id FROM new
+            ),
+            made AS (
+                INSERT INTO timers AS t (
+                    id, namespace, key, type, payload, subject, due_at, run_at, status,
+                    max_attempts, registered_at, updated_at, producer, priority
+                ) OVERRIDING SYSTEM VALUE
+                SELECT new.id, schedule_columns.namespace, new.key, new.type, new.payload,
+                    new.subject, new.due, new.due, 'scheduled', new.attempts, now_, now_,
+                    'sql:' || session_user, new.priority
+                FROM new ORDER BY new.n
+            )
+            SELECT new.id, new.key, 'created'::text, new.due FROM new ORDER BY new.n;
+        IF rows_ > 0 THEN
+            wrote := true;
+            earliest := (SELECT min(coalesce(c.at,
+                (now_ AT TIME ZONE 'UTC' + c.delay) AT TIME ZONE 'UTC'))
+                FROM unnest(ats, delays) AS c (at, delay));
+        END IF;
+    ELSE
+        FOR r IN
+            WITH new AS MATERIALIZED (
+                SELECT c.n, coalesce(c.key, sql_batch_key(prefix, seed, c.n)) AS key, c.type,
+                    coalesce(c.payload, 'null'::jsonb) AS payload, c.subject,
+                    coalesce(c.at, (now_ AT TIME ZONE 'UTC' + c.delay) AT TIME ZONE 'UTC') AS due,
+                    coalesce(c.attempts, attempts) AS attempts,
+                    coalesce(c.priority, 0)::smallint AS priority
+                FROM unnest(types, payloads, ats, delays, keys, subjects, max_attempts,
+                    priorities) WITH ORDINALITY
+                    AS c (type, payload, at, delay, key, subject, attempts, priority, n)
+            ),
+            keyed AS (
+                INSERT INTO timer_keys AS k (namespace, key, timer_id)
+                SELECT schedule_columns.namespace, new.key, nextval('timers_id_seq')
+                FROM new ORDER BY new.n
+                ON CONFLICT ON CONSTRAINT timer_keys_pkey DO NOTHING  -- (namespace, key)
+                RETURNING k.key, k.timer_id
+            ),
+            made AS (
+                INSERT INTO timers AS t (
+                    id, namespace, key, type, payload, subject, due_at, run_at, status,
+                    max_attempts, registered_at, updated_at, producer, priority
+                ) OVERRIDING SYSTEM VALUE
+                SELECT keyed.timer_id, schedule_columns.namespace, new.key, new.type,
+                    new.payload, new.subject, new.due, new.due, 'scheduled', new.attempts,
+                    now_, now_, 'sql:' || session_user, new.priority
+                FROM new JOIN keyed ON keyed.key = new.key
+                ORDER BY new.n
+                RETURNING t.id, t.key
+            )
+            SELECT new.n, coalesce(made.id, old.id) AS id, new.key,
+                CASE WHEN made.id IS NULL THEN 'kept' ELSE 'created' END AS made_action,
+                CASE WHEN made.id IS NULL THEN old.due ELSE new.due END AS due
+            FROM new
+            LEFT JOIN made ON made.key = new.key
+            LEFT JOIN LATERAL (
+                SELECT t.id, CASE WHEN t.run_at < '9000-01-01 00:00:00+00' THEN t.due_at END
+                    AS due
+                FROM timer_keys k JOIN timers t ON t.id = k.timer_id
+                WHERE made.id IS NULL AND k.namespace = schedule_columns.namespace
+                  AND k.key = new.key
+            ) AS old ON true
+            ORDER BY new.n
+        LOOP
+            IF r.id IS NULL OR (r.made_action = 'kept'
+                                AND schedule_columns.on_conflict = 'error') THEN
+                where_ := CASE WHEN rows_ = 1 THEN '' ELSE format('[%s].', r.n - 1) END;
+                IF r.id IS NULL THEN
+                    RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = where_
+                        || 'key: written by another transaction meanwhile; retry';
+                END IF;
+                PERFORM sql_refuse(where_ || 'key', format('%L exists in namespace %L',
+                    r.key, schedule_columns.namespace), '23505');
+            END IF;
+            IF r.made_action = 'created' THEN
+                wrote := true;
+                IF earliest IS NULL OR r.due < earliest THEN
+                    earliest := r.due;
+                END IF;
+            END IF;
+            timer_id := r.id;
+            timer_key := r.key;
+            action := r.made_action;
+            due_at := r.due;
+            RETURN NEXT;
+        END LOOP;
+    END IF;
+    IF wrote THEN
+        PERFORM sql_wake(earliest, false);
     END IF;
 END
 $$;
@@ -772,13 +1065,17 @@ $$;
 REVOKE EXECUTE ON FUNCTION
     sql_refuse(text, text, text), sql_allow(text, text), sql_identifier(text, text, integer),
     sql_json_depth(jsonb), sql_payload(text, jsonb), sql_instant(text, anycompatible),
-    sql_new_key(), sql_wake(timestamptz, boolean), sql_json_text(text, jsonb),
+    sql_new_key(), sql_key_prefix(timestamptz), sql_batch_key(text, text, bigint),
+    sql_wake(timestamptz, boolean), sql_json_text(text, jsonb),
     sql_json_count(text, jsonb), sql_json_span(text, jsonb), sql_json_wall(text, jsonb),
     sql_simple_batch(jsonb, text, integer), sql_put_batch(text, jsonb, timestamptz, integer),
+    sql_put_fresh(text, jsonb, timestamptz, integer),
     sql_put(text, text, text, jsonb, timestamptz, interval, timestamp, text, text, text, text,
         text, integer, interval, integer, text, timestamptz),
     schedule(text, text, jsonb, anycompatible, interval, timestamp, text, text, text, text, text,
         integer, interval, integer, text),
     emit(text, text, jsonb, text, text, text, integer, integer),
-    schedule_many(text, jsonb, text), cancel(text, text)
+    schedule_many(text, jsonb, text), cancel(text, text),
+    schedule_columns(text, text[], jsonb[], anycompatiblearray, interval[], text[], text[],
+        integer[], integer[], text)
 FROM PUBLIC;
