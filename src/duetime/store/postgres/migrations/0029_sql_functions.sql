@@ -18,6 +18,9 @@
 -- starts with the field ("key: ..."), the DETAIL is "field: <name>", and the error's column
 -- name is the field.
 --
+-- The helpers (sql_*) run only inside the public functions, whose pinned search_path they use:
+-- a SET clause of their own made every call switch the path and back, a third of a call's cost.
+--
 -- Permissions: the public functions run as the schema's owner (SECURITY DEFINER), so a role
 -- needs EXECUTE on them and USAGE on the schema, and no right on any table. Which namespaces a
 -- role may write is sql_grants; the schema owner's members (and superusers) may write any.
@@ -50,7 +53,7 @@ $$;
 
 -- The caller may use the namespace (granted, or a member of the schema's owner), and it exists.
 CREATE FUNCTION sql_allow(ns text, field text DEFAULT 'namespace') RETURNS void
-LANGUAGE plpgsql STABLE SET search_path FROM CURRENT
+LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
     IF ns IS NULL THEN
@@ -117,7 +120,7 @@ $$;
 -- integer of more than 4300 digits. (jsonb's text puts a space after each ':' and ',', so it
 -- is a little longer than the compact text Python measures: never a payload over the limit.)
 CREATE FUNCTION sql_payload(field text, payload jsonb) RETURNS jsonb
-LANGUAGE plpgsql STABLE SET search_path FROM CURRENT
+LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
     text_ text := coalesce(payload, 'null'::jsonb)::text;
@@ -221,7 +224,7 @@ CREATE FUNCTION sql_put(
     p_priority integer, p_on_conflict text, p_now timestamptz,
     OUT timer_id bigint, OUT timer_key text, OUT action text, OUT due_at timestamptz
 )
-LANGUAGE plpgsql SET search_path FROM CURRENT
+LANGUAGE plpgsql
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -378,7 +381,6 @@ $$;
 -- the earliest instant written, or '' (re-read) when a local time awaits resolution.
 CREATE FUNCTION sql_wake(earliest timestamptz, unresolved boolean) RETURNS void
 LANGUAGE sql
-SET search_path FROM CURRENT
 AS $$
     SELECT pg_notify('duetime_' || current_schema(),
         CASE WHEN unresolved OR earliest IS NULL THEN ''
@@ -518,7 +520,7 @@ $$;
 CREATE FUNCTION sql_put_fresh(
     p_namespace text, timers jsonb, p_now timestamptz, p_default_attempts integer
 ) RETURNS TABLE (n bigint, timer_id bigint, timer_key text, action text, due_at timestamptz)
-LANGUAGE sql SET search_path FROM CURRENT
+LANGUAGE sql
 AS $$
     WITH drawn AS MATERIALIZED (
         SELECT sql_key_prefix(clock_timestamp()) AS prefix, gen_random_uuid()::text AS seed
@@ -561,7 +563,7 @@ $$;
 CREATE FUNCTION sql_put_batch(
     p_namespace text, timers jsonb, p_now timestamptz, p_default_attempts integer
 ) RETURNS TABLE (n bigint, timer_id bigint, timer_key text, action text, due_at timestamptz)
-LANGUAGE sql SET search_path FROM CURRENT
+LANGUAGE sql
 AS $$
     WITH drawn AS MATERIALIZED (
         SELECT sql_key_prefix(clock_timestamp()) AS prefix, gen_random_uuid()::text AS seed
