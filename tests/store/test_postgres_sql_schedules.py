@@ -4,6 +4,7 @@ Python API's own checks and records the outcome, failed ones with their reason."
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
@@ -166,3 +167,43 @@ async def test_bad_schedule_input_names_its_field(
         )
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM sql_schedule_requests").fetchone() == (0,)
+
+
+async def test_a_running_worker_applies_a_request_when_its_commit_wakes_it(
+    pg_url: str, pg_schema: str
+) -> None:
+    """No round is asked for: the caller's commit sends the wake-up, and the running service
+    applies the request (its re-check is 30 s away)."""
+    app = AsyncApp(pg_url, "ns", clock=FrozenClock(NOW))
+    await app.open()
+    (changes,) = [s for s in app.worker().services if isinstance(s, ScheduleChanges)]
+    rounds = 0
+    round_done = asyncio.Event()
+    once = changes.once
+
+    async def counted() -> None:
+        nonlocal rounds
+        await once()
+        rounds += 1
+        round_done.set()
+
+    changes.once = counted  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    running = asyncio.create_task(changes.run(stop))
+    try:
+        await asyncio.wait_for(round_done.wait(), 20)  # the round at start: nothing pending
+        round_done.clear()
+        (request_id,) = _sql(
+            pg_schema,
+            "SELECT request_id FROM add_schedule('ns', 'hourly', 'tick', every => '1h')",
+        )
+        await asyncio.wait_for(round_done.wait(), 20)
+        assert rounds == 2
+        assert _sql(
+            pg_schema, "SELECT status, outcome FROM schedule_request('ns', %s)", request_id
+        )[:2] == ("applied", "created")
+        assert (await app.get_schedule("hourly")).every is not None
+    finally:
+        stop.set()
+        await running
+        await app.close()
