@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from storekit import NOW, PG_URL, StoreFactory
+from storekit import NOW, PG_URL, StoreFactory, new_timer
 
 from duetime.model import HELD_AT, Status
 from duetime.services.held import release_held
@@ -462,3 +462,27 @@ async def test_schedule_columns_takes_a_batch_as_arrays(
     assert first.due_at == datetime(2030, 1, 1, tzinfo=UTC)
     assert given == [("k1", "created"), ("k2", "created")]
     assert again == [("k1", "kept"), ("k2", "kept")]
+
+
+async def test_migrating_an_older_schema_adds_the_functions_beside_its_rows(
+    pg_fresh_url: str, pg_fresh_schema: str, open_store: StoreFactory, monkeypatch: Any
+) -> None:
+    """A schema made before the SQL functions (up to migration 0028) keeps its rows, and
+    ``duetime migrate`` adds the functions (0029, 0030), which then work alongside them."""
+    import duetime.store.postgres.schema as schema
+
+    older = [m for m in schema.MIGRATIONS if m[0] <= 28]
+    monkeypatch.setattr(schema, "MIGRATIONS", older)
+    store = await _open(open_store, pg_fresh_url)
+    await store.put_timers([new_timer("before", type="t")], "error", NOW)
+    with _connect(pg_fresh_schema) as conn:
+        assert conn.execute("SELECT to_regproc('schedule_many')").fetchone() == (None,)
+    monkeypatch.undo()
+
+    assert await store.migrate() == [29, 30]
+    _, _, action, _ = _one(
+        pg_fresh_schema, "SELECT * FROM schedule('ns', 't', delay => '1m', key => 'after')"
+    )
+    assert action == "created"
+    assert _one(pg_fresh_schema, "SELECT action FROM emit('ns', 't', key => 'before')") == ("kept",)
+    assert await store.get_timer("ns", "before") is not None
