@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from tests.children import descendants, stop_all
 
 from duetime import FrozenClock
 
@@ -17,6 +18,20 @@ from duetime import FrozenClock
 # What an example computes is checked; how fast belongs to benchmarks.
 settings.register_profile("duetime", deadline=None)
 settings.load_profile("duetime")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Fail the session when its tests left a process they started still running (each is
+    stopped here): every fixture stops what it started, however its test ended. Set up before
+    any other session fixture, so it looks once all of theirs are torn down."""
+    before = set(descendants())
+    yield
+    left = {pid: line for pid, line in descendants().items() if pid not in before}
+    stop_all(left)
+    if left:
+        lines = "\n".join(f"  {pid}: {line}" for pid, line in sorted(left.items()))
+        pytest.fail(f"tests left {len(left)} process(es) running (now killed):\n{lines}")
 
 
 @pytest.fixture
