@@ -6,6 +6,7 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -54,6 +55,18 @@ def pytest_runtest_teardown() -> Iterator[None]:
         storekit = sys.modules.get("storekit")
         if storekit is not None:
             storekit.settle_schema_pool()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """A test that failed because the PostgreSQL server refused a connection as full ("too
+    many clients") gets a section saying so: the server's limit, the suite's processes and
+    this one's connections, and what to do (not a hint to point DUETIME_TEST_PG elsewhere)."""
+    report = yield
+    storekit = sys.modules.get("storekit")
+    if report.failed and storekit is not None and "too many clients" in report.longreprtext:
+        report.sections.append(("PostgreSQL is full", storekit.too_many_clients()))
+    return report
 
 
 TIER_ORDER = ("acceptance", "integration", "store", "unit")

@@ -6,12 +6,14 @@ import asyncio
 import contextlib
 import functools
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests.pg_clients import TOO_MANY, ServerLoad, explain, read_load
 
 from duetime.model import NewTimer
 from duetime.store import Store
@@ -26,25 +28,58 @@ TEST_TIMEOUT = 120.0
 StoreFactory = Callable[..., Awaitable[Store]]
 
 
-@functools.cache
+FULL_SERVER_WAIT = 60.0
+"""How long a test waits for a free connection slot on a full server before it fails: tests
+in other processes end and give theirs back."""
+
+_checked: list[str | None] = []  # the lasting answer of _pg_problem, once known
+_load: list[ServerLoad] = []  # the server's limit and use, read on the first connection
+
+
 def _pg_problem() -> str | None:
-    """Why PostgreSQL cannot be used for tests (None when it can)."""
+    """Why PostgreSQL cannot be used for tests (None when it can). A full server ("too many
+    clients") is waited for, then reported with its real cause; it is asked again next time."""
+    if _checked:
+        return _checked[0]
     try:
         import psycopg
     except ImportError as exc:
-        return f"psycopg is not installed ({exc})"
-    try:
-        with psycopg.connect(PG_URL, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        return f"cannot connect to {PG_URL} ({exc})".strip()
-    return None
+        _checked.append(f"psycopg is not installed ({exc})")
+        return _checked[0]
+    deadline = time.monotonic() + FULL_SERVER_WAIT
+    while True:
+        try:
+            with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+                _load.append(read_load(conn))
+            _checked.append(None)
+            return None
+        except psycopg.Error as exc:
+            if TOO_MANY not in str(exc):
+                _checked.append(f"cannot connect to {PG_URL} ({exc})".strip())
+                return _checked[0]
+            if time.monotonic() > deadline:
+                return too_many_clients()
+        time.sleep(0.5)
+
+
+def too_many_clients() -> str:
+    """What a "too many clients" refusal of the test server means, and what to do."""
+    return explain(PG_URL, _tcp_port(PG_URL), _load[0] if _load else None)
+
+
+def _tcp_port(url: str) -> int | None:
+    from schema_pool import _tcp_port as port
+
+    return port(url)
 
 
 def require_pg() -> str:
-    """The test PostgreSQL URL; skips the test (fails it under CI) when there is none."""
+    """The test PostgreSQL URL; skips the test (fails it under CI) when there is none, and
+    fails it when the server is full (that is no reason to skip)."""
     problem = _pg_problem()
     if problem is not None:
+        if TOO_MANY in problem:
+            pytest.fail(problem)
         message = f"PostgreSQL unavailable, set DUETIME_TEST_PG: {problem}"
         if os.environ.get("CI"):
             pytest.fail(message)
