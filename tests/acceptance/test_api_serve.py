@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import PG_URL, drop_schema, require_pg, with_params
 from tests.children import descendants
-from tests.waiting import wait_until
+from tests.waiting import poll, wait_until
 
 from .conftest import Cli
 
@@ -305,14 +304,7 @@ def fresh_namespace(prefix: str) -> str:
 
 def wait_for(check: Any, timeout: float = 60.0, interval: float = 0.05) -> Any:
     """Poll ``check()`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {timeout} s waiting for {check}")
-        time.sleep(interval)
+    return poll(check, timeout, str(check), every=interval)
 
 
 class Tokens:

@@ -39,6 +39,7 @@ from confluent_kafka import (
 )
 from redis.asyncio import Redis
 from tests.waiting import run as run_within
+from tests.waiting import until
 
 from duetime import Outcome, Status
 from duetime.testing.tansu import tansu_binary
@@ -418,10 +419,12 @@ def test_delayed_notifications_on_kafka_sent_on_time_as_the_original_event(
             async with running(service):
                 # The first event shows the consumer group has formed; the timed ones follow.
                 await asyncio.to_thread(produce_events, servers, topology.schedule_topic, [far])
-                deadline = time.monotonic() + 15
-                while service.source.stats.total_stored() < 1:
-                    assert time.monotonic() < deadline, "the source never stored a record"
-                    await asyncio.sleep(0.05)
+                await until(
+                    lambda: service.source.stats.total_stored() >= 1,
+                    60,
+                    "the source to store a record",
+                    every=0.05,
+                )
                 soon = schedule_event(
                     "soon", iso_in(3), createdDate=iso_in(0)
                 )  # after a poll and a commit

@@ -24,7 +24,7 @@ if not os.environ.get("CI"):  # under CI a missing client library is an error, n
 import nats
 from brokers import require_nats
 from test_destinations_webhook import Receiver, Reply
-from tests.waiting import run
+from tests.waiting import run, until
 
 from duetime import AsyncApp, Event, FrozenClock, InvalidInput, NotFound, Outcome, Status
 from duetime.destinations import WebhookDestination
@@ -50,14 +50,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield found
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 60.0) -> None:
     """Poll a background worker's effect (real time passes for its loops) until it holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        if loop.time() > deadline:
-            pytest.fail(f"not reached within {within} s")
-        await asyncio.sleep(0.02)
+    await until(check, within, "a background worker's effect")
 
 
 async def status_of(app: AsyncApp, key: str) -> Status:

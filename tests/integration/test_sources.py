@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import os
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ from brokers import require_nats, require_redis
 from nats.js import JetStreamContext
 from redis.asyncio import Redis
 from tests.waiting import run as run_within
+from tests.waiting import until
 
 from duetime import AsyncApp, Status
 from duetime.errors import InvalidInput, StoreUnavailable
@@ -69,12 +69,8 @@ def request(key: str | None, **extra: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 8.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 60.0) -> None:
+    await until(check, within, "the sources' effect", every=0.05)
 
 
 @asynccontextmanager

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from handler_worker_app import WORK
-from tests.waiting import run, wait_until
+from tests.waiting import run, until, wait_until
 
 from duetime import App, AsyncApp, Event, Status, TimerRequest
 
@@ -43,14 +43,13 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 async def wait_for(app: AsyncApp, keys: list[str], status: Status, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        found = [(await app.get(key)).status for key in keys]
-        if all(s is status for s in found):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {status.value}: {found}")
-        await asyncio.sleep(0.05)
+    found: list[Status] = []
+
+    async def reached() -> bool:
+        found[:] = [(await app.get(key)).status for key in keys]
+        return all(s is status for s in found)
+
+    await until(reached, within, f"every timer {status.value}", every=0.05, explain=found.__str__)
 
 
 def test_sync_handlers_run_as_many_at_once_as_concurrency_allows(url: str) -> None:

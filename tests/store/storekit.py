@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from tests.pg_clients import TOO_MANY, ServerLoad, explain, read_load
+from tests.waiting import until
 
 from duetime.model import NewTimer
 from duetime.store import Store
@@ -87,9 +87,26 @@ def require_pg() -> str:
     return PG_URL
 
 
+TEST_POOL_MAX = "4"
+"""The most connections a test's store pools (beside the worker's lanes), unless the test says
+otherwise: several test processes share one server, whose ``max_connections`` must hold all
+of theirs; a test needs a few at most."""
+
+
 def with_params(url: str, **params: str) -> str:
-    extra = "&".join(f"{name}={value}" for name, value in params.items())
-    return f"{url}{'&' if '?' in url else '?'}{extra}"
+    """``url`` with the query ``params`` (each replacing one of that name already there)."""
+    base, _, query = url.partition("?")
+    kept = [part for part in query.split("&") if part and part.split("=")[0] not in params]
+    added = [f"{name}={value}" for name, value in params.items()]
+    return f"{base}?{'&'.join(kept + added)}"
+
+
+def bounded(url: str) -> str:
+    """``url`` with its store's pool bounded to :data:`TEST_POOL_MAX`, unless it says a size."""
+    if "pool_max=" in url:
+        return url
+    base, _, query = url.partition("?")  # first: some tests read the schema from the end
+    return f"{base}?pool_max={TEST_POOL_MAX}{'&' if query else ''}{query}"
 
 
 @functools.cache
@@ -132,7 +149,7 @@ def pooled_schema() -> Iterator[str]:
 def pooled_pg_url(**params: str) -> Iterator[str]:
     """The test server's URL on a schema of :func:`pooled_schema` (with ``params`` besides)."""
     with pooled_schema() as schema:
-        yield with_params(PG_URL, schema=schema, **params)
+        yield bounded(with_params(PG_URL, schema=schema, **params))
 
 
 @contextlib.contextmanager
@@ -152,7 +169,7 @@ def fresh_schema() -> Iterator[str]:
 def fresh_pg_url() -> Iterator[str]:
     """The test server's URL on a schema of :func:`fresh_schema`."""
     with fresh_schema() as schema:
-        yield with_params(PG_URL, schema=schema)
+        yield bounded(with_params(PG_URL, schema=schema))
 
 
 def new_schema_name() -> str:
@@ -167,14 +184,26 @@ def drop_schema(schema: str) -> None:
     drop(PG_URL, schema)
 
 
-async def wait_until(predicate: Callable[[], bool], within: float = 5.0) -> None:
+async def wait_until(predicate: Callable[[], bool], within: float = 60.0) -> None:
     """Poll ``predicate`` (cheaply) until it holds; fail the test after ``within`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            pytest.fail(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
+    await until(predicate, within, "the condition", every=0.01)
+
+
+async def blocked_by(holder: Any, within: float = 60.0) -> list[int]:
+    """The backends waiting for a lock that ``holder``'s transaction holds (a psycopg async
+    connection), once there is one: how a test knows a statement is blocked, where a pause
+    would guess how long it takes to get there."""
+    pids: list[int] = []
+
+    async def blocked() -> bool:
+        cur = await holder.execute(
+            "SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+        )
+        pids[:] = [int(pid) for (pid,) in await cur.fetchall()]
+        return bool(pids)
+
+    await until(blocked, within, "a statement waiting for the held lock", every=0.01)
+    return pids
 
 
 def new_timer(
