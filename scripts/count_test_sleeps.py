@@ -27,7 +27,16 @@ from pathlib import Path
 SLEEPS = {("time", "sleep"), ("asyncio", "sleep"), ("anyio", "sleep"), ("trio", "sleep")}
 TIMED = "# timed:"
 """The mark of a fixed sleep whose passing time is the subject of the test."""
-CLOCK_WORDS = ("elapsed", "took", "duration", "monotonic", "perf_counter", "spent", "recovered")
+CLOCK_WORDS = (
+    "elapsed",
+    "took",
+    "duration",
+    "monotonic",
+    "perf_counter",
+    "spent",
+    "recovered",
+    "loop().time()",
+)
 
 
 @dataclass(frozen=True)
