@@ -446,7 +446,12 @@ def test_redis_pending_entries_of_dead_consumer_are_claimed(tmp_path: Path, redi
             # A consumer reads both, then dies before storing or acknowledging them.
             read: Any = await client.xreadgroup("duetime", "crashed", {stream: ">"}, count=10)
             assert len(read[0][1]) == 2
-            await asyncio.sleep(0.3)
+
+            async def idle_past_claim_idle() -> bool:  # as the server counts it
+                entries: Any = await client.xpending_range(stream, "duetime", "-", "+", 10)
+                return all(entry["time_since_delivered"] >= 300 for entry in entries)
+
+            await eventually(idle_past_claim_idle)
             source = redis_source(app, url, stream, claim_idle=0.2)
             async with running(source, app=app):
                 await eventually(lambda: _count(app, 2))

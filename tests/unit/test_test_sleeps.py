@@ -24,12 +24,9 @@ CEILING = 50
 """The most non-zero sleeps the tests may hold, polls and stand-ins for slow work included."""
 
 FIXED_LEFT = {
-    "tests/acceptance/test_broker_examples.py": 2,
-    "tests/integration/test_bus.py": 1,
     "tests/integration/test_flow_control.py": 1,
     "tests/integration/test_outbox_sqlite.py": 2,
     "tests/integration/test_postgres_workers.py": 3,
-    "tests/integration/test_sources.py": 1,
     "tests/integration/test_sync_handlers.py": 1,
     "tests/integration/test_worker_slots.py": 1,
     "tests/store/test_group_commit.py": 1,
