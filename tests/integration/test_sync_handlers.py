@@ -190,7 +190,15 @@ def test_a_worker_paused_past_its_lease_starts_no_sync_handler_taken_over(
         wait_until(all_done, 60, "the other worker to run everything")
         continued_at = time.time()
         paused.send_signal(signal.SIGCONT)
-        time.sleep(0.5)  # awake: its handlers under way end, their outcomes are fenced off
+
+        def handlers_ended(pid: int) -> bool:
+            """Every handler ``pid`` started has ended (its log's start and end lines)."""
+            lines = [line.split(",") for line in log.read_text().splitlines()]
+            mine = [fields[0] for fields in lines if fields[3] == str(pid)]
+            return mine.count("start") == mine.count("end")
+
+        # awake: its handlers under way end, their outcomes are fenced off
+        wait_until(lambda: handlers_ended(paused.pid), 60, "the paused worker's handlers to end")
         paused.send_signal(signal.SIGTERM)  # finishes everything it started, then exits
         assert paused.wait(60) == 0, (tmp_path / "paused.stderr").read_text()[-5000:]
     finally:

@@ -88,9 +88,10 @@ def require_pg() -> str:
 
 
 TEST_POOL_MAX = "4"
-"""The most connections a test's store pools (beside the worker's lanes), unless the test says
-otherwise: several test processes share one server, whose ``max_connections`` must hold all
-of theirs; a test needs a few at most."""
+"""The most connections a store test's pool holds (beside the worker's lanes), unless the test
+says otherwise: several test processes share one server, whose ``max_connections`` must hold
+all of theirs; a store test needs a few at most. Worker processes that tests start keep the
+product's default: their concurrency is what they test."""
 
 
 def with_params(url: str, **params: str) -> str:
@@ -149,7 +150,7 @@ def pooled_schema() -> Iterator[str]:
 def pooled_pg_url(**params: str) -> Iterator[str]:
     """The test server's URL on a schema of :func:`pooled_schema` (with ``params`` besides)."""
     with pooled_schema() as schema:
-        yield bounded(with_params(PG_URL, schema=schema, **params))
+        yield with_params(PG_URL, schema=schema, **params)
 
 
 @contextlib.contextmanager
@@ -169,7 +170,7 @@ def fresh_schema() -> Iterator[str]:
 def fresh_pg_url() -> Iterator[str]:
     """The test server's URL on a schema of :func:`fresh_schema`."""
     with fresh_schema() as schema:
-        yield bounded(with_params(PG_URL, schema=schema))
+        yield with_params(PG_URL, schema=schema)
 
 
 def new_schema_name() -> str:

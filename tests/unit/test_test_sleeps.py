@@ -27,7 +27,6 @@ FIXED_LEFT = {
     "tests/integration/test_flow_control.py": 1,
     "tests/integration/test_outbox_sqlite.py": 2,
     "tests/integration/test_postgres_workers.py": 3,
-    "tests/integration/test_sync_handlers.py": 1,
     "tests/integration/test_worker_slots.py": 1,
     "tests/store/test_group_commit.py": 1,
 }
