@@ -33,7 +33,6 @@ CLOCK_WORDS = (
     "duration",
     "monotonic",
     "perf_counter",
-    "spent",
     "recovered",
     "loop().time()",
 )
