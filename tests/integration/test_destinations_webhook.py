@@ -238,9 +238,8 @@ def test_timeout_and_connection_refused_are_retryable() -> None:
     async def main() -> None:
         async with Receiver(Reply(200, delay=3.0)) as receiver:
             hook = WebhookDestination("h", receiver.url, timeout=0.3)
-            started = time.monotonic()
+            # A failure, not the reply that comes after 3 s: the timeout cut the exchange.
             slow = await failure_of(hook, Delivery.from_event(make_event(), hook.name))
-            assert time.monotonic() - started < 2
             await hook.close()
             url = receiver.url
         refused_hook = WebhookDestination("h", url)  # the server is gone now
