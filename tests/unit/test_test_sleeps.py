@@ -34,7 +34,6 @@ FIXED_LEFT = {
 
 BOUNDS_LEFT = {
     "tests/acceptance/test_api_tenant_isolation.py": 2,
-    "tests/integration/test_crash_safety.py": 1,
     "tests/integration/test_destinations.py": 1,
     "tests/integration/test_failover.py": 1,
     "tests/integration/test_postgres_workers.py": 1,
