@@ -71,8 +71,10 @@ async def until(
         await asyncio.sleep(every)
 
 
-def run(main: Callable[[], Awaitable[None]], within: float = 60) -> None:
-    """Run an async test body on a new event loop, failing it after ``within`` seconds."""
+def run(main: Callable[[], Awaitable[None]], within: float = 240) -> None:
+    """Run an async test body on a new event loop, failing it after ``within`` seconds: a
+    bound for a test that hangs, under pytest's own timeout, not a guess at its length (a
+    busy machine makes a test of seconds take a minute)."""
 
     async def bounded() -> None:
         await asyncio.wait_for(main(), within)

@@ -90,7 +90,7 @@ def test_sync_handlers_run_as_many_at_once_as_concurrency_allows(url: str) -> No
             await running
         assert worker.stats.outcomes["done"] == count
 
-    run(main, within=120)
+    run(main)
 
 
 class LateInHandlerThreads:
