@@ -17,9 +17,11 @@ from duetime import App, AsyncApp
 from duetime.app import blocking
 from duetime.app.audit import Audit
 from duetime.app.events import Events
+from duetime.app.keys import Keys
 from duetime.app.limits import Limits
 from duetime.app.namespaces import Namespaces
 from duetime.app.schedules import Schedules
+from duetime.app.sql_access import Sql
 from duetime.app.timers import Timers
 from duetime.app.tokens import Tokens
 from duetime.clock import FrozenClock
@@ -33,6 +35,8 @@ PARTS = {
     "tokens": (Tokens, blocking.BlockingTokens),
     "audit": (Audit, blocking.BlockingAudit),
     "namespaces": (Namespaces, blocking.BlockingNamespaces),
+    "sql": (Sql, blocking.BlockingSql),
+    "keys": (Keys, blocking.BlockingKeys),
 }
 START = datetime(2025, 3, 3, 10, 30, tzinfo=UTC)
 

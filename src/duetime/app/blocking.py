@@ -20,10 +20,12 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from duetime.app.audit import Audit
 from duetime.app.deprecation import warn_moved
 from duetime.app.events import Events
+from duetime.app.keys import Keys
 from duetime.app.limits import Limits
 from duetime.app.namespaces import Namespaces
 from duetime.app.outbox import held_blocking, run_now
 from duetime.app.schedules import Schedules
+from duetime.app.sql_access import Sql
 from duetime.app.timers import Timers
 from duetime.app.tokens import Tokens
 from duetime.history import LoggedEvent
@@ -228,3 +230,17 @@ class BlockingNamespaces(BlockingPart[Namespaces]):
         """Deprecated: ``app.namespaces()`` is :meth:`list`."""
         warn_moved("namespaces()", "namespaces.list()")
         return self.list()
+
+
+class BlockingSql(BlockingPart[Sql]):
+    """``App.sql``: :class:`~duetime.app.sql_access.Sql`, blocking."""
+
+    grant = blocking(Sql.grant)
+    revoke = blocking(Sql.revoke)
+    grants = blocking(Sql.grants)
+
+
+class BlockingKeys(BlockingPart[Keys]):
+    """``App.keys``: :class:`~duetime.app.keys.Keys`, blocking."""
+
+    rotate = blocking(Keys.rotate)

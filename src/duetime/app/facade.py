@@ -1,6 +1,6 @@
 """The facade users touch: ``schedule``, ``cancel``, ``get``, ``emit``, handlers and the worker,
 and the app's parts: ``app.timers``, ``app.schedules``, ``app.limits``, ``app.tokens``,
-``app.audit``, ``app.namespaces``, ``app.events``.
+``app.audit``, ``app.namespaces``, ``app.events``, ``app.sql``, ``app.keys``.
 
 Each part is a class of its own module here, made with the app's one :class:`AppContext` (store,
 clock, settings, namespace, actor) and tested alone; :class:`AsyncApp` opens and closes, wires
@@ -12,6 +12,7 @@ talk only to this facade."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,13 +20,16 @@ from duetime.app.audit import Audit
 from duetime.app.context import AppContext
 from duetime.app.deprecation import moved, relay
 from duetime.app.events import Events
+from duetime.app.keys import Keys
 from duetime.app.limits import Limits
 from duetime.app.namespaces import Namespaces
 from duetime.app.namespaces import namespace_page as namespace_page
 from duetime.app.routing import add_route
 from duetime.app.schedules import Schedules
+from duetime.app.sql_access import Sql
 from duetime.app.timers import Timers
 from duetime.app.tokens import Tokens
+from duetime.app.working import build_worker
 from duetime.bus.routes import Route
 from duetime.clock import Clock
 from duetime.config import DEFAULT_NAMESPACE, Settings
@@ -36,7 +40,6 @@ from duetime.handlers import HandlerRegistry
 from duetime.history import MaintenanceReport
 from duetime.model import Node
 from duetime.model.audit import Actor
-from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.worker import Worker, WorkerObserver, WorkerStats
@@ -73,8 +76,13 @@ class AsyncApp:
             settings = Settings.from_env(
                 database_url=database_url, namespace=namespace, **overrides
             )
+        shared = store
+        store = store or create_store(settings.database_url)
+        sealing = settings.sealing()
+        if sealing.enabled or shared is None:  # a shared store keeps the ring it was given
+            store.sealing = sealing
         context = AppContext(
-            store or create_store(settings.database_url),
+            store,
             clock,
             settings,
             settings.namespace,
@@ -86,7 +94,7 @@ class AsyncApp:
         self.context = context
         """What the parts share (store, clock, settings, namespace, actor), opened once."""
         # A store passed in is shared (e.g. by the API's facades): not ours to close.
-        self._owns_store = store is None
+        self._owns_store = shared is None
         self.registry = HandlerRegistry()
         self.observers: list[WorkerObserver] = []
         self.routes: list[Route] = []
@@ -97,6 +105,8 @@ class AsyncApp:
         self.limits = Limits(context, self.audit)
         self.tokens = Tokens(context, self.audit)
         self.namespaces = Namespaces(context, self.audit)
+        self.sql = Sql(context, self.audit)
+        self.keys = Keys(context)
 
     @property
     def store(self) -> Store:
@@ -133,10 +143,6 @@ class AsyncApp:
         self.context.actor = actor
 
     @property
-    def producer(self) -> str | None:
-        return self.context.producer
-
-    @property
     def destinations(self) -> Destinations:
         """Destinations routes may name (see :meth:`route`, :meth:`add_destination`)."""
         return self.context.destinations
@@ -149,6 +155,10 @@ class AsyncApp:
     def tracing(self) -> Tracing | None:
         """OpenTelemetry spans, once opened (``settings.tracing``); None: none, no context."""
         return self.context.tracing
+
+    @property
+    def producer(self) -> str | None:
+        return self.context.producer
 
     def producer_id(self) -> str:
         """Who stores this app's timers: ``producer``, else ``<host>-<pid>``."""
@@ -178,10 +188,9 @@ class AsyncApp:
 
     async def close(self) -> None:
         await self.destinations.close()  # they reconnect if used again
-        if self.context.opened:
-            if self._owns_store:
-                await self.store.close()
-            self.context.opened = False
+        if self.context.opened and self._owns_store:
+            await self.store.close()
+        self.context.opened = False
 
     async def __aenter__(self) -> AsyncApp:
         return await self.open()
@@ -225,14 +234,12 @@ class AsyncApp:
     def route(self, type: str, *, to: Destination | str | Sequence[Destination | str]) -> Route:
         """Send events whose type matches ``type`` (exact, or a glob such as ``order.*``) to
         each destination of ``to``: destinations, or names of ones added with
-        :meth:`add_destination` (a destination given here is added).
-
-        The worker of this app then claims those events (and their deliveries to these
-        destinations); an event several destinations want, across every live node's handlers
-        and routes, fans out into one delivery per destination, each retried and dead-lettered
-        on its own. Names are checked when the worker is made: an unknown one is refused. An
-        app has at most ``max_routes`` routes (every node's subscriptions carry them).
-        """
+        :meth:`add_destination` (a destination given here is added). The worker of this app
+        then claims those events (and their deliveries to these destinations); an event several
+        destinations want, across every live node's handlers and routes, fans out into one
+        delivery per destination, each retried and dead-lettered on its own. Names are checked
+        when the worker is made: an unknown one is refused. An app has at most ``max_routes``
+        routes (every node's subscriptions carry them)."""
         max_routes = self.settings.max_routes
         return add_route(self.routes, self.destinations, max_routes, self.namespace, type, to)
 
@@ -254,33 +261,26 @@ class AsyncApp:
 
         InvalidInput naming ``routes[i].to[j]`` when a route names an unknown destination.
         """
-        worker = Worker(
-            self.store,
+        return build_worker(
+            self.context,
             self.registry,
-            self.settings,
-            self.clock,
-            namespace=self.namespace,
+            self.observers,
+            self.routes,
+            self._app_on,
             types=types,
             node_id=node_id,
-            observers=self.observers,
-            routes=self.routes,
-            destinations={d.name: d for d in self.destinations},
-            tracing=self.context.current_tracing(),
+            materialize=materialize,
+            maintain=maintain,
         )
-        worker.add_services(
-            worker_services(
-                self.store,
-                self.clock,
-                self.settings,
-                node_id=worker.node_id,
-                namespace=worker.namespace,
-                dispatch=worker.dispatch,
-                holder=worker,
-                materialize=materialize,
-                maintain=maintain,
-            )
+
+    def _app_on(self, namespace: str) -> AsyncApp:
+        """This app's store and clock on ``namespace`` (applies schedule changes from SQL)."""
+        return AsyncApp(
+            store=self.store,
+            clock=self.clock,
+            settings=replace(self.settings, namespace=namespace),
+            create_namespace=False,
         )
-        return worker
 
     async def run_worker(self, **kwargs: Any) -> None:
         await self.open()
@@ -346,3 +346,7 @@ class AsyncApp:
     audit_put = moved(Audit.record_put, "audit")
     add_namespace = moved(Namespaces.add, "namespaces")
     namespace_page = moved(Namespaces.page, "namespaces")
+    grant_sql = moved(Sql.grant, "sql")
+    revoke_sql = moved(Sql.revoke, "sql")
+    sql_grants = moved(Sql.grants, "sql")
+    rotate_keys = moved(Keys.rotate, "keys")

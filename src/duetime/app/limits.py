@@ -55,6 +55,8 @@ class Limits:
             partition_by=partition_by,
         )
         await context.open()
+        if rule.partition_by not in (None, "subject"):
+            context.store.sealing.refuse(context.namespace, "partition_by")
         cap = context.settings.max_limits
         stored = await context.store.limits.put_limit(rule, context.clock.now(), cap)
         limit = {

@@ -7,7 +7,9 @@ schedules, reading them through it).
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import functools
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -105,20 +107,24 @@ class ScheduleReads:
             feb29=feb29,
         ).calendar_options()
         stored = await self.get(schedule) if schedule is not None else None
-        return preview_occurrences(
-            stored,
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            on_gap=on_gap,
-            on_overlap=on_overlap,
-            start_at=start_at,
-            end_at=end_at,
-            after=after,
-            count=count,
-            now=self._context.clock.now(),
-            rrule=rrule,
-            calendar=calendar,
+        # Expanding a rule is CPU work (bounded by its budget): off the event loop.
+        return await asyncio.to_thread(
+            functools.partial(
+                preview_occurrences,
+                stored,
+                cron=cron,
+                every=every,
+                timezone=timezone,
+                on_gap=on_gap,
+                on_overlap=on_overlap,
+                start_at=start_at,
+                end_at=end_at,
+                after=after,
+                count=count,
+                now=self._context.clock.now(),
+                rrule=rrule,
+                calendar=calendar,
+            )
         )
 
     def _missing(self, name: str) -> NotFound:

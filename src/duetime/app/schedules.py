@@ -10,6 +10,7 @@ from the one after.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta
@@ -31,6 +32,7 @@ from duetime.schedules import (
     ScheduleRequest,
     Unset,
     check_schedule_name,
+    prepare_rules,
 )
 from duetime.store.room import ScheduleRoom
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS
@@ -129,7 +131,9 @@ class Schedules(ScheduleReads):
         requests = list(requests)
         context = self._context
         now = context.clock.now()
-        news: Iterable[NewSchedule] = self._resolve_schedules(requests, now)
+        rules: RuleCache = {}
+        await asyncio.to_thread(prepare_rules, requests, now, rules)
+        news: Iterable[NewSchedule] = self._resolve_schedules(requests, now, rules)
         if not context.opened:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
         await context.open()
@@ -167,12 +171,12 @@ class Schedules(ScheduleReads):
         await self._audit.note(actor, "schedule_define", target, len(done))
 
     def _resolve_schedules(
-        self, requests: list[ScheduleRequest], now: datetime
+        self, requests: list[ScheduleRequest], now: datetime, rules: RuleCache
     ) -> Iterator[NewSchedule]:
         """Each request validated as it is read; a bad one raises InvalidInput naming its
-        field, behind its index (``[3].cron``) unless it is the only request."""
+        field, behind its index (``[3].cron``) unless it is the only request. ``rules`` holds
+        the rules :func:`~duetime.schedules.prepare_rules` checked beforehand."""
         namespace, settings = self._context.namespace, self._context.settings
-        rules: RuleCache = {}
         for index, request in enumerate(requests):
             try:
                 yield request.resolve(
@@ -292,8 +296,14 @@ class Schedules(ScheduleReads):
             current = await self.get(name)
             now = self._context.clock.now()
             settings = self._context.settings
-            revision = revise(
-                current, define(current), now, settings.max_attempts, settings.max_payload_bytes
+            # Checking the rule and finding its occurrences is CPU work: off the event loop.
+            revision = await asyncio.to_thread(
+                revise,
+                current,
+                define(current),
+                now,
+                settings.max_attempts,
+                settings.max_payload_bytes,
             )
             if not revision.changed:
                 return False, current

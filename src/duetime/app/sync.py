@@ -16,9 +16,11 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from duetime.app.blocking import (
     BlockingAudit,
     BlockingEvents,
+    BlockingKeys,
     BlockingLimits,
     BlockingNamespaces,
     BlockingSchedules,
+    BlockingSql,
     BlockingTimers,
     BlockingTokens,
     LoopThread,
@@ -86,6 +88,8 @@ class App:
         self.tokens = BlockingTokens(core.tokens, portal, self.open)
         self.audit = BlockingAudit(core.audit, portal, self.open)
         self.namespaces = BlockingNamespaces(core.namespaces, portal, self.open)
+        self.sql = BlockingSql(core.sql, portal, self.open)
+        self.keys = BlockingKeys(core.keys, portal, self.open)
 
     @property
     def namespace(self) -> str:

@@ -38,6 +38,7 @@ from duetime.model.audit import Actor
 from duetime.model.finding import PayloadMatch
 from duetime.model.moves import TimerMove
 from duetime.requests import TimerRequest
+from duetime.support.sealing import SealKeyMissing, Unopened
 from duetime.timer_filters import check_sort, timer_filter
 from duetime.validation import check_limit, check_lookup_key
 
@@ -174,6 +175,8 @@ class Timers:
             payload=payload,
             now=context.clock.now(),
         )
+        if found.payload is not None:
+            context.store.sealing.refuse(context.namespace, "payload")
         order = check_sort(sort or "newest")
         check_limit(limit)
         return await context.store.list_timers(context.namespace, found, cursor, limit, order)
@@ -264,6 +267,8 @@ class Timers:
         done (or once one fails: with the count reached, marked ``interrupted``); a run that
         changed nothing writes none, so a request repeated in a loop cannot grow the log."""
         await self._context.open()
+        if filter.payload is not None:
+            self._context.store.sealing.refuse(self._context.namespace, "payload")
         return await run_bulk(
             self._context, self._audit, action, filter, keys, batch, dry_run, actor
         )
@@ -288,6 +293,11 @@ class Timers:
             raise Conflict(f"timer {key!r} is {timer.status.value}: only a pending one is edited")
         if timer.destination is not None:
             raise Conflict(f"timer {key!r} is a delivery of an event: edit the event instead")
+        if isinstance(timer.payload, Unopened):  # never write the stand-in back over the value
+            if changes.get("payload") == timer.payload:  # a form sent back as it was shown
+                changes = {name: value for name, value in changes.items() if name != "payload"}
+            if "payload" not in changes:
+                raise SealKeyMissing(timer.payload.key_id)
         request = TimerRequest.from_dict({**carried(timer, changes), **changes})
         (result,) = await self.schedule_many([request], on_conflict="update")
         if result.action == "kept" and not result.timer.status.is_pending:
