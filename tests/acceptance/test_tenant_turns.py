@@ -23,6 +23,7 @@ import pytest
 from duetime import AsyncApp
 from duetime.api import ApiSettings, create_api
 from duetime.api.service import Service
+from duetime.app.limits import Limits
 from duetime.config import Settings
 
 NOISY = "/v1/namespaces/noisy"
@@ -31,29 +32,29 @@ LISTINGS = 4
 
 
 class HeldListings:
-    """``AsyncApp.list_limits`` of the noisy namespace waits for :attr:`release`; counts how
-    many are inside at once."""
+    """``app.limits.page`` of the noisy namespace waits for :attr:`release`; counts how many
+    are inside at once."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.release = asyncio.Event()
         self.entered = asyncio.Event()
         self.inside = 0
         self.most_inside = 0
-        real = AsyncApp.list_limits
+        real = Limits.page
 
-        async def list_limits(app: AsyncApp, **options: Any) -> Any:
-            if app.namespace != "noisy":
-                return await real(app, **options)
+        async def page(limits: Limits, **options: Any) -> Any:
+            if limits._context.namespace != "noisy":
+                return await real(limits, **options)
             self.inside += 1
             self.most_inside = max(self.most_inside, self.inside)
             self.entered.set()
             try:
                 await self.release.wait()
-                return await real(app, **options)
+                return await real(limits, **options)
             finally:
                 self.inside -= 1
 
-        monkeypatch.setattr(AsyncApp, "list_limits", list_limits)
+        monkeypatch.setattr(Limits, "page", page)
 
 
 @contextlib.asynccontextmanager
@@ -61,7 +62,7 @@ async def started(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, 
     """The API in this event loop (its lifespan entered), the two tenants' namespaces made."""
     async with AsyncApp(settings=settings) as app:
         for namespace in ("noisy", "quiet"):
-            await app.add_namespace(namespace)
+            await app.namespaces.add(namespace)
     api = create_api(ApiSettings(core=settings))
     async with api.router.lifespan_context(api):
         transport = httpx.ASGITransport(app=api)

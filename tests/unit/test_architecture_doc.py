@@ -37,7 +37,7 @@ def exists(path: str) -> bool:
     for prefix in ("src/duetime/", "duetime/"):
         if path.startswith(prefix):
             return (PACKAGE / path.removeprefix(prefix)).exists()
-    if path.split("/")[0] in ("tests", "bench", "docs", "examples"):
+    if path.split("/")[0] in ("tests", "bench", "docs", "examples", "scripts"):
         return (ROOT / path).exists()
     if (PACKAGE / path).exists():
         return True
