@@ -58,6 +58,7 @@ class Threads(WorkerObserver):
 def test_what_sync_handlers_produce_is_applied_on_the_loop(url: str) -> None:
     count = 30
     handler_threads: set[str] = set()
+    fired: list[datetime | None] = []
 
     async def main() -> None:
         threads = Threads()
@@ -68,6 +69,7 @@ def test_what_sync_handlers_produce_is_applied_on_the_loop(url: str) -> None:
         @app.handler("work")
         def work(event: Event) -> None:
             handler_threads.add(threading.current_thread().name)
+            fired.append(event.fired_at)
 
         keys = [f"w-{i}" for i in range(count)]
         async with app:
@@ -83,6 +85,8 @@ def test_what_sync_handlers_produce_is_applied_on_the_loop(url: str) -> None:
                 assert timer.status is Status.DONE
                 assert timer.fired_at is not None  # the start the thread sent back was recorded
         assert handler_threads
+        assert len(fired) == count
+        assert None not in fired  # the event says when it fired, as the stored timer does
         assert loop_thread not in handler_threads
         assert threads.seen == {loop_thread}
         assert worker.stats.outcomes == {"done": count}

@@ -112,15 +112,16 @@ class Executor:
             if start_at is not None:
                 await _hold(self.clock, start_at)
             started = True
-            before = self._before(timer, attempt, target, held)
+            now = self.clock.now()
+            before = self._before(timer, attempt, target, held, now)
             if isinstance(before, Finish):
                 result: Result = before
             elif self._tracing is None:
-                result = await self._invoke(before, timer, attempt, held, None)
+                result = await self._invoke(before, timer, attempt, held, now, None)
             else:
-                span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
+                span = self._tracing.start(timer, attempt, now - timer.due_at)
                 with self._tracing.entered(span):  # its log lines name the attempt's trace
-                    result = await self._invoke(before, timer, attempt, held, span)
+                    result = await self._invoke(before, timer, attempt, held, now, span)
         except _LeaseLost:
             result = _released(self.shared, timer, attempt)
         except Exception as exc:  # not the handler's (its errors are its outcome): ours
@@ -145,40 +146,48 @@ class Executor:
             self.completer.forget(timer)
             self.lost += 1
 
-    def _before(self, timer: Timer, attempt: int, target: Target, held: Held) -> Finish | Handler:
-        """The handler to run now, or the outcome when there is none to run (its lease ran
-        out: given back unstarted; too late; no destination)."""
-        now = self.clock.now()
+    def _before(
+        self, timer: Timer, attempt: int, target: Target, held: Held, now: datetime
+    ) -> Finish | Handler:
+        """The handler to run ``now``, or the outcome when there is none to run (its lease ran
+        out: given back unstarted; too late; no destination). ``now`` is the attempt's start
+        (a sync handler's thread sends the instant it truly began, see :meth:`_began`), so the
+        handler's event says when it fired."""
         if not self.shared.leases.usable(held, now):
             return _released(self.shared, timer, attempt)
         if attempts.is_stale(timer, now):  # recorded expired: no handler ever started
             return attempts.expired(timer, attempt, now)
         if not isinstance(target, Handler):  # None; a fan-out never comes this way
             return Finish(timer.id, attempt, Outcome.DEAD, error=self.dispatch.missing(timer))
+        self.completer.started(timer, now)
         return target
 
     def _began(self, timer: Timer, attempt: int, at: datetime) -> None:
-        """The handler of ``timer``'s ``attempt`` began at ``at`` (on the event loop): the
-        instant its outcome records as the attempt's start, and the lateness the observers are
-        told."""
+        """A sync handler of ``timer``'s ``attempt`` began in its thread at ``at`` (applied on
+        the event loop): the instant its outcome records as the attempt's start."""
         self.completer.started(timer, at)
-        lateness = at - timer.due_at
+        self._tell_started(timer, attempt, at - timer.due_at)
+
+    def _tell_started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
         for observer in self.observers:
             observer.started(timer, attempt, lateness)
 
     async def _invoke(
-        self, handler: Handler, timer: Timer, attempt: int, held: Held, span: Span | None
+        self,
+        handler: Handler,
+        timer: Timer,
+        attempt: int,
+        held: Held,
+        now: datetime,
+        span: Span | None,
     ) -> Result:
-        """Run the handler, if its lease still allows it as it begins (else
-        :class:`_LeaseLost`), and judge what it came to. An async or transactional handler
-        begins here, on the loop; a plain one in its thread, which checks the lease against
-        the bound computed here and sends the instant it began back to the loop."""
+        """Run the handler and judge what it came to. An async or transactional handler begins
+        here, on the loop, ``now`` (its lease was just checked); a plain one in its thread,
+        which checks the lease against the bound read here (else :class:`_LeaseLost`) and sends
+        the instant it began back to the loop."""
         event = Event.from_timer(timer, attempt, handler.destination)
         if handler.is_async or handler.transactional:
-            now = self.clock.now()
-            if not self.shared.leases.usable(held, now):
-                raise _LeaseLost
-            self._began(timer, attempt, now)
+            self._tell_started(timer, attempt, now - timer.due_at)
             if handler.transactional:
                 judge = functools.partial(self._judge, timer, attempt, span=span)
                 started_at = self.completer.start_of
