@@ -122,7 +122,6 @@ class Starter:
         fans: list[tuple[Claimed, Fan]] = []
         pacing: dict[datetime, list[Ready]] = {}  # rows a rate granted, by their instant
         free = self._slots.free() if not self._ready else 0  # slots; the waiting rows go first
-        executor = self._executor
         now = self.clock.now()
         for item in claimed:
             if item.problem is not None:
@@ -141,7 +140,7 @@ class Starter:
             elif free > 0:
                 free -= 1
                 self.started += 1
-                executor.start(item, goes, start_at_row, loop, held)
+                self._executor.start(item, goes, start_at_row, loop, held)
             else:
                 self._ready.append(Ready(item, goes, start_at_row, held))
         for at, readies in pacing.items():
@@ -173,7 +172,6 @@ class Starter:
             return
         self._owner.check("Starter.start_ready")
         loop = asyncio.get_running_loop()
-        executor = self._executor
         usable = self.shared.leases.usable
         now = self.clock.now()
         stale = 0
@@ -185,7 +183,7 @@ class Starter:
                 continue
             free -= 1
             self.started += 1
-            executor.start(item.claimed, item.target, item.start_at, loop, item.held)
+            self._executor.start(item.claimed, item.target, item.start_at, loop, item.held)
         if stale:
             log.warning(
                 "%d claimed timers waited past their lease (was this process paused?): given "
