@@ -52,6 +52,7 @@ class Starter:
         self._completer = completer
         self._owner = shared.owner
         self._ready: deque[Ready] = deque()  # claimed beyond the free slots, not started
+        self._queued = asyncio.Event()  # rows wait in _ready: the task watches for a slot
         # Rows a rate granted, waiting for their paced instant (RATE_START_DELAY) before they
         # wait for a slot: they take no slot and no room meanwhile (were they to, a worker could
         # start no more than its slots per RATE_START_DELAY); the rate bounds them, at most
@@ -73,11 +74,16 @@ class Starter:
             await asyncio.wait([task])
 
     async def _run(self) -> None:
-        freed = self._slots.freed
+        """While rows wait for a slot, start them each time one may have come free (and sleep
+        while none wait, so that a worker with free slots pays no step a finished attempt)."""
+        freed, queued = self._slots.freed, self._queued
         while True:
+            await queued.wait()
             await freed.wait()
             freed.clear()
             self.start_ready()
+            if not self._ready:
+                queued.clear()
 
     # -- what the worker asks ---------------------------------------------------------------
     @property
@@ -143,6 +149,7 @@ class Starter:
                 self._executor.start(item, goes, start_at_row, loop, held)
             else:
                 self._ready.append(Ready(item, goes, start_at_row, held))
+                self._queued.set()
         for at, readies in pacing.items():
             self._pace(readies, at, loop)
         self.start_ready()
@@ -159,6 +166,8 @@ class Starter:
         def due() -> None:
             self._ready.extend(r for r in readies if pacing.pop(r.claimed.timer.id, None))
             self.start_ready()
+            if self._ready:
+                self._queued.set()
 
         loop.call_later(max(0.0, (at - self.clock.now()).total_seconds()), due)
 
