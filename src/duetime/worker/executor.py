@@ -104,7 +104,11 @@ class Executor:
     ) -> None:
         """One attempt, after waiting (when asked) for the instant it was claimed ahead of:
         what it comes to goes forward to the completer. Here alone is a cancellation, a
-        tracing span and an outcome mapped, whatever the handler."""
+        tracing span and an outcome mapped, whatever the handler.
+
+        The lease is read in the step in which the handler begins, never when the task is made:
+        where a task's first step does not run at once (Python 3.11, a loop with a task
+        factory), it runs after every step ready before it, which may outlast the lease."""
         timer, attempt = claimed.timer, claimed.attempt
         started = False
         span: Span | None = None
