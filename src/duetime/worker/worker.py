@@ -221,13 +221,13 @@ class Worker:
     async def _start(self) -> ServiceGroup:
         if self._group is not None:
             raise RuntimeError("this worker is already running")
+        self._owner.bind(asyncio.get_running_loop())  # its state is this loop's from now on
         await keep_destination_limits(
             self.store, self.namespace, self._destinations, self.clock.now()
         )
         group = ServiceGroup(self.services)
         await group.start()
         self._group = group
-        self._owner.bind(asyncio.get_running_loop())
         self.producer.start()
         self.starter.start()
         self.completer.start()
