@@ -55,6 +55,16 @@ class Threads(WorkerObserver):
             self.all_finished.set()
 
 
+class Idle(WorkerObserver):
+    """Sets ``event`` once the worker has gone to sleep with nothing to claim."""
+
+    def __init__(self, event: asyncio.Event) -> None:
+        self.event = event
+
+    def idle(self, namespace: str, next_due: datetime | None) -> None:
+        self.event.set()
+
+
 def test_what_sync_handlers_produce_is_applied_on_the_loop(url: str) -> None:
     count = 30
     handler_threads: set[str] = set()
@@ -98,7 +108,8 @@ def test_what_sync_handlers_produce_is_applied_on_the_loop(url: str) -> None:
 def test_a_wakeup_heard_on_another_thread_is_applied_on_the_loop(url: str) -> None:
     async def main() -> None:
         app = AsyncApp(url, "ns")
-        done = asyncio.Event()
+        done, idle = asyncio.Event(), asyncio.Event()
+        app.observers.append(Idle(idle))
 
         @app.handler("work")
         async def work(event: Event) -> None:
@@ -107,7 +118,7 @@ def test_a_wakeup_heard_on_another_thread_is_applied_on_the_loop(url: str) -> No
         async with app:
             worker = app.worker()
             running = asyncio.create_task(worker.run())
-            await asyncio.sleep(0)
+            await asyncio.wait_for(idle.wait(), 60)  # running: a store's hints reach it now
             later = datetime.now().astimezone() + timedelta(hours=1)
             thread = threading.Thread(target=worker.producer.on_wakeup, args=(later,))
             thread.start()
