@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duetime.api import ApiSettings, create_api
-from duetime.api.formats import (
+from duetime.config import Settings
+from duetime.formats import (
     CRON_PATTERN,
     DATE_PATTERN,
     DURATION_PATTERN,
@@ -36,7 +37,6 @@ from duetime.api.formats import (
     WHEN_PATTERN,
     identifier_pattern,
 )
-from duetime.config import Settings
 from duetime.history import instant_or_ago
 from duetime.model.cursors import EVENT_CURSOR_PATTERN, ID_CURSOR_PATTERN, NAME_CURSOR_PATTERN
 from duetime.schedules import parse_instant

@@ -11,13 +11,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, actor_of, read_json
-from duetime.api.formats import DATE_PATTERN, DURATION_PATTERN, INSTANT_PATTERN, LOCAL_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schedules import Name
 from duetime.api.schemas import (
-    WHEN_FORMS,
     ChangedOut,
-    Disambiguation,
     PutOut,
     Seconds,
     errors,
@@ -26,6 +23,9 @@ from duetime.api.schemas import (
 )
 from duetime.api.timers import Key
 from duetime.errors import InvalidInput
+from duetime.formats import DATE_PATTERN, DURATION_PATTERN, INSTANT_PATTERN, LOCAL_PATTERN
+from duetime.requests import WHEN_FORMS
+from duetime.timemath.tzmath import Disambiguation
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 

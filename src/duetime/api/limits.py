@@ -15,11 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, actor_of, read_json
 from duetime.api.responses import JSONResponse
-from duetime.api.schemas import errors, json_body, not_null
+from duetime.api.schemas import errors, json_body
 from duetime.errors import InvalidInput
 from duetime.model import Page
 from duetime.model.cursors import PATTERN_CURSOR_PATTERN
 from duetime.model.limits import MAX_CONCURRENCY, FlowRule, FlowStatus
+from duetime.requests import not_null
 from duetime.timemath.ratelimit import MAX_COUNT
 from duetime.validation import whole_number
 

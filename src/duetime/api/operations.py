@@ -14,10 +14,8 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, actor_of, read_json
-from duetime.api.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
-    IDENTIFIER,
     MAX_PAYLOAD_QUERY_LENGTH,
     PAYLOAD_DESCRIPTION,
     TYPE_GLOB_PATTERN,
@@ -30,8 +28,10 @@ from duetime.api.schemas import (
 )
 from duetime.api.timers import Key, shown
 from duetime.errors import InvalidInput
+from duetime.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.model import MAX_BULK_KEYS
 from duetime.model.finding import MAX_SELECTED_KEYS
+from duetime.requests import IDENTIFIER
 from duetime.timer_filters import check_action, selected_keys, timer_filter
 from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, check_keys
 

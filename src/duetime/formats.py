@@ -20,6 +20,7 @@ from duetime.timemath.tzmath import zone_names
 
 __all__ = [
     "CONTROL",
+    "CORRELATION_PATTERN",
     "CRON_PATTERN",
     "DATE_PATTERN",
     "DURATION_PATTERN",
@@ -30,6 +31,7 @@ __all__ = [
     "LOCAL_PATTERN",
     "MAX_SECONDS",
     "PAYLOAD_MATCH_PATTERN",
+    "TYPE_PATTERN",
     "WHEN_PATTERN",
     "identifier_pattern",
     "timezones",
@@ -41,6 +43,12 @@ CONTROL = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 """C0, DEL, C1 and the line separators: what an identifier may not hold (see validation.py)."""
 _BLANK = r" \xa0\u1680\u2000-\u200a\u202f\u205f\u3000"
 """The whitespace Python's ``str.strip`` removes that is not already a control character."""
+
+
+TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
+"""An event type (``validation.check_type``'s rule)."""
+CORRELATION_PATTERN = f"^[^{CONTROL}]+$"
+"""A correlation id: any text without control characters."""
 
 
 def identifier_pattern() -> str:
