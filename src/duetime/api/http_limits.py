@@ -30,7 +30,18 @@ _END_OF_HEAD = b"\r\n\r\n"
 
 def http_protocol(head_timeout: float = HEAD_TIMEOUT) -> tuple[type[asyncio.Protocol] | str, int]:
     """uvicorn's ``http=`` (a protocol class that enforces the bounds, or ``"h11"``) and its
-    ``h11_max_incomplete_event_size``."""
+    ``h11_max_incomplete_event_size``.
+
+    Why a subclass of uvicorn's internal httptools protocol rather than a setting: uvicorn has
+    no supported setting for any of these bounds with httptools. Its only one on a request's
+    head, ``h11_max_incomplete_event_size``, applies to the h11 protocol alone, bounds bytes
+    but neither the number of header lines nor the time a head may take to arrive, and h11
+    parses in Python (more CPU a request than httptools' C parser, on the busiest route).
+    ``limit_concurrency`` and ``timeout_keep_alive`` bound connections and idle time, not a
+    head being sent. ``http=`` taking a protocol class is uvicorn's own typed setting; the
+    class below leans on its parent's parser callbacks (``on_message_begin``,
+    ``on_headers_complete``), which ``tests/acceptance/test_api_headers.py`` exercises against
+    a real server, so a uvicorn release that renames them fails there, not in production."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # no httptools: h11 bounds the head itself

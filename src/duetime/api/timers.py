@@ -135,7 +135,8 @@ async def schedule_timer(request: Request, app: WriteApp) -> JSONResponse:
 
 
 async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
-    """The body of ``POST …/timers``, for its documented route and :mod:`duetime.api.fast`."""
+    """The body of ``POST …/timers``, for its documented route and its plain one
+    (:mod:`duetime.api.plain_routes`)."""
     data = await read_json(request, service_of(request).settings.body_limit)
     on_conflict: object = "update"
     if isinstance(data, dict):
