@@ -72,10 +72,12 @@ class Body:
     (``extra``, e.g. exactly one form of "when")."""
 
     title: str
-    description: str
+    description: str | None
     fields: tuple[BodyField, ...]
     extra: Callable[[], Schema] | None = None
     """More of the object's schema, made when documented (it may list the zone names)."""
+    unknown: str = "is not a known field"
+    """What a name the body does not hold is told."""
     names: frozenset[str] = field(init=False)
     required: tuple[BodyField, ...] = field(init=False)
     whole: tuple[str, ...] = field(init=False)
@@ -93,7 +95,7 @@ class Body:
         names = self.names
         for name in data:
             if name not in names:
-                raise InvalidInput(f"{field_prefix}{name}", "is not a known field")
+                raise InvalidInput(f"{field_prefix}{name}", self.unknown)
         for needed in self.required:
             if needed.name not in data:
                 raise InvalidInput(f"{field_prefix}{needed.name}", needed.missing)
@@ -107,22 +109,24 @@ class Body:
     ) -> Body:
         """The body of some of these fields (another operation's, of the same meaning)."""
         kept = set(names)
-        return Body(title, description, tuple(f for f in self.fields if f.name in kept), extra)
+        fields = tuple(f for f in self.fields if f.name in kept)
+        return Body(title, description, fields, extra, self.unknown)
 
     def plus(self, *more: BodyField, title: str) -> Body:
         """This body with more fields (those an interface adds, e.g. the REST API's
         ``on_conflict``)."""
-        return Body(title, self.description, (*self.fields, *more), self.extra)
+        return Body(title, self.description, (*self.fields, *more), self.extra, self.unknown)
 
     def json_schema(self) -> Schema:
         """The body's JSON Schema, as /openapi.json shows it."""
         schema: Schema = {
             "additionalProperties": False,
-            "description": self.description,
             "properties": {f.name: f.json_schema() for f in self.fields},
             "title": self.title,
             "type": "object",
         }
+        if self.description is not None:
+            schema["description"] = self.description
         if self.required:
             schema["required"] = [f.name for f in self.required]
         if self.extra is not None:

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from duetime import TimerRequest
 from duetime.api import ApiSettings, create_api
+from duetime.api.limits import LIMIT_BODY, PATTERN_BODY
 from duetime.bodies import Body, BodyField
 from duetime.config import Settings
 from duetime.errors import InvalidInput
@@ -90,3 +91,37 @@ def test_a_timer_request_is_read_by_its_table(tmp_path: Path) -> None:
     assert set(event["properties"]) < TIMER_BODY.names
     for name, shown in event["properties"].items():
         assert shown == timer["properties"][name], name
+
+
+def test_a_limit_and_a_pause_are_read_by_the_tables_they_are_documented_by(
+    tmp_path: Path,
+) -> None:
+    api = create_api(ApiSettings(core=Settings(database_url=f"sqlite:///{tmp_path / 'd.db'}")))
+    base = "/v1/namespaces/shop"
+    with TestClient(api) as client:
+        assert client.post("/v1/namespaces", json={"name": "shop"}).status_code == 201
+        document = client.get("/openapi.json").json()["paths"]
+        refused = [
+            ("put", f"{base}/limits/a.*", {"rate": "5/s", "colour": 1}, "colour"),
+            ("post", f"{base}/pause", {}, "pattern"),
+            ("post", f"{base}/resume", {"pattern": "a.*", "why": "x"}, "why"),
+            ("put", f"{base}/limits/a.*", [1], "body"),
+        ]
+        for method, url, body, field in refused:
+            answer = client.request(method.upper(), url, json=body)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["field"] == field, answer.text
+        answer = client.put(f"{base}/limits/a.*", json={"concurrency": 2.0, "burst": None})
+        assert answer.json()["limit"]["concurrency"] == 2
+        assert client.post(f"{base}/pause", json={"pattern": "a.*"}).status_code == 200
+    shown = {
+        body.title: document[path][method]["requestBody"]["content"]["application/json"]
+        for body, path, method in (
+            (LIMIT_BODY, "/v1/namespaces/{namespace}/limits/{pattern}", "put"),
+            (PATTERN_BODY, "/v1/namespaces/{namespace}/pause", "post"),
+        )
+    }
+    assert shown == {
+        LIMIT_BODY.title: {"schema": LIMIT_BODY.json_schema()},
+        PATTERN_BODY.title: {"schema": PATTERN_BODY.json_schema()},
+    }
