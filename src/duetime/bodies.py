@@ -45,14 +45,14 @@ class BodyField:
     missing: str = "is required"
     """What a body without this (required) field is told."""
 
-    def json_schema(self) -> Schema:
-        """The property as /openapi.json shows it."""
+    def json_schema(self, nullable: bool = True) -> Schema:
+        """The property as /openapi.json shows it (``nullable``: null means absent)."""
         schema = self.schema() if callable(self.schema) else self.schema
-        if self.required or self.default is not None or not schema:
+        if not nullable or self.required or self.default is not None or not schema:
             shown = dict(schema)
         else:
             shown = {"anyOf": [*_options(schema), {"type": "null"}]}
-        if self.default is not None:
+        if self.default is not None and nullable:
             shown["default"] = self.default
         if self.description is not None:
             shown["description"] = self.description
@@ -78,6 +78,8 @@ class Body:
     """More of the object's schema, made when documented (it may list the zone names)."""
     unknown: str = "is not a known field"
     """What a name the body does not hold is told."""
+    nullable: bool = True
+    """Whether null is as good as absent; if not, a field given is a value (no defaults)."""
     names: frozenset[str] = field(init=False)
     required: tuple[BodyField, ...] = field(init=False)
     whole: tuple[str, ...] = field(init=False)
@@ -110,18 +112,19 @@ class Body:
         """The body of some of these fields (another operation's, of the same meaning)."""
         kept = set(names)
         fields = tuple(f for f in self.fields if f.name in kept)
-        return Body(title, description, fields, extra, self.unknown)
+        return Body(title, description, fields, extra, self.unknown, self.nullable)
 
     def plus(self, *more: BodyField, title: str) -> Body:
         """This body with more fields (those an interface adds, e.g. the REST API's
         ``on_conflict``)."""
-        return Body(title, self.description, (*self.fields, *more), self.extra, self.unknown)
+        fields = (*self.fields, *more)
+        return Body(title, self.description, fields, self.extra, self.unknown, self.nullable)
 
     def json_schema(self) -> Schema:
         """The body's JSON Schema, as /openapi.json shows it."""
         schema: Schema = {
             "additionalProperties": False,
-            "properties": {f.name: f.json_schema() for f in self.fields},
+            "properties": {f.name: f.json_schema(self.nullable) for f in self.fields},
             "title": self.title,
             "type": "object",
         }

@@ -6,6 +6,7 @@ import builtins
 from dataclasses import dataclass, fields
 from datetime import date as date_type
 from datetime import datetime, timedelta
+from itertools import combinations
 from typing import Any
 
 from duetime.bodies import Body, BodyField, Schema
@@ -146,6 +147,31 @@ TIMER_BODY = Body(
     _when_rules,
 )
 """A timer request as JSON: :meth:`TimerRequest.from_dict` reads it, the API documents it."""
+
+EDIT_FIELDS = ("at", "delay", "local", "date", "timezone", "disambiguation", "payload")
+"""What an edit of a pending timer may change: its due time, its payload."""
+
+
+def _edit_rules() -> Schema:
+    """Something to change, at most one form of "when", ``local`` with its zone."""
+    return {
+        "minProperties": 1,
+        "not": {"anyOf": [{"required": list(pair)} for pair in combinations(WHEN_FORMS, 2)]},
+        "dependentRequired": {"local": ["timezone"]},
+    }
+
+
+EDIT_BODY = Body(
+    "EditIn",
+    "At most one of ``at``, ``delay``, ``local`` or ``date`` (with ``timezone``) and/or a new"
+    " ``payload``; the timer's other fields stay.",
+    tuple(f for f in TIMER_BODY.fields if f.name in EDIT_FIELDS),
+    _edit_rules,
+    unknown=f"is not a field one can edit ({', '.join(EDIT_FIELDS)})",
+    nullable=False,
+)
+"""An edit of a pending timer (``AsyncApp.edit``, ``PATCH …/timers/{key}``): a timer body's
+fields of its due time and payload, each given a value; the rest is carried over."""
 
 
 @dataclass(frozen=True, slots=True, init=False)

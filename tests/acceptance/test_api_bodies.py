@@ -13,7 +13,7 @@ from duetime.api.limits import LIMIT_BODY, PATTERN_BODY
 from duetime.bodies import Body, BodyField
 from duetime.config import Settings
 from duetime.errors import InvalidInput
-from duetime.requests import TIMER_BODY
+from duetime.requests import EDIT_BODY, TIMER_BODY
 
 PET = Body(
     "PetBody",
@@ -125,3 +125,29 @@ def test_a_limit_and_a_pause_are_read_by_the_tables_they_are_documented_by(
         LIMIT_BODY.title: {"schema": LIMIT_BODY.json_schema()},
         PATTERN_BODY.title: {"schema": PATTERN_BODY.json_schema()},
     }
+
+
+def test_an_edit_is_read_and_documented_by_one_table(tmp_path: Path) -> None:
+    """An edit names only a due time and a payload, each with a value: what ``AsyncApp.edit``
+    reads is what /openapi.json shows (no null, no default)."""
+    api = create_api(ApiSettings(core=Settings(database_url=f"sqlite:///{tmp_path / 'd.db'}")))
+    url = "/v1/namespaces/shop/timers/k"
+    with TestClient(api) as client:
+        assert client.post("/v1/namespaces", json={"name": "shop"}).status_code == 201
+        made = client.post(
+            "/v1/namespaces/shop/timers", json={"type": "a", "key": "k", "delay": 60}
+        )
+        assert made.status_code == 201, made.text
+        refused = client.patch(url, json={"delay": 90, "subject": "u"})
+        assert refused.status_code == 422
+        assert refused.json()["field"] == "subject"
+        assert "is not a field one can edit (at, delay, local" in refused.json()["message"]
+        assert client.patch(url, json={"delay": 90}).status_code == 200
+        paths = client.get("/openapi.json").json()["paths"]
+    body = paths["/v1/namespaces/{namespace}/timers/{key}"]["patch"]["requestBody"]
+    schema = body["content"]["application/json"]["schema"]
+    assert schema == EDIT_BODY.json_schema()
+    assert set(schema["properties"]) == EDIT_BODY.names
+    for shown in schema["properties"].values():
+        assert "default" not in shown
+        assert {"type": "null"} not in shown.get("anyOf", [])

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from duetime.bodies import Body
-from duetime.formats import MAX_SECONDS, timezones
+from duetime.formats import timezones
 from duetime.requests import IDENTIFIER
 from duetime.validation import MAX_SUBJECT_LENGTH
 
@@ -40,7 +40,6 @@ def zone_field() -> dict[str, Any]:
     return {"type": "string", "enum": timezones()}
 
 
-Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
 Subject = Annotated[
     Annotated[str, Field(pattern=IDENTIFIER, max_length=MAX_SUBJECT_LENGTH)] | int | None,
     Field(description="Who the timer is about; a number is read as its text"),
