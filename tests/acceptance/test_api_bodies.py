@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from duetime import TimerRequest
 from duetime.api import ApiSettings, create_api
 from duetime.api.limits import LIMIT_BODY, PATTERN_BODY
+from duetime.api.operations import BULK_BODY, FILTER_BODY
 from duetime.bodies import Body, BodyField
 from duetime.config import Settings
 from duetime.errors import InvalidInput
@@ -151,3 +152,28 @@ def test_an_edit_is_read_and_documented_by_one_table(tmp_path: Path) -> None:
     for shown in schema["properties"].values():
         assert "default" not in shown
         assert {"type": "null"} not in shown.get("anyOf", [])
+
+
+def test_a_bulk_action_and_its_filter_are_read_by_their_documented_tables(
+    tmp_path: Path,
+) -> None:
+    api = create_api(ApiSettings(core=Settings(database_url=f"sqlite:///{tmp_path / 'd.db'}")))
+    url = "/v1/namespaces/shop/timers/bulk"
+    with TestClient(api) as client:
+        assert client.post("/v1/namespaces", json={"name": "shop"}).status_code == 201
+        for body, field in (
+            ({"action": "cancel", "filter": {"colour": "red"}}, "filter.colour"),
+            ({"action": "cancel", "filter": []}, "filter"),
+            ({"filter": {}}, "action"),
+            ({"action": "cancel", "why": 1}, "why"),
+        ):
+            answer = client.post(url, json=body)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["field"] == field, answer.text
+        taken = client.post(url, json={"action": "cancel", "filter": {"type": "a.*"}})
+        assert taken.json() == {"action": "cancel", "dry_run": False, "count": 0}
+        paths = client.get("/openapi.json").json()["paths"]
+    body = paths["/v1/namespaces/{namespace}/timers/bulk"]["post"]["requestBody"]
+    schema = body["content"]["application/json"]["schema"]
+    assert schema == BULK_BODY.json_schema()
+    assert set(schema["properties"]["filter"]["properties"]) == FILTER_BODY.names
