@@ -222,8 +222,6 @@ def test_the_document_has_no_reference_it_cannot_resolve(document: dict[str, Any
         (f"{NS}/limits/{{pattern}}", "put", {"burst": 1, "concurrency": 1}),
         (f"{NS}/limits/{{pattern}}", "put", {"partition_by": "subject", "rate": "5/s"}),
         (f"{NS}/limits/{{pattern}}", "put", {}),
-        (f"{NS}/pause", "post", {"pattern": "a.*", "extra": 1}),
-        (f"{NS}/resume", "post", {"pattern": "a.*", "": None}),
         ("/v1/namespaces", "post", {"name": ""}),
         ("/v1/namespaces", "post", {"name": "Shop"}),
         (f"{NS}/timers/bulk", "post", {"action": "cancel", "filter": {"due_from": "0"}}),
