@@ -29,9 +29,11 @@ from duetime.cli.context import (
 from duetime.cli.dead import dead
 from duetime.cli.deleting import delete
 from duetime.cli.events import events
+from duetime.cli.keys import keys
 from duetime.cli.limits import limits, pause, resume
 from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
+from duetime.cli.sql import sql
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.tzdata import tzdata
 from duetime.cli.worker import tick, worker
@@ -136,12 +138,14 @@ def cli(ctx: click.Context, show_version: bool) -> None:
 for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker, tick, nodes):
     cli.add_command(command)
 cli.add_command(schedules)
+cli.add_command(keys)
 cli.add_command(edit)
 cli.add_command(next_occurrences)
 cli.add_command(tzdata)
 cli.add_command(events)
 cli.add_command(prune)
 cli.add_command(namespaces)
+cli.add_command(sql)
 cli.add_command(limits)
 cli.add_command(pause)
 cli.add_command(resume)

@@ -43,10 +43,12 @@ from duetime.store.parts import (
     LimitStore,
     OutboxStore,
     ScheduleStore,
+    SqlAccessStore,
     TokenStore,
     TransactionEffect,
     TransactionStore,
 )
+from duetime.support.sealing import Sealing
 
 ClockRead = Callable[[], Awaitable[datetime | None]]
 ClockSampler = Callable[[ClockRead], Awaitable[None]]
@@ -55,6 +57,10 @@ ClockSampler = Callable[[ClockRead], Awaitable[None]]
 
 class Store(Protocol):
     """Durable storage of timers, attempts and nodes."""
+
+    sealing: Sealing
+    """What the store seals at rest (payloads, errors, tracebacks) and the key ring that opens
+    what it reads; set by the app from its settings (see docs/security.md)."""
 
     url: str
 
@@ -92,6 +98,11 @@ class Store(Protocol):
     @property
     def outbox(self) -> OutboxStore | None:
         """Timers stored inside the caller's own transaction; None where it cannot be done."""
+        ...
+
+    @property
+    def sql_access(self) -> SqlAccessStore | None:
+        """The roles that may use the SQL functions; None where there are none (SQLite)."""
         ...
 
     async def open(self, *, migrate: bool = True) -> None:
@@ -258,6 +269,12 @@ class Store(Protocol):
         """The earliest ``run_at`` of pending work ``types`` takes (None when there is none)."""
         ...
 
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        """Seal up to ``limit`` timers with ids above ``after`` (and their attempts' errors)
+        with :attr:`sealing`'s first key, each row only if unchanged since read; the rows
+        changed and the last id read, None once past the last (``duetime keys rotate``)."""
+        ...
+
     async def claim_due(
         self,
         namespace: str,
@@ -362,6 +379,7 @@ __all__ = [
     "LimitStore",
     "OutboxStore",
     "ScheduleStore",
+    "SqlAccessStore",
     "Store",
     "TokenStore",
     "TransactionEffect",
