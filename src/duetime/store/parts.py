@@ -104,13 +104,6 @@ class ScheduleStore(Protocol):
         """
         ...
 
-    async def schedule_room(
-        self, namespace: str, names: Sequence[str], up_to: int
-    ) -> tuple[int, int]:
-        """How many schedules ``namespace`` holds (counted no further than ``up_to``) and how
-        many of ``names`` exist already: what a cap on schedules needs to know."""
-        ...
-
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None: ...
 
     async def list_schedules(
