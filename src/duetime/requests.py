@@ -10,7 +10,7 @@ from typing import Any
 
 from duetime.errors import InvalidInput
 from duetime.model import JSON, NewTimer
-from duetime.model.slots import make_new_timer, shell_of, slot_setter
+from duetime.model.fast_records import make_new_timer, shell_of, slot_setter
 from duetime.timemath.when import parse_at, resolve_when
 from duetime.validation import (
     PRIORITY_DEFAULT,
@@ -53,7 +53,7 @@ class TimerRequest:
     priority: int | None = None
     """0 (None: the default) normal, up to 9 the most urgent: see ``Timer.priority``."""
 
-    def __init__(  # the dataclass's, in a fraction of its time (duetime.model.slots)
+    def __init__(  # the dataclass's, in a fraction of its time (duetime.model.fast_records)
         self,
         type: str,
         payload: JSON = None,
@@ -70,7 +70,7 @@ class TimerRequest:
         expires_after: str | float | timedelta | None = None,
         priority: int | None = None,
     ) -> None:
-        if _type(self) is TimerRequest:  # filled in as its shell (see duetime.model.slots)
+        if _type(self) is TimerRequest:  # filled in as its shell (see duetime.model.fast_records)
             shell: Any = self
             _set_class(self, "__class__", _Shell)
             shell.type = type

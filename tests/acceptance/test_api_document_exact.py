@@ -37,7 +37,7 @@ from duetime.api.formats import (
     identifier_pattern,
 )
 from duetime.config import Settings
-from duetime.history import instant_or_ago
+from duetime.event_filters import instant_or_ago
 from duetime.model.cursors import EVENT_CURSOR_PATTERN, ID_CURSOR_PATTERN, NAME_CURSOR_PATTERN
 from duetime.schedules import parse_instant
 from duetime.store.cursors import (

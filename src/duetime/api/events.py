@@ -26,7 +26,7 @@ from duetime.api.schemas import (
     TypePattern,
     errors,
 )
-from duetime.history import MAX_ACTIVITY_MINUTES
+from duetime.event_filters import MAX_ACTIVITY_MINUTES
 from duetime.model.cursors import EVENT_CURSOR_PATTERN
 from duetime.model.history import LoggedEvent
 

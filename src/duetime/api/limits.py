@@ -19,7 +19,7 @@ from duetime.api.schemas import errors, json_body, not_null
 from duetime.errors import InvalidInput
 from duetime.model import Page
 from duetime.model.cursors import PATTERN_CURSOR_PATTERN
-from duetime.model.limits import MAX_CONCURRENCY, FlowRule, FlowStatus
+from duetime.model.flow_rules import MAX_CONCURRENCY, FlowRule, FlowStatus
 from duetime.timemath.ratelimit import MAX_COUNT
 from duetime.validation import whole_number
 

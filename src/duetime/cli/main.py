@@ -29,7 +29,7 @@ from duetime.cli.context import (
 from duetime.cli.dead import dead
 from duetime.cli.deleting import delete
 from duetime.cli.events import events
-from duetime.cli.limits import limits, pause, resume
+from duetime.cli.flow_control import limits, pause, resume
 from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show

@@ -25,7 +25,7 @@ Options per kind (``*`` = required):
 
 Every kind also takes ``format`` and ``ce_source`` (the message format), and ``rate`` (``"100/s"``)
 with optionally ``burst``: the destination's own rate limit, a rule on its deliveries
-(:func:`duetime.model.limits.destination_rule`).
+(:func:`duetime.model.flow_rules.destination_rule`).
 
 Another package adds a kind through an entry point (:mod:`duetime.destinations.plugins`); a
 ``kind`` neither built in nor installed is refused, naming ``destinations.<name>.kind``.
@@ -201,7 +201,7 @@ def check_path(value: object, field: str) -> str:
 _COMMON: Mapping[str, Option] = {
     "format": Option(check_format),
     "ce_source": Option(check_ce_source),
-    # The destination's own rate limit: see duetime.model.limits.destination_rule.
+    # The destination's own rate limit: see duetime.model.flow_rules.destination_rule.
     "rate": Option(check_rate_text),
     "burst": Option(check_burst),
 }

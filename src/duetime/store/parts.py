@@ -26,6 +26,7 @@ from duetime.model import (
 )
 from duetime.model.audit import AuditEntry, AuditRecord
 from duetime.model.charts import LatenessRow, ThroughputCount
+from duetime.model.flow_rules import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.history import (
     ActivityCount,
     EventFilter,
@@ -33,7 +34,6 @@ from duetime.model.history import (
     MaintenanceReport,
     RetentionPolicy,
 )
-from duetime.model.limits import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.moves import TimerMove
 from duetime.model.schedules import (
     DueSchedule,
@@ -370,7 +370,7 @@ class TokenStore(Protocol):
 
 
 class LimitStore(Protocol):
-    """Flow control rules (:mod:`duetime.model.limits`) and the claim that obeys them."""
+    """Flow control rules (:mod:`duetime.model.flow_rules`) and the claim that obeys them."""
 
     async def list_rules(self, namespace: str, *, claiming: bool = False) -> list[FlowRule]:
         """The namespace's rules, by pattern. ``claiming``: read for a claim, so never behind

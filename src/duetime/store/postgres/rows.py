@@ -25,7 +25,7 @@ from duetime.model import (
     Timer,
     unreadable_timer,
 )
-from duetime.model.slots import make_timer
+from duetime.model.fast_records import make_timer
 from duetime.store.codec import load_json, payload_text
 
 Row = dict[str, Any]

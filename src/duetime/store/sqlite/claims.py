@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from duetime.model import Claimed
-from duetime.model.slots import set_claim_token
+from duetime.model.fast_records import set_claim_token
 from duetime.store.codec import dump_json, new_claim_token
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.rows import InstantCache, claimed_from_tuple
