@@ -34,8 +34,8 @@ class TimerRequest:
     """Everything ``schedule(...)`` accepts; exactly one of at / delay / local / date.
 
     Made once a request, by callers too: its ``__init__`` sets the slots as a mutable shell's,
-    in about a third of the frozen dataclass's time (``bench/enqueue_probe.py``'s client CPU
-    a timer)."""
+    without the frozen dataclass's ``object.__setattr__`` a field (see
+    :mod:`duetime.model.fast_records`)."""
 
     type: str
     payload: JSON = None
@@ -53,7 +53,7 @@ class TimerRequest:
     priority: int | None = None
     """0 (None: the default) normal, up to 9 the most urgent: see ``Timer.priority``."""
 
-    def __init__(  # the dataclass's, in a fraction of its time (duetime.model.fast_records)
+    def __init__(  # the dataclass's, set as a shell's slots (duetime.model.fast_records)
         self,
         type: str,
         payload: JSON = None,

@@ -1,13 +1,13 @@
 """Fast constructors for the records made once a row or a request on the busy paths.
 
-A frozen dataclass's ``__init__`` sets each field with ``object.__setattr__`` by name; setting
-each slot through its descriptor's ``__set__`` costs about half that, and a plain attribute
-store on a mutable object with the same slots — one bytecode the interpreter specialises for
-slots — about half of that again. So ``Timer`` (a claimed or written row: 28 fields, made once
-a job by the worker and once a timer scheduled), ``NewTimer`` (a validated request) and
-``TimerRequest`` are filled in as a :func:`shell_of` their class, a mutable class with the
-same slots, and then made what they are by ``__class__`` assignment, which Python allows
-between classes of the same layout; so is the done ``Finish`` a worker makes a job
+A frozen dataclass's ``__init__`` sets each field with ``object.__setattr__`` by name, a call
+and a lookup a field; setting each slot through its descriptor's ``__set__`` skips the lookup,
+and a plain attribute store on a mutable object with the same slots — one bytecode the
+interpreter specialises for slots — skips the call too. So ``Timer`` (a claimed or written row:
+28 fields, made once a job by the worker and once a timer scheduled), ``NewTimer`` (a validated
+request) and ``TimerRequest`` are filled in as a :func:`shell_of` their class, a mutable class
+with the same slots, and then made what they are by ``__class__`` assignment, which Python
+allows between classes of the same layout; so is the done ``Finish`` a worker makes a job
 (:func:`make_done`). The functions are typed with the record's own fields, so every call is
 checked.
 """
@@ -126,7 +126,7 @@ def make_done(
     timer_id: int, attempt: int, claim_token: int | None, started_at: datetime | None
 ) -> Finish:
     """``Finish(timer_id, attempt, Outcome.DONE, claim_token=..., started_at=...)``, the outcome
-    of nearly every job, in a fraction of its time (one a job)."""
+    of nearly every job, made as a shell's slots are set (one a job)."""
     finish: Any = _new(_FinishShell)
     finish.timer_id = timer_id
     finish.attempt = attempt
