@@ -243,6 +243,7 @@ class Report:
             "duetime_metrics": "duetime +metrics",
             "duetime_tracing": "duetime +tracing",
             "duetime_sampled": "duetime +tracing 10%",
+            "duetime_sealed": "duetime +sealed",
             "pgqueuer": "pgqueuer",
             "procrastinate": "procrastinate",
             "oban": "oban",
@@ -1181,6 +1182,11 @@ def main() -> None:
         help="also run duetime_metrics: duetime with its Prometheus metrics on",
     )
     parser.add_argument(
+        "--sealed",
+        action="store_true",
+        help="also run duetime_sealed: duetime with every payload sealed at rest",
+    )
+    parser.add_argument(
         "--tracing",
         action="store_true",
         help="also run duetime_tracing and duetime_sampled: duetime with OpenTelemetry spans "
@@ -1293,6 +1299,7 @@ def main() -> None:
             ("duetime_metrics", args.metrics),
             ("duetime_tracing", args.tracing),
             ("duetime_sampled", args.tracing),
+            ("duetime_sealed", args.sealed),
         ]
         if wanted and s not in systems
     ]

@@ -98,6 +98,10 @@ def load(name: str) -> type[System]:
         from peers.duetime_peer import DuetimeSampled
 
         return DuetimeSampled
+    if name == "duetime_sealed":
+        from peers.duetime_peer import DuetimeSealed
+
+        return DuetimeSealed
     if name == "pgqueuer":
         from peers.pgqueuer_peer import PgQueuerSystem
 
@@ -126,6 +130,7 @@ SYSTEMS = (
     "duetime_metrics",
     "duetime_tracing",
     "duetime_sampled",
+    "duetime_sealed",
     "pgqueuer",
     "procrastinate",
     "oban",
@@ -133,8 +138,9 @@ SYSTEMS = (
     "celery",
 )
 PEERS = ("pgqueuer", "procrastinate", "oban", "celery")
-VARIANTS = ("duetime_metrics", "duetime_tracing", "duetime_sampled")
-"""duetime with its observability on (``--metrics``, ``--tracing``): run only when asked."""
+VARIANTS = ("duetime_metrics", "duetime_tracing", "duetime_sampled", "duetime_sealed")
+"""duetime with its observability on (``--metrics``, ``--tracing``) or its payloads sealed at
+rest (``--sealed``): run only when asked."""
 PACKAGES = {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate", "oban": "oban"}
 """The package a peer needs (oban needs Python 3.12+): without it, not run by default."""
 ONLY_ASKED = ("celery", *VARIANTS)

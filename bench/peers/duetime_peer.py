@@ -121,6 +121,18 @@ class DuetimeMetrics(Duetime):
         return app
 
 
+class DuetimeSealed(Duetime):
+    """duetime with every payload sealed at rest (AES-256-GCM, one key): sealed as enqueued,
+    opened as claimed."""
+
+    name = "duetime_sealed"
+    label = "duetime +sealed"
+    KEYS = "bench:" + "A" * 43 + "="  # 32 zero-ish bytes: the cost, not the secrecy, is measured
+
+    def app(self, db: str, **settings: Any) -> AsyncApp:
+        return AsyncApp(self.url(db), seal_keys=self.KEYS, **settings)
+
+
 class DuetimeTracing(Duetime):
     name = "duetime_tracing"
     label = "duetime +tracing"

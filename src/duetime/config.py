@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
 from duetime.observability.tracing import check_tracing
+from duetime.support.sealing import Sealing
 from duetime.timemath.bounds import check_timedelta
 from duetime.timemath.durations import parse_span
 from duetime.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_namespace
@@ -76,6 +77,12 @@ class Settings:
     """The most JSON one REST listing page holds: a page reaching it ends early, with the
     cursor after its last item (always one item at least), so rendering a page of large
     payloads stays short beside the other tenants' requests."""
+    seal_keys: str = field(default="", repr=False)
+    """The key ring that seals values at rest, ``<id>:<base64 of 32 bytes>`` comma-separated,
+    the first one sealing, every one opening (see docs/security.md). Empty: nothing sealed."""
+    seal_namespaces: str = "*"
+    """The namespaces whose payloads are sealed once ``seal_keys`` is set: ``*`` (all) or a
+    comma-separated list."""
     tracing: str = "auto"
     """OpenTelemetry spans: ``auto`` (when the program has set a tracer provider), ``on`` or
     ``off`` (see docs/observability.md)."""
@@ -98,9 +105,14 @@ class Settings:
         settings.check()
         return settings
 
+    def sealing(self) -> Sealing:
+        """What ``seal_keys`` and ``seal_namespaces`` say to seal, and with what."""
+        return Sealing.from_settings(self.seal_keys, self.seal_namespaces)
+
     def check(self) -> None:
         check_namespace(self.namespace)
         check_tracing(self.tracing)
+        self.sealing()
         for f in fields(self):
             if _is_duration(f.name):
                 check_timedelta(getattr(self, f.name), f.name)

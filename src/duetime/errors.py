@@ -55,6 +55,18 @@ class InvalidRrule(InvalidInput):
     code = "invalid_rrule"
 
 
+class RuleTooCostly(InvalidInput):
+    """A recurrence whose occurrences take more work to find than any rule may take (a
+    per-second rule that fires on 29 February only, a COUNT walked from long ago): refused,
+    naming the ``part`` of the rule at fault, rather than holding the server."""
+
+    code = "rule_too_costly"
+
+    def __init__(self, field: str, part: str, message: str) -> None:
+        super().__init__(field, f"{part}: {message}" if part else message)
+        self.part = part
+
+
 class NotFound(DuetimeError):
     code = "not_found"
 

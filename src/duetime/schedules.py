@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, cast
@@ -311,6 +311,18 @@ class ScheduleRequest:
             overlap=overlap,
             catch_up_grace=catch_up_grace,
         )
+
+
+def prepare_rules(requests: Iterable[ScheduleRequest], now: datetime, rules: RuleCache) -> None:
+    """Check each distinct rule of ``requests`` and find its first occurrence after ``now``,
+    into ``rules``: run in a thread before a batch is stored, it leaves the rule work (bounded,
+    but up to tens of milliseconds a rule) off the event loop and out of the store's
+    transaction; resolving the requests then finds each rule here. A bad rule is left for
+    resolving to refuse, naming its request."""
+    anchor_at = anchor_for(now)
+    for request in requests:
+        with contextlib.suppress(InvalidInput):
+            _resolve_rule(request, now, anchor_at, rules)
 
 
 def _resolve_rule(

@@ -18,6 +18,8 @@ from duetime.errors import InvalidInput
 from duetime.model import JSON, MAX_BULK_KEYS
 from duetime.support.escaping import IDENTIFIER_CONTROL
 from duetime.support.jsontext import json_text, load_json
+from duetime.support.sealing import MARK as SEALED_MARK
+from duetime.support.sealing import SealKeyMissing, Unopened
 
 MAX_KEY_LENGTH = 255
 MAX_STORED_KEY_LENGTH = MAX_KEY_LENGTH + 64
@@ -230,6 +232,14 @@ def encode_payload(
 ) -> tuple[JSON, str]:
     """:func:`check_payload`'s value, and its JSON text as duetime stores it (the text of the
     returned value, too: our own compact text is the same after one round trip)."""
+    if isinstance(value, dict) and len(value) == 1 and SEALED_MARK in value:
+        if isinstance(value, Unopened):  # a stored payload read without its key, carried over
+            raise SealKeyMissing(value.key_id)
+        raise InvalidInput(
+            field,
+            f"must not be {{{SEALED_MARK!r}: …}}, the form of a sealed payload (a sealed payload "
+            "this process cannot open reads so, and is never written back over the real one)",
+        )
     try:
         text = json_text(value)
         # ASCII text is its own UTF-8 (no lone surrogate in it): its length is its size.

@@ -498,3 +498,30 @@ def test_a_schedule_needs_its_namespace_created_first(tmp_path: Path) -> None:
         assert answer.status_code == 201, answer.text
         assert client.get("/v1/namespaces").json()["items"] == ["fresh"]
         assert client.get("/v1/preview", params={"cron": "@daily"}).status_code == 200
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("rrule", "dtstart", "part"),
+    [
+        ("FREQ=SECONDLY;COUNT=999999999", "2025-01-01T00:00", "COUNT"),
+        ("FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYHOUR=23", "2096-03-01T00:00", "BYMONTHDAY"),
+    ],
+    ids=["count", "feb29"],
+)
+def test_a_rule_too_costly_to_expand_is_refused_naming_its_part(
+    api: Api, rrule: str, dtstart: str, part: str
+) -> None:
+    """Any token, a read-only one too, may preview: a rule dateutil would walk second by
+    second for minutes is refused at once instead of holding the server."""
+    answer = api.get("/v1/preview", who="ro", rrule=rrule, dtstart=dtstart, timezone="UTC")
+    assert answer.status_code == 422, answer.text
+    error = answer.json()
+    assert (error["code"], error["field"]) == ("rule_too_costly", "rrule")
+    assert f"rrule: {part}: " in error["message"]
+    refused = api.post(
+        f"{NS}/schedules", birthday(cron=None, rrule=rrule, dtstart=dtstart, timezone="UTC")
+    )
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["code"] == "rule_too_costly"
+    assert api.names() == []

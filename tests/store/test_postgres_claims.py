@@ -21,8 +21,8 @@ async def test_a_claim_that_cannot_be_read_gives_its_rows_back(
     await store.put_timers([new_timer(f"k{i}", NOW, type="t") for i in range(3)], "error", NOW)
     real = postgres_working.claimed_rows
 
-    def unreadable(known: Any) -> Any:
-        make = real(known)
+    def unreadable(known: Any, sealing: Any) -> Any:
+        make = real(known, sealing)
 
         def factory(cursor: Any) -> Any:
             make(cursor)

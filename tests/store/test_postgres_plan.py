@@ -22,6 +22,7 @@ from duetime.store.postgres.rows import FinishBatch
 from duetime.store.postgres.store import PostgresStore
 from duetime.store.postgres.working import claim_params, fan_out_params
 from duetime.store.queries import load_queries, query_files
+from duetime.support.sealing import NO_SEALING
 
 pytestmark = pytest.mark.slow  # fills tables large enough for the planner to show its choice
 
@@ -243,7 +244,9 @@ def test_finish_reaches_its_timers_by_primary_key_in_either_plan(
     ids = [row[0] for row in conn.execute("SELECT id FROM timers WHERE status = 'running'")]
     assert len(ids) > 1000
     now = datetime.now(UTC)
-    params = FinishBatch.of([Finish(i, 1, Outcome.DONE) for i in ids[:500]], "n1", now).params
+    params = FinishBatch.of(
+        [Finish(i, 1, Outcome.DONE) for i in ids[:500]], "n1", now, NO_SEALING
+    ).params
     fans = [FanOut(i, 1, f"k{i}", ("a", "b")) for i in ids[500:1000]]
     statements = [
         ("finish", params, FINISH_PARAM_TYPES),

@@ -5,14 +5,18 @@ resolved as RFC 5545 says (a gap time takes the offset before the gap)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from storekit import StoreFactory
 from test_schedules_materializer import all_timers, app_on, materializer, run_clock
 
+import duetime.schedules
 from duetime import FrozenClock
 from duetime.errors import InvalidInput, InvalidRrule
+from duetime.schedules import ScheduleRequest
 from duetime.store import Store
 
 START = datetime(2025, 3, 7, 12, 0, tzinfo=UTC)
@@ -253,3 +257,31 @@ async def test_modified_roll_is_stored_and_keeps_the_month(
         await again.update_schedule("month-end", roll="following")
     assert bad.value.field == "roll"
     assert (await again.get_schedule("month-end")).to_dict()["roll"] == "modified_backward"
+
+
+async def test_rules_are_checked_off_the_event_loop(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a rule may take tens of milliseconds (bounded by its expansion budget): a
+    batch of distinct rules, or an update, must not hold the event loop other tenants share,
+    nor the store's transaction, while it does."""
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+    expand = duetime.schedules.next_after  # every check of a rule finds its next occurrence
+
+    def next_after(*args: Any, **options: Any) -> datetime | None:
+        threads.append(threading.get_ident())
+        return expand(*args, **options)
+
+    monkeypatch.setattr(duetime.schedules, "next_after", next_after)
+    start = datetime(2027, 1, 4, tzinfo=UTC)
+    app = app_on(store, FrozenClock(start))
+    requests = [
+        ScheduleRequest(name=f"s{hour}", type="t", rrule=f"FREQ=DAILY;BYHOUR={hour}",
+                        dtstart="2027-01-04T00:00", start_at=start)  # start_at: not shared
+        for hour in (6, 7, 8)
+    ]  # fmt: skip
+    await app.add_schedules(requests)
+    await app.update_schedule("s6", rrule="FREQ=DAILY;BYHOUR=9")
+    assert len(threads) >= 4
+    assert loop_thread not in threads

@@ -15,10 +15,12 @@ from storekit import StoreFactory
 
 from duetime import AsyncApp, FrozenClock
 from duetime.model import Status, Timer, TimerFilter
+from duetime.model.schedules import NewSchedule
 from duetime.schedules import occurrence_key, recurrence_of
 from duetime.services.materializer import Materializer
 from duetime.store import Store
-from duetime.timemath.recurrence import occurrences_between
+from duetime.timemath.recurrence import Recurrence, occurrences_between
+from duetime.timemath.recurrence.calendar import Calendar
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -259,3 +261,38 @@ async def test_stale_plans_lose_the_race(store: Store, make_store: StoreFactory)
     assert await app.schedules.advance_schedules(plan_one, clock.now()) == [due[0].id]
     assert await other.schedules.advance_schedules(plan_two, clock.now()) == []
     assert len(await all_timers(app)) == 1
+
+
+@pytest.mark.timeout(60)
+async def test_a_rule_too_costly_to_expand_stops_alone(store: Store) -> None:
+    """A rule stored before rules had an expansion budget (a per-second rule on 29 February:
+    dateutil walks every second of every day in between) stops with the reason logged; the
+    round goes on, and the other schedules get their timers."""
+    clock = FrozenClock(START)
+    app = app_on(store, clock)
+    await app.add_schedule("fine", "t", cron="* * * * *")
+    calendar = Calendar.from_text(
+        '{"rrule":"FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYHOUR=23","dtstart":"2025-01-01T00:00:00"}'
+    )
+    costly = NewSchedule(
+        namespace="ns",
+        name="costly",
+        type="t",
+        payload=None,
+        subject=None,
+        recurrence=Recurrence(None, None, "UTC", calendar=calendar),
+        catch_up="latest",
+        active=True,
+        max_attempts=3,
+        anchor_at=START,
+        after_at=START,
+        next_at=START + MINUTE,  # due: its next one must be found
+    )
+    await store.schedules.put_schedules([costly], "error", START)
+    worker = materializer(app)
+    clock.advance(2 * MINUTE)
+    assert await worker.tick(clock.now()) > 0
+    assert (await app.get_schedule("costly")).next_at is None
+    assert (await app.get_schedule("fine")).next_at is not None
+    assert {t.key.split(":")[1] for t in await all_timers(app)} == {"fine"}
+    assert await worker.tick(clock.now() + HOUR) > 0  # and the next rounds go on

@@ -8,7 +8,9 @@ cadence back.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -49,3 +51,32 @@ async def test_a_backlog_checkpoints_every_few_batches_then_as_usual(store: Stor
     assert await cadence(store) == 40000
     assert await worker.tick(now) == 15  # the rest: full batches, then a short one
     assert await cadence(store) == 1000
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # one writer serves every tenant
+async def test_occurrences_are_found_before_the_writer_is_taken(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding a rule's next occurrence may take tens of milliseconds (within its budget): on
+    SQLite's one writer thread that would hold every tenant's writes and reads meanwhile."""
+    import duetime.services.materializer as materializing
+
+    threads: list[str] = []
+    expand = materializing.next_after
+
+    def next_after(*args: Any, **options: Any) -> datetime | None:
+        threads.append(threading.current_thread().name)
+        return expand(*args, **options)
+
+    monkeypatch.setattr(materializing, "next_after", next_after)
+    clock = FrozenClock(START)
+    app = AsyncApp(store.url, "ns", clock=clock, store=store)
+    await app.add_schedules(
+        [ScheduleRequest(name=f"user-{n}", type="t", cron="* * * * *") for n in range(5)]
+    )
+    clock.advance(timedelta(minutes=1))  # due, not late: planning asks for the next ones
+    worker = app.materializer(check_tzdata=False)
+    assert await worker.tick(clock.now()) == 5
+    assert threads  # the next occurrences were found...
+    writer = [name for name in threads if name.startswith("duetime-sqlite_")]
+    assert writer == []  # ...and none of them on the writer's thread

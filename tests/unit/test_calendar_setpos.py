@@ -19,6 +19,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from duetime.errors import InvalidRrule
+from duetime.timemath.recurrence.budget import ExpansionBudget, spending
 from duetime.timemath.recurrence.calendar import calendar_instants, parse_calendar, rule_walls
 from duetime.timemath.tzmath import load_zone
 
@@ -287,3 +288,45 @@ def test_setpos_agrees_with_whole_periods_from_the_rfc_wording(
         return
     assume(len(expected) == 12)  # found within 400 periods
     assert list(rule_walls(cal)) == expected
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "FREQ=YEARLY;BYYEARDAY=365;BYSETPOS=366",  # one day a year: one time to pick from
+        "FREQ=YEARLY;BYMONTHDAY=1,2;BYMONTH=2;BYSETPOS=-3",
+        "FREQ=MONTHLY;BYHOUR=9,17;BYMONTHDAY=1;BYSETPOS=3",
+        "FREQ=WEEKLY;BYDAY=MO;BYSETPOS=2",
+    ],
+)
+def test_a_pick_beyond_what_a_period_can_hold_is_refused_as_never_firing(rule: str) -> None:
+    # Decided from the parts, not by walking centuries of periods that never hold it (which
+    # would run out of an expansion's budget before it could say the rule is empty).
+    with pytest.raises(InvalidRrule) as caught:
+        parse_calendar(rrule=rule, dtstart="2027-01-01T09:00", zone=load_zone("UTC"))
+    assert caught.value.message == f"rrule: {rule}: no occurrence within 100 years of DTSTART"
+
+
+def test_a_pick_within_what_a_period_can_hold_is_kept() -> None:
+    cal = parse_calendar(
+        rrule="FREQ=MONTHLY;BYMONTHDAY=1;BYHOUR=9,17;BYSETPOS=2",
+        dtstart="2027-01-01T09:00",
+        zone=load_zone("UTC"),
+    )
+    assert list(islice(rule_walls(cal), 2)) == [
+        datetime(2027, 1, 1, 17),
+        datetime(2027, 2, 1, 17),
+    ]
+
+
+def test_the_expansion_of_a_whole_first_period_spends_from_the_budget() -> None:
+    # The first period begins on 1 January, before DTSTART: its 365 days are tested too.
+    cal = parse_calendar(
+        rrule="FREQ=YEARLY;BYMONTH=12;BYMONTHDAY=31;BYSETPOS=1",
+        dtstart="2027-06-01T09:00",
+        zone=load_zone("UTC"),
+    )
+    budget = ExpansionBudget(steps=10**9, cpu_seconds=None)
+    with spending(budget):
+        assert next(rule_walls(cal)) == datetime(2027, 12, 31, 9)
+    assert budget.spent >= 365 // 4

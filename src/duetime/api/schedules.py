@@ -7,6 +7,8 @@ the next occurrences of a rule without storing anything.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, cast
@@ -337,14 +339,17 @@ async def preview(
         roll=roll,
         feb29=feb29,
     )
-    rule = parse_recurrence(
-        cron=cron,
-        every=every,
-        timezone=timezone,
-        on_gap=on_gap,
-        on_overlap=on_overlap,
-        rrule=rrule,
-        calendar=calendar,
+    rule = await asyncio.to_thread(
+        functools.partial(
+            parse_recurrence,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            on_gap=on_gap,
+            on_overlap=on_overlap,
+            rrule=rrule,
+            calendar=calendar,
+        )
     )
     return JSONResponse(
         {

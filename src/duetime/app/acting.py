@@ -9,8 +9,9 @@ the timer due: the occurrence runs once, and the schedule goes on from the one a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from duetime.app.audit import AuditMethods
@@ -22,6 +23,7 @@ from duetime.model.audit import Actor, filter_target
 from duetime.requests import TimerRequest
 from duetime.store import Store
 from duetime.store.parts import OutboxStore
+from duetime.support.sealing import SealKeyMissing, Unopened
 from duetime.timer_filters import check_action
 from duetime.validation import check_keys, check_limit, check_lookup_key
 
@@ -109,6 +111,40 @@ class ActingMethods(AuditMethods):
         key = check_lookup_key(key)
         return await self.store.run_now(self.namespace, key, self.clock.now())
 
+    async def rotate_keys(
+        self,
+        *,
+        after: int = 0,
+        batch: int = 500,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Seal every stored payload (timers, deliveries, schedules, PostgreSQL's archive), last
+        error, attempt error and traceback with the first key of ``DUETIME_SEAL_KEYS`` — plain
+        ones too, payloads in the namespaces that seal — ``batch`` rows a transaction; returns
+        how many values changed. Safe beside running workers (each value is written only over
+        the one read, so what a worker wrote meanwhile stays) and resumable: timers are walked
+        by id from ``after``, and ``progress(changed, last id)`` after each of their batches
+        says where to start again (schedules and the archive are walked again whole: the rows
+        done need no change)."""
+        await self.open()
+        if not self.store.sealing.enabled:
+            raise InvalidInput("seal_keys", "is empty: there is no key to seal with")
+        check_limit(batch, "batch", maximum=10_000)
+        changed = await _walk(lambda at: self.store.schedules.reseal(at, batch))
+        while True:
+            step, last = await self.store.reseal(after, batch)
+            if last is None:
+                break
+            changed, after = changed + step, last
+            if progress is not None:
+                progress(changed, after)
+        names: list[str] = []
+        while page := await self.store.list_namespaces(names[-1] if names else "", 1000):
+            names.extend(page)
+        for name in names:
+            changed += await _walk(partial(self.store.history.reseal, name, limit=batch))
+        return changed
+
     async def bulk(
         self,
         action: BulkAction | str,
@@ -128,6 +164,8 @@ class ActingMethods(AuditMethods):
         done (or once one fails: with the count reached, marked ``interrupted``); a run that
         changed nothing writes none, so a request repeated in a loop cannot grow the log."""
         await self.open()
+        if filter.payload is not None:
+            self.store.sealing.refuse(self.namespace, "payload")
         checked = check_action(action)
         chosen = None if keys is None else check_keys(keys)
         if dry_run:
@@ -177,6 +215,11 @@ class ActingMethods(AuditMethods):
             raise Conflict(f"timer {key!r} is {timer.status.value}: only a pending one is edited")
         if timer.destination is not None:
             raise Conflict(f"timer {key!r} is a delivery of an event: edit the event instead")
+        if isinstance(timer.payload, Unopened):  # never write the stand-in back over the value
+            if changes.get("payload") == timer.payload:  # a form sent back as it was shown
+                changes = {name: value for name, value in changes.items() if name != "payload"}
+            if "payload" not in changes:
+                raise SealKeyMissing(timer.payload.key_id)
         request = TimerRequest.from_dict({**_carried(timer, changes), **changes})
         (result,) = await self.schedule_many([request], on_conflict="update")
         if result.action == "kept" and not result.timer.status.is_pending:
@@ -208,6 +251,16 @@ class ActingMethods(AuditMethods):
                 await self._audit(actor, "schedule_run_next", target)
                 return timer
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+
+
+async def _walk(step: Callable[[int], Awaitable[tuple[int, int | None]]]) -> int:
+    """Run a re-sealing ``step`` from id 0 until it reads no more rows; the values changed."""
+    changed, at = 0, 0
+    while True:
+        count, last = await step(at)
+        if last is None:
+            return changed
+        changed, at = changed + count, last
 
 
 def _carried(timer: Timer, changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -98,6 +98,9 @@ class AsyncApp(
         self.settings = settings
         self.namespace = check_namespace(settings.namespace)
         self.store: Store = store or create_store(settings.database_url)
+        sealing = settings.sealing()
+        if sealing.enabled or store is None:  # a shared store keeps the ring it was given
+            self.store.sealing = sealing
         self.clock: Clock = clock or DatabaseClock(self.store.db_now)
         """The database's clock unless one is given (a test's): see docs/guarantees.md."""
         # A store passed in is shared (e.g. by the API's facades): not ours to close.

@@ -53,6 +53,8 @@ class LimitMethods(AuditMethods):
             partition_by=partition_by,
         )
         await self.open()
+        if rule.partition_by not in (None, "subject"):
+            self.store.sealing.refuse(self.namespace, "partition_by")
         cap = self.settings.max_limits
         stored = await self.store.limits.put_limit(rule, self.clock.now(), cap)
         limit = {

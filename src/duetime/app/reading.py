@@ -86,6 +86,8 @@ class ReadingMethods:
             payload=payload,
             now=self.clock.now(),
         )
+        if found.payload is not None:
+            self.store.sealing.refuse(self.namespace, "payload")
         order = check_sort(sort or "newest")
         check_limit(limit)
         return await self.store.list_timers(self.namespace, found, cursor, limit, order)

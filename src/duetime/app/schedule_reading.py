@@ -7,6 +7,8 @@ next occurrences, and what new tz rules would move.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -107,20 +109,24 @@ class ScheduleReadingMethods:
             feb29=feb29,
         ).calendar_options()
         stored = await self.get_schedule(schedule) if schedule is not None else None
-        return preview_occurrences(
-            stored,
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            on_gap=on_gap,
-            on_overlap=on_overlap,
-            start_at=start_at,
-            end_at=end_at,
-            after=after,
-            count=count,
-            now=self.clock.now(),
-            rrule=rrule,
-            calendar=calendar,
+        # Expanding a rule is CPU work (bounded by its budget): off the event loop.
+        return await asyncio.to_thread(
+            functools.partial(
+                preview_occurrences,
+                stored,
+                cron=cron,
+                every=every,
+                timezone=timezone,
+                on_gap=on_gap,
+                on_overlap=on_overlap,
+                start_at=start_at,
+                end_at=end_at,
+                after=after,
+                count=count,
+                now=self.clock.now(),
+                rrule=rrule,
+                calendar=calendar,
+            )
         )
 
     def _missing(self, name: str) -> NotFound:

@@ -7,6 +7,7 @@ and ``open()``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta
@@ -28,6 +29,7 @@ from duetime.schedules import (
     ScheduleRequest,
     Unset,
     check_schedule_name,
+    prepare_rules,
 )
 from duetime.store import Store
 from duetime.store.room import ScheduleRoom
@@ -148,7 +150,9 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         check_on_conflict(on_conflict)
         requests = list(requests)
         now = self.clock.now()
-        news: Iterable[NewSchedule] = self._resolve_schedules(requests, now)
+        rules: RuleCache = {}
+        await asyncio.to_thread(prepare_rules, requests, now, rules)
+        news: Iterable[NewSchedule] = self._resolve_schedules(requests, now, rules)
         if not self.is_open:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
         await self.open()
@@ -186,12 +190,12 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         await self._audit(actor, "schedule_define", target, len(done))
 
     def _resolve_schedules(
-        self, requests: list[ScheduleRequest], now: datetime
+        self, requests: list[ScheduleRequest], now: datetime, rules: RuleCache
     ) -> Iterator[NewSchedule]:
         """Each request validated as it is read; a bad one raises InvalidInput naming its
-        field, behind its index (``[3].cron``) unless it is the only request."""
+        field, behind its index (``[3].cron``) unless it is the only request. ``rules`` holds
+        the rules :func:`~duetime.schedules.prepare_rules` checked beforehand."""
         namespace, settings = self.namespace, self.settings
-        rules: RuleCache = {}
         for index, request in enumerate(requests):
             try:
                 yield request.resolve(
@@ -337,7 +341,9 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         for _ in range(_REVISE_TRIES):
             current = await self.get_schedule(name)
             now = self.clock.now()
-            revision = revise(
+            # Checking the rule and finding its occurrences is CPU work: off the event loop.
+            revision = await asyncio.to_thread(
+                revise,
                 current,
                 define(current),
                 now,

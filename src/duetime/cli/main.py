@@ -30,6 +30,7 @@ from duetime.cli.dead import dead
 from duetime.cli.deleting import delete
 from duetime.cli.events import events
 from duetime.cli.flow_control import limits, pause, resume
+from duetime.cli.keys import keys
 from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
@@ -136,6 +137,7 @@ def cli(ctx: click.Context, show_version: bool) -> None:
 for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker, tick, nodes):
     cli.add_command(command)
 cli.add_command(schedules)
+cli.add_command(keys)
 cli.add_command(edit)
 cli.add_command(next_occurrences)
 cli.add_command(tzdata)

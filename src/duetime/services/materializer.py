@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from duetime.clock import Clock, unwatch, watch
+from duetime.errors import RuleTooCostly
 from duetime.model import Schedule, iso
 from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
 from duetime.schedules import KEY_PREFIX, Materialized, ScheduleAdvance, recurrence_of
@@ -70,17 +71,25 @@ class PlanCache:
     every rule in every batch. Bounded: past :data:`REMEMBERED` entries it starts afresh
     (schedules of rules all their own: a cache of a million would only cost memory)."""
 
-    __slots__ = ("isos", "nexts", "rules", "shapes")
+    __slots__ = ("costly", "isos", "nexts", "rules", "shapes")
 
     def __init__(self) -> None:
         self.rules: dict[tuple[object, ...], Recurrence] = {}
         self.nexts: dict[tuple[Recurrence, datetime], datetime | None] = {}
         self.isos: dict[datetime, str] = {}
         self.shapes: dict[tuple[object, ...], Shape] = {}
+        self.costly: dict[tuple[object, ...], RuleTooCostly] = {}
+        """Plans that ran out of expansion budget, by shape: not tried twice in a round."""
 
     def bound(self) -> None:
         """Forget everything once any part holds more than :data:`REMEMBERED` entries."""
-        parts: tuple[dict[Any, Any], ...] = (self.rules, self.nexts, self.isos, self.shapes)
+        parts: tuple[dict[Any, Any], ...] = (
+            self.rules,
+            self.nexts,
+            self.isos,
+            self.shapes,
+            self.costly,
+        )
         if max(map(len, parts)) > REMEMBERED:
             for part in parts:
                 part.clear()
@@ -159,6 +168,40 @@ def plan_advance(
         after_at = upcoming
         upcoming = cache.next(rule, upcoming)
     return _advance(schedule, fire, upcoming, after_at, state, cache, now)
+
+
+def _shape_key(schedule: Planned, now: datetime) -> tuple[object, ...]:
+    """What a plan depends on besides its schedule's name and occurrence states."""
+    return (
+        now,
+        schedule.cron,
+        schedule.every,
+        schedule.timezone,
+        schedule.start_at,
+        schedule.end_at,
+        schedule.on_gap,
+        schedule.on_overlap,
+        None if schedule.every is None else schedule.anchor_at,  # a cron's is not read
+        schedule.catch_up,
+        schedule.catch_up_grace,
+        schedule.next_at,
+        schedule.after_at,
+        schedule.last_at,
+        schedule.calendar,
+    )
+
+
+def _stopped(schedule: Planned, reason: RuleTooCostly) -> ScheduleAdvance:
+    """A schedule whose rule ran out of expansion budget (written before the budget existed,
+    or costlier from where it now stands): it gets no next occurrence, so it stops instead
+    of holding every round; its rule and its timers stay as they are, and changing the rule
+    starts it again."""
+    log.warning(
+        "schedule %r stopped: its rule is too costly to expand (%s)", schedule.name, reason.message
+    )
+    return ScheduleAdvance(
+        schedule.id, schedule.version, None, schedule.after_at, schedule.last_at, ()
+    )
 
 
 def _due_by(instant: datetime | None, horizon: datetime) -> bool:
@@ -243,40 +286,32 @@ class Materializer(Service):
         states = {} if states is None else states
         advances = []
         for schedule in due:
-            if gated(schedule.overlap):  # its plan depends on its occurrences' states
-                advance = plan_advance(
-                    schedule,
-                    now,
-                    lookahead=self.lookahead,
-                    per_schedule=self.per_schedule,
-                    cache=cache,
-                    state=states.get(schedule.id, NOTHING_UNFINISHED),
-                )
-            else:
-                advance = self._planned_alike(schedule, now, cache)
+            known = cache.costly.get(key := _shape_key(schedule, now))
+            if known is not None:
+                advances.append(_stopped(schedule, known))
+                continue
+            try:
+                if gated(schedule.overlap):  # its plan depends on its occurrences' states
+                    advance = plan_advance(
+                        schedule,
+                        now,
+                        lookahead=self.lookahead,
+                        per_schedule=self.per_schedule,
+                        cache=cache,
+                        state=states.get(schedule.id, NOTHING_UNFINISHED),
+                    )
+                else:
+                    advance = self._planned_alike(schedule, now, cache)
+            except RuleTooCostly as exc:
+                cache.costly[key] = exc
+                advance = _stopped(schedule, exc)
             advances.append(advance)
         return advances
 
     def _planned_alike(self, schedule: Planned, now: datetime, cache: PlanCache) -> ScheduleAdvance:
         """plan_advance, once per round for schedules alike in rule and position (a million
         users' daily greeting: a few thousand distinct plans); each gets its own keys."""
-        key = (
-            now,
-            schedule.cron,
-            schedule.every,
-            schedule.timezone,
-            schedule.start_at,
-            schedule.end_at,
-            schedule.on_gap,
-            schedule.on_overlap,
-            None if schedule.every is None else schedule.anchor_at,  # a cron's is not read
-            schedule.catch_up,
-            schedule.catch_up_grace,
-            schedule.next_at,
-            schedule.after_at,
-            schedule.last_at,
-            schedule.calendar,
-        )
+        key = _shape_key(schedule, now)
         shape = cache.shapes.get(key)
         if shape is None:
             advance = plan_advance(

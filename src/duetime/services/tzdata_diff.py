@@ -12,7 +12,9 @@ moved earlier may come before the next instant of today's rules. Nothing is writ
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,14 +22,16 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from duetime.errors import InvalidInput
+from duetime.errors import InvalidInput, RuleTooCostly
 from duetime.model import JSON, Schedule, Timer, iso
 from duetime.schedules import occurrence_key, recurrence_of
 from duetime.store.parts import ScheduleStore
 from duetime.support.tzif import read_zone
 from duetime.timemath.recurrence import Recurrence
+from duetime.timemath.recurrence.budget import INSTANT_STEPS, MAX_STEPS, bounded
 from duetime.timemath.recurrence.calendar import calendar_instants
 from duetime.timemath.recurrence.cron import cron_instants
+from duetime.timemath.recurrence.occurrences import budget_for
 from duetime.timemath.tzmath import parse_disambiguation, stored_zone, to_local, to_utc
 
 PAGE = 500
@@ -35,7 +39,9 @@ SLACK = timedelta(hours=3)
 """Wall time around the window also expanded: a time in a gap runs just after it (a gap of
 more than 3 hours is skipped), and a repeated hour's first pass is counted before its second."""
 EXPANDED = 100_000
-"""Occurrences expanded a side at most (a secondly rule's day), so a preview is bounded."""
+"""Occurrences expanded a side at most (a secondly rule's day), so a preview is bounded; each
+side's expansion is granted the steps that many instants take (see :func:`_walled`)."""
+log = logging.getLogger("duetime.tzdata")
 _TINY = timedelta(microseconds=1)
 
 
@@ -99,9 +105,22 @@ async def tzdata_diff(
     after_id = 0
     while schedules := await store.schedules_after(after_id, PAGE):
         after_id = schedules[-1].id
-        for schedule in schedules:
-            if schedule.active and schedule.next_at is not None:
-                moves.extend(_schedule_moves(schedule, tree, now, count))
+        # Expanding a page of rules is CPU work: off the event loop, each rule within budget.
+        moves += await asyncio.to_thread(_page_moves, schedules, tree, now, count)
+    return moves
+
+
+def _page_moves(
+    schedules: list[Schedule], tree: ZoneTree, now: datetime, count: int
+) -> list[ZoneMove]:
+    moves: list[ZoneMove] = []
+    for schedule in schedules:
+        if not schedule.active or schedule.next_at is None:
+            continue
+        try:
+            moves.extend(_schedule_moves(schedule, tree, now, count))
+        except RuleTooCostly as exc:  # one costly rule does not hide the others' moves
+            log.warning("tzdata diff skips schedule %r: %s", schedule.name, exc.message)
     return moves
 
 
@@ -200,7 +219,10 @@ def _walled(
     """The rule's instants under ``zone`` after ``after`` with their wall times, up to the
     first one whose wall time is past ``stop`` (at most :data:`EXPANDED`)."""
     found: list[tuple[datetime, datetime]] = []
-    for instant in _source(rule, zone, after):
+    # A dense rule reaches EXPANDED long before an ordinary budget's end: the budget grants
+    # what that many instants take besides, so the cap bounds a dense rule and the steps a
+    # sparse, costly one.
+    for instant in _source(rule, zone, after, MAX_STEPS + EXPANDED * INSTANT_STEPS):
         wall = to_local(instant, zone)
         if len(found) == EXPANDED or wall > stop:
             break
@@ -218,10 +240,15 @@ def _earliest(wall: datetime, zone: ZoneInfo, otherwise: datetime) -> datetime:
         return otherwise
 
 
-def _source(rule: Recurrence, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
+def _source(
+    rule: Recurrence, zone: ZoneInfo, after: datetime, steps: int = MAX_STEPS
+) -> Iterator[datetime]:
+    """The rule's instants after ``after``, within an expansion budget of ``steps``."""
     if rule.calendar is not None:
-        return calendar_instants(rule.calendar, zone, after, rule.on_gap, rule.on_overlap)
-    return cron_instants(rule.expression, zone, after, rule.on_gap, rule.on_overlap)
+        found = calendar_instants(rule.calendar, zone, after, rule.on_gap, rule.on_overlap)
+    else:
+        found = cron_instants(rule.expression, zone, after, rule.on_gap, rule.on_overlap)
+    return bounded(found, budget_for(rule, steps=steps))
 
 
 def _instants(rule: Recurrence, zone: ZoneInfo, after: datetime, count: int) -> list[datetime]:

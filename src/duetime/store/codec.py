@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from duetime.model import NewTimer
+from duetime.model import NewTimer, PutResult
+from duetime.model.fast_records import make_new_timer, make_put_result
 from duetime.support.jsontext import json_text
 from duetime.support.jsontext import (
     load_json as load_json,
 )  # the stores' decoder, here with the rest
+from duetime.support.sealing import TEXT_MARK, Sealing, sealed_token
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -36,6 +40,55 @@ def dump_json(value: Any) -> str:
 def payload_text(timer: NewTimer) -> str:
     """The JSON text to store for a timer's payload: validation's, when it kept it."""
     return json_text(timer.payload) if timer.payload_json is None else timer.payload_json
+
+
+def sealed_timers(timers: Iterable[NewTimer], sealing: Sealing) -> Iterable[NewTimer]:
+    """``timers`` as a store writes them: each of a sealed namespace with its payload's stored
+    text sealed (``payload_json``), its ``payload`` as given, so what the write answers shows
+    the caller's own value. Lazy, as the timers come."""
+    if not sealing.enabled:
+        return timers
+    return (sealed_timer(timer, sealing) for timer in timers)
+
+
+def sealed_timer(timer: NewTimer, sealing: Sealing) -> NewTimer:
+    if not sealing.seals(timer.namespace):
+        return timer
+    return make_new_timer(
+        timer.namespace,
+        timer.key,
+        timer.type,
+        timer.payload,
+        timer.due_at,
+        timer.max_attempts,
+        timer.subject,
+        timer.correlation_id,
+        timer.expires_after,
+        timer.local,
+        timer.timezone,
+        timer.disambiguation,
+        timer.producer,
+        timer.trace_context,
+        timer.priority,
+        sealing.seal_payload(timer.namespace, payload_text(timer)),
+    )
+
+
+def opened_results(results: list[PutResult], sealing: Sealing) -> list[PutResult]:
+    """A write's results, the stored timers it kept read as stored, with their sealed values
+    opened as any read opens them."""
+    for at, result in enumerate(results):
+        timer = result.timer
+        if sealed_token(timer.payload) is not None or (
+            timer.last_error is not None and timer.last_error.startswith(TEXT_MARK)
+        ):
+            opened = replace(
+                timer,
+                payload=sealing.open_payload(timer.payload),
+                last_error=sealing.open_text(timer.last_error),
+            )
+            results[at] = make_put_result(result.action, opened)
+    return results
 
 
 def like_pattern(pattern: str) -> str:

@@ -70,6 +70,8 @@ def within_bytes(rows: Sequence[Row]) -> Sequence[Row]:
 
 
 def _row_bytes(row: object) -> int:
+    # The row as read, before decoding: a sealed payload or error counts at its stored,
+    # sealed length (longer than what the page shows), as that is what was read and opened.
     values = row.values() if isinstance(row, Mapping) else row
     if not isinstance(values, Iterable):
         return 0

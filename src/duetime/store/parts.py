@@ -62,7 +62,8 @@ SchedulePlan = Callable[
 ]
 """Pure: due schedules, and the occurrence states of those with an overlap policy (by schedule
 id; absent: nothing unfinished) → how to advance each (run inside the materialising
-transaction)."""
+transaction). A store may call it beforehand too, outside any transaction, so the work of
+finding occurrences is done (and remembered by the planner) before a lock is taken."""
 
 
 class ScheduleStore(Protocol):
@@ -192,6 +193,12 @@ class ScheduleStore(Protocol):
         """Cron schedules of every namespace by id (tz-data re-resolution walks them all)."""
         ...
 
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        """Seal up to ``limit`` schedules' payloads with ids above ``after`` with the store's
+        first key, each only if unchanged since read: the payloads changed and the last id
+        read, None once past the last (``duetime keys rotate``)."""
+        ...
+
     async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
         """Pending timers given as local wall-clock time, of every namespace, by id."""
         ...
@@ -226,6 +233,12 @@ class HistoryStore(Protocol):
     async def maintain(self, policy: RetentionPolicy, now: datetime) -> MaintenanceReport:
         """One round: make the history partitions, archive what finished ``archive_after`` ago,
         delete what finished ``retention`` ago (dead timers included)."""
+        ...
+
+    async def reseal(self, namespace: str, after: int, limit: int) -> tuple[int, int | None]:
+        """Seal up to ``limit`` archived timers of ``namespace`` with ids above ``after`` (and
+        their attempts' errors) with the store's first key, as :meth:`Store.reseal` does the
+        hot table's; (0, None) where the history is the hot table itself (SQLite)."""
         ...
 
     async def list_events(

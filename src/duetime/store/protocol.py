@@ -47,6 +47,7 @@ from duetime.store.parts import (
     TransactionEffect,
     TransactionStore,
 )
+from duetime.support.sealing import Sealing
 
 ClockRead = Callable[[], Awaitable[datetime | None]]
 ClockSampler = Callable[[ClockRead], Awaitable[None]]
@@ -55,6 +56,10 @@ ClockSampler = Callable[[ClockRead], Awaitable[None]]
 
 class Store(Protocol):
     """Durable storage of timers, attempts and nodes."""
+
+    sealing: Sealing
+    """What the store seals at rest (payloads, errors, tracebacks) and the key ring that opens
+    what it reads; set by the app from its settings (see docs/security.md)."""
 
     url: str
 
@@ -256,6 +261,12 @@ class Store(Protocol):
         self, namespace: str, types: Sequence[str] | ClaimFilter | None
     ) -> datetime | None:
         """The earliest ``run_at`` of pending work ``types`` takes (None when there is none)."""
+        ...
+
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        """Seal up to ``limit`` timers with ids above ``after`` (and their attempts' errors)
+        with :attr:`sealing`'s first key, each row only if unchanged since read; the rows
+        changed and the last id read, None once past the last (``duetime keys rotate``)."""
         ...
 
     async def claim_due(

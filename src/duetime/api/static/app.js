@@ -61,6 +61,15 @@ class ApiError extends Error {
   }
 }
 
+// A payload sealed at rest with a key this server's ring lacks reads as {"$sealed": "<key id>"}
+// (docs/security.md): the key id, or null for any other payload.
+function sealedKey(payload) {
+  if (payload === null || typeof payload !== "object" || Array.isArray(payload)) return null;
+  const names = Object.keys(payload);
+  return names.length === 1 && names[0] === "$sealed" && typeof payload.$sealed === "string"
+    && !payload.$sealed.startsWith("dts1:") ? payload.$sealed : null;
+}
+
 function url(path, params = {}) {
   const target = new URL(path, BASE);
   for (const [name, value] of Object.entries(params)) {
@@ -408,7 +417,9 @@ async function showTimer() {
   ].filter(([, value]) => value !== null && value !== undefined && value !== "");
   $("#timer-fields").replaceChildren(...fields.flatMap(([name, value]) =>
     [el("dt", { text: name }), el("dd", { class: name === "last error" ? "error" : "", text: String(value) })]));
-  $("#timer-payload").textContent = JSON.stringify(timer.payload, null, 2);
+  $("#timer-payload").textContent = sealedKey(timer.payload) !== null
+    ? `sealed (with key ${sealedKey(timer.payload)}, which this server's key ring does not hold)`
+    : JSON.stringify(timer.payload, null, 2);
   // Nobody would deliver it: say so, or it waits in silence.
   const waits = timer.subscribers === 0 && (timer.status === "scheduled" || timer.status === "retrying");
   $("#timer-unsubscribed").replaceChildren(...(waits ? [

@@ -44,6 +44,7 @@ from duetime.store.queries import load_queries
 from duetime.support import budgets
 from duetime.support.budgets import Budget
 from duetime.support.jsontext import load_json
+from duetime.support.sealing import NO_SEALING, Sealing
 
 log = logging.getLogger("duetime.store.postgres")
 
@@ -110,6 +111,8 @@ class Database:
 
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
+        self.sealing: Sealing = NO_SEALING
+        """What this process seals, and the ring that opens what it reads."""
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._lanes: dict[Lane, AsyncConnectionPool[Conn]] = {}  # see LANES: opened on use
         self._lane_opening = asyncio.Lock()
@@ -487,6 +490,7 @@ async def fetch_json_as_text(conn: Conn, query: str, params: Mapping[str, Any]) 
 
 
 def _text_bytes(row: DictRow) -> int:
+    """The row's text as stored: a sealed payload counts at its sealed length."""
     return sum(len(value) for value in row.values() if isinstance(value, str | bytes))
 
 

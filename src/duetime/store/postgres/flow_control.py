@@ -168,7 +168,7 @@ class PostgresLimits:
             "claim_token": token,
         }
         known = claim_known(namespace, node_id, lease_until, now, token)
-        rows_of = claimed_rows(known)
+        rows_of = claimed_rows(known, self._db.sealing)
 
         async def by_limit(governed: Governed, room: int) -> tuple[list[Claimed], Grant | None]:
             pattern = governed.rule.pattern

@@ -38,8 +38,10 @@ from duetime.store.cursors import (
 )
 from duetime.store.parts import Chart
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_json_as_text
+from duetime.store.postgres.resealing import reseal_rows
 from duetime.store.postgres.rows import attempt_from_row, timer_from_text_row
 from duetime.store.queries import load_queries
+from duetime.support.sealing import Sealing
 from duetime.timemath.durations import add_months, month_start, months_between
 
 Q = load_queries("duetime.store.postgres", "history.sql", "session.sql")
@@ -181,6 +183,20 @@ class PostgresHistory:
         await conn.execute(Q["set_lock_timeout"], {"timeout": PARTITION_LOCK_TIMEOUT})
 
     # -- the event log ----------------------------------------------------------------------
+    async def reseal(self, namespace: str, after: int, limit: int) -> tuple[int, int | None]:
+        sealing = self._db.sealing
+        params = {"namespace": namespace, "after": after, "limit": limit}
+
+        async def run(conn: Conn) -> tuple[int, int | None]:
+            rows = await fetch_all(conn, Q["reseal_history_scan"], params)
+            if not rows:
+                return 0, None
+            ids = [row["id"] for row in rows]
+            attempts = await fetch_all(conn, Q["reseal_history_attempts_scan"], {"ids": ids})
+            return await reseal_rows(conn, sealing, rows, attempts, Q, "history_"), ids[-1]
+
+        return await self._db.write(run)
+
     async def list_events(
         self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
     ) -> Page[LoggedEvent]:
@@ -198,8 +214,11 @@ class PostgresHistory:
         async def run(conn: Conn) -> Page[LoggedEvent]:
             await conn.execute(Q["walk_in_index_order"])
             rows = await fetch_json_as_text(conn, Q["list_events"], params)
-            timers = [timer_from_text_row(row) for row in within_bytes(rows[:limit])]
-            deliveries = await _deliveries(conn, timers)
+            # page_bytes counts the rows' text as stored (sealed: longer than what the page
+            # shows); only the rows kept are decoded, their sealed values opened as they are.
+            sealing = self._db.sealing
+            timers = [timer_from_text_row(row, sealing) for row in within_bytes(rows[:limit])]
+            deliveries = await _deliveries(conn, timers, sealing)
             items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
             last = timers[-1] if len(rows) > len(timers) and timers else None
             next_cursor = None
@@ -263,7 +282,9 @@ class PostgresHistory:
         return await self._db.read(run)
 
 
-async def _deliveries(conn: Conn, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:
+async def _deliveries(
+    conn: Conn, timers: Sequence[Timer], sealing: Sealing
+) -> dict[int, list[Attempt]]:
     """The attempts of the listed events, by timer id, in number order."""
     fired = [t.fired_at for t in timers if t.fired_at is not None]
     if not fired:
@@ -271,7 +292,7 @@ async def _deliveries(conn: Conn, timers: Sequence[Timer]) -> dict[int, list[Att
     params = {"ids": [t.id for t in timers], "since": min(fired)}
     found: dict[int, list[Attempt]] = {}
     for row in await fetch_all(conn, Q["list_deliveries"], params):
-        found.setdefault(row["timer_id"], []).append(attempt_from_row(row))
+        found.setdefault(row["timer_id"], []).append(attempt_from_row(row, sealing))
     return found
 
 

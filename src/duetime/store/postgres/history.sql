@@ -251,3 +251,29 @@ SELECT floor(extract(epoch FROM fired_at - %(since)s) / %(bucket_seconds)s::floa
     max(extract(epoch FROM fired_at - due_at) * 1000)::float8 AS max_ms
   -- include: chart_rows
 GROUP BY bucket
+
+-- name: reseal_history_scan
+-- A rotation's batch of archived timers (resealing.py): one namespace's, by id (the listing
+-- index), with what may be sealed.
+SELECT id, namespace, payload::text AS payload, last_error FROM timer_history
+WHERE namespace = %(namespace)s AND id > %(after)s ORDER BY id LIMIT %(limit)s
+
+-- name: reseal_history_attempts_scan
+SELECT timer_id, number, error, traceback FROM attempt_history WHERE timer_id = ANY(%(ids)s)
+
+-- name: reseal_history_payload
+-- Each value only over the value read.
+UPDATE timer_history SET payload = %(new)s::jsonb
+WHERE namespace = %(namespace)s AND id = %(id)s AND payload = %(old)s::jsonb
+
+-- name: reseal_history_last_error
+UPDATE timer_history SET last_error = %(new)s
+WHERE namespace = %(namespace)s AND id = %(id)s AND last_error = %(old)s
+
+-- name: reseal_history_attempt_error
+UPDATE attempt_history SET error = %(new)s
+WHERE timer_id = %(timer_id)s AND number = %(number)s AND error = %(old)s
+
+-- name: reseal_history_attempt_traceback
+UPDATE attempt_history SET traceback = %(new)s
+WHERE timer_id = %(timer_id)s AND number = %(number)s AND traceback = %(old)s

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
@@ -26,25 +26,38 @@ from duetime.model import (
     unreadable_timer,
 )
 from duetime.model.fast_records import make_timer
-from duetime.store.codec import load_json, payload_text
+from duetime.store.codec import payload_text
+from duetime.support.sealing import TEXT_MARK, Sealing
 
 Row = dict[str, Any]
 
 
-def timer_from_text_row(row: Row) -> Timer:
+def timer_from_text_row(row: Row, sealing: Sealing) -> Timer:
     """:func:`timer_from_row` of a row fetched with its payload as JSON text
-    (``fetch_json_as_text``): the payload is decoded here."""
+    (``fetch_json_as_text``): the payload is decoded here, and opened in the same step when
+    sealed (:meth:`~duetime.support.sealing.Sealing.read_payload`: a sealed payload's wrapper
+    is not decoded first), or shown as sealed where this ring cannot open it."""
     text = row["payload"]
-    return timer_from_row({**row, "payload": None if text is None else load_json(text)})
+    payload = None if text is None else sealing.read_payload(text)
+    return _timer(row, payload, sealing.open_text(row["last_error"]))
 
 
-def timer_from_row(row: Row) -> Timer:
+def timer_from_row(row: Row, sealing: Sealing | None) -> Timer:
+    """A row → Timer, its sealed values opened (or shown as sealed where this ring cannot);
+    None: as stored, for a caller that opens them (:func:`~duetime.store.codec.opened_results`)."""
+    payload, last_error = row["payload"], row["last_error"]
+    if sealing is not None:
+        payload, last_error = sealing.open_payload(payload), sealing.open_text(last_error)
+    return _timer(row, payload, last_error)
+
+
+def _timer(row: Row, payload: Any, last_error: str | None) -> Timer:
     return Timer(
         id=row["id"],
         namespace=row["namespace"],
         key=row["key"],
         type=row["type"],
-        payload=row["payload"],
+        payload=payload,
         subject=row["subject"],
         due_at=row["due_at"],
         status=Status(row["status"]),
@@ -60,7 +73,7 @@ def timer_from_row(row: Row) -> Timer:
         disambiguation=row["disambiguation"],
         fired_at=row["fired_at"],
         completed_at=row["completed_at"],
-        last_error=row["last_error"],
+        last_error=last_error,
         lease_owner=row["lease_owner"],
         lease_expires_at=row["lease_expires_at"],
         destination=row["destination"],
@@ -119,7 +132,9 @@ def claim_known(
     }
 
 
-def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMaker[Claimed]]:
+def claimed_rows(
+    known: Mapping[str, Any], sealing: Sealing
+) -> Callable[[AsyncCursor[Any]], RowMaker[Claimed]]:
     """:func:`claimed_timer_rows` for ``claim_due``, each row a :class:`Claimed`; a row that
     cannot be made into a Timer becomes a Claimed that says why (see ``Claimed.problem``), so
     that it ends alone instead of failing the whole claim.
@@ -136,16 +151,20 @@ def claimed_rows(known: Mapping[str, Any]) -> Callable[[AsyncCursor[Any]], RowMa
         at = {name: i for i, name in enumerate(_column_names(cursor))}
         id_at, key_at, type_at, attempts_at = at["id"], at["key"], at["type"], at["attempts"]
         payload_at = at["payload"]
+        read_payload = sealing.read_payload
 
         def claimed(values: Sequence[Any]) -> Claimed:
             try:
                 text = values[payload_at]
                 values = (
                     *values[:payload_at],
-                    None if text is None else load_json(text),
+                    None if text is None else read_payload(text, strict=True),
                     *values[payload_at + 1 :],
                 )
                 timer = make(values)
+                last_error = timer.last_error
+                if last_error is not None and last_error.startswith(TEXT_MARK):
+                    timer = replace(timer, last_error=sealing.open_text(last_error))
             except Exception as exc:
                 attempt = values[attempts_at]
                 timer = unreadable_timer(
@@ -314,7 +333,7 @@ def _column_names(cursor: AsyncCursor[Any]) -> list[str]:
     return [(result.fname(i) or b"").decode() for i in range(result.nfields)]
 
 
-def attempt_from_row(row: Row) -> Attempt:
+def attempt_from_row(row: Row, sealing: Sealing) -> Attempt:
     return Attempt(
         timer_id=row["timer_id"],
         number=row["number"],
@@ -323,8 +342,8 @@ def attempt_from_row(row: Row) -> Attempt:
         claimed_at=row["claimed_at"],
         finished_at=row["finished_at"],
         outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
-        error=row["error"],
-        traceback=row["traceback"],
+        error=sealing.open_text(row["error"]),
+        traceback=sealing.open_text(row["traceback"]),
     )
 
 
@@ -440,7 +459,9 @@ class FinishBatch:
     params: Row
 
     @classmethod
-    def of(cls, finishes: Sequence[Finish], node_id: str, now: datetime) -> FinishBatch:
+    def of(
+        cls, finishes: Sequence[Finish], node_id: str, now: datetime, sealing: Sealing
+    ) -> FinishBatch:
         """Order by id (heartbeats lock rows in id order too: no deadlock between them).
 
         A timer id given twice applies once; the later copies are fenced out (lost), as they
@@ -460,13 +481,14 @@ class FinishBatch:
         # error, no new due time: nearly every batch), and unnest pads them with NULLs: encoding
         # five arrays element by element was a tenth of a busy worker's CPU.
         run_ats = [f.run_at for f in batch]
+        seal = sealing.seal_error
         params = {
             "timer_ids": [f.timer_id for f in batch],
             "attempts": [f.attempt for f in batch],
             "outcomes": _said([f.outcome.value for f in batch], unless=Outcome.DONE.value),
-            "errors": _said([f.error for f in batch]),
+            "errors": _said([seal(f.error) for f in batch]),
             "run_ats": [run_at or now for run_at in run_ats] if any(run_ats) else [],
-            "tracebacks": _said([f.traceback for f in batch]),
+            "tracebacks": _said([seal(f.traceback) for f in batch]),
             "claim_tokens": _said([f.claim_token for f in batch]),
             "started_ats": _said([f.started_at for f in batch]),
             "node_id": node_id,

@@ -20,9 +20,9 @@ from duetime.model.schedules import (
     OccurrenceValues,
     ScheduleAdvance,
 )
-from duetime.store.codec import dump_json
 from duetime.store.cursors import encode_name_cursor
 from duetime.store.postgres.rows import Row
+from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
 
 
@@ -68,7 +68,7 @@ _RULE_COLUMNS = {
 """insert_schedules' arrays read from each schedule's recurrence as it is, by attribute."""
 
 
-def new_batch_params(schedules: Sequence[NewSchedule], now: datetime) -> Row:
+def new_batch_params(schedules: Sequence[NewSchedule], now: datetime, sealing: Sealing) -> Row:
     """insert_schedules' arrays: one column of the batch each, read from each schedule and
     its recurrence (no Schedule made for each of a batch)."""
     rules = [new.recurrence for new in schedules]
@@ -78,7 +78,7 @@ def new_batch_params(schedules: Sequence[NewSchedule], now: datetime) -> Row:
         column: [getattr(new, name) for new in schedules] for column, name in _NEW_COLUMNS.items()
     }
     params |= {column: [getattr(r, name) for r in rules] for column, name in _RULE_COLUMNS.items()}
-    params["payloads"] = [dump_json(new.payload) for new in schedules]
+    params["payloads"] = [sealing.seal_json(new.namespace, new.payload) for new in schedules]
     params["calendars"] = [calendar_text(rule.calendar) for rule in rules]
     params["now"] = now
     return params
@@ -124,7 +124,9 @@ def refuse_nul(**fields: str | None) -> None:
             raise InvalidInput(field, "must not contain NUL characters")
 
 
-def definition_params(schedule: Schedule) -> Row:
+def definition_params(schedule: Schedule, sealing: Sealing) -> Row:
+    """A stored schedule's columns, its payload sealed where its namespace is (the timers it
+    makes copy it sealed)."""
     refuse_nul(
         type=schedule.type,
         subject=schedule.subject,
@@ -133,7 +135,7 @@ def definition_params(schedule: Schedule) -> Row:
     )
     return {
         "type": schedule.type,
-        "payload": Jsonb(schedule.payload, dumps=dump_json),
+        "payload": Jsonb(sealing.seal_json(schedule.namespace, schedule.payload), dumps=_as_is),
         "subject": schedule.subject,
         "cron": schedule.cron,
         "every": schedule.every,
@@ -154,13 +156,17 @@ def definition_params(schedule: Schedule) -> Row:
     }
 
 
-def schedule_from_row(row: Row) -> Schedule:
+def _as_is(text: str) -> str:
+    return text
+
+
+def schedule_from_row(row: Row, sealing: Sealing) -> Schedule:
     return Schedule(
         id=row["id"],
         namespace=row["namespace"],
         name=row["name"],
         type=row["type"],
-        payload=row["payload"],
+        payload=sealing.open_payload(row["payload"]),
         subject=row["subject"],
         cron=row["cron"],
         every=row["every"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TypeVar
 
 import psycopg
@@ -45,6 +46,7 @@ from duetime.store.postgres.schedule_rows import (
     schedule_from_row,
 )
 from duetime.store.queries import load_queries
+from duetime.store.resealing import timer_writes
 from duetime.store.room import ScheduleRoom
 from duetime.store.streams import Replayable, chunked
 from duetime.timemath.recurrence.overlap import gated
@@ -92,7 +94,9 @@ class PostgresSchedules:
             async with conn.pipeline() as pipeline:
                 for chunk in chunked(source, PUT_SCHEDULES_CHUNK):
                     cursor = conn.cursor(binary=True)
-                    await cursor.execute(Q["insert_schedules"], new_batch_params(chunk, now))
+                    await cursor.execute(
+                        Q["insert_schedules"], new_batch_params(chunk, now, self._db.sealing)
+                    )
                     cursors.append(cursor)
                     read.extend(chunk)
                 await pipeline.sync()
@@ -119,7 +123,7 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> Schedule | None:
             rows = await fetch_all(conn, Q["get_schedule"], params)
-            return schedule_from_row(rows[0]) if rows else None
+            return schedule_from_row(rows[0], self._db.sealing) if rows else None
 
         return await self._db.read(run)
 
@@ -137,14 +141,16 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> Page[Schedule]:
             rows = await fetch_all(conn, Q["list_schedules"], params)
-            return page(rows, limit, schedule_from_row, name_cursor)
+            return page(
+                rows, limit, partial(schedule_from_row, sealing=self._db.sealing), name_cursor
+            )
 
         return await self._db.read(run)
 
     async def save_schedule(
         self, schedule: Schedule, now: datetime, release_after: datetime | None
     ) -> Schedule | None:
-        params = definition_params(schedule)
+        params = definition_params(schedule, self._db.sealing)
         params.update(id=schedule.id, version=schedule.version, now=now)
 
         async def run(conn: Conn) -> Schedule | None:
@@ -154,7 +160,7 @@ class PostgresSchedules:
             if release_after is not None:
                 release = {"schedule_id": schedule.id, "after": release_after}
                 await conn.execute(Q["release_occurrences"], release)
-            saved = schedule_from_row(rows[0])
+            saved = schedule_from_row(rows[0], self._db.sealing)
             if saved.active:
                 await self._notices.notify_earliest(conn, [saved.next_at])
             return saved
@@ -173,7 +179,7 @@ class PostgresSchedules:
             rows = await fetch_all(conn, Q["delete_schedule"], params)
             if not rows:
                 return None
-            schedule = schedule_from_row(rows[0])
+            schedule = schedule_from_row(rows[0], self._db.sealing)
             cancel = {"schedule_id": schedule.id, "now": now}
             cancelled = (await conn.execute(Q["cancel_occurrences"], cancel)).rowcount
             return schedule, cancelled
@@ -191,7 +197,10 @@ class PostgresSchedules:
         }
 
         async def run(conn: Conn) -> list[Schedule]:
-            return [schedule_from_row(r) for r in await fetch_all(conn, Q["due_schedules"], params)]
+            return [
+                schedule_from_row(r, self._db.sealing)
+                for r in await fetch_all(conn, Q["due_schedules"], params)
+            ]
 
         return await self._db.read(run)
 
@@ -265,16 +274,31 @@ class PostgresSchedules:
 
         async def run(conn: Conn) -> list[Schedule]:
             rows = await fetch_all(conn, Q["schedules_after"], params)
-            return [schedule_from_row(row) for row in rows]
+            return [schedule_from_row(row, self._db.sealing) for row in rows]
 
         return await self._db.read(run)
+
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        sealing = self._db.sealing
+
+        async def run(conn: Conn) -> tuple[int, int | None]:
+            params = {"after": after, "limit": limit}
+            rows = await fetch_all(conn, Q["reseal_schedules_scan"], params)
+            if not rows:
+                return 0, None
+            changed = 0
+            for write in timer_writes(sealing, rows)[0]:
+                changed += (await conn.execute(Q["reseal_schedule_payload"], write)).rowcount
+            return changed, rows[-1]["id"]
+
+        return await self._db.write(run)
 
     async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
         params = {"after_id": after_id, "limit": limit}
 
         async def run(conn: Conn) -> list[Timer]:
             rows = await fetch_all(conn, Q["pending_local_timers"], params)
-            return [timer_from_row(row) for row in rows]
+            return [timer_from_row(row, self._db.sealing) for row in rows]
 
         return await self._db.read(run)
 

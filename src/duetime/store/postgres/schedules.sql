@@ -336,3 +336,12 @@ SELECT value FROM meta WHERE key = %(key)s
 -- name: set_meta
 INSERT INTO meta (key, value, updated_at) VALUES (%(key)s, %(value)s, %(now)s)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+
+-- name: reseal_schedules_scan
+-- A rotation's batch of schedules (resealing.py), by id.
+SELECT id, namespace, payload::text AS payload, NULL::text AS last_error FROM schedules
+WHERE id > %(after)s ORDER BY id LIMIT %(limit)s
+
+-- name: reseal_schedule_payload
+-- Only over the value read: a schedule changed meanwhile keeps its change.
+UPDATE schedules SET payload = %(new)s::jsonb WHERE id = %(id)s AND payload = %(old)s::jsonb

@@ -33,6 +33,7 @@ from duetime.store.postgres.working import PostgresWorking, claim_params
 from duetime.store.postgres.writes import TimerWrites
 from duetime.store.queries import load_queries
 from duetime.store.room import check_namespace_room
+from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.postgres", "namespaces.sql", "session.sql")
 
@@ -57,6 +58,15 @@ class PostgresStore(PostgresTimers, PostgresWorking):
         self.transactions = PostgresTransactions(self._db)
         self.writes = TimerWrites(self._db, self._notices)
         self.outbox = PostgresOutbox(self.schema, self.writes.in_savepoint, self._transition_on)
+
+    @property
+    def sealing(self) -> Sealing:
+        """What this store seals at rest, and the ring that opens what it reads."""
+        return self._db.sealing
+
+    @sealing.setter
+    def sealing(self, sealing: Sealing) -> None:
+        self._db.sealing = sealing
 
     # -- lifecycle --------------------------------------------------------------------------
     async def open(self, *, migrate: bool = True) -> None:

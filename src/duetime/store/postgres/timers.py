@@ -41,6 +41,7 @@ from duetime.store.postgres.database import (
     fetch_value,
 )
 from duetime.store.postgres.notices import Notices
+from duetime.store.postgres.resealing import reseal_rows
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row, timer_from_text_row
 from duetime.store.queries import load_queries
 from duetime.store.transitions import Transition, refused
@@ -66,7 +67,7 @@ class PostgresTimers:
     async def get_timer(self, namespace: str, key: str) -> Timer | None:
         async def run(conn: Conn) -> Timer | None:
             rows = await fetch_all(conn, Q["get_timer"], {"namespace": namespace, "key": key})
-            return timer_from_row(rows[0]) if rows else None
+            return timer_from_row(rows[0], self._db.sealing) if rows else None
 
         return await self._db.read(run)
 
@@ -86,9 +87,29 @@ class PostgresTimers:
 
         rows = await self._db.read(run)
         # Decoding the page's payloads is Python work: on a thread, so the event loop serves
-        # the other requests meanwhile (the request's page_bytes goes with it).
+        # the other requests meanwhile (the request's page_bytes goes with it). Sealed payloads
+        # and errors are opened in that same step, only for the rows the page keeps; its
+        # page_bytes counts the rows' text as stored (sealed: longer than what the page shows),
+        # which is what was fetched and what opening them costs.
         cursor_of = partial(sorted_cursor, sort)
-        return await asyncio.to_thread(page, rows, limit, timer_from_text_row, cursor_of)
+        timer_of = partial(timer_from_text_row, sealing=self._db.sealing)
+        return await asyncio.to_thread(page, rows, limit, timer_of, cursor_of)
+
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        """Re-seal up to ``limit`` timers of the hot table after id ``after`` to the first key
+        (see :mod:`duetime.store.resealing`; the archived ones are the history's): the values
+        changed, and the last id read (None: done)."""
+        sealing = self._db.sealing
+
+        async def run(conn: Conn) -> tuple[int, int | None]:
+            rows = await fetch_all(conn, Q["reseal_scan"], {"after": after, "limit": limit})
+            if not rows:
+                return 0, None
+            ids = [row["id"] for row in rows]
+            attempts = await fetch_all(conn, Q["reseal_attempts_scan"], {"ids": ids})
+            return await reseal_rows(conn, sealing, rows, attempts, Q, ""), ids[-1]
+
+        return await self._db.write(run)
 
     async def list_types(self, namespace: str, prefix: str, limit: int) -> list[str]:
         params = {"namespace": namespace, "prefix": prefix, "limit": limit, "scan": TYPES_SCAN}
@@ -101,7 +122,7 @@ class PostgresTimers:
     async def list_attempts(self, timer_id: int) -> list[Attempt]:
         async def run(conn: Conn) -> list[Attempt]:
             rows = await fetch_all(conn, Q["list_attempts"], {"timer_id": timer_id})
-            return [attempt_from_row(row) for row in rows]
+            return [attempt_from_row(row, self._db.sealing) for row in rows]
 
         return await self._db.read(run)
 
@@ -144,7 +165,7 @@ class PostgresTimers:
         async def run(conn: Conn) -> Timer:
             rows = await fetch_all(conn, Q["delete_timer"], params)
             if rows:
-                return timer_from_row(rows[0])
+                return timer_from_row(rows[0], self._db.sealing)
             existing = await fetch_all(conn, Q["get_timer"], params)
             raise refused("delete", key, existing[0]["status"] if existing else None)
 
@@ -229,7 +250,7 @@ class PostgresTimers:
         params = {"namespace": namespace, "key": key, "now": now}
         rows = await fetch_all(conn, Q[name], params)
         if rows:
-            timer = timer_from_row(rows[0])
+            timer = timer_from_row(rows[0], self._db.sealing)
             if name != "cancel":
                 await self._notices.notify(conn, timer.run_at)
             return timer

@@ -461,3 +461,27 @@ SET status = 'scheduled', run_at = %(now)s, completed_at = NULL,
 WHERE id = (SELECT timer_id FROM timer_keys WHERE namespace = %(namespace)s AND key = %(key)s)
   AND status = 'dead'
 RETURNING *
+
+-- name: reseal_scan
+-- A rotation's batch (resealing.py): the next timers of the hot table by id, with what may be
+-- sealed.
+SELECT id, namespace, payload::text AS payload, last_error FROM timers
+WHERE id > %(after)s ORDER BY id LIMIT %(limit)s
+
+-- name: reseal_attempts_scan
+SELECT timer_id, number, error, traceback FROM attempts WHERE timer_id = ANY(%(ids)s)
+
+-- name: reseal_payload
+-- Each value only over the value read: what a worker wrote meanwhile stays.
+UPDATE timers SET payload = %(new)s::jsonb WHERE id = %(id)s AND payload = %(old)s::jsonb
+
+-- name: reseal_last_error
+UPDATE timers SET last_error = %(new)s WHERE id = %(id)s AND last_error = %(old)s
+
+-- name: reseal_attempt_error
+UPDATE attempts SET error = %(new)s
+WHERE timer_id = %(timer_id)s AND number = %(number)s AND error = %(old)s
+
+-- name: reseal_attempt_traceback
+UPDATE attempts SET traceback = %(new)s
+WHERE timer_id = %(timer_id)s AND number = %(number)s AND traceback = %(old)s

@@ -28,6 +28,7 @@ from duetime.store.postgres.reach import Reach, reach_of, refusal
 from duetime.store.postgres.rows import FinishBatch
 from duetime.store.queries import load_queries
 from duetime.store.transitions import Transition
+from duetime.support.sealing import NO_SEALING
 
 Q = load_queries(
     "duetime.store.postgres", "transactions.sql", "outcomes.sql", "session.sql", "writes.sql"
@@ -75,7 +76,7 @@ class PostgresTransactions:
         done = Finish(
             timer_id, attempt, Outcome.DONE, claim_token=claim_token, started_at=started_at
         )
-        batch = FinishBatch.of([done], node_id, now)
+        batch = FinishBatch.of([done], node_id, now, self._db.sealing)
 
         async def run(conn: Conn) -> bool:
             params = {
@@ -275,7 +276,7 @@ def complete_in_callers_transaction(
         cur.execute(Q["limit_transaction"], {"ms": str(server_ms)})
     effect()
     done = Finish(timer_id, attempt, Outcome.DONE, claim_token=claim_token, started_at=started_at)
-    batch = FinishBatch.of([done], node_id, now)
+    batch = FinishBatch.of([done], node_id, now, NO_SEALING)  # done: no error to seal
     with _in_schema(connection, schema) as cur:
         (answer,) = cur.execute(Q["finish"], batch.params).fetchall()
     return not batch.lost(answer["applied"])

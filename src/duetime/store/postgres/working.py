@@ -86,7 +86,9 @@ class PostgresWorking:
             self._db.atomic(
                 [
                     Statement(Q["claim_in_order"], {}),
-                    Statement(Q["claim_due"], params, claimed_rows(known), binary=True),
+                    Statement(
+                        Q["claim_due"], params, claimed_rows(known, self._db.sealing), binary=True
+                    ),
                 ],
                 lane="claims",  # not behind the handlers: the lease runs from now
             ),
@@ -98,7 +100,7 @@ class PostgresWorking:
         return claimed
 
     async def finish(self, finishes: Sequence[Finish], node_id: str, now: datetime) -> set[int]:
-        batch = FinishBatch.of(finishes, node_id, now)
+        batch = FinishBatch.of(finishes, node_id, now, self._db.sealing)
         if not batch.finishes:
             return set(batch.repeated)
         statements = [Statement(Q["finish_by_lookup"], {}), Statement(Q["finish"], batch.params)]

@@ -203,12 +203,13 @@ async def _write_unseen_again(conn: Conn, query: str, batch: Batch, now: datetim
 
 
 async def get_many(conn: Conn, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Timer]:
-    """The timers of ``(namespace, key)`` pairs."""
+    """The timers of ``(namespace, key)`` pairs, as stored: their sealed values are opened by
+    the store's write (:func:`~duetime.store.codec.opened_results`), which holds the ring."""
     if not keys:
         return {}
     params = {"namespaces": [ns for ns, _ in keys], "keys": [key for _, key in keys]}
     rows = await fetch_all(conn, Q["get_timers"], params)
-    return {(row["namespace"], row["key"]): timer_from_row(row) for row in rows}
+    return {(row["namespace"], row["key"]): timer_from_row(row, None) for row in rows}
 
 
 def place_written(

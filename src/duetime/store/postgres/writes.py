@@ -28,6 +28,7 @@ from psycopg.errors import TransactionRollback
 from duetime.errors import AlreadyExists, CommitOutcomeUnknown, InvalidInput, StoreUnavailable
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
 from duetime.model.fast_records import make_put_result
+from duetime.store.codec import opened_results, sealed_timers
 from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, Database, Statement
 from duetime.store.postgres.grouping import CommitQueue
@@ -68,11 +69,12 @@ class TimerWrites:
     ) -> list[PutResult]:
         """Store timers in one transaction: up to PUT_CHUNK through the commit queue, more in a
         transaction of their own (see the module's docstring)."""
-        items = iter(timers)
+        sealing = self._db.sealing
+        items = iter(sealed_timers(timers, sealing))
         head = list(islice(items, write_plan.PUT_CHUNK + 1))  # validated here, in the caller's
         if len(head) > write_plan.PUT_CHUNK:
-            return await self.apart(chain(head, items), on_conflict, now)
-        return await self._queue.run(PutCall(head, on_conflict, now))
+            return opened_results(await self.apart(chain(head, items), on_conflict, now), sealing)
+        return opened_results(await self._queue.run(PutCall(head, on_conflict, now)), sealing)
 
     async def _alone(self, call: PutCall) -> list[PutResult]:
         """One caller's batch, nobody else's waiting: its error is raised."""
@@ -285,7 +287,10 @@ class TimerWrites:
         """The outbox's write: in a savepoint of the caller's transaction, drawn again should
         a key the store generated be taken (see :func:`.write_pipeline.drawing_keys`); its
         NOTIFY is part of the caller's transaction."""
-        return await write_in_savepoint(conn, query, timers, on_conflict, now, self._notices)
+        sealing = self._db.sealing
+        sealed = sealed_timers(timers, sealing)
+        results = await write_in_savepoint(conn, query, sealed, on_conflict, now, self._notices)
+        return opened_results(results, sealing)
 
 
 async def write_in_savepoint(

@@ -13,12 +13,18 @@ from duetime.model.fast_records import set_claim_token
 from duetime.store.codec import dump_json, new_claim_token
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.rows import InstantCache, claimed_from_tuple
+from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.sqlite", "claims.sql")
 
 
 def take_rows(
-    conn: sqlite3.Connection, query: str, params: Mapping[str, Any], node_id: str, now_us: int
+    conn: sqlite3.Connection,
+    query: str,
+    params: Mapping[str, Any],
+    node_id: str,
+    now_us: int,
+    sealing: Sealing,
 ) -> list[Claimed]:
     """Run a claim statement (RETURNING rows.TIMER_COLUMNS) and open an attempt per row;
     the claimed rows highest priority first, then oldest ``run_at``."""
@@ -32,7 +38,7 @@ def take_rows(
     batch = dump_json([(row[0], row[8]) for row in rows])
     conn.execute(Q["open_attempts"], {"batch": batch, "node_id": node_id, "now": now_us})
     instants = InstantCache()
-    claimed = [claimed_from_tuple(row, instants) for row in rows]
+    claimed = [claimed_from_tuple(row, instants, sealing) for row in rows]
     for item in claimed:
         set_claim_token(item.timer, token)
     return claimed

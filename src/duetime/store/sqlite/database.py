@@ -34,6 +34,7 @@ from duetime.store.listeners import Listeners
 from duetime.store.sqlite.wakeup import WakeupChannel
 from duetime.support import budgets
 from duetime.support.budgets import Budget
+from duetime.support.sealing import NO_SEALING, Sealing
 
 R = TypeVar("R")
 Op = Callable[[sqlite3.Connection], Any]
@@ -60,6 +61,8 @@ class SqliteDatabase:
         self.path = path
         self.listeners = Listeners()
         """This process's wake-up listeners: :meth:`announce` calls them."""
+        self.sealing: Sealing = NO_SEALING
+        """What this process seals, and the ring that opens what it reads."""
         self._busy_timeout_ms = int(busy_timeout * 1000)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duetime-sqlite")
         self._conn: sqlite3.Connection | None = None

@@ -16,6 +16,7 @@ from duetime.store.codec import dump_json, to_micros
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.rows import timer_from_row
 from duetime.store.transitions import refused
+from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.sqlite", "timers.sql")
 
@@ -29,7 +30,9 @@ def delete_ids(conn: sqlite3.Connection, ids: Sequence[int], now: datetime) -> i
     return len(hollowed) + conn.execute(Q["bulk_delete"], params).rowcount
 
 
-def delete_key(conn: sqlite3.Connection, namespace: str, key: str, now: datetime) -> Timer:
+def delete_key(
+    conn: sqlite3.Connection, namespace: str, key: str, now: datetime, sealing: Sealing
+) -> Timer:
     """Delete the finished timer ``key``; NotFound or Conflict (saying what to do) otherwise."""
     cursor = conn.cursor()
     cursor.row_factory = sqlite3.Row
@@ -37,4 +40,4 @@ def delete_key(conn: sqlite3.Connection, namespace: str, key: str, now: datetime
     if row is None or row["status"] not in ("done", "dead", "cancelled", "expired"):
         raise refused("delete", key, None if row is None else row["status"])
     delete_ids(conn, [row["id"]], now)
-    return timer_from_row(row)
+    return timer_from_row(row, sealing)

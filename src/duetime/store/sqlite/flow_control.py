@@ -189,7 +189,7 @@ class SqliteLimits:
                 if partitioned:
                     params.update(partition_params(row, granted.rows), shadows=shadows)
                 query = Q["claim_partitioned" if partitioned else "claim_ruled"]
-                claimed = take_rows(conn, query, params, node_id, now_us)
+                claimed = take_rows(conn, query, params, node_id, now_us, self._db.sealing)
                 if partitioned and len(claimed) < granted.rows:
                     left = conn.execute(Q["next_run_ruled"], {**base, **globs}).fetchone()[0]
                     if left is not None and left <= horizon_us:
@@ -205,7 +205,7 @@ class SqliteLimits:
             params = {**base, **_globs(rows), "limit": room}
 
             def run(conn: sqlite3.Connection) -> list[Claimed]:
-                return take_rows(conn, Q["claim_ruled"], params, node_id, now_us)
+                return take_rows(conn, Q["claim_ruled"], params, node_id, now_us, self._db.sealing)
 
             return await self._db.write(run)
 

@@ -39,6 +39,7 @@ from duetime.store.parts import Chart
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import attempt_from_row, timer_from_row
+from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.sqlite", "history.sql")
 
@@ -85,6 +86,10 @@ class SqliteHistory:
             total += count
         return total
 
+    async def reseal(self, namespace: str, after: int, limit: int) -> tuple[int, int | None]:
+        """Nothing: finished timers stay in the one table :meth:`SqliteStore.reseal` walks."""
+        return 0, None
+
     async def list_events(
         self, namespace: str, filter: EventFilter, cursor: str | None, limit: int
     ) -> Page[LoggedEvent]:
@@ -102,8 +107,11 @@ class SqliteHistory:
 
         def run(conn: sqlite3.Connection) -> Page[LoggedEvent]:
             rows = conn.execute(Q["list_events"], params).fetchall()
-            timers = [timer_from_row(row) for row in within_bytes(rows[:limit])]
-            deliveries = _deliveries(conn, timers)
+            # page_bytes counts the rows' text as stored (sealed: longer than what the page
+            # shows); only the rows kept are decoded, their sealed values opened as they are.
+            sealing = self._db.sealing
+            timers = [timer_from_row(row, sealing) for row in within_bytes(rows[:limit])]
+            deliveries = _deliveries(conn, timers, sealing)
             items = [LoggedEvent(t, tuple(deliveries.get(t.id, ()))) for t in timers]
             last = timers[-1] if len(rows) > len(timers) and timers else None
             next_cursor = None
@@ -158,12 +166,14 @@ def _lateness(row: sqlite3.Row) -> LatenessRow:
     return LatenessRow(bucket, count, p50, p95, p99, row[8])
 
 
-def _deliveries(conn: sqlite3.Connection, timers: Sequence[Timer]) -> dict[int, list[Attempt]]:
+def _deliveries(
+    conn: sqlite3.Connection, timers: Sequence[Timer], sealing: Sealing
+) -> dict[int, list[Attempt]]:
     """The attempts of the listed events, by timer id, in number order."""
     if not timers:
         return {}
     found: dict[int, list[Attempt]] = {}
     ids = dump_json([t.id for t in timers])
     for row in conn.execute(Q["list_deliveries"], {"ids": ids}):
-        found.setdefault(row["timer_id"], []).append(attempt_from_row(row))
+        found.setdefault(row["timer_id"], []).append(attempt_from_row(row, sealing))
     return found

@@ -60,9 +60,11 @@ class SqliteOutbox:
         """Store timers inside the caller's open transaction: they exist only if it commits."""
         conn = self._joinable(connection)
         timers = list(timers)
-        rows = timer_rows(timers, now)
+        rows = timer_rows(timers, now, self._db.sealing)
         with _writable():
-            results = in_savepoint(conn, lambda c: write_timers(c, timers, rows, on_conflict))
+            results = in_savepoint(
+                conn, lambda c: write_timers(c, timers, rows, on_conflict, self._db.sealing)
+            )
         earliest = earliest_written(results)
         if earliest is not None:
             self._watch.announce_after(earliest)
@@ -72,7 +74,9 @@ class SqliteOutbox:
         """Cancel a timer inside the caller's open transaction: undone if it rolls back."""
         conn = self._joinable(connection)
         with _writable():
-            return in_savepoint(conn, lambda c: transition(c, "cancel", namespace, key, now))
+            return in_savepoint(
+                conn, lambda c: transition(c, "cancel", namespace, key, now, self._db.sealing)
+            )
 
     def _joinable(self, connection: object) -> sqlite3.Connection:
         """The caller's connection, checked: on this file, with a transaction to join."""

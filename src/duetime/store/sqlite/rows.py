@@ -18,16 +18,18 @@ from duetime.model import (
 )
 from duetime.model.fast_records import make_timer
 from duetime.store.codec import from_micros, load_json, maybe_from_micros
+from duetime.support.sealing import Sealing
 
 
-def timer_from_row(row: sqlite3.Row) -> Timer:
+def timer_from_row(row: sqlite3.Row, sealing: Sealing) -> Timer:
+    """A row → Timer, its sealed values opened (or shown as sealed where this ring cannot)."""
     expires = row["expires_after"]
     return Timer(
         id=row["id"],
         namespace=row["namespace"],
         key=row["key"],
         type=row["type"],
-        payload=load_json(row["payload"]),
+        payload=sealing.read_payload(row["payload"]),
         subject=row["subject"],
         due_at=from_micros(row["due_at"]),
         status=Status(row["status"]),
@@ -43,7 +45,7 @@ def timer_from_row(row: sqlite3.Row) -> Timer:
         disambiguation=row["disambiguation"],
         fired_at=maybe_from_micros(row["fired_at"]),
         completed_at=maybe_from_micros(row["completed_at"]),
-        last_error=row["last_error"],
+        last_error=sealing.open_text(row["last_error"]),
         lease_owner=row["lease_owner"],
         lease_expires_at=maybe_from_micros(row["lease_expires_at"]),
         destination=row["destination"],
@@ -53,7 +55,7 @@ def timer_from_row(row: sqlite3.Row) -> Timer:
     )
 
 
-def attempt_from_row(row: sqlite3.Row) -> Attempt:
+def attempt_from_row(row: sqlite3.Row, sealing: Sealing) -> Attempt:
     return Attempt(
         timer_id=row["timer_id"],
         number=row["number"],
@@ -62,8 +64,8 @@ def attempt_from_row(row: sqlite3.Row) -> Attempt:
         finished_at=maybe_from_micros(row["finished_at"]),
         claimed_at=maybe_from_micros(row["claimed_at"]),
         outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
-        error=row["error"],
-        traceback=row["traceback"],
+        error=sealing.open_text(row["error"]),
+        traceback=sealing.open_text(row["traceback"]),
     )
 
 
@@ -131,8 +133,15 @@ class InstantCache(dict[int, datetime]):
         return value
 
 
-def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None) -> Timer:
-    """A row of :data:`TIMER_COLUMNS` → Timer; the claim path's per-row cost, kept low."""
+def timer_from_tuple(
+    row: tuple[Any, ...],
+    sealing: Sealing,
+    instants: InstantCache | None = None,
+    *,
+    strict: bool = False,
+) -> Timer:
+    """A row of :data:`TIMER_COLUMNS` → Timer; the claim path's per-row cost, kept low. A
+    sealed payload this ring cannot open raises when ``strict`` (a claim, about to run it)."""
     (
         id,
         namespace,
@@ -168,7 +177,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         namespace,
         key,
         type,
-        load_json(payload),
+        sealing.read_payload(payload, strict=strict),
         subject,
         at[due_at],
         _STATUS[status],
@@ -184,7 +193,7 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
         disambiguation,
         None if fired_at is None else at[fired_at],
         None if completed_at is None else at[completed_at],
-        last_error,
+        sealing.open_text(last_error),
         lease_owner,
         None if lease_expires_at is None else at[lease_expires_at],
         destination,
@@ -194,11 +203,11 @@ def timer_from_tuple(row: tuple[Any, ...], instants: InstantCache | None = None)
     )
 
 
-def claimed_from_tuple(row: tuple[Any, ...], instants: InstantCache) -> Claimed:
+def claimed_from_tuple(row: tuple[Any, ...], instants: InstantCache, sealing: Sealing) -> Claimed:
     """A claimed row → Claimed; one that cannot be read becomes a Claimed that says why, so
     that it ends alone instead of failing its whole claim."""
     try:
-        return Claimed(timer_from_tuple(row, instants), row[8])
+        return Claimed(timer_from_tuple(row, sealing, instants, strict=True), row[8])
     except Exception as exc:
         timer = unreadable_timer(row[0], row[1], row[2], row[3], row[8])
         return Claimed(timer, row[8], f"{type(exc).__name__}: {exc}")

@@ -10,8 +10,9 @@ from typing import Any, cast
 
 from duetime.model import CatchUp, Schedule
 from duetime.model.schedules import DueSchedule, NewSchedule
-from duetime.store.codec import dump_json, from_micros, load_json, maybe_from_micros, to_micros
+from duetime.store.codec import from_micros, maybe_from_micros, to_micros
 from duetime.store.cursors import encode_name_cursor
+from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
 
 
@@ -79,25 +80,26 @@ def due_rows(rows: Sequence[tuple[Any, ...]]) -> list[DueSchedule]:
     ]
 
 
-def new_params(schedule: NewSchedule, now: datetime) -> dict[str, Any]:
-    params = definition_params(schedule)
+def new_params(schedule: NewSchedule, now: datetime, sealing: Sealing) -> dict[str, Any]:
+    params = definition_params(schedule, sealing)
     params.update(namespace=schedule.namespace, name=schedule.name, now=to_micros(now))
     return params
 
 
-def saved_params(schedule: Schedule, now: datetime) -> dict[str, Any]:
-    params = definition_params(schedule)
+def saved_params(schedule: Schedule, now: datetime, sealing: Sealing) -> dict[str, Any]:
+    params = definition_params(schedule, sealing)
     params.update(id=schedule.id, version=schedule.version, now=to_micros(now))
     return params
 
 
-def definition_params(schedule: Schedule | NewSchedule) -> dict[str, Any]:
+def definition_params(schedule: Schedule | NewSchedule, sealing: Sealing) -> dict[str, Any]:
     """A stored schedule's columns, or a new one's (its rule read from its recurrence: no
-    Schedule made for each of a batch)."""
+    Schedule made for each of a batch); its payload sealed where its namespace is, so the
+    timers it makes copy it sealed."""
     rule = schedule.recurrence if isinstance(schedule, NewSchedule) else schedule
     return {
         "type": schedule.type,
-        "payload": dump_json(schedule.payload),
+        "payload": sealing.seal_json(schedule.namespace, schedule.payload),
         "subject": schedule.subject,
         "cron": rule.cron,
         "every": None if rule.every is None else span_micros(rule.every),
@@ -122,14 +124,14 @@ def span_micros(span: timedelta) -> int:
     return (span.days * 86_400 + span.seconds) * 1_000_000 + span.microseconds
 
 
-def schedule_from_row(row: sqlite3.Row) -> Schedule:
+def schedule_from_row(row: sqlite3.Row, sealing: Sealing) -> Schedule:
     every = row["every"]
     return Schedule(
         id=row["id"],
         namespace=row["namespace"],
         name=row["name"],
         type=row["type"],
-        payload=load_json(row["payload"]),
+        payload=sealing.read_payload(row["payload"]),
         subject=row["subject"],
         cron=row["cron"],
         every=None if every is None else timedelta(microseconds=every),

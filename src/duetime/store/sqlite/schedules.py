@@ -8,10 +8,12 @@ that no other process interleaves with.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from duetime.model import OnConflict, Page, Schedule, Timer
@@ -32,6 +34,7 @@ from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_mi
 from duetime.store.cursors import decode_name_cursor, page
 from duetime.store.parts import SchedulePlan
 from duetime.store.queries import load_queries
+from duetime.store.resealing import timer_writes
 from duetime.store.room import ScheduleRoom
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.rows import timer_from_row
@@ -42,6 +45,7 @@ from duetime.store.sqlite.schedule_rows import (
     saved_params,
     schedule_from_row,
 )
+from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.overlap import Fate, gated
 
 Q = load_queries("duetime.store.sqlite", "schedules.sql")
@@ -74,7 +78,7 @@ class SqliteSchedules:
         room: ScheduleRoom | None = None,
     ) -> list[Schedule | None]:
         schedules = list(schedules)  # all validated before the write lock is taken
-        rows = [new_params(schedule, now) for schedule in schedules]
+        rows = [new_params(schedule, now, self._db.sealing) for schedule in schedules]
 
         def run(conn: sqlite3.Connection) -> list[Schedule | None]:
             if room is not None:  # under the write lock: racing creations count in turn
@@ -107,7 +111,7 @@ class SqliteSchedules:
 
         def run(conn: sqlite3.Connection) -> Schedule | None:
             row = conn.execute(Q["get_schedule"], params).fetchone()
-            return None if row is None else schedule_from_row(row)
+            return None if row is None else schedule_from_row(row, self._db.sealing)
 
         return await self._db.read(run)
 
@@ -125,14 +129,16 @@ class SqliteSchedules:
 
         def run(conn: sqlite3.Connection) -> Page[Schedule]:
             rows = conn.execute(Q["list_schedules"], params).fetchall()
-            return page(rows, limit, schedule_from_row, name_cursor)
+            return page(
+                rows, limit, partial(schedule_from_row, sealing=self._db.sealing), name_cursor
+            )
 
         return await self._db.read(run)
 
     async def save_schedule(
         self, schedule: Schedule, now: datetime, release_after: datetime | None
     ) -> Schedule | None:
-        params = saved_params(schedule, now)
+        params = saved_params(schedule, now, self._db.sealing)
 
         def run(conn: sqlite3.Connection) -> Schedule | None:
             row = conn.execute(Q["save_schedule"], params).fetchone()
@@ -141,7 +147,7 @@ class SqliteSchedules:
             if release_after is not None:
                 release = {"schedule_id": schedule.id, "after": to_micros(release_after)}
                 conn.execute(Q["release_occurrences"], release)
-            return schedule_from_row(row)
+            return schedule_from_row(row, self._db.sealing)
 
         saved = await self._db.write(run)
         if saved is not None and saved.active:
@@ -157,7 +163,7 @@ class SqliteSchedules:
             row = conn.execute(Q["delete_schedule"], params).fetchone()
             if row is None:
                 return None
-            schedule = schedule_from_row(row)
+            schedule = schedule_from_row(row, self._db.sealing)
             cancel = {"schedule_id": schedule.id, "now": to_micros(now)}
             return schedule, conn.execute(Q["cancel_occurrences"], cancel).rowcount
 
@@ -172,7 +178,7 @@ class SqliteSchedules:
             "limit": limit,
             "now": to_micros(horizon if now is None else now),
         }
-        return await self._db.read(lambda conn: _due(conn, params))
+        return await self._db.read(lambda conn: _due(conn, params, self._db.sealing))
 
     async def advance_schedules(
         self, advances: Sequence[ScheduleAdvance], now: datetime
@@ -208,6 +214,18 @@ class SqliteSchedules:
             query = Q["due_window"]
         planned: list[ScheduleAdvance] = []
         released: list[int] = []
+
+        def read_due(conn: sqlite3.Connection) -> list[DueSchedule]:
+            cursor = conn.cursor()
+            cursor.row_factory = None
+            return due_rows(cursor.execute(query, params).fetchall())
+
+        # One writer (and one connection thread) serves every tenant: finding occurrences is
+        # done before it is taken, in a thread, for the rows due now; the plan made under it
+        # (from the rows as its transaction reads them, with their occurrence states) then
+        # finds them in the planner's cache.
+        if early := await self._db.read(read_due):
+            await asyncio.to_thread(plan, early, {})
 
         def run(conn: sqlite3.Connection) -> Materialized:
             cursor = conn.cursor()
@@ -254,14 +272,32 @@ class SqliteSchedules:
     async def schedules_after(self, after_id: int, limit: int) -> list[Schedule]:
         params = {"after_id": after_id, "limit": limit}
         return await self._db.read(
-            lambda conn: [schedule_from_row(r) for r in conn.execute(Q["schedules_after"], params)]
+            lambda conn: [
+                schedule_from_row(r, self._db.sealing)
+                for r in conn.execute(Q["schedules_after"], params)
+            ]
         )
+
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        sealing = self._db.sealing
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int | None]:
+            params = {"after": after, "limit": limit}
+            rows = conn.execute(Q["reseal_schedules_scan"], params).fetchall()
+            if not rows:
+                return 0, None
+            writes = timer_writes(sealing, rows)[0]
+            changed = sum(conn.execute(Q["reseal_schedule_payload"], w).rowcount for w in writes)
+            return changed, rows[-1]["id"]
+
+        return await self._db.write(run)
 
     async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
         params = {"after_id": after_id, "limit": limit}
         return await self._db.read(
             lambda conn: [
-                timer_from_row(r) for r in conn.execute(Q["pending_local_timers"], params)
+                timer_from_row(r, self._db.sealing)
+                for r in conn.execute(Q["pending_local_timers"], params)
             ]
         )
 
@@ -326,8 +362,8 @@ class SqliteSchedules:
         await self._db.write(lambda conn: conn.execute(Q["set_meta"], params))
 
 
-def _due(conn: sqlite3.Connection, params: dict[str, Any]) -> list[Schedule]:
-    return [schedule_from_row(row) for row in conn.execute(Q["due_schedules"], params)]
+def _due(conn: sqlite3.Connection, params: dict[str, Any], sealing: Sealing) -> list[Schedule]:
+    return [schedule_from_row(row, sealing) for row in conn.execute(Q["due_schedules"], params)]
 
 
 def _states(

@@ -252,3 +252,12 @@ SELECT value FROM meta WHERE key = :key
 -- name: set_meta
 INSERT INTO meta (key, value, updated_at) VALUES (:key, :value, :now)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+
+-- name: reseal_schedules_scan
+-- A rotation's batch of schedules (resealing.py), by id.
+SELECT id, namespace, payload, NULL AS last_error FROM schedules
+WHERE id > :after ORDER BY id LIMIT :limit
+
+-- name: reseal_schedule_payload
+-- Only over the value read: a schedule changed meanwhile keeps its change.
+UPDATE schedules SET payload = :new WHERE id = :id AND payload = :old

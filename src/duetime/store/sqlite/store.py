@@ -38,6 +38,7 @@ from duetime.store.cursors import (
 from duetime.store.gauges import gauges
 from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
+from duetime.store.resealing import attempt_writes, timer_writes
 from duetime.store.room import check_namespace_room
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
@@ -56,8 +57,28 @@ from duetime.store.sqlite.transactions import SqliteTransactions
 from duetime.store.sqlite.working import SqliteWorking, claim_params
 from duetime.store.sqlite.writes import earliest_written, timer_rows, transition, write_timers
 from duetime.store.transitions import Transition
+from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.sqlite", "namespaces.sql", "timers.sql")
+
+
+def reseal_rows(
+    conn: sqlite3.Connection,
+    sealing: Sealing,
+    rows: list[sqlite3.Row],
+    attempts: list[sqlite3.Row],
+    payload_query: str = Q["reseal_payload"],
+) -> int:
+    """Write a rotation batch's re-sealed values; how many were written."""
+    payloads, errors = timer_writes(sealing, rows)
+    changed = sum(conn.execute(payload_query, w).rowcount for w in payloads)
+    changed += sum(conn.execute(Q["reseal_last_error"], w).rowcount for w in errors)
+    for write in attempt_writes(sealing, attempts):
+        query = Q[
+            "reseal_attempt_error" if write["column"] == "error" else "reseal_attempt_traceback"
+        ]
+        changed += conn.execute(query, write).rowcount
+    return changed
 
 
 class SqliteStore(SqliteWorking):
@@ -74,6 +95,15 @@ class SqliteStore(SqliteWorking):
         self.limits = SqliteLimits(self._db, claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)
+
+    @property
+    def sealing(self) -> Sealing:
+        """What this store seals at rest, and the ring that opens what it reads."""
+        return self._db.sealing
+
+    @sealing.setter
+    def sealing(self, sealing: Sealing) -> None:
+        self._db.sealing = sealing
 
     async def open(self, *, migrate: bool = True) -> None:
         if self._db.is_open:
@@ -156,8 +186,10 @@ class SqliteStore(SqliteWorking):
         self, timers: Iterable[NewTimer], on_conflict: OnConflict, now: datetime
     ) -> list[PutResult]:
         timers = list(timers)  # every request validated before the write lock is taken
-        rows = timer_rows(timers, now)
-        results = await self._db.write(lambda conn: write_timers(conn, timers, rows, on_conflict))
+        rows = timer_rows(timers, now, self._db.sealing)
+        results = await self._db.write(
+            lambda conn: write_timers(conn, timers, rows, on_conflict, self._db.sealing)
+        )
         earliest = earliest_written(results)
         if earliest is not None:
             self._db.announce(earliest)
@@ -166,7 +198,7 @@ class SqliteStore(SqliteWorking):
     async def get_timer(self, namespace: str, key: str) -> Timer | None:
         def run(conn: sqlite3.Connection) -> Timer | None:
             row = conn.execute(Q["get_timer"], (namespace, key)).fetchone()
-            return None if row is None else timer_from_row(row)
+            return None if row is None else timer_from_row(row, self._db.sealing)
 
         return await self._db.read(run)
 
@@ -183,9 +215,29 @@ class SqliteStore(SqliteWorking):
 
         def run(conn: sqlite3.Connection) -> Page[Timer]:
             rows = conn.execute(query, params).fetchall()
-            return page(rows, limit, timer_from_row, partial(sorted_cursor, sort))
+            return page(
+                rows,
+                limit,
+                partial(timer_from_row, sealing=self._db.sealing),
+                partial(sorted_cursor, sort),
+            )
 
         return await self._db.read(run)
+
+    async def reseal(self, after: int, limit: int) -> tuple[int, int | None]:
+        """Re-seal up to ``limit`` timers after id ``after`` to the first key (see
+        :mod:`duetime.store.resealing`): the values changed, and the last id read (None: done)."""
+        sealing = self._db.sealing
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int | None]:
+            rows = conn.execute(Q["reseal_scan"], {"after": after, "limit": limit}).fetchall()
+            if not rows:
+                return 0, None
+            ids = dump_json([row["id"] for row in rows])
+            attempts = conn.execute(Q["reseal_attempts_scan"], {"ids": ids}).fetchall()
+            return reseal_rows(conn, sealing, rows, attempts), rows[-1]["id"]
+
+        return await self._db.write(run)
 
     async def list_types(self, namespace: str, prefix: str, limit: int) -> list[str]:
         params = {"namespace": namespace, "prefix": prefix, "limit": limit, "scan": TYPES_SCAN}
@@ -197,7 +249,10 @@ class SqliteStore(SqliteWorking):
 
     async def list_attempts(self, timer_id: int) -> list[Attempt]:
         def run(conn: sqlite3.Connection) -> list[Attempt]:
-            return [attempt_from_row(row) for row in conn.execute(Q["list_attempts"], (timer_id,))]
+            return [
+                attempt_from_row(row, self._db.sealing)
+                for row in conn.execute(Q["list_attempts"], (timer_id,))
+            ]
 
         return await self._db.read(run)
 
@@ -234,7 +289,9 @@ class SqliteStore(SqliteWorking):
         return timer
 
     async def delete(self, namespace: str, key: str, now: datetime) -> Timer:
-        return await self._db.write(lambda conn: delete_key(conn, namespace, key, now))
+        return await self._db.write(
+            lambda conn: delete_key(conn, namespace, key, now, self._db.sealing)
+        )
 
     async def bulk_batch(
         self,
@@ -296,4 +353,6 @@ class SqliteStore(SqliteWorking):
         return await self._db.read(run)
 
     async def _transition(self, name: Transition, namespace: str, key: str, now: datetime) -> Timer:
-        return await self._db.write(lambda conn: transition(conn, name, namespace, key, now))
+        return await self._db.write(
+            lambda conn: transition(conn, name, namespace, key, now, self._db.sealing)
+        )

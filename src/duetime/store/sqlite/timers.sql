@@ -216,3 +216,25 @@ SET status = 'scheduled', run_at = :now, completed_at = NULL, updated_at = :now,
     max_attempts = max_attempts + attempts
 WHERE namespace = :namespace AND key = :key AND status = 'dead'
 RETURNING *
+
+-- name: reseal_scan
+-- A rotation's batch (resealing.py): the next timers by id, with what may be sealed.
+SELECT id, namespace, payload, last_error FROM timers WHERE id > :after ORDER BY id LIMIT :limit
+
+-- name: reseal_attempts_scan
+SELECT timer_id, number, error, traceback FROM attempts
+WHERE timer_id IN (SELECT value FROM json_each(:ids))
+
+-- name: reseal_payload
+-- Each value only over the value read: what a worker wrote meanwhile stays.
+UPDATE timers SET payload = :new WHERE id = :id AND payload = :old
+
+-- name: reseal_last_error
+UPDATE timers SET last_error = :new WHERE id = :id AND last_error = :old
+
+-- name: reseal_attempt_error
+UPDATE attempts SET error = :new WHERE timer_id = :timer_id AND number = :number AND error = :old
+
+-- name: reseal_attempt_traceback
+UPDATE attempts SET traceback = :new
+WHERE timer_id = :timer_id AND number = :number AND traceback = :old

@@ -73,7 +73,7 @@ class SqliteWorking:
         )
 
         def run(conn: sqlite3.Connection) -> list[Claimed]:
-            return take_rows(conn, Q["claim_due"], params, node_id, now_us)
+            return take_rows(conn, Q["claim_due"], params, node_id, now_us, self._db.sealing)
 
         return await self._db.write(run)
 
@@ -87,6 +87,8 @@ class SqliteWorking:
             else []
         )
 
+        seal_text = self._db.sealing.seal_error
+
         def run(conn: sqlite3.Connection) -> set[int]:
             lost: set[int] = set()
             if done:
@@ -97,8 +99,8 @@ class SqliteWorking:
                     "attempt": finish.attempt,
                     "node_id": node_id,
                     "now": now_us,
-                    "error": finish.error,
-                    "traceback": finish.traceback,
+                    "error": seal_text(finish.error),
+                    "traceback": seal_text(finish.traceback),
                     "outcome": finish.outcome.value,
                     "run_at": to_micros(finish.run_at) if finish.run_at else now_us,
                     "claim_token": finish.claim_token,

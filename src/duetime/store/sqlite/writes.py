@@ -23,6 +23,7 @@ from duetime.store.sqlite.rows import (
     timer_from_tuple,
 )
 from duetime.store.transitions import Transition, refused
+from duetime.support.sealing import Sealing
 from duetime.validation import generate_key
 
 Q = load_queries("duetime.store.sqlite", "writes.sql", "timers.sql")
@@ -32,10 +33,11 @@ if any(  # pragma: no cover
     raise RuntimeError("writes.sql: the RETURNING lists must match rows.TIMER_COLUMNS")
 
 
-def timer_rows(timers: Sequence[NewTimer], now: datetime) -> list[dict[str, Any]]:
-    """The parameters :func:`write_timers` stores each timer with (a key drawn where none)."""
+def timer_rows(timers: Sequence[NewTimer], now: datetime, sealing: Sealing) -> list[dict[str, Any]]:
+    """The parameters :func:`write_timers` stores each timer with (a key drawn where none),
+    the payload sealed where its namespace is."""
     now_us = to_micros(now)
-    return [_timer_params(timer, now_us) for timer in timers]
+    return [_timer_params(timer, now_us, sealing) for timer in timers]
 
 
 def write_timers(
@@ -43,6 +45,7 @@ def write_timers(
     timers: Sequence[NewTimer],
     rows: Sequence[dict[str, Any]],
     on_conflict: OnConflict,
+    sealing: Sealing,
 ) -> list[PutResult]:
     """Insert or update ``timers`` on ``conn``, in the transaction open there (the store's own,
     or a caller's: the outbox)."""
@@ -58,12 +61,12 @@ def write_timers(
             row = cursor.execute(query, params).fetchone()
         if row is not None:
             action: PutAction = "created" if row[-1] == 1 else "updated"
-            results.append(PutResult(action, timer_from_tuple(row[:-1], instants)))
+            results.append(PutResult(action, timer_from_tuple(row[:-1], sealing, instants)))
             continue
         if on_conflict == "error":
             raise AlreadyExists(f"a timer with key {timer.key!r} already exists", field="key")
         kept = cursor.execute(Q["kept_timer"], (timer.namespace, timer.key)).fetchone()
-        results.append(PutResult("kept", timer_from_tuple(kept, instants)))
+        results.append(PutResult("kept", timer_from_tuple(kept, sealing, instants)))
     return results
 
 
@@ -73,7 +76,12 @@ def earliest_written(results: Sequence[PutResult]) -> datetime | None:
 
 
 def transition(
-    conn: sqlite3.Connection, name: Transition, namespace: str, key: str, now: datetime
+    conn: sqlite3.Connection,
+    name: Transition,
+    namespace: str,
+    key: str,
+    now: datetime,
+    sealing: Sealing,
 ) -> Timer:
     """Cancel or replay one timer on ``conn``; NotFound / Conflict name the key."""
     params = {"namespace": namespace, "key": key, "now": to_micros(now)}
@@ -81,7 +89,7 @@ def transition(
     cursor.row_factory = sqlite3.Row  # whatever rows the connection makes (a caller's)
     row = cursor.execute(Q[name], params).fetchone()
     if row is not None:
-        return timer_from_row(row)
+        return timer_from_row(row, sealing)
     existing = cursor.execute(Q["get_timer"], (namespace, key)).fetchone()
     raise refused(name, key, None if existing is None else existing["status"])
 
@@ -105,12 +113,12 @@ def _insert_generated(cursor: sqlite3.Cursor, params: dict[str, Any]) -> tuple[A
     )
 
 
-def _timer_params(timer: NewTimer, now_us: int) -> dict[str, Any]:
+def _timer_params(timer: NewTimer, now_us: int, sealing: Sealing) -> dict[str, Any]:
     return {
         "namespace": timer.namespace,
         "key": generate_key() if timer.key is None else timer.key,
         "type": timer.type,
-        "payload": payload_text(timer),
+        "payload": sealing.seal_payload(timer.namespace, payload_text(timer)),
         "subject": timer.subject,
         "correlation_id": timer.correlation_id,
         "due_at": to_micros(timer.due_at),

@@ -36,6 +36,19 @@ from zoneinfo import ZoneInfo
 from dateutil import rrule as du
 
 from duetime.errors import InvalidInput, InvalidRrule
+from duetime.timemath.recurrence.budget import (
+    DROP_STEPS,
+    MAX_STEPS,
+    RESOLVE_STEPS,
+    WALL_STEPS,
+    ExpansionBudget,
+    charge,
+    costly_part,
+    creation_budget,
+    metered,
+    sized,
+    spending,
+)
 from duetime.timemath.recurrence.business import (
     DEFAULT_WEEKEND,
     MAX_ROLL_DAYS,
@@ -253,7 +266,9 @@ def parse_calendar(
         first = start if not until.utc else to_utc(start, zone)
         if (until.is_date and limit.date() < start.date()) or (not until.is_date and limit < first):
             raise InvalidRrule("rrule", "UNTIL: is before DTSTART: the rule has no occurrence")
-    _check_fires(calendar)
+    # Deciding that a rule never fires walks a century of its days: the whole budget.
+    with spending(ExpansionBudget(field="rrule", part=costly_part(parts))):
+        _check_fires(calendar)
     return calendar
 
 
@@ -303,12 +318,14 @@ def _check_fires(calendar: Calendar) -> None:
         raise InvalidRrule(
             "rrule", f"{parts.text}: no occurrence within {RULE_SEARCH_YEARS} years of DTSTART"
         )
-    if calendar.roll == "skip" and next(calendar_walls(calendar, _UTC_ZONE), None) is None:
+    if calendar.roll == "skip":
+        # Runs of too many drops first: a lookup stops after MAX_DROPPED of them, so the first
+        # business occurrence of such a rule is not found, and "none" would misstate why.
+        _check_skips(calendar)
+    if calendar.roll == "skip" and _first_business(calendar) is None:
         raise InvalidInput(
             "roll", f"skip drops every occurrence of {parts.text}: none is on a business day"
         )
-    if calendar.roll == "skip":
-        _check_skips(calendar)
 
 
 def _check_skips(calendar: Calendar) -> None:
@@ -322,16 +339,26 @@ def _check_skips(calendar: Calendar) -> None:
             return
         text = ";".join(p for p in parts.text.split(";") if not p.startswith("COUNT="))
         uncounted = replace(calendar, rrule=text)
-    why = crowded(
-        parts,
-        calendar.dtstart,
-        calendar.weekend,
-        calendar.holidays,
-        calendar.holiday_dates,
-        lambda near: rule_walls(uncounted, near),
-    )
+    # Its own budget, naming roll: the walk must reach a run's MAX_DROPPED + 1st occurrence to
+    # say which run a lookup would stop at, and it stays bounded however the rule is made.
+    with spending(sized(MAX_STEPS + drop_allowance(calendar), "roll", "skip")):
+        why = crowded(
+            parts,
+            calendar.dtstart,
+            calendar.weekend,
+            calendar.holidays,
+            calendar.holiday_dates,
+            lambda near: rule_walls(uncounted, near),
+        )
     if why is not None:
         raise InvalidInput("roll", why)
+
+
+def drop_allowance(calendar: Calendar) -> int:
+    """Steps an expansion of ``calendar`` is granted besides its budget for the occurrences
+    ``roll=skip`` drops: MAX_DROPPED of them in a row (see
+    :data:`~duetime.timemath.recurrence.budget.DROP_STEPS`); none without skip."""
+    return MAX_DROPPED * DROP_STEPS if calendar.roll == "skip" else 0
 
 
 def earliest_wall(calendar: Calendar) -> datetime:
@@ -345,6 +372,13 @@ def earliest_wall(calendar: Calendar) -> datetime:
         except OverflowError:  # within a month of year 1: no earlier day to roll to
             return first
     return first
+
+
+def _first_business(calendar: Calendar) -> datetime | None:
+    """The first wall time left after ``roll=skip``; a walk over too many skipped ones is
+    refused as ``roll``'s fault."""
+    with spending(creation_budget("roll", "skip", drop_allowance(calendar))):
+        return next(calendar_walls(calendar, _UTC_ZONE), None)
 
 
 def _first_wall(calendar: Calendar) -> datetime | None:
@@ -406,18 +440,20 @@ def _expanded(calendar: Calendar, parts: RuleParts, near: datetime | None) -> It
 
 @functools.lru_cache(maxsize=4096)
 def _dateutil_rule(text: str, start: datetime) -> du.rrule:
-    return _parts(text).dateutil_rule(start)
+    return metered(_parts(text).dateutil_rule(start))
 
 
 @functools.lru_cache(maxsize=4096)
 def _resumed_rule(text: str, start: datetime, period: datetime) -> du.rrule | None:
     """Made once per rule and period: schedules alike share it within a materialiser round."""
-    return resumed(_parts(text), start, period)
+    rule = resumed(_parts(text), start, period)
+    return None if rule is None else metered(rule)
 
 
 @functools.lru_cache(maxsize=4096)
 def _whole_first_period(text: str, start: datetime) -> du.rrule | None:
-    return whole_first_period(_parts(text), start)
+    rule = whole_first_period(_parts(text), start)
+    return None if rule is None else metered(rule)
 
 
 def _from_dtstart(
@@ -436,8 +472,11 @@ def _from_dtstart(
 
 
 def _dateutil(rule: du.rrule) -> Iterator[datetime]:
+    """The rule's wall times, one step of the active expansion budget each."""
     try:
-        yield from rule
+        for wall in rule:
+            charge(WALL_STEPS)
+            yield wall
     except (OverflowError, ValueError):  # walked off the end of the calendar (year 9999)
         return
 
@@ -493,6 +532,7 @@ def calendar_walls(
         if wall in excluded:
             continue
         if calendar.roll is not None:
+            charge(WALL_STEPS)  # a business-day check costs about what making the wall did
             day = business_day(
                 wall.date(),
                 calendar.roll,
@@ -553,6 +593,7 @@ def calendar_instants(
     for wall in calendar_walls(calendar, zone, near):
         if wall < skip_before:
             continue
+        charge(RESOLVE_STEPS)
         kind = classify(wall, zone)
         earliest = to_utc(wall, zone, "earlier")
         if kind == "normal":

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim
 
+from duetime.timemath.recurrence.budget import RESOLVE_STEPS, WALL_STEPS, charge
 from duetime.timemath.tzmath import classify, to_utc
 
 OnGap = Literal["run_after", "skip"]
@@ -70,6 +71,7 @@ def cron_instants(
             wall = None
         if wall is None or wall > horizon:
             break
+        charge(WALL_STEPS + RESOLVE_STEPS)
         instants = instants_of(wall, zone, fixed, on_gap, on_overlap)
         if not instants:
             continue

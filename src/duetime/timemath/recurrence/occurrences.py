@@ -8,7 +8,14 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim
 
-from duetime.timemath.recurrence.calendar import calendar_instants
+from duetime.timemath.recurrence.budget import (
+    MAX_STEPS,
+    ExpansionBudget,
+    bounded,
+    costly_part,
+    sized,
+)
+from duetime.timemath.recurrence.calendar import calendar_instants, drop_allowance
 from duetime.timemath.recurrence.cron import cron_instants
 from duetime.timemath.recurrence.rule import CatchUpPolicy, Recurrence, parse_catch_up
 from duetime.timemath.tzmath import is_aware
@@ -22,6 +29,7 @@ def iter_occurrences(
     *,
     anchor: datetime | None = None,
     zone: ZoneInfo | None = None,
+    budget: ExpansionBudget | None = None,
 ) -> Iterator[datetime]:
     """Occurrences strictly after ``after`` as UTC instants, increasing, until ``end_at``.
 
@@ -30,7 +38,28 @@ def iter_occurrences(
     ``start_at + k * every``; without ``start_at``, on ``anchor + k * every``; without either,
     on ``after + k * every``. ``zone`` reads the rule's
     zone with other rules than the installed tz data's (a newer release's, before it is used).
+
+    All of it spends from ``budget`` (a fresh :func:`budget_for` the rule by default): a rule
+    whose occurrences take too long to find raises :class:`~duetime.errors.RuleTooCostly`.
     """
+    return bounded(
+        _occurrences(rec, after, anchor, zone), budget_for(rec) if budget is None else budget
+    )
+
+
+def budget_for(rec: Recurrence, *, steps: int = MAX_STEPS) -> ExpansionBudget:
+    """A fresh expansion budget whose refusal names the rule's field and its costly part; a
+    calendar that skips non-business days is granted its drops besides (see
+    :func:`~duetime.timemath.recurrence.calendar.drop_allowance`)."""
+    if rec.calendar is not None:
+        granted = steps + drop_allowance(rec.calendar)
+        return sized(granted, "rrule", costly_part(rec.calendar.parts))
+    return ExpansionBudget(steps=steps, field="cron" if rec.cron is not None else "every", part="")
+
+
+def _occurrences(
+    rec: Recurrence, after: datetime, anchor: datetime | None, zone: ZoneInfo | None
+) -> Iterator[datetime]:
     after = _utc(after, "after")
     if rec.start_at is not None and after < rec.start_at:
         after = rec.start_at - _TINY  # start_at itself is an occurrence when it matches
@@ -54,13 +83,19 @@ def next_after(
     *,
     anchor: datetime | None = None,
     zone: ZoneInfo | None = None,
+    budget: ExpansionBudget | None = None,
 ) -> datetime | None:
     """The first occurrence strictly after ``after`` (UTC), or None when there is none."""
-    return next(iter_occurrences(rec, after, anchor=anchor, zone=zone), None)
+    return next(iter_occurrences(rec, after, anchor=anchor, zone=zone, budget=budget), None)
 
 
 def occurrences(
-    rec: Recurrence, after: datetime, count: int, *, anchor: datetime | None = None
+    rec: Recurrence,
+    after: datetime,
+    count: int,
+    *,
+    anchor: datetime | None = None,
+    budget: ExpansionBudget | None = None,
 ) -> list[datetime]:
     """The next ``count`` occurrences strictly after ``after`` (fewer if the rule ends)."""
     if count < 0:
@@ -68,7 +103,7 @@ def occurrences(
     found: list[datetime] = []
     if count == 0:
         return found
-    for instant in iter_occurrences(rec, after, anchor=anchor):
+    for instant in iter_occurrences(rec, after, anchor=anchor, budget=budget):
         found.append(instant)
         if len(found) == count:
             break

@@ -35,6 +35,7 @@ from typing import Any
 
 from dateutil import rrule as du
 
+from duetime.timemath.recurrence.budget import metered
 from duetime.timemath.recurrence.rrule_text import DAYS, RuleParts, weekday_of
 
 CYCLE_YEARS = 400
@@ -132,30 +133,56 @@ def ever_fires(parts: RuleParts, dtstart: datetime) -> bool:
     """Does the rule (COUNT and UNTIL aside) yield any time within at least 100 years of
     DTSTART? Decided in bounded time (see the module's note)."""
     kwargs = rule_kwargs(parts, dtstart)
-    if parts.has("BYSETPOS") and parts.freq not in ("YEARLY", "MONTHLY", "WEEKLY"):
-        # A day or shorter period holds the same times whenever it holds any: BYSETPOS picks
-        # one of them only if it counts no further than there are.
+    if parts.has("BYSETPOS"):
+        # BYSETPOS picks a time of a period only if it counts no further than the period can
+        # hold: a day or shorter period holds the same times whenever it holds any; a longer
+        # one at most its days times those. Decided here, an empty rule is not walked for
+        # centuries of periods (a year of 366 days tested each, hundreds of times).
         size = _times_per_period(parts.freq, kwargs)
+        if parts.freq in ("YEARLY", "MONTHLY", "WEEKLY"):
+            size *= _most_days(parts, kwargs)
         if not any(-size <= int(pos) <= size for pos in parts.values("BYSETPOS")):
             return False
     cycles = max(0, (_LAST_YEAR - _CHECK_SPAN - dtstart.year) // CYCLE_YEARS)
     moved = dtstart.replace(year=dtstart.year + cycles * CYCLE_YEARS)
     try:
-        return next(iter(du.rrule(_freq(parts), dtstart=moved, **kwargs)), None) is not None
+        rule = metered(du.rrule(_freq(parts), dtstart=moved, **kwargs))
+        return next(iter(rule), None) is not None
     except (OverflowError, ValueError):  # an impossible INTERVAL with BYHOUR..., or year 9999
         return False
 
 
 def _times_per_period(freq: str, kwargs: dict[str, Any]) -> int:
-    """How many times one period of a DAILY or shorter rule holds (a SECONDLY one: one)."""
+    """How many times one period of a DAILY or shorter rule holds (a SECONDLY one: one); for a
+    longer rule, how many one of its days holds."""
     if freq == "SECONDLY":
         return 1
     size = len(kwargs["bysecond"])
-    if freq in ("DAILY", "HOURLY"):
+    if freq != "MINUTELY":
         size *= len(kwargs["byminute"])
-    if freq == "DAILY":
+    if freq != "MINUTELY" and freq != "HOURLY":
         size *= len(kwargs["byhour"])
     return size
+
+
+_PERIOD_DAYS = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7}
+
+
+def _most_days(parts: RuleParts, kwargs: dict[str, Any]) -> int:
+    """At most how many days one period of a YEARLY, MONTHLY or WEEKLY rule holds: each day
+    part allows no more than its values can name in one (a year day, one day; a week number,
+    seven; a day of the month, one a month), and a day must pass every part."""
+    most = _PERIOD_DAYS[parts.freq]
+    months = {"YEARLY": len(kwargs.get("bymonth", ())) or 12, "MONTHLY": 1, "WEEKLY": 2}
+    months_in = months[parts.freq]  # a week may hold the end of one month and the next's start
+    most = min(most, 31 * months_in)
+    if "byyearday" in kwargs:
+        most = min(most, len(kwargs["byyearday"]))
+    if "byweekno" in kwargs:
+        most = min(most, 7 * len(kwargs["byweekno"]))
+    if "bymonthday" in kwargs:
+        most = min(most, len(kwargs["bymonthday"]) * months_in)
+    return most
 
 
 def _freq(parts: RuleParts) -> int:

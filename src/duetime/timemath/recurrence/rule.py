@@ -12,7 +12,9 @@ from cronsim import CronSim, CronSimError
 
 from duetime.errors import InvalidCron, InvalidInput
 from duetime.timemath.durations import parse_duration
+from duetime.timemath.recurrence.budget import ExpansionBudget, bounded
 from duetime.timemath.recurrence.calendar import Calendar, parse_calendar
+from duetime.timemath.recurrence.cost import check_calendar_cost
 from duetime.timemath.recurrence.cron import (
     CRON_SEARCH_YEARS,
     OnGap,
@@ -127,14 +129,19 @@ def parse_recurrence(
         raise InvalidInput("end_at", "must not be before start_at")
     if every is not None:
         return Recurrence(None, _parse_every(every), timezone, gap, overlap, start, end)
-    if rrule is not None:
-        cal = parse_calendar(rrule=rrule, zone=zone, **dict(calendar or {}))
-        return Recurrence(None, None, timezone, gap, overlap, start, end, cal)
-    rec = Recurrence(_parse_cron_text(cron), None, timezone, gap, overlap, start, end)
     reference = start - _TINY if start is not None else _instant(now, "now")
     if reference is None:
         reference = datetime.now(UTC)
-    instants = cron_instants(rec.expression, rec.zone, reference, gap, overlap)
+    if rrule is not None:
+        cal = parse_calendar(rrule=rrule, zone=zone, **dict(calendar or {}))
+        check_calendar_cost(cal, zone, reference, gap, overlap)
+        return Recurrence(None, None, timezone, gap, overlap, start, end, cal)
+    rec = Recurrence(_parse_cron_text(cron), None, timezone, gap, overlap, start, end)
+    # Deciding that a rule never fires walks its whole horizon: the whole budget, not a share.
+    instants = bounded(
+        cron_instants(rec.expression, rec.zone, reference, gap, overlap),
+        ExpansionBudget(field="cron", part=""),
+    )
     if next(instants, None) is None:
         raise InvalidCron(
             "cron",
