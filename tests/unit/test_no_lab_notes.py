@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "duetime"
 LAB_NOTES = [
     r"bench/README",
     r"\d[\d,.]* ?(µs|ms|s) of CPU",
-    r"instead of \d",
+    r"\d ?(µs|ms|s|%),? instead of \d",
     r"loaded (\d-core )?machine",
     r"at the median",
     r"about (a quarter|a third|half) (less|more|of)",
