@@ -6,9 +6,11 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
+from tests.children import descendants, stop_all
 
 from duetime import FrozenClock
 
@@ -17,6 +19,20 @@ from duetime import FrozenClock
 # What an example computes is checked; how fast belongs to benchmarks.
 settings.register_profile("duetime", deadline=None)
 settings.load_profile("duetime")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Fail the session when its tests left a process they started still running (each is
+    stopped here): every fixture stops what it started, however its test ended. Set up before
+    any other session fixture, so it looks once all of theirs are torn down."""
+    before = set(descendants())
+    yield
+    left = {pid: line for pid, line in descendants().items() if pid not in before}
+    stop_all(left)
+    if left:
+        lines = "\n".join(f"  {pid}: {line}" for pid, line in sorted(left.items()))
+        pytest.fail(f"tests left {len(left)} process(es) running (now killed):\n{lines}")
 
 
 @pytest.fixture
@@ -39,6 +55,18 @@ def pytest_runtest_teardown() -> Iterator[None]:
         storekit = sys.modules.get("storekit")
         if storekit is not None:
             storekit.settle_schema_pool()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """A test that failed because the PostgreSQL server refused a connection as full ("too
+    many clients") gets a section saying so: the server's limit, the suite's processes and
+    this one's connections, and what to do (not a hint to point DUETIME_TEST_PG elsewhere)."""
+    report = yield
+    storekit = sys.modules.get("storekit")
+    if report.failed and storekit is not None and "too many clients" in report.longreprtext:
+        report.sections.append(("PostgreSQL is full", storekit.too_many_clients()))
+    return report
 
 
 TIER_ORDER = ("acceptance", "integration", "store", "unit")

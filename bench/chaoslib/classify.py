@@ -294,8 +294,11 @@ def _duplicates(
             continue
         report.duplicated += 1
         outcomes = {r.number: r.outcome for r in rows.get(key, [])}
+        claimed = {r.number: r.claimed_us for r in rows.get(key, [])}
         for earlier, later in itertools.pairwise(started):
-            causes[_cause(earlier, later, outcomes.get(earlier.attempt), nodes, faults)] += 1
+            since = claimed.get(earlier.attempt) or earlier.at_us
+            cause = _cause(earlier, later, outcomes.get(earlier.attempt), nodes, faults, since)
+            causes[cause] += 1
     report.duplicate_causes = dict(causes)
 
 
@@ -305,16 +308,20 @@ def _cause(
     outcome: str | None,
     nodes: dict[str, NodeFate],
     faults: list[FaultEvent],
+    since: int | None = None,
 ) -> str:
     """Why ``earlier`` was started again: its handler failed (a retry), or what happened to
-    its node between the two starts."""
+    its node between the two starts. A pause counts from ``since``, its attempt's claim: one
+    that fell between the claim and the handler's start delays the start past the other
+    node's (a stale start), and is its cause all the same."""
     if outcome == "retry":
         return "the handler failed (a retry)"
     fate = nodes.get(earlier.node)
     if fate is not None:
         if fate.killed_us is not None and earlier.at_us <= fate.killed_us <= later.at_us:
             return "kill -9"
-        if any(earlier.at_us <= begin <= later.at_us for begin, _ in fate.stops):
+        first = earlier.at_us if since is None else min(since, earlier.at_us)
+        if any(first <= begin <= later.at_us for begin, _ in fate.stops):
             return "SIGSTOP past the lease"
     db = [f for f in faults if f.kind in ("dbrestart", "dropconn")]
     if any(earlier.at_us <= f.at_us <= later.at_us for f in db):

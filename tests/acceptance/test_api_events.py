@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from starlette.exceptions import StarletteDeprecationWarning
+from tests.waiting import poll
 
 from duetime import AsyncApp, Dead, Event, FrozenClock, Retry
 from duetime.api import ApiSettings, create_api
@@ -119,13 +119,15 @@ def api(database_url: str) -> Iterator[Api]:
 
 def settled(api: Api, count: int) -> list[dict[str, Any]]:
     """The log once ``count`` events are there and none is still being delivered."""
-    deadline = time.monotonic() + 10
-    while True:
-        items: list[dict[str, Any]] = api.events()["items"]
-        if len(items) == count and all(i["status"] in ("done", "dead") for i in items):
-            return items
-        assert time.monotonic() < deadline, items
-        time.sleep(0.02)
+    seen: list[dict[str, Any]] = []
+
+    def done() -> list[dict[str, Any]] | None:
+        seen[:] = api.events()["items"]
+        if len(seen) == count and all(i["status"] in ("done", "dead") for i in seen):
+            return list(seen)
+        return None
+
+    return poll(done, 60, f"{count} events delivered", explain=seen.__str__)
 
 
 def emit_three(api: Api) -> None:

@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,12 +31,19 @@ from duetime.tenancy.auth import IssuedToken
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import PG_URL, drop_schema, require_pg, with_params
+from tests.children import descendants
+from tests.waiting import poll, wait_until
 
 from .conftest import Cli
 
 pytestmark = pytest.mark.slow  # real `duetime serve` processes: start, flags, signals
 
 R = TypeVar("R")
+
+START_TIMEOUT = 120.0
+"""How long a server may take to answer its first health check: it answers within seconds,
+but a machine busy with other processes may slow its start many times over. Only a server
+that never answers waits this long."""
 
 HANDLERS = """
 import os
@@ -173,17 +179,28 @@ class Server:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"serve exited {self.process.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"serve did not answer within 20 s:\n{self.log()}")
+        try:
+            wait_until(
+                self._answers,
+                START_TIMEOUT,
+                "duetime serve to answer /healthz",
+                every=0.05,
+                explain=self.log,
+            )
+        except BaseException:  # failed, timed out or interrupted: no server is left running
+            self.stop(signal.SIGKILL, timeout=START_TIMEOUT)
+            raise
+        return self
+
+    def _answers(self) -> bool:
+        """Whether the server answers its health check; fails at once once it has exited."""
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"serve exited {self.process.returncode}:\n{self.log()}")
+        try:
+            return httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def log(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
@@ -223,9 +240,11 @@ def make_server(tmp_path: Path, name: str = "server") -> Server:
 def servers(tmp_path: Path) -> Iterator[list[Server]]:
     """Servers a test started; each is stopped (SIGTERM) at the end."""
     started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
+    try:
+        yield started
+    finally:
+        for server in started:
+            server.stop()
 
 
 class SharedServers:
@@ -283,16 +302,9 @@ def fresh_namespace(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def wait_for(check: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
+def wait_for(check: Any, timeout: float = 60.0, interval: float = 0.05) -> Any:
     """Poll ``check()`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {timeout} s waiting for {check}")
-        time.sleep(interval)
+    return poll(check, timeout, str(check), every=interval)
 
 
 class Tokens:
@@ -318,6 +330,20 @@ def secured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[S
 
 
 # -- serve itself ----------------------------------------------------------------------------
+def test_a_server_that_never_answers_is_stopped_when_its_start_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start that fails leaves no server running (it would hold its port, database and
+    connections after the suite). Its app hangs on import, so the server never answers."""
+    server = make_server(tmp_path)
+    (server.cwd / "hangs.py").write_text("import threading\nthreading.Event().wait()\n")
+    monkeypatch.setattr(sys.modules[__name__], "START_TIMEOUT", 1.0)
+    with pytest.raises(AssertionError, match=r"timed out .* duetime serve to answer"):
+        server.start("--app", "hangs:app")
+    assert server.process is None
+    assert not [line for line in descendants().values() if str(server.port) in line]
+
+
 def test_serve_answers_health_docs_dashboard_and_metrics(
     tmp_path: Path, servers: list[Server]
 ) -> None:

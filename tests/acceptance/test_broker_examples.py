@@ -39,6 +39,7 @@ from confluent_kafka import (
 )
 from redis.asyncio import Redis
 from tests.waiting import run as run_within
+from tests.waiting import until
 
 from duetime import Outcome, Status
 from duetime.testing.tansu import tansu_binary
@@ -169,7 +170,7 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
 
             arrivals: dict[str, tuple[datetime, dict[str, Any], str]] = {}
             async with running(service):
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + 60
                 while len(arrivals) < 2 and time.monotonic() < deadline:
                     with contextlib.suppress(nats.errors.TimeoutError):
                         for msg in await events.fetch(1, timeout=0.5):
@@ -184,7 +185,13 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
                 # A command for a call that has already fired is left alone (one timer a call).
                 late = schedule_timer("t1", "call-1", iso_in(0.3))
                 await js.publish(topology.commands_subject, json.dumps(late).encode())
-                await asyncio.sleep(1.2)
+                # A marker behind it on the commands stream, and due after it: once the marker
+                # has fired, a timer the late command had made would have fired first.
+                marker = schedule_timer("t1", "call-4", iso_in(0.6))
+                await js.publish(topology.commands_subject, json.dumps(marker).encode())
+                (next_event,) = await events.fetch(1, timeout=60)
+                await next_event.ack()
+                assert json.loads(next_event.data)["payload"]["serviceCallId"] == "call-4"
 
             assert sorted(arrivals) == ["call-1", "call-2"]
             for call, command in (("call-1", call_1), ("call-2", call_2)):
@@ -205,8 +212,8 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
                 assert due <= received <= due + TOLERANCE, (call, received - due)
                 assert msg_id == envelope["id"]  # JetStream deduplicates on the envelope id
             assert arrivals["call-1"][2] != arrivals["call-2"][2]
-            # once each: nothing else reached the events stream
-            assert (await js.stream_info(topology.events_stream)).state.messages == 2
+            # once each, and the marker: nothing else reached the events stream
+            assert (await js.stream_info(topology.events_stream)).state.messages == 3
 
             dead_sub = await js.pull_subscribe(
                 topology.dead_subject, durable="dead-observer", stream=topology.commands_stream
@@ -219,7 +226,7 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
 
             async with service.app:
                 timers = (await service.app.history(limit=10)).items
-                assert sorted(t.key for t in timers) == ["t1:call-1", "t1:call-2"]
+                assert sorted(t.key for t in timers) == ["t1:call-1", "t1:call-2", "t1:call-4"]
                 assert all(t.status is Status.DONE for t in timers)
                 stored_2 = await service.app.get("t1:call-2")
                 assert stored_2.due_at == instant(call_2["dueAt"])
@@ -292,7 +299,7 @@ def test_delayed_notifications_sent_on_time_stale_ones_expired(
             started = datetime.now(UTC)
             async with running(service):
                 seen: Any = "0-0"
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + 60
                 while len(arrivals) < 2 and time.monotonic() < deadline:
                     reply: Any = await client.xread({topology.notification_stream: seen}, block=200)
                     for _, entries in reply or []:
@@ -302,10 +309,18 @@ def test_delayed_notifications_sent_on_time_stale_ones_expired(
                             event_id = envelope["payload"]["id"]
                             assert event_id not in arrivals, f"{event_id} sent twice"
                             arrivals[event_id] = (datetime.now(UTC), envelope)
-                await asyncio.sleep(0.5)  # time for a duplicate to show up, if there were one
+                # A marker behind every event on the stream, and due after them: once it is
+                # sent, a duplicate would have been sent before it.
+                marker = schedule_event("marker", iso_in(0.3))
+                await client.xadd(topology.schedule_stream, {"body": json.dumps(marker)})
+                after: Any = await client.xread(
+                    {topology.notification_stream: seen}, count=1, block=60_000
+                )
+                (((_, ((_, fields),)),)) = after
+                assert json.loads(fields[b"envelope"])["payload"]["id"] == "marker"
 
             assert sorted(arrivals) == ["late", "soon"]
-            assert await client.xlen(topology.notification_stream) == 2
+            assert await client.xlen(topology.notification_stream) == 3  # and the marker
             received, envelope = arrivals["soon"]
             due = instant(soon["executionDate"])
             assert due <= received <= due + TOLERANCE, received - due
@@ -326,8 +341,8 @@ def test_delayed_notifications_sent_on_time_stale_ones_expired(
                 assert waiting.status is Status.SCHEDULED
                 assert waiting.expires_after == timedelta(minutes=5)
                 counts = await service.app.counts()
-                assert counts[Status.DONE] == 2
-                assert sum(counts.values()) == 4  # soon (once), late, stale, far
+                assert counts[Status.DONE] == 3  # soon, late and the marker
+                assert sum(counts.values()) == 5  # soon (once), late, stale, far, the marker
 
             dead: Any = await client.xrange(topology.dead_stream)
             assert len(dead) == 1
@@ -418,10 +433,12 @@ def test_delayed_notifications_on_kafka_sent_on_time_as_the_original_event(
             async with running(service):
                 # The first event shows the consumer group has formed; the timed ones follow.
                 await asyncio.to_thread(produce_events, servers, topology.schedule_topic, [far])
-                deadline = time.monotonic() + 15
-                while service.source.stats.total_stored() < 1:
-                    assert time.monotonic() < deadline, "the source never stored a record"
-                    await asyncio.sleep(0.05)
+                await until(
+                    lambda: service.source.stats.total_stored() >= 1,
+                    60,
+                    "the source to store a record",
+                    every=0.05,
+                )
                 soon = schedule_event(
                     "soon", iso_in(3), createdDate=iso_in(0)
                 )  # after a poll and a commit

@@ -6,23 +6,19 @@ import json
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
+from tests.waiting import wait_until
 
 from .conftest import Cli
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s")
-        time.sleep(0.05)
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    wait_until(condition, timeout, "the worker's effect", every=0.05)
 
 
 def jsonl(*requests: dict[str, object]) -> str:

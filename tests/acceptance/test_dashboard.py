@@ -394,7 +394,7 @@ def test_under_a_path_prefix_every_request_stays_under_it(tmp_path: Path, page: 
     )
     base = f"http://127.0.0.1:{port}/ops/"
     try:
-        wait_for(lambda: _answers(f"{base}healthz"), timeout=20)
+        wait_for(lambda: _answers(f"{base}healthz"), timeout=120)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 404
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))

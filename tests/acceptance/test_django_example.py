@@ -34,7 +34,7 @@ from storekit import PG_URL, require_pg  # noqa: E402
 
 pytestmark = pytest.mark.slow  # the Django example's processes end to end
 
-WITHIN = 30.0
+WITHIN = 120.0
 
 
 def admin(statement: str) -> None:

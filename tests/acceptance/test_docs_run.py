@@ -35,13 +35,13 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from tests.waiting import wait_until
 
 from .test_api_serve import duetime_command, free_port
 
@@ -55,7 +55,7 @@ MARKER = re.compile(
 RUNNABLE = {"bash", "sh", "shell", "console", "python", "py"}
 """The languages of blocks that must carry a marker: the rest are output, data or configuration."""
 FENCE = re.compile(r"^(?P<fence>```+)(?P<info>[^`]*)$")
-UNTIL = 30.0
+UNTIL = 60.0
 """Seconds a ``run until`` example may take to show what it waits for."""
 PYTHON_DRIVER = r"""
 import contextlib, io, json, sys, traceback
@@ -219,17 +219,17 @@ class Session:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.server.poll() is not None:
+        server = self.server
+
+        def answers() -> bool:
+            if server.poll() is not None:
                 raise AssertionError(f"{command!r} exited:\n{self.log()}")
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).is_success:
-                    return
+                return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).is_success
             except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"{command!r} did not answer within 30 s:\n{self.log()}")
+                return False
+
+        wait_until(answers, 120, f"{command!r} to answer", every=0.05, explain=self.log)
 
     def log(self) -> str:
         path = self.cwd / "serve.log"
@@ -318,11 +318,13 @@ def run(session: Session, example: Example, text: str, where: str) -> None:
             assert same_output(done.stdout, shown), f"{where}: {command}\n{done.stdout}"
         return
     wanted = re.compile(example.arg[len("until") :].strip().strip("\"'")) if example.arg else None
-    deadline = time.monotonic() + UNTIL
-    while True:
+    last: list[str] = [""]
+
+    def shows() -> bool:
         done = session.bash(text)
         assert done.returncode == 0, f"{where}:\n{text}\n{done.stdout}{done.stderr}"
-        if wanted is None or wanted.search(done.stdout):
-            return
-        assert time.monotonic() < deadline, f"{where}: no {wanted.pattern!r} in:\n{done.stdout}"
-        time.sleep(0.2)
+        last[0] = done.stdout
+        return wanted is None or bool(wanted.search(done.stdout))
+
+    pattern = "" if wanted is None else wanted.pattern
+    wait_until(shows, UNTIL, f"{where}: {pattern!r}", every=0.2, explain=lambda: last[0])

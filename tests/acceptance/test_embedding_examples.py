@@ -78,7 +78,7 @@ def start(command: list[str], tmp_path: Path, *, port: int, ready: str) -> Serve
             return False
 
     try:
-        wait_until(answers, 30, f"{command} to answer {ready}", every=0.05, explain=server.log)
+        wait_until(answers, 120, f"{command} to answer {ready}", every=0.05, explain=server.log)
     except BaseException:
         process.kill()
         process.wait()

@@ -24,11 +24,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+from tests.waiting import wait_until
 
 OS_USER = "postgres"
 
@@ -172,7 +172,7 @@ class PgCluster:
             return base
         return base + "?" + "&".join(f"{name}={value}" for name, value in params.items())
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:
         self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.logfile), "-w",
             "-t", str(int(timeout)), "start",
@@ -190,17 +190,25 @@ class PgCluster:
     def is_running(self) -> bool:
         return (self.data / "postmaster.pid").exists()
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        refused: list[str] = []
+
+        def answers() -> bool:
             try:
                 with psycopg.connect(self.url(), connect_timeout=2) as conn:
                     conn.execute("SELECT 1")
-                return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+            except psycopg.OperationalError as exc:
+                refused[:] = [str(exc)]
+                return False
+            return True
+
+        wait_until(
+            answers,
+            timeout,
+            "the cluster to accept connections",
+            every=0.05,
+            explain=lambda: f"{refused}\n{self.server_log()}",
+        )
 
     def server_log(self) -> str:
         try:

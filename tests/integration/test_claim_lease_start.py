@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.waiting import run
+from tests.waiting import run, until
 
 from duetime import AsyncApp, Event, FrozenClock
 from duetime.store import create_store
@@ -59,12 +59,12 @@ def test_a_claims_lease_runs_from_after_the_rules_are_read(
             worker = app.worker()
             running = asyncio.create_task(worker.run())
             try:
-                async with asyncio.timeout(15):
+                async with asyncio.timeout(60):
                     # Started (what it reads at start is read), then the timer falls due.
-                    while not await store.list_nodes():
-                        if running.done():
-                            break
-                        await asyncio.sleep(0.01)
+                    async def started() -> bool:
+                        return running.done() or bool(await store.list_nodes())
+
+                    await until(started, 60, "the worker to register", every=0.01)
                     armed.set()
                     clock.set(DUE)
                     await ran.wait()

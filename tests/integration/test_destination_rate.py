@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from tests.waiting import run
+from tests.waiting import run, until
 
 from duetime import AsyncApp, TimerRequest
 from duetime.destinations import WebhookDestination
@@ -120,11 +120,12 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(
                 worker = app.worker()
                 running = asyncio.create_task(worker.run())
                 try:
-                    for _ in range(600):
+
+                    def arrived() -> bool:
                         crm = len(server.at("/crm")) if overlap else EVENTS
-                        if len(server.at("/hook")) >= EVENTS and crm >= EVENTS:
-                            break
-                        await asyncio.sleep(0.05)
+                        return len(server.at("/hook")) >= EVENTS and crm >= EVENTS
+
+                    await until(arrived, 60, "every delivery", every=0.05)
                 finally:
                     worker.stop()
                     await running

@@ -80,12 +80,10 @@ async def unreachable_then_reachable(spec: dict[str, Any], real_url: str) -> Del
     down = build_destination(
         DestinationSpec.from_dict({**spec, "url": with_port(real_url, closed_port())}, name="d")
     )
-    started = time.monotonic()
-    try:
+    try:  # a refused connection fails at once (a hang would meet the test's timeout)
         failure = await failure_of(down, Delivery.from_event(make_event(), "d"))
     finally:
         await down.close()
-    assert time.monotonic() - started < 5
     up = build_destination(DestinationSpec.from_dict({**spec, "url": real_url}, name="d"))
     try:
         await up.deliver(Delivery.from_event(make_event(), "d"))

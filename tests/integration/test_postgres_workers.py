@@ -413,7 +413,7 @@ def test_postgres_restart_mid_run_workers_reconnect_without_spinning(
     cluster.stop("immediate")  # as a crash: connections cut, crash recovery on start
     down_at = time.monotonic()
     cpu_before = {proc.pid: cpu_seconds(proc.pid) for proc in procs}
-    time.sleep(OUTAGE)
+    time.sleep(OUTAGE)  # timed: the outage lasts this long; the workers' CPU is measured
     cpu_used = {pid: cpu_seconds(pid) - used for pid, used in cpu_before.items()}
     outage = time.monotonic() - down_at
     cluster.start()

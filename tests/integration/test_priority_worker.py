@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from tests.waiting import until
+
 from duetime import AsyncApp, Event, TimerRequest
 
 BACKLOG = 400
@@ -32,11 +34,10 @@ def test_urgent_events_start_before_the_backlog_drains(db_url: str) -> None:
                 await app.schedule("work", key=f"urgent-{level}", delay=0, priority=level)
             worker = app.worker()
             task = asyncio.create_task(worker.run())
-            for _ in range(500):
-                if len(started) == BACKLOG + 3:
-                    break
-                await asyncio.sleep(0.02)
-            worker.stop()
+            try:
+                await until(lambda: len(started) == BACKLOG + 3, 60, "every timer to start")
+            finally:
+                worker.stop()
             await task
         assert sorted(started) == sorted([*(f"old-{i}" for i in range(BACKLOG)),
                                           "urgent-3", "urgent-5", "urgent-9"])  # fmt: skip

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from tests.waiting import run
+from tests.waiting import until as wait
 
 from duetime import AsyncApp, Event, FrozenClock, Status
 from duetime.model import Timer
@@ -41,14 +42,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield found
 
 
-async def until(check: Callable[[], Awaitable[bool]], what: str, within: float = 15) -> None:
+async def until(check: Callable[[], Awaitable[bool]], what: str, within: float = 60) -> None:
     """Poll ``check`` until it holds; fail naming ``what`` (no assertion on how long)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+    await wait(check, within, what)
 
 
 class Blocking:

@@ -30,6 +30,7 @@ from duetime.model import Timer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 
 from storekit import pooled_pg_url
+from tests.waiting import wait_until
 
 POLICIES = ("latest", "all", "none")
 LOOKAHEAD = 1.0
@@ -82,6 +83,22 @@ asyncio.run(main())
 """
 
 
+STARTED: list[subprocess.Popen[str]] = []
+"""Every worker process the current test started: killed after it, however it ended."""
+
+
+@pytest.fixture(autouse=True)
+def kill_what_the_test_started() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        while STARTED:
+            worker = STARTED.pop()
+            if worker.poll() is None:
+                worker.kill()
+            worker.communicate()
+
+
 @dataclass
 class Fleet:
     url: str
@@ -112,6 +129,7 @@ class Fleet:
             )
             for _ in range(WORKERS)
         ]
+        STARTED.extend(workers)
         for worker in workers:
             assert worker.stdout is not None
             assert worker.stdout.readline().strip() == "ready", worker.communicate()[1]
@@ -188,8 +206,21 @@ def test_three_workers_fire_each_occurrence_once_and_catch_up_as_told(
         assert all(b - a == timedelta(seconds=1) for a, b in pairwise(instants)), keys
 
     fleet.sleep_until(stopped + timedelta(seconds=3))  # everything down
+    restarted = fleet.now()
     workers = fleet.start(out)
-    time.sleep(2.5)
+    with App(database_url, "ns", clock=fleet) as app:
+
+        def fired_again(policy: str) -> bool:
+            """An occurrence due since the restart fired: the catch-up lies behind it."""
+            return any(
+                t.due_at >= restarted and t.status.value == "done" for t in timers_of(app, policy)
+            )
+
+        wait_until(
+            lambda: all(fired_again(policy) for policy in POLICIES),
+            60,
+            "every schedule to fire again after the restart",
+        )
     Fleet.stop(workers)
     final = fleet.now()
 

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import os
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ from brokers import require_nats, require_redis
 from nats.js import JetStreamContext
 from redis.asyncio import Redis
 from tests.waiting import run as run_within
+from tests.waiting import until
 
 from duetime import AsyncApp, Status
 from duetime.errors import InvalidInput, StoreUnavailable
@@ -69,12 +69,8 @@ def request(key: str | None, **extra: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 8.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 60.0) -> None:
+    await until(check, within, "the sources' effect", every=0.05)
 
 
 @asynccontextmanager
@@ -450,7 +446,12 @@ def test_redis_pending_entries_of_dead_consumer_are_claimed(tmp_path: Path, redi
             # A consumer reads both, then dies before storing or acknowledging them.
             read: Any = await client.xreadgroup("duetime", "crashed", {stream: ">"}, count=10)
             assert len(read[0][1]) == 2
-            await asyncio.sleep(0.3)
+
+            async def idle_past_claim_idle() -> bool:  # as the server counts it
+                entries: Any = await client.xpending_range(stream, "duetime", "-", "+", 10)
+                return all(entry["time_since_delivered"] >= 300 for entry in entries)
+
+            await eventually(idle_past_claim_idle)
             source = redis_source(app, url, stream, claim_idle=0.2)
             async with running(source, app=app):
                 await eventually(lambda: _count(app, 2))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from handler_worker_app import WORK
-from tests.waiting import run, wait_until
+from tests.waiting import run, until, wait_until
 
 from duetime import App, AsyncApp, Event, Status, TimerRequest
 
@@ -43,14 +43,13 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 async def wait_for(app: AsyncApp, keys: list[str], status: Status, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        found = [(await app.get(key)).status for key in keys]
-        if all(s is status for s in found):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {status.value}: {found}")
-        await asyncio.sleep(0.05)
+    found: list[Status] = []
+
+    async def reached() -> bool:
+        found[:] = [(await app.get(key)).status for key in keys]
+        return all(s is status for s in found)
+
+    await until(reached, within, f"every timer {status.value}", every=0.05, explain=found.__str__)
 
 
 def test_sync_handlers_run_as_many_at_once_as_concurrency_allows(url: str) -> None:
@@ -91,7 +90,7 @@ def test_sync_handlers_run_as_many_at_once_as_concurrency_allows(url: str) -> No
             await running
         assert worker.stats.outcomes["done"] == count
 
-    run(main, within=120)
+    run(main)
 
 
 class LateInHandlerThreads:
@@ -191,7 +190,15 @@ def test_a_worker_paused_past_its_lease_starts_no_sync_handler_taken_over(
         wait_until(all_done, 60, "the other worker to run everything")
         continued_at = time.time()
         paused.send_signal(signal.SIGCONT)
-        time.sleep(0.5)  # awake: its handlers under way end, their outcomes are fenced off
+
+        def handlers_ended(pid: int) -> bool:
+            """Every handler ``pid`` started has ended (its log's start and end lines)."""
+            lines = [line.split(",") for line in log.read_text().splitlines()]
+            mine = [fields[0] for fields in lines if fields[3] == str(pid)]
+            return mine.count("start") == mine.count("end")
+
+        # awake: its handlers under way end, their outcomes are fenced off
+        wait_until(lambda: handlers_ended(paused.pid), 60, "the paused worker's handlers to end")
         paused.send_signal(signal.SIGTERM)  # finishes everything it started, then exits
         assert paused.wait(60) == 0, (tmp_path / "paused.stderr").read_text()[-5000:]
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.waiting import until
 
 from duetime import AsyncApp, Dead, Event, FrozenClock, Status
 from duetime.services.materializer import Materializer
@@ -82,16 +83,12 @@ def test_a_running_worker_hears_the_clock_and_forgets_it_when_stopped(
             clock_before, store_before = listener_counts(app, clock)
             worker = app.worker()
             task = asyncio.create_task(worker.run())
-            for _ in range(200):  # started: the worker and its materializer are listening
-                if listener_counts(app, clock) == (clock_before + 2, store_before + 2):
-                    break
-                await asyncio.sleep(0.01)
-            assert listener_counts(app, clock) == (clock_before + 2, store_before + 2)
+            listening = (clock_before + 2, store_before + 2)
+            await until(  # started: the worker and its materializer are listening
+                lambda: listener_counts(app, clock) == listening, 60, "the listeners", every=0.01
+            )
             clock.advance(3600)  # the worker sleeps up to `recheck`: only the clock wakes it
-            for _ in range(200):
-                if ran:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: bool(ran), 60, "the timer to run", every=0.01)
             assert ran == ["later"]
             worker.stop()
             await asyncio.wait_for(task, 10)

@@ -31,6 +31,7 @@ from brokers import require_nats, require_redis
 from opentelemetry.trace import SpanKind, StatusCode
 from redis.asyncio import Redis
 from test_destinations_webhook import Receiver
+from tests.signals import WorkerSignals
 from tests.waiting import run
 from tracing_kit import Traced, is_child, traceparent
 
@@ -428,6 +429,8 @@ def test_a_row_claimed_ahead_starts_its_span_when_its_instant_comes(tmp_path: Pa
 
     async def main() -> None:
         app = AsyncApp(f"sqlite:///{tmp_path / 'held.db'}", tracer_provider=traced.provider)
+        signals = WorkerSignals()
+        app.observers.append(signals)
         ran: list[float] = []
 
         @app.handler("held")
@@ -438,13 +441,12 @@ def test_a_row_claimed_ahead_starts_its_span_when_its_instant_comes(tmp_path: Pa
         async with app:
             worker = app.worker()
             task = asyncio.create_task(worker.run())
-            await asyncio.sleep(0.3)  # asleep, nothing due
+            await signals.next_idle()  # asleep, nothing due
             await app.schedule("held", delay=0.4, key="h-1")
-            for _ in range(250):
-                if ran:
-                    break
-                await asyncio.sleep(0.02)
-            worker.stop()
+            try:
+                await signals.until(lambda: bool(ran), "the held timer to run")
+            finally:
+                worker.stop()
             await task
         process = traced.one("duetime process held")
         assert is_child(process, traced.one("duetime schedule held"))

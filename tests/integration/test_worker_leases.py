@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.waiting import run
+from tests.waiting import run, until
 
 from duetime import AsyncApp, Event, Outcome, Status
 
@@ -45,10 +45,11 @@ def test_heartbeats_keep_a_long_attempt_under_its_own_claim(url: str) -> None:
             worker = asyncio.create_task(app.run_worker())
             try:
                 await asyncio.wait_for(done.wait(), 30)
-                for _ in range(200):
-                    if (await app.get("k")).status is Status.DONE:
-                        break
-                    await asyncio.sleep(0.05)
+
+                async def done_() -> bool:
+                    return (await app.get("k")).status is Status.DONE
+
+                await until(done_, 60, "the timer done", every=0.05)
             finally:
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)

@@ -9,6 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tests.waiting import until
+
 from duetime import AsyncApp, Event, Status, TimerRequest
 from duetime.model import Finish
 from duetime.store import create_store
@@ -39,12 +41,8 @@ class HeldFinishStore:
         return lost
 
 
-async def wait_for(condition: Any, what: str, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+async def wait_for(condition: Any, what: str, seconds: float = 60.0) -> None:
+    await until(condition, seconds, what, every=0.01)
 
 
 def test_handlers_run_up_to_concurrency_and_unwritten_outcomes_hold_them_back(

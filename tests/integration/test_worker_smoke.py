@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.signals import WorkerSignals
+
 from duetime import AsyncApp, Event, Status
 
 
@@ -16,6 +18,8 @@ def test_worker_fires_timers_and_records_attempts(db_url: str) -> None:
         async def greet(event: Event) -> None:
             seen.append(event.key)
 
+        signals = WorkerSignals()
+        app.observers.append(signals)
         async with app:
             first = await app.schedule("greet", {"n": 1}, delay=0.2, key="a", subject="u1")
             assert first.action == "created"
@@ -23,13 +27,13 @@ def test_worker_fires_timers_and_records_attempts(db_url: str) -> None:
             assert again.action == "updated"
             worker = app.worker()
             task = asyncio.create_task(worker.run())
-            await asyncio.sleep(0.4)
+            await signals.until(lambda: seen == ["a"], "the first timer to fire")
+            await signals.next_idle()  # asleep: only the new timer's wake-up brings it back
             await app.schedule("greet", {}, delay=0.05, key="b")
-            for _ in range(100):
-                if len(seen) == 2:
-                    break
-                await asyncio.sleep(0.02)
-            worker.stop()
+            try:
+                await signals.until(lambda: len(seen) == 2, "the second timer to fire")
+            finally:
+                worker.stop()
             await task
             assert seen == ["a", "b"]
             timer = await app.get("a")

@@ -22,6 +22,7 @@ from storekit import (
     PG_URL,
     TEST_TIMEOUT,
     StoreFactory,
+    bounded,
     fresh_schema,
     pooled_schema,
     with_params,
@@ -40,7 +41,7 @@ def pg_schema() -> Iterator[str]:
 
 @pytest.fixture
 def pg_url(pg_schema: str) -> str:
-    return with_params(PG_URL, schema=pg_schema)
+    return bounded(with_params(PG_URL, schema=pg_schema))
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def pg_fresh_schema() -> Iterator[str]:
 
 @pytest.fixture
 def pg_fresh_url(pg_fresh_schema: str) -> str:
-    return with_params(PG_URL, schema=pg_fresh_schema)
+    return bounded(with_params(PG_URL, schema=pg_fresh_schema))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests.pg_clients import TOO_MANY, ServerLoad, explain, read_load
+from tests.waiting import until
 
 from duetime.model import NewTimer
 from duetime.store import Store
@@ -26,25 +28,58 @@ TEST_TIMEOUT = 120.0
 StoreFactory = Callable[..., Awaitable[Store]]
 
 
-@functools.cache
+FULL_SERVER_WAIT = 60.0
+"""How long a test waits for a free connection slot on a full server before it fails: tests
+in other processes end and give theirs back."""
+
+_checked: list[str | None] = []  # the lasting answer of _pg_problem, once known
+_load: list[ServerLoad] = []  # the server's limit and use, read on the first connection
+
+
 def _pg_problem() -> str | None:
-    """Why PostgreSQL cannot be used for tests (None when it can)."""
+    """Why PostgreSQL cannot be used for tests (None when it can). A full server ("too many
+    clients") is waited for, then reported with its real cause; it is asked again next time."""
+    if _checked:
+        return _checked[0]
     try:
         import psycopg
     except ImportError as exc:
-        return f"psycopg is not installed ({exc})"
-    try:
-        with psycopg.connect(PG_URL, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error as exc:
-        return f"cannot connect to {PG_URL} ({exc})".strip()
-    return None
+        _checked.append(f"psycopg is not installed ({exc})")
+        return _checked[0]
+    deadline = time.monotonic() + FULL_SERVER_WAIT
+    while True:
+        try:
+            with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+                _load.append(read_load(conn))
+            _checked.append(None)
+            return None
+        except psycopg.Error as exc:
+            if TOO_MANY not in str(exc):
+                _checked.append(f"cannot connect to {PG_URL} ({exc})".strip())
+                return _checked[0]
+            if time.monotonic() > deadline:
+                return too_many_clients()
+        time.sleep(0.5)
+
+
+def too_many_clients() -> str:
+    """What a "too many clients" refusal of the test server means, and what to do."""
+    return explain(PG_URL, _tcp_port(PG_URL), _load[0] if _load else None)
+
+
+def _tcp_port(url: str) -> int | None:
+    from schema_pool import _tcp_port as port
+
+    return port(url)
 
 
 def require_pg() -> str:
-    """The test PostgreSQL URL; skips the test (fails it under CI) when there is none."""
+    """The test PostgreSQL URL; skips the test (fails it under CI) when there is none, and
+    fails it when the server is full (that is no reason to skip)."""
     problem = _pg_problem()
     if problem is not None:
+        if TOO_MANY in problem:
+            pytest.fail(problem)
         message = f"PostgreSQL unavailable, set DUETIME_TEST_PG: {problem}"
         if os.environ.get("CI"):
             pytest.fail(message)
@@ -52,9 +87,27 @@ def require_pg() -> str:
     return PG_URL
 
 
+TEST_POOL_MAX = "4"
+"""The most connections a store test's pool holds (beside the worker's lanes), unless the test
+says otherwise: several test processes share one server, whose ``max_connections`` must hold
+all of theirs; a store test needs a few at most. Worker processes that tests start keep the
+product's default: their concurrency is what they test."""
+
+
 def with_params(url: str, **params: str) -> str:
-    extra = "&".join(f"{name}={value}" for name, value in params.items())
-    return f"{url}{'&' if '?' in url else '?'}{extra}"
+    """``url`` with the query ``params`` (each replacing one of that name already there)."""
+    base, _, query = url.partition("?")
+    kept = [part for part in query.split("&") if part and part.split("=")[0] not in params]
+    added = [f"{name}={value}" for name, value in params.items()]
+    return f"{base}?{'&'.join(kept + added)}"
+
+
+def bounded(url: str) -> str:
+    """``url`` with its store's pool bounded to :data:`TEST_POOL_MAX`, unless it says a size."""
+    if "pool_max=" in url:
+        return url
+    base, _, query = url.partition("?")  # first: some tests read the schema from the end
+    return f"{base}?pool_max={TEST_POOL_MAX}{'&' if query else ''}{query}"
 
 
 @functools.cache
@@ -132,14 +185,26 @@ def drop_schema(schema: str) -> None:
     drop(PG_URL, schema)
 
 
-async def wait_until(predicate: Callable[[], bool], within: float = 5.0) -> None:
+async def wait_until(predicate: Callable[[], bool], within: float = 60.0) -> None:
     """Poll ``predicate`` (cheaply) until it holds; fail the test after ``within`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            pytest.fail(f"condition not met within {within} s")
-        await asyncio.sleep(0.01)
+    await until(predicate, within, "the condition", every=0.01)
+
+
+async def blocked_by(holder: Any, within: float = 60.0) -> list[int]:
+    """The backends waiting for a lock that ``holder``'s transaction holds (a psycopg async
+    connection), once there is one: how a test knows a statement is blocked, where a pause
+    would guess how long it takes to get there."""
+    pids: list[int] = []
+
+    async def blocked() -> bool:
+        cur = await holder.execute(
+            "SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+        )
+        pids[:] = [int(pid) for (pid,) in await cur.fetchall()]
+        return bool(pids)
+
+    await until(blocked, within, "a statement waiting for the held lock", every=0.01)
+    return pids
 
 
 def new_timer(

@@ -5,13 +5,37 @@ Every test runs against each backend (SQLite and PostgreSQL) and must behave ide
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta
 
 from storekit import NOW, StoreFactory, new_timer, wait_until
+from tests.waiting import until
 
 from duetime.model import Finish, Node, Outcome
 from duetime.store import Store
+
+MARK = NOW + timedelta(days=400)
+"""When the marker timers of :func:`all_heard` are due: no test's own timer is due then."""
+
+
+async def all_heard(make_store: StoreFactory, *heard: list[datetime | None]) -> None:
+    """Wait until every hint sent so far has reached each list of ``heard`` (its listener's),
+    then take the marker out of them.
+
+    Another instance writes a timer due at MARK: on PostgreSQL its NOTIFY reaches each
+    listener after every earlier one (a listening session hears them in commit order), so a
+    listener that has heard the mark has heard all before it; there is no pause to guess. It
+    writes again until all have heard one (a listener may still be connecting)."""
+    writer = await make_store()
+
+    async def marked() -> bool:
+        if all(MARK in each for each in heard):
+            return True
+        await writer.put_timers([new_timer(None, MARK)], "error", NOW)
+        return False
+
+    await until(marked, 60, "every listener to hear the marker", every=0.05)
+    for each in heard:
+        each[:] = [hint for hint in each if hint != MARK]
 
 
 async def test_nodes_register_list_and_deregister(store: Store) -> None:
@@ -46,12 +70,12 @@ async def test_wakeups_are_heard_here_and_by_other_instances(
     await store.put_timers([new_timer("a", due), new_timer("b", due + timedelta(1))], "error", NOW)
     assert here[-1] == due  # at once, in this process
     await wait_until(lambda: due in there)
-    await asyncio.sleep(0.2)  # this store hears its own NOTIFY too, a moment after the other
+    await all_heard(make_store, here, there)  # this store hears its own NOTIFY too
 
     here.clear()
     there.clear()
     await store.put_timers([new_timer("a", NOW)], "keep", NOW)  # kept: nothing new is due
-    await asyncio.sleep(0.2)
+    await all_heard(make_store, here, there)
     assert here == []
     # A bare "re-read" hint (None) may come at any time, e.g. after a listener reconnects;
     # what must not come is news of a due time, since nothing new is due.
@@ -78,7 +102,9 @@ async def test_a_lone_batch_of_drawn_keys_wakes_here_and_other_instances(
     assert await other.get_timer("ns", results[1].timer.key) == results[1].timer
 
 
-async def test_a_removed_wakeup_listener_hears_nothing_more(store: Store) -> None:
+async def test_a_removed_wakeup_listener_hears_nothing_more(
+    store: Store, make_store: StoreFactory
+) -> None:
     kept: list[datetime | None] = []
     removed: list[datetime | None] = []
     store.add_wakeup_listener(kept.append)
@@ -86,7 +112,7 @@ async def test_a_removed_wakeup_listener_hears_nothing_more(store: Store) -> Non
     store.remove_wakeup_listener(removed.append)
     store.remove_wakeup_listener(removed.append)  # no longer there: nothing happens
     await store.put_timers([new_timer("a", NOW)], "error", NOW)
-    await asyncio.sleep(0.2)  # time for a hint to come back over the wire, too
+    await all_heard(make_store, kept)  # the hint has come back over the wire, too
     assert NOW in kept
     assert removed == []
 

@@ -368,3 +368,26 @@ async def test_expire_leases_of_a_gone_node(store: Store) -> None:
     assert len(await store.rescue(SOON + timedelta(microseconds=1))) == 2
     statuses = {k: t.status if (t := await store.get_timer("ns", k)) else None for k in "abc"}
     assert statuses == {"a": Status.RETRYING, "b": Status.RETRYING, "c": Status.RUNNING}
+
+
+async def test_rescue_never_moves_a_row_claimed_ahead_before_its_instant(store: Store) -> None:
+    """A row claimed ahead of its instant (held by its node until then) whose node is gone
+    retries at that instant, not at the rescue's: another node must not start it early."""
+    due = NOW + timedelta(seconds=2)
+    await store.put_timers([new_timer("ahead", due), new_timer("due", NOW)], "error", NOW)
+    claimed = await store.claim_due("ns", None, NOW, 10, "gone", LEASE, due_by=due)
+    assert sorted(c.timer.key for c in claimed) == ["ahead", "due"]
+    found = NOW + timedelta(milliseconds=100)
+    assert await store.expire_leases_of("gone", found) == 2
+    rescued_at = found + timedelta(microseconds=1)
+    assert len(await store.rescue(rescued_at)) == 2
+    ahead, overdue = await store.get_timer("ns", "ahead"), await store.get_timer("ns", "due")
+    assert ahead is not None
+    assert overdue is not None
+    assert (ahead.status, ahead.run_at) == (Status.RETRYING, due)
+    assert (overdue.status, overdue.run_at) == (Status.RETRYING, rescued_at)
+    soon = rescued_at + timedelta(milliseconds=1)
+    (taken,) = await store.claim_due("ns", None, soon, 10, "n2", soon + timedelta(seconds=30))
+    assert (taken.timer.key, taken.attempt) == ("due", 2)
+    (again,) = await store.claim_due("ns", None, due, 10, "n2", due + timedelta(seconds=30))
+    assert (again.timer.key, again.attempt, again.timer.run_at) == ("ahead", 2, due)

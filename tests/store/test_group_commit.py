@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from storekit import NOW, PG_URL, new_timer
+from storekit import NOW, PG_URL, blocked_by, new_timer
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
 from duetime.model import NewTimer, OnConflict, PutResult
@@ -131,17 +131,10 @@ async def held_key(store: PostgresStore, key: str) -> AsyncIterator[psycopg.Asyn
 
 
 async def blocked_backend(holder: psycopg.AsyncConnection[Any]) -> int:
-    """The backend that waits for ``holder``'s transaction (one, within 5 s)."""
-    for _ in range(500):
-        cur = await holder.execute(
-            "SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
-        )
-        pids = [pid for (pid,) in await cur.fetchall()]
-        if pids:
-            assert len(pids) == 1
-            return int(pids[0])
-        await asyncio.sleep(0.01)
-    pytest.fail("no write waited for the held key")
+    """The backend that waits for ``holder``'s transaction (one)."""
+    pids = await blocked_by(holder)
+    assert len(pids) == 1
+    return int(pids[0])
 
 
 async def transactions_writing(store: Store, keys: Sequence[str]) -> int:

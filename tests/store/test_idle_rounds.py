@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from storekit import PG_URL
+from tests.waiting import until
 
 from duetime import FrozenClock
 from duetime.services.materializer import Materializer
@@ -89,10 +90,7 @@ async def test_an_idle_materialisers_recheck_is_one_read(store: Store) -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(materializer.run(stop))
     try:
-        for _ in range(2000):
-            if calls["next_schedule_at"] >= 6:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: calls["next_schedule_at"] >= 6, 60, "six re-checks", every=0.01)
     finally:
         stop.set()
         await task

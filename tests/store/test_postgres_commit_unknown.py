@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 
 import psycopg
 import pytest
 from storekit import NOW, PG_URL, StoreFactory, new_timer
+from tests.waiting import poll
 
 from duetime.errors import CommitOutcomeUnknown, StoreUnavailable
 from duetime.model import NewTimer
@@ -46,18 +46,17 @@ def _add_waiting_trigger(schema: str, lock: int, *, deferred: bool) -> None:
 def _terminate_the_waiter(lock: int) -> None:
     """End the backend waiting for ``lock`` (waiting for it to be there first)."""
     with psycopg.connect(PG_URL, autocommit=True) as conn:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            row = conn.execute(
+        row = poll(
+            lambda: conn.execute(
                 "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
                 " AND ((classid::bigint << 32) | objid::bigint) = %s",
                 (lock,),
-            ).fetchone()
-            if row is not None:
-                conn.execute("SELECT pg_terminate_backend(%s)", row)
-                return
-            time.sleep(0.01)
-    raise AssertionError("the write never reached the trigger")
+            ).fetchone(),
+            60,
+            "the write to reach the trigger",
+            every=0.01,
+        )
+        conn.execute("SELECT pg_terminate_backend(%s)", row)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
-from storekit import NOW, PG_URL, StoreFactory, new_timer
+from storekit import NOW, PG_URL, StoreFactory, blocked_by, new_timer
 
 from duetime.model import Finish, Outcome, Status
 from duetime.store.postgres.schema import MIGRATIONS
@@ -109,7 +109,7 @@ async def test_an_update_racing_a_new_key_lands_on_the_timer_the_other_batch_mad
                     NOW,
                 )
             )
-            await asyncio.sleep(0.3)
+            await blocked_by(other)
             assert not racing.done()  # waiting for the key
         first, second = await racing
     finally:

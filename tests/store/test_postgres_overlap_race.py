@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 from storekit import PG_URL, StoreFactory
+from tests.waiting import until
 
 from duetime import AsyncApp, FrozenClock
 from duetime.model import Finish, Outcome
@@ -52,7 +53,8 @@ async def test_an_end_waits_for_the_buffering_decision_and_releases_it(
         done = Finish(first.timer.id, first.attempt, Outcome.DONE)
         ending = asyncio.create_task(store.finish([done], "n1", clock.now()))
         async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as watcher:
-            while True:  # until the finish's trigger waits for the schedule row's lock
+
+            async def finish_waits() -> bool:
                 waiting = await watcher.execute(
                     "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid'"
                     " AND NOT granted AND transactionid::text::bigint = %s",
@@ -60,9 +62,12 @@ async def test_an_end_waits_for_the_buffering_decision_and_releases_it(
                 )
                 count = await waiting.fetchone()
                 if count is not None and count[0] > 0:
-                    break
+                    return True
                 assert not ending.done(), "the finish did not wait for the lock"
-                await asyncio.sleep(0.01)
+                return False
+
+            # until the finish's trigger waits for the schedule row's lock
+            await until(finish_waits, 60, "the finish to wait for the lock", every=0.01)
         await other.execute("UPDATE timers SET run_at = %s WHERE key = %s", (PARKED, second))
         await other.commit()
     assert await ending == set()

@@ -10,7 +10,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from storekit import NOW, PG_URL, StoreFactory, drop_schema, new_timer, with_params
+from storekit import NOW, PG_URL, StoreFactory, blocked_by, drop_schema, new_timer, with_params
+from tests.waiting import until
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
 from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
@@ -160,10 +161,7 @@ async def test_notifications_are_sent_only_on_commit(pg_url: str, open_store: St
     with pytest.raises(AlreadyExists):
         await writer.put_timers([new_timer("b", later), new_timer("a")], "error", NOW)
     await writer.put_timers([new_timer("c", later + timedelta(hours=1))], "error", NOW)
-    deadline = asyncio.get_running_loop().time() + 5
-    while later + timedelta(hours=1) not in heard:
-        assert asyncio.get_running_loop().time() < deadline, heard
-        await asyncio.sleep(0.01)
+    await until(lambda: later + timedelta(hours=1) in heard, 60, "the last batch's hint")
     assert later not in heard  # the rolled-back batch said nothing
 
 
@@ -436,7 +434,7 @@ async def test_an_outcome_waits_for_a_concurrent_heartbeat_and_applies(
         else:
             fan = FanOut(tid, 1, "a", ("x", "y"))
             outcome = asyncio.ensure_future(store.fan_out([fan], "n1", later))
-        await asyncio.sleep(0.3)
+        await blocked_by(renewing)
         assert not outcome.done()  # waiting for the heartbeat's row lock
         await renewing.commit()
         assert await asyncio.wait_for(outcome, 10) == set()
@@ -469,7 +467,7 @@ async def test_a_batch_rolled_back_by_a_deadlock_is_sent_again(
     try:  # holds b, then asks for a: the batch (which holds a, waits for b) is the victim
         await other.execute("UPDATE timers SET version = version + 1 WHERE key = 'b'")
         writing = asyncio.ensure_future(store.put_timers(batch(), "update", NOW))
-        await asyncio.sleep(0.3)
+        await blocked_by(other)
         assert not writing.done()
         await other.execute("UPDATE timers SET version = version + 1 WHERE key = 'a'")
         await other.commit()  # reached once PostgreSQL broke the deadlock (1 s) for the batch
@@ -498,7 +496,7 @@ async def test_a_batch_cancelled_midway_stores_nothing_and_frees_its_connection(
         await other.execute("UPDATE timers SET version = version WHERE key = 'k150'")
         batch = (new_timer(f"k{n}", payload={"n": n}) for n in range(300))
         writing = asyncio.ensure_future(store.put_timers(batch, "update", NOW))
-        await asyncio.sleep(0.3)
+        await blocked_by(other)
         assert not writing.done()  # chunks before k150 written, waiting for its row
         writing.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -98,7 +98,7 @@ async def test_sqlite_a_requests_read_never_waits_for_the_writer(
             assert [r.pattern for r in await store.limits.list_rules("ns")] == ["a"]
         # Outside a request, a read takes its turn on the connection thread.
         waiting = asyncio.ensure_future(store.limits.list_rules("ns"))
-        await asyncio.sleep(QUICK.connection_wait * 2)
+        await asyncio.sleep(QUICK.connection_wait * 2)  # timed: it outlasts the budget's wait
         assert not waiting.done()
     assert [r.pattern for r in await waiting] == ["a"]
     with budgets.within(QUICK):  # a read that writes runs where writes run, in full
@@ -117,7 +117,7 @@ async def test_sqlite_a_write_that_cannot_start_in_time_is_busy(
             await store.limits.put_limit(rule, NOW)
         assert "connection_wait" in busy.value.message
         waiting = asyncio.ensure_future(store.limits.put_limit(rule, NOW))  # no budget: waits
-        await asyncio.sleep(QUICK.connection_wait * 2)
+        await asyncio.sleep(QUICK.connection_wait * 2)  # timed: it outlasts the budget's wait
         assert not waiting.done()
     await waiting
     assert [r.pattern for r in await store.limits.list_rules("ns")] == ["a"]
@@ -216,7 +216,7 @@ async def test_postgres_a_statement_past_the_request_timeout_is_ended(
                 await store.limits.list_rules("ns")
             assert "statement_timeout" in busy.value.message
             blocked = asyncio.ensure_future(store.limits.list_rules("ns"))  # no budget: waits
-            await asyncio.sleep(QUICK.statement_timeout * 2)
+            await asyncio.sleep(QUICK.statement_timeout * 2)  # timed: outlasts the timeout
             assert not blocked.done()
         assert [r.pattern for r in await blocked] == ["a"]
 

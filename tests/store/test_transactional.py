@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from storekit import StoreFactory, new_timer
+from tests.waiting import until
 
 from duetime import AsyncApp, Dead, Event, FrozenClock, InvalidInput, Status, TimerRequest
 from duetime.errors import StoreUnavailable
@@ -217,10 +218,12 @@ async def test_a_stalled_transaction_is_ended_and_its_timer_rescued(
         # Rescue skips the locked row; once the server has ended the stalled transaction (a
         # second or two after the lease ran out), rescue takes the attempt over.
         rescued: list[int] = []
-        deadline = asyncio.get_running_loop().time() + 30
-        while not rescued and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.1)
-            rescued = await store.rescue(datetime.now(UTC))
+
+        async def rescue() -> bool:
+            rescued[:] = await store.rescue(datetime.now(UTC))
+            return bool(rescued)
+
+        await until(rescue, 60, "the stalled attempt to be rescued", every=0.1)
         assert rescued == [claimed.timer.id]
     finally:
         release.set()

@@ -109,6 +109,23 @@ def test_a_second_start_after_a_kill_is_a_duplicate_caused_by_the_kill() -> None
     assert report.duplicate_causes == {"kill -9": 1}
 
 
+def test_a_stale_start_after_a_pause_is_put_down_to_the_pause_of_its_node() -> None:
+    """Claimed, paused before its handler began, rescued and run by another node, then begun
+    after the pause: its start comes after the other node's, the pause before both."""
+    paused = NodeFate("w0-1", 0.0, 0, stops=[(DUE + S // 2, DUE + 9 * S)])
+    other = NodeFate("w1-2", 0.0, 0)
+    lost = AttemptRow("k0000001", 1, "w0-1", "lost", finished_us=DUE + 5 * S, claimed_us=DUE)
+    report = check(
+        [ack(1)],
+        [start(1, DUE + 9 * S + 1000), start(1, DUE + 6 * S, attempt=2, node="w1-2")],
+        [done(1, attempts=2)],
+        [lost, row(1, 2, "done", node="w1-2")],
+        [paused, other],
+    )
+    assert report.stale_starts == 1
+    assert report.duplicate_causes == {"SIGSTOP past the lease": 1}
+
+
 def test_a_finishing_outcome_on_a_taken_over_attempt_is_overwritten() -> None:
     nodes = [NodeFate("w0-1", 0.0, 0), NodeFate("w1-2", 0.0, 0)]
     starts = [start(1, DUE), start(1, DUE + 5 * S, attempt=2, node="w1-2")]

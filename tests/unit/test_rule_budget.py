@@ -169,3 +169,21 @@ def test_a_yearly_rule_on_29_february_is_accepted_though_its_hundredth_is_far() 
     # 100 occurrences lie four centuries on: the check at creation looks a century ahead.
     rule = _rrule("FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29", "2028-02-29T09:00")
     assert next_after(rule, NOW) == datetime(2028, 2, 29, 8, tzinfo=UTC)
+
+
+def test_a_rule_firing_once_in_decades_previews_its_century_within_the_budget() -> None:
+    """Found by the property above: accepted (its occurrences within a century fit the check at
+    creation), its hundredth occurrence lies millennia on; a preview lists the century's."""
+    rule = "FREQ=DAILY;INTERVAL=2;BYMONTH=2;BYMONTHDAY=-1;BYDAY=MO;BYHOUR=23"
+    made = datetime(2022, 8, 23, 20, 12, 47, tzinfo=UTC)
+    rec = parse_recurrence(
+        rrule=rule,
+        timezone="America/New_York",
+        now=made,
+        calendar={"dtstart": "2022-08-23T20:12:47"},
+    )
+    budget = ExpansionBudget(cpu_seconds=None)
+    found = occurrences(rec, made - timedelta(days=2), 100, budget=budget)
+    assert 0 < len(found) < 100
+    assert found[-1] <= made + timedelta(days=366 * 100)
+    assert budget.spent <= MAX_STEPS

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,6 +20,8 @@ from duetime.app.reading import ReadingMethods
 from duetime.app.routing import RouteMethods
 from duetime.app.schedules import ScheduleMethods
 from duetime.app.scheduling import SchedulingMethods
+from duetime.app.sql_access import SqlAccessMethods
+from duetime.app.sql_schedules import ScheduleChanges
 from duetime.app.subscribers import SubscriberMethods
 from duetime.app.tokens import TokenMethods
 from duetime.bus.routes import Route
@@ -65,6 +68,7 @@ class AsyncApp(
     TokenMethods,
     LimitMethods,
     SubscriberMethods,
+    SqlAccessMethods,
 ):
     """duetime on one database and one namespace, for asyncio code."""
 
@@ -298,7 +302,20 @@ class AsyncApp(
                 maintain=maintain,
             )
         )
+        if materialize and self.store.sql_access is not None:
+            changes = ScheduleChanges(self.store, self.store.sql_access, self.clock, self._app_on)
+            worker.add_services([changes])
         return worker
+
+    def _app_on(self, namespace: str) -> AsyncApp:
+        """An app on ``namespace`` sharing this one's store and clock (schedule changes made
+        from SQL are applied through one; it never creates its namespace)."""
+        return AsyncApp(
+            store=self.store,
+            clock=self.clock,
+            settings=replace(self.settings, namespace=namespace),
+            create_namespace=False,
+        )
 
     async def run_worker(self, **kwargs: Any) -> None:
         await self.open()

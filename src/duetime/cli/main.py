@@ -33,6 +33,7 @@ from duetime.cli.flow_control import limits, pause, resume
 from duetime.cli.keys import keys
 from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
+from duetime.cli.sql import sql
 from duetime.cli.timers import cancel, emit, list_timers, schedule, show
 from duetime.cli.tzdata import tzdata
 from duetime.cli.worker import tick, worker
@@ -144,6 +145,7 @@ cli.add_command(tzdata)
 cli.add_command(events)
 cli.add_command(prune)
 cli.add_command(namespaces)
+cli.add_command(sql)
 cli.add_command(limits)
 cli.add_command(pause)
 cli.add_command(resume)

@@ -417,6 +417,12 @@ MAX_BULK_KEYS = 1000
 """Keys one bulk action may name (a selection); a larger set is a filter's job."""
 
 
+HELD_AT = datetime(9999, 1, 1, tzinfo=UTC)
+"""The ``run_at`` of a local-form timer stored by the SQL functions before duetime resolved its
+wall time (PostgreSQL's zone rules may differ from duetime's): after every instant a timer may
+be due at, so no claim takes it early; the materialiser gives it its instant."""
+
+
 def iso(instant: datetime | None) -> str | None:
     """ISO 8601 in UTC with a 'Z', the one format duetime prints instants in."""
     if instant is None:

@@ -33,6 +33,7 @@ from duetime.model import Schedule, iso
 from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
 from duetime.schedules import KEY_PREFIX, Materialized, ScheduleAdvance, recurrence_of
 from duetime.services.base import Service
+from duetime.services.held import release_held
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
 from duetime.services.windows import Windows
 from duetime.store.protocol import Store
@@ -330,6 +331,7 @@ class Materializer(Service):
 
     async def tick(self, now: datetime) -> int:
         """Materialise everything due by ``now + lookahead``; the number of timers created.
+        First, local times stored from SQL get their instants (:mod:`.held`).
 
         One batch first; when it comes back full (a backlog: a day's million birthdays, or the
         schedules due while every worker was down), the rest in the store's
@@ -337,6 +339,7 @@ class Materializer(Service):
         stores skip rows another transaction holds), so planning the next batch overlaps the
         database writing the last: in windows of ids first (the table's order, where the table
         is large enough), then earliest first until a batch comes back short."""
+        await release_held(self.schedules, now)
         horizon = now + self.lookahead
         cache = PlanCache()
         created, backlog = await self._batches(now, horizon, cache, until_full=False)
@@ -458,6 +461,7 @@ class Materializer(Service):
             try:
                 upcoming = None
                 if not work:
+                    await release_held(self.schedules, self.clock.now())  # a missed hint's
                     upcoming = await self.schedules.next_schedule_at(
                         self.namespace, self.lookahead / 2
                     )

@@ -43,6 +43,7 @@ from duetime.model.schedules import (
     ScheduleAdvance,
     ScheduleFilter,
 )
+from duetime.model.sql_requests import ScheduleChange
 from duetime.model.tokens import TokenInfo
 from duetime.store.room import ScheduleRoom
 
@@ -199,6 +200,21 @@ class ScheduleStore(Protocol):
         read, None once past the last (``duetime keys rotate``)."""
         ...
 
+    async def held_local_timers(self, limit: int) -> list[Timer]:
+        """Pending local-form timers stored without their instant (run_at ``HELD_AT``: the SQL
+        functions leave a wall time for duetime's own tz data to resolve), by id."""
+        ...
+
+    async def release_local_timers(
+        self,
+        resolved: Sequence[tuple[int, datetime]],
+        failed: Sequence[tuple[int, str]],
+        now: datetime,
+    ) -> int:
+        """Give held timers ``(id, instant)`` their instant, and end ``(id, reason)`` dead with
+        that reason (their wall time or zone failed duetime's checks); how many changed."""
+        ...
+
     async def pending_local_timers(self, after_id: int, limit: int) -> list[Timer]:
         """Pending timers given as local wall-clock time, of every namespace, by id."""
         ...
@@ -288,6 +304,35 @@ class TransactionStore(Protocol):
 
         ``claim_token`` and ``started_at``: as :class:`~duetime.model.Finish` has them (the
         claim the attempt must still be under; when the handler began)."""
+        ...
+
+
+class SqlAccessStore(Protocol):
+    """Which database roles may use the SQL functions (``schedule(...)`` and the rest, run as
+    the schema's owner), and in which namespaces."""
+
+    async def grant_sql(self, role: str, namespaces: Sequence[str], now: datetime) -> list[str]:
+        """Let ``role`` call the SQL functions in ``namespaces`` (USAGE on the schema, EXECUTE
+        on the functions, no right on any table); the functions granted."""
+        ...
+
+    async def revoke_sql(self, role: str, namespaces: Sequence[str]) -> int:
+        """Take ``namespaces`` back from ``role``; how many it held."""
+        ...
+
+    async def sql_grants(self) -> list[tuple[str, str]]:
+        """Every ``(role, namespace)`` granted, by role and namespace."""
+        ...
+
+    async def pending_schedule_requests(self, limit: int) -> list[ScheduleChange]:
+        """Schedule changes made from SQL that no worker has applied yet, oldest first."""
+        ...
+
+    async def finish_schedule_request(
+        self, id: int, failed: bool, outcome: str, now: datetime
+    ) -> bool:
+        """Record what applying a request did (or why it failed); False if another worker
+        recorded it first."""
         ...
 
 

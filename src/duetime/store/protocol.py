@@ -43,6 +43,7 @@ from duetime.store.parts import (
     LimitStore,
     OutboxStore,
     ScheduleStore,
+    SqlAccessStore,
     TokenStore,
     TransactionEffect,
     TransactionStore,
@@ -97,6 +98,11 @@ class Store(Protocol):
     @property
     def outbox(self) -> OutboxStore | None:
         """Timers stored inside the caller's own transaction; None where it cannot be done."""
+        ...
+
+    @property
+    def sql_access(self) -> SqlAccessStore | None:
+        """The roles that may use the SQL functions; None where there are none (SQLite)."""
         ...
 
     async def open(self, *, migrate: bool = True) -> None:
@@ -373,6 +379,7 @@ __all__ = [
     "LimitStore",
     "OutboxStore",
     "ScheduleStore",
+    "SqlAccessStore",
     "Store",
     "TokenStore",
     "TransactionEffect",

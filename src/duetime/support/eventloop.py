@@ -82,9 +82,15 @@ def start_task(
     ``context``: the task runs in it (a traced attempt's, where its span is current) instead of
     a copy of the caller's.
     """
-    if sys.version_info >= (3, 12) and loop.get_task_factory() is None:
+    if sys.version_info >= (3, 12) and loop.get_task_factory() is None:  # see starts_at_once
         return asyncio.Task(coro, loop=loop, eager_start=True, context=context)
     return loop.create_task(coro, context=context)
+
+
+def starts_at_once(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether :func:`start_task` runs a task's first step right away on ``loop``; if not, the
+    step runs when the loop comes to it, after every callback and step ready before it."""
+    return sys.version_info >= (3, 12) and loop.get_task_factory() is None
 
 
 def on_loop(loop: asyncio.AbstractEventLoop) -> bool:

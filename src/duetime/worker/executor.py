@@ -29,7 +29,7 @@ from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
-from duetime.support.eventloop import on_loop, start_task
+from duetime.support.eventloop import on_loop, start_task, starts_at_once
 from duetime.support.precise_sleep import sleep_precisely
 from duetime.support.threads import Escaped, NotStarted
 from duetime.timemath.backoff import Backoff
@@ -105,8 +105,17 @@ class Executor:
         held: Held | None = None,
     ) -> None:
         """Start one attempt now: the hot path of a busy worker, so an async handler's
-        coroutine runs as the task with one thin wrapper (:func:`_contained`) around it."""
+        coroutine runs as the task with one thin wrapper (:func:`_contained`) around it.
+
+        Where tasks do not start at once (Python 3.11, a loop with its own task factory), the
+        handler would begin at the task's first step, which may come long after a lease checked
+        here (other steps ready before it, a process paused or starved of CPU): the attempt
+        then runs as :meth:`_run_one`, which checks the lease in the step the handler begins."""
         timer, attempt = claimed.timer, claimed.attempt
+        if not starts_at_once(loop):
+            task = loop.create_task(self._run_one(claimed, None, target=target, held=held))
+            self._slots.running(timer.id, timer.claim_token, task)
+            return
         try:
             before = self._before(timer, attempt, target, held, launching=True)
         except Exception as exc:

@@ -124,6 +124,8 @@ FROM finished
 -- Leases that ran out: the attempt is lost; the timer retries, or is dead when out of
 -- attempts. Rows another node is rescuing (or finishing) right now are skipped, not waited on.
 -- The lost attempt's start was never reported: it has none (its claim's instant is kept).
+-- The retry is due now, or at the row's own instant when that is still ahead: a row claimed
+-- ahead (held by its node until then) must not start earlier on another node.
 WITH expired AS (
     SELECT id, lease_owner, updated_at AS claimed_at FROM timers
     WHERE status = 'running' AND lease_expires_at < %(now)s
@@ -134,7 +136,7 @@ rescued AS (
     UPDATE timers
     SET status = CASE WHEN timers.attempts >= timers.max_attempts THEN 'dead' ELSE 'retrying' END,
         completed_at = CASE WHEN timers.attempts >= timers.max_attempts THEN %(now)s END,
-        run_at = %(now)s,
+        run_at = greatest(timers.run_at, %(now)s),
         last_error = 'lease expired: node ' || timers.lease_owner || ' stopped renewing it',
         updated_at = %(now)s,
         lease_owner = NULL,

@@ -302,6 +302,48 @@ class PostgresSchedules:
 
         return await self._db.read(run)
 
+    async def held_local_timers(self, limit: int) -> list[Timer]:
+        async def run(conn: Conn) -> list[Timer]:
+            rows = await fetch_all(conn, Q["held_local_timers"], {"limit": limit})
+            return [timer_from_row(row, self._db.sealing) for row in rows]
+
+        return await self._db.read(run)
+
+    async def release_local_timers(
+        self,
+        resolved: Sequence[tuple[int, datetime]],
+        failed: Sequence[tuple[int, str]],
+        now: datetime,
+    ) -> int:
+        if not resolved and not failed:
+            return 0
+        earliest = min((due_at for _, due_at in resolved), default=None)
+
+        async def run(conn: Conn) -> int:
+            changed = 0
+            if resolved:
+                params = {
+                    "ids": [id for id, _ in resolved],
+                    "due_ats": [due_at for _, due_at in resolved],
+                    "now": now,
+                }
+                changed += (await conn.execute(Q["release_local_timers"], params)).rowcount
+            if failed:
+                params = {
+                    "ids": [id for id, _ in failed],
+                    "errors": [error for _, error in failed],
+                    "now": now,
+                }
+                changed += (await conn.execute(Q["fail_local_timers"], params)).rowcount
+            if changed and earliest is not None:
+                await self._notices.notify(conn, earliest)
+            return changed
+
+        changed = await self._write(run)
+        if changed and earliest is not None:
+            self._notices.here(earliest)
+        return changed
+
     async def reresolve_timers(
         self,
         changes: Sequence[tuple[int, datetime, datetime]],

@@ -345,3 +345,27 @@ WHERE id > %(after)s ORDER BY id LIMIT %(limit)s
 -- name: reseal_schedule_payload
 -- Only over the value read: a schedule changed meanwhile keeps its change.
 UPDATE schedules SET payload = %(new)s::jsonb WHERE id = %(id)s AND payload = %(old)s::jsonb
+
+-- name: held_local_timers
+-- Local-form timers the SQL functions stored with their instant held (migration 0029), which
+-- duetime resolves with its own tz data: a walk of timers_local_pending.
+SELECT * FROM timers
+WHERE local IS NOT NULL AND status IN ('scheduled', 'retrying')
+  AND run_at = '9999-01-01 00:00:00+00'
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: release_local_timers
+UPDATE timers
+SET due_at = given.due_at, run_at = given.due_at, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(due_ats)s::timestamptz[]) AS given (id, due_at)
+WHERE timers.id = given.id AND timers.run_at = '9999-01-01 00:00:00+00'
+  AND timers.status IN ('scheduled', 'retrying')
+
+-- name: fail_local_timers
+-- A held timer whose wall time or zone duetime refuses ends dead, saying why: never lost.
+UPDATE timers
+SET status = 'dead', last_error = given.error, completed_at = %(now)s, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(errors)s::text[]) AS given (id, error)
+WHERE timers.id = given.id AND timers.run_at = '9999-01-01 00:00:00+00'
+  AND timers.status IN ('scheduled', 'retrying')

@@ -25,6 +25,7 @@ from duetime.store.postgres.reach import reach_of
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.schema import migrate, schema_version
 from duetime.store.postgres.settings import parse_url
+from duetime.store.postgres.sql_access import PostgresSqlAccess
 from duetime.store.postgres.timers import PostgresTimers
 from duetime.store.postgres.tokens import PostgresTokens
 from duetime.store.postgres.transactions import PostgresOutbox, PostgresTransactions
@@ -58,6 +59,7 @@ class PostgresStore(PostgresTimers, PostgresWorking):
         self.transactions = PostgresTransactions(self._db)
         self.writes = TimerWrites(self._db, self._notices)
         self.outbox = PostgresOutbox(self.schema, self.writes.in_savepoint, self._transition_on)
+        self.sql_access = PostgresSqlAccess(self._db, self.schema)
 
     @property
     def sealing(self) -> Sealing:

@@ -94,10 +94,12 @@ SELECT id, attempts, lease_owner FROM timers
 WHERE status = 'running' AND lease_expires_at < :now
 
 -- name: rescue_timer
+-- The retry is due now, or at the row's own instant when that is still ahead: a row claimed
+-- ahead (held by its node until then) must not start earlier on another node.
 UPDATE timers
 SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
     completed_at = CASE WHEN attempts >= max_attempts THEN :now END,
-    run_at = :now, last_error = :error, updated_at = :now,
+    run_at = max(run_at, :now), last_error = :error, updated_at = :now,
     lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :timer_id AND attempts = :attempt AND status = 'running'
 

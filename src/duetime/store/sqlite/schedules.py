@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from duetime.model import OnConflict, Page, Schedule, Timer
+from duetime.model import HELD_AT, OnConflict, Page, Schedule, Timer
 from duetime.model.moves import TimerMove
 from duetime.model.schedules import (
     DueSchedule,
@@ -300,6 +300,41 @@ class SqliteSchedules:
                 for r in conn.execute(Q["pending_local_timers"], params)
             ]
         )
+
+    async def held_local_timers(self, limit: int) -> list[Timer]:
+        """None: only PostgreSQL's SQL functions store held timers, so this backend never holds
+        one, and the materialiser's every round costs it no walk of the local-form timers."""
+        return []
+
+    async def release_local_timers(
+        self,
+        resolved: Sequence[tuple[int, datetime]],
+        failed: Sequence[tuple[int, str]],
+        now: datetime,
+    ) -> int:
+        if not resolved and not failed:
+            return 0
+        held_at, now_us = to_micros(HELD_AT), to_micros(now)
+
+        def run(conn: sqlite3.Connection) -> int:
+            changed = 0
+            for id, due_at in resolved:
+                row = {"id": id, "due_at": to_micros(due_at), "now": now_us, "held_at": held_at}
+                changed += conn.execute(Q["release_local_timer"], row).rowcount
+            for id, error in failed:
+                failure: dict[str, object] = {
+                    "id": id,
+                    "error": error,
+                    "now": now_us,
+                    "held_at": held_at,
+                }
+                changed += conn.execute(Q["fail_local_timer"], failure).rowcount
+            return changed
+
+        changed = await self._db.write(run)
+        if changed and resolved:
+            self._db.announce(min(due_at for _, due_at in resolved))
+        return changed
 
     async def reresolve_timers(
         self,

@@ -261,3 +261,15 @@ WHERE id > :after ORDER BY id LIMIT :limit
 -- name: reseal_schedule_payload
 -- Only over the value read: a schedule changed meanwhile keeps its change.
 UPDATE schedules SET payload = :new WHERE id = :id AND payload = :old
+
+-- name: release_local_timer
+-- (Nothing holds a SQLite timer today: the SQL functions are PostgreSQL's. Kept so the part
+-- means the same on both backends.)
+UPDATE timers
+SET due_at = :due_at, run_at = :due_at, updated_at = :now
+WHERE id = :id AND run_at = :held_at AND status IN ('scheduled', 'retrying')
+
+-- name: fail_local_timer
+UPDATE timers
+SET status = 'dead', last_error = :error, completed_at = :now, updated_at = :now
+WHERE id = :id AND run_at = :held_at AND status IN ('scheduled', 'retrying')

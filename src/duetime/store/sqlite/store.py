@@ -95,6 +95,7 @@ class SqliteStore(SqliteWorking):
         self.limits = SqliteLimits(self._db, claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)
+        self.sql_access = None  # the SQL functions are PostgreSQL's
 
     @property
     def sealing(self) -> Sealing:

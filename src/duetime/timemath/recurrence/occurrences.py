@@ -16,6 +16,7 @@ from duetime.timemath.recurrence.budget import (
     sized,
 )
 from duetime.timemath.recurrence.calendar import calendar_instants, drop_allowance
+from duetime.timemath.recurrence.cost import span_after
 from duetime.timemath.recurrence.cron import cron_instants
 from duetime.timemath.recurrence.rule import CatchUpPolicy, Recurrence, parse_catch_up
 from duetime.timemath.tzmath import is_aware
@@ -97,13 +98,19 @@ def occurrences(
     anchor: datetime | None = None,
     budget: ExpansionBudget | None = None,
 ) -> list[datetime]:
-    """The next ``count`` occurrences strictly after ``after`` (fewer if the rule ends)."""
+    """The next ``count`` occurrences strictly after ``after`` (fewer if the rule ends), within
+    a century of ``after``: the span the check at a rule's creation looks ahead, so an accepted
+    rule's preview stays within the work that check allowed (a rule firing once in decades,
+    ``FREQ=DAILY;BYMONTH=2;BYMONTHDAY=-1;BYDAY=MO``, lists those of the century)."""
     if count < 0:
         raise ValueError("count must not be negative")
     found: list[datetime] = []
     if count == 0:
         return found
+    limit = span_after(after)
     for instant in iter_occurrences(rec, after, anchor=anchor, budget=budget):
+        if instant > limit:
+            break
         found.append(instant)
         if len(found) == count:
             break

@@ -1,0 +1,22 @@
+"""A schedule change made from SQL (``add_schedule(...)`` and the rest), stored in the caller's
+transaction for a worker to apply with duetime's own checks once the caller has committed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+ScheduleChangeAction = Literal["define", "pause", "resume", "remove"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleChange:
+    id: int
+    namespace: str
+    name: str
+    action: ScheduleChangeAction
+    request: dict[str, Any] | None
+    """``define``: the fields of ``add_schedule`` as a JSON object (``ScheduleRequest``'s)."""
+    on_conflict: str
+    requested_by: str
+    """``sql:<role>``: the database role that asked, for the audit log."""

@@ -1,0 +1,92 @@
+"""Which database roles may call the SQL functions (``schedule(...)``, ``emit(...)``…), and in
+which namespaces.
+
+The functions run as the schema's owner, so a role needs only USAGE on the schema and EXECUTE
+on them: it can read or change no table itself. Each function checks the caller's namespace
+against ``sql_grants`` (see migration 0029), so a role granted one namespace is refused in
+another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from psycopg import sql
+
+from duetime.errors import InvalidInput
+from duetime.model.sql_requests import ScheduleChange
+from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.queries import load_queries
+
+Q = load_queries("duetime.store.postgres", "sql_access.sql")
+
+
+class PostgresSqlAccess:
+    """The ``sql_access`` part of a PostgreSQL store."""
+
+    def __init__(self, db: Database, schema: str) -> None:
+        self._db = db
+        self._schema = schema
+
+    async def grant_sql(self, role: str, namespaces: Sequence[str], now: datetime) -> list[str]:
+        names = list(dict.fromkeys(namespaces))
+
+        async def run(conn: Conn) -> list[str]:
+            if not await fetch_value(conn, Q["role_exists"], {"role": role}):
+                raise InvalidInput("role", f"{role!r} is not a role of this database")
+            missing = await fetch_all(conn, Q["missing_namespaces"], {"namespaces": names})
+            if missing:
+                shown = ", ".join(repr(row["name"]) for row in missing)
+                raise InvalidInput("namespace", f"{shown} does not exist: create it first")
+            rows = await fetch_all(conn, Q["public_functions"], {"schema": self._schema})
+            functions = [row["signature"] for row in rows]
+            identifiers = {"schema": sql.Identifier(self._schema), "role": sql.Identifier(role)}
+            await conn.execute(sql.SQL(Q["grant_usage"]).format(**identifiers))
+            for function in functions:
+                # regprocedure's text: the function's name and argument types, quoted as needed
+                statement = sql.SQL(Q["grant_execute"]).format(
+                    function=sql.SQL(function), **identifiers
+                )
+                await conn.execute(statement)
+            await conn.execute(Q["record_grants"], {"role": role, "namespaces": names, "now": now})
+            return functions
+
+        return await self._db.write(run)
+
+    async def revoke_sql(self, role: str, namespaces: Sequence[str]) -> int:
+        params = {"role": role, "namespaces": list(namespaces)}
+
+        async def run(conn: Conn) -> int:
+            return (await conn.execute(Q["revoke_sql"], params)).rowcount
+
+        return await self._db.write(run)
+
+    async def sql_grants(self) -> list[tuple[str, str]]:
+        async def run(conn: Conn) -> list[tuple[str, str]]:
+            rows = await fetch_all(conn, Q["sql_grants"], {})
+            return [(row["role"], row["namespace"]) for row in rows]
+
+        return await self._db.read(run)
+
+    async def pending_schedule_requests(self, limit: int) -> list[ScheduleChange]:
+        async def run(conn: Conn) -> list[ScheduleChange]:
+            rows = await fetch_all(conn, Q["pending_schedule_requests"], {"limit": limit})
+            return [ScheduleChange(**row) for row in rows]
+
+        return await self._db.read(run)
+
+    async def finish_schedule_request(
+        self, id: int, failed: bool, outcome: str, now: datetime
+    ) -> bool:
+        params = {
+            "id": id,
+            "status": "failed" if failed else "applied",
+            "outcome": outcome,
+            "now": now,
+        }
+
+        async def run(conn: Conn) -> bool:
+            return (await conn.execute(Q["finish_schedule_request"], params)).rowcount == 1
+
+        return await self._db.write(run)
