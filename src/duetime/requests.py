@@ -24,7 +24,7 @@ from duetime.formats import (
     timezones,
 )
 from duetime.model import JSON, NewTimer
-from duetime.model.slots import make_new_timer, shell_of, slot_setter
+from duetime.model.fast_records import make_new_timer, shell_of, slot_setter
 from duetime.timemath.tzmath import DISAMBIGUATIONS
 from duetime.timemath.when import parse_at, resolve_when
 from duetime.validation import (
@@ -179,8 +179,8 @@ class TimerRequest:
     """Everything ``schedule(...)`` accepts; exactly one of at / delay / local / date.
 
     Made once a request, by callers too: its ``__init__`` sets the slots as a mutable shell's,
-    in about a third of the frozen dataclass's time (``bench/enqueue_probe.py``'s client CPU
-    a timer)."""
+    without the frozen dataclass's ``object.__setattr__`` a field (see
+    :mod:`duetime.model.fast_records`)."""
 
     type: str
     payload: JSON = None
@@ -198,7 +198,7 @@ class TimerRequest:
     priority: int | None = None
     """0 (None: the default) normal, up to 9 the most urgent: see ``Timer.priority``."""
 
-    def __init__(  # the dataclass's, in a fraction of its time (duetime.model.slots)
+    def __init__(  # the dataclass's, set as a shell's slots (duetime.model.fast_records)
         self,
         type: str,
         payload: JSON = None,
@@ -215,7 +215,7 @@ class TimerRequest:
         expires_after: str | float | timedelta | None = None,
         priority: int | None = None,
     ) -> None:
-        if _type(self) is TimerRequest:  # filled in as its shell (see duetime.model.slots)
+        if _type(self) is TimerRequest:  # filled in as its shell (see duetime.model.fast_records)
             shell: Any = self
             _set_class(self, "__class__", _Shell)
             shell.type = type

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from duetime.api import ApiSettings, create_api
 from duetime.config import Settings
+from duetime.event_filters import instant_or_ago
 from duetime.formats import (
     CRON_PATTERN,
     DATE_PATTERN,
@@ -37,7 +38,6 @@ from duetime.formats import (
     WHEN_PATTERN,
     identifier_pattern,
 )
-from duetime.history import instant_or_ago
 from duetime.model.cursors import EVENT_CURSOR_PATTERN, ID_CURSOR_PATTERN, NAME_CURSOR_PATTERN
 from duetime.schedules import parse_instant
 from duetime.store.cursors import (

@@ -16,7 +16,7 @@ from psycopg import sql
 from schema_pool import SchemaPool
 from storekit import NOW, PG_URL, new_timer, require_pg, with_params
 
-from duetime.history import RetentionPolicy
+from duetime.model.history import RetentionPolicy
 from duetime.store.postgres.store import PostgresStore
 
 

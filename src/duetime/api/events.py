@@ -25,8 +25,8 @@ from duetime.api.schemas import (
     TypePattern,
     errors,
 )
+from duetime.event_filters import MAX_ACTIVITY_MINUTES
 from duetime.formats import WHEN_PATTERN
-from duetime.history import MAX_ACTIVITY_MINUTES
 from duetime.model.cursors import EVENT_CURSOR_PATTERN
 from duetime.model.history import LoggedEvent
 

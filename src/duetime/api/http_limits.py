@@ -1,7 +1,7 @@
 """Bounds on what a client may send before its request is even read: header size, count, time.
 
-uvicorn's httptools protocol keeps no limit of its own: one 100 MB header was buffered whole
-(and re-copied as it grew: 18 s of CPU), slowing every other client. So the bytes of a request's
+uvicorn's httptools protocol keeps no limit of its own: a huge header is buffered whole, and
+re-copied as it grows, which takes the CPU every other client needs. So the bytes of a request's
 head (request line and headers) are counted as they arrive, before the parser sees them, and
 past :data:`MAX_HEADER_BYTES` or :data:`MAX_HEADERS` lines the connection is answered
 ``431 Request Header Fields Too Large`` and closed; a head not complete within

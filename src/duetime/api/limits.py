@@ -19,7 +19,7 @@ from duetime.api.schemas import errors, json_body
 from duetime.bodies import Body, BodyField, Schema
 from duetime.model import Page
 from duetime.model.cursors import PATTERN_CURSOR_PATTERN
-from duetime.model.limits import MAX_CONCURRENCY, FlowRule, FlowStatus
+from duetime.model.flow_rules import MAX_CONCURRENCY, FlowRule, FlowStatus
 from duetime.requests import not_null
 from duetime.timemath.ratelimit import MAX_COUNT
 

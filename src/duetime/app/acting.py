@@ -20,7 +20,7 @@ from duetime.clock import Clock
 from duetime.errors import CommitOutcomeUnknown, Conflict, InvalidInput, StoreUnavailable
 from duetime.model import BulkAction, OnConflict, PutResult, Schedule, Timer, TimerFilter
 from duetime.model.audit import Actor, filter_target
-from duetime.requests import EDIT_BODY, EDIT_FIELDS, TimerRequest
+from duetime.requests import EDIT_BODY, TimerRequest
 from duetime.store import Store
 from duetime.store.parts import OutboxStore
 from duetime.support.sealing import SealKeyMissing, Unopened
@@ -30,7 +30,6 @@ from duetime.validation import check_keys, check_limit, check_lookup_key
 if TYPE_CHECKING:
     from duetime.config import Settings
 
-WHEN_FIELDS = tuple(name for name in EDIT_FIELDS if name != "payload")
 BULK_BATCH = 1000
 """Rows a bulk action changes per transaction."""
 
