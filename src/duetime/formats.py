@@ -129,11 +129,13 @@ WHEN_PATTERN = f"^(?:{_INSTANT}|{_duration(calendar=True, positive=False)})$"
 _PAYLOAD_KEY = "[A-Za-z0-9_-]{1,64}"
 PAYLOAD_MATCH_PATTERN = (
     f"^(?:payload\\.)?{_PAYLOAD_KEY}(?:\\.{_PAYLOAD_KEY}){{0,7}}"
-    "=(?:[^\\s\\x1c-\\x1f\\x85\\[{][\\s\\S]*)?$"
+    "=(?:[^\\s\\x00\\x1c-\\x1f\\x85\\[{][^\\x00]*)?$"
 )
 """A payload filter, ``PATH=VALUE``: one to eight keys (a leading ``payload.`` allowed), and a
 value that is not a JSON array or object (the server refuses those; it strips whitespace, so
-a value must not start with it, nor with ``[`` or ``{``)."""
+a value must not start with it, nor with ``[`` or ``{``), and holds no NUL. What a pattern
+cannot say the server refuses too: a JSON number beyond 64 bits or not finite, an escaped NUL
+(``"\\u0000"``)."""
 
 
 def timezones() -> list[str]:
