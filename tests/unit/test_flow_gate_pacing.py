@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from duetime.clock import FrozenClock
-from duetime.model.limits import FlowPlan, RuledClaim
+from duetime.model.flow_rules import FlowPlan, RuledClaim
 from duetime.worker.flow import RATE_START_DELAY, FlowGate
 from duetime.worker.leases import Leases
 from duetime.worker.shared import Shared

@@ -23,7 +23,6 @@ from duetime.api.deps import (
     actor_of,
     read_json,
 )
-from duetime.api.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, timezones
 from duetime.api.responses import JSONResponse
 from duetime.api.schedule_schemas import (
     SCHEDULE_NAME_PATTERN,
@@ -40,8 +39,9 @@ from duetime.api.schedule_schemas import (
     SchedulePatch,
     SchedulePutOut,
 )
-from duetime.api.schemas import CURSOR, TYPE_PATTERN, ErrorOut, errors, json_body
+from duetime.api.schemas import CURSOR, ErrorOut, errors, json_body
 from duetime.errors import InvalidInput
+from duetime.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, TYPE_PATTERN, timezones
 from duetime.model import JSON, OnConflict, Schedule, iso
 from duetime.model.cursors import NAME_CURSOR_PATTERN
 from duetime.schedules import ScheduleRequest, recurrence_of

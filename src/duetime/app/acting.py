@@ -20,7 +20,7 @@ from duetime.clock import Clock
 from duetime.errors import CommitOutcomeUnknown, Conflict, InvalidInput, StoreUnavailable
 from duetime.model import BulkAction, OnConflict, PutResult, Schedule, Timer, TimerFilter
 from duetime.model.audit import Actor, filter_target
-from duetime.requests import TimerRequest
+from duetime.requests import EDIT_BODY, TimerRequest
 from duetime.store import Store
 from duetime.store.parts import OutboxStore
 from duetime.support.sealing import SealKeyMissing, Unopened
@@ -30,8 +30,6 @@ from duetime.validation import check_keys, check_limit, check_lookup_key
 if TYPE_CHECKING:
     from duetime.config import Settings
 
-WHEN_FIELDS = ("at", "delay", "local", "date", "timezone", "disambiguation")
-EDIT_FIELDS = (*WHEN_FIELDS, "payload")
 BULK_BATCH = 1000
 """Rows a bulk action changes per transaction."""
 
@@ -205,9 +203,7 @@ class ActingMethods(AuditMethods):
         path (``on_conflict="update"``): validated as any schedule call, and a timer that
         fired meanwhile is kept as it is (Conflict). The audit log says which fields changed
         (not their values: a payload may be large)."""
-        for name in changes:
-            if name not in EDIT_FIELDS:
-                raise InvalidInput(name, f"is not a field one can edit ({', '.join(EDIT_FIELDS)})")
+        EDIT_BODY.read(dict(changes))
         if not changes:
             raise InvalidInput("body", "name a new due time (at, delay, local, date) or payload")
         timer = await self.get(key)

@@ -30,11 +30,9 @@ from duetime.config import DEFAULT_NAMESPACE, Settings
 from duetime.destinations.registry import Destinations
 from duetime.errors import UnknownNamespace
 from duetime.handlers import HandlerRegistry
-from duetime.history import (
-    MaintenanceReport,
-)
 from duetime.model import Node, Page
 from duetime.model.audit import Actor
+from duetime.model.history import MaintenanceReport
 from duetime.observability.tracing import tracing_for
 from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store

@@ -2,7 +2,7 @@
 
 They are rows in the database (the store's ``limits`` part), so every worker on every node
 obeys them, and a change reaches them within a second (``worker.flow.RULES_REFRESH``) without a
-restart. The rules are :mod:`duetime.model.limits`'s; the rate math
+restart. The rules are :mod:`duetime.model.flow_rules`'s; the rate math
 :mod:`duetime.timemath.ratelimit`'s.
 """
 
@@ -14,7 +14,7 @@ from duetime.config import Settings
 from duetime.errors import NotFound
 from duetime.model import Page
 from duetime.model.audit import Actor
-from duetime.model.limits import FlowRule, FlowStatus, check_pattern, new_rule
+from duetime.model.flow_rules import FlowRule, FlowStatus, check_pattern, new_rule
 from duetime.store import Store
 from duetime.timemath.ratelimit import Rate, parse_rate
 from duetime.validation import check_limit

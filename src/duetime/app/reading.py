@@ -13,16 +13,11 @@ from typing import TYPE_CHECKING
 from duetime.bus.routes import check_pattern
 from duetime.clock import Clock
 from duetime.errors import InvalidInput, NotFound
-from duetime.history import (
-    ActivityMinute,
-    LoggedEvent,
-    activity_series,
-    activity_window,
-    event_filter,
-)
+from duetime.event_filters import activity_series, activity_window, event_filter
 from duetime.model import Attempt, DeadType, Page, Status, Timer
 from duetime.model.charts import ChartBucket, chart_series, chart_window
 from duetime.model.finding import PayloadMatch
+from duetime.model.history import ActivityMinute, LoggedEvent
 from duetime.model.moves import TimerMove
 from duetime.store import Store
 from duetime.timer_filters import check_sort, timer_filter

@@ -2,7 +2,7 @@
 
 uvloop runs the same asyncio code on libuv, with less CPU for each callback, task step and
 socket read. A worker's time goes mostly to exactly that (a claim, a task per handler, a
-write of outcomes), so on uvloop it needs about a quarter less CPU a job (bench/README.md).
+write of outcomes), so on uvloop it needs less CPU a job.
 The commands that own their process (``duetime worker``, ``serve``, ``tick`` and the rest)
 and the sync :class:`~duetime.App`'s background thread use it when it is installed;
 ``DUETIME_EVENT_LOOP=asyncio`` keeps the standard loop. An :class:`~duetime.AsyncApp` runs on
@@ -74,8 +74,8 @@ def start_task(
 
     Most handlers finish without suspending (a no-op, a quick computation, a cached answer): the
     task is then done when this returns, and the caller records the outcome at once instead of
-    scheduling the step and the done callback through the loop (about 4 µs a job on uvloop,
-    10 on asyncio's own loop). The first step runs as the task itself, so
+    scheduling the step and the done callback through the loop, two turns of it a job. The
+    first step runs as the task itself, so
     ``asyncio.current_task()``, ``asyncio.timeout()`` and task groups inside it see the handler's
     task. Python 3.11 has no such start, and a loop with its own task factory keeps it: both get
     an ordinary task, started by the loop.

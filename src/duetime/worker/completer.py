@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from duetime.model import Finish, HeldRow, Timer
-from duetime.model.slots import make_done, set_fired_at
+from duetime.model.fast_records import make_done, set_fired_at
 from duetime.worker import attempts
 from duetime.worker.refusals import write_apart
 from duetime.worker.shared import Shared

@@ -1,6 +1,6 @@
 """Flow control at the claim: the worker's flow gate.
 
-A namespace's flow control rules (:mod:`duetime.model.limits`: limits, rates, pauses) are read
+A namespace's flow control rules (:mod:`duetime.model.flow_rules`: limits, rates, pauses) are read
 again every :data:`RULES_REFRESH`; while any is in force, claims go through the store's ruled
 claim, which holds back the rows a full limit or a paused type may not take, and says which
 limits held rows back and when the first of them may allow more. It hands forward, with the
@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from duetime.dispatch import Dispatch
 from duetime.model import Claimed
-from duetime.model.limits import FlowPlan, plan_of
+from duetime.model.flow_rules import FlowPlan, plan_of
 from duetime.worker.shared import Shared
 
 log = logging.getLogger("duetime.worker")
@@ -28,7 +28,7 @@ as soon as its claim is back: the lag from grant to start differs between worker
 into a shorter one. Held to the grant's instant, the starts keep the rate's spacing unless a
 worker lags by more than this."""
 RULES_REFRESH = 1.0
-"""Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.limits`) before
+"""Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.flow_rules`) before
 reading them again: a limit, pause or resume set anywhere reaches every worker within this.
 While any rule is in force a worker sleeps at most this long, so it sees a resume in time."""
 
