@@ -7,7 +7,6 @@ the next occurrences of a rule without storing anything.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Sequence
 from datetime import datetime
@@ -45,6 +44,7 @@ from duetime.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, TYPE_P
 from duetime.model import JSON, OnConflict, Schedule, iso
 from duetime.model.cursors import NAME_CURSOR_PATTERN
 from duetime.schedules import ScheduleRequest, recurrence_of
+from duetime.support.cpu_work import run_cpu_work
 from duetime.timemath.recurrence import describe, parse_recurrence
 from duetime.timemath.tzmath import load_zone
 
@@ -339,7 +339,7 @@ async def preview(
         roll=roll,
         feb29=feb29,
     )
-    rule = await asyncio.to_thread(
+    rule = await run_cpu_work(
         functools.partial(
             parse_recurrence,
             cron=cron,

@@ -7,7 +7,6 @@ next occurrences, and what new tz rules would move.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
@@ -20,6 +19,7 @@ from duetime.revisions import preview_occurrences
 from duetime.schedules import ScheduleFilter, ScheduleRequest, check_schedule_name
 from duetime.store import Store
 from duetime.store.parts import ScheduleStore
+from duetime.support.cpu_work import run_cpu_work
 from duetime.validation import check_limit, check_type
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class ScheduleReadingMethods:
         ).calendar_options()
         stored = await self.get_schedule(schedule) if schedule is not None else None
         # Expanding a rule is CPU work (bounded by its budget): off the event loop.
-        return await asyncio.to_thread(
+        return await run_cpu_work(
             functools.partial(
                 preview_occurrences,
                 stored,

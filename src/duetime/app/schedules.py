@@ -7,7 +7,7 @@ and ``open()``.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta
@@ -33,6 +33,7 @@ from duetime.schedules import (
 )
 from duetime.store import Store
 from duetime.store.room import ScheduleRoom
+from duetime.support.cpu_work import run_cpu_work
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS
 from duetime.timemath.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
 from duetime.validation import check_on_conflict
@@ -151,7 +152,7 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
         requests = list(requests)
         now = self.clock.now()
         rules: RuleCache = {}
-        await asyncio.to_thread(prepare_rules, requests, now, rules)
+        await run_cpu_work(functools.partial(prepare_rules, requests, now, rules))
         news: Iterable[NewSchedule] = self._resolve_schedules(requests, now, rules)
         if not self.is_open:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
@@ -342,13 +343,15 @@ class ScheduleMethods(ScheduleReadingMethods, AuditMethods):
             current = await self.get_schedule(name)
             now = self.clock.now()
             # Checking the rule and finding its occurrences is CPU work: off the event loop.
-            revision = await asyncio.to_thread(
-                revise,
-                current,
-                define(current),
-                now,
-                self.settings.max_attempts,
-                self.settings.max_payload_bytes,
+            revision = await run_cpu_work(
+                functools.partial(
+                    revise,
+                    current,
+                    define(current),
+                    now,
+                    self.settings.max_attempts,
+                    self.settings.max_payload_bytes,
+                )
             )
             if not revision.changed:
                 return False, current
