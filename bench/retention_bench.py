@@ -35,8 +35,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from duetime.history import RetentionPolicy
 from duetime.model import Finish, Outcome
+from duetime.model.history import RetentionPolicy
 from duetime.store.postgres.store import PostgresStore
 
 POLICY = RetentionPolicy(retention=timedelta(days=30), archive_after=timedelta(hours=1))

@@ -20,6 +20,9 @@ every shape by default, each on a fresh database):
   them: 25 MB of JSON that ``page_bytes`` cuts into pages rendered off the event loop;
 - ``big-audit``: 100 audit entries of 1,000 long keys each (bulk actions on a selection),
   and pages of 1,000 of them (26 MB).
+- ``costly-rule``: nothing stored; previews of 100 occurrences of a rule as costly to expand
+  as the server accepts (every Friday the 13th, walked day by day): bounded by the rule's
+  expansion budget and computed off the event loop.
 
 The quiet tenant creates timers one after another, first alone, then beside the noise. Each
 round prints both p50/p99/max and the noisy tenant's requests meanwhile (and how many of them
@@ -146,6 +149,16 @@ async def fill_big_audit(app: Any, args: argparse.Namespace) -> None:
         await app.bulk("cancel", TimerFilter(), keys=keys, actor=operator)
 
 
+async def fill_nothing(app: Any, args: argparse.Namespace) -> None:
+    """A preview stores nothing: the work is all in the request."""
+
+
+COSTLY_RULE = "FREQ=DAILY;BYMONTHDAY=13;BYDAY=FR"
+"""Among the costliest rules the server accepts: every Friday the 13th, found by walking every
+day (its hundred occurrences lie some sixty years apart from the first, about half the
+expansion budget). Rules costlier still are refused (422) before they are walked."""
+
+
 def _answered(body: Any, args: argparse.Namespace) -> bool:
     return isinstance(body, dict) and bool(body.get("items"))
 
@@ -165,11 +178,12 @@ SHAPES: dict[str, Shape] = {
     ),
     "big-timers": Shape(fill_big_timers, f"{NOISY}/timers", PAGE, _answered),
     "big-audit": Shape(fill_big_audit, f"{NOISY}/audit", PAGE, _answered),
-    # "expensive-rule": a schedule whose recurrence rule is as costly to expand as the server
-    # allows, and the request that expands it (its preview, or its next occurrences). Its fill
-    # and request belong beside the bound on that expansion; add it here as
-    #     "expensive-rule": Shape(fill_expensive_rule, f"{NOISY}/schedules/...", {...}, check),
-    # and it runs with the others (every shape by default, --shape expensive-rule alone).
+    "costly-rule": Shape(
+        fill_nothing,
+        "/v1/preview",
+        {"rrule": COSTLY_RULE, "dtstart": "2026-01-01T00:00", "timezone": "UTC", "count": 100},
+        lambda body, args: len(body["occurrences"]) == 100,
+    ),
 }
 
 

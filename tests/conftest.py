@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -13,6 +14,12 @@ from hypothesis import settings
 from tests.children import descendants, stop_all
 
 from duetime import FrozenClock
+from duetime.worker import owner
+
+# A worker's state may be touched only on its event loop: checked in every test, in this
+# process and in the worker processes tests start (see duetime.worker.owner).
+os.environ["DUETIME_CHECK_LOOP_OWNER"] = "1"
+owner.CHECKING = True
 
 # Hypothesis fails an example that takes over 200 ms by the wall clock: a speed assertion that
 # a busy machine fails (a walk of 16,840 windows took 378 ms beside the rest of the suite).
@@ -43,6 +50,16 @@ def db_url(tmp_path: Path) -> str:
 @pytest.fixture
 def clock() -> FrozenClock:
     return FrozenClock(datetime(2025, 3, 1, 12, 0, tzinfo=UTC))
+
+
+@pytest.fixture(autouse=True)
+def worker_state_stays_on_its_loop() -> Iterator[None]:
+    """Fail a test during which a worker's loop-owned state was touched from another thread
+    (even where the error it raised there was swallowed, e.g. as a handler's failure)."""
+    owner.VIOLATIONS.clear()
+    yield
+    touched, owner.VIOLATIONS[:] = list(owner.VIOLATIONS), []
+    assert not touched, f"worker state touched off its event loop: {touched}"
 
 
 @pytest.hookimpl(wrapper=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -140,8 +140,6 @@ _new = object.__new__
 )
 if len(fields(Event)) != 14:  # pragma: no cover - a new field must be set above too
     raise RuntimeError("Event.from_timer must set every field of Event")
-
-HandlerFunc = Callable[[Event], Any] | Callable[[Event], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

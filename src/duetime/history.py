@@ -1,133 +1,45 @@
-"""History: how finished timers leave the hot path (retention), and how they are read back.
-
-The claim path only reads pending rows, but every finished timer left in the hot table makes
-its indexes, its vacuums and its backups bigger. So finished timers are kept for ``retention``
-and then deleted; on PostgreSQL they first move, ``archive_after`` they finished, to history
-tables partitioned by month, where whole months are dropped once older than ``retention``.
-
-The event log reads the same rows: an event is a timer that fired (``fired_at`` is its time),
-and its deliveries are its attempts. This module reads a caller's filter of the event log (its
-``type`` glob, ``since`` and ``until``); the records — policy, report, filter, logged event —
-are in :mod:`duetime.model.history`.
-"""
+"""Deprecated name: the event log's filters are :mod:`duetime.event_filters`, and the records
+of retention and the event log :mod:`duetime.model.history`. Importing this module warns."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import warnings
 
-from duetime.bus.routes import check_pattern
-from duetime.errors import InvalidInput
-from duetime.model.history import ActivityCount
-from duetime.model.history import ActivityMinute as ActivityMinute
-from duetime.model.history import EventFilter as EventFilter
-from duetime.model.history import LoggedEvent as LoggedEvent
-from duetime.model.history import MaintenanceReport as MaintenanceReport
-from duetime.model.history import RetentionPolicy as RetentionPolicy
-from duetime.timemath.durations import add_months, parse_duration
-from duetime.timemath.tzmath import is_aware
+from duetime.event_filters import (
+    MAX_ACTIVITY_MINUTES,
+    MAX_INSTANT_TEXT,
+    activity_series,
+    activity_window,
+    event_filter,
+    instant_or_ago,
+)
+from duetime.model.history import (
+    ActivityCount,
+    ActivityMinute,
+    EventFilter,
+    LoggedEvent,
+    MaintenanceReport,
+    RetentionPolicy,
+)
 
-MAX_INSTANT_TEXT = 64
+warnings.warn(
+    "duetime.history is deprecated: import the event log's filters from duetime.event_filters "
+    "and the records (RetentionPolicy, EventFilter, ...) from duetime.model.history",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
-
-def event_filter(
-    type: str | None,
-    since: str | datetime | timedelta | None,
-    until: str | datetime | timedelta | None,
-    now: datetime,
-) -> EventFilter:
-    """Read a caller's filter; InvalidInput names ``type``, ``since`` or ``until``.
-
-    ``until`` at or before ``since`` is an empty window, and lists nothing: each bound is
-    checked on its own, as a client that sends them (or a form that builds them) can."""
-    pattern = None if type is None else check_pattern(type, "type")
-    start = None if since is None else instant_or_ago(since, now, "since")
-    end = None if until is None else instant_or_ago(until, now, "until")
-    return EventFilter(pattern, start, end)
-
-
-def instant_or_ago(value: str | datetime | timedelta, now: datetime, field: str) -> datetime:
-    """An instant (ISO 8601 with an offset, or an aware datetime), or a duration meaning that
-    long before ``now`` (``PT1H``, ``P7D``, a timedelta); calendar parts count in UTC."""
-    if isinstance(value, timedelta):
-        return _ago(value, now, field)
-    if isinstance(value, datetime):
-        if not is_aware(value):
-            raise InvalidInput(field, "must be timezone-aware")
-        return value.astimezone(UTC)
-    if not isinstance(value, str):
-        raise InvalidInput(field, "must be an ISO 8601 instant or duration")
-    text = value.strip()
-    if text[:1].upper() == "P":
-        duration = parse_duration(text, field)
-        try:
-            moved = add_months(now.astimezone(UTC), -duration.months)
-            return moved - timedelta(days=duration.days) - duration.clock
-        except (OverflowError, ValueError):
-            raise InvalidInput(field, f"{value!r} reaches back before the year 1") from None
-    if not text or len(text) > MAX_INSTANT_TEXT:
-        raise InvalidInput(field, "give an ISO 8601 instant ('2025-03-15T13:00:00Z') or 'PT1H'")
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInput(
-            field,
-            f"{value!r} is neither an ISO 8601 instant ('2025-03-15T13:00:00Z') "
-            "nor a duration ('PT1H': that long ago)",
-        ) from None
-    if not is_aware(parsed):
-        raise InvalidInput(field, f"{value!r} has no UTC offset; add one, e.g. 'Z'")
-    try:
-        return parsed.astimezone(UTC)
-    except OverflowError:
-        raise InvalidInput(field, f"{value!r} is out of range") from None
-
-
-def _ago(span: timedelta, now: datetime, field: str) -> datetime:
-    if span < timedelta(0):
-        raise InvalidInput(field, "must not be a negative duration")
-    try:
-        return now.astimezone(UTC) - span
-    except OverflowError:
-        raise InvalidInput(field, "reaches back before the year 1") from None
-
-
-MAX_ACTIVITY_MINUTES = 24 * 60
-
-
-def activity_window(now: datetime, minutes: int) -> tuple[datetime, datetime]:
-    """``[since, until)`` of the last ``minutes`` whole minutes, the current one included."""
-    if isinstance(minutes, bool) or not isinstance(minutes, int):
-        raise InvalidInput("minutes", "must be a whole number")
-    if not 1 <= minutes <= MAX_ACTIVITY_MINUTES:
-        raise InvalidInput("minutes", f"must be between 1 and {MAX_ACTIVITY_MINUTES}")
-    start_of_minute = now.astimezone(UTC).replace(second=0, microsecond=0)
-    until = start_of_minute + timedelta(minutes=1)
-    return until - timedelta(minutes=minutes), until
-
-
-def activity_series(
-    counts: list[ActivityCount], since: datetime, minutes: int
-) -> list[ActivityMinute]:
-    """One :class:`ActivityMinute` per minute from ``since``, quiet minutes included."""
-    by_minute: dict[int, list[ActivityCount]] = {}
-    for count in counts:
-        if 0 <= count.minute < minutes:
-            by_minute.setdefault(count.minute, []).append(count)
-    series = []
-    for minute in range(minutes):
-        start = since + timedelta(minutes=minute)
-        found = by_minute.get(minute, [])
-        fired = sum(c.count for c in found)
-        if not fired:
-            series.append(ActivityMinute(start))
-            continue
-        series.append(
-            ActivityMinute(
-                start,
-                fired,
-                {c.status: c.count for c in found},
-                sum(c.lateness_sum_ms for c in found) / fired,
-                max(c.lateness_max_ms for c in found),
-            )
-        )
-    return series
+__all__ = [
+    "MAX_ACTIVITY_MINUTES",
+    "MAX_INSTANT_TEXT",
+    "ActivityCount",
+    "ActivityMinute",
+    "EventFilter",
+    "LoggedEvent",
+    "MaintenanceReport",
+    "RetentionPolicy",
+    "activity_series",
+    "activity_window",
+    "event_filter",
+    "instant_or_ago",
+]

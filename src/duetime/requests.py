@@ -6,14 +6,34 @@ import builtins
 from dataclasses import dataclass, fields
 from datetime import date as date_type
 from datetime import datetime, timedelta
+from itertools import combinations
 from typing import Any
 
+from duetime.bodies import Body, BodyField, Schema
 from duetime.errors import InvalidInput
+from duetime.formats import (
+    CORRELATION_PATTERN,
+    DATE_PATTERN,
+    DURATION_PATTERN,
+    EXPIRES_PATTERN,
+    INSTANT_PATTERN,
+    LOCAL_PATTERN,
+    MAX_SECONDS,
+    TYPE_PATTERN,
+    identifier_pattern,
+    timezones,
+)
 from duetime.model import JSON, NewTimer
-from duetime.model.slots import make_new_timer, shell_of, slot_setter
+from duetime.model.fast_records import make_new_timer, shell_of, slot_setter
+from duetime.timemath.tzmath import DISAMBIGUATIONS
 from duetime.timemath.when import parse_at, resolve_when
 from duetime.validation import (
+    MAX_ATTEMPTS_LIMIT,
+    MAX_KEY_LENGTH,
+    MAX_SUBJECT_LENGTH,
+    MAX_TYPE_LENGTH,
     PRIORITY_DEFAULT,
+    PRIORITY_MAX,
     check_correlation_id,
     check_expires_after,
     check_key,
@@ -22,11 +42,136 @@ from duetime.validation import (
     check_subject,
     check_type,
     encode_payload,
-    whole_number,
 )
 
-JSON_COUNTS = ("max_attempts", "priority")
-"""Fields read as whole numbers from JSON, where 3.0 is 3."""
+WHEN_FORMS = ("at", "delay", "local", "date")
+"""A timer's due time: exactly one of these."""
+IDENTIFIER = identifier_pattern()
+_PAYLOAD = (
+    "Any JSON, up to the payload size limit, with no NUL character (\\u0000) in its strings or keys"
+)
+
+
+def not_null(*names: str) -> Schema:
+    """Present, and not null (absent and null mean the same to the server)."""
+    return {
+        "required": list(names),
+        "properties": {name: {"not": {"type": "null"}} for name in names},
+    }
+
+
+def _when_rules() -> Schema:
+    """Exactly one form of "when"; ``local`` with its zone (``resolve_when``'s rules)."""
+    return {
+        "oneOf": [not_null(form) for form in WHEN_FORMS],
+        "dependentSchemas": {
+            "local": {"anyOf": [{"properties": {"local": {"type": "null"}}}, not_null("timezone")]}
+        },
+    }
+
+
+def _string(pattern: str, **more: Any) -> Schema:
+    return {"type": "string", "pattern": pattern, **more}
+
+
+def _seconds(least: float) -> Schema:
+    return {"type": "number", "minimum": least, "maximum": MAX_SECONDS}
+
+
+TIMER_BODY = Body(
+    "TimerBody",
+    "Schedule one timer: exactly one of ``at``, ``delay``, ``local`` or ``date``.",
+    (
+        BodyField(
+            "type",
+            _string(TYPE_PATTERN, maxLength=MAX_TYPE_LENGTH),
+            "The event type",
+            ("followup.email",),
+            required=True,
+            missing="an event type is required",
+        ),
+        BodyField("payload", description=_PAYLOAD),
+        BodyField("at", _string(INSTANT_PATTERN), "ISO 8601", ("2025-03-15T13:00:00Z",)),
+        BodyField(
+            "delay",
+            {"anyOf": [_string(DURATION_PATTERN), _seconds(0)]},
+            "From now",
+            ("P15D", 90),
+        ),
+        BodyField("local", _string(LOCAL_PATTERN), "Wall time", ("2025-03-15T09:00",)),
+        BodyField("date", _string(DATE_PATTERN), "That day at 00:00", ("2025-03-15",)),
+        BodyField(
+            "timezone",
+            lambda: {"type": "string", "enum": timezones()},
+            examples=("America/New_York",),
+        ),
+        BodyField(
+            "disambiguation",
+            {"type": "string", "enum": list(DISAMBIGUATIONS)},
+            default="compatible",
+        ),
+        BodyField(
+            "key",
+            _string(IDENTIFIER, maxLength=MAX_KEY_LENGTH),
+            "Idempotency key (generated if absent)",
+        ),
+        BodyField(
+            "subject",
+            {
+                "anyOf": [
+                    _string(IDENTIFIER, maxLength=MAX_SUBJECT_LENGTH),
+                    {"type": "integer"},
+                ]
+            },
+            "Who the timer is about; a number is read as its text",
+            ("user-1234",),
+        ),
+        BodyField("correlation_id", _string(CORRELATION_PATTERN, maxLength=MAX_KEY_LENGTH)),
+        BodyField(
+            "max_attempts",
+            {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPTS_LIMIT},
+            whole=True,
+        ),
+        BodyField(
+            "expires_after",
+            {"anyOf": [_string(EXPIRES_PATTERN), _seconds(0.000001)]},
+            examples=("PT1H",),
+        ),
+        BodyField(
+            "priority",
+            {"type": "integer", "minimum": PRIORITY_DEFAULT, "maximum": PRIORITY_MAX},
+            "0 normal (the default) to 9 most urgent: due first",
+            whole=True,
+        ),
+    ),
+    _when_rules,
+)
+"""A timer request as JSON: :meth:`TimerRequest.from_dict` reads it, the API documents it."""
+
+EDIT_FIELDS = ("at", "delay", "local", "date", "timezone", "disambiguation", "payload")
+"""What an edit of a pending timer may change: its due time, its payload."""
+
+
+def _edit_rules() -> Schema:
+    """Something to change, at most one form of "when", ``local`` with its zone."""
+    return {
+        "minProperties": 1,
+        "not": {"anyOf": [{"required": list(pair)} for pair in combinations(WHEN_FORMS, 2)]},
+        "dependentRequired": {"local": ["timezone"]},
+    }
+
+
+EDIT_BODY = Body(
+    "EditIn",
+    "At most one of ``at``, ``delay``, ``local`` or ``date`` (with ``timezone``) and/or a new"
+    " ``payload``; the timer's other fields stay.",
+    tuple(f for f in TIMER_BODY.fields if f.name in EDIT_FIELDS),
+    _edit_rules,
+    unknown=f"is not a field one can edit ({', '.join(EDIT_FIELDS)})",
+    nullable=False,
+)
+"""An edit of a pending timer (``AsyncApp.edit``, ``PATCH …/timers/{key}``): a timer body's
+fields of its due time and payload, each given a value; the rest is carried over."""
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -34,8 +179,8 @@ class TimerRequest:
     """Everything ``schedule(...)`` accepts; exactly one of at / delay / local / date.
 
     Made once a request, by callers too: its ``__init__`` sets the slots as a mutable shell's,
-    in about a third of the frozen dataclass's time (``bench/enqueue_probe.py``'s client CPU
-    a timer)."""
+    without the frozen dataclass's ``object.__setattr__`` a field (see
+    :mod:`duetime.model.fast_records`)."""
 
     type: str
     payload: JSON = None
@@ -53,7 +198,7 @@ class TimerRequest:
     priority: int | None = None
     """0 (None: the default) normal, up to 9 the most urgent: see ``Timer.priority``."""
 
-    def __init__(  # the dataclass's, in a fraction of its time (duetime.model.slots)
+    def __init__(  # the dataclass's, set as a shell's slots (duetime.model.fast_records)
         self,
         type: str,
         payload: JSON = None,
@@ -70,7 +215,7 @@ class TimerRequest:
         expires_after: str | float | timedelta | None = None,
         priority: int | None = None,
     ) -> None:
-        if _type(self) is TimerRequest:  # filled in as its shell (see duetime.model.slots)
+        if _type(self) is TimerRequest:  # filled in as its shell (see duetime.model.fast_records)
             shell: Any = self
             _set_class(self, "__class__", _Shell)
             shell.type = type
@@ -106,19 +251,10 @@ class TimerRequest:
 
     @classmethod
     def from_dict(cls, data: Any, field_prefix: str = "") -> TimerRequest:
-        """Build from JSON (CLI files, REST bodies, broker messages); unknown fields are errors."""
-        if not isinstance(data, dict):
-            raise InvalidInput(field_prefix.rstrip(".") or "body", "must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        for name in data:
-            if name not in known:
-                raise InvalidInput(f"{field_prefix}{name}", "is not a known field")
-        if "type" not in data:
-            raise InvalidInput(f"{field_prefix}type", "an event type is required")
-        # JSON has one number type: 3.0 is the whole number 3 there (and in JSON Schema).
-        counts = {name: whole_number(data[name]) for name in JSON_COUNTS if name in data}
+        """Build from JSON (CLI files, REST bodies, broker messages) as :data:`TIMER_BODY`
+        describes it; unknown fields are errors."""
         try:
-            return cls(**{**data, **counts})
+            return cls(**TIMER_BODY.read(data, field_prefix))
         except TypeError as exc:  # pragma: no cover - guarded by the checks above
             raise InvalidInput(field_prefix.rstrip(".") or "body", str(exc)) from exc
 
@@ -205,3 +341,6 @@ _set_correlation_id = slot_setter(TimerRequest, "correlation_id")
 _set_max_attempts = slot_setter(TimerRequest, "max_attempts")
 _set_expires_after = slot_setter(TimerRequest, "expires_after")
 _set_priority = slot_setter(TimerRequest, "priority")
+
+if {f.name for f in fields(TimerRequest)} != TIMER_BODY.names:  # pragma: no cover
+    raise TypeError("TIMER_BODY must describe exactly TimerRequest's fields")

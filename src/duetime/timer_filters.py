@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from duetime.bus.routes import check_pattern
 from duetime.errors import InvalidInput
-from duetime.history import instant_or_ago
+from duetime.event_filters import instant_or_ago
 from duetime.model import BULK_ACTIONS, BulkAction, Status, TimerFilter
 from duetime.model.finding import MAX_SELECTED_KEYS, TIMER_SORTS, PayloadMatch, TimerSort
 from duetime.validation import check_keys, check_subject

@@ -23,7 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duetime.api import ApiSettings, create_api
-from duetime.api.formats import (
+from duetime.config import Settings
+from duetime.errors import InvalidInput
+from duetime.event_filters import instant_or_ago
+from duetime.formats import (
     CRON_PATTERN,
     DATE_PATTERN,
     DURATION_PATTERN,
@@ -36,8 +39,6 @@ from duetime.api.formats import (
     WHEN_PATTERN,
     identifier_pattern,
 )
-from duetime.config import Settings
-from duetime.history import instant_or_ago
 from duetime.model.cursors import EVENT_CURSOR_PATTERN, ID_CURSOR_PATTERN, NAME_CURSOR_PATTERN
 from duetime.schedules import parse_instant
 from duetime.store.cursors import (
@@ -125,7 +126,13 @@ def test_every_filter_bound_the_pattern_allows_is_read(text: str) -> None:
 @PROPERTY
 @given(drawn(PAYLOAD_MATCH_PATTERN))
 def test_every_payload_filter_the_pattern_allows_is_read(text: str) -> None:
-    payload_match(text)
+    try:
+        payload_match(text)
+    except InvalidInput as exc:  # only what a pattern cannot say: a value's range
+        refused = exc.message
+    else:
+        return
+    assert "out of range" in refused or "NUL" in refused, refused
 
 
 @PROPERTY
@@ -222,8 +229,6 @@ def test_the_document_has_no_reference_it_cannot_resolve(document: dict[str, Any
         (f"{NS}/limits/{{pattern}}", "put", {"burst": 1, "concurrency": 1}),
         (f"{NS}/limits/{{pattern}}", "put", {"partition_by": "subject", "rate": "5/s"}),
         (f"{NS}/limits/{{pattern}}", "put", {}),
-        (f"{NS}/pause", "post", {"pattern": "a.*", "extra": 1}),
-        (f"{NS}/resume", "post", {"pattern": "a.*", "": None}),
         ("/v1/namespaces", "post", {"name": ""}),
         ("/v1/namespaces", "post", {"name": "Shop"}),
         (f"{NS}/timers/bulk", "post", {"action": "cancel", "filter": {"due_from": "0"}}),

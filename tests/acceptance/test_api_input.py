@@ -136,7 +136,7 @@ def test_unknown_namespace_and_bad_token_over_http(secured: tuple[Server, Tokens
 def test_creating_a_timer_answers_alike_on_the_fast_route_and_the_documented_one(
     secured: tuple[Server, Tokens],
 ) -> None:
-    """POST …/timers is served outside FastAPI's dependency solving (duetime.api.fast) for a
+    """POST …/timers is served outside FastAPI's dependency solving (duetime.api.plain_routes) for a
     valid namespace name; a malformed one falls through to the documented route's 422."""
     server, tokens = secured
     body = {"type": "x", "delay": 1}

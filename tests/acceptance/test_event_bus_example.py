@@ -54,7 +54,7 @@ from examples.event_bus.app import (  # noqa: E402
 from storekit import pooled_pg_url, require_pg  # noqa: E402
 
 from duetime import AsyncApp, Outcome, Status, Timer  # noqa: E402
-from duetime.history import LoggedEvent  # noqa: E402
+from duetime.model.history import LoggedEvent  # noqa: E402
 
 pytestmark = pytest.mark.slow  # the example's processes end to end
 

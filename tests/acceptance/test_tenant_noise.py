@@ -46,7 +46,7 @@ def options(backend: str) -> argparse.Namespace:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-@pytest.mark.parametrize("shape", ["held-types", "big-timers", "big-audit"])
+@pytest.mark.parametrize("shape", ["held-types", "big-timers", "big-audit", "costly-rule"])
 def test_the_quiet_tenant_keeps_creating_beside_the_noisy_one(backend: str, shape: str) -> None:
     if backend == "postgres":
         require_pg()

@@ -20,7 +20,7 @@ from test_worker_slots import wait_for
 
 from duetime import AsyncApp, Event, TimerRequest
 from duetime.model import Claimed, Outcome, Timer
-from duetime.model.limits import RuledClaim
+from duetime.model.flow_rules import RuledClaim
 from duetime.worker import Worker
 from duetime.worker.flow import RATE_START_DELAY
 

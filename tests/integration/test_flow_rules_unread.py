@@ -12,7 +12,7 @@ from pathlib import Path
 from test_worker_slots import wait_for
 
 from duetime import AsyncApp, Event, Status
-from duetime.model.limits import FlowRule
+from duetime.model.flow_rules import FlowRule
 
 
 def run_paused(

@@ -637,7 +637,9 @@ def test_timers_claimed_in_a_workers_name_it_never_heard_of_are_rescued(
     db = prepare(url)
     keys = [f"o-{i}" for i in range(5)]
     with App(url, NS) as app:
-        later = datetime.now(UTC) + timedelta(hours=1)
+        # Due soon: a rescue keeps a row due at its own instant (never earlier), so the
+        # rescued timers run once it comes, not a claim-ahead window before it.
+        later = datetime.now(UTC) + timedelta(seconds=3)
         app.schedule_many([TimerRequest(TX, None, at=later, key=key) for key in keys])
     workers.start(url, *FAST_LEASE)
     wait_until(lambda: db.value("SELECT count(*) FROM nodes") == 1, 30, "the worker registered")
@@ -649,7 +651,7 @@ def test_timers_claimed_in_a_workers_name_it_never_heard_of_are_rescued(
         try:
             now = datetime.now(UTC)
             claimed = await store.claim_due(
-                NS, None, now + timedelta(hours=2), 10, node, now + timedelta(seconds=2)
+                NS, None, now, 10, node, now + timedelta(seconds=2), due_by=now + timedelta(hours=2)
             )
             return len(claimed)
         finally:

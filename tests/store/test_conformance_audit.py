@@ -10,8 +10,8 @@ import pytest
 from storekit import NOW
 
 from duetime.errors import InvalidInput
-from duetime.history import RetentionPolicy
 from duetime.model.audit import Actor, AuditRecord
+from duetime.model.history import RetentionPolicy
 from duetime.services.retention import maintain
 from duetime.store import Store
 

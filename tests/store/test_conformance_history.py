@@ -15,8 +15,8 @@ import pytest
 from storekit import NOW, StoreFactory, new_timer
 
 from duetime.errors import InvalidInput
-from duetime.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
 from duetime.model import Attempt, FanOut, Finish, Outcome, Page, Status, Timer, TimerFilter
+from duetime.model.history import EventFilter, LoggedEvent, MaintenanceReport, RetentionPolicy
 from duetime.store import Store
 from duetime.store.parts import HistoryStore
 

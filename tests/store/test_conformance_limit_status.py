@@ -21,7 +21,7 @@ from storekit import NOW, new_timer
 
 from duetime.errors import CapReached, InvalidInput
 from duetime.model import FanOut, Finish, Outcome
-from duetime.model.limits import FlowRule, destination_rule, plan_of
+from duetime.model.flow_rules import FlowRule, destination_rule, plan_of
 from duetime.store import Store
 from duetime.store.postgres.store import PostgresStore
 from duetime.store.sqlite.store import SqliteStore

@@ -15,10 +15,10 @@ import pytest
 from storekit import NOW, new_timer
 
 from duetime.model import FanOut, Status, TimerFilter
-from duetime.model.limits import FlowRule, RuleFilter, destination_rule, plan_of
+from duetime.model.flow_rules import FlowRule, RuleFilter, destination_rule, plan_of
 from duetime.store import Store
-from duetime.store.postgres import limits as postgres_limits
-from duetime.store.sqlite import limits as sqlite_limits
+from duetime.store.postgres import flow_control as postgres_limits
+from duetime.store.sqlite import flow_control as sqlite_limits
 from duetime.store.sqlite.store import SqliteStore
 from duetime.timemath.ratelimit import Rate
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from storekit import NOW, new_timer
 
 from duetime.model import Finish, Outcome, Status
-from duetime.model.limits import FlowPlan, FlowRule, plan_of
+from duetime.model.flow_rules import FlowPlan, FlowRule, plan_of
 from duetime.store import Store
 from duetime.timemath.ratelimit import Rate
 

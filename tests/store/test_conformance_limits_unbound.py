@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from storekit import NOW, new_timer
 
 from duetime.model import ClaimFilter
-from duetime.model.limits import FlowPlan, FlowRule, plan_of
+from duetime.model.flow_rules import FlowPlan, FlowRule, plan_of
 from duetime.store import Store
 from duetime.timemath.ratelimit import Rate
 from duetime.worker.flow import RATE_START_DELAY

@@ -8,7 +8,7 @@ from datetime import timedelta
 from storekit import NOW, new_timer
 
 from duetime.model import Status
-from duetime.model.limits import FlowRule, plan_of
+from duetime.model.flow_rules import FlowRule, plan_of
 from duetime.store import Store
 
 LEASE = NOW + timedelta(seconds=30)

@@ -18,8 +18,8 @@ import pytest
 from storekit import PG_URL, new_timer
 from test_postgres_plan import assert_uses_pending_index, claim_due_params, plans
 
-from duetime.history import EventFilter, RetentionPolicy
 from duetime.model import Finish, Outcome, TimerFilter
+from duetime.model.history import EventFilter, RetentionPolicy
 from duetime.store.cursors import timer_listing
 from duetime.store.postgres import history
 from duetime.store.postgres.store import PostgresStore

@@ -14,8 +14,8 @@ from storekit import NOW, PG_URL, StoreFactory, blocked_by, drop_schema, new_tim
 from tests.waiting import until
 
 from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
-from duetime.history import EventFilter, RetentionPolicy
 from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
+from duetime.model.history import EventFilter, RetentionPolicy
 from duetime.store import create_store
 from duetime.store.postgres.database import Statement
 from duetime.store.postgres.rows import claimed_timer_rows

@@ -21,7 +21,7 @@ import pytest
 from storekit import NOW, PG_URL, StoreFactory, new_timer, with_params
 
 from duetime.errors import StoreBusy
-from duetime.model.limits import FlowRule
+from duetime.model.flow_rules import FlowRule
 from duetime.store.postgres.store import PostgresStore
 from duetime.store.sqlite.database import READERS
 from duetime.store.sqlite.store import SqliteStore

@@ -16,8 +16,8 @@ from storekit import NOW, new_timer, wait_until
 from duetime import App, AsyncApp
 from duetime.clock import FrozenClock
 from duetime.config import Settings
-from duetime.history import MaintenanceReport, RetentionPolicy
 from duetime.model import Finish, Outcome
+from duetime.model.history import MaintenanceReport, RetentionPolicy
 from duetime.services.retention import Retention, policy_of
 from duetime.store import Store
 

@@ -16,7 +16,7 @@ from psycopg import sql
 from schema_pool import SchemaPool
 from storekit import NOW, PG_URL, new_timer, require_pg, with_params
 
-from duetime.history import RetentionPolicy
+from duetime.model.history import RetentionPolicy
 from duetime.store.postgres.store import PostgresStore
 
 
@@ -109,6 +109,9 @@ async def use_everything(schema: str) -> None:
             "INSERT INTO timer_moves SELECT id, now(), 'tz', now(), 'UTC', now(), now()"
             " FROM timers LIMIT 1",
             "SELECT nextval('audit_log_id_seq')",
+            "INSERT INTO sql_grants (role, namespace) VALUES ('app', 'ns')",
+            "INSERT INTO sql_schedule_requests (namespace, name, action, requested_by,"
+            " requested_at) VALUES ('ns', 's', 'pause', 'app', now())",
         ):
             conn.execute(statement)
         empty = [table for table, rows in contents(schema)["rows"].items() if not rows]

@@ -71,3 +71,14 @@ def test_every_package_is_named(package: str) -> None:
     # In a table about one package, a subpackage is named relative to it (`migrations/`).
     named = package in PATHS or dotted in DOTTED or package.split("/")[-2] + "/" in PATHS
     assert named, f"docs/architecture.md does not say where {package} sits"
+
+
+def api_modules() -> list[str]:
+    return sorted(
+        f"api/{path.name}" for path in (PACKAGE / "api").glob("*.py") if path.name != "__init__.py"
+    )
+
+
+@pytest.mark.parametrize("module", api_modules())
+def test_every_module_of_the_api_is_named(module: str) -> None:
+    assert module in PATHS, f"docs/architecture.md does not say what {module} holds"

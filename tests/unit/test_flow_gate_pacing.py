@@ -14,10 +14,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from duetime.clock import FrozenClock
-from duetime.model.limits import FlowPlan, RuledClaim
+from duetime.model.flow_rules import FlowPlan, RuledClaim
 from duetime.worker.flow import RATE_START_DELAY, FlowGate
 from duetime.worker.leases import Leases
-from duetime.worker.observing import WorkerStats
 from duetime.worker.shared import Shared
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -37,11 +36,9 @@ class GrantingLimits:
 
 def paced_by_gate(granted_at: dict[int, datetime]) -> dict[int, datetime]:
     store: Any = SimpleNamespace(limits=GrantingLimits(granted_at))
-    shared = Shared(
-        store, FrozenClock(NOW), "n1", WorkerStats(), (), asyncio.Event(), Leases(D * 300)
-    )
+    shared = Shared(store, FrozenClock(NOW), "n1", (), Leases(D * 300))
     dispatch: Any = SimpleNamespace(claim_filter=None)
-    gate = FlowGate(shared, "ns", dispatch, paced=lambda readies: None)
+    gate = FlowGate(shared, "ns", dispatch)
     lease_until = NOW + timedelta(seconds=30)
     _, paced = asyncio.run(gate.claim(FlowPlan(), NOW, NOW, 10, lease_until))
     return dict(paced)

@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from duetime.model.limits import glob_match
+from duetime.model.flow_rules import glob_match
 
 patterns = st.text("ab.*", min_size=1, max_size=5)
 

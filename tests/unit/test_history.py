@@ -8,12 +8,8 @@ import pytest
 
 from duetime.config import Settings
 from duetime.errors import InvalidInput
-from duetime.history import (
-    EventFilter,
-    RetentionPolicy,
-    event_filter,
-    instant_or_ago,
-)
+from duetime.event_filters import event_filter, instant_or_ago
+from duetime.model.history import EventFilter, RetentionPolicy
 from duetime.store.cursors import decode_event_cursor, encode_event_cursor
 from duetime.timemath.durations import months_between
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from duetime.model.limits import (
+from duetime.model.flow_rules import (
     FlowRule,
     RuleFilter,
     destination_rule,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.model import Finish, NewTimer, Outcome, PutResult, Status, Timer
-from duetime.model.slots import (
+from duetime.model.fast_records import (
     make_done,
     make_new_timer,
     make_put_result,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.errors import InvalidInput
-from duetime.history import activity_series, activity_window
+from duetime.event_filters import activity_series, activity_window
 from duetime.model import Status, TimerFilter
 from duetime.model.history import ActivityCount, ActivityMinute
 from duetime.timer_filters import check_action, timer_filter

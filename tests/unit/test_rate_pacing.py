@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.model import ClaimFilter
-from duetime.model.limits import FlowRule, plan_of
-from duetime.store.limits import (
+from duetime.model.flow_rules import FlowRule, plan_of
+from duetime.store.flow_grants import (
     MAX_SLACK,
     all_governed,
     grant,

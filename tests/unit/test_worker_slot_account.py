@@ -12,7 +12,7 @@ BATCH = 3
 
 
 def account() -> Slots:
-    return Slots(CONCURRENCY, BATCH, asyncio.Event())
+    return Slots(CONCURRENCY, BATCH)
 
 
 def in_a_loop(body: Callable[[], Awaitable[None]]) -> None:

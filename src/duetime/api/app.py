@@ -18,11 +18,11 @@ from duetime.api import (
     audit,
     charts,
     events,
-    fast,
     finding,
     limits,
     live,
     operations,
+    plain_routes,
     schedules,
     system,
     timers,
@@ -101,7 +101,7 @@ def create_api(
     api.add_middleware(RequestGuard, service=service)
     api.add_middleware(RequestBudget, budget=request_budget(settings.core))
     install_error_handlers(api)
-    api.router.routes.extend(fast.ROUTES)  # first: matched before the documented routes
+    api.router.routes.extend(plain_routes.ROUTES)  # first: matched before the documented routes
     api.include_router(operations.router)
     api.include_router(finding.router)
     api.include_router(charts.router)

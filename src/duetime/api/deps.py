@@ -147,8 +147,8 @@ def operator_of(request: Request) -> Actor | None:
 
 async def writable_of(request: Request) -> AsyncApp:
     """:func:`writable` for a route outside FastAPI's dependency solving (see
-    :mod:`duetime.api.fast`): the namespace from the path (its convertor checked it), the
-    token from the Authorization header, the same answers."""
+    :mod:`duetime.api.plain_routes`): the namespace from the path (its convertor checked it),
+    the token from the Authorization header, the same answers."""
     namespace: str = request.path_params["namespace"]
     service = service_of(request)
     principal = await principal_of(request, service, None)

@@ -154,7 +154,7 @@ def allowed_methods(request: Request) -> list[str]:
     """Every method the path takes: the document's, for a documented path.
 
     The router answers 405 from the first route whose path matched, and one path is served by
-    several routes (one per method, and a fast route beside the documented one), so that
+    several routes (one per method, and a plain Starlette route beside the documented one), so that
     route's own methods are only part of the answer. A documented path answers with its
     operations (GET with HEAD); any other, with every method some route takes there.
     """

@@ -14,7 +14,6 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from duetime.api.deps import ReadApp, ServiceDep
-from duetime.api.formats import WHEN_PATTERN
 from duetime.api.pages import page_response
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
@@ -26,7 +25,8 @@ from duetime.api.schemas import (
     TypePattern,
     errors,
 )
-from duetime.history import MAX_ACTIVITY_MINUTES
+from duetime.event_filters import MAX_ACTIVITY_MINUTES
+from duetime.formats import WHEN_PATTERN
 from duetime.model.cursors import EVENT_CURSOR_PATTERN
 from duetime.model.history import LoggedEvent
 

@@ -1,7 +1,7 @@
 """Bounds on what a client may send before its request is even read: header size, count, time.
 
-uvicorn's httptools protocol keeps no limit of its own: one 100 MB header was buffered whole
-(and re-copied as it grew: 18 s of CPU), slowing every other client. So the bytes of a request's
+uvicorn's httptools protocol keeps no limit of its own: a huge header is buffered whole, and
+re-copied as it grows, which takes the CPU every other client needs. So the bytes of a request's
 head (request line and headers) are counted as they arrive, before the parser sees them, and
 past :data:`MAX_HEADER_BYTES` or :data:`MAX_HEADERS` lines the connection is answered
 ``431 Request Header Fields Too Large`` and closed; a head not complete within
@@ -30,7 +30,18 @@ _END_OF_HEAD = b"\r\n\r\n"
 
 def http_protocol(head_timeout: float = HEAD_TIMEOUT) -> tuple[type[asyncio.Protocol] | str, int]:
     """uvicorn's ``http=`` (a protocol class that enforces the bounds, or ``"h11"``) and its
-    ``h11_max_incomplete_event_size``."""
+    ``h11_max_incomplete_event_size``.
+
+    Why a subclass of uvicorn's internal httptools protocol rather than a setting: uvicorn has
+    no supported setting for any of these bounds with httptools. Its only one on a request's
+    head, ``h11_max_incomplete_event_size``, applies to the h11 protocol alone, bounds bytes
+    but neither the number of header lines nor the time a head may take to arrive, and h11
+    parses in Python (more CPU a request than httptools' C parser, on the busiest route).
+    ``limit_concurrency`` and ``timeout_keep_alive`` bound connections and idle time, not a
+    head being sent. ``http=`` taking a protocol class is uvicorn's own typed setting; the
+    class below leans on its parent's parser callbacks (``on_message_begin``,
+    ``on_headers_complete``), which ``tests/acceptance/test_api_headers.py`` exercises against
+    a real server, so a uvicorn release that renames them fails there, not in production."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # no httptools: h11 bounds the head itself

@@ -11,17 +11,17 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, actor_of, read_json
 from duetime.api.responses import JSONResponse
-from duetime.api.schemas import errors, json_body, not_null
-from duetime.errors import InvalidInput
+from duetime.api.schemas import errors, json_body
+from duetime.bodies import Body, BodyField, Schema
 from duetime.model import Page
 from duetime.model.cursors import PATTERN_CURSOR_PATTERN
-from duetime.model.limits import MAX_CONCURRENCY, FlowRule, FlowStatus
+from duetime.model.flow_rules import MAX_CONCURRENCY, FlowRule, FlowStatus
+from duetime.requests import not_null
 from duetime.timemath.ratelimit import MAX_COUNT
-from duetime.validation import whole_number
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["limits"])
 
@@ -30,19 +30,20 @@ Pattern = Annotated[
     str,
     Path(min_length=1, max_length=200, pattern=PATTERN_RE, description="An event type or glob"),
 ]
-LIMIT_FIELDS = ("concurrency", "rate", "burst", "partition_by")
 RATE_PATTERN = r"^(?:[1-9][0-9]{0,5}|1000000)/(?:(?:[1-9][0-9]?)?(?:s|min)|[1-9]?h|d)$"
 """Rates within the bounds: 1 to a million starts per period of at most a day (the server
 also reads spellings such as ``100 / sec``)."""
 PARTITION_PATTERN = r"^(?:subject|payload\.[A-Za-z0-9_-]{1,100})$"
 
 
-def _limit_schema(schema: dict[str, Any]) -> None:
+def _limit_schema() -> Schema:
     """A concurrency or a rate (or both); a burst needs the rate, a partition the concurrency."""
-    schema["anyOf"] = [not_null("concurrency"), not_null("rate")]
-    schema["dependentSchemas"] = {
-        "burst": {"anyOf": [_null("burst"), not_null("rate")]},
-        "partition_by": {"anyOf": [_null("partition_by"), not_null("concurrency")]},
+    return {
+        "anyOf": [not_null("concurrency"), not_null("rate")],
+        "dependentSchemas": {
+            "burst": {"anyOf": [_null("burst"), not_null("rate")]},
+            "partition_by": {"anyOf": [_null("partition_by"), not_null("concurrency")]},
+        },
     }
 
 
@@ -57,29 +58,55 @@ Cursor = Annotated[
 ]
 
 
-class LimitBody(BaseModel):
-    """A limit: a concurrency, a rate, or both."""
+LIMIT_BODY = Body(
+    "LimitBody",
+    "A limit: a concurrency, a rate, or both.",
+    (
+        BodyField(
+            "concurrency",
+            {"type": "integer", "minimum": 1, "maximum": MAX_CONCURRENCY},
+            "At most this many running at once",
+            whole=True,
+        ),
+        BodyField(
+            "rate",
+            {"type": "string", "pattern": RATE_PATTERN},
+            "At most N starts per period: 100/s, 6000/min",
+        ),
+        BodyField(
+            "burst",
+            {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
+            "Starts a rate allows at once",
+            whole=True,
+        ),
+        BodyField(
+            "partition_by",
+            {"type": "string", "pattern": PARTITION_PATTERN},
+            "The concurrency applies per 'subject' or per 'payload.<field>'",
+        ),
+    ),
+    _limit_schema,
+    unknown="is not a field of a limit (concurrency, rate, burst, partition_by)",
+)
+"""``PUT …/limits/{pattern}``: read by :func:`set_limit`, shown by /openapi.json."""
+PATTERN_BODY = Body(
+    "PatternBody",
+    None,
+    (
+        BodyField(
+            "pattern",
+            {"type": "string", "pattern": PATTERN_RE},
+            "An event type or glob: email.*",
+            required=True,
+            missing="is required: an event type or glob, e.g. email.*",
+        ),
+    ),
+    unknown='is not a field here: send {"pattern": ...}',
+)
+"""The body of ``POST …/pause`` and ``POST …/resume``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_limit_schema)
 
-    concurrency: int | None = Field(
-        None, ge=1, le=MAX_CONCURRENCY, description="At most this many running at once"
-    )
-    rate: str | None = Field(
-        None, pattern=RATE_PATTERN, description="At most N starts per period: 100/s, 6000/min"
-    )
-    burst: int | None = Field(None, ge=1, le=MAX_COUNT, description="Starts a rate allows at once")
-    partition_by: str | None = Field(
-        None,
-        pattern=PARTITION_PATTERN,
-        description="The concurrency applies per 'subject' or per 'payload.<field>'",
-    )
-
-
-class PatternBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    pattern: str = Field(pattern=PATTERN_RE, description="An event type or glob: email.*")
+LIMIT_FIELDS = tuple(f.name for f in LIMIT_BODY.fields)
 
 
 class LimitOut(BaseModel):
@@ -112,31 +139,21 @@ class LimitChangedOut(BaseModel):
     limit: LimitOut | None
 
 
-async def _object(request: Request, service: ServiceDep) -> dict[str, Any]:
-    data = await read_json(request, service.settings.body_limit)
-    if not isinstance(data, dict):
-        raise InvalidInput("body", "must be a JSON object")
-    return data
+async def _object(request: Request, service: ServiceDep) -> Any:
+    return await read_json(request, service.settings.body_limit)
 
 
 def _answer(action: str, rule: FlowRule | None) -> JSONResponse:
     return JSONResponse({"action": action, "limit": None if rule is None else rule.to_dict()})
 
 
-def _limit_fields(data: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(data) - set(LIMIT_FIELDS))
-    if unknown:
-        raise InvalidInput(unknown[0], f"is not a field of a limit ({', '.join(LIMIT_FIELDS)})")
-    return {name: whole_number(data.get(name)) for name in LIMIT_FIELDS}
+def _limit_fields(data: Any) -> dict[str, Any]:
+    given = LIMIT_BODY.read(data)
+    return {name: given.get(name) for name in LIMIT_FIELDS}
 
 
-def _pattern_of(data: dict[str, Any]) -> str:
-    unknown = sorted(set(data) - {"pattern"})
-    if unknown:
-        raise InvalidInput(unknown[0], 'is not a field here: send {"pattern": ...}')
-    if "pattern" not in data:
-        raise InvalidInput("pattern", "is required: an event type or glob, e.g. email.*")
-    pattern: str = data["pattern"]
+def _pattern_of(data: Any) -> str:
+    pattern: str = PATTERN_BODY.read(data)["pattern"]
     return pattern
 
 
@@ -167,7 +184,7 @@ def _page_response(page: Page[FlowStatus], now: datetime) -> JSONResponse:
     summary="Set a limit",
     response_model=LimitChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422),
-    openapi_extra=json_body(LimitBody),
+    openapi_extra=json_body(LIMIT_BODY),
 )
 async def set_limit(
     request: Request, app: WriteApp, service: ServiceDep, pattern: Pattern
@@ -194,7 +211,7 @@ async def remove_limit(request: Request, app: WriteApp, pattern: Pattern) -> JSO
     summary="Pause event types",
     response_model=LimitChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422),
-    openapi_extra=json_body(PatternBody),
+    openapi_extra=json_body(PATTERN_BODY),
 )
 async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Start none of the types the pattern matches, on any node; their timers wait in order."""
@@ -207,7 +224,7 @@ async def pause(request: Request, app: WriteApp, service: ServiceDep) -> JSONRes
     summary="Resume paused event types",
     response_model=LimitChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422),
-    openapi_extra=json_body(PatternBody),
+    openapi_extra=json_body(PATTERN_BODY),
 )
 async def resume(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """The paused types start again, oldest due first; 404 when the pattern is not paused."""

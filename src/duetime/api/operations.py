@@ -8,16 +8,14 @@ each in its own transaction, so acting on 100,000 timers never holds their locks
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, get_args
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, actor_of, read_json
-from duetime.api.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
-    IDENTIFIER,
     MAX_PAYLOAD_QUERY_LENGTH,
     PAYLOAD_DESCRIPTION,
     TYPE_GLOB_PATTERN,
@@ -29,15 +27,16 @@ from duetime.api.schemas import (
     json_body,
 )
 from duetime.api.timers import Key, shown
+from duetime.bodies import Body, BodyField, Schema
 from duetime.errors import InvalidInput
-from duetime.model import MAX_BULK_KEYS
+from duetime.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
+from duetime.model import BULK_ACTIONS, MAX_BULK_KEYS, BulkAction
 from duetime.model.finding import MAX_SELECTED_KEYS
+from duetime.requests import IDENTIFIER
 from duetime.timer_filters import check_action, selected_keys, timer_filter
 from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, check_keys
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
-
-FILTER_FIELDS = ("subject", "status", "type", "due_from", "due_until", "payload", "keys")
 
 
 def _or_empty(pattern: str) -> str:
@@ -45,65 +44,74 @@ def _or_empty(pattern: str) -> str:
     return f"^(?:{pattern.removeprefix('^').removesuffix('$')})?$"
 
 
-SelectedKey = Annotated[str, Field(max_length=MAX_STORED_KEY_LENGTH, pattern=IDENTIFIER)]
+_SELECTED_KEY = {"type": "string", "maxLength": MAX_STORED_KEY_LENGTH, "pattern": IDENTIFIER}
 """A timer's key in a selection: as stored keys are, never empty."""
 
 
-class FilterIn(BaseModel):
-    """Which timers: every field narrows it, as in ``GET …/timers`` (empty or null: not)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    subject: str | None = Field(None, pattern=_or_empty(IDENTIFIER), max_length=MAX_SUBJECT_LENGTH)
-    status: StatusName | None = None
-    type: str | None = Field(
-        None, description=TypePattern, pattern=_or_empty(TYPE_GLOB_PATTERN), max_length=200
-    )
-    due_from: str | None = Field(
-        None, description=f"Due at or after: {WHEN}", pattern=_or_empty(WHEN_PATTERN)
-    )
-    due_until: str | None = Field(
-        None, description=f"Due before: {WHEN}", pattern=_or_empty(WHEN_PATTERN)
-    )
-    payload: str | None = Field(
-        None,
-        description=PAYLOAD_DESCRIPTION,
-        max_length=MAX_PAYLOAD_QUERY_LENGTH,
-        pattern=PAYLOAD_MATCH_PATTERN,
-    )
-    keys: list[SelectedKey] | None = Field(
-        None,
-        description="Only these timers: a selection made row by row",
-        min_length=1,
-        max_length=MAX_SELECTED_KEYS,
-    )
+def _keys(most: int) -> Schema:
+    return {"type": "array", "items": _SELECTED_KEY, "minItems": 1, "maxItems": most}
 
 
-Action = Literal["cancel", "replay", "run_now", "delete"]
+def _text(pattern: str, **more: Any) -> Schema:
+    return {"type": "string", "pattern": pattern, **more}
 
 
-class BulkIn(BaseModel):
-    """``cancel`` takes scheduled and retrying timers, ``replay`` dead ones, ``run_now``
-    scheduled and retrying ones not due yet, ``delete`` finished ones (done, dead, cancelled,
-    expired: with their attempts and history); other timers it is given are left alone."""
+FILTER_BODY = Body(
+    "FilterIn",
+    "Which timers: every field narrows it, as in ``GET …/timers`` (empty or null: not).",
+    (
+        BodyField("subject", _text(_or_empty(IDENTIFIER), maxLength=MAX_SUBJECT_LENGTH)),
+        BodyField("status", {"type": "string", "enum": list(get_args(StatusName))}),
+        BodyField(
+            "type", _text(_or_empty(TYPE_GLOB_PATTERN), maxLength=200), description=TypePattern
+        ),
+        BodyField("due_from", _text(_or_empty(WHEN_PATTERN)), f"Due at or after: {WHEN}"),
+        BodyField("due_until", _text(_or_empty(WHEN_PATTERN)), f"Due before: {WHEN}"),
+        BodyField(
+            "payload",
+            _text(PAYLOAD_MATCH_PATTERN, maxLength=MAX_PAYLOAD_QUERY_LENGTH),
+            PAYLOAD_DESCRIPTION,
+        ),
+        BodyField(
+            "keys", _keys(MAX_SELECTED_KEYS), "Only these timers: a selection made row by row"
+        ),
+    ),
+)
+"""A bulk action's ``filter``: each field a string (or null), as the listing's query takes."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    action: Action
-    filter: FilterIn = Field(
-        default_factory=lambda: FilterIn.model_validate({}), description="Absent: every timer"
-    )
-    keys: list[SelectedKey] | None = Field(
-        None,
-        min_length=1,
-        max_length=MAX_BULK_KEYS,
-        description="Only the timers with these keys (a selection); the filter narrows them",
-    )
-    dry_run: bool = Field(False, description="Only count the timers it would take")
+BULK_BODY = Body(
+    "BulkIn",
+    "``cancel`` takes scheduled and retrying timers, ``replay`` dead ones, ``run_now``"
+    " scheduled and retrying ones not due yet, ``delete`` finished ones (done, dead, cancelled,"
+    " expired: with their attempts and history); other timers it is given are left alone.",
+    (
+        BodyField(
+            "action",
+            {"type": "string", "enum": list(BULK_ACTIONS)},
+            required=True,
+            missing=f"must be one of {', '.join(BULK_ACTIONS)}",
+        ),
+        BodyField(
+            "filter",
+            lambda: {k: v for k, v in FILTER_BODY.json_schema().items() if k != "description"},
+            "Absent: every timer",
+            default={},
+        ),
+        BodyField(
+            "keys",
+            _keys(MAX_BULK_KEYS),
+            "Only the timers with these keys (a selection); the filter narrows them",
+        ),
+        BodyField(
+            "dry_run", {"type": "boolean"}, "Only count the timers it would take", default=False
+        ),
+    ),
+)
+"""``POST …/timers/bulk``: read by :func:`bulk`, shown by /openapi.json."""
 
 
 class BulkOut(BaseModel):
-    action: Action
+    action: BulkAction
     dry_run: bool
     count: int = Field(description="Timers changed (with dry_run: that would be taken now)")
 
@@ -125,17 +133,13 @@ async def run_now(request: Request, app: WriteApp, key: Key, service: ServiceDep
     summary="Cancel, replay, run now or delete every timer a filter or a selection takes",
     response_model=BulkOut,
     responses=errors(400, 401, 403, 404, 413, 422),
-    openapi_extra=json_body(BulkIn),
+    openapi_extra=json_body(BULK_BODY),
 )
 async def bulk(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Send ``dry_run: true`` first to learn how many timers match (the dashboard asks the
     operator to confirm that number), then the same body without it to act."""
     data = await read_json(request, service.settings.body_limit)
-    if not isinstance(data, dict):
-        raise InvalidInput("body", "must be a JSON object")
-    for name in data:
-        if name not in BulkIn.model_fields:
-            raise InvalidInput(name, "is not a known field")
+    BULK_BODY.read(data)
     action = check_action(data.get("action"))
     dry_run = data.get("dry_run", False)
     if not isinstance(dry_run, bool):
@@ -150,14 +154,11 @@ async def bulk(request: Request, app: WriteApp, service: ServiceDep) -> JSONResp
 
 def _filter_fields(value: object) -> dict[str, Any]:
     """The filter object's fields, each a string (or null); InvalidInput names a bad one."""
-    if not isinstance(value, dict):
-        raise InvalidInput("filter", "must be a JSON object")
-    for name, field in value.items():
-        if name not in FILTER_FIELDS:
-            raise InvalidInput(f"filter.{name}", "is not a known field")
+    given = FILTER_BODY.read(value, "filter.")
+    for name, field in given.items():
         if name == "keys":
             if field is not None:
                 selected_keys(field, "filter.keys")
         elif field is not None and not isinstance(field, str):
             raise InvalidInput(f"filter.{name}", "must be a string")
-    return {name: field for name, field in value.items() if field not in (None, "")}
+    return {name: field for name, field in given.items() if field not in (None, "")}

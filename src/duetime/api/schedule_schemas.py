@@ -11,14 +11,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from duetime.api.formats import (
+from duetime.api.schemas import Subject, zone_field
+from duetime.formats import (
     CRON_PATTERN,
     EVERY_PATTERN,
     GRACE_PATTERN,
     INSTANT_PATTERN,
     MAX_SECONDS,
+    TYPE_PATTERN,
 )
-from duetime.api.schemas import TYPE_PATTERN, Subject, not_null, zone_field
+from duetime.requests import not_null
 from duetime.timemath.recurrence.overlap import MAX_CATCH_UP_GRACE
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$"

@@ -7,7 +7,6 @@ the next occurrences of a rule without storing anything.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Sequence
 from datetime import datetime
@@ -23,7 +22,6 @@ from duetime.api.deps import (
     actor_of,
     read_json,
 )
-from duetime.api.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, timezones
 from duetime.api.responses import JSONResponse
 from duetime.api.schedule_schemas import (
     SCHEDULE_NAME_PATTERN,
@@ -40,11 +38,13 @@ from duetime.api.schedule_schemas import (
     SchedulePatch,
     SchedulePutOut,
 )
-from duetime.api.schemas import CURSOR, TYPE_PATTERN, ErrorOut, errors, json_body
+from duetime.api.schemas import CURSOR, ErrorOut, errors, json_body
 from duetime.errors import InvalidInput
+from duetime.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, TYPE_PATTERN, timezones
 from duetime.model import JSON, OnConflict, Schedule, iso
 from duetime.model.cursors import NAME_CURSOR_PATTERN
 from duetime.schedules import ScheduleRequest, recurrence_of
+from duetime.support.cpu_work import run_cpu_work
 from duetime.timemath.recurrence import describe, parse_recurrence
 from duetime.timemath.tzmath import load_zone
 
@@ -339,7 +339,7 @@ async def preview(
         roll=roll,
         feb29=feb29,
     )
-    rule = await asyncio.to_thread(
+    rule = await run_cpu_work(
         functools.partial(
             parse_recurrence,
             cron=cron,

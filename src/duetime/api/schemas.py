@@ -1,7 +1,7 @@
 """The documented shapes of requests and answers, so /openapi.json tells clients the truth.
 
-Bodies are validated by :meth:`duetime.TimerRequest.from_dict` (identical to the Python API),
-not by these models; they exist for the OpenAPI document and for schema checks in tests.
+A timer's body is described once, by :data:`duetime.requests.TIMER_BODY`, which reads it too;
+the models here describe answers, and the bodies of operations that validate their own.
 """
 
 from __future__ import annotations
@@ -10,22 +10,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from duetime.api.formats import (
-    CONTROL,
-    DATE_PATTERN,
-    DURATION_PATTERN,
-    EXPIRES_PATTERN,
-    INSTANT_PATTERN,
-    LOCAL_PATTERN,
-    MAX_SECONDS,
-    identifier_pattern,
-    timezones,
-)
-from duetime.validation import MAX_KEY_LENGTH, MAX_SUBJECT_LENGTH
+from duetime.bodies import Body
+from duetime.formats import timezones
+from duetime.requests import IDENTIFIER
+from duetime.validation import MAX_SUBJECT_LENGTH
 
 StatusName = Literal["scheduled", "running", "retrying", "done", "dead", "cancelled", "expired"]
-Disambiguation = Literal["compatible", "earlier", "later", "reject"]
-TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
 TYPE_GLOB_PATTERN = r"^[A-Za-z0-9_*][A-Za-z0-9_.:/*-]*$"
 CURSOR = "`next_cursor` of the previous page (empty: the first page)"
 WHEN = (
@@ -42,10 +32,7 @@ SORT_DESCRIPTION = (
     " first) or `attempts` (most first)"
 )
 TypePattern = "An event type, or a glob where `*` is any run of characters (`order.*`)"
-IDENTIFIER = identifier_pattern()
-CORRELATION = f"^[^{CONTROL}]+$"
 NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
-WHEN_FORMS = ("at", "delay", "local", "date")
 
 
 def zone_field() -> dict[str, Any]:
@@ -53,41 +40,10 @@ def zone_field() -> dict[str, Any]:
     return {"type": "string", "enum": timezones()}
 
 
-def not_null(*names: str) -> dict[str, Any]:
-    """Present, and not null (absent and null mean the same to the server)."""
-    return {
-        "required": list(names),
-        "properties": {name: {"not": {"type": "null"}} for name in names},
-    }
-
-
-def _nullable(schema: dict[str, Any], name: str, value: dict[str, Any]) -> None:
-    """Make property ``name`` ``value`` or null, keeping its description and examples."""
-    prop = schema["properties"][name]
-    kept = {key: prop[key] for key in ("description", "examples", "title") if key in prop}
-    prop.clear()
-    prop.update(kept, anyOf=[value, {"type": "null"}])
-
-
-def _timer_schema(schema: dict[str, Any]) -> None:
-    """What pydantic cannot say: exactly one form of "when" (``local`` with its zone), and
-    the zone names."""
-    _nullable(schema, "timezone", zone_field())
-    schema["oneOf"] = [not_null(form) for form in WHEN_FORMS]
-    schema["dependentSchemas"] = {
-        "local": {"anyOf": [{"properties": {"local": {"type": "null"}}}, not_null("timezone")]}
-    }
-
-
-Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
-PositiveSeconds = Annotated[float, Field(ge=0.000001, le=MAX_SECONDS)]
-"""At least a microsecond: a smaller span rounds to nothing."""
-Key = Annotated[str | None, Field(pattern=IDENTIFIER, max_length=MAX_KEY_LENGTH)]
 Subject = Annotated[
     Annotated[str, Field(pattern=IDENTIFIER, max_length=MAX_SUBJECT_LENGTH)] | int | None,
     Field(description="Who the timer is about; a number is read as its text"),
 ]
-Correlation = Annotated[str | None, Field(pattern=CORRELATION, max_length=MAX_KEY_LENGTH)]
 
 
 class ErrorOut(BaseModel):
@@ -96,69 +52,6 @@ class ErrorOut(BaseModel):
     code: str = Field(examples=["unknown_timezone"])
     message: str
     field: str | None
-
-
-class TimerBody(BaseModel):
-    """Schedule one timer: exactly one of ``at``, ``delay``, ``local`` or ``date``."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_timer_schema)
-
-    type: str = Field(
-        examples=["followup.email"],
-        description="The event type",
-        pattern=TYPE_PATTERN,
-        max_length=200,
-    )
-    payload: Any = Field(
-        None,
-        description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) "
-        "in its strings or keys",
-    )
-    at: str | None = Field(
-        None, examples=["2025-03-15T13:00:00Z"], description="ISO 8601", pattern=INSTANT_PATTERN
-    )
-    delay: Annotated[str, Field(pattern=DURATION_PATTERN)] | Seconds | None = Field(
-        None, examples=["P15D", 90], description="From now"
-    )
-    local: str | None = Field(
-        None, examples=["2025-03-15T09:00"], description="Wall time", pattern=LOCAL_PATTERN
-    )
-    date: str | None = Field(
-        None, examples=["2025-03-15"], description="That day at 00:00", pattern=DATE_PATTERN
-    )
-    timezone: str | None = Field(None, examples=["America/New_York"])
-    disambiguation: Disambiguation = "compatible"
-    key: Key = Field(None, description="Idempotency key (generated if absent)")
-    subject: Subject = Field(None, examples=["user-1234"])
-    correlation_id: Correlation = None
-    max_attempts: int | None = Field(None, ge=1, le=1000)
-    expires_after: Annotated[str, Field(pattern=EXPIRES_PATTERN)] | PositiveSeconds | None = Field(
-        None, examples=["PT1H"]
-    )
-    priority: int | None = Field(
-        None, ge=0, le=9, description="0 normal (the default) to 9 most urgent: due first"
-    )
-    on_conflict: Literal["update", "keep", "error"] = "update"
-
-
-class EventBody(BaseModel):
-    """Emit an event now: a timer due at once (an existing key is kept)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: str = Field(examples=["order.paid"], pattern=TYPE_PATTERN, max_length=200)
-    payload: Any = Field(
-        None,
-        description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) "
-        "in its strings or keys",
-    )
-    key: Key = None
-    subject: Subject = None
-    correlation_id: Correlation = None
-    max_attempts: int | None = Field(None, ge=1, le=1000)
-    priority: int | None = Field(
-        None, ge=0, le=9, description="0 normal (the default) to 9 most urgent: due first"
-    )
 
 
 class TimerOut(BaseModel):
@@ -371,18 +264,21 @@ def errors(
     return answers
 
 
-def json_body(model: type[BaseModel]) -> dict[str, Any]:
+def json_body(body: type[BaseModel] | Body) -> dict[str, Any]:
     """``openapi_extra`` documenting a JSON body that the endpoint reads and validates itself
     (so that a bad body is answered like any other bad input, naming its field).
 
     A nested model's schema is written in place: pydantic refers to it as ``#/$defs/Name``,
     which in the OpenAPI document would point at the document's root, not at the body."""
-    schema = model.model_json_schema()
-    definitions = schema.pop("$defs", {})
+    if isinstance(body, Body):
+        schema = body.json_schema()
+    else:
+        schema = body.model_json_schema()
+        schema = _inline(schema, schema.pop("$defs", {}))
     return {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": _inline(schema, definitions)}},
+            "content": {"application/json": {"schema": schema}},
         }
     }
 

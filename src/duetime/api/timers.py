@@ -22,23 +22,19 @@ from duetime.api.deps import (
     read_json,
     service_of,
 )
-from duetime.api.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.api.pages import page_response
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     CURSOR,
-    IDENTIFIER,
     MAX_PAYLOAD_QUERY_LENGTH,
     PAYLOAD_DESCRIPTION,
     SORT_DESCRIPTION,
     TYPE_GLOB_PATTERN,
     WHEN,
     ChangedOut,
-    EventBody,
     PutOut,
     StatsOut,
     StatusName,
-    TimerBody,
     TimerDetailOut,
     TimerPageOut,
     TypePattern,
@@ -47,19 +43,36 @@ from duetime.api.schemas import (
 )
 from duetime.api.service import Service
 from duetime.app.facade import AsyncApp
-from duetime.errors import Conflict, InvalidInput
+from duetime.bodies import BodyField
+from duetime.errors import Conflict
+from duetime.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.model import OnConflict, Page, PutResult, Status, Timer
 from duetime.model.cursors import ID_CURSOR_PATTERN
 from duetime.model.finding import TIMER_CURSOR_PATTERN, TimerSort
-from duetime.requests import JSON_COUNTS, TimerRequest
-from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, whole_number
+from duetime.requests import IDENTIFIER, TIMER_BODY, TimerRequest
+from duetime.validation import (
+    MAX_STORED_KEY_LENGTH,
+    MAX_SUBJECT_LENGTH,
+    ON_CONFLICT_MODES,
+    check_on_conflict,
+)
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["timers"])
 
-ON_CONFLICT = ("update", "keep", "error")
 UNSUBSCRIBED_TYPES = 20
 """Types the overview lists as waiting for a subscriber, most timers first."""
-EVENT_FIELDS = frozenset(EventBody.model_fields)
+PUT_BODY = TIMER_BODY.plus(
+    BodyField("on_conflict", {"type": "string", "enum": list(ON_CONFLICT_MODES)}, default="update"),
+    title="TimerBody",
+)
+"""``POST …/timers``: a timer request, and what to do with an existing key."""
+EVENT_BODY = TIMER_BODY.only(
+    ("type", "payload", "key", "subject", "correlation_id", "max_attempts", "priority"),
+    "EventBody",
+    "Emit an event now: a timer due at once (an existing key is kept).",
+    None,
+)
+"""``POST …/events``: a timer request's fields but its due time (now) and its expiry."""
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Cursor = Annotated[str | None, Query(description=CURSOR, pattern=ID_CURSOR_PATTERN)]
 TypeQuery = Annotated[
@@ -114,7 +127,7 @@ async def shown(service: Service, app: AsyncApp, timer: Timer) -> dict[str, Any]
         422,
         extra={200: {"model": PutOut, "description": "Updated or kept"}},
     ),
-    openapi_extra=json_body(TimerBody),
+    openapi_extra=json_body(PUT_BODY),
 )
 async def schedule_timer(request: Request, app: WriteApp) -> JSONResponse:
     """Create (201), or update / keep an existing key (200); `action` says which."""
@@ -122,13 +135,13 @@ async def schedule_timer(request: Request, app: WriteApp) -> JSONResponse:
 
 
 async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
-    """The body of ``POST …/timers``, for its documented route and :mod:`duetime.api.fast`."""
+    """The body of ``POST …/timers``, for its documented route and its plain one
+    (:mod:`duetime.api.plain_routes`)."""
     data = await read_json(request, service_of(request).settings.body_limit)
     on_conflict: object = "update"
     if isinstance(data, dict):
         on_conflict = data.pop("on_conflict", "update")
-    if not isinstance(on_conflict, str) or on_conflict not in ON_CONFLICT:
-        raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
+    check_on_conflict(on_conflict)
     timer_request = TimerRequest.from_dict(data)
     (result,) = await app.timers.schedule_many(
         [timer_request], on_conflict=cast(OnConflict, on_conflict)
@@ -268,19 +281,12 @@ async def purge_timer(
         422,
         extra={200: {"model": PutOut, "description": "The key existed: kept"}},
     ),
-    openapi_extra=json_body(EventBody),
+    openapi_extra=json_body(EVENT_BODY),
 )
 async def emit_event(request: Request, app: WriteApp) -> JSONResponse:
     """A timer due at once (201); an existing key is kept as it is (200)."""
     data = await read_json(request, service_of(request).settings.body_limit)
-    if not isinstance(data, dict):
-        raise InvalidInput("body", "must be a JSON object")
-    for name in data:
-        if name not in EVENT_FIELDS:
-            raise InvalidInput(name, "is not a known field")
-    if "type" not in data:
-        raise InvalidInput("type", "an event type is required")
-    fields = {**data, **{name: whole_number(data[name]) for name in JSON_COUNTS if name in data}}
+    fields = dict(EVENT_BODY.read(data))
     event_type = fields.pop("type")
     payload = fields.pop("payload", None)
     result = await app.emit(event_type, payload, **fields)

@@ -18,8 +18,6 @@ from duetime.model.audit import Actor, filter_target
 from duetime.timer_filters import check_action
 from duetime.validation import check_keys, check_limit
 
-WHEN_FIELDS = ("at", "delay", "local", "date", "timezone", "disambiguation")
-EDIT_FIELDS = (*WHEN_FIELDS, "payload")
 BULK_BATCH = 1000
 """Rows a bulk action changes per transaction."""
 

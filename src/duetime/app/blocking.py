@@ -28,9 +28,9 @@ from duetime.app.schedules import Schedules
 from duetime.app.sql_access import Sql
 from duetime.app.timers import Timers
 from duetime.app.tokens import Tokens
-from duetime.history import LoggedEvent
 from duetime.model import NewTimer, Page
-from duetime.model.limits import FlowStatus
+from duetime.model.flow_rules import FlowStatus
+from duetime.model.history import LoggedEvent
 from duetime.requests import TimerRequest
 from duetime.support import eventloop
 

@@ -15,15 +15,10 @@ from duetime.app.timers import Timers
 from duetime.bus.routes import check_pattern
 from duetime.bus.subscribers import Subscribers
 from duetime.errors import InvalidInput
-from duetime.history import (
-    ActivityMinute,
-    LoggedEvent,
-    activity_series,
-    activity_window,
-    event_filter,
-)
+from duetime.event_filters import activity_series, activity_window, event_filter
 from duetime.model import JSON, Page, PutResult
 from duetime.model.charts import ChartBucket, chart_series, chart_window
+from duetime.model.history import ActivityMinute, LoggedEvent
 from duetime.validation import check_limit
 
 

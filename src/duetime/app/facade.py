@@ -37,9 +37,9 @@ from duetime.destinations.base import Destination
 from duetime.destinations.registry import Destinations
 from duetime.dispatch import check_routes
 from duetime.handlers import HandlerRegistry
-from duetime.history import MaintenanceReport
 from duetime.model import Node
 from duetime.model.audit import Actor
+from duetime.model.history import MaintenanceReport
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.worker import Worker, WorkerObserver, WorkerStats

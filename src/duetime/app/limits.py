@@ -3,7 +3,7 @@ type or glob in the app's namespace.
 
 They are rows in the database (the store's ``limits`` part), so every worker on every node
 obeys them, and a change reaches them within a second (``worker.flow.RULES_REFRESH``) without a
-restart. The rules are :mod:`duetime.model.limits`'s; the rate math
+restart. The rules are :mod:`duetime.model.flow_rules`'s; the rate math
 :mod:`duetime.timemath.ratelimit`'s.
 """
 
@@ -17,7 +17,7 @@ from duetime.app.deprecation import warn_moved
 from duetime.errors import NotFound
 from duetime.model import Page
 from duetime.model.audit import Actor
-from duetime.model.limits import FlowRule, FlowStatus, check_pattern, new_rule
+from duetime.model.flow_rules import FlowRule, FlowStatus, check_pattern, new_rule
 from duetime.timemath.ratelimit import Rate, parse_rate
 from duetime.validation import check_limit
 

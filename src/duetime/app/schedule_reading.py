@@ -7,7 +7,6 @@ schedules, reading them through it).
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import functools
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from duetime.model import Page, Schedule
 from duetime.revisions import preview_occurrences
 from duetime.schedules import ScheduleFilter, ScheduleRequest, check_schedule_name
 from duetime.store.parts import ScheduleStore
+from duetime.support.cpu_work import run_cpu_work
 from duetime.validation import check_limit, check_type
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class ScheduleReads:
         ).calendar_options()
         stored = await self.get(schedule) if schedule is not None else None
         # Expanding a rule is CPU work (bounded by its budget): off the event loop.
-        return await asyncio.to_thread(
+        return await run_cpu_work(
             functools.partial(
                 preview_occurrences,
                 stored,

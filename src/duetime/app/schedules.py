@@ -10,7 +10,7 @@ from the one after.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta
@@ -35,6 +35,7 @@ from duetime.schedules import (
     prepare_rules,
 )
 from duetime.store.room import ScheduleRoom
+from duetime.support.cpu_work import run_cpu_work
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS
 from duetime.timemath.recurrence.overlap import DEFAULT_CATCH_UP_GRACE
 from duetime.validation import check_on_conflict
@@ -132,7 +133,7 @@ class Schedules(ScheduleReads):
         context = self._context
         now = context.clock.now()
         rules: RuleCache = {}
-        await asyncio.to_thread(prepare_rules, requests, now, rules)
+        await run_cpu_work(functools.partial(prepare_rules, requests, now, rules))
         news: Iterable[NewSchedule] = self._resolve_schedules(requests, now, rules)
         if not context.opened:  # opening creates the namespace: not for a batch that is refused
             news = list(news)
@@ -297,13 +298,15 @@ class Schedules(ScheduleReads):
             now = self._context.clock.now()
             settings = self._context.settings
             # Checking the rule and finding its occurrences is CPU work: off the event loop.
-            revision = await asyncio.to_thread(
-                revise,
-                current,
-                define(current),
-                now,
-                settings.max_attempts,
-                settings.max_payload_bytes,
+            revision = await run_cpu_work(
+                functools.partial(
+                    revise,
+                    current,
+                    define(current),
+                    now,
+                    settings.max_attempts,
+                    settings.max_payload_bytes,
+                )
             )
             if not revision.changed:
                 return False, current

@@ -15,7 +15,7 @@ from datetime import date as date_type
 from datetime import datetime, timedelta
 from typing import Any
 
-from duetime.app.acting import BULK_BATCH, EDIT_FIELDS, carried, run_bulk
+from duetime.app.acting import BULK_BATCH, carried, run_bulk
 from duetime.app.audit import Audit
 from duetime.app.context import AppContext
 from duetime.app.outbox import held_async
@@ -37,7 +37,7 @@ from duetime.model import (
 from duetime.model.audit import Actor
 from duetime.model.finding import PayloadMatch
 from duetime.model.moves import TimerMove
-from duetime.requests import TimerRequest
+from duetime.requests import EDIT_BODY, TimerRequest
 from duetime.support.sealing import SealKeyMissing, Unopened
 from duetime.timer_filters import check_sort, timer_filter
 from duetime.validation import check_limit, check_lookup_key
@@ -283,9 +283,7 @@ class Timers:
         path (``on_conflict="update"``): validated as any schedule call, and a timer that
         fired meanwhile is kept as it is (Conflict). The audit log says which fields changed
         (not their values: a payload may be large)."""
-        for name in changes:
-            if name not in EDIT_FIELDS:
-                raise InvalidInput(name, f"is not a field one can edit ({', '.join(EDIT_FIELDS)})")
+        EDIT_BODY.read(dict(changes))
         if not changes:
             raise InvalidInput("body", "name a new due time (at, delay, local, date) or payload")
         timer = await self.get(key)

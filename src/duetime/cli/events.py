@@ -9,8 +9,8 @@ import click
 from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
-from duetime.history import LoggedEvent
 from duetime.model import Page
+from duetime.model.history import LoggedEvent
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output
     from rich.table import Table

@@ -29,8 +29,8 @@ from duetime.cli.context import (
 from duetime.cli.dead import dead
 from duetime.cli.deleting import delete
 from duetime.cli.events import events
+from duetime.cli.flow_control import limits, pause, resume
 from duetime.cli.keys import keys
-from duetime.cli.limits import limits, pause, resume
 from duetime.cli.namespaces import namespaces
 from duetime.cli.schedules import next_occurrences, schedules
 from duetime.cli.sql import sql

@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faste
     from rich.table import Table
     from rich.text import Text
 
-EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 3

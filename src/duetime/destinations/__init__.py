@@ -1,7 +1,8 @@
 """Destinations: where due events go besides Python handlers — webhooks and message brokers.
 
 The webhook destination is always available; the broker ones live in their own modules
-(:mod:`.nats`, :mod:`.redis_stream`, :mod:`.rabbitmq`) and need ``duetime[brokers]``.
+(:mod:`.nats`, :mod:`.redis_stream`, :mod:`.rabbitmq`) and need ``duetime[brokers]``. Other
+packages add kinds through entry points (:mod:`.plugins`).
 """
 
 from typing import TYPE_CHECKING

@@ -199,7 +199,7 @@ def check_rate_text(value: object, field: str = "rate") -> str:
 
 def check_rate_limit(rate: object, burst: object) -> tuple[Rate | None, int | None]:
     """A destination's own rate limit (``rate="100/s"``, ``burst``): at most that many sends a
-    second to it, whatever routes reach it (:func:`duetime.model.limits.destination_rule`)."""
+    second to it, whatever routes reach it (:func:`duetime.model.flow_rules.destination_rule`)."""
     parsed = rate if isinstance(rate, Rate) or rate is None else parse_rate(check_rate_text(rate))
     if burst is None:
         return parsed, None

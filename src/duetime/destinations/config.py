@@ -25,7 +25,10 @@ Options per kind (``*`` = required):
 
 Every kind also takes ``format`` and ``ce_source`` (the message format), and ``rate`` (``"100/s"``)
 with optionally ``burst``: the destination's own rate limit, a rule on its deliveries
-(:func:`duetime.model.limits.destination_rule`).
+(:func:`duetime.model.flow_rules.destination_rule`).
+
+Another package adds a kind through an entry point (:mod:`duetime.destinations.plugins`); a
+``kind`` neither built in nor installed is refused, naming ``destinations.<name>.kind``.
 
 Subjects, streams and routing keys may use the placeholders ``{namespace}`` and ``{type}``.
 Every mistake is an :class:`~duetime.errors.InvalidInput` whose ``field`` is the path to fix,
@@ -38,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeGuard, get_args
 
 from duetime.bus.options import (
     Option,
@@ -64,12 +67,14 @@ from duetime.destinations.kafka_options import (
     check_servers,
     check_topic_template,
 )
+from duetime.destinations.plugins import DestinationPlugin, load_plugin, plugin_entry_points
 from duetime.errors import InvalidInput
 from duetime.model import JSON
 from duetime.timemath.ratelimit import check_burst
 from duetime.validation import check_identifier_text
 
 Kind = Literal["webhook", "nats", "redis", "rabbitmq", "kafka"]
+"""The built-in kinds; others come from plugins (:mod:`duetime.destinations.plugins`)."""
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 WEBHOOK_SCHEMES = ("http", "https")
@@ -196,7 +201,7 @@ def check_path(value: object, field: str) -> str:
 _COMMON: Mapping[str, Option] = {
     "format": Option(check_format),
     "ce_source": Option(check_ce_source),
-    # The destination's own rate limit: see duetime.model.limits.destination_rule.
+    # The destination's own rate limit: see duetime.model.flow_rules.destination_rule.
     "rate": Option(check_rate_text),
     "burst": Option(check_burst),
 }
@@ -243,9 +248,38 @@ SCHEMAS: Mapping[Kind, Mapping[str, Option]] = {
 }
 
 
-def check_options(kind: Kind, options: Mapping[str, object], path: str = "") -> dict[str, Any]:
+def is_builtin(kind: str) -> TypeGuard[Kind]:
+    return kind in KINDS
+
+
+def known_kinds() -> tuple[str, ...]:
+    """The built-in kinds, then those of the installed plugins."""
+    return KINDS + tuple(sorted(plugin_entry_points(KINDS)))
+
+
+def resolve_kind(kind: str, field: str) -> Kind | DestinationPlugin:
+    """A built-in kind, or the plugin of another; an unknown kind is an error naming ``field``."""
+    if is_builtin(kind):
+        return kind
+    plugins = plugin_entry_points(KINDS)
+    point = plugins.get(kind)
+    if point is None:
+        known = ", ".join(KINDS + tuple(sorted(plugins)))
+        raise InvalidInput(field, f"unknown destination kind {kind!r}; expected one of: {known}")
+    return load_plugin(point, field)
+
+
+def check_options(kind: str, options: Mapping[str, object], path: str = "") -> dict[str, Any]:
     """Check every option of ``kind``: unknown ones are refused, required ones must be there."""
-    checked = check_against(SCHEMAS[kind], options, path, kind, "destination")
+    return check_kind_options(resolve_kind(kind, at(path, "kind")), kind, options, path)
+
+
+def check_kind_options(
+    resolved: Kind | DestinationPlugin, kind: str, options: Mapping[str, object], path: str
+) -> dict[str, Any]:
+    """:func:`check_options` for a kind already resolved (built-in, or a plugin's schema)."""
+    schema = SCHEMAS[resolved] if isinstance(resolved, str) else {**resolved.options, **_COMMON}
+    checked = check_against(schema, options, path, kind, "destination")
     for secret in ("secret", "sasl_password"):
         if secret in checked and f"{secret}_env" in checked:
             raise InvalidInput(at(path, secret), f"give either {secret} or {secret}_env, not both")
@@ -258,7 +292,8 @@ def check_options(kind: Kind, options: Mapping[str, object], path: str = "") -> 
 class DestinationSpec:
     """A named destination of one kind with its checked options: what to build, as data."""
 
-    kind: Kind
+    kind: str
+    """A built-in :data:`Kind` or the name of a plugin's kind."""
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -268,9 +303,9 @@ class DestinationSpec:
 
         ``path`` prefixes every error field, e.g. ``"destinations.hook1"``.
         """
-        kind, checked_name, options = split_spec(raw, name, path, KINDS, "destination", check_name)
-        typed: Kind = kind  # type: ignore[assignment]  # split_spec checked it is one of KINDS
-        return cls(typed, checked_name, check_options(typed, options, path))
+        kinds = known_kinds()
+        kind, checked_name, options = split_spec(raw, name, path, kinds, "destination", check_name)
+        return cls(kind, checked_name, check_options(kind, options, path))
 
     def to_dict(self, *, redact: bool = True) -> dict[str, JSON]:
         """The spec as JSON, the shape :meth:`from_dict` reads; secrets hidden unless asked."""

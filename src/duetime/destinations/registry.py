@@ -12,15 +12,20 @@ import asyncio
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, assert_never
 
 from duetime.destinations.base import Destination
-from duetime.destinations.config import DestinationSpec, check_options
+from duetime.destinations.config import (
+    DestinationSpec,
+    Kind,
+    check_kind_options,
+    resolve_kind,
+)
 from duetime.errors import InvalidInput, NotFound
 
 log = logging.getLogger("duetime.destinations")
 
-_CLIENT_PACKAGES = {
+_CLIENT_PACKAGES: dict[Kind, str] = {
     "nats": "nats-py",
     "redis": "redis",
     "rabbitmq": "aio-pika",
@@ -31,40 +36,56 @@ _CLIENT_PACKAGES = {
 def build_destination(spec: DestinationSpec, env: Mapping[str, str] | None = None) -> Destination:
     """The destination ``spec`` describes; ``secret_env`` is read from ``env`` (the process's).
 
-    Nothing connects yet: destinations connect on their first delivery.
+    A kind neither built in nor installed as a plugin is an error naming
+    ``destinations.<name>.kind``. Nothing connects yet: destinations connect on their first
+    delivery.
     """
-    options: dict[str, Any] = check_options(spec.kind, spec.options)
+    environ = os.environ if env is None else env
+    resolved = resolve_kind(spec.kind, f"destinations.{spec.name}.kind")
+    options = check_kind_options(resolved, spec.kind, spec.options, "")
+    if not isinstance(resolved, str):
+        return resolved.build(spec.name, options, environ)
     try:
-        if spec.kind == "webhook":
+        return _build_builtin(resolved, spec.name, options, environ)
+    except ImportError as exc:
+        package = _CLIENT_PACKAGES.get(resolved, exc.name or "?")
+        extra = "kafka" if resolved == "kafka" else "brokers"
+        raise InvalidInput(
+            f"destinations.{spec.name}.kind",
+            f"{resolved} destinations need the {package!r} package: pip install 'duetime[{extra}]'",
+        ) from exc
+
+
+def _build_builtin(
+    kind: Kind, name: str, options: dict[str, Any], env: Mapping[str, str]
+) -> Destination:
+    """A built-in kind, each named once: a kind added to ``Kind`` and not here fails mypy."""
+    match kind:
+        case "webhook":
             from duetime.destinations.webhook import WebhookDestination
 
             secret_env = options.pop("secret_env", None)
             if secret_env is not None:
-                options["secret"] = _secret_from_env(secret_env, os.environ if env is None else env)
-            return WebhookDestination(spec.name, **options)
-        if spec.kind == "nats":
+                options["secret"] = _secret_from_env(secret_env, env)
+            return WebhookDestination(name, **options)
+        case "nats":
             from duetime.destinations.nats import NatsDestination
 
-            return NatsDestination(spec.name, **options)
-        if spec.kind == "redis":
+            return NatsDestination(name, **options)
+        case "redis":
             from duetime.destinations.redis_stream import RedisStreamDestination
 
-            return RedisStreamDestination(spec.name, **options)
-        if spec.kind == "kafka":
+            return RedisStreamDestination(name, **options)
+        case "rabbitmq":
+            from duetime.destinations.rabbitmq import RabbitMQDestination
+
+            return RabbitMQDestination(name, **options)
+        case "kafka":
             from duetime.destinations.kafka import KafkaDestination
 
-            return KafkaDestination(spec.name, env=env, **options)
-        from duetime.destinations.rabbitmq import RabbitMQDestination
-
-        return RabbitMQDestination(spec.name, **options)
-    except ImportError as exc:
-        package = _CLIENT_PACKAGES.get(spec.kind, exc.name or "?")
-        extra = "kafka" if spec.kind == "kafka" else "brokers"
-        raise InvalidInput(
-            "kind",
-            f"{spec.kind} destinations need the {package!r} package: "
-            f"pip install 'duetime[{extra}]'",
-        ) from exc
+            return KafkaDestination(name, env=env, **options)
+        case _:
+            assert_never(kind)
 
 
 def _secret_from_env(name: str, env: Mapping[str, str]) -> str:

@@ -38,9 +38,6 @@ class Status(enum.StrEnum):
         return self in (Status.DONE, Status.DEAD, Status.CANCELLED, Status.EXPIRED)
 
 
-PENDING_STATUSES = (Status.SCHEDULED, Status.RETRYING)
-
-
 class Outcome(enum.StrEnum):
     """How one attempt ended, as recorded in the attempts history."""
 

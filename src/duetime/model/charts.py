@@ -11,11 +11,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from duetime.errors import InvalidInput
 
-ChartRange = Literal["1h", "24h", "7d"]
 CHART_RANGES: dict[str, tuple[timedelta, timedelta]] = {
     "1h": (timedelta(hours=1), timedelta(minutes=1)),
     "24h": (timedelta(hours=24), timedelta(minutes=15)),

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from duetime.clock import Clock
 from duetime.config import Settings
-from duetime.history import MaintenanceReport, RetentionPolicy
+from duetime.model.history import MaintenanceReport, RetentionPolicy
 from duetime.services.base import Service
 from duetime.store.protocol import Store
 

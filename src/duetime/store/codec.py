@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from duetime.model import NewTimer, PutResult
-from duetime.model.slots import make_new_timer, make_put_result
+from duetime.model.fast_records import make_new_timer, make_put_result
 from duetime.support.jsontext import json_text
 from duetime.support.jsontext import (
     load_json as load_json,

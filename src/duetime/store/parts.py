@@ -26,6 +26,7 @@ from duetime.model import (
 )
 from duetime.model.audit import AuditEntry, AuditRecord
 from duetime.model.charts import LatenessRow, ThroughputCount
+from duetime.model.flow_rules import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.history import (
     ActivityCount,
     EventFilter,
@@ -33,7 +34,6 @@ from duetime.model.history import (
     MaintenanceReport,
     RetentionPolicy,
 )
-from duetime.model.limits import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.moves import TimerMove
 from duetime.model.schedules import (
     DueSchedule,
@@ -104,13 +104,6 @@ class ScheduleStore(Protocol):
         ``error`` raises AlreadyExists instead (nothing stored); ``keep`` and ``update`` leave
         an existing schedule as it is (the caller revises it).
         """
-        ...
-
-    async def schedule_room(
-        self, namespace: str, names: Sequence[str], up_to: int
-    ) -> tuple[int, int]:
-        """How many schedules ``namespace`` holds (counted no further than ``up_to``) and how
-        many of ``names`` exist already: what a cap on schedules needs to know."""
         ...
 
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None: ...
@@ -435,7 +428,7 @@ class TokenStore(Protocol):
 
 
 class LimitStore(Protocol):
-    """Flow control rules (:mod:`duetime.model.limits`) and the claim that obeys them."""
+    """Flow control rules (:mod:`duetime.model.flow_rules`) and the claim that obeys them."""
 
     async def list_rules(self, namespace: str, *, claiming: bool = False) -> list[FlowRule]:
         """The namespace's rules, by pattern. ``claiming``: read for a claim, so never behind

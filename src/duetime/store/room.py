@@ -1,5 +1,5 @@
 """The caps a store keeps when it creates: namespaces, tokens, schedules (limit rules:
-:func:`duetime.store.limits.check_room`).
+:func:`duetime.store.flow_grants.check_room`).
 
 A capped creation counts and inserts in one transaction that first takes a lock every other
 capped creation of the same collection takes too, so creations racing for the last place run

@@ -2,7 +2,7 @@
 
 uvloop runs the same asyncio code on libuv, with less CPU for each callback, task step and
 socket read. A worker's time goes mostly to exactly that (a claim, a task per handler, a
-write of outcomes), so on uvloop it needs about a quarter less CPU a job (bench/README.md).
+write of outcomes), so on uvloop it needs less CPU a job.
 The commands that own their process (``duetime worker``, ``serve``, ``tick`` and the rest)
 and the sync :class:`~duetime.App`'s background thread use it when it is installed;
 ``DUETIME_EVENT_LOOP=asyncio`` keeps the standard loop. An :class:`~duetime.AsyncApp` runs on
@@ -74,23 +74,17 @@ def start_task(
 
     Most handlers finish without suspending (a no-op, a quick computation, a cached answer): the
     task is then done when this returns, and the caller records the outcome at once instead of
-    scheduling the step and the done callback through the loop (about 4 µs a job on uvloop,
-    10 on asyncio's own loop). The first step runs as the task itself, so
+    scheduling the step and the done callback through the loop, two turns of it a job. The
+    first step runs as the task itself, so
     ``asyncio.current_task()``, ``asyncio.timeout()`` and task groups inside it see the handler's
     task. Python 3.11 has no such start, and a loop with its own task factory keeps it: both get
     an ordinary task, started by the loop.
     ``context``: the task runs in it (a traced attempt's, where its span is current) instead of
     a copy of the caller's.
     """
-    if sys.version_info >= (3, 12) and loop.get_task_factory() is None:  # see starts_at_once
+    if sys.version_info >= (3, 12) and loop.get_task_factory() is None:
         return asyncio.Task(coro, loop=loop, eager_start=True, context=context)
     return loop.create_task(coro, context=context)
-
-
-def starts_at_once(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether :func:`start_task` runs a task's first step right away on ``loop``; if not, the
-    step runs when the loop comes to it, after every callback and step ready before it."""
-    return sys.version_info >= (3, 12) and loop.get_task_factory() is None
 
 
 def on_loop(loop: asyncio.AbstractEventLoop) -> bool:

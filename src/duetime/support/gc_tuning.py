@@ -3,9 +3,8 @@
 CPython collects its young objects every 700 allocations and, every hundred such collections,
 the whole heap. A server makes thousands of short-lived objects a request, so those full
 collections come every few seconds under load and walk everything startup built (FastAPI,
-pydantic, the routes, the drivers): each stalls the event loop for tens of milliseconds, and at
-2,000 requests a second they are the p99 latency (``bench/api_bench.py``: 85 ms instead of 26 to 40
-with the pacing below).
+pydantic, the routes, the drivers): each stalls the event loop while it walks them, and under a
+steady load of requests those stalls are what the slowest requests wait for.
 
 So ``duetime serve`` and ``duetime worker``, once started, freeze what startup made
 (``gc.freeze``: kept, never scanned again) and collect the young generation every 50,000

@@ -13,8 +13,8 @@ from typing import Any
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _decode = json.JSONDecoder().raw_decode
 
-# ``JSONEncoder.encode`` makes a new C encoder for every call, half of the cost of a small
-# payload (0.5 of 0.7 µs for ``{}``); this one is made once, with the arguments
+# ``JSONEncoder.encode`` makes a new C encoder for every call, most of the cost of a small
+# payload; this one is made once, with the arguments
 # ``JSONEncoder.iterencode`` gives it for the options above. ``c_make_encoder`` is the json
 # module's own speed-up, not a public name: without it (another Python) the encoder above serves.
 _make_c_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
@@ -46,7 +46,7 @@ def json_text(value: Any) -> str:
 
 def load_json(text: str) -> Any:
     """``json.loads(text)`` for text that holds one JSON value, as duetime and PostgreSQL write
-    it: without ``loads``' encoding detection and whitespace scan (about 0.5 µs a payload);
+    it: without ``loads``' encoding detection and whitespace scan, done for every payload read;
     anything else (leading or trailing whitespace, a second value) goes through ``loads``."""
     try:
         value, end = _decode(text)

@@ -8,7 +8,7 @@ instant, or, shorter than half of one, turns the loop over and over until it pas
 busy all the while.
 
 On Linux a ``timerfd`` expires at the nanosecond it is set to, and the process wakes from
-``epoll`` then (a tenth of a millisecond later on the machines of ``bench/README.md``):
+``epoll`` then, without rounding:
 :func:`sleep_precisely` keeps one per event loop, armed for the earliest sleep, and the loop
 watches its descriptor like a socket. Every sleep of the loop shares it; a sleep ends in the
 loop's first turn after its deadline, nothing spins, and no thread is involved. The timer is

@@ -37,8 +37,8 @@ CLAIM_MEMORY = 30.0
 A busy machine makes a claim slow now and then (the server's process waits for a core, a
 commit for the disk), seconds apart. Remembered by count, the last 32 claims, a slow one was
 forgotten within two seconds at 15 claims a second, and the next one as slow came back after
-its rows' instants: on a loaded 2-core machine 8 claims in 290 did, and their 191 rows (4 % of
-the timers) started 30 to 80 ms late, which made the p99. Remembered for this long, none did."""
+its rows' instants, which then started late: the slowest starts of all. Remembered for this
+long, a slow claim still sets the margin when the next one comes."""
 CLOCK_FRESH = 0.25
 """Seconds a reading of the database's clock may be old when the worker claims ahead of an
 instant; an older one is renewed meanwhile (:data:`FRESH_SAMPLES` reads of
@@ -51,8 +51,8 @@ a held row starts that much after its instant. Read within this long before the 
 ageing is under 13 µs; a reading that came back slowly is not used (the tighter one stays)."""
 FRESH_SAMPLES = 3
 """Readings of the database's clock a renewal takes, the tightest kept (see :data:`CLOCK_FRESH`):
-one came back 0.2 ms after the server read its clock at the median on a loaded machine, the
-best of three closer to 0.15."""
+a reading is late by however long its answer took to come back, which a busy machine stretches
+now and then; the quickest of a few is the one least stretched."""
 
 
 class ClaimTiming:

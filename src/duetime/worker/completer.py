@@ -15,11 +15,12 @@ import asyncio
 import contextlib
 import logging
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from duetime.model import Finish, HeldRow, Timer
-from duetime.model.slots import make_done, set_fired_at
+from duetime.model.fast_records import make_done, set_fired_at
 from duetime.worker import attempts
 from duetime.worker.refusals import write_apart
 from duetime.worker.shared import Shared
@@ -42,17 +43,20 @@ RETRY_PAUSE = 0.5
 
 
 class Completer:
-    """Queues outcomes (:meth:`record`) and writes them in :data:`WRITES_IN_FLIGHT` lanes."""
+    """Queues outcomes (:meth:`record`) and writes them in :data:`WRITES_IN_FLIGHT` lanes: the
+    end of the line, where every attempt's outcome arrives (on the event loop)."""
 
-    def __init__(
-        self, shared: Shared, slots: Slots, batch_size: int, start_ready: Callable[[], None]
-    ) -> None:
+    def __init__(self, shared: Shared, slots: Slots, batch_size: int) -> None:
         """``slots`` hears of every outcome waiting and written (past ``batch_size`` waiting,
-        each holds a slot); ``start_ready`` starts claimed rows waiting for a slot."""
+        each holds a slot; a write that ends frees them)."""
         self.shared = shared
         self.batch_size = batch_size
         self._slots = slots
-        self._start_ready = start_ready
+        self._owner = shared.owner
+        self.outcomes: Counter[str] = Counter()
+        """Outcomes recorded so far, by kind (this part's own count)."""
+        self.lost = 0
+        """Outcomes dropped because another node had taken their attempt over."""
         self._finishes: list[Finish] = []
         # When each running attempt's handler began, by (timer id, claim token): the outcome
         # records it (see started). Keyed by the claim too: the same timer may be held twice
@@ -69,6 +73,7 @@ class Completer:
         as the attempt's start, and as the timer's ``fired_at`` when no attempt before had a
         known start. The claimed ``timer`` gets that ``fired_at`` now, so the handler's event
         says when it truly fired, as the stored timer will."""
+        self._owner.check("Completer.started")
         self._starts[timer.id, timer.claim_token] = at
         if timer.fired_at is None:
             set_fired_at(timer, at)
@@ -80,6 +85,7 @@ class Completer:
     def forget(self, timer: Timer) -> None:
         """The attempt's outcome is written elsewhere (a transactional handler's, with its
         writes): its start is no longer needed here."""
+        self._owner.check("Completer.forget")
         self._starts.pop((timer.id, timer.claim_token), None)
 
     def record(self, timer: Timer, finish: Finish) -> None:
@@ -108,8 +114,9 @@ class Completer:
         self._queue(timer, make_done(timer.id, attempt, token, started))
 
     def _queue(self, timer: Timer, finish: Finish) -> None:
+        self._owner.check("Completer.record")
         shared = self.shared
-        shared.stats.outcomes[finish.outcome.value] += 1
+        self.outcomes[finish.outcome.value] += 1
         for observer in shared.observers:
             observer.finished(timer, finish.outcome)
         self._finishes.append(finish)
@@ -191,11 +198,9 @@ class Completer:
             while self._worth_writing(overlap_from):
                 self._waiting.clear()
                 batch, self._finishes = self._finishes, []
-                shared, slots = self.shared, self._slots
+                slots = self._slots
                 write = asyncio.ensure_future(self._write(batch))
                 self._writes[write] = batch
-                slots.capacity.set()
-                self._start_ready()
                 kept = False  # the batch went back to self._finishes, to be written again
                 try:
                     lost: set[int] | None = await asyncio.shield(write)
@@ -218,9 +223,8 @@ class Completer:
                     self._waiting.set()
                     await asyncio.sleep(RETRY_PAUSE)
                     continue
-                self._start_ready()
                 if lost:
-                    shared.stats.lost += len(lost)
+                    self.lost += len(lost)
                     log.warning(
                         "%d attempts had been taken over by other nodes (lease expired); "
                         "their outcomes were not recorded",

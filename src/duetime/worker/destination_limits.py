@@ -1,5 +1,5 @@
 """Destinations' own rate limits kept as rules: a destination's ``rate`` becomes the rule of
-its deliveries (:func:`duetime.model.limits.destination_rule`), written when the app or a worker
+its deliveries (:func:`duetime.model.flow_rules.destination_rule`), written when the app or a worker
 opens, and removed once the destination has no rate any more.
 
 Only the destinations this process knows are brought in step: another process may serve (and
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from duetime.destinations.base import Destination, own_rate
-from duetime.model.limits import FlowRule, destination_rule
+from duetime.model.flow_rules import FlowRule, destination_rule
 from duetime.store import Store
 
 

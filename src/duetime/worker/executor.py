@@ -1,8 +1,9 @@
 """Running one attempt: the worker's executor.
 
 It decides what a claimed row needs (a handler, or an outcome without one: expired, no
-destination), runs the handler — an async one as its own task, a sync one in a thread, a
-transactional one inside the store's transaction — and hands the outcome to the completer.
+destination), runs the handler — each attempt a task of its own, started one way: an async
+handler is awaited in it, a sync one in a thread, a transactional one inside the store's
+transaction — and hands the outcome forward to the completer.
 What a result means is :mod:`duetime.worker.attempts`' pure mapping.
 
 Two promises hold whatever kind the handler is. A row starts only while this worker's lease
@@ -20,16 +21,16 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from duetime.clock import Clock
 from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
 from duetime.outcomes import HandlerOutcome
-from duetime.support.eventloop import on_loop, start_task, starts_at_once
+from duetime.support.eventloop import start_task
 from duetime.support.precise_sleep import sleep_precisely
 from duetime.support.threads import Escaped, NotStarted
 from duetime.timemath.backoff import Backoff
@@ -41,8 +42,6 @@ from duetime.worker.slots import Slots
 from duetime.worker.transactional import Result, Settled, in_transaction
 
 if TYPE_CHECKING:
-    from contextvars import Context
-
     from opentelemetry.trace import Span
 
     from duetime.observability.otel import Tracing
@@ -51,7 +50,8 @@ log = logging.getLogger("duetime.worker")
 
 
 class Executor:
-    """Starts attempts; each running one holds a slot (reported to :class:`Slots`)."""
+    """Starts attempts; each running one holds a slot (reported to :class:`Slots`) and hands
+    its outcome forward to the :class:`Completer`."""
 
     def __init__(
         self,
@@ -61,10 +61,9 @@ class Executor:
         backoff: Backoff,
         rng: random.Random,
         completer: Completer,
-        start_ready: Callable[[], None],
     ) -> None:
-        """``slots`` hears of every attempt running and ended; ``start_ready`` starts claimed
-        rows waiting for a slot."""
+        """``slots`` hears of every attempt running and ended; ``completer`` takes every
+        outcome."""
         self.shared = shared
         self.clock = shared.clock
         self.observers = shared.observers
@@ -73,8 +72,12 @@ class Executor:
         self._slots = slots
         self._backoff = backoff
         self._rng = rng
-        self._start_ready = start_ready
         self._tracing: Tracing | None = shared.tracing
+        self.committed = 0
+        """Transactional attempts whose completion committed with the handler's writes (done,
+        though the completer never saw them)."""
+        self.lost = 0
+        """Transactional attempts another node had taken over before they could commit."""
 
     def retry_delay(self, attempt: int) -> timedelta:
         return self._backoff.delay(attempt, self._rng)
@@ -87,157 +90,42 @@ class Executor:
         loop: asyncio.AbstractEventLoop,
         held: Held,
     ) -> None:
-        """Start one attempt: now, or (claimed ahead) held until ``start_at`` and started only
-        if its lease is still good then."""
-        if start_at is None:
-            self._launch(claimed, loop, target, held)
-        else:
+        """Start one attempt as a task of its own: now, or (claimed ahead) held until
+        ``start_at`` and started only if its lease is still good then. Every kind of handler
+        starts this one way (see :meth:`_attempt`)."""
+        task = start_task(loop, self._attempt(claimed, target, start_at, held))
+        if not task.done():  # done: it never suspended (see start_task), its slot is free
             timer = claimed.timer
-            task = loop.create_task(self._run_one(claimed, start_at, target=target, held=held))
             self._slots.running(timer.id, timer.claim_token, task)
-
-    # -- starting ---------------------------------------------------------------------------
-    def _launch(
-        self,
-        claimed: Claimed,
-        loop: asyncio.AbstractEventLoop,
-        target: Target = None,
-        held: Held | None = None,
-    ) -> None:
-        """Start one attempt now: the hot path of a busy worker, so an async handler's
-        coroutine runs as the task with one thin wrapper (:func:`_contained`) around it.
-
-        Where tasks do not start at once (Python 3.11, a loop with its own task factory), the
-        handler would begin at the task's first step, which may come long after a lease checked
-        here (other steps ready before it, a process paused or starved of CPU): the attempt
-        then runs as :meth:`_run_one`, which checks the lease in the step the handler begins."""
-        timer, attempt = claimed.timer, claimed.attempt
-        if not starts_at_once(loop):
-            task = loop.create_task(self._run_one(claimed, None, target=target, held=held))
-            self._slots.running(timer.id, timer.claim_token, task)
-            return
-        try:
-            before = self._before(timer, attempt, target, held, launching=True)
-        except Exception as exc:
-            before = _unstartable(self.shared, timer, attempt, exc)
-        if isinstance(before, Finish):
-            self.completer.record(timer, before)
-            return
-        # Traced: the attempt's span starts now, and its task runs where the span is current.
-        span: Span | None = None
-        context: Context | None = None
-        if self._tracing is not None:
-            span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
-            context = self._tracing.context_for(span)
-        if not before.is_async or before.transactional:
-            task = loop.create_task(
-                self._run_one(claimed, None, before, held=held, span=span), context=context
-            )
-            self._slots.running(timer.id, timer.claim_token, task)
-            return
-        try:
-            coro = before.func(Event.from_timer(timer, attempt, before.destination))
-        except Exception as exc:  # e.g. a handler that takes no argument
-            self.completer.record(
-                timer, self._ended(span, self._judge(timer, attempt, None, exc, span))
-            )
-            return
-        task = start_task(loop, _contained(cast(Coroutine[Any, Any, Any], coro)), context)
-        if task.done():  # it never suspended (see start_task)
-            self._handler_done(claimed, span, task)
-            return
-        task.add_done_callback(functools.partial(self._handler_done, claimed, span))
-        self._slots.running(timer.id, timer.claim_token, task)
-
-    def _handler_done(self, claimed: Claimed, span: Span | None, task: asyncio.Task[Any]) -> None:
-        timer, attempt = claimed.timer, claimed.attempt
-        self._slots.ended(timer.id)
-        if (
-            span is None
-            and not task.cancelled()
-            and task.exception() is None
-            and not isinstance(task.result(), HandlerOutcome)
-        ):
-            self.completer.done(timer, attempt)  # it returned: done (nearly every job)
-            return
-        if task.cancelled() and task.cancelling():  # the worker cancelled it (shutdown)
-            finish = attempts.interrupted(timer, attempt, self.clock.now())
-        else:
-            error = _raised(task) if task.cancelled() else task.exception()
-            if error is None or span is None or self._tracing is None:
-                finish = self._judge(timer, attempt, None if error else task.result(), error, span)
-            else:
-                with self._tracing.entered(span):  # its log line names the attempt's trace
-                    finish = self._judge(timer, attempt, None, error, span)
-        self.completer.record(timer, self._ended(span, finish))
-
-    def _ended(self, span: Span | None, finish: Finish) -> Finish:
-        """``finish``, once the attempt's span (if traced) has ended with it."""
-        if span is not None and self._tracing is not None:
-            self._tracing.end(span, finish)
-        return finish
-
-    def _before(
-        self,
-        timer: Timer,
-        attempt: int,
-        target: Target,
-        held: Held | None = None,
-        launching: bool = False,
-    ) -> Finish | Handler:
-        """The handler to run now, or the outcome when there is none to run (its lease ran
-        out: given back unstarted). ``launching``: an async handler found here begins at once
-        (:meth:`_launch`); any other begins later, in :meth:`_begins`, which tells the
-        observers then."""
-        now = self.clock.now()
-        if held is not None and not self.shared.leases.usable(held, now):
-            return _released(self.shared, timer, attempt)
-        if attempts.is_stale(timer, now):  # recorded expired: no handler ever started
-            return attempts.expired(timer, attempt, now)
-        if not isinstance(target, Handler):  # None; a fan-out never comes this way
-            return Finish(timer.id, attempt, Outcome.DEAD, error=self.dispatch.missing(timer))
-        self.completer.started(timer, now)  # the attempt's start, as its outcome records it
-        if launching and target.is_async and not target.transactional:
-            self._observe_start(timer, attempt, now - timer.due_at)
-        return target
-
-    def _observe_start(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
-        for observer in self.observers:
-            observer.started(timer, attempt, lateness)
 
     # -- one attempt ------------------------------------------------------------------------
-    async def _run_one(
-        self,
-        claimed: Claimed,
-        start_at: datetime | None = None,
-        handler: Handler | None = None,
-        *,
-        target: Target = None,
-        held: Held | None = None,
-        span: Span | None = None,
+    async def _attempt(
+        self, claimed: Claimed, target: Target, start_at: datetime | None, held: Held
     ) -> None:
-        """One attempt, after waiting (when asked) for the instant it was claimed ahead of;
-        ``handler`` when :meth:`_before` already ran, else ``target`` is where the row goes (see
-        :meth:`Dispatch.target`). ``span``: the attempt's, when :meth:`_launch` started it
-        (this task then runs where it is current); a held row's starts here."""
+        """One attempt, after waiting (when asked) for the instant it was claimed ahead of:
+        what it comes to goes forward to the completer. Here alone is a cancellation, a
+        tracing span and an outcome mapped, whatever the handler.
+
+        The lease is read in the step in which the handler begins, never when the task is made:
+        where a task's first step does not run at once (Python 3.11, a loop with a task
+        factory), it runs after every step ready before it, which may outlast the lease."""
         timer, attempt = claimed.timer, claimed.attempt
         started = False
+        span: Span | None = None
         try:
             if start_at is not None:
                 await _hold(self.clock, start_at)
             started = True
-            before = handler or self._before(timer, attempt, target, held)
-            may_start = functools.partial(
-                self._begins, timer, attempt, held, asyncio.get_running_loop()
-            )
+            now = self.clock.now()
+            before = self._before(timer, attempt, target, held, now)
             if isinstance(before, Finish):
                 result: Result = before
-            elif self._tracing is None or span is not None:
-                result = await self._invoke(before, timer, attempt, span, may_start)
+            elif self._tracing is None:
+                result = await self._invoke(before, timer, attempt, held, now, None)
             else:
-                span = self._tracing.start(timer, attempt, self.clock.now() - timer.due_at)
-                with self._tracing.entered(span):
-                    result = await self._invoke(before, timer, attempt, span, may_start)
+                span = self._tracing.start(timer, attempt, now - timer.due_at)
+                with self._tracing.entered(span):  # its log lines name the attempt's trace
+                    result = await self._invoke(before, timer, attempt, held, now, span)
         except _LeaseLost:
             result = _released(self.shared, timer, attempt)
         except Exception as exc:  # not the handler's (its errors are its outcome): ours
@@ -251,56 +139,80 @@ class Executor:
             self._slots.ended(timer.id)
         if span is not None and self._tracing is not None:
             self._tracing.end(span, _as_traced(result, timer, attempt))
-        if isinstance(result, Finish):
+        if type(result) is Finish:
             self.completer.record(timer, result)
-            return
-        self.completer.forget(timer)
-        if result is Settled.COMMITTED:
-            self.shared.stats.outcomes[Outcome.DONE.value] += 1
+        elif result is Settled.COMMITTED:
+            self.completer.forget(timer)
+            self.committed += 1
             for observer in self.observers:
                 observer.finished(timer, Outcome.DONE)
-        self._start_ready()
+        else:  # taken over: nothing was written, and nothing is to be
+            self.completer.forget(timer)
+            self.lost += 1
 
-    def _begins(
-        self, timer: Timer, attempt: int, held: Held | None, loop: asyncio.AbstractEventLoop
-    ) -> bool:
-        """Called as the handler begins (in its thread, for a plain one): whether its lease
-        still allows it, and if so, that instant is the attempt's recorded start, and the
-        lateness the observers are told (on the event loop, where they always run)."""
-        now = self.clock.now()
-        if held is not None and not self.shared.leases.usable(held, now):
-            return False
+    def _before(
+        self, timer: Timer, attempt: int, target: Target, held: Held, now: datetime
+    ) -> Finish | Handler:
+        """The handler to run ``now``, or the outcome when there is none to run (its lease ran
+        out: given back unstarted; too late; no destination). ``now`` is the attempt's start
+        (a sync handler's thread sends the instant it truly began, see :meth:`_began`), so the
+        handler's event says when it fired."""
+        if not self.shared.leases.usable(held, now):
+            return _released(self.shared, timer, attempt)
+        if attempts.is_stale(timer, now):  # recorded expired: no handler ever started
+            return attempts.expired(timer, attempt, now)
+        if not isinstance(target, Handler):  # None; a fan-out never comes this way
+            return Finish(timer.id, attempt, Outcome.DEAD, error=self.dispatch.missing(timer))
         self.completer.started(timer, now)
-        lateness = now - timer.due_at
-        if on_loop(loop):
-            self._observe_start(timer, attempt, lateness)
-        elif not loop.is_closed():  # past the worker's grace its loop may be gone: none to tell
-            loop.call_soon_threadsafe(self._observe_start, timer, attempt, lateness)
-        return True
+        return target
+
+    def _began(self, timer: Timer, attempt: int, at: datetime) -> None:
+        """A sync handler of ``timer``'s ``attempt`` began in its thread at ``at`` (applied on
+        the event loop): the instant its outcome records as the attempt's start."""
+        self.completer.started(timer, at)
+        self._tell_started(timer, attempt, at - timer.due_at)
+
+    def _tell_started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
+        for observer in self.observers:
+            observer.started(timer, attempt, lateness)
 
     async def _invoke(
         self,
         handler: Handler,
         timer: Timer,
         attempt: int,
-        span: Span | None = None,
-        may_start: Callable[[], bool] | None = None,
+        held: Held,
+        now: datetime,
+        span: Span | None,
     ) -> Result:
-        """Run the handler, if ``may_start`` (the lease check) still says yes as it begins
-        (else :class:`_LeaseLost`)."""
+        """Run the handler and judge what it came to. An async or transactional handler begins
+        here, on the loop, ``now`` (its lease was just checked); a plain one in its thread,
+        which checks the lease against the bound read here (else :class:`_LeaseLost`) and sends
+        the instant it began back to the loop."""
         event = Event.from_timer(timer, attempt, handler.destination)
-        begins_on_loop = handler.is_async or handler.transactional  # else it begins in its thread
-        if begins_on_loop and may_start is not None and not may_start():
-            raise _LeaseLost
-        if handler.transactional:
-            judge = functools.partial(self._judge, timer, attempt, span=span)
-            started_at = self.completer.start_of
-            return await in_transaction(
-                self.shared, handler, event, timer, attempt, started_at, judge
+        if handler.is_async or handler.transactional:
+            self._tell_started(timer, attempt, now - timer.due_at)
+            if handler.transactional:
+                judge = functools.partial(self._judge, timer, attempt, span=span)
+                started_at = self.completer.start_of
+                return await in_transaction(
+                    self.shared, handler, event, timer, attempt, started_at, judge
+                )
+            may_start: Callable[[], bool] | None = None
+        else:
+            may_start = functools.partial(
+                _begins_in_thread,
+                self.clock,
+                self.shared.leases.start_by(held),
+                asyncio.get_running_loop(),
+                functools.partial(self._began, timer, attempt),
             )
         task = asyncio.current_task()
         try:
-            result: Any = await handler(event, may_start)
+            if may_start is None:
+                result: Any = await handler.func(event)
+            else:
+                result = await handler(event, may_start)
         except NotStarted:
             raise _LeaseLost from None
         except BaseException as exc:
@@ -336,6 +248,24 @@ class Executor:
         return attempts.finish_for(
             timer, attempt, result, error, self.clock.now(), self.retry_delay
         )
+
+
+def _begins_in_thread(
+    clock: Clock,
+    start_by: datetime,
+    loop: asyncio.AbstractEventLoop,
+    began: Callable[[datetime], None],
+) -> bool:
+    """Asked in a sync handler's thread as it begins: whether its lease (``start_by``, read on
+    the loop) still allows it. If so, the instant goes back to the loop (``began`` runs there,
+    before the handler's result does: both travel through ``call_soon_threadsafe``, in order);
+    nothing of the worker's is touched here."""
+    now = clock.now()
+    if now >= start_by:
+        return False
+    if not loop.is_closed():  # past the worker's grace its loop may be gone: none to tell
+        loop.call_soon_threadsafe(began, now)
+    return True
 
 
 def _released(shared: Shared, timer: Timer, attempt: int) -> Finish:
@@ -384,27 +314,6 @@ def _as_traced(result: Result, timer: Timer, attempt: int) -> Finish | None:
 
 class _LeaseLost(Exception):
     """A row's lease ran out before its handler could begin: it must not start."""
-
-
-async def _contained(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Await a handler's coroutine as its task, so that a ``SystemExit`` or
-    ``KeyboardInterrupt`` it raises ends the attempt (as :class:`Escaped`) and not the event
-    loop, which an asyncio task re-raises them into. Anything else passes as it is: the task
-    keeps it as its exception, or (a ``CancelledError``) is cancelled."""
-    try:
-        return await coro
-    except (SystemExit, KeyboardInterrupt) as exc:
-        raise Escaped(exc) from exc
-
-
-def _raised(task: asyncio.Task[Any]) -> BaseException | None:
-    """The ``CancelledError`` a cancelled handler task ended with (one the handler raised
-    itself, when nobody cancelled the task)."""
-    try:
-        task.result()
-    except asyncio.CancelledError as exc:
-        return exc
-    return None  # pragma: no cover - a cancelled task always raises
 
 
 def _handlers_own(error: BaseException, task: asyncio.Task[Any] | None) -> bool:

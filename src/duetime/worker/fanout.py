@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from duetime.bus.routes import Fan
@@ -35,10 +35,9 @@ class FanOuter:
         slots: Slots,
         completer: Completer,
         retry_delay: attempts.RetryDelay,
-        done: Callable[[], None],
     ) -> None:
         """``slots`` hears of the rows a batch holds (:meth:`start`) until it is written or
-        failed; ``done`` is called then (it starts claimed rows waiting for a slot)."""
+        failed; the outcomes of events not handed on go forward to the ``completer``."""
         self.shared = shared
         self.clock = shared.clock
         self._slots = slots
@@ -46,7 +45,8 @@ class FanOuter:
         self.retry_delay = retry_delay
         self.fanned_out = 0
         """Events this worker fanned out (their deliveries are due too: a tick claims again)."""
-        self._done = done
+        self.lost = 0
+        """Events another node had taken over before they could be fanned out."""
 
     def start(self, fans: Sequence[tuple[Claimed, Fan]], loop: asyncio.AbstractEventLoop) -> None:
         """Hand ``fans`` on in a task of their own; their rows hold slots until it ends."""
@@ -105,18 +105,15 @@ class FanOuter:
             return
         finally:
             self._slots.fanned(claimed.timer.id for claimed, _ in fans)
-            self._done()
         for claimed, _ in fans:
             if (reason := refused.get(claimed.timer.id)) is not None:
                 timer, attempt = claimed.timer, claimed.attempt
                 error = f"fan-out failed: {attempts.describe(reason)}"
                 record(timer, attempts.failed(timer, attempt, error, None, now, self.retry_delay))
         handed = [f for f in todo if f.timer_id not in lost and f.timer_id not in refused]
-        if handed:
-            self.fanned_out += len(handed)
-            self.shared.stats.outcomes[Outcome.FANNED_OUT.value] += len(handed)
+        self.fanned_out += len(handed)
         if lost:
-            self.shared.stats.lost += len(lost)
+            self.lost += len(lost)
             log.warning(
                 "%d events had been taken over by other nodes before fanning out", len(lost)
             )

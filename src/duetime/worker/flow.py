@@ -1,24 +1,23 @@
 """Flow control at the claim: the worker's flow gate.
 
-A namespace's flow control rules (:mod:`duetime.model.limits`: limits, rates, pauses) are read
+A namespace's flow control rules (:mod:`duetime.model.flow_rules`: limits, rates, pauses) are read
 again every :data:`RULES_REFRESH`; while any is in force, claims go through the store's ruled
 claim, which holds back the rows a full limit or a paused type may not take, and says which
-limits held rows back and when the first of them may allow more. Rows a rate granted are paced
-(:data:`RATE_START_DELAY`) before they wait for a slot.
+limits held rows back and when the first of them may allow more. It hands forward, with the
+claimed rows, the instant each row a rate granted may start (:data:`RATE_START_DELAY`); the
+starter holds them until then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 from duetime.dispatch import Dispatch
 from duetime.model import Claimed
-from duetime.model.limits import FlowPlan, plan_of
+from duetime.model.flow_rules import FlowPlan, plan_of
 from duetime.worker.shared import Shared
-from duetime.worker.slots import Ready
 
 log = logging.getLogger("duetime.worker")
 
@@ -29,7 +28,7 @@ as soon as its claim is back: the lag from grant to start differs between worker
 into a shorter one. Held to the grant's instant, the starts keep the rate's spacing unless a
 worker lags by more than this."""
 RULES_REFRESH = 1.0
-"""Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.limits`) before
+"""Seconds a worker uses its namespace's flow control rules (:mod:`duetime.model.flow_rules`) before
 reading them again: a limit, pause or resume set anywhere reaches every worker within this.
 While any rule is in force a worker sleeps at most this long, so it sees a resume in time."""
 
@@ -38,23 +37,14 @@ NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 class FlowGate:
-    """The namespace's rules as last read, what they held back, and the rows they pace."""
+    """The namespace's rules as last read, and what they held back."""
 
-    def __init__(
-        self,
-        shared: Shared,
-        namespace: str,
-        dispatch: Dispatch,
-        paced: Callable[[Sequence[Ready]], None],
-    ) -> None:
-        """``paced`` takes rows a rate granted once their instant has come (they then wait for
-        a slot like any others)."""
+    def __init__(self, shared: Shared, namespace: str, dispatch: Dispatch) -> None:
         self.shared = shared
         self.store = shared.store
         self.clock = shared.clock
         self.namespace = namespace
         self.dispatch = dispatch
-        self._paced = paced
         self.plan = FlowPlan()  # the namespace's flow control rules, as last read …
         self._plan_read = -RULES_REFRESH  # … at this loop time
         self._plan_known = False  # whether they were ever read
@@ -66,14 +56,10 @@ class FlowGate:
         for them; forgotten at a wake-up hint (:meth:`hinted` counts them) and at each re-read
         of the rules."""
         self._hints = 0
-        # Rows a rate granted, waiting for their paced instant (RATE_START_DELAY) before they
-        # wait for a slot: they take no slot and no room meanwhile (were they to, a worker could
-        # start no more than its slots per RATE_START_DELAY); the rate bounds them, at most
-        # its starts of RATE_START_DELAY plus its burst across every worker.
-        self._pacing: dict[int, Ready] = {}
 
     def hinted(self) -> None:
         """A store heard of new work: a type free of rules may be due sooner than was known."""
+        self.shared.owner.check("FlowGate.hinted")
         self.clear_until = None
         self._hints += 1
 
@@ -148,26 +134,3 @@ class FlowGate:
         passed = self.clock.now() - RATE_START_DELAY
         granted = ruled.granted_at.items()
         return ruled.claimed, {key: at + RATE_START_DELAY for key, at in granted if at > passed}
-
-    # -- pacing -----------------------------------------------------------------------------
-    def pace(self, readies: list[Ready], at: datetime, loop: asyncio.AbstractEventLoop) -> None:
-        """Hold rows one grant of a rate gave until ``at`` (see :data:`RATE_START_DELAY`),
-        then hand them on to wait for a slot (those not given back meanwhile, at shutdown)."""
-        pacing = self._pacing
-        for ready in readies:
-            pacing[ready.claimed.timer.id] = ready
-
-        def due() -> None:
-            self._paced([r for r in readies if pacing.pop(r.claimed.timer.id, None) is not None])
-
-        loop.call_later(max(0.0, (at - self.clock.now()).total_seconds()), due)
-
-    def pacing(self) -> Iterator[Ready]:
-        """The rows held for their paced instant."""
-        return iter(self._pacing.values())
-
-    def take_paced(self) -> list[Ready]:
-        """Every row held for its paced instant, no longer held (to be given back)."""
-        taken = list(self._pacing.values())
-        self._pacing.clear()
-        return taken

@@ -52,6 +52,14 @@ class Leases:
         """The lease of rows a claim just took until ``lease_until``."""
         return Held(lease_until, self.generation, lease_until - self.margin)
 
+    def start_by(self, held: Held) -> datetime:
+        """The instant before which a row held under ``held`` may start, as known now (a
+        handler thread checks its start against it without reading this object)."""
+        renewed = self._renewed_until
+        if renewed is not None and held.generation < self._renewed_generation:
+            return max(held.start_by, renewed - self.margin)
+        return held.start_by
+
     def usable(self, held: Held, now: datetime) -> bool:
         """Whether a row held under ``held`` may start at ``now``."""
         if now < held.start_by:  # its claim's own lease still has the margin left

@@ -67,8 +67,9 @@ class Producer:
         wake: asyncio.Event,
         stopping: asyncio.Event,
     ) -> None:
-        """``wake`` is set by a wake-up hint or stop; ``starter`` starts what the claims bring,
-        in the ``slots`` free; ``gate`` takes the claims while flow control rules are in force."""
+        """``wake`` is set by a wake-up hint or stop; ``gate`` takes the claims while flow
+        control rules are in force; what a claim brings goes forward to the ``starter``, which
+        starts it in the ``slots`` free."""
         self.shared = shared
         self.store = shared.store
         self.clock = shared.clock
@@ -77,7 +78,7 @@ class Producer:
         self.dispatch = dispatch
         self.timing = ClaimTiming(claim_ahead, shared.clock)
         """How far ahead of an instant to claim, and the clock reading for it."""
-        self._capacity = shared.capacity
+        self._capacity = slots.capacity
         self._wake = wake
         self._stopping = stopping
         self._slots = slots
@@ -93,6 +94,8 @@ class Producer:
         # against the room for more).
         self._claims: dict[asyncio.Task[None], int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.claimed = 0
+        """Rows claimed so far (this part's own count)."""
         self._rechecking = False  # woken by the safety re-check alone: read before claiming
 
     def start(self) -> None:
@@ -103,7 +106,7 @@ class Producer:
         """Rows the next claim may take: the free slots, plus the prefetch allowance, less the
         rows already waiting for a slot and those the claims under way may bring."""
         claiming = sum(self._claims.values())
-        return self._slots.free() + self._prefetch - self._starter.waiting - claiming
+        return self._starter.open_slots() + self._prefetch - claiming
 
     async def settle(self) -> None:
         """Wait for the claims under way (their rows are started or given back like others)."""
@@ -114,7 +117,6 @@ class Producer:
     # -- the main cycle ---------------------------------------------------------------------
     async def cycle(self) -> None:
         """One step: claim what is due (or pipeline a claim), or sleep until something is."""
-        self._starter.start_ready()
         target, self._target = self._target, None
         self._prefetch = 0 if target is not None else self._prefetch_allowance()
         room = self.room()
@@ -225,25 +227,28 @@ class Producer:
     async def wait_for_capacity(self, need: int = 1) -> None:
         """Until the next claim may take ``need`` rows (or nothing is running to free any)."""
         while True:
-            self._starter.start_ready()
             if self.room() >= need:
                 return
-            busy = self._slots.busy or self._claims
+            busy = self._slots.busy or self._claims or self._starter.waiting
             if self._stopping.is_set() or not busy:
                 return
             self._capacity.clear()
             await self._capacity.wait()
 
     def on_wakeup(self, earliest: datetime | None) -> None:
-        """A store heard of new work; called on any thread (e.g. a sync App's own loop)."""
+        """A store heard of new work; called on any thread (e.g. a sync App's own loop): what
+        it changes is changed on this worker's loop."""
+        loop = self._loop
+        if loop is None or on_loop(loop):
+            self._hinted(earliest)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(self._hinted, earliest)
+
+    def _hinted(self, earliest: datetime | None) -> None:
         self._gate.hinted()
         planned = self._planned_wake
         if earliest is None or planned is None or earliest < planned:
-            loop = self._loop
-            if loop is None or on_loop(loop):
-                self._wake.set()
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(self._wake.set)
+            self._wake.set()
 
     # -- claiming ---------------------------------------------------------------------------
     def _claim_in_pipeline(self, want: int) -> None:
@@ -326,9 +331,10 @@ class Producer:
         lease_until: datetime,
         paced: Mapping[int, datetime],
     ) -> list[Claimed]:
-        """Start what a claim brought (see :class:`Starter`), once its timing is noted."""
+        """Hand what a claim brought forward to the :class:`Starter`, once its timing is
+        noted."""
         self.timing.took(asyncio.get_running_loop().time(), elapsed)
-        self.shared.stats.claimed += len(claimed)
+        self.claimed += len(claimed)
         if claimed:
             for observer in self.shared.observers:
                 observer.claimed(self.namespace, len(claimed), elapsed)

@@ -1,18 +1,19 @@
-"""What every part of one worker uses: its store and clock, its node, what it reports, and the
-signal that a handler slot may have come free."""
+"""What every part of one worker uses: its store and clock, its node, the observers it tells,
+the leases it holds and the loop its state belongs to. Nothing here is written by the parts:
+each keeps its own counters and state (see :class:`~.worker.Worker.stats`)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from duetime.clock import Clock
 from duetime.model import Timer
 from duetime.store.protocol import Store
 from duetime.worker.leases import Leases
-from duetime.worker.observing import WorkerObserver, WorkerStats
+from duetime.worker.observing import WorkerObserver
+from duetime.worker.owner import LoopOwner
 
 if TYPE_CHECKING:
     from duetime.observability.otel import Tracing
@@ -23,13 +24,12 @@ class Shared:
     store: Store
     clock: Clock
     node_id: str
-    stats: WorkerStats
     observers: Sequence[WorkerObserver]
-    capacity: asyncio.Event
-    """Set whenever a slot may have come free (an attempt ended, a write finished)."""
     leases: Leases
     tracing: Tracing | None = None
     """Spans around attempts, when tracing is on (see :mod:`duetime.observability.tracing`)."""
+    owner: LoopOwner = field(default_factory=LoopOwner)
+    """The loop the parts' state belongs to (see :mod:`~duetime.worker.owner`)."""
 
     def about(self, timer: Timer, attempt: int | None = None) -> dict[str, object]:
         """The ``extra=`` of a log line about one timer, so JSON logs carry its fields.

@@ -7,6 +7,10 @@ written in batches while more handlers run; once ``batch_size`` outcomes wait fo
 every further one takes a slot until it is written. So a worker has at most ``concurrency +
 batch_size`` timers started and not recorded — the most that run again if it dies — and a slow
 store slows the handlers down instead of piling outcomes up in memory.
+
+Whenever a slot may have come free the account sets two events, one for each part that waits
+for one: :attr:`Slots.freed` for the starter (rows waiting for a slot start) and
+:attr:`Slots.capacity` for the producer (the next claim may take more). Nobody calls back.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from datetime import datetime
 from duetime.dispatch import Target
 from duetime.model import Claimed, HeldRow
 from duetime.worker.leases import Held
+from duetime.worker.owner import LoopOwner
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,52 +38,67 @@ class Ready:
 
 
 class Slots:
-    """How many slots are taken, and by whom; :attr:`capacity` is set whenever one may free."""
+    """How many slots are taken, and by whom; :attr:`freed` and :attr:`capacity` are set
+    whenever one may come free."""
 
-    def __init__(self, concurrency: int, batch_size: int, capacity: asyncio.Event) -> None:
+    def __init__(self, concurrency: int, batch_size: int, owner: LoopOwner | None = None) -> None:
         self.concurrency = concurrency
         self.batch_size = batch_size
-        self.capacity = capacity
+        self.capacity = asyncio.Event()
+        """Set when a slot may have come free: the producer's to wait on and clear."""
+        self.freed = asyncio.Event()
+        """Set when a slot may have come free: the starter's to wait on and clear."""
+        self._owner = owner or LoopOwner()
         # The rows running (a handler's attempt, or a fan-out's batch), by timer id: the task
         # that runs each, and the token of the claim it runs under (None: a fan-out's row).
         self._running: dict[int, asyncio.Task[None]] = {}
         self._tokens: dict[int, int | None] = {}
         self._unwritten = 0  # outcomes waiting for their write, or in a write under way
 
+    def _free_up(self) -> None:
+        self.freed.set()
+        self.capacity.set()
+
     # -- what the parts report --------------------------------------------------------------
     def running(self, timer_id: int, token: int | None, task: asyncio.Task[None]) -> None:
         """A handler's attempt of ``timer_id`` (claimed under ``token``) runs in ``task``."""
+        self._owner.check("Slots.running")
         self._tokens[timer_id] = token
         self._running[timer_id] = task
 
     def ended(self, timer_id: int) -> None:
         """The attempt of ``timer_id`` ended: its slot is free (its outcome may take one)."""
+        self._owner.check("Slots.ended")
         self._running.pop(timer_id, None)
         self._tokens.pop(timer_id, None)
-        self.capacity.set()
+        self._free_up()
 
     def fanning(self, timer_ids: Iterable[int], task: asyncio.Task[None]) -> None:
         """The rows ``timer_ids`` are handed on to their destinations by ``task``."""
+        self._owner.check("Slots.fanning")
         running = self._running
         for timer_id in timer_ids:
             running[timer_id] = task
 
     def fanned(self, timer_ids: Iterable[int]) -> None:
         """A fan-out's batch is written (or failed): its rows' slots are free."""
+        self._owner.check("Slots.fanned")
         running = self._running
         for timer_id in timer_ids:
             running.pop(timer_id, None)
-        self.capacity.set()
+        self._free_up()
 
     def awaiting(self) -> None:
         """One more outcome waits for its write."""
+        self._owner.check("Slots.awaiting")
         self._unwritten += 1
 
     def written(self, count: int) -> None:
         """``count`` outcomes were written (or dropped as taken over): they hold no slot now.
         Zero when a write ended without taking any (they wait for the next one)."""
+        self._owner.check("Slots.written")
         self._unwritten -= count
-        self.capacity.set()
+        self._free_up()
 
     # -- what the worker asks ---------------------------------------------------------------
     def free(self) -> int:

@@ -1,10 +1,11 @@
 """Starting what the claims bring, as slots allow: the worker's starter.
 
-A claimed row goes to the fan-out (an event several destinations want), to the flow gate's
-pacing (a row a rate granted, see :data:`~duetime.worker.flow.RATE_START_DELAY`), straight to
-the executor (a free slot), or into the queue of rows waiting for a slot, which starts them
-oldest claim first as slots come free. A row that waited past its lease is given back
-unstarted; the rows never started are given back at shutdown.
+A claimed row goes to the fan-out (an event several destinations want), into the pacing (a row
+a rate granted, held until its instant: see :data:`~duetime.worker.flow.RATE_START_DELAY`),
+straight to the executor (a free slot), or into the queue of rows waiting for a slot. The
+starter's own task starts the queue, oldest claim first, whenever the slot account says a slot
+may have come free (:attr:`Slots.freed`): no other part calls into it. A row that waited past
+its lease is given back unstarted; the rows never started are given back at shutdown.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 from duetime.bus.routes import Fan
@@ -22,7 +23,6 @@ from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
-from duetime.worker.flow import FlowGate
 from duetime.worker.shared import Shared
 from duetime.worker.slots import Ready, Slots
 
@@ -32,25 +32,58 @@ log = logging.getLogger("duetime.worker")
 class Starter:
     """Routes claimed rows and starts them as :class:`Slots` allow, oldest claim first."""
 
-    def __init__(self, shared: Shared, slots: Slots, dispatch: Dispatch) -> None:
-        """The executor, completer, fan-out and flow gate are attached with :meth:`attach`."""
+    def __init__(
+        self,
+        shared: Shared,
+        slots: Slots,
+        dispatch: Dispatch,
+        executor: Executor,
+        fan_outer: FanOuter,
+        completer: Completer,
+    ) -> None:
+        """Rows go forward to the ``executor`` or the ``fan_outer``; those that end without
+        either (unreadable, given back) go straight to the ``completer``."""
         self.shared = shared
         self.clock = shared.clock
         self.dispatch = dispatch
         self._slots = slots
+        self._executor = executor
+        self._fan_outer = fan_outer
+        self._completer = completer
+        self._owner = shared.owner
         self._ready: deque[Ready] = deque()  # claimed beyond the free slots, not started
+        self._queued = asyncio.Event()  # rows wait in _ready: the task watches for a slot
+        # Rows a rate granted, waiting for their paced instant (RATE_START_DELAY) before they
+        # wait for a slot: they take no slot and no room meanwhile (were they to, a worker could
+        # start no more than its slots per RATE_START_DELAY); the rate bounds them, at most
+        # its starts of RATE_START_DELAY plus its burst across every worker.
+        self._pacing: dict[int, Ready] = {}
+        self._task: asyncio.Task[None] | None = None
         self.started = 0
         """Attempts started so far (the producer measures its pace by them)."""
-        self._executor: Executor
-        self._completer: Completer
-        self._fan_outer: FanOuter
-        self._gate: FlowGate
 
-    def attach(
-        self, executor: Executor, completer: Completer, fan_outer: FanOuter, gate: FlowGate
-    ) -> None:
-        self._executor, self._completer = executor, completer
-        self._fan_outer, self._gate = fan_outer, gate
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the rows waiting for a slot whenever one may have come free, from now on."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="duetime-starter")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+    async def _run(self) -> None:
+        """While rows wait for a slot, start them each time one may have come free (and sleep
+        while none wait, so that a worker with free slots pays no step a finished attempt)."""
+        freed, queued = self._slots.freed, self._queued
+        while True:
+            await queued.wait()
+            await freed.wait()
+            freed.clear()
+            self.start_ready()
+            if not self._ready:
+                queued.clear()
 
     # -- what the worker asks ---------------------------------------------------------------
     @property
@@ -58,9 +91,13 @@ class Starter:
         """Rows claimed and waiting for a slot."""
         return len(self._ready)
 
+    def open_slots(self) -> int:
+        """Free slots beyond the rows already waiting for one (negative: more rows wait)."""
+        return self._slots.free() - len(self._ready)
+
     def held(self) -> Iterator[HeldRow]:
         """The rows claimed and not started yet, each with its claim's token."""
-        for ready in (*self._ready, *self._gate.pacing()):
+        for ready in (*self._ready, *self._pacing.values()):
             timer = ready.claimed.timer
             yield timer.id, timer.claim_token
 
@@ -68,7 +105,9 @@ class Starter:
         """Give back the rows claimed but never started, as they were (shutdown)."""
         while self._ready:
             self._release(self._ready.popleft().claimed)
-        for waiting in self._gate.take_paced():
+        paced = list(self._pacing.values())
+        self._pacing.clear()
+        for waiting in paced:
             self._release(waiting.claimed)
 
     # -- starting ---------------------------------------------------------------------------
@@ -82,13 +121,13 @@ class Starter:
         """Start what a claim brought, as slots allow (the rest waits in order for a slot):
         held until ``start_at`` when claimed ahead, and a row a rate granted until its instant
         in ``paced``."""
+        self._owner.check("Starter.take")
         loop = asyncio.get_running_loop()
         held = self.shared.leases.held(lease_until)
         route = self.dispatch.target
         fans: list[tuple[Claimed, Fan]] = []
         pacing: dict[datetime, list[Ready]] = {}  # rows a rate granted, by their instant
         free = self._slots.free() if not self._ready else 0  # slots; the waiting rows go first
-        start = self._executor.start
         now = self.clock.now()
         for item in claimed:
             if item.problem is not None:
@@ -107,19 +146,30 @@ class Starter:
             elif free > 0:
                 free -= 1
                 self.started += 1
-                start(item, goes, start_at_row, loop, held)
+                self._executor.start(item, goes, start_at_row, loop, held)
             else:
                 self._ready.append(Ready(item, goes, start_at_row, held))
+                self._queued.set()
         for at, readies in pacing.items():
-            self._gate.pace(readies, at, loop)
+            self._pace(readies, at, loop)
         self.start_ready()
         if fans:
             self._fan_outer.start(fans, loop)
 
-    def paced(self, readies: Sequence[Ready]) -> None:
-        """Rows a rate granted whose instant has come: they wait for a slot like others."""
-        self._ready.extend(readies)
-        self.start_ready()
+    def _pace(self, readies: list[Ready], at: datetime, loop: asyncio.AbstractEventLoop) -> None:
+        """Hold rows one grant of a rate gave until ``at`` (see :data:`RATE_START_DELAY`),
+        then queue them for a slot like others (those not given back meanwhile, at shutdown)."""
+        pacing = self._pacing
+        for ready in readies:
+            pacing[ready.claimed.timer.id] = ready
+
+        def due() -> None:
+            self._ready.extend(r for r in readies if pacing.pop(r.claimed.timer.id, None))
+            self.start_ready()
+            if self._ready:
+                self._queued.set()
+
+        loop.call_later(max(0.0, (at - self.clock.now()).total_seconds()), due)
 
     def start_ready(self) -> None:
         """Start timers waiting for a slot, oldest claim first, while slots are free."""
@@ -129,8 +179,8 @@ class Starter:
         free = self._slots.free()
         if free <= 0:
             return
+        self._owner.check("Starter.start_ready")
         loop = asyncio.get_running_loop()
-        start = self._executor.start
         usable = self.shared.leases.usable
         now = self.clock.now()
         stale = 0
@@ -142,7 +192,7 @@ class Starter:
                 continue
             free -= 1
             self.started += 1
-            start(item.claimed, item.target, item.start_at, loop, item.held)
+            self._executor.start(item.claimed, item.target, item.start_at, loop, item.held)
         if stale:
             log.warning(
                 "%d claimed timers waited past their lease (was this process paused?): given "

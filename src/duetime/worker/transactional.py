@@ -82,7 +82,6 @@ async def in_transaction(
     except Exception as exc:
         return judge(None, exc)
     if not ours:
-        shared.stats.lost += 1
         log.warning(
             "attempt %d of %s was taken over; nothing was written",
             attempt,

@@ -1,13 +1,16 @@
 """The worker: claim due timers → run their handlers → record the outcomes, in batches.
 
-A :class:`Worker` is parts on one event loop — the :class:`~.producer.Producer` claims (through
-the :class:`~.flow.FlowGate` while flow control rules are in force), the
-:class:`~.starter.Starter` starts what the claims bring, the :class:`~.executor.Executor` runs
-one attempt, the :class:`~.fanout.FanOuter` hands events on to destinations, the
-:class:`~.completer.Completer` writes outcomes back; each reports the slots it holds to the
-:class:`~.slots.Slots`, the one account of them — plus the node's
-services (heartbeat, rescue, sweeps, schedules, retention), which the app builds and the worker
-starts and stops around its own loop. It knows the Store protocol and the handlers, never SQL.
+A :class:`Worker` is a line of parts on one event loop, each handing what it made to the next:
+the :class:`~.producer.Producer` claims (through the :class:`~.flow.FlowGate` while flow
+control rules are in force) → the :class:`~.starter.Starter` starts what the claims bring →
+the :class:`~.executor.Executor` runs one attempt (or the :class:`~.fanout.FanOuter` hands an
+event on to destinations) → the :class:`~.completer.Completer` writes the outcomes back. Each
+reports the slots it holds to the :class:`~.slots.Slots`, the one account of them, whose events
+tell the starter and the producer that a slot may be free; nothing calls back up the line.
+Each part keeps its own counts, which :attr:`Worker.stats` assembles. Beside the line run the
+node's services (heartbeat, rescue, sweeps, schedules, retention), which the app builds and
+the worker starts and stops around its own loop. It knows the Store protocol and the handlers,
+never SQL.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from duetime.config import Settings
 from duetime.destinations.base import Destination
 from duetime.dispatch import Dispatch
 from duetime.handlers import HandlerRegistry
-from duetime.model import HeldRow
+from duetime.model import HeldRow, Outcome
 from duetime.services.base import Service, ServiceGroup
 from duetime.store.protocol import Store
 from duetime.timemath.backoff import Backoff
@@ -89,30 +92,18 @@ class Worker:
         )
         self._destinations = list((destinations or {}).values())
         self.observers = [with_defaults(observer) for observer in observers]
-        self.stats = WorkerStats()
         self.services: list[Service] = []
         if claim_ahead is None:
             # Only on the real clock: a test clock does not move while a held timer waits.
             claim_ahead = CLAIM_AHEAD if is_real(clock) else timedelta(0)
-        self._capacity = asyncio.Event()  # a slot may have come free
         self._wake = asyncio.Event()  # a wake-up hint, or stop
         self._stopping = asyncio.Event()
         self.leases = Leases(settings.lease)
-        shared = Shared(
-            store,
-            clock,
-            self.node_id,
-            self.stats,
-            self.observers,
-            self._capacity,
-            self.leases,
-            tracing,
-        )
-        self.slots = Slots(settings.concurrency, settings.batch_size, self._capacity)
-        self.starter = Starter(shared, self.slots, self.dispatch)
-        start_ready = self.starter.start_ready
-        self.gate = FlowGate(shared, self.namespace, self.dispatch, self.starter.paced)
-        self.completer = Completer(shared, self.slots, settings.batch_size, start_ready)
+        shared = Shared(store, clock, self.node_id, self.observers, self.leases, tracing)
+        self._owner = shared.owner
+        # The line, built from its end: each part is handed the parts it hands forward to.
+        self.slots = Slots(settings.concurrency, settings.batch_size, shared.owner)
+        self.completer = Completer(shared, self.slots, settings.batch_size)
         self.executor = Executor(
             shared,
             self.slots,
@@ -120,12 +111,12 @@ class Worker:
             Backoff(settings.backoff_base, settings.backoff_cap),
             rng or random.Random(),
             self.completer,
-            start_ready,
         )
-        self.fan_outer = FanOuter(
-            shared, self.slots, self.completer, self.executor.retry_delay, start_ready
+        self.fan_outer = FanOuter(shared, self.slots, self.completer, self.executor.retry_delay)
+        self.starter = Starter(
+            shared, self.slots, self.dispatch, self.executor, self.fan_outer, self.completer
         )
-        self.starter.attach(self.executor, self.completer, self.fan_outer, self.gate)
+        self.gate = FlowGate(shared, self.namespace, self.dispatch)
         self.producer = Producer(
             shared,
             self.slots,
@@ -168,7 +159,7 @@ class Worker:
         """Stop claiming; :meth:`run` returns once in-flight work is finished or released."""
         self._stopping.set()
         self._wake.set()
-        self._capacity.set()
+        self.slots.capacity.set()
 
     async def tick(self) -> WorkerStats:
         """Fire everything due now once, wait for it to finish, and return what happened."""
@@ -192,6 +183,18 @@ class Worker:
         finally:
             await self._shutdown(group)
         return self.stats
+
+    @property
+    def stats(self) -> WorkerStats:
+        """What this worker did so far: each part keeps its own counts, assembled here (the one
+        place that does) into one view."""
+        outcomes = self.completer.outcomes.copy()
+        if self.executor.committed:
+            outcomes[Outcome.DONE.value] += self.executor.committed
+        if self.fan_outer.fanned_out:
+            outcomes[Outcome.FANNED_OUT.value] += self.fan_outer.fanned_out
+        lost = self.completer.lost + self.executor.lost + self.fan_outer.lost
+        return WorkerStats(self.producer.claimed, outcomes, lost)
 
     @property
     def in_flight(self) -> int:
@@ -218,6 +221,7 @@ class Worker:
     async def _start(self) -> ServiceGroup:
         if self._group is not None:
             raise RuntimeError("this worker is already running")
+        self._owner.bind(asyncio.get_running_loop())  # its state is this loop's from now on
         await keep_destination_limits(
             self.store, self.namespace, self._destinations, self.clock.now()
         )
@@ -225,6 +229,7 @@ class Worker:
         await group.start()
         self._group = group
         self.producer.start()
+        self.starter.start()
         self.completer.start()
         watch(self.clock, self._wake)  # undone in _shutdown: an app ticks many workers
         self.store.add_wakeup_listener(self.producer.on_wakeup)
@@ -239,6 +244,7 @@ class Worker:
             await group.stop()  # heartbeats renewed the leases while handlers finished
             await self.completer.stop()
         finally:
+            await self.starter.stop()
             await group.close()  # e.g. deregister the node
             self._group = None
 

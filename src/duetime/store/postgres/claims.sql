@@ -1,5 +1,5 @@
 -- Claiming due timers in the PostgreSQL store, and the subscriptions a claim filters by
--- (working.py, limits.py). Each block's name is the method that runs it.
+-- (working.py, flow_control.py). Each block's name is the method that runs it.
 -- Tables are unqualified: every connection's search_path is the store's schema (?schema=).
 -- Placeholders are psycopg's %(name)s; instants are timestamptz.
 
@@ -137,7 +137,7 @@ RETURNING timers.id, timers.key, timers.type, timers.payload::text AS payload, t
     timers.destination, timers.producer, timers.trace_context, timers.priority
 
 -- name: claim_ruled
--- claim_due under flow control (duetime.model.limits): only the types LIKE %(only)s and none of
+-- claim_due under flow control (duetime.model.flow_rules): only the types LIKE %(only)s and none of
 -- those LIKE one of %(excluded)s (more specific limits, pauses). A limit's claim runs with the
 -- limit's row locked (lock_limit) and takes at most what the limit allows; the claim of the
 -- types no rule governs passes '%%' and every governed pattern. Held-back rows stay pending, in

@@ -1,5 +1,5 @@
--- Limits and pauses of the PostgreSQL store (limits.py). Each block's name is the method that runs
--- it.
+-- Limits and pauses of the PostgreSQL store (flow_control.py). Each block's name is the method
+-- that runs it.
 -- Tables are unqualified: every connection's search_path is the store's schema (?schema=).
 -- Placeholders are psycopg's %(name)s; instants are timestamptz.
 
@@ -60,7 +60,7 @@ SELECT EXISTS (SELECT 1 FROM flow_limits
 -- a rule, its pattern at the same place in %(destination_rules)s (its deliveries are that
 -- rule's alone); %(shown)s (%(shown_likes)s) is the page, %(pauses_only)s whether each rule
 -- only pauses: it counts every row of a type it matches, not a destination rule's. See
--- duetime.model.limits.FlowPlan.counted_by, the same rows a claim takes.
+-- duetime.model.flow_rules.FlowPlan.counted_by, the same rows a claim takes.
 WITH counts AS MATERIALIZED (
     SELECT type, destination, sum(running)::bigint AS running, sum(held)::bigint AS held,
         min(oldest) AS oldest

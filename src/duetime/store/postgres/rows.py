@@ -25,7 +25,7 @@ from duetime.model import (
     Timer,
     unreadable_timer,
 )
-from duetime.model.slots import make_timer
+from duetime.model.fast_records import make_timer
 from duetime.store.codec import payload_text
 from duetime.support.sealing import TEXT_MARK, Sealing
 

@@ -85,7 +85,9 @@ class PostgresSchedules:
         async def run(conn: Conn) -> list[Schedule | None]:
             if room is not None:  # see duetime.store.room: the count after the row's lock
                 await conn.execute(LOCK_NAMESPACE_ROW, {"namespace": room.namespace})
-                held, present = await self._room(conn, room.namespace, room.names, room.cap)
+                held, present = await self._schedule_room(
+                    conn, room.namespace, room.names, room.cap
+                )
                 room.check(held, present)
             read: list[NewSchedule] = []
             cursors: list[AsyncCursor[Row]] = []
@@ -107,14 +109,11 @@ class PostgresSchedules:
         self._notices.here_earliest(_active_next(stored))
         return stored
 
-    async def schedule_room(
-        self, namespace: str, names: Sequence[str], up_to: int
-    ) -> tuple[int, int]:
-        return await self._db.read(lambda conn: self._room(conn, namespace, names, up_to))
-
-    async def _room(
+    async def _schedule_room(
         self, conn: Conn, namespace: str, names: Sequence[str], up_to: int
     ) -> tuple[int, int]:
+        """What a cap on schedules needs to know: the namespace's schedules (counted no further
+        than ``up_to``), and how many of ``names`` exist already."""
         params = {"namespace": namespace, "names": list(names), "up_to": up_to}
         (row,) = await fetch_all(conn, Q["schedule_room"], params)
         return int(row["held"]), int(row["present"])

@@ -18,8 +18,8 @@ from duetime.model import NewTimer, OnConflict, PutResult
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.audit import PostgresAudit
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.flow_control import PostgresLimits
 from duetime.store.postgres.history import PostgresHistory
-from duetime.store.postgres.limits import PostgresLimits
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.reach import reach_of
 from duetime.store.postgres.schedules import PostgresSchedules

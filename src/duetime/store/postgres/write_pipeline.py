@@ -31,7 +31,7 @@ from psycopg.rows import RowMaker
 
 from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
-from duetime.model.slots import make_put_result
+from duetime.model.fast_records import make_put_result
 from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, fetch_all
 from duetime.store.postgres.rows import (

@@ -27,7 +27,7 @@ from psycopg.errors import TransactionRollback
 
 from duetime.errors import AlreadyExists, CommitOutcomeUnknown, InvalidInput, StoreUnavailable
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
-from duetime.model.slots import make_put_result
+from duetime.model.fast_records import make_put_result
 from duetime.store.codec import opened_results, sealed_timers
 from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, Database, Statement

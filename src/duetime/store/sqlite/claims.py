@@ -1,6 +1,6 @@
 """Marking pending rows running: the claim's statement and the attempt rows it opens, shared by
-the plain claim (``claim_due``) and the claims under flow control (:mod:`.limits`). Each claim
-writes a token of its own on its rows (:func:`~duetime.store.codec.new_claim_token`)."""
+the plain claim (``claim_due``) and the claims under flow control (:mod:`.flow_control`). Each
+claim writes a token of its own on its rows (:func:`~duetime.store.codec.new_claim_token`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from duetime.model import Claimed
-from duetime.model.slots import set_claim_token
+from duetime.model.fast_records import set_claim_token
 from duetime.store.codec import dump_json, new_claim_token
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.rows import InstantCache, claimed_from_tuple

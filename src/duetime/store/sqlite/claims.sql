@@ -1,5 +1,5 @@
 -- Claiming due timers in the SQLite store, and the subscriptions a claim filters by (store.py,
--- claims.py, limits.py). Each block's name is the method that runs it.
+-- claims.py, flow_control.py). Each block's name is the method that runs it.
 -- Instants are integer microseconds since the epoch, UTC.
 
 -- name: next_run_at
@@ -86,7 +86,7 @@ RETURNING id, namespace, key, type, payload, subject, due_at, status, attempts, 
     destination, producer, trace_context, priority
 
 -- name: claim_ruled
--- claim_due under flow control (duetime.model.limits): only the types GLOB :only and none of
+-- claim_due under flow control (duetime.model.flow_rules): only the types GLOB :only and none of
 -- those GLOB one of :excluded (a JSON array: more specific limits, pauses). Run inside the
 -- write transaction that reads and updates the limit's row.
 -- include: claim_mark

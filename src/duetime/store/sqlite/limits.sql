@@ -1,4 +1,4 @@
--- Limits and pauses of the SQLite store (limits.py). Each block's name is the method that runs it.
+-- Limits and pauses of the SQLite store (flow_control.py). Each block's name is the method that runs it.
 -- Instants are integer microseconds since the epoch, UTC.
 
 -- name: get_limit
@@ -49,7 +49,7 @@ SELECT EXISTS (SELECT 1 FROM flow_limits WHERE namespace = :namespace AND patter
 -- :by_destination maps each destination with a rule to that rule's pattern (its deliveries are
 -- that rule's alone); :shown is the page, [[pattern, pauses only (0/1)], ...] in order. A rule
 -- that only pauses counts every row of a type it matches, not a destination rule's. See
--- duetime.model.limits.FlowPlan.counted_by, the same rows a claim takes.
+-- duetime.model.flow_rules.FlowPlan.counted_by, the same rows a claim takes.
 WITH counts AS MATERIALIZED (
     SELECT type, destination, sum(running) AS running, sum(held) AS held, min(oldest) AS oldest
     FROM (

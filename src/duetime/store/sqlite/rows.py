@@ -16,7 +16,7 @@ from duetime.model import (
     Timer,
     unreadable_timer,
 )
-from duetime.model.slots import make_timer
+from duetime.model.fast_records import make_timer
 from duetime.store.codec import from_micros, load_json, maybe_from_micros
 from duetime.support.sealing import Sealing
 

@@ -51,11 +51,11 @@ from duetime.timemath.recurrence.overlap import Fate, gated
 Q = load_queries("duetime.store.sqlite", "schedules.sql")
 
 
-def _room(
+def _schedule_room(
     conn: sqlite3.Connection, namespace: str, names: Sequence[str], up_to: int
 ) -> tuple[int, int]:
-    """What ``schedule_room`` says: the namespace's schedules (up to ``up_to``), and how many
-    of ``names`` exist."""
+    """What a cap on schedules needs to know: the namespace's schedules (counted no further
+    than ``up_to``), and how many of ``names`` exist already."""
     params = {"namespace": namespace, "names": dump_json(list(names)), "up_to": up_to}
     held, present = conn.execute(Q["schedule_room"], params).fetchone()
     return int(held), int(present)
@@ -82,7 +82,7 @@ class SqliteSchedules:
 
         def run(conn: sqlite3.Connection) -> list[Schedule | None]:
             if room is not None:  # under the write lock: racing creations count in turn
-                room.check(*_room(conn, room.namespace, room.names, room.cap))
+                room.check(*_schedule_room(conn, room.namespace, room.names, room.cap))
             # One prepared statement for the batch; under the write lock, the ids after the
             # last one given before are the rows it made.
             (before,) = conn.execute(Q["last_schedule_id"]).fetchone()
@@ -105,11 +105,6 @@ class SqliteSchedules:
                 conn.execute(Q["hear_releases"])
 
         await self._db.read(run)
-
-    async def schedule_room(
-        self, namespace: str, names: Sequence[str], up_to: int
-    ) -> tuple[int, int]:
-        return await self._db.read(lambda conn: _room(conn, namespace, names, up_to))
 
     async def get_schedule(self, namespace: str, name: str) -> Schedule | None:
         params = {"namespace": namespace, "name": name}
@@ -431,8 +426,8 @@ def _advance(
 
     Both in the order of the schedules' ids (rowids): the due rows come by next occurrence,
     which jumps about the table (per-user schedules due at one instant lie one id in 1,200
-    apart); in rowid order each row is found near the last one's place in the tree (a million
-    due, batches of 5,000: 28 s of CPU instead of 35)."""
+    apart); in rowid order each row is found near the last one's place in the tree, whose pages
+    are then at hand."""
     if not advances:
         return [], 0
     advances = sorted(advances, key=_schedule_id)

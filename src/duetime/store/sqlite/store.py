@@ -43,8 +43,8 @@ from duetime.store.room import check_namespace_room
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
 from duetime.store.sqlite.deletes import delete_ids, delete_key
+from duetime.store.sqlite.flow_control import SqliteLimits
 from duetime.store.sqlite.history import SqliteHistory
-from duetime.store.sqlite.limits import SqliteLimits
 from duetime.store.sqlite.outbox import SqliteOutbox
 from duetime.store.sqlite.rows import (
     attempt_from_row,

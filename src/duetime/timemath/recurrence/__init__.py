@@ -26,7 +26,8 @@ not drift and DST is ignored. Catch-up after downtime: :func:`catch_up_due`.
 
 from __future__ import annotations
 
-from duetime.timemath.recurrence.cron import CLOCK_JUMP, HORIZON_YEARS, OnGap, OnOverlap
+from duetime.timemath.recurrence.cron import CLOCK_JUMP, CRON_SEARCH_YEARS, OnGap, OnOverlap
+from duetime.timemath.recurrence.day_filter import RULE_SEARCH_YEARS
 from duetime.timemath.recurrence.occurrences import (
     catch_up_due,
     describe,
@@ -51,10 +52,11 @@ __all__ = [
     "CATCH_UP",
     "CLOCK_JUMP",
     "CRON_ALIASES",
-    "HORIZON_YEARS",
+    "CRON_SEARCH_YEARS",
     "MIN_EVERY",
     "ON_GAP",
     "ON_OVERLAP",
+    "RULE_SEARCH_YEARS",
     "CatchUpPolicy",
     "OnGap",
     "OnOverlap",

@@ -64,7 +64,7 @@ from duetime.timemath.recurrence.business import (
 )
 from duetime.timemath.recurrence.cron import walk_start
 from duetime.timemath.recurrence.day_filter import (
-    HORIZON_YEARS,
+    RULE_SEARCH_YEARS,
     day_filter_key,
     day_parts,
     some_day_matches,
@@ -291,7 +291,7 @@ def _locals(value: object, field: str) -> tuple[datetime, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _check_fires(calendar: Calendar) -> None:
-    """Refuse a rule whose dates can never match within HORIZON_YEARS (30 February...).
+    """Refuse a rule whose dates can never match within RULE_SEARCH_YEARS (30 February...).
 
     dateutil walks a rule that never matches period by period up to year 9999 (for a SECONDLY rule,
     for ever): checking which *days* its BYxxx parts allow is a cheap, necessary condition, and
@@ -311,12 +311,12 @@ def _check_fires(calendar: Calendar) -> None:
     if not some_day_matches(calendar.dtstart.date(), day_filter_key(parts)):
         raise InvalidRrule(
             "rrule",
-            f"{day_parts(parts)}: no day matches within {HORIZON_YEARS} years of DTSTART: "
+            f"{day_parts(parts)}: no day matches within {RULE_SEARCH_YEARS} years of DTSTART: "
             "the rule never fires",
         )
     if not ever_fires(parts, calendar.dtstart) or _first_wall(calendar) is None:
         raise InvalidRrule(
-            "rrule", f"{parts.text}: no occurrence within {HORIZON_YEARS} years of DTSTART"
+            "rrule", f"{parts.text}: no occurrence within {RULE_SEARCH_YEARS} years of DTSTART"
         )
     if calendar.roll == "skip":
         # Runs of too many drops first: a lookup stops after MAX_DROPPED of them, so the first
@@ -508,7 +508,7 @@ def _leap_anniversaries(start: datetime, parts: RuleParts, feb29: Feb29) -> Iter
 
 def _years_later(wall: datetime) -> datetime:
     try:
-        return wall + timedelta(days=366 * HORIZON_YEARS)
+        return wall + timedelta(days=366 * RULE_SEARCH_YEARS)
     except OverflowError:
         return datetime.max
 

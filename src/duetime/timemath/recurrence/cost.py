@@ -24,12 +24,12 @@ from duetime.timemath.recurrence.calendar import (
     drop_allowance,
     rule_walls,
 )
-from duetime.timemath.recurrence.day_filter import HORIZON_YEARS
+from duetime.timemath.recurrence.day_filter import RULE_SEARCH_YEARS
 from duetime.timemath.tzmath import to_utc
 
 PROBE = 100
 """Occurrences a rule must yield within its share of the budget: a preview's worth."""
-SPAN = timedelta(days=366 * HORIZON_YEARS)
+SPAN = timedelta(days=366 * RULE_SEARCH_YEARS)
 """A probe stops a century after it starts if its PROBE occurrences lie further: a yearly rule
 on 29 February has 25 in a century, and its hundredth lies four centuries on (a walk of every
 day between). A preview stops there too (:func:`~duetime.timemath.recurrence.occurrences.

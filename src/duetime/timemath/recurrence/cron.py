@@ -27,9 +27,11 @@ OnOverlap = Literal["once", "both"]
 #: cronie treats a forward jump of more than 3 hours as "the clock changed a lot" and does not
 #: run the fixed-time jobs it skipped (``cron.c``: ``timeDiff > 3*MINUTE_COUNT``).
 CLOCK_JUMP = timedelta(hours=3)
-#: Give up after this many years without a single firing: the rule never fires (again).
-#: cronsim itself gives up on a naive match after 50 years; ``0 0 * 2 MON#5`` recurs every 28.
-HORIZON_YEARS = 50
+#: How many years a cron walk goes without a firing before it decides none comes (again).
+#: cronsim itself gives up on a naive match after 50 years, so a longer search would find no
+#: more; five fields leave no longer gap (``0 0 * 2 MON#5``, a fifth Monday in February, comes
+#: 28 or, across a century's missing leap day, 40 years apart).
+CRON_SEARCH_YEARS = 50
 
 _ONE_SECOND = timedelta(seconds=1)
 
@@ -150,6 +152,6 @@ def walk_start(after: datetime, zone: ZoneInfo) -> datetime:
 
 def _years_later(wall: datetime) -> datetime:
     try:
-        return wall + timedelta(days=366 * HORIZON_YEARS)
+        return wall + timedelta(days=366 * CRON_SEARCH_YEARS)
     except OverflowError:
         return datetime.max

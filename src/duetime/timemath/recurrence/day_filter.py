@@ -14,8 +14,10 @@ from datetime import date, timedelta
 
 from duetime.timemath.recurrence.rrule_text import DAYS, RuleParts
 
-HORIZON_YEARS = 100
-"""A rule with no occurrence within this many years of DTSTART is refused."""
+RULE_SEARCH_YEARS = 100
+"""How many years an RFC 5545 rule is searched for a day, and for its next occurrence, before it
+is said never to fire (again): a rule with no occurrence within them of DTSTART is refused.
+Longer than cron's search, since ``INTERVAL`` spaces a rule's occurrences as far as it likes."""
 DayKey = tuple[tuple[str, tuple[str, ...]], ...]
 
 _DAY_PARTS = ("BYMONTH", "BYWEEKNO", "BYYEARDAY", "BYMONTHDAY", "BYDAY")
@@ -32,7 +34,7 @@ def day_parts(parts: RuleParts) -> str:
 
 
 def some_day_matches(start: date, key: DayKey) -> bool:
-    """Does some day within HORIZON_YEARS of ``start``'s year pass every day filter?"""
+    """Does some day within RULE_SEARCH_YEARS of ``start``'s year pass every day filter?"""
     if not any(name in ("BYMONTH", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO") for name, _ in key):
         return True
     return _days_match(key, start.year)
@@ -40,7 +42,7 @@ def some_day_matches(start: date, key: DayKey) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _days_match(key: DayKey, year: int) -> bool:
-    """Is there a day in [year, year + HORIZON_YEARS) passing each day filter alone?"""
+    """Is there a day in [year, year + RULE_SEARCH_YEARS) passing each day filter alone?"""
     filters = dict(key)
     months = {int(v) for v in filters.get("BYMONTH", ())}
     monthdays = {int(v) for v in filters.get("BYMONTHDAY", ())}
@@ -48,7 +50,7 @@ def _days_match(key: DayKey, year: int) -> bool:
     weeknos = {int(v) for v in filters.get("BYWEEKNO", ())}
     weekdays = {DAYS.index(v[-2:]) for v in filters.get("BYDAY", ())}
     day = date(year, 1, 1)
-    end = date(min(year + HORIZON_YEARS, 9999), 12, 31)
+    end = date(min(year + RULE_SEARCH_YEARS, 9999), 12, 31)
     step = timedelta(days=1)
     while day < end:
         if months and day.month not in months:

@@ -35,8 +35,9 @@ def iter_occurrences(
     """Occurrences strictly after ``after`` as UTC instants, increasing, until ``end_at``.
 
     Unbounded without ``end_at``; a cron rule stops only when it cannot fire for
-    ``HORIZON_YEARS``. An interval runs on ``start_at + k * every``; without ``start_at``, on
-    ``anchor + k * every``; without either, on ``after + k * every``. ``zone`` reads the rule's
+    ``CRON_SEARCH_YEARS``, an RFC 5545 rule for ``RULE_SEARCH_YEARS``. An interval runs on
+    ``start_at + k * every``; without ``start_at``, on ``anchor + k * every``; without either,
+    on ``after + k * every``. ``zone`` reads the rule's
     zone with other rules than the installed tz data's (a newer release's, before it is used).
 
     All of it spends from ``budget`` (a fresh :func:`budget_for` the rule by default): a rule

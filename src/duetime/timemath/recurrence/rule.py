@@ -16,7 +16,7 @@ from duetime.timemath.recurrence.budget import ExpansionBudget, bounded
 from duetime.timemath.recurrence.calendar import Calendar, parse_calendar
 from duetime.timemath.recurrence.cost import check_calendar_cost
 from duetime.timemath.recurrence.cron import (
-    HORIZON_YEARS,
+    CRON_SEARCH_YEARS,
     OnGap,
     OnOverlap,
     cron_instants,
@@ -107,7 +107,7 @@ def parse_recurrence(
     months and years are refused), seconds, or a timedelta; at least one second. A cron
     expression has 5 fields or is an alias (``@daily``...). One that can never fire
     (``0 0 30 2 *``, or a wildcard job whose every match falls in a DST gap) is refused: it must
-    fire within ``HORIZON_YEARS`` after ``start_at`` (else ``now``, else the current time).
+    fire within ``CRON_SEARCH_YEARS`` after ``start_at`` (else ``now``, else the current time).
     An ``rrule`` takes its DTSTART, EXDATEs, RDATEs, business days and 29 February policy from
     ``calendar`` (see :func:`duetime.timemath.recurrence.calendar.parse_calendar`).
     """
@@ -145,7 +145,7 @@ def parse_recurrence(
     if next(instants, None) is None:
         raise InvalidCron(
             "cron",
-            f"{rec.cron!r} never fires in {timezone}: no match within {HORIZON_YEARS} years, "
+            f"{rec.cron!r} never fires in {timezone}: no match within {CRON_SEARCH_YEARS} years, "
             "or every match falls in a DST gap",
         )
     return rec

@@ -20,6 +20,7 @@ from duetime.timemath.tzmath import zone_names
 
 __all__ = [
     "CONTROL",
+    "CORRELATION_PATTERN",
     "CRON_PATTERN",
     "DATE_PATTERN",
     "DURATION_PATTERN",
@@ -30,6 +31,7 @@ __all__ = [
     "LOCAL_PATTERN",
     "MAX_SECONDS",
     "PAYLOAD_MATCH_PATTERN",
+    "TYPE_PATTERN",
     "WHEN_PATTERN",
     "identifier_pattern",
     "timezones",
@@ -41,6 +43,12 @@ CONTROL = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 """C0, DEL, C1 and the line separators: what an identifier may not hold (see validation.py)."""
 _BLANK = r" \xa0\u1680\u2000-\u200a\u202f\u205f\u3000"
 """The whitespace Python's ``str.strip`` removes that is not already a control character."""
+
+
+TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
+"""An event type (``validation.check_type``'s rule)."""
+CORRELATION_PATTERN = f"^[^{CONTROL}]+$"
+"""A correlation id: any text without control characters."""
 
 
 def identifier_pattern() -> str:
@@ -121,11 +129,13 @@ WHEN_PATTERN = f"^(?:{_INSTANT}|{_duration(calendar=True, positive=False)})$"
 _PAYLOAD_KEY = "[A-Za-z0-9_-]{1,64}"
 PAYLOAD_MATCH_PATTERN = (
     f"^(?:payload\\.)?{_PAYLOAD_KEY}(?:\\.{_PAYLOAD_KEY}){{0,7}}"
-    "=(?:[^\\s\\x1c-\\x1f\\x85\\[{][\\s\\S]*)?$"
+    "=(?:[^\\s\\x00\\x1c-\\x1f\\x85\\[{][^\\x00]*)?$"
 )
 """A payload filter, ``PATH=VALUE``: one to eight keys (a leading ``payload.`` allowed), and a
 value that is not a JSON array or object (the server refuses those; it strips whitespace, so
-a value must not start with it, nor with ``[`` or ``{``)."""
+a value must not start with it, nor with ``[`` or ``{``), and holds no NUL. What a pattern
+cannot say the server refuses too: a JSON number beyond 64 bits or not finite, an escaped NUL
+(``"\\u0000"``)."""
 
 
 def timezones() -> list[str]:

@@ -1,5 +1,5 @@
 """Flow control in PostgreSQL: the limits table, and claims that obey it (see
-:mod:`duetime.store.limits`). A limit's claim is one transaction that locks the limit's row
+:mod:`duetime.store.flow_grants`). A limit's claim is one transaction that locks the limit's row
 (``FOR UPDATE``): claims of the types it governs run one at a time across every node, on the
 database's clock; other claims never wait for it."""
 
@@ -12,7 +12,7 @@ from typing import Any
 from psycopg.rows import DictRow, dict_row
 
 from duetime.model import Claimed, ClaimFilter, Page
-from duetime.model.limits import (
+from duetime.model.flow_rules import (
     FlowPlan,
     FlowRule,
     FlowStatus,
@@ -21,7 +21,7 @@ from duetime.model.limits import (
     RuleFilter,
 )
 from duetime.store.codec import like_pattern, new_claim_token
-from duetime.store.limits import (
+from duetime.store.flow_grants import (
     Grant,
     RuleTally,
     check_room,

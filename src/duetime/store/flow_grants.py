@@ -15,7 +15,7 @@ from typing import Any
 
 from duetime.errors import CapReached
 from duetime.model import Claimed, ClaimFilter, Page
-from duetime.model.limits import (
+from duetime.model.flow_rules import (
     FlowPlan,
     FlowRule,
     FlowStatus,
@@ -203,10 +203,10 @@ class RuleTally:
     however many types a namespace holds, one row per rule of the page comes back to Python.
 
     ``limits``: every limit's pattern, most specific first (the first that matches a type
-    governs it: :func:`~duetime.model.limits.plan_of`'s order); ``destinations``: each
+    governs it: :func:`~duetime.model.flow_rules.plan_of`'s order); ``destinations``: each
     destination with a rule, and that rule's pattern (its deliveries are that rule's alone);
     ``shown``: the page's patterns, each with whether the rule only pauses (it then counts every
-    row of a type it matches, as :meth:`~duetime.model.limits.FlowPlan.counted_by` says)."""
+    row of a type it matches, as :meth:`~duetime.model.flow_rules.FlowPlan.counted_by` says)."""
 
     limits: tuple[str, ...]
     destinations: tuple[tuple[str, str], ...]

@@ -14,7 +14,7 @@ from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.context import common_options, config, run_app
 from duetime.model import Page
-from duetime.model.limits import FlowRule, FlowStatus
+from duetime.model.flow_rules import FlowRule, FlowStatus
 
 
 @click.group()

@@ -1,8 +1,11 @@
-"""The busiest route outside FastAPI's request handling: ``POST /v1/namespaces/{ns}/timers``.
+"""Routes served by plain Starlette, outside FastAPI's request handling: the busiest one,
+``POST /v1/namespaces/{ns}/timers``, a second time.
 
 FastAPI solves every route's dependencies on each request, reading its query string, headers
-and cookies whether the route declares any or not: with 32 clients creating timers, a seventh
-of the server's event loop. This plain Starlette route comes first and runs the same code
+and cookies whether the route declares any or not: on the busiest route that is a large share
+of the server's CPU a request (``bench/api_bench.py --floor`` measures it against the minimal
+FastAPI floor, with and without this route). This plain Starlette route comes first and runs
+the same code
 (:func:`~duetime.api.timers.put_timer`, :func:`~duetime.api.deps.writable_of`) with the same
 answers and errors; it matches only a valid namespace (its path convertor is the namespace
 pattern), so anything else falls through to the documented route, which FastAPI validates

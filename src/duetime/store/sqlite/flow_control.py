@@ -1,5 +1,5 @@
 """Flow control in SQLite: the limits table, and claims that obey it (see
-:mod:`duetime.store.limits`). A limit's claim runs inside one write transaction, which SQLite
+:mod:`duetime.store.flow_grants`). A limit's claim runs inside one write transaction, which SQLite
 serialises across processes; the rate's clock is this machine's, read inside it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from duetime.model import Claimed, ClaimFilter, Page
-from duetime.model.limits import (
+from duetime.model.flow_rules import (
     FlowPlan,
     FlowRule,
     FlowStatus,
@@ -19,7 +19,7 @@ from duetime.model.limits import (
     RuleFilter,
 )
 from duetime.store.codec import dump_json, from_micros, to_micros
-from duetime.store.limits import (
+from duetime.store.flow_grants import (
     Grant,
     RuleTally,
     check_room,
