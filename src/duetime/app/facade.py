@@ -140,15 +140,19 @@ class AsyncApp(
             self.tracing = self._tracing()
             await self.store.open(migrate=self.settings.migrate)
             self._opened = True
-            await self._sync_clock()
-            create = self.create_namespace if create_namespace is None else create_namespace
-            if create or self.namespace == DEFAULT_NAMESPACE:
-                await self.store.ensure_namespace(self.namespace, self.clock.now())
-            elif not await self.store.namespace_exists(self.namespace):
-                raise UnknownNamespace(self.namespace)
-            await keep_destination_limits(
-                self.store, self.namespace, self.destinations, self.clock.now()
-            )
+            try:
+                await self._sync_clock()
+                create = self.create_namespace if create_namespace is None else create_namespace
+                if create or self.namespace == DEFAULT_NAMESPACE:
+                    await self.store.ensure_namespace(self.namespace, self.clock.now())
+                elif not await self.store.namespace_exists(self.namespace):
+                    raise UnknownNamespace(self.namespace)
+                await keep_destination_limits(
+                    self.store, self.namespace, self.destinations, self.clock.now()
+                )
+            except BaseException:
+                await self.close()  # all or nothing: opening again starts afresh
+                raise
         return self
 
     async def add_namespace(self, name: str, *, actor: Actor | None = None) -> bool:
