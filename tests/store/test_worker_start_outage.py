@@ -14,9 +14,13 @@ import pytest
 from tests.waiting import until
 
 from duetime import AsyncApp, Event
+from duetime.api.app import create_api
+from duetime.api.config import ApiSettings
 from duetime.app.runner import work
+from duetime.config import Settings
 from duetime.errors import StoreUnavailable
 from duetime.services import startup
+from duetime.store import create_store
 from duetime.timemath.backoff import Backoff
 
 QUICK = Backoff(timedelta(milliseconds=10), timedelta(milliseconds=20))
@@ -129,3 +133,34 @@ async def test_a_failed_migration_is_not_waited_out(
     with pytest.raises(RuntimeError, match="migration 31 failed"):
         await work(app, asyncio.Event())
     assert calls[0] == 1
+
+
+async def test_serve_started_during_an_outage_waits_then_its_worker_fires(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(startup, "START_BACKOFF", QUICK)
+    async with AsyncApp(store_url) as producer:
+        await producer.schedule("ping", {}, delay=0, key="due")
+    store = create_store(store_url)
+    calls = failing_first(store, "open", 3)
+    worker_app = AsyncApp(store=store)
+    fired = asyncio.Event()
+
+    @worker_app.handler("ping")
+    async def ping(event: Event) -> None:
+        fired.set()
+
+    api = create_api(
+        ApiSettings(core=Settings(database_url=store_url), auth=False),
+        store=store,
+        workers=[worker_app],
+    )
+    service = api.state.duetime
+    with caplog.at_level(logging.WARNING, logger="duetime.services"):
+        await service.start()
+    try:
+        await until(fired.is_set, 30, "serve's worker to fire the timer")
+    finally:
+        await service.stop()
+    assert calls[0] >= 4
+    assert any("database unavailable at start" in r.getMessage() for r in caplog.records)

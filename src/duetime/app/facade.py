@@ -7,6 +7,7 @@ The CLI and the REST API talk only to this facade."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from duetime.history import (
 from duetime.model import Node, Page
 from duetime.model.audit import Actor
 from duetime.observability.tracing import tracing_for
+from duetime.services.startup import until_available
 from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
@@ -324,7 +326,9 @@ class AsyncApp(
         )
 
     async def run_worker(self, **kwargs: Any) -> None:
-        await self.open()
+        """Open, then run a worker until it is stopped; while the database is unavailable at
+        start, wait for it (cancel to give up)."""
+        await until_available(self.open, "opening the store", asyncio.Event())
         await self.worker(**kwargs).run()
 
     async def tick(self) -> WorkerStats:
