@@ -7,6 +7,7 @@ The CLI and the REST API talk only to this facade."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from duetime.model import Node, Page
 from duetime.model.audit import Actor
 from duetime.model.history import MaintenanceReport
 from duetime.observability.tracing import tracing_for
+from duetime.services.startup import until_available
 from duetime.services.upkeep import worker_services
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
@@ -138,15 +140,19 @@ class AsyncApp(
             self.tracing = self._tracing()
             await self.store.open(migrate=self.settings.migrate)
             self._opened = True
-            await self._sync_clock()
-            create = self.create_namespace if create_namespace is None else create_namespace
-            if create or self.namespace == DEFAULT_NAMESPACE:
-                await self.store.ensure_namespace(self.namespace, self.clock.now())
-            elif not await self.store.namespace_exists(self.namespace):
-                raise UnknownNamespace(self.namespace)
-            await keep_destination_limits(
-                self.store, self.namespace, self.destinations, self.clock.now()
-            )
+            try:
+                await self._sync_clock()
+                create = self.create_namespace if create_namespace is None else create_namespace
+                if create or self.namespace == DEFAULT_NAMESPACE:
+                    await self.store.ensure_namespace(self.namespace, self.clock.now())
+                elif not await self.store.namespace_exists(self.namespace):
+                    raise UnknownNamespace(self.namespace)
+                await keep_destination_limits(
+                    self.store, self.namespace, self.destinations, self.clock.now()
+                )
+            except BaseException:
+                await self.close()  # all or nothing: opening again starts afresh
+                raise
         return self
 
     async def add_namespace(self, name: str, *, actor: Actor | None = None) -> bool:
@@ -318,7 +324,9 @@ class AsyncApp(
         )
 
     async def run_worker(self, **kwargs: Any) -> None:
-        await self.open()
+        """Open, then run a worker until it is stopped; while the database is unavailable at
+        start, wait for it (cancel to give up)."""
+        await until_available(self.open, "opening the store", asyncio.Event())
         await self.worker(**kwargs).run()
 
     async def tick(self) -> WorkerStats:
