@@ -636,14 +636,14 @@ def test_timers_claimed_in_a_workers_name_it_never_heard_of_are_rescued(
     url = with_params(PG_URL, schema=schema, pool_max="3")
     db = prepare(url)
     keys = [f"o-{i}" for i in range(5)]
-    with App(url, NS) as app:
-        # Due soon: a rescue keeps a row due at its own instant (never earlier), so the
-        # rescued timers run once it comes, not a claim-ahead window before it.
-        later = datetime.now(UTC) + timedelta(seconds=3)
-        app.schedule_many([TimerRequest(TX, None, at=later, key=key) for key in keys])
     workers.start(url, *FAST_LEASE)
     wait_until(lambda: db.value("SELECT count(*) FROM nodes") == 1, 30, "the worker registered")
     node = db.value("SELECT id FROM nodes")
+    with App(url, NS) as app:
+        # Due soon, once the worker runs (so it cannot claim them first): a rescue keeps a row
+        # due at its own instant (never earlier), so the rescued timers run once it comes.
+        later = datetime.now(UTC) + timedelta(seconds=3)
+        app.schedule_many([TimerRequest(TX, None, at=later, key=key) for key in keys])
 
     async def claim_in_its_name() -> int:
         store = create_store(url)

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
 from storekit import NOW, PG_URL, StoreFactory, new_timer, wait_until, with_params
 from tests.waiting import until
 
+from duetime import AsyncApp, Event
+from duetime.app.runner import work
 from duetime.errors import StoreUnavailable
 from duetime.model import TimerFilter
+from duetime.services import startup
 from duetime.store import Store
 from duetime.store.postgres.store import PostgresStore
+from duetime.timemath.backoff import Backoff
 
 
 class Proxy:
@@ -179,3 +184,45 @@ async def test_a_server_that_refuses_writes_is_left_for_the_next_connection(
         return conn.info.backend_pid
 
     assert await store._db.read(pid) != demoted
+
+
+async def test_a_worker_started_while_the_server_is_down_waits_for_it(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connections refused at start (a server restarting): the worker says what it waits for,
+    keeps trying, and fires what is due once the server answers."""
+    monkeypatch.setattr(
+        startup, "START_BACKOFF", Backoff(timedelta(milliseconds=50), timedelta(seconds=0.2))
+    )
+    proxy = Proxy(*_target())
+    await proxy.start()
+    await proxy.stop()  # its port now refuses connections
+    schema = pg_url.rsplit("schema=", 1)[1]
+    via_proxy = f"postgresql://postgres@127.0.0.1:{proxy.port}/{PG_URL.rsplit('/', 1)[1]}"
+    url = with_params(via_proxy.split("?")[0], schema=schema, pool_timeout="1", pool_max="3")
+    async with AsyncApp(pg_url) as producer:
+        await producer.schedule("ping", {}, delay=0, key="due")
+
+    app = AsyncApp(url)
+    fired = asyncio.Event()
+
+    @app.handler("ping")
+    async def ping(event: Event) -> None:
+        fired.set()
+
+    def waits() -> int:
+        return sum("database unavailable at start" in r.getMessage() for r in caplog.records)
+
+    stop = asyncio.Event()
+    with caplog.at_level(logging.WARNING, logger="duetime.services"):
+        running = asyncio.create_task(work(app, stop))
+        try:
+            await until(lambda: waits() >= 2 or running.done(), 30, "two tries at start")
+            assert not running.done(), "the worker ended by itself"
+            await proxy.start()
+            await until(lambda: fired.is_set() or running.done(), 30, "the timer to fire")
+            assert not running.done(), "the worker ended by itself"
+        finally:
+            stop.set()
+            await running
+            await proxy.stop()

@@ -209,3 +209,22 @@ def test_a_steady_duty_counts_its_interval_from_the_start_of_a_round(
 
 def test_the_heartbeat_is_a_steady_duty() -> None:
     assert NodeUpkeep.steady
+
+
+class FailsToStart(Recorder):
+    async def start(self) -> None:
+        self.log.append(f"start {self.name}")
+        raise ConnectionError("database went away")
+
+
+def test_a_group_that_fails_to_start_closes_what_it_started() -> None:
+    """Starting is all or nothing, so that it can be tried again (e.g. after an outage)."""
+    log: list[str] = []
+
+    async def main() -> None:
+        group = ServiceGroup([Recorder("a", log), FailsToStart("b", log), Recorder("c", log)])
+        with pytest.raises(ConnectionError):
+            await group.start()
+
+    asyncio.run(main())
+    assert log == ["start a", "start b", "close a"]

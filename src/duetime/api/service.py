@@ -23,6 +23,7 @@ from duetime.clock import Clock, DatabaseClock
 from duetime.model import Node
 from duetime.observability.metrics import Metrics, read_snapshots
 from duetime.services.nodes import NodeUpkeep
+from duetime.services.startup import until_available
 from duetime.services.upkeep import clock_services
 from duetime.tenancy.auth import TokenInfo, TokenStore
 from duetime.worker import new_node_id
@@ -125,12 +126,11 @@ class Service:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
-        await self.store.open(migrate=self.settings.core.migrate)
         try:
-            self.auth = await self._decide_auth()
+            # A server started while the database restarts waits for it rather than exit.
+            await until_available(self._open, "opening the store", asyncio.Event())
             workers = []
             for app in self.worker_apps:
-                await app.open()
                 if self.metrics not in app.observers:
                     app.observers.append(self.metrics)
                 workers.append(app.worker())
@@ -159,6 +159,14 @@ class Service:
         from duetime.sources import SourceIntake
 
         return SourceIntake(self.sources_app, self.sources)
+
+    async def _open(self) -> None:
+        """Open the store (migrating) and each worker's app: tried again as a whole while the
+        store is unavailable (each step undoes itself when it fails)."""
+        await self.store.open(migrate=self.settings.core.migrate)
+        self.auth = await self._decide_auth()
+        for app in self.worker_apps:
+            await app.open()
 
     async def stop(self) -> None:
         """Stop consuming sources and claiming, let in-flight handlers finish, close the store

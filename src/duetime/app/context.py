@@ -49,6 +49,7 @@ class AppContext:
         create_namespace: bool = True,
         tracer_provider: object = None,
         destinations: Destinations | None = None,
+        owns_store: bool = False,
     ) -> None:
         self.store = store
         self.clock: Clock = clock or DatabaseClock(store.db_now)
@@ -61,6 +62,8 @@ class AppContext:
         self.destinations = destinations if destinations is not None else Destinations()
         self.tracing: Tracing | None = None
         """OpenTelemetry spans, once :meth:`open` has decided (``settings.tracing``)."""
+        self.owns_store = owns_store
+        """Whether closing closes the store (a store passed in is shared: not ours to close)."""
         self.opened = False
 
     async def open(self, *, create_namespace: bool | None = None) -> None:
@@ -73,15 +76,26 @@ class AppContext:
         self.tracing = self.current_tracing()
         await self.store.open(migrate=self.settings.migrate)
         self.opened = True
-        await self.sync_clock()
-        create = self.create_namespace if create_namespace is None else create_namespace
-        if create or self.namespace == DEFAULT_NAMESPACE:
-            await self.store.ensure_namespace(self.namespace, self.clock.now())
-        elif not await self.store.namespace_exists(self.namespace):
-            raise UnknownNamespace(self.namespace)
-        await keep_destination_limits(
-            self.store, self.namespace, self.destinations, self.clock.now()
-        )
+        try:
+            await self.sync_clock()
+            create = self.create_namespace if create_namespace is None else create_namespace
+            if create or self.namespace == DEFAULT_NAMESPACE:
+                await self.store.ensure_namespace(self.namespace, self.clock.now())
+            elif not await self.store.namespace_exists(self.namespace):
+                raise UnknownNamespace(self.namespace)
+            await keep_destination_limits(
+                self.store, self.namespace, self.destinations, self.clock.now()
+            )
+        except BaseException:
+            await self.close()  # all or nothing: opening again starts afresh
+            raise
+
+    async def close(self) -> None:
+        """Close the destinations (they reconnect if used again) and, if it is ours, the store."""
+        await self.destinations.close()
+        if self.opened and self.owns_store:
+            await self.store.close()
+        self.opened = False
 
     async def open_store(self, *, migrate: bool | None = None) -> None:
         """Open the store without creating the namespace (what serves every namespace: tokens,

@@ -11,6 +11,7 @@ talk only to this facade."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import TracebackType
@@ -40,6 +41,7 @@ from duetime.handlers import HandlerRegistry
 from duetime.model import Node
 from duetime.model.audit import Actor
 from duetime.model.history import MaintenanceReport
+from duetime.services.startup import until_available
 from duetime.store import Store as Store
 from duetime.store import create_store as create_store
 from duetime.worker import Worker, WorkerObserver, WorkerStats
@@ -90,11 +92,10 @@ class AsyncApp:
             producer=producer,
             create_namespace=create_namespace,
             tracer_provider=tracer_provider,
+            owns_store=shared is None,
         )
         self.context = context
         """What the parts share (store, clock, settings, namespace, actor), opened once."""
-        # A store passed in is shared (e.g. by the API's facades): not ours to close.
-        self._owns_store = shared is None
         self.registry = HandlerRegistry()
         self.observers: list[WorkerObserver] = []
         self.routes: list[Route] = []
@@ -187,10 +188,7 @@ class AsyncApp:
         return await self.store.list_nodes()
 
     async def close(self) -> None:
-        await self.destinations.close()  # they reconnect if used again
-        if self.context.opened and self._owns_store:
-            await self.store.close()
-        self.context.opened = False
+        await self.context.close()
 
     async def __aenter__(self) -> AsyncApp:
         return await self.open()
@@ -283,7 +281,8 @@ class AsyncApp:
         )
 
     async def run_worker(self, **kwargs: Any) -> None:
-        await self.open()
+        """Open (waiting while the database is unavailable at start), then run a worker."""
+        await until_available(self.open, "opening the store", asyncio.Event())
         await self.worker(**kwargs).run()
 
     async def tick(self) -> WorkerStats:

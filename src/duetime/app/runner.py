@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from duetime.services.base import Service, ServiceGroup
+from duetime.services.startup import until_available
 from duetime.support import eventloop
 from duetime.worker import Worker, WorkerStats
 
@@ -204,8 +205,11 @@ async def work(
     metrics: tuple[str, int] | None = None,
 ) -> WorkerStats:
     """:func:`run_process`'s work on the running loop, until ``stop`` is set; ``app`` is
-    closed at the end."""
-    await app.open()
+    closed at the end. While the database is unavailable at start, it waits for it (a worker
+    restarted during a database restart must not die of it)."""
+    if not await until_available(app.open, "opening the store", stop):
+        await app.close()
+        return WorkerStats()
     served = None if metrics is None else _observed(app, intake)
     worker = app.worker(node_id=node_id)
     services: list[Service] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 log = logging.getLogger("duetime.services")
 
@@ -99,8 +99,16 @@ class ServiceGroup:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        for service in self.services:
-            await service.start()
+        """Start each in order; when one fails, those already started are closed again (e.g.
+        the node deregisters), so that starting the group may simply be tried again."""
+        started: list[Service] = []
+        try:
+            for service in self.services:
+                await service.start()
+                started.append(service)
+        except BaseException:
+            await _close_all(reversed(started))
+            raise
 
     async def once(self) -> None:
         for service in self.services:
@@ -128,8 +136,13 @@ class ServiceGroup:
 
     async def close(self) -> None:
         """Close every service, last started first; one failing does not stop the others."""
-        for service in reversed(self.services):
-            try:
-                await service.close()
-            except Exception:
-                log.exception("closing %s failed", service.name)
+        await _close_all(reversed(self.services))
+
+
+async def _close_all(services: Iterable[Service]) -> None:
+    """Close each of ``services`` in this order; one failing does not stop the others."""
+    for service in services:
+        try:
+            await service.close()
+        except Exception:
+            log.exception("closing %s failed", service.name)

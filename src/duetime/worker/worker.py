@@ -32,6 +32,7 @@ from duetime.dispatch import Dispatch
 from duetime.handlers import HandlerRegistry
 from duetime.model import HeldRow, Outcome
 from duetime.services.base import Service, ServiceGroup
+from duetime.services.startup import until_available
 from duetime.store.protocol import Store
 from duetime.timemath.backoff import Backoff
 from duetime.worker.claim_timing import CLAIM_AHEAD
@@ -147,7 +148,9 @@ class Worker:
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish in-flight handlers (within the grace) and exit."""
-        group = await self._start()
+        group = await self._start(wait=True)
+        if group is None:
+            return  # stopped while waiting for the database: nothing was started
         try:
             group.run()
             while not self._stopping.is_set():
@@ -163,7 +166,9 @@ class Worker:
 
     async def tick(self) -> WorkerStats:
         """Fire everything due now once, wait for it to finish, and return what happened."""
-        group = await self._start()
+        # A one-shot does not wait for the database: its caller (cron) runs it again later.
+        group = await self._start(wait=False)
+        assert group is not None
         try:  # from here on, whatever fails, the node deregisters and its listeners go
             await group.once()
             group.run()
@@ -218,15 +223,23 @@ class Worker:
         """Every lease the heartbeat of ``mark`` listed now runs until ``until``."""
         self.leases.renewed(mark, until)
 
-    async def _start(self) -> ServiceGroup:
+    async def _start(self, *, wait: bool) -> ServiceGroup | None:
+        """Start the services; ``wait``: while the database is unavailable, retry with backoff
+        until it answers (None: stopped meanwhile) rather than fail."""
         if self._group is not None:
             raise RuntimeError("this worker is already running")
         self._owner.bind(asyncio.get_running_loop())  # its state is this loop's from now on
-        await keep_destination_limits(
-            self.store, self.namespace, self._destinations, self.clock.now()
-        )
         group = ServiceGroup(self.services)
-        await group.start()
+
+        async def begin() -> None:
+            now = self.clock.now()
+            await keep_destination_limits(self.store, self.namespace, self._destinations, now)
+            await group.start()  # all or nothing: a failed start may be tried again
+
+        if not wait:
+            await begin()
+        elif not await until_available(begin, f"worker {self.node_id}", self._stopping):
+            return None
         self._group = group
         self.producer.start()
         self.starter.start()
