@@ -142,8 +142,8 @@ def test_values_sealed_by_an_earlier_release_still_open() -> None:
     assert sealing.open_text(STORED_ERROR) == "KeyError: alice@example.com"
 
 
-@pytest.mark.parametrize("body", ["", "AAAA", "A" * 36])
-def test_a_value_cut_short_is_broken_not_a_crash(body: str) -> None:
+@pytest.mark.parametrize("body", ["", "AAAA", "A" * 36, "AAAA\u00e9AAA", "AAA"])
+def test_a_value_cut_short_or_not_base64_is_broken_not_a_crash(body: str) -> None:
     sealing = Sealing(KeyRing.parse(f"k1:{K1}"))
     with pytest.raises(SealBroken, match="'k1'"):
         sealing.ring.open("dts1:k1:" + body, b"payload")  # type: ignore[union-attr]

@@ -181,7 +181,7 @@ class KeyRing:
             raise SealKeyMissing(key_id)
         try:  # not strict: the tag refuses any altered byte
             raw = a2b_base64(token[end + 1 :])
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a character beyond ASCII
             raise SealBroken(f"a value sealed with key {key_id!r} is not base64") from None
         if len(raw) < _BODY + _TAG:
             raise SealBroken(f"a value sealed with key {key_id!r} is cut short")
