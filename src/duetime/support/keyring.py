@@ -19,7 +19,6 @@ import itertools
 import os
 import re
 import threading
-from binascii import a2b_base64, b2a_base64
 from collections.abc import Iterable
 
 from cryptography.exceptions import InvalidTag
@@ -28,6 +27,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from duetime.errors import DuetimeError, InvalidInput
+from duetime.support.base64codec import decode as b64decode
+from duetime.support.base64codec import encode as b64encode
 
 VERSION = "dts1"
 VERSION_PREFIX = VERSION + ":"
@@ -163,7 +164,7 @@ class KeyRing:
             count = next(data_key.count)
         nonce = count.to_bytes(_NONCE, "big")
         sealed = data_key.salt + nonce + data_key.aead.encrypt(nonce, plain, purpose)
-        return self._prefix + b2a_base64(sealed, newline=False).decode()
+        return self._prefix + b64encode(sealed).decode()
 
     def open(self, token: str, purpose: bytes) -> bytes:
         """A :meth:`seal`'s result → the plain bytes; :class:`SealKeyMissing` names a key the
@@ -180,7 +181,7 @@ class KeyRing:
         if openers is None:
             raise SealKeyMissing(key_id)
         try:  # not strict: the tag refuses any altered byte
-            raw = a2b_base64(token[end + 1 :])
+            raw = b64decode(token[end + 1 :])
         except ValueError:  # binascii.Error, or a character beyond ASCII
             raise SealBroken(f"a value sealed with key {key_id!r} is not base64") from None
         if len(raw) < _BODY + _TAG:
