@@ -3,7 +3,8 @@
 A sealed timer is sealed once when stored and opened once when claimed; this measures both
 together in one thread, as the store and the claim do them: ``Sealing.seal_payload`` on the
 JSON text, and reading the stored text back (``Sealing.read_payload``), against decoding the
-plain text, which a claim does either way.
+plain text, which a claim does either way. The first line says which base64 codec served
+(pybase64 with ``duetime[fast-sealing]``, else binascii).
 
     python bench/seal_bench.py [--rounds 200000]
 """
@@ -14,6 +15,7 @@ import argparse
 import base64
 import time
 
+from duetime.support.base64codec import FAST
 from duetime.support.jsontext import json_text, load_json
 from duetime.support.sealing import KeyRing, Sealing
 
@@ -50,7 +52,8 @@ def main() -> None:
     for _ in range(rounds):
         load_json(text)
     plain = (time.process_time() - start) / rounds
-    print(f"payload {len(text)} bytes of JSON, {rounds} rounds, CPU time")
+    codec = "pybase64" if FAST else "binascii (no pybase64)"
+    print(f"payload {len(text)} bytes of JSON, {rounds} rounds, CPU time, base64 by {codec}")
     print(f"seal            {sealed * 1e6:6.2f} µs")
     print(f"read sealed     {opened * 1e6:6.2f} µs  (reading the plain text {plain * 1e6:.2f} µs)")
     print(f"per timer       {(sealed + opened - plain) * 1e6:6.2f} µs added")

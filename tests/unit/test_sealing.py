@@ -120,3 +120,34 @@ def test_a_stored_text_reads_as_its_decoding_would() -> None:
     assert Sealing().read_payload(stored) == {"$sealed": "k1"}
     with pytest.raises(SealKeyMissing):
         Sealing().read_payload(as_jsonb, strict=True)
+
+
+# Sealed with key K1 by an earlier release of the key ring: what is stored stays readable.
+STORED_PAYLOAD = (
+    '{"$sealed":"dts1:k1:F5erWMWcABdSKbG1wHmv7QAAAAAAAAAAAAAAAItKbQIIx/CgiSlsyarX3RA0ziLyi547k6'
+    'JsixV4QdzAliYWd1CwFJNoZIREdKDxtgib0OhrddhuHodiV2Ut0w=="}'
+)
+STORED_ERROR = (
+    "$sealed:dts1:k1:F5erWMWcABdSKbG1wHmv7QAAAAAAAAAAAAAAAQVPVNjKPrQEC/A4esy0SAihiAlI1uw+Ul+Rt+kJ"
+    "KU/nS9vQHb19ucnSwAA="
+)
+
+
+def test_values_sealed_by_an_earlier_release_still_open() -> None:
+    sealing = Sealing(KeyRing.parse(f"k1:{K1}"))
+    assert sealing.read_payload(STORED_PAYLOAD, strict=True) == load_json(SECRET)
+    as_jsonb = STORED_PAYLOAD.replace('":"', '": "', 1)
+    assert sealing.read_payload(as_jsonb, strict=True) == load_json(SECRET)
+    assert sealing.open_payload(load_json(STORED_PAYLOAD)) == load_json(SECRET)
+    assert sealing.open_text(STORED_ERROR) == "KeyError: alice@example.com"
+
+
+@pytest.mark.parametrize("body", ["", "AAAA", "A" * 36, "AAAA\u00e9AAA", "AAA"])
+def test_a_value_cut_short_or_not_base64_is_broken_not_a_crash(body: str) -> None:
+    sealing = Sealing(KeyRing.parse(f"k1:{K1}"))
+    with pytest.raises(SealBroken, match="'k1'"):
+        sealing.ring.open("dts1:k1:" + body, b"payload")  # type: ignore[union-attr]
+    with pytest.raises(SealBroken):
+        sealing.read_payload('{"$sealed":"dts1:k1:' + body + '"}', strict=True)
+    assert sealing.read_payload('{"$sealed":"dts1:k1:' + body + '"}') == {"$sealed": "k1"}
+    assert sealing.open_text("$sealed:dts1:k1:" + body) == "sealed"

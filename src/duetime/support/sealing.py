@@ -30,9 +30,13 @@ TEXT_MARK = MARK + ":"
 SHOWN = "sealed"
 """What a reader without the key is shown in place of a sealed text."""
 
-_WRAPPERS = ('{"' + MARK + '":"', '{"' + MARK + '": "')
-"""A sealed payload's JSON text: as written here, and as PostgreSQL's jsonb gives it back."""
+_WRAPPER = '{"' + MARK + '":"'
+"""A sealed payload's JSON text starts so as written here; PostgreSQL's jsonb gives it back
+with a space after the colon (:data:`_WRAPPER_JSONB`). Both end with :data:`_WRAPPER_END`."""
+_WRAPPER_JSONB = '{"' + MARK + '": "'
 _WRAPPER_START = '{"' + MARK + '":'
+_WRAPPER_END = '"}'
+_TEXT_AT = len(TEXT_MARK)
 _PAYLOAD = b"payload"
 _TEXT = b"text"
 
@@ -108,8 +112,7 @@ class Sealing:
         """A payload's JSON text as stored: sealed when ``namespace`` is, else as given."""
         if self.ring is None or (self.namespaces is not None and namespace not in self.namespaces):
             return text
-        token = self.ring.seal(text.encode(), _PAYLOAD)
-        return '{"' + MARK + '":"' + token + '"}'
+        return _WRAPPER + self.ring.seal(text.encode(), _PAYLOAD) + _WRAPPER_END
 
     def seal_json(self, namespace: str, value: Any) -> str:
         """A value's JSON text as stored (:meth:`seal_payload`); a stand-in for a payload this
@@ -130,10 +133,12 @@ class Sealing:
     def read_payload(self, text: str, *, strict: bool = False) -> Any:
         """A stored payload's JSON text → the value a reader sees (:meth:`open_payload` of its
         decoding). A sealed one, as this module or PostgreSQL's jsonb writes it, is opened
-        without decoding its wrapper first: this is the claim's path."""
+        without decoding its wrapper first: this is the claim's path, and a plain payload
+        pays one ``startswith`` for it."""
         if text.startswith(_WRAPPER_START):
-            start = len(_WRAPPERS[0]) if text.startswith(_WRAPPERS[0]) else len(_WRAPPERS[1])
+            start = len(_WRAPPER) if text.startswith(_WRAPPER) else len(_WRAPPER_JSONB)
             token = text[start:-2]
+            # no quote inside: the slice is the whole JSON string, with no escapes in it
             if text.endswith('"}') and token.startswith(VERSION_PREFIX) and '"' not in token:
                 return self._open_token(token, strict)
         return self.open_payload(load_json(text), strict=strict)
@@ -177,7 +182,7 @@ class Sealing:
         if self.ring is None:
             return SHOWN
         try:
-            return self.ring.open(text[len(TEXT_MARK) :], _TEXT).decode()
+            return self.ring.open(text[_TEXT_AT:], _TEXT).decode()
         except (SealKeyMissing, SealBroken):
             return SHOWN
 
@@ -198,7 +203,7 @@ class Sealing:
         if self.ring is None or token is None or key_id_of(token) == self.ring.first:
             return None
         plain = self.ring.open(token, _PAYLOAD)
-        return '{"' + MARK + '":"' + self.ring.seal(plain, _PAYLOAD) + '"}'
+        return _WRAPPER + self.ring.seal(plain, _PAYLOAD) + _WRAPPER_END
 
 
 NO_SEALING = Sealing()
