@@ -33,6 +33,7 @@ from duetime.timemath.recurrence import (
     parse_recurrence,
 )
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS, Calendar
+from duetime.timemath.recurrence.deadline import parse_deadline, parse_pause_after
 from duetime.timemath.recurrence.overlap import (
     DEFAULT_CATCH_UP_GRACE,
     parse_catch_up_grace,
@@ -195,6 +196,8 @@ class ScheduleRequest:
     weekend: str | Sequence[str] | None = None
     roll: str | None = None
     feb29: str = "feb28"
+    must_succeed_within: str | int | float | timedelta | None = None
+    pause_after_failures: int | None = None
 
     def calendar_options(self) -> dict[str, object] | None:
         """What parse_calendar takes besides the rule; None (checked) without an rrule."""
@@ -227,8 +230,9 @@ class ScheduleRequest:
         for required in ("name", "type"):
             if required not in data:
                 raise InvalidInput(f"{field_prefix}{required}", "is required")
-        if "max_attempts" in data:  # JSON has one number type: 3.0 is the whole number 3
-            data = {**data, "max_attempts": whole_number(data["max_attempts"])}
+        for number in ("max_attempts", "pause_after_failures"):
+            if number in data:  # JSON has one number type: 3.0 is the whole number 3
+                data = {**data, number: whole_number(data[number])}
         return cls(**data)
 
     @classmethod
@@ -251,6 +255,8 @@ class ScheduleRequest:
             max_attempts=schedule.max_attempts,
             overlap=schedule.overlap,
             catch_up_grace=schedule.catch_up_grace,
+            must_succeed_within=schedule.must_succeed_within,
+            pause_after_failures=schedule.pause_after_failures,
             **_calendar_request(schedule.calendar),
         )
 
@@ -285,6 +291,8 @@ class ScheduleRequest:
         catch_up = parse_catch_up(self.catch_up)
         overlap = parse_overlap(self.overlap)
         catch_up_grace = parse_catch_up_grace(self.catch_up_grace)
+        deadline = parse_deadline(self.must_succeed_within)
+        pause_after = parse_pause_after(self.pause_after_failures)
         if not isinstance(self.active, bool):
             raise InvalidInput("active", "must be true or false")
         anchor_at = anchor_for(now)
@@ -310,6 +318,8 @@ class ScheduleRequest:
             next_at=next_at,
             overlap=overlap,
             catch_up_grace=catch_up_grace,
+            must_succeed_within=deadline,
+            pause_after_failures=pause_after,
         )
 
 

@@ -90,6 +90,8 @@ class Schedules(ScheduleReads):
         weekend: str | Sequence[str] | None = None,
         roll: str | None = None,
         feb29: str = "feb28",
+        must_succeed_within: str | int | float | timedelta | None = None,
+        pause_after_failures: int | None = None,
         actor: Actor | None = None,
     ) -> tuple[ScheduleAction, Schedule]:
         """Create the schedule ``name``, or bring an existing one to this definition.
@@ -106,6 +108,9 @@ class Schedules(ScheduleReads):
         (``skip`` | ``forward`` | ``backward`` | ``modified_forward`` |
         ``modified_backward``) keep it on business days; ``feb29`` says what
         a yearly rule on 29 February does in common years (see docs/schedules.md).
+        ``must_succeed_within`` (``PT30M``) is each occurrence's deadline after its instant,
+        ``pause_after_failures`` pauses it after that many failed occurrences in a row (see
+        docs/schedules.md#deadlines).
         """
         given = dict(locals())  # every parameter, first thing
         fields = {k: v for k, v in given.items() if k not in _NOT_FIELDS}
@@ -227,6 +232,8 @@ class Schedules(ScheduleReads):
         weekend: str | Sequence[str] | Unset | None = UNSET,
         roll: str | Unset | None = UNSET,
         feb29: str | Unset = UNSET,
+        must_succeed_within: str | int | float | timedelta | Unset | None = UNSET,
+        pause_after_failures: int | Unset | None = UNSET,
         actor: Actor | None = None,
     ) -> Schedule:
         """Change some fields (None clears an optional one); the next occurrence is recomputed.

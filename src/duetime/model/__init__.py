@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
+from duetime.model.deadlines import ScheduleWatch, seconds
 from duetime.model.finding import PayloadMatch
 from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
 
@@ -475,6 +476,14 @@ class Schedule:
     """How late an occurrence may be and still fire; past it, ``catch_up`` decides."""
     calendar: Calendar | None = None
     """An RFC 5545 rule (with DTSTART, EXDATE, RDATE, business days) instead of cron/every."""
+    must_succeed_within: timedelta | None = None
+    """An occurrence not done by its instant plus this is missed (see model/deadlines.py)."""
+    pause_after_failures: int | None = None
+    watched_from: datetime | None = None
+    """Occurrences before this are not judged (the deadline was set, the rule changed or the
+    schedule resumed then); None: from its creation."""
+    watch: ScheduleWatch | None = field(default=None, compare=False)
+    """What the deadline watch knows of it, when read with it."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in
@@ -506,4 +515,7 @@ class Schedule:
             "updated_at": iso(self.updated_at),
             "version": self.version,
             **calendar_fields(self.calendar),
+            "must_succeed_within": seconds(self.must_succeed_within),
+            "pause_after_failures": self.pause_after_failures,
+            "deadline": None if self.watch is None else self.watch.to_dict(),
         }

@@ -39,6 +39,7 @@ from duetime.model.finding import TimerSort
 from duetime.store.listeners import WakeupListener
 from duetime.store.parts import (
     AuditStore,
+    DeadlineStore,
     HistoryStore,
     LimitStore,
     OutboxStore,
@@ -83,6 +84,11 @@ class Store(Protocol):
     @property
     def tokens(self) -> TokenStore:
         """The REST API's token hashes."""
+        ...
+
+    @property
+    def deadlines(self) -> DeadlineStore:
+        """The deadline watch of schedules: its places, misses and their events."""
         ...
 
     @property
@@ -375,6 +381,7 @@ class Store(Protocol):
 
 __all__ = [
     "AuditStore",
+    "DeadlineStore",
     "HistoryStore",
     "LimitStore",
     "OutboxStore",

@@ -18,6 +18,7 @@ from duetime.model import NewTimer, OnConflict, PutResult
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.audit import PostgresAudit
 from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.deadlines import PostgresDeadlines
 from duetime.store.postgres.flow_control import PostgresLimits
 from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.notices import Notices
@@ -55,6 +56,7 @@ class PostgresStore(PostgresTimers, PostgresWorking):
         self.history = PostgresHistory(self._db, self.schema)
         self.tokens = PostgresTokens(self._db)
         self.audit = PostgresAudit(self._db)
+        self.deadlines = PostgresDeadlines(self._db, self._notices)
         self.limits = PostgresLimits(self._db, claim_params)
         self.transactions = PostgresTransactions(self._db)
         self.writes = TimerWrites(self._db, self._notices)
