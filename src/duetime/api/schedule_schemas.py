@@ -15,12 +15,14 @@ from duetime.api.schemas import Subject, zone_field
 from duetime.formats import (
     CRON_PATTERN,
     EVERY_PATTERN,
+    EXPIRES_PATTERN,
     GRACE_PATTERN,
     INSTANT_PATTERN,
     MAX_SECONDS,
     TYPE_PATTERN,
 )
 from duetime.requests import not_null
+from duetime.timemath.recurrence.deadline import MAX_DEADLINE, MAX_PAUSE_AFTER
 from duetime.timemath.recurrence.overlap import MAX_CATCH_UP_GRACE
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$"
@@ -40,6 +42,12 @@ GRACE_HELP = (
     "days); past it, catch_up decides"
 )
 
+DEADLINE_HELP = (
+    "Each occurrence's deadline after its instant (ISO 8601 duration or seconds, 1 second to "
+    "366 days): one not done by then is missed (a schedule.missed event)"
+)
+PAUSE_HELP = "Pause after this many missed or dead occurrences in a row (a schedule.paused event)"
+
 
 RULE_KINDS = ("cron", "every", "rrule")
 """The ways to say when a schedule recurs: a definition gives exactly one."""
@@ -47,6 +55,10 @@ GRACE_SECONDS = int(MAX_CATCH_UP_GRACE.total_seconds())
 Cron = Annotated[str | None, Field(pattern=CRON_PATTERN)]
 Every = Annotated[str, Field(pattern=EVERY_PATTERN)] | Annotated[float, Field(ge=1, le=MAX_SECONDS)]
 Instant = Annotated[str | None, Field(pattern=INSTANT_PATTERN)]
+Deadline = (
+    Annotated[str, Field(pattern=EXPIRES_PATTERN)]
+    | Annotated[float, Field(ge=1, le=int(MAX_DEADLINE.total_seconds()))]
+)
 Grace = (
     Annotated[str, Field(pattern=GRACE_PATTERN)] | Annotated[float, Field(ge=0, le=GRACE_SECONDS)]
 )
@@ -112,6 +124,12 @@ class _RuleFields(BaseModel):
     max_attempts: int | None = Field(None, ge=1, le=1000)
     overlap: OverlapName = Field("allow", description=OVERLAP_HELP)
     catch_up_grace: Grace = Field(60, examples=["PT5M", 300], description=GRACE_HELP)
+    must_succeed_within: Deadline | None = Field(
+        None, examples=["PT30M", 1800], description=DEADLINE_HELP
+    )
+    pause_after_failures: int | None = Field(
+        None, ge=1, le=MAX_PAUSE_AFTER, examples=[3], description=PAUSE_HELP
+    )
     rrule: str | None = Field(
         None,
         examples=["FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"],
@@ -211,6 +229,12 @@ class SchedulePatch(BaseModel):
     active: bool | None = Field(None, description="false pauses, true resumes")
     overlap: OverlapName | None = Field(None, description=OVERLAP_HELP)
     catch_up_grace: Grace | None = Field(None, examples=["PT5M"], description=GRACE_HELP)
+    must_succeed_within: Deadline | None = Field(
+        None, examples=["PT30M"], description=f"{DEADLINE_HELP}; null removes it"
+    )
+    pause_after_failures: int | None = Field(
+        None, ge=1, le=MAX_PAUSE_AFTER, description=f"{PAUSE_HELP}; null: never"
+    )
     rrule: str | None = Field(None, examples=["FREQ=WEEKLY;BYDAY=MO"])
     dtstart: str | None = Field(None, examples=["2027-01-04T09:00"])
     exdates: list[str] | None = None
@@ -222,6 +246,17 @@ class SchedulePatch(BaseModel):
     )
     roll: RollName | None = None
     feb29: Feb29Name | None = None
+
+
+class DeadlineOut(BaseModel):
+    misses: int = Field(description="Occurrences not done by their deadline, so far")
+    failures_in_row: int
+    last_miss_at: str | None = Field(description="The latest missed occurrence's instant")
+    last_miss_reason: str | None = Field(
+        examples=["dead", "still_running", "retrying", "skipped_overlap", "not_created"]
+    )
+    last_success_at: str | None
+    checked_through: str
 
 
 class ScheduleOut(BaseModel):
@@ -238,6 +273,11 @@ class ScheduleOut(BaseModel):
     end_at: str | None
     catch_up: str
     catch_up_grace: float = Field(description="Seconds")
+    must_succeed_within: float | None = Field(None, description="Seconds")
+    pause_after_failures: int | None = None
+    deadline: DeadlineOut | None = Field(
+        None, description="What the deadline watch found (null: not watched yet)"
+    )
     overlap: str
     on_gap: str
     on_overlap: str

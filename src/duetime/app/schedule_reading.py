@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import builtins
 import functools
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
