@@ -19,6 +19,7 @@ from duetime.model.deadlines import (
     ScheduleWatch,
     WatchStep,
 )
+from duetime.observability.metrics import Metrics
 from duetime.schedules import occurrence_key
 from duetime.store import Store
 
@@ -292,3 +293,19 @@ async def test_a_deadline_is_kept_changed_and_cleared(store: Store) -> None:
     assert cleared.must_succeed_within is None
     assert (await app.schedules.get("s")).pause_after_failures == 3
     assert occurrence_key("s", START) == "schedule:s:2025-03-08T12:00:00Z"
+
+
+async def test_metrics_count_misses_and_the_time_since_the_latest_success(store: Store) -> None:
+    clock = FrozenClock(START + 9 * MINUTE)
+    app = app_on(store, clock)
+    await app.schedules.add("s", "t", cron="*/10 * * * *", must_succeed_within="PT5M")
+    clock.advance(MINUTE)
+    await run_due(app, Outcome.DONE)  # 12:10 done at 12:10
+    clock.advance(20 * MINUTE)  # 12:20 never ran; 12:30 still within its deadline
+    await app.schedules.deadline_watch().tick()
+    metrics = Metrics()
+    metrics.schedule_watch.update(await store.deadlines.successes(), clock.now())
+    text = metrics.render().decode()
+    assert 'duetime_schedule_missed_total{namespace="ns",schedule="s"} 1.0' in text
+    since = 'duetime_schedule_since_success_seconds{namespace="ns",schedule="s"} 1200.0'
+    assert since in text
