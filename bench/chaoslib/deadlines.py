@@ -126,8 +126,8 @@ async def run_deadline_chaos(url: str, config: DeadlineChaos) -> DeadlineReport:
 
     running = await start_workers()
     await asyncio.sleep(max(0.0, config.outage_at - (time.monotonic() - began)))
-    outage_from = datetime.now(UTC)
     await stop_workers(running)
+    outage_from = datetime.now(UTC)  # once stopped: what they held ahead, they finished
     await asyncio.sleep(config.outage)
     outage_until = datetime.now(UTC)
     running = await start_workers()
