@@ -108,9 +108,6 @@ class Schedules(ScheduleReads):
         (``skip`` | ``forward`` | ``backward`` | ``modified_forward`` |
         ``modified_backward``) keep it on business days; ``feb29`` says what
         a yearly rule on 29 February does in common years (see docs/schedules.md).
-        ``must_succeed_within`` (``PT30M``) is each occurrence's deadline after its instant,
-        ``pause_after_failures`` pauses it after that many failed occurrences in a row (see
-        docs/schedules.md#deadlines).
         """
         given = dict(locals())  # every parameter, first thing
         fields = {k: v for k, v in given.items() if k not in _NOT_FIELDS}

@@ -477,13 +477,10 @@ class Schedule:
     calendar: Calendar | None = None
     """An RFC 5545 rule (with DTSTART, EXDATE, RDATE, business days) instead of cron/every."""
     must_succeed_within: timedelta | None = None
-    """An occurrence not done by its instant plus this is missed (see model/deadlines.py)."""
     pause_after_failures: int | None = None
     watched_from: datetime | None = None
-    """Occurrences before this are not judged (the deadline was set, the rule changed or the
-    schedule resumed then); None: from its creation."""
     watch: ScheduleWatch | None = field(default=None, compare=False)
-    """What the deadline watch knows of it, when read with it."""
+    """The deadline watch's view (see model/deadlines.py), when read with it."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in

@@ -26,7 +26,6 @@ from duetime.model import (
 )
 from duetime.model.audit import AuditEntry, AuditRecord
 from duetime.model.charts import LatenessRow, ThroughputCount
-from duetime.model.deadlines import LastSuccess, Miss, RecordedMiss, ScheduleWatch, WatchStep
 from duetime.model.flow_rules import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.history import (
     ActivityCount,
@@ -47,7 +46,6 @@ from duetime.model.schedules import (
 from duetime.model.sql_requests import ScheduleChange
 from duetime.model.tokens import TokenInfo
 from duetime.store.room import ScheduleRoom
-from duetime.timemath.recurrence.deadline import OccurrenceFacts
 
 P = TypeVar("P")
 
@@ -360,40 +358,6 @@ class OutboxStore(Protocol):
 
     async def cancel_in(self, connection: object, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel a timer inside the caller's open transaction: undone if it rolls back."""
-        ...
-
-
-class DeadlineStore(Protocol):
-    """The deadline watch of schedules (model/deadlines.py): its place and tallies in each
-    watched schedule, the misses it found, and the fenced write of one round's judgement."""
-
-    async def watched(self, namespace: str, after_id: int, limit: int) -> list[Schedule]:
-        """A page of the schedules with a deadline or a pause setting (paused ones too), by
-        id after ``after_id``, each with its :class:`ScheduleWatch` (None: not watched yet)."""
-        ...
-
-    async def watches(self, schedule_ids: Sequence[int]) -> dict[int, ScheduleWatch]:
-        """The watch's rows of these schedules (those it has)."""
-        ...
-
-    async def occurrences(self, namespace: str, keys: Sequence[str]) -> dict[str, OccurrenceFacts]:
-        """What the timers of these keys hold (a key without a timer is left out)."""
-        ...
-
-    async def record(self, step: WatchStep, now: datetime) -> list[Miss] | None:
-        """Write ``step`` in one transaction — the watch's row (only over ``step.since``), each
-        miss once with its ``schedule.missed`` event, a pause with its audit entry and event —
-        and return the misses newly recorded; None when another round moved the row first."""
-        ...
-
-    async def misses(
-        self, namespace: str, schedule_id: int | None, limit: int
-    ) -> list[RecordedMiss]:
-        """The latest misses of the namespace (or of one schedule), newest first."""
-        ...
-
-    async def successes(self) -> list[LastSuccess]:
-        """Every schedule with a deadline that has a watch row: its latest success in time."""
         ...
 
 

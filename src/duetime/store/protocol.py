@@ -36,10 +36,10 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.finding import TimerSort
+from duetime.store.deadline_part import DeadlineStore
 from duetime.store.listeners import WakeupListener
 from duetime.store.parts import (
     AuditStore,
-    DeadlineStore,
     HistoryStore,
     LimitStore,
     OutboxStore,
