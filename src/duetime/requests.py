@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from itertools import combinations
 from typing import Any
 
-from duetime.bodies import Body, BodyField, Schema
+from duetime.bodies import Body, BodyField, Schema, not_null
 from duetime.errors import InvalidInput
 from duetime.formats import (
     CORRELATION_PATTERN,
@@ -50,14 +50,6 @@ IDENTIFIER = identifier_pattern()
 _PAYLOAD = (
     "Any JSON, up to the payload size limit, with no NUL character (\\u0000) in its strings or keys"
 )
-
-
-def not_null(*names: str) -> Schema:
-    """Present, and not null (absent and null mean the same to the server)."""
-    return {
-        "required": list(names),
-        "properties": {name: {"not": {"type": "null"}} for name in names},
-    }
 
 
 def _when_rules() -> Schema:
