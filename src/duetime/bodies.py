@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from duetime.errors import InvalidInput
-from duetime.validation import whole_number
+from duetime.formats import identifier_pattern
+from duetime.validation import MAX_SUBJECT_LENGTH, whole_number
 
 Schema = dict[str, Any]
 
@@ -146,3 +147,23 @@ class Body:
         if self.extra is not None:
             schema.update(self.extra())
         return schema
+
+
+PAYLOAD = BodyField(
+    "payload",
+    description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) in its "
+    "strings or keys",
+)
+"""A timer's or a schedule's payload: what its handler is given."""
+SUBJECT = BodyField(
+    "subject",
+    {
+        "anyOf": [
+            {"type": "string", "pattern": identifier_pattern(), "maxLength": MAX_SUBJECT_LENGTH},
+            {"type": "integer"},
+        ]
+    },
+    "Who the timer is about; a number is read as its text",
+    ("user-1234",),
+)
+"""Who a timer or a schedule is about."""

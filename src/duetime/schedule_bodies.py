@@ -14,7 +14,7 @@ from dataclasses import replace
 from itertools import combinations
 from typing import Any, get_args
 
-from duetime.bodies import Body, BodyField, Schema, not_null
+from duetime.bodies import PAYLOAD, SUBJECT, Body, BodyField, Schema, not_null
 from duetime.formats import (
     CRON_PATTERN,
     EVERY_PATTERN,
@@ -22,7 +22,6 @@ from duetime.formats import (
     INSTANT_PATTERN,
     MAX_SECONDS,
     TYPE_PATTERN,
-    identifier_pattern,
     timezones,
 )
 from duetime.model import CatchUp
@@ -30,7 +29,7 @@ from duetime.timemath.recurrence.business import Roll
 from duetime.timemath.recurrence.calendar import Feb29
 from duetime.timemath.recurrence.cron import OnGap, OnOverlap
 from duetime.timemath.recurrence.overlap import MAX_CATCH_UP_GRACE, OverlapPolicy
-from duetime.validation import MAX_ATTEMPTS_LIMIT, MAX_SUBJECT_LENGTH, MAX_TYPE_LENGTH
+from duetime.validation import MAX_ATTEMPTS_LIMIT, MAX_TYPE_LENGTH
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*$"
 RULE_KINDS = ("cron", "every", "rrule")
@@ -48,9 +47,6 @@ OVERLAP_HELP = (
 GRACE_HELP = (
     "How late an occurrence may be and still fire (ISO 8601 duration or seconds, 0 to 31 "
     "days); past it, catch_up decides"
-)
-_PAYLOAD = (
-    "Any JSON, up to the payload size limit, with no NUL character (\\u0000) in its strings or keys"
 )
 
 
@@ -78,7 +74,7 @@ TYPE = BodyField(
     required=True,
 )
 RULE_FIELDS = (
-    BodyField("payload", description=_PAYLOAD),
+    PAYLOAD,
     BodyField("cron", _text(CRON_PATTERN), "5-field cron, or an alias", ("0 9 * * *", "@daily")),
     BodyField(
         "every",
@@ -97,12 +93,7 @@ RULE_FIELDS = (
         "IANA zone of the cron",
         ("Asia/Tokyo",),
     ),
-    BodyField(
-        "subject",
-        {"anyOf": [_text(identifier_pattern(), maxLength=MAX_SUBJECT_LENGTH), {"type": "integer"}]},
-        "Who the timer is about; a number is read as its text",
-        ("user-1234",),
-    ),
+    SUBJECT,
     BodyField("start_at", _text(INSTANT_PATTERN), examples=("2025-03-15T00:00:00Z",)),
     BodyField(
         "end_at",

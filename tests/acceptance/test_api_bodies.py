@@ -11,6 +11,7 @@ from duetime import ScheduleRequest, TimerRequest
 from duetime.api import ApiSettings, create_api
 from duetime.api.limits import LIMIT_BODY, PATTERN_BODY
 from duetime.api.operations import BULK_BODY, FILTER_BODY
+from duetime.api.system import NAMESPACE_BODY
 from duetime.bodies import Body, BodyField
 from duetime.config import Settings
 from duetime.errors import InvalidInput
@@ -230,3 +231,23 @@ def test_a_schedule_request_is_read_by_its_table() -> None:
     with pytest.raises(InvalidInput) as raised:
         ScheduleRequest.from_dict({"name": "s", "type": "a", "on_conflict": "keep"}, "lines.")
     assert raised.value.field == "lines.on_conflict"
+
+
+def test_a_namespace_is_read_by_its_documented_table(tmp_path: Path) -> None:
+    api = create_api(ApiSettings(core=Settings(database_url=f"sqlite:///{tmp_path / 'd.db'}")))
+    with TestClient(api) as client:
+        for body, field in (
+            ({"name": "shop", "colour": "red"}, "colour"),
+            ({"nom": "shop"}, "name"),
+            (["shop"], "body"),
+            ({"name": "Not A Name"}, "name"),
+        ):
+            answer = client.post("/v1/namespaces", json=body)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["field"] == field, answer.text
+        missing = client.post("/v1/namespaces", json={}).json()
+        assert missing["message"] == 'name: is required: send {"name": "<namespace>"}'
+        assert client.post("/v1/namespaces", json={"name": "shop"}).status_code == 201
+        paths = client.get("/openapi.json").json()["paths"]
+    body = paths["/v1/namespaces"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"] == NAMESPACE_BODY.json_schema()
