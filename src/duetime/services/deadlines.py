@@ -3,11 +3,12 @@
 Every ``interval`` it walks the namespace's schedules with ``must_succeed_within`` or
 ``pause_after_failures`` (a partial index holds only those), judges each occurrence whose
 deadline has passed on the database's clock (the clock handed in), and writes each
-schedule's verdicts in one transaction fenced by where the watch left it: a miss is a row
-unique by (schedule, nominal instant) written with its ``schedule.missed`` event, so two
-workers, a retried round or a restart never raise it twice, and one whose deadline passed while
-nothing ran is found by the first round after. A schedule past ``pause_after_failures`` failed
-occurrences in a row is paused, with an audit entry and a ``schedule.paused`` event.
+schedule's verdicts fenced by where the watch left it (a page's schedules in one transaction):
+a miss is a row unique by (schedule, nominal instant) written with its ``schedule.missed``
+event, so two workers, a retried round or a restart never raise it twice, and one whose
+deadline passed while nothing ran is found by the first round after. A schedule past
+``pause_after_failures`` failed occurrences in a row is paused, with an audit entry and a
+``schedule.paused`` event.
 """
 
 from __future__ import annotations
@@ -88,18 +89,17 @@ class DeadlineWatch(Periodic):
             keys = [occurrence_key(s.name, i) for s, instants in due for i in instants]
             facts = await parts.occurrences(self.namespace, keys) if keys else {}
             done.watched += len(page)
-            for schedule, instants in due:
-                step = plan_step(schedule, instants, facts, now, self.max_attempts)
-                if step is None:
-                    continue
-                recorded = await parts.record(step, now)
+            planned = [plan_step(s, instants, facts, now, self.max_attempts) for s, instants in due]
+            steps = [step for step in planned if step is not None]
+            results = await parts.record(steps, now) if steps else []
+            for step, recorded in zip(steps, results, strict=True):
                 if recorded is None:
                     done.fenced += 1
                     continue
                 done.judged += 1
                 done.missed += len(recorded)
                 done.paused += int(step.pause)
-                _log(schedule.name, recorded, step.pause)
+                _log(step.name, recorded, step.pause)
             if len(page) < PAGE:
                 return done
 

@@ -29,10 +29,11 @@ class DeadlineStore(Protocol):
         """What the timers of these keys hold (a key without a timer is left out)."""
         ...
 
-    async def record(self, step: WatchStep, now: datetime) -> list[Miss] | None:
-        """Write ``step`` in one transaction — the watch's row (only over ``step.since``), each
-        miss once with its ``schedule.missed`` event, a pause with its audit entry and event —
-        and return the misses newly recorded; None when another round moved the row first."""
+    async def record(self, steps: Sequence[WatchStep], now: datetime) -> list[list[Miss] | None]:
+        """Write ``steps`` in one transaction, each step: the watch's row (only over its
+        ``since``), each miss once with its ``schedule.missed`` event, a pause with its audit
+        entry and event. For each step, the misses newly recorded; None where another round
+        moved the row first (that step writes nothing)."""
         ...
 
     async def misses(

@@ -27,6 +27,7 @@ from duetime.store.postgres.rows import Row
 from duetime.store.postgres.schedule_rows import schedule_from_row
 from duetime.store.queries import load_queries
 from duetime.support.jsontext import json_text
+from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.deadline import OccurrenceFacts
 
 Q = load_queries("duetime.store.postgres", "deadlines.sql")
@@ -67,55 +68,17 @@ class PostgresDeadlines:
 
         return await self._db.read(run)
 
-    async def record(self, step: WatchStep, now: datetime) -> list[Miss] | None:
+    async def record(self, steps: Sequence[WatchStep], now: datetime) -> list[list[Miss] | None]:
         sealing = self._db.sealing
 
-        async def run(conn: Conn) -> list[Miss] | None:
-            params = _watch_params(step, now)
-            moved = await conn.execute(
-                Q["start_watch" if step.since is None else "move_watch"], params
-            )
-            if moved.rowcount != 1:
-                return None
-            recorded: list[Miss] = []
-            events = []
-            for miss in step.misses:
-                row = {
-                    "schedule_id": step.schedule_id,
-                    "nominal_at": miss.nominal_at,
-                    "namespace": step.namespace,
-                    "name": step.name,
-                    "reason": miss.reason,
-                    "deadline_at": miss.deadline_at,
-                    "now": now,
-                }
-                if (await conn.execute(Q["record_miss"], row)).rowcount == 1:
-                    recorded.append(miss)
-                    events.append(missed_event(step, miss))
-            paused = step.pause and (await conn.execute(Q["pause_schedule"], params)).rowcount
-            if paused:
-                after = step.release_after or now
-                await conn.execute(Q["withdraw_occurrences"], {**params, "after": after})
-                target = json_text(pause_target(step))
-                audit = {"namespace": step.namespace, "now": now, "actor": WATCH_ACTOR}
-                await conn.execute(Q["audit_pause"], {**audit, "target": target})
-                events.append(paused_event(step, now))
-            for type, key, payload in events:
-                event = {
-                    "namespace": step.namespace,
-                    "key": key,
-                    "type": type,
-                    "payload": sealing.seal_json(step.namespace, payload),
-                    "max_attempts": step.max_attempts,
-                    "now": now,
-                }
-                await conn.execute(Q["raise_event"], event)
-            if events:
+        async def run(conn: Conn) -> list[list[Miss] | None]:
+            recorded = [await _record(conn, step, now, sealing) for step in steps]
+            if any(recorded[i] or step.pause for i, step in enumerate(steps)):
                 await self._notices.notify_earliest(conn, [now])
             return recorded
 
         recorded = await self._db.write(run)
-        if recorded or step.pause:
+        if any(recorded[i] or step.pause for i, step in enumerate(steps)):
             self._notices.here_earliest([now])
         return recorded
 
@@ -184,3 +147,47 @@ def _watch_params(step: WatchStep, now: datetime) -> dict[str, Any]:
         "last_success_at": watch.last_success_at,
         "now": now,
     }
+
+
+async def _record(
+    conn: Conn, step: WatchStep, now: datetime, sealing: Sealing
+) -> list[Miss] | None:
+    """One step, fenced by its first statement (a row another round moved: nothing written)."""
+    params = _watch_params(step, now)
+    moved = await conn.execute(Q["start_watch" if step.since is None else "move_watch"], params)
+    if moved.rowcount != 1:
+        return None
+    recorded: list[Miss] = []
+    events = []
+    for miss in step.misses:
+        row = {
+            "schedule_id": step.schedule_id,
+            "nominal_at": miss.nominal_at,
+            "namespace": step.namespace,
+            "name": step.name,
+            "reason": miss.reason,
+            "deadline_at": miss.deadline_at,
+            "now": now,
+        }
+        if (await conn.execute(Q["record_miss"], row)).rowcount == 1:
+            recorded.append(miss)
+            events.append(missed_event(step, miss))
+    if step.pause and (await conn.execute(Q["pause_schedule"], params)).rowcount == 1:
+        await conn.execute(
+            Q["withdraw_occurrences"], {**params, "after": step.release_after or now}
+        )
+        target = json_text(pause_target(step))
+        audit = {"namespace": step.namespace, "now": now, "actor": WATCH_ACTOR}
+        await conn.execute(Q["audit_pause"], {**audit, "target": target})
+        events.append(paused_event(step, now))
+    for type, key, payload in events:
+        event = {
+            "namespace": step.namespace,
+            "key": key,
+            "type": type,
+            "payload": sealing.seal_json(step.namespace, payload),
+            "max_attempts": step.max_attempts,
+            "now": now,
+        }
+        await conn.execute(Q["raise_event"], event)
+    return recorded

@@ -26,6 +26,7 @@ from duetime.store.codec import dump_json, from_micros, maybe_from_micros, to_mi
 from duetime.store.queries import load_queries
 from duetime.store.sqlite.database import SqliteDatabase
 from duetime.store.sqlite.schedule_rows import schedule_from_row
+from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.deadline import OccurrenceFacts
 
 Q = load_queries("duetime.store.sqlite", "deadlines.sql")
@@ -66,51 +67,14 @@ class SqliteDeadlines:
 
         return await self._db.read(run)
 
-    async def record(self, step: WatchStep, now: datetime) -> list[Miss] | None:
+    async def record(self, steps: Sequence[WatchStep], now: datetime) -> list[list[Miss] | None]:
         sealing = self._db.sealing
 
-        def run(conn: sqlite3.Connection) -> list[Miss] | None:
-            at = to_micros(now)
-            params = _watch_params(step, at)
-            moved = conn.execute(Q["start_watch" if step.since is None else "move_watch"], params)
-            if moved.rowcount != 1:
-                return None
-            recorded: list[Miss] = []
-            events = []
-            for miss in step.misses:
-                row = {
-                    "schedule_id": step.schedule_id,
-                    "nominal_at": to_micros(miss.nominal_at),
-                    "namespace": step.namespace,
-                    "name": step.name,
-                    "reason": miss.reason,
-                    "deadline_at": to_micros(miss.deadline_at),
-                    "now": at,
-                }
-                if conn.execute(Q["record_miss"], row).rowcount == 1:
-                    recorded.append(miss)
-                    events.append(missed_event(step, miss))
-            if step.pause and conn.execute(Q["pause_schedule"], params).rowcount == 1:
-                after = to_micros(step.release_after or now)
-                conn.execute(Q["withdraw_occurrences"], {**params, "after": after})
-                target = dump_json(pause_target(step))
-                audit = {"namespace": step.namespace, "now": at, "actor": WATCH_ACTOR}
-                conn.execute(Q["audit_pause"], {**audit, "target": target})
-                events.append(paused_event(step, now))
-            for type, key, payload in events:
-                event = {
-                    "namespace": step.namespace,
-                    "key": key,
-                    "type": type,
-                    "payload": sealing.seal_json(step.namespace, payload),
-                    "max_attempts": step.max_attempts,
-                    "now": at,
-                }
-                conn.execute(Q["raise_event"], event)
-            return recorded
+        def run(conn: sqlite3.Connection) -> list[list[Miss] | None]:
+            return [_record(conn, step, now, sealing) for step in steps]
 
         recorded = await self._db.write(run)
-        if recorded or step.pause:
+        if any(recorded[i] or step.pause for i, step in enumerate(steps)):
             self._db.announce(now)
         return recorded
 
@@ -178,3 +142,47 @@ def _watch_params(step: WatchStep, now: int) -> dict[str, Any]:
         ),
         "now": now,
     }
+
+
+def _record(
+    conn: sqlite3.Connection, step: WatchStep, now: datetime, sealing: Sealing
+) -> list[Miss] | None:
+    """One step, fenced by its first statement (a row another round moved: nothing written)."""
+    at = to_micros(now)
+    params = _watch_params(step, at)
+    moved = conn.execute(Q["start_watch" if step.since is None else "move_watch"], params)
+    if moved.rowcount != 1:
+        return None
+    recorded: list[Miss] = []
+    events = []
+    for miss in step.misses:
+        row = {
+            "schedule_id": step.schedule_id,
+            "nominal_at": to_micros(miss.nominal_at),
+            "namespace": step.namespace,
+            "name": step.name,
+            "reason": miss.reason,
+            "deadline_at": to_micros(miss.deadline_at),
+            "now": at,
+        }
+        if conn.execute(Q["record_miss"], row).rowcount == 1:
+            recorded.append(miss)
+            events.append(missed_event(step, miss))
+    if step.pause and conn.execute(Q["pause_schedule"], params).rowcount == 1:
+        after = to_micros(step.release_after or now)
+        conn.execute(Q["withdraw_occurrences"], {**params, "after": after})
+        target = dump_json(pause_target(step))
+        audit = {"namespace": step.namespace, "now": at, "actor": WATCH_ACTOR}
+        conn.execute(Q["audit_pause"], {**audit, "target": target})
+        events.append(paused_event(step, now))
+    for type, key, payload in events:
+        event = {
+            "namespace": step.namespace,
+            "key": key,
+            "type": type,
+            "payload": sealing.seal_json(step.namespace, payload),
+            "max_attempts": step.max_attempts,
+            "now": at,
+        }
+        conn.execute(Q["raise_event"], event)
+    return recorded
