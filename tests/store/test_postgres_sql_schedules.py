@@ -14,7 +14,7 @@ from storekit import NOW, PG_URL
 
 from duetime import AsyncApp, FrozenClock
 from duetime.app.sql_schedules import ScheduleChanges
-from duetime.errors import NotFound
+from duetime.errors import Conflict, NotFound
 from duetime.model import HELD_AT as HELD
 
 
@@ -83,6 +83,8 @@ async def test_add_schedule_answers_created_updated_or_kept_in_the_callers_trans
         stored = await app.schedules.get("daily")  # visible on commit, its occurrence unplanned
         assert (stored.id, stored.next_at) == (made["schedule_id"], HELD)
         assert _request(pg_schema, made["request_id"]) == ("pending", "created")
+        with pytest.raises(Conflict):  # nothing to run before its rule is checked
+            await app.schedules.run_next_now("daily")
 
         again = _json(pg_schema, daily, '{"k": 1}')
         assert (again["action"], again["status"], again["schedule_id"]) == (
@@ -298,9 +300,24 @@ BAD_CALLS = [
     ("add_schedule('ns', 'n', 't', every => '1h', catch_up => 'some')", "catch_up", "22023"),
     ("add_schedule('ns', 'n', 't', every => '1h', overlap => 'queue')", "overlap", "22023"),
     ("add_schedule('ns', 'n', 't', every => '1h', on_conflict => 'x')", "on_conflict", "22023"),
+    ("add_schedule('ns', 'n', 't', every => '1h', timezone => NULL)", "timezone", "22023"),
+    ("add_schedule('ns', 'n', 't', every => '1h', start_at => '1960-01-01Z')", "start_at", "22023"),
+    (
+        "add_schedule('ns', 'n', 't', rrule => 'FREQ=DAILY', dtstart => '9500-01-01 09:00')",
+        "dtstart",
+        "22023",
+    ),
+    ("add_schedule('ns', 'n', NULL, every => '1h')", "type", "22004"),
     ("pause_schedule('ns', '')", "name", "22004"),
+    ("pause_schedule('nope', 'n')", "namespace", "22023"),
+    ("pause_schedule('ns', 'missing')", "name", "P0002"),
     ("resume_schedule('nope', 'n')", "namespace", "22023"),
+    ("resume_schedule('ns', repeat('n', 201))", "name", "22001"),
+    ("resume_schedule('ns', 'missing')", "name", "P0002"),
     ("remove_schedule('ns', 'a b')", "name", "22023"),
+    ("remove_schedule('nope', 'n')", "namespace", "22023"),
+    ("remove_schedule('ns', 'missing')", "name", "P0002"),
+    ("schedule_request('nope', 1)", "namespace", "22023"),
     ("schedule_request('ns', 12345)", "request_id", "P0002"),
 ]
 
@@ -321,6 +338,7 @@ async def test_bad_schedule_input_names_its_field(
             field,
             f"field: {field}",
         )
+        assert (error.message_primary or "").startswith(f"{field}: ")
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM sql_schedule_requests").fetchone() == (0,)
 
