@@ -352,6 +352,9 @@ BEGIN
     status := CASE WHEN pending THEN 'pending' ELSE 'applied' END;
     schedule_id := new_.id;
     schedule := sql_schedule_view(new_);
+    IF new_.active AND NOT pending THEN  -- as save_schedule wakes the materialiser
+        PERFORM sql_wake(new_.next_at, false);
+    END IF;
 END
 $$;
 
@@ -413,6 +416,9 @@ BEGIN
         END, jsonb_build_object('schedule', schedule_name));
     status := CASE WHEN pending THEN 'pending' ELSE 'applied' END;
     schedule := sql_schedule_view(new_);
+    IF p_active AND NOT pending THEN  -- due again: the materialiser counts it from here on
+        PERFORM sql_wake(new_.next_at, false);
+    END IF;
 END
 $$;
 
