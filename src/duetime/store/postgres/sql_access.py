@@ -34,6 +34,8 @@ class PostgresSqlAccess:
     def __init__(self, db: Database, schema: str) -> None:
         self._db = db
         self._schema = schema
+        self._kept: dict[str, int] = {}
+        """The settings this store wrote last: the apps sharing it write them once."""
 
     async def grant_sql(self, role: str, namespaces: Sequence[str], now: datetime) -> list[str]:
         names = list(dict.fromkeys(namespaces))
@@ -105,6 +107,8 @@ class PostgresSqlAccess:
         return await self._db.read(run)
 
     async def keep_settings(self, settings: Mapping[str, int], now: datetime) -> None:
+        if dict(settings) == self._kept:
+            return
         params = {
             "names": list(settings),
             "values": [str(value) for value in settings.values()],
@@ -116,6 +120,7 @@ class PostgresSqlAccess:
 
         try:
             await self._db.write(run)
+            self._kept = dict(settings)
         except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction, errors.UndefinedTable):
             # A role that may not write (a read-only replica, a reporting role) or a schema not
             # migrated yet: the rows stay as the last app that could write them left them.
