@@ -120,6 +120,13 @@ async def test_add_schedule_answers_created_updated_or_kept_in_the_callers_trans
             " on_conflict => 'keep')",
         )
         assert (kept["action"], kept["schedule"]["type"]) == ("kept", "report")
+        with psycopg.connect(PG_URL, options=f"-c search_path={pg_schema}") as conn:
+            with pytest.raises(psycopg.errors.UniqueViolation) as exists:
+                conn.execute(
+                    "SELECT * FROM add_schedule('ns', 'daily', 'report', cron => '* * * * *',"
+                    " on_conflict => 'error')"
+                )
+            assert exists.value.diag.column_name == "name"
         with pytest.raises(NotFound):
             await app.schedules.get("gone")  # rolled back: never made
         audit = _sql(
@@ -173,8 +180,15 @@ async def test_a_rule_duetime_refuses_ends_visible_with_its_reason(
             pg_schema, "SELECT * FROM add_schedule('ns', 'daily', 'report', cron => '0 25 * * *')"
         )
         assert bad_change["action"] == "updated"
+        worse = _json(  # changed again before a worker came: the definition to go back to stays
+            pg_schema, "SELECT * FROM add_schedule('ns', 'daily', 'report', cron => '0 26 * * *')"
+        )
         await _apply(app)
-        status, outcome = _request(pg_schema, bad_change["request_id"])
+        assert _request(pg_schema, bad_change["request_id"]) == (
+            "applied",
+            "updated; superseded by a later change",
+        )
+        status, outcome = _request(pg_schema, worse["request_id"])
         assert status == "failed"
         assert outcome.startswith("cron: ")
         assert outcome.endswith("the schedule keeps its previous definition")
