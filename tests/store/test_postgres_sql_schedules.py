@@ -166,6 +166,15 @@ async def test_a_rule_duetime_refuses_ends_visible_with_its_reason(
         before = await app.schedules.get("daily")
         assert _request(pg_schema, monthly) == ("applied", "created")
         assert (await app.schedules.get("monthly")).calendar is not None
+        again = _json(  # planned, the same rule is still the same definition
+            pg_schema,
+            "SELECT * FROM add_schedule('ns', 'monthly', 'pay',"
+            " rrule => 'FREQ=MONTHLY;BYDAY=MO;BYSETPOS=1', dtstart => '2025-03-03 09:00')",
+        )
+        assert (again["action"], again["schedule"]["rrule"]) == (
+            "kept",
+            "FREQ=MONTHLY;BYDAY=MO;BYSETPOS=1",
+        )
 
         status, outcome = _request(pg_schema, bad_new["request_id"])
         assert status == "failed"
