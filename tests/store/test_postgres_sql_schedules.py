@@ -303,6 +303,7 @@ BAD_CALLS = [
     ("add_schedule('ns', 'n', 't', cron => '* * * * * * *')", "cron", "22023"),
     ("add_schedule('ns', 'n', 't', cron => '* * * * *', every => '1h')", "every", "22023"),
     ("add_schedule('ns', 'n', 't', every => '-1h')", "every", "22023"),
+    ("add_schedule('ns', 'n', 't', every => '1 month')", "every", "22023"),
     ("add_schedule('ns', 'n', 't', rrule => 'every monday')", "rrule", "22023"),
     ("add_schedule('ns', 'n', 't', rrule => 'BYDAY=MO')", "rrule", "22023"),
     ("add_schedule('ns', 'n', 't', rrule => 'FREQ=DAILY')", "dtstart", "22004"),

@@ -148,6 +148,10 @@ BEGIN
     IF p_every IS NOT NULL AND (p_every <= interval '0' OR p_every > interval '36500 days') THEN
         PERFORM sql_refuse('every', 'must be a positive interval of at most 100 years');
     END IF;
+    IF date_part('month', p_every) <> 0 OR date_part('year', p_every) <> 0 THEN
+        PERFORM sql_refuse('every', format('%s: months and years vary in length; give days, '
+            'hours, minutes or seconds, or a cron or rrule', p_every));
+    END IF;
     IF p_rrule IS NOT NULL AND (char_length(p_rrule) > 2000
         OR p_rrule !~* '^(RRULE:)?([A-Z]+=[^;]+;)*[A-Z]+=[^;]+;?$'
         OR p_rrule !~* '(^|[:;])FREQ=') THEN
