@@ -5,8 +5,6 @@ but not yet applied."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -15,19 +13,6 @@ from storekit import NOW, PG_URL
 
 from duetime import AsyncApp, FrozenClock
 from duetime.app.sql_schedules import ScheduleChanges
-
-
-@pytest.fixture
-def role() -> Iterator[str]:
-    name = f"dt_role_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{name}" LOGIN')
-    try:
-        yield name
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP OWNED BY "{name}"')
-            conn.execute(f'DROP ROLE "{name}"')
 
 
 def _as(schema: str, user: str = "postgres") -> psycopg.Connection[Any]:
@@ -41,9 +26,11 @@ OLD_CALL = (
 
 
 async def test_old_calls_grants_and_pending_requests_survive_the_upgrade(
-    pg_fresh_url: str, pg_fresh_schema: str, role: str, monkeypatch: pytest.MonkeyPatch
+    pg_fresh_url: str, pg_fresh_schema: str, login_role: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import duetime.store.postgres.schema as schema
+
+    role = login_role
 
     first = [m for m in schema.MIGRATIONS if m[0] <= 30]
     monkeypatch.setattr(schema, "MIGRATIONS", first)
