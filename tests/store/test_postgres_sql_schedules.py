@@ -405,3 +405,29 @@ async def test_a_running_worker_applies_a_request_when_its_commit_wakes_it(
         stop.set()
         await running
         await app.close()
+
+
+async def test_a_schedule_duetime_cannot_plan_ends_failed_not_stuck(
+    pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error with no field to blame fails the change (paused, with the reason), instead of
+    leaving it pending for every round to trip over again."""
+    import duetime.app.sql_planning as planning
+
+    def overflow(*args: object) -> None:
+        raise OverflowError("date value out of range")
+
+    app = AsyncApp(pg_url, "ns", clock=FrozenClock(NOW))
+    await app.open()
+    try:
+        (request_id,) = _sql(
+            pg_schema, "SELECT request_id FROM add_schedule('ns', 'far', 't', every => '1h')"
+        )
+        monkeypatch.setattr(planning, "first_after", overflow)
+        await _apply(app)
+        status, outcome = _request(pg_schema, request_id)
+        assert status == "failed"
+        assert outcome.startswith("far: duetime could not plan it (date value out of range)")
+        assert (await app.schedules.get("far")).active is False
+    finally:
+        await app.close()

@@ -78,6 +78,8 @@ async def plan_change(
         return (answered if saved is not None else answered + SUPERSEDED), False
     except DuetimeError as exc:
         reason = str(exc)
+    except (ValueError, OverflowError) as exc:  # no field to blame: still never lost
+        reason = f"{change.name}: duetime could not plan it ({exc})"
     if previous is not None:
         fallback = restored(previous, current)
         kept = "; the schedule keeps its previous definition"
