@@ -1,4 +1,4 @@
-"""Managing schedules from SQL (migrations 0030, 0041): add_schedule, pause_schedule,
+"""Managing schedules from SQL (migrations 0030, 0031): add_schedule, pause_schedule,
 resume_schedule and remove_schedule change the schedule in the caller's transaction and answer
 as the Python API does; a worker checks what SQL cannot (what a rule means, the zone) and plans
 the next occurrence, and a definition that fails ends visible with its reason."""

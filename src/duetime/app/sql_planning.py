@@ -1,7 +1,7 @@
 """Planning the schedules the SQL functions wrote: what PostgreSQL cannot do as duetime does.
 
 ``add_schedule(...)`` and the rest change the schedules table in the caller's transaction
-(migration 0041) and answer there (created, updated, kept, paused, resumed, removed). What
+(migration 0031) and answer there (created, updated, kept, paused, resumed, removed). What
 needs duetime's own rules -- what a cron or RRULE means, the zone's tz data, the first
 occurrence -- they leave to a worker: the row's ``next_at`` is held (``HELD_AT``, beyond every
 horizon the materialiser reaches) and a request records the change. :func:`plan_change` then

@@ -54,7 +54,7 @@ SET status = %(status)s, outcome = %(outcome)s, applied_at = %(now)s
 WHERE id = %(id)s AND status = 'pending'
 
 -- name: previous_schedule
--- The schedule row as it was planned before a request changed it (migration 0041), as a row of
+-- The schedule row as it was planned before a request changed it (migration 0031), as a row of
 -- the schedules table.
 SELECT (jsonb_populate_record(NULL::schedules, previous)).*
 FROM sql_schedule_requests
