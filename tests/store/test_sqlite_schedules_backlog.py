@@ -59,7 +59,7 @@ async def test_occurrences_are_found_before_the_writer_is_taken(
 ) -> None:
     """Finding a rule's next occurrence may take tens of milliseconds (within its budget): on
     SQLite's one writer thread that would hold every tenant's writes and reads meanwhile."""
-    import duetime.services.materializer as materializing
+    import duetime.services.schedule_plans as materializing
 
     threads: list[str] = []
     expand = materializing.next_after
