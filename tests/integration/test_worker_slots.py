@@ -78,7 +78,14 @@ def test_handlers_run_up_to_concurrency_and_unwritten_outcomes_hold_them_back(
             task = asyncio.create_task(worker.run())
             try:
                 await wait_for(lambda: started >= CONCURRENCY + BATCH, "the unwritten limit")
-                await asyncio.sleep(0.3)  # nothing more starts while the outcomes wait
+                # Every handler started has ended and its outcome waits: no slot is free, and
+                # none comes free before a write, so nothing more can start.
+                slots = worker.slots
+                await wait_for(
+                    lambda: slots.in_flight == 0 and slots.unwritten >= CONCURRENCY + BATCH,
+                    "every started outcome waiting for its write",
+                )
+                assert slots.free() <= 0, slots.free()
                 assert started == CONCURRENCY + BATCH, started
                 store.released.set()
                 await wait_for(lambda: store.recorded == 200, "every outcome recorded")
