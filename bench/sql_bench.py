@@ -66,10 +66,10 @@ def backend_cpu(base: str) -> float:
 async def python_form(base: str, n: int, batch: int) -> float:
     async with AsyncApp(f"{base}/{DB}?schema=duetime", "bench") as app:
         at = datetime.fromtimestamp(time.time() + 3600, UTC)
-        await app.schedule_many([TimerRequest("bench.warm", None, at=at)])
+        await app.timers.schedule_many([TimerRequest("bench.warm", None, at=at)])
         before = backend_cpu(base)
         for _ in range(0, n, batch):
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("bench.noop", {"n": i}, at=at) for i in range(batch)]
             )
         return (backend_cpu(base) - before) / n

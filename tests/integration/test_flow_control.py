@@ -134,7 +134,7 @@ def store_due(url: str, count: int) -> None:
     first = datetime.now(UTC) - timedelta(minutes=1)
     with App(url) as app:
         for start in range(0, count, 1000):
-            app.schedule_many(
+            app.timers.schedule_many(
                 [
                     TimerRequest(
                         WORK, {"i": i}, at=first + timedelta(milliseconds=i), key=f"t-{i:05d}"
@@ -146,7 +146,7 @@ def store_due(url: str, count: int) -> None:
 
 def count_done(url: str) -> int:
     with App(url) as app:
-        return app.counts().get(Status.DONE, 0)
+        return app.timers.counts().get(Status.DONE, 0)
 
 
 def most_in_window(starts: list[float], window: float) -> int:
@@ -156,7 +156,7 @@ def most_in_window(starts: list[float], window: float) -> int:
 
 def test_a_rate_holds_across_processes_and_every_timer_runs(workers: Workers) -> None:
     with App(workers.url) as app:
-        rule = app.set_limit(WORK, rate="200/s")
+        rule = app.limits.set(WORK, rate="200/s")
     burst = rule.effective_burst
     workers.start()
     store_due(workers.url, RATE_TIMERS)
@@ -179,7 +179,7 @@ def test_a_rate_holds_across_processes_and_every_timer_runs(workers: Workers) ->
 def test_a_concurrency_limit_holds_across_processes(workers: Workers) -> None:
     total = 300
     with App(workers.url) as app:
-        app.set_limit(WORK, concurrency=5)
+        app.limits.set(WORK, concurrency=5)
     workers.start("--delay", "0.05")
     store_due(workers.url, total)
     wait_until(lambda: count_done(workers.url) == total, 60, f"all done\n{workers.stderr()}")
@@ -203,7 +203,7 @@ def test_pause_starts_nothing_and_resume_starts_everything_in_due_order(
 ) -> None:
     total = 300
     with App(workers.url) as app:
-        app.pause(WORK)
+        app.limits.pause(WORK)
     workers.start("--batch-size", str(PAUSE_BATCH), "--idle-log", str(workers.idle_log))
     pids = {proc.pid for proc in workers.procs}
     wait_until(lambda: workers.asleep() == pids, 60, f"every worker asleep\n{workers.stderr()}")
@@ -215,10 +215,10 @@ def test_pause_starts_nothing_and_resume_starts_everything_in_due_order(
     )
     assert workers.lines() == []
     with App(workers.url) as app:
-        assert app.counts().get(Status.SCHEDULED) == total
-        (status,) = app.limits()
+        assert app.timers.counts().get(Status.SCHEDULED) == total
+        (status,) = app.limits.list()
         assert status.held == total
-        app.resume(WORK)
+        app.limits.resume(WORK)
     wait_until(lambda: count_done(workers.url) == total, 60, f"all done\n{workers.stderr()}")
     lines = workers.lines()
     assert sorted(line.key for line in lines) == [f"t-{i:05d}" for i in range(total)]

@@ -129,7 +129,7 @@ def test_a_batch_refused_half_way_leaves_the_callers_transaction_as_it_was(db: P
             app.schedule(FIRED, key="mine", delay=3600, transaction=conn)
             batch = [TimerRequest(FIRED, delay=60, key=k) for k in ("b1", "b2", "taken")]
             with pytest.raises(AlreadyExists):
-                app.schedule_many(batch, on_conflict="error", transaction=conn)
+                app.timers.schedule_many(batch, on_conflict="error", transaction=conn)
             assert conn.in_transaction
             conn.commit()
         finally:

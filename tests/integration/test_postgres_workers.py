@@ -252,7 +252,7 @@ def schedule(
     keys = [f"{prefix}-{i:05d}" for i in range(count)]
     with App(url, NS) as app:
         for start in range(0, count, 2_000):
-            app.schedule_many(
+            app.timers.schedule_many(
                 [
                     TimerRequest(
                         type, None, at=first + timedelta(seconds=spread * i / count), key=k
@@ -486,7 +486,7 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
             due = now - timedelta(milliseconds=2 * PAUSE_TIMERS - 2 * i)
             requests.append(TimerRequest(TX, None, at=due, key=f"tx-{i:03d}"))
             requests.append(TimerRequest(PLAIN, None, at=due, key=f"plain-{i:03d}"))
-        app.schedule_many(requests)
+        app.timers.schedule_many(requests)
     total = 2 * PAUSE_TIMERS
     concurrency = 40
     paused = workers.start(
@@ -676,7 +676,7 @@ def test_timers_claimed_in_a_workers_name_it_never_heard_of_are_rescued(
         # Due soon, once the worker runs (so it cannot claim them first): a rescue keeps a row
         # due at its own instant (never earlier), so the rescued timers run once it comes.
         later = datetime.now(UTC) + timedelta(seconds=3)
-        app.schedule_many([TimerRequest(TX, None, at=later, key=key) for key in keys])
+        app.timers.schedule_many([TimerRequest(TX, None, at=later, key=key) for key in keys])
 
     async def claim_in_its_name() -> int:
         store = create_store(url)

@@ -67,7 +67,7 @@ async def test_a_schedule_added_from_sql_is_applied_by_the_worker(
         assert _sql(
             pg_schema, "SELECT status, outcome FROM schedule_request('ns', %s)", request_id
         )[:2] == ("applied", "created")
-        daily = await app.get_schedule("daily")
+        daily = await app.schedules.get("daily")
         assert (daily.cron, daily.timezone, daily.payload, daily.max_attempts) == (
             "0 9 * * MON-FRI",
             "Europe/Paris",
@@ -75,7 +75,7 @@ async def test_a_schedule_added_from_sql_is_applied_by_the_worker(
             5,
         )
         assert daily.next_at is not None
-        assert (await app.get_schedule("monthly")).calendar is not None
+        assert (await app.schedules.get("monthly")).calendar is not None
         assert _sql(pg_schema, "SELECT status FROM schedule_request('ns', %s)", monthly) == (
             "applied",
         )
@@ -83,19 +83,19 @@ async def test_a_schedule_added_from_sql_is_applied_by_the_worker(
         assert status == "failed"
         assert outcome.startswith("cron: ")
         with pytest.raises(NotFound):
-            await app.get_schedule("bad")
+            await app.schedules.get("bad")
         with pytest.raises(NotFound):
-            await app.get_schedule("gone")  # rolled back: never requested
+            await app.schedules.get("gone")  # rolled back: never requested
 
         for call, active in (("pause_schedule", False), ("resume_schedule", True)):
             _sql(pg_schema, f"SELECT * FROM {call}('ns', 'daily')")
             await _apply(app)
-            assert (await app.get_schedule("daily")).active is active
+            assert (await app.schedules.get("daily")).active is active
         (removed,) = _sql(pg_schema, "SELECT request_id FROM remove_schedule('ns', 'daily')")
         (missing,) = _sql(pg_schema, "SELECT request_id FROM pause_schedule('ns', 'nope')")
         await _apply(app)
         with pytest.raises(NotFound):
-            await app.get_schedule("daily")
+            await app.schedules.get("daily")
         assert _sql(pg_schema, "SELECT status FROM schedule_request('ns', %s)", removed) == (
             "applied",
         )
@@ -202,7 +202,7 @@ async def test_a_running_worker_applies_a_request_when_its_commit_wakes_it(
         assert _sql(
             pg_schema, "SELECT status, outcome FROM schedule_request('ns', %s)", request_id
         )[:2] == ("applied", "created")
-        assert (await app.get_schedule("hourly")).every is not None
+        assert (await app.schedules.get("hourly")).every is not None
     finally:
         stop.set()
         await running
