@@ -1,7 +1,7 @@
 """How long listing a namespace's flow control rules takes with N rules, on SQLite or PostgreSQL.
 
 Sets N limits (``t00000.*`` …) in a fresh namespace, with due timers of 100 of their types held
-back under them (20 each), then times ``AsyncApp.limits()`` — every rule with what it holds, the
+back under them (20 each), then times ``app.limits.list()`` — every rule with what it holds, the
 work behind ``GET /v1/namespaces/{ns}/limits`` and ``duetime limits ls`` — a few times.
 
     .venv/bin/python bench/limits_listing.py --rules 2000 10000

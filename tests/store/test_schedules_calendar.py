@@ -44,7 +44,7 @@ async def test_calendar_schedule_survives_a_restart(store: Store, make_store: St
     assert made.next_at == datetime(2025, 3, 14, 8, 0, tzinfo=UTC)  # 15 Mar is a Saturday
     await store.close()
     again = app_on(await make_store(), clock)
-    stored = await again.get_schedule("payroll")
+    stored = await again.schedules.get("payroll")
     assert stored.calendar == made.calendar
     assert stored.next_at == made.next_at
     view = stored.to_dict()
@@ -247,16 +247,16 @@ async def test_modified_roll_is_stored_and_keeps_the_month(
     assert made.next_at == datetime(2025, 5, 30, 7, 0, tzinfo=UTC)
     await store.close()
     again = app_on(await make_store(), clock)
-    stored = await again.get_schedule("month-end")
+    stored = await again.schedules.get("month-end")
     assert stored.to_dict()["roll"] == "modified_forward"
     assert stored.calendar == made.calendar
-    changed = await again.update_schedule("month-end", roll="modified_backward")
+    changed = await again.schedules.update("month-end", roll="modified_backward")
     assert changed.to_dict()["roll"] == "modified_backward"
     assert changed.next_at == made.next_at  # backward stays in May too
     with pytest.raises(InvalidInput) as bad:
-        await again.update_schedule("month-end", roll="following")
+        await again.schedules.update("month-end", roll="following")
     assert bad.value.field == "roll"
-    assert (await again.get_schedule("month-end")).to_dict()["roll"] == "modified_backward"
+    assert (await again.schedules.get("month-end")).to_dict()["roll"] == "modified_backward"
 
 
 async def test_rules_are_checked_off_the_event_loop(
