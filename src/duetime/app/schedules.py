@@ -21,7 +21,7 @@ from duetime.app.context import AppContext
 from duetime.app.deprecation import warn_moved
 from duetime.app.schedule_reading import ScheduleReads
 from duetime.errors import Conflict, InvalidInput
-from duetime.model import JSON, OnConflict, Schedule, Timer
+from duetime.model import HELD_AT, JSON, OnConflict, Schedule, Timer
 from duetime.model.audit import Actor, keys_target
 from duetime.model.schedules import NewSchedule
 from duetime.revisions import revise
@@ -102,12 +102,10 @@ class Schedules(ScheduleReads):
         due while an earlier one is unfinished does (``allow`` | ``skip`` | ``buffer_one``);
         ``catch_up_grace`` how late one may be and still fire before ``catch_up`` decides.
 
-        ``rrule`` (instead of ``cron``/``every``) is an RFC 5545 recurrence rule from
-        ``dtstart``, a local time in ``timezone``; ``exdates``/``rdates`` remove and add local
-        times; ``holidays`` (``DE-BE``), ``holiday_dates``, ``weekend`` and ``roll``
-        (``skip`` | ``forward`` | ``backward`` | ``modified_forward`` |
-        ``modified_backward``) keep it on business days; ``feb29`` says what
-        a yearly rule on 29 February does in common years (see docs/schedules.md).
+        ``rrule`` (instead of ``cron``/``every``): an RFC 5545 rule from ``dtstart`` (local, in
+        ``timezone``), ``exdates``/``rdates`` removing and adding local times, kept on business days
+        by ``holidays`` (``DE-BE``), ``holiday_dates``, ``weekend`` and ``roll``; ``feb29``: 29
+        February in common years; ``must_succeed_within``: a deadline (docs/schedules.md).
         """
         given = dict(locals())  # every parameter, first thing
         fields = {k: v for k, v in given.items() if k not in _NOT_FIELDS}
@@ -333,6 +331,8 @@ class Schedules(ScheduleReads):
                 raise Conflict(f"schedule {name!r} is paused: resume it first", field="name")
             if upcoming is None:
                 raise Conflict(f"schedule {name!r} has no next occurrence (ended)", field="name")
+            if upcoming == HELD_AT:  # written from SQL, its rule not yet checked by a worker
+                raise Conflict(f"schedule {name!r} is being planned; try again", field="name")
             advance = plan_advance(schedule, upcoming, lookahead=timedelta(0), per_schedule=1)
             if not advance.timers:  # pragma: no cover - next_at is always planned at itself
                 raise Conflict(f"schedule {name!r} has nothing to run", field="name")
