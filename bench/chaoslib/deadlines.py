@@ -33,6 +33,8 @@ from duetime.worker import Worker
 
 NAMESPACE = "deadlines"
 TYPE = "chaos.tick"
+OPEN_WITHIN = 60.0
+"""Seconds a worker's app may take to open (a server out of connections fails the run)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ async def run_deadline_chaos(url: str, config: DeadlineChaos) -> DeadlineReport:
         running = []
         for i in range(config.workers):
             app = app_with_handlers()
-            await app.open()
+            await asyncio.wait_for(app.open(), OPEN_WITHIN)  # a full server: fail, not hang
             worker = app.worker(node_id=f"deadline-chaos-{i}-{time.monotonic_ns()}")
             _quicker_watch(worker, config.watch_interval)
             running.append((app, worker, asyncio.create_task(worker.run())))
