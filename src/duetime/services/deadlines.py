@@ -105,12 +105,18 @@ class DeadlineWatch(Periodic):
 
 
 def _log(name: str, recorded: list[Miss], paused: bool) -> None:
+    """Each miss at debug level (an outage's may be thousands), the schedule's count and latest
+    at warning, a pause at warning."""
     for miss in recorded:
+        log.debug("schedule %s missed %s (%s)", name, miss.nominal_at.isoformat(), miss.reason)
+    if recorded:
+        latest = recorded[-1]
         log.warning(
-            "schedule %s missed its occurrence of %s (%s)",
+            "schedule %s missed %d occurrence(s) by their deadline, the latest %s (%s)",
             name,
-            miss.nominal_at.isoformat(),
-            miss.reason,
+            len(recorded),
+            latest.nominal_at.isoformat(),
+            latest.reason,
         )
     if paused:
         log.warning("schedule %s paused: too many failed occurrences in a row", name)
