@@ -34,7 +34,8 @@ from duetime.model.schedules import (
 )
 from duetime.store.cursors import decode_name_cursor, page
 from duetime.store.parts import SchedulePlan
-from duetime.store.postgres.database import Conn, Database, Work, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database, Work
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import Row, timer_from_row
 from duetime.store.postgres.schedule_rows import (

@@ -16,7 +16,8 @@ from psycopg import sql
 
 from duetime.errors import InvalidInput
 from duetime.model.sql_requests import ScheduleChange
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "sql_access.sql")

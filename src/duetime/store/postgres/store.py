@@ -17,7 +17,8 @@ from functools import partial
 from duetime.model import NewTimer, OnConflict, PutResult
 from duetime.store.listeners import WakeupListener
 from duetime.store.postgres.audit import PostgresAudit
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.postgres.flow_control import PostgresLimits
 from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.notices import Notices
