@@ -21,7 +21,7 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
+from duetime.worker.shared_task import start_shared
 from duetime.worker.slots import Slots
 from duetime.worker.transactional import Result, Settled, in_transaction
 
@@ -97,6 +98,26 @@ class Executor:
         if not task.done():  # done: it never suspended (see start_task), its slot is free
             timer = claimed.timer
             self._slots.running(timer.id, timer.claim_token, task)
+
+    def start_now(
+        self, items: Sequence[tuple[Claimed, Target, Held]], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Start attempts due now (none claimed ahead), sharing one task until one waits (see
+        :mod:`~duetime.worker.shared_task`): a task a batch, not one a timer."""
+        if items:
+            start_shared(loop, items, self._begin, self._moved)
+
+    def _begin(self, item: tuple[Claimed, Target, Held]) -> Coroutine[Any, Any, None]:
+        claimed, target, held = item
+        return self._attempt(claimed, target, None, held)
+
+    def _moved(
+        self, items: Sequence[tuple[Claimed, Target, Held]], task: asyncio.Task[None]
+    ) -> None:
+        running = self._slots.running
+        for claimed, _, _ in items:
+            timer = claimed.timer
+            running(timer.id, timer.claim_token, task)
 
     # -- one attempt ------------------------------------------------------------------------
     async def _attempt(
