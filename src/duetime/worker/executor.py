@@ -29,6 +29,7 @@ from duetime.clock import Clock
 from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
+from duetime.model.fast_records import make_done
 from duetime.outcomes import HandlerOutcome
 from duetime.support.eventloop import start_task
 from duetime.support.precise_sleep import sleep_precisely
@@ -253,7 +254,8 @@ class Executor:
         """:func:`attempts.finish_for`, saying in the log (and on the attempt's ``span``, when
         traced) when a handler failed."""
         if error is None and not isinstance(result, HandlerOutcome):
-            return Finish(timer.id, attempt, Outcome.DONE)  # nearly every attempt: no clock read
+            # nearly every attempt: no clock read, and made through its slots
+            return make_done(timer.id, attempt, None, None)
         if isinstance(error, Escaped):  # what the handler raised, as it raised it
             error = error.error
         if error is not None and span is not None and self._tracing is not None:
