@@ -149,3 +149,23 @@ async def test_cancelling_the_task_of_a_waiting_attempt_reaches_that_attempt() -
     tasks.of[2].cancel()
     await asyncio.wait([tasks.of[2]])
     assert got == ["1 cancelled", "2 cancelled"]
+
+
+@on_a_loop
+async def test_a_cancellation_an_attempt_asks_of_its_task_stays_with_it() -> None:
+    ran: list[int] = []
+
+    async def attempt(item: int) -> None:
+        if item == 1:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # and returns without waiting: nothing of the next attempt's
+            return
+        await asyncio.sleep(0)
+        ran.append(item)
+
+    tasks = Tasks()
+    start_shared(asyncio.get_running_loop(), [1, 2, 3], attempt, tasks)
+    await asyncio.wait([tasks.of[2]])
+    await asyncio.wait([tasks.of[3]])
+    assert ran == [2, 3]

@@ -41,23 +41,35 @@ def start_shared(
 async def _run(
     loop: asyncio.AbstractEventLoop, items: Sequence[T], begin: Begin[T], moved: Moved[T]
 ) -> None:
+    task = asyncio.current_task()
     for i, item in enumerate(items):
         context = contextvars.copy_context()
         coro = begin(item)
         try:
             waits_on = context.run(coro.send, None)
         except StopIteration:
-            continue  # done without waiting: nearly every attempt
+            # Done without waiting: nearly every attempt. A cancellation it asked of its task
+            # (current_task().cancel(), then returned) must not reach the next: they move on.
+            if task is not None and task.cancelling():
+                _move_on(loop, items[i + 1 :], begin, moved)
+                return
+            continue
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException:  # an attempt handles its own errors: this is a fault of ours
             log.exception("an attempt ended with an error of the worker's own")
             continue
-        rest = items[i + 1 :]
-        if rest:
-            moved(rest, loop.create_task(_run(loop, rest, begin, moved)))
+        _move_on(loop, items[i + 1 :], begin, moved)
         await drive(coro, context, waits_on)
         return
+
+
+def _move_on(
+    loop: asyncio.AbstractEventLoop, rest: Sequence[T], begin: Begin[T], moved: Moved[T]
+) -> None:
+    """The attempts not begun yet go on in a task of their own."""
+    if rest:
+        moved(rest, loop.create_task(_run(loop, rest, begin, moved)))
 
 
 @types.coroutine
