@@ -116,8 +116,18 @@ class AttemptOut(BaseModel):
     finished_at: str | None
     outcome: str | None
     error: str | None
-    traceback: str | None = None
-    """A failed attempt's traceback, innermost frames kept (at most 16 KiB)."""
+    traceback: str | None = Field(
+        None,
+        description="A failed attempt's traceback, innermost frames kept (at most 16 KiB)",
+    )
+    traceback_trimmed: str | None = Field(
+        None,
+        description="The same traceback with the user's frames first: each run of duetime's "
+        "own frames (executor, handler wrapper, thread pool) and the standard library's "
+        "concurrency frames (asyncio, concurrent.futures, threading) folded into one line "
+        "saying how many; the exception lines and their chaining kept. Null when "
+        "`traceback` is",
+    )
 
 
 class PutOut(BaseModel):

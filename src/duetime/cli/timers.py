@@ -255,9 +255,15 @@ def list_timers(
 
 @click.command()
 @click.argument("key")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="The whole traceback, duetime's and the thread pool's frames too (--json has both).",
+)
 @common_options
-def show(key: str) -> None:
-    """Show one timer, its attempts and its moves by new zone rules."""
+def show(key: str, full: bool) -> None:
+    """Show one timer, its attempts and its moves by new zone rules; the newest traceback
+    with the handler's frames first (duetime's own folded: --full for every frame)."""
 
     async def action(app: AsyncApp) -> tuple[Timer, list[Attempt], list[TimerMove], Subscribers]:
         timer = await app.get(key)
@@ -297,7 +303,7 @@ def show(key: str) -> None:
         console.print(table)
     if attempts:
         console.print(output.attempts_table(attempts))
-        output.print_last_traceback(console, attempts)
+        output.print_last_traceback(console, attempts, full=full)
     else:
         console.print("no attempts yet", style="dim")
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar
 
 from duetime.model.finding import PayloadMatch
+from duetime.support.tracebacks import trimmed
 from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
 
 JSON = Any
@@ -202,6 +203,7 @@ class Attempt:
             "outcome": self.outcome.value if self.outcome else None,
             "error": self.error,
             "traceback": self.traceback,
+            "traceback_trimmed": trimmed(self.traceback),
         }
 
 

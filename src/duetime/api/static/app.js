@@ -431,6 +431,7 @@ async function showTimer() {
   // A refresh keeps the tracebacks the reader opened or closed; at first the newest is open.
   const seen = body.dataset.key === key;
   const opened = new Set([...body.querySelectorAll("details[open]")].map((d) => d.dataset.number));
+  const whole = new Set([...body.querySelectorAll("pre[data-whole]")].map((p) => p.dataset.whole));
   const newestTraceback = Math.max(-1, ...attempts.filter((a) => a.traceback).map((a) => a.number));
   body.dataset.key = key;
   body.replaceChildren(...attempts.flatMap((a) => {
@@ -454,7 +455,7 @@ async function showTimer() {
     return [row, el("tr", { class: "traceback" }, [el("td", { colspan: 8 }, [
       el("details", { "data-number": a.number, open: seen ? opened.has(String(a.number)) : a.number === newestTraceback }, [
         el("summary", { text: `Traceback of attempt ${a.number}` }),
-        el("pre", { class: "code", text: a.traceback }),
+        ...tracebackBlock(a, seen && whole.has(String(a.number))),
       ]),
     ])])];
   }));
@@ -512,6 +513,28 @@ const CONSEQUENCE = {
   cancel: "A cancelled timer never fires.",
   delete: "A deleted timer is gone with its attempts and history; its key may be scheduled again.",
 };
+
+// -- tracebacks: the handler's frames first, every frame one click away ----------------------
+function tracebackBlock(a, whole) {
+  // The API folds duetime's and the thread pool's frames in traceback_trimmed; the full one is
+  // a click away, and stays shown across refreshes once asked for.
+  const short = a.traceback_trimmed ?? a.traceback;
+  const pre = el("pre", { class: "code", text: whole ? a.traceback : short });
+  if (whole) pre.dataset.whole = String(a.number);
+  if (short === a.traceback) return [pre];
+  const toggle = el("button", {
+    type: "button", class: "link small", "data-full-traceback": a.number,
+    text: whole ? "Fold duetime's frames" : "Show the full traceback",
+    onclick: () => {
+      const full = pre.dataset.whole === undefined;
+      pre.textContent = full ? a.traceback : short;
+      if (full) pre.dataset.whole = String(a.number);
+      else delete pre.dataset.whole;
+      toggle.textContent = full ? "Fold duetime's frames" : "Show the full traceback";
+    },
+  });
+  return [toggle, pre];
+}
 
 // -- audit log -----------------------------------------------------------------------------
 const FILTER_ORDER = ["subject", "status", "type", "due_from", "due_until"];
