@@ -249,6 +249,31 @@ class InfoOut(BaseModel):
     auth: bool
 
 
+class MeOut(BaseModel):
+    """Who the caller is and what it may do, so a client shows only the controls that work."""
+
+    auth: bool = Field(
+        description="Whether this server asks for a token; false: anyone may read and write "
+        "every namespace, and the fields below say so"
+    )
+    token: str | None = Field(
+        description="The token's name (`duetime tokens create --name`); null without auth, "
+        "or for a token made without a name"
+    )
+    token_id: int | None = Field(description="The token's id; null without auth")
+    scopes: list[Literal["read", "write", "metrics"]] = Field(
+        description="`read`: list and show; `write`: schedule, act, set limits and pauses, in "
+        "the namespaces below; `metrics`: `/metrics` (a token for every namespace)"
+    )
+    namespaces: list[str] = Field(
+        description='The namespaces the caller may read, or `["*"]` for every one'
+    )
+    writable: list[str] = Field(
+        description='The namespaces the caller may change: `["*"]` for every one, `[]` for '
+        "a read-only token"
+    )
+
+
 class HealthOut(BaseModel):
     status: Literal["ok"]
     schema_version: int

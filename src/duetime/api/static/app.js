@@ -35,6 +35,7 @@ const state = {
   missed: false, // a change was heard while paused or hidden
   chart: { range: "1h", type: "", node: "" },
   selected: new Set(),
+  me: null, // GET /v1/me: who the caller is, what it may change
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -1041,7 +1042,9 @@ async function start() {
     const info = await api("v1/info");
     $("#token-form").hidden = !info.auth;
     $("#token").value = state.token;
+    await loadAccess();
     await loadNamespaces();
+    showAccess();
   } catch (error) {
     handleError(error);
     return;
@@ -1060,6 +1063,7 @@ function wire() {
   $("#namespace").addEventListener("change", (event) => {
     state.namespace = event.target.value;
     localStorage.setItem(NAMESPACE_KEY, state.namespace);
+    showAccess();
     $("#schedule-detail").hidden = true;
     route();
     listen();
@@ -1340,4 +1344,24 @@ function wireActing() {
   $("#edit-form").addEventListener("submit", saveEdit);
   $("#e-cancel").addEventListener("click", () => { $("#edit-form").hidden = true; });
   $("#create-form").addEventListener("submit", createTimer);
+}
+
+// -- access: what the caller may do, and only those controls shown ---------------------------
+async function loadAccess() {
+  // GET /v1/me: the token's name, scopes and the namespaces it may change (every one without auth).
+  state.me = await api("v1/me");
+}
+
+function mayWrite(namespace = state.namespace) {
+  const writable = state.me?.writable ?? [];
+  return writable.includes("*") || writable.includes(namespace);
+}
+
+function showAccess() {
+  // access.css hides every control that changes something while body[data-access=read].
+  document.body.dataset.access = mayWrite() ? "write" : "read";
+  const who = state.me;
+  $("#whoami").textContent = !who || !who.auth ? "" :
+    `${who.token ?? `token #${who.token_id}`} · ${mayWrite() ? "read and write" : "read only"}`;
+  $("#whoami").hidden = !who || !who.auth;
 }
