@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from .test_api_serve import make_server
 from .test_dashboard import (  # noqa: F401 - fixtures
@@ -94,3 +94,26 @@ def test_a_read_only_token_is_shown_no_control_that_writes(tmp_path: Path, page:
         expect(page.locator("#act-replay")).to_be_visible()
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_the_overview_draws_its_lists_while_the_counts_are_still_counted(
+    console: Console, page: Page
+) -> None:
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:  # the counting answers only when let go
+        held.append(route)
+
+    page.route("**/counts", hold)
+    page.goto(console.url())
+    expect(page.locator("#dead tbody tr")).to_have_count(10)
+    expect(page.locator("#next-due tbody tr")).to_have_count(6)
+    expect(page.locator("#dead-types tr[data-type='legacy.sync']")).to_contain_text("60")
+    dead = page.locator("#counts [data-status='dead']")
+    expect(dead.locator("b")).to_have_text("…")
+    expect(dead).to_have_attribute("aria-busy", "true")
+    assert len(held) == 1
+    held[0].continue_()
+    page.unroute("**/counts", hold)
+    expect(dead.locator("b")).to_have_text("60")
+    expect(dead).not_to_have_attribute("aria-busy", "true")

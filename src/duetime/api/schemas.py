@@ -185,13 +185,21 @@ class UnsubscribedOut(BaseModel):
 
 class StatsOut(BaseModel):
     namespace: str
-    counts: dict[str, int]
+    counts: dict[str, int] = Field(
+        description="Timers by status, exact; `{}` when asked with `counts=false` (the "
+        "console asks `…/counts` for them apart, so the lists never wait for the counting)"
+    )
     next_due: list[TimerOut]
     unsubscribed: list[UnsubscribedOut] = Field(
         default_factory=list,
         description="Pending timers no live node would deliver, by type, most first",
     )
     lateness: LatenessOut
+
+
+class CountsOut(BaseModel):
+    namespace: str
+    counts: dict[str, int] = Field(description="Timers by status, exact, counted now")
 
 
 class SubscriptionOut(BaseModel):

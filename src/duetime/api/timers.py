@@ -32,6 +32,7 @@ from duetime.api.schemas import (
     TYPE_GLOB_PATTERN,
     WHEN,
     ChangedOut,
+    CountsOut,
     PutOut,
     StatsOut,
     StatusName,
@@ -353,18 +354,44 @@ async def replay_dead(
     response_model=StatsOut,
     responses=errors(401, 404, 422),
 )
-async def stats(app: ReadApp, service: ServiceDep) -> JSONResponse:
-    """``unsubscribed``: the pending timers no live node would deliver, by type, most first."""
-    counts = await app.timers.counts()
+async def stats(
+    app: ReadApp,
+    service: ServiceDep,
+    counts: Annotated[
+        bool, Query(description="false: leave the counts out (`…/counts` answers them alone)")
+    ] = True,
+) -> JSONResponse:
+    """``unsubscribed``: the pending timers no live node would deliver, by type, most first.
+    Counting reads every timer of the namespace; with ``counts=false`` the rest answers at
+    once."""
+    by_status = await app.timers.counts() if counts else {}
     next_due = await compat.upcoming(app, service.settings.upcoming_limit)
     found = await service.subscribers(app.namespace)
     waiting = await app.events.unsubscribed(UNSUBSCRIBED_TYPES, subscribers=found)
     return JSONResponse(
         {
             "namespace": app.namespace,
-            "counts": {status.value: count for status, count in counts.items()},
+            "counts": {status.value: count for status, count in by_status.items()},
             "next_due": [found.shown(timer) for timer in next_due],
             "unsubscribed": [{"type": type, "count": count} for type, count in waiting],
             "lateness": service.metrics.lateness_summary(app.namespace),
+        }
+    )
+
+
+@router.get(
+    "/counts",
+    summary="Timers by status",
+    response_model=CountsOut,
+    responses=errors(401, 404),
+)
+async def counts(app: ReadApp) -> JSONResponse:
+    """Exact, and the slowest read of the overview on a large namespace (every timer is
+    counted): asked apart from the lists, which then never wait for it."""
+    by_status = await app.timers.counts()
+    return JSONResponse(
+        {
+            "namespace": app.namespace,
+            "counts": {status.value: count for status, count in by_status.items()},
         }
     )

@@ -210,13 +210,31 @@ function confirmed(title, text, yes) {
 
 // -- overview ------------------------------------------------------------------------------
 async function showOverview() {
-  const [stats, charts, dead, deadTypes, limits] = await Promise.all([
-    api(ns("/stats")),
-    api(ns("/charts"), { params: state.chart }),
-    api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
-    api(ns("/dead/types"), { params: { limit: 10 } }),
-    api(ns("/limits?limit=1000")),
+  // Each part is drawn as soon as its own answer comes: the dead letters and the next due
+  // never wait for the counts or the charts, which take longest on a large namespace.
+  const namespace = state.namespace;
+  const mine = (draw) => (answer) => { if (state.view === "overview" && state.namespace === namespace) draw(answer); };
+  const limits = api(ns("/limits?limit=1000"));
+  if (!$("#counts").dataset.namespace || $("#counts").dataset.namespace !== namespace) countsPending();
+  await Promise.all([
+    api(ns("/timers"), { params: { status: "dead", limit: 10 } }).then(mine(drawDeadLetters)),
+    Promise.all([api(ns("/dead/types"), { params: { limit: 10 } }), limits]).then(mine(([t, l]) => drawDeadTypes(t, l))),
+    api(ns("/stats"), { params: { counts: false } }).then(mine(drawNextDue)),
+    api(ns("/counts")).then(mine(drawStats)),
+    api(ns("/charts"), { params: state.chart }).then(mine(drawCharts)),
   ]);
+  $("#counts").dataset.namespace = namespace;
+}
+
+function countsPending() {
+  // Another namespace's counts must not stand in for this one's while they are counted.
+  for (const card of document.querySelectorAll("#counts .count")) {
+    card.querySelector("b").textContent = "…";
+    card.setAttribute("aria-busy", "true");
+  }
+}
+
+function drawDeadTypes(deadTypes, limits) {
   const typesBody = $("#dead-types tbody");
   typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
     el("td", {}, [el("a", { href: filterHash({ status: "dead", type: g.type }), text: g.type })]),
@@ -238,11 +256,18 @@ async function showOverview() {
     ])]),
   ])));
   $("#dead-types").hidden = !deadTypes.items.length;
+}
+
+function drawStats(stats) {
   const deadCount = stats.counts.dead ?? 0;
   $("#dead-title").firstChild.textContent = `Dead letters: ${deadCount.toLocaleString()} `;
   $("#dead-replay-all").hidden = deadCount === 0;
   $("#dead-delete-all").hidden = deadCount === 0;
   $("#dead-all").hidden = deadCount === 0;
+  drawCounts(stats);
+}
+
+function drawDeadLetters(dead) {
   const deadBody = $("#dead tbody");
   deadBody.replaceChildren(...dead.items.map((t) => el("tr", { "data-key": t.key }, [
     el("td", {}, [timerLink(t.key)]),
@@ -252,12 +277,19 @@ async function showOverview() {
     wholeCell(t.last_error ?? "", t.last_error ?? "", "error"),
   ])));
   if (!dead.items.length) emptyRow(deadBody, 5, "No dead letters.");
+}
+
+function drawCounts(stats) {
   for (const card of document.querySelectorAll("#counts .count")) {
     const value = stats.counts[card.dataset.status] ?? 0;
     card.querySelector("b").textContent = value.toLocaleString();
     card.classList.toggle("zero", value === 0);
     card.setAttribute("aria-label", `${value} ${card.dataset.status}: list them`);
+    card.removeAttribute("aria-busy");
   }
+}
+
+function drawNextDue(stats) {
   const body = $("#next-due tbody");
   body.replaceChildren(...stats.next_due.map((t) => el("tr", {}, [
     el("td", {}, [timerLink(t.key)]),
@@ -273,7 +305,6 @@ async function showOverview() {
     el("td", { text: u.count.toLocaleString() }),
   ])));
   $("#unsubscribed-panel").hidden = !waiting.length;
-  drawCharts(charts);
 }
 
 const SVG = "http://www.w3.org/2000/svg";
