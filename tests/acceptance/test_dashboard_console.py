@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, Route, expect
 
+from duetime import Status
+from duetime.bus.routes import HANDLER
+from duetime.model import Subscription
+
 from .test_api_serve import make_server
 from .test_dashboard import (  # noqa: F401 - fixtures
     Console,
@@ -20,7 +24,9 @@ from .test_dashboard import (  # noqa: F401 - fixtures
     page,
     seed,
     servers,
+    stored,
 )
+from .test_dashboard_subscribers import register_node
 
 pytestmark = pytest.mark.slow  # a real Chromium against a real server
 
@@ -117,3 +123,122 @@ def test_the_overview_draws_its_lists_while_the_counts_are_still_counted(
     page.unroute("**/counts", hold)
     expect(dead.locator("b")).to_have_text("60")
     expect(dead).not_to_have_attribute("aria-busy", "true")
+
+
+def background(page: Page) -> str:
+    color: str = page.evaluate(
+        "getComputedStyle(document.querySelector('main section')).backgroundColor"
+    )
+    return color
+
+
+def test_the_theme_follows_the_system_until_one_is_chosen_and_stays_chosen(
+    console: Console, page: Page
+) -> None:
+    page.emulate_media(color_scheme="dark")
+    page.goto(console.url())
+    expect(page.locator("#counts [data-status='dead'] b")).to_have_text("60")
+    expect(page.locator("#theme")).to_have_value("system")
+    dark = background(page)
+    page.select_option("#theme", "light")
+    expect(page.locator("html")).to_have_attribute("data-theme", "light")
+    light = background(page)
+    assert light != dark
+    page.reload()
+    expect(page.locator("#theme")).to_have_value("light")
+    assert background(page) == light
+    page.emulate_media(color_scheme="light")
+    page.select_option("#theme", "dark")
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    assert background(page) == dark
+    page.select_option("#theme", "system")
+    assert background(page) == light
+    assert page.evaluate("localStorage.getItem('duetime.theme')") == "system"
+
+
+def test_the_charts_range_and_filters_live_in_the_address(console: Console, page: Page) -> None:
+    page.goto(console.url())
+    expect(page.locator("#throughput-summary")).to_contain_text("60 fired in the last hour")
+    page.select_option("#c-range", "24h")
+    expect(page).to_have_url(console.url("overview?range=24h"))
+    page.fill("#c-type", "legacy.*")
+    page.click("#chart-controls button[type=submit]")
+    expect(page).to_have_url(console.url("overview?range=24h&type=legacy.*"))
+    expect(page.locator("#throughput-summary")).to_contain_text(
+        "60 fired in the last 24 hours, 60 of them dead now. (type legacy.*)"
+    )
+    page.reload()
+    expect(page.locator("#c-range")).to_have_value("24h")
+    expect(page.locator("#c-type")).to_have_value("legacy.*")
+    expect(page.locator("#throughput-summary")).to_contain_text("(type legacy.*)")
+    expect(page.locator("#throughput-caption")).to_contain_text("the last 24 hours")
+
+
+def test_the_nodes_view_lists_each_nodes_handlers_and_routes_here(
+    console: Console, page: Page
+) -> None:
+    register_node(
+        console.database_url,
+        Subscription(console.namespace, "legacy.sync", (HANDLER,)),
+        Subscription(console.namespace, "order.*", ("billing-hook",)),
+        Subscription("elsewhere", "secret.type", (HANDLER,)),
+    )
+    page.goto(console.url("nodes"))
+    cell = page.locator("[data-handlers='test-node']")
+    expect(cell).to_have_text("legacy.sync, order.* → billing-hook")
+
+
+def test_a_refused_filter_is_told_in_a_sentence_not_a_pattern(console: Console, page: Page) -> None:
+    page.goto(console.url("timers"))
+    page.fill("#f-due-from", "last tuesday" * 80)
+    page.click("#filter button[type=submit]")
+    notice = page.locator("#notice")
+    expect(notice).to_contain_text("due_from:")
+    expect(notice).to_contain_text("is not valid here: give an ISO 8601 instant")
+    text = notice.text_content() or ""
+    assert len(text) < 300, text
+    assert "(?:" not in text
+
+
+def test_a_failing_read_is_retried_later_and_later_and_said_once(
+    console: Console, page: Page
+) -> None:
+    failed: list[str] = []
+
+    def refuse(route: Route) -> None:
+        failed.append(route.request.url)
+        route.fulfill(
+            status=503,
+            json={"code": "store_unavailable", "message": "the database does not answer"},
+        )
+
+    page.route("**/timers?*", refuse)
+    page.goto(console.url("timers"))
+    live = page.locator("#live")
+    expect(live).to_have_attribute("data-retry", "2000")
+    expect(page.locator("#notice")).to_have_text("the database does not answer")
+    with stored(console) as app:  # changes the feed tells of: no read is sent for them
+        for n in range(3):
+            app.timers.schedule("noise", {}, delay="PT1H", key=f"noise-{n}")
+    expect(live).to_have_attribute("data-retry", "8000", timeout=30_000)
+    assert len(failed) == 3, failed
+    page.unroute("**/timers?*", refuse)
+    expect(page.locator("#timers tbody tr[data-key]")).not_to_have_count(0, timeout=30_000)
+    expect(live).not_to_have_attribute("data-retry", re.compile(".*"))
+
+
+def test_the_edit_form_says_so_when_its_timer_fires_meanwhile(console: Console, page: Page) -> None:
+    page.goto(console.url("timer/followup-1"))
+    page.click("#act-edit")
+    expect(page.locator("#edit-form")).to_be_visible()
+    page.fill("#e-payload", '{"n": 99}')
+    with stored(console) as app:  # it becomes due and fires while the form is open
+        app.handler("followup.email")(lambda event: None)
+        app.timers.run_now("followup-1")
+        app.tick()
+        assert app.get("followup-1").status is Status.DONE
+    stale = page.locator("#edit-stale")
+    expect(stale).to_contain_text("followup-1 fired while this form was open: it is done now")
+    expect(page.locator("#edit-form")).to_be_visible()
+    expect(page.locator("#e-save")).to_be_disabled()
+    expect(page.locator("#e-payload")).to_have_value('{"n": 99}')  # what was typed stays

@@ -500,7 +500,7 @@ async function showTimer() {
     pending && el("button", { type: "button", id: "act-cancel", class: "danger", text: "Cancel timer", onclick: () => act(timer, "cancel") }),
     FINISHED.includes(timer.status) && el("button", { type: "button", id: "act-delete", class: "danger", text: "Delete timer", onclick: () => act(timer, "delete") }),
   ].filter(Boolean));
-  if (!pending) $("#edit-form").hidden = true;
+  editSees(timer, pending);
 }
 
 function attemptCount(timer, attempts) {
@@ -898,9 +898,10 @@ async function showNodes() {
       el("td", { text: relative(n.heartbeat_at) }),
       el("td", { text: String(n.in_flight) }),
       el("td", { class: skewed ? "error mono" : "mono", text: offset === null || offset === undefined ? "–" : `${offset >= 0 ? "+" : "−"}${span(offset)}` }),
+      nodeHandlersCell(n),
     ]);
   }));
-  if (!items.length) emptyRow(body, 8, "No nodes registered.");
+  if (!items.length) emptyRow(body, 9, "No nodes registered.");
 }
 
 // -- views, refresh and the live feed ------------------------------------------------------
@@ -919,8 +920,12 @@ function route() {
   // #timer/<key>, #timers?<filter> (the filter's values stay encoded until parsed), #<view>.
   const hash = location.hash.slice(1);
   // A notice speaks of the view it was given in: another view starts without it.
-  if (hash !== state.hash) notice(null);
+  if (hash !== state.hash) {
+    notice(null);
+    readRecovered();
+  }
   state.hash = hash;
+  if (hash === "" || hash === "overview" || hash.startsWith("overview?")) chartFromHash(hash);
   if (hash.startsWith("timer/")) {
     state.view = "timer";
     const key = decodeURIComponent(hash.slice("timer/".length));
@@ -962,13 +967,14 @@ async function refresh() {
   try {
     await oneAtATime(() => VIEWS[state.view]());
     if ($("#notice").classList.contains("error")) fadeNotice();
+    readRecovered();
   } catch (error) {
     // A view left meanwhile says nothing of the one in sight (a timer just deleted answers
     // 404 to the read that began before); the next refresh reads the view in sight.
-    if (hash === state.hash) handleError(error);
+    if (hash === state.hash) readFailed(error);
   } finally {
     state.refreshing = false;
-    if (state.again) {
+    if (state.again && !backingOff()) {
       state.again = false;
       setTimeout(refresh, 250);
     }
@@ -991,7 +997,7 @@ function changed() {
     state.missed = true;
     return;
   }
-  if (state.liveTimer) return;
+  if (state.liveTimer || backingOff()) return; // a failing read is retried on its own clock
   const wait = Math.max(0, (state.liveAt || 0) + LIVE_GAP_MS - Date.now());
   state.liveTimer = setTimeout(() => {
     state.liveTimer = null;
@@ -1047,7 +1053,10 @@ async function listen() {
       if (error instanceof ApiError && error.status === 401) return handleError(error);
     }
     setLive("off", "reconnecting…");
-    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // Each failure in a row waits twice as long, up to a minute: a server that is down is not
+    // asked every two seconds by every open console.
+    state.feedFailures = Date.now() - opened > 5000 ? 1 : (state.feedFailures || 0) + 1;
+    await new Promise((resolve) => setTimeout(resolve, backoffMs(state.feedFailures)));
   }
 }
 
@@ -1244,8 +1253,9 @@ function drawCharts(charts) {
 
 function setChart(event) {
   event.preventDefault();
-  state.chart = { range: $("#c-range").value, type: $("#c-type").value.trim(), node: $("#c-node").value.trim() };
-  refresh();
+  const hash = chartHash({ range: $("#c-range").value, type: $("#c-type").value.trim(), node: $("#c-node").value.trim() });
+  if (location.hash === hash) refresh();
+  else location.hash = hash; // the address keeps the range and filters: a reload shows the same
 }
 
 // -- live refresh: paused by hand, or while the tab is hidden ------------------------------
@@ -1295,6 +1305,7 @@ function openEdit(timer) {
   $("#e-when").value = timer.due_at;
   $("#e-payload").value = JSON.stringify(timer.payload, null, 2);
   formError($("#edit-error"), form, null);
+  editOpened(timer);
   form.hidden = false;
   $("#e-when").focus();
 }
@@ -1308,6 +1319,7 @@ async function saveEdit(event) {
     await api(ns(`/timers/${keyPath(key)}`), { method: "PATCH", body });
     formError($("#edit-error"), form, null);
     form.hidden = true;
+    $("#edit-stale").hidden = true;
     notice(`${key} updated.`, "ok");
     await refresh();
   } catch (error) {
@@ -1373,7 +1385,10 @@ function wireActing() {
     resumeIfMissed();
   });
   $("#edit-form").addEventListener("submit", saveEdit);
-  $("#e-cancel").addEventListener("click", () => { $("#edit-form").hidden = true; });
+  $("#e-cancel").addEventListener("click", () => {
+    $("#edit-form").hidden = true;
+    $("#edit-stale").hidden = true;
+  });
   $("#create-form").addEventListener("submit", createTimer);
 }
 
@@ -1395,4 +1410,122 @@ function showAccess() {
   $("#whoami").textContent = !who || !who.auth ? "" :
     `${who.token ?? `token #${who.token_id}`} · ${mayWrite() ? "read and write" : "read only"}`;
   $("#whoami").hidden = !who || !who.auth;
+}
+
+// -- theme: the system's choice, or light or dark, remembered ---------------------------------
+const THEME_KEY = "duetime.theme";
+const THEME_MEDIA = { system: "(prefers-color-scheme: dark)", light: "not all", dark: "all" };
+
+function applyTheme(theme) {
+  // dark.css applies while its <link>'s media does: the system's preference, always or never.
+  const chosen = Object.hasOwn(THEME_MEDIA, theme) ? theme : "system";
+  $("#dark-css").media = THEME_MEDIA[chosen];
+  document.documentElement.dataset.theme = chosen;
+  $("#theme").value = chosen;
+}
+
+function wireTheme() {
+  applyTheme(localStorage.getItem(THEME_KEY));
+  $("#theme").addEventListener("change", (event) => {
+    localStorage.setItem(THEME_KEY, event.target.value);
+    applyTheme(event.target.value);
+  });
+}
+
+wireTheme(); // here, below its constants: the module runs top to bottom
+
+// -- charts: their range and filters kept in the address -------------------------------------
+function chartFromHash(hash) {
+  // #overview?range=24h&type=order.*&node=…: a reload, or a link shared, shows the same charts.
+  const params = new URLSearchParams(hash.split("?")[1] || "");
+  const range = params.get("range");
+  state.chart = { range: Object.hasOwn(RANGES, range) ? range : "1h", type: params.get("type") || "", node: params.get("node") || "" };
+  $("#c-range").value = state.chart.range;
+  $("#c-type").value = state.chart.type;
+  $("#c-node").value = state.chart.node;
+}
+
+function chartHash(chart) {
+  const kept = Object.entries(chart).filter(([name, value]) => value && !(name === "range" && value === "1h"));
+  const query = new URLSearchParams(kept).toString();
+  return `#overview${query ? `?${query}` : ""}`;
+}
+
+// -- nodes: what each one runs here ---------------------------------------------------------
+function nodeHandlersCell(n) {
+  // The node's subscriptions in the namespace in sight: a Python handler's type alone, a
+  // route's type with where it delivers.
+  const mine = (n.subscriptions || []).filter((s) => s.namespace === state.namespace);
+  const parts = mine.map((s) => s.to.length === 1 && s.to[0] === "handler" ? s.type : `${s.type} → ${s.to.join(", ")}`);
+  const text = parts.join(", ") || "–";
+  return el("td", { class: "mono handlers", "data-handlers": n.id, text, title: text });
+}
+
+// -- failing reads: retried later and later, said once ---------------------------------------
+const BACKOFF_FIRST_MS = 2000;
+const BACKOFF_CAP_MS = 60000;
+
+function backoffMs(failures) {
+  return Math.min(BACKOFF_FIRST_MS * 2 ** Math.max(failures - 1, 0), BACKOFF_CAP_MS);
+}
+
+function backingOff() {
+  return Date.now() < (state.failing?.until ?? 0);
+}
+
+function readFailed(error) {
+  // A read that fails is not sent again at every change heard (each two seconds on a busy
+  // database): it is retried after 2 s, then 4, 8… up to a minute, and its error said once.
+  const failing = state.failing ?? (state.failing = { count: 0, until: 0, timer: null, said: "" });
+  failing.count += 1;
+  const wait = backoffMs(failing.count);
+  failing.until = Date.now() + wait;
+  $("#live").dataset.retry = String(wait);
+  if (failing.said !== error.message || (error instanceof ApiError && error.status === 401)) {
+    failing.said = error.message;
+    handleError(error);
+  }
+  clearTimeout(failing.timer);
+  if (error instanceof ApiError && error.status === 401) return; // a token is needed first
+  failing.timer = setTimeout(() => {
+    failing.timer = null;
+    failing.until = 0;
+    refresh();
+  }, wait);
+}
+
+function readRecovered() {
+  const failing = state.failing;
+  if (!failing) return;
+  clearTimeout(failing.timer);
+  state.failing = null;
+  delete $("#live").dataset.retry;
+}
+
+// -- the edit form sees its timer change -----------------------------------------------------
+function seenOf(timer) {
+  return JSON.stringify([timer.status, timer.attempts, timer.updated_at]);
+}
+
+function editOpened(timer) {
+  $("#edit-form").dataset.seen = seenOf(timer);
+  $("#edit-stale").hidden = true;
+  $("#e-save").disabled = false;
+}
+
+function editSees(timer, pending) {
+  // The timer read again while its form is open: if it fired or was changed meanwhile, the
+  // form says so, rather than closing under the reader or saving over what happened.
+  const form = $("#edit-form");
+  if (form.hidden || form.dataset.key !== timer.key) {
+    if (!pending) form.hidden = true;
+    return;
+  }
+  if (form.dataset.seen === seenOf(timer)) return;
+  const box = $("#edit-stale");
+  box.textContent = pending
+    ? `${timer.key} changed while this form was open: it is ${timer.status} now (attempt ${timer.attempts} of ${timer.max_attempts}, updated ${instant(timer.updated_at)} UTC). Saving replaces its due time and payload with these.`
+    : `${timer.key} fired while this form was open: it is ${timer.status} now, and can no longer be edited. Nothing was saved.`;
+  box.hidden = false;
+  $("#e-save").disabled = !pending;
 }
