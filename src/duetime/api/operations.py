@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from duetime.api.deps import ServiceDep, WriteApp, actor_of, read_json
 from duetime.api.responses import JSONResponse
+from duetime.api.schedule_schemas import SCHEDULE_NAME_PATTERN
 from duetime.api.schemas import (
     MAX_PAYLOAD_QUERY_LENGTH,
     PAYLOAD_DESCRIPTION,
@@ -74,6 +75,11 @@ FILTER_BODY = Body(
         ),
         BodyField(
             "keys", _keys(MAX_SELECTED_KEYS), "Only these timers: a selection made row by row"
+        ),
+        BodyField(
+            "schedule",
+            _text(_or_empty(SCHEDULE_NAME_PATTERN), maxLength=200),
+            "Only the occurrences of this schedule (its name)",
         ),
     ),
 )

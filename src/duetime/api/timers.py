@@ -24,6 +24,7 @@ from duetime.api.deps import (
 )
 from duetime.api.pages import page_response
 from duetime.api.responses import JSONResponse
+from duetime.api.schedule_schemas import SCHEDULE_NAME_PATTERN
 from duetime.api.schemas import (
     CURSOR,
     MAX_PAYLOAD_QUERY_LENGTH,
@@ -188,6 +189,14 @@ async def list_timers(
     sort: Annotated[TimerSort, Query(description=SORT_DESCRIPTION)] = "newest",
     cursor: Annotated[str | None, Query(description=CURSOR, pattern=TIMER_CURSOR_PATTERN)] = None,
     limit: Limit = 50,
+    schedule: Annotated[
+        str | None,
+        Query(
+            description="Only the occurrences of this schedule (its name)",
+            max_length=200,
+            pattern=SCHEDULE_NAME_PATTERN,
+        ),
+    ] = None,
 ) -> Response:
     """A keyset walk by id, or by the sort's (value, id) (no OFFSET): every page costs what
     the first does."""
@@ -201,6 +210,7 @@ async def list_timers(
         sort=sort,
         cursor=cursor,
         limit=limit,
+        schedule=schedule,
     )
     return await _page(service, app, page)
 

@@ -390,6 +390,9 @@ class TimerFilter:
     """Only timers whose payload holds this value at this path."""
     keys: tuple[str, ...] | None = None
     """Only these keys: a selection made row by row."""
+    occurrence_prefix: str | None = None
+    """Only the occurrences of one schedule: keys of this prefix followed by their instant
+    (``schedule:<name>:``, see :func:`duetime.schedules.occurrence_key`)."""
 
 
 @dataclass(frozen=True, slots=True)
