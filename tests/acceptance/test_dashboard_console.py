@@ -7,6 +7,7 @@ that sees its timer fire."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,72 @@ def test_the_edit_form_says_so_when_its_timer_fires_meanwhile(console: Console, 
     expect(page.locator("#edit-form")).to_be_visible()
     expect(page.locator("#e-save")).to_be_disabled()
     expect(page.locator("#e-payload")).to_have_value('{"n": 99}')  # what was typed stays
+
+
+def test_schedules_are_made_and_changed_with_a_live_preview_and_list_their_timers(
+    console: Console, page: Page
+) -> None:
+    page.goto(console.url("schedules"))
+    expect(page.locator("#schedules tbody")).to_contain_text("daily-report")
+    page.fill("#s-name", "weekday-digest")
+    page.fill("#s-type", "digest.send")
+    page.fill("#s-timezone", "Europe/Berlin")
+    page.fill("#s-rule", "61 9 * * 1-5")  # a bad minute: the API's sentence, no list
+    described = page.locator("#s-described")
+    expect(described).to_have_class("error")
+    expect(described).to_contain_text("rule:")
+    expect(page.locator("#s-next li")).to_have_count(0)
+    page.fill("#s-rule", "0 9 * * 1-5")
+    expect(page.locator("#s-next li")).to_have_count(5)
+    expect(page.locator("#s-next li").first).to_contain_text("09:00:00+0")
+    expect(described).to_have_class("muted")
+    page.click("#s-save")
+    expect(page.locator("#notice")).to_contain_text("Schedule weekday-digest created")
+    expect(page.locator("#schedules tr[data-name='weekday-digest']")).to_be_visible()
+    with stored(console) as app:
+        made = app.schedules.get("weekday-digest")
+        assert (made.cron, made.timezone, made.type) == (
+            "0 9 * * 1-5",
+            "Europe/Berlin",
+            "digest.send",
+        )
+
+    page.click("[data-edit-schedule='daily-report']")  # a cron schedule becomes an interval
+    expect(page.locator("#sf-title")).to_have_text("Edit daily-report")
+    expect(page.locator("#s-rule")).to_have_value("0 9 * * *")
+    page.select_option("#s-kind", "every")
+    page.fill("#s-rule", "PT6H")
+    expect(page.locator("#s-described")).to_contain_text("6")
+    page.click("#s-save")
+    expect(page.locator("#notice")).to_contain_text("Schedule daily-report saved")
+    with stored(console) as app:
+        changed = app.schedules.get("daily-report")
+        assert (changed.cron, changed.every) == (None, timedelta(hours=6))
+
+    page.fill("#s-name", "month-end")  # an RFC 5545 rule with a holiday calendar
+    page.fill("#s-type", "books.close")
+    page.select_option("#s-kind", "rrule")
+    page.fill("#s-rule", "FREQ=MONTHLY;BYMONTHDAY=-1")
+    page.fill("#s-dtstart", "2027-01-01T18:00")
+    page.fill("#s-holidays", "DE-BE")
+    page.select_option("#s-roll", "backward")
+    expect(page.locator("#s-next li")).to_have_count(5)
+    the_29th = "2027-01-29 18:00"  # the 31st is a Sunday, the 30th a Saturday
+    expect(page.locator("#s-next li").first).to_contain_text(the_29th)
+    page.click("#s-save")
+    expect(page.locator("#notice")).to_contain_text("Schedule month-end created")
+    with stored(console) as app:
+        month_end = app.schedules.get("month-end").to_dict()
+        assert (month_end["rrule"], month_end["holidays"], month_end["roll"]) == (
+            "FREQ=MONTHLY;BYMONTHDAY=-1",
+            "DE-BE",
+            "backward",
+        )
+        app.tick()  # the schedules' occurrences are made into timers
+    page.click("[data-schedule-timers='daily-report']")
+    expect(page).to_have_url(console.url("timers?schedule=daily-report"))
+    expect(page.locator("#f-schedule")).to_have_value("daily-report")
+    rows = page.locator("#timers tbody tr[data-key]")
+    expect(rows).not_to_have_count(0)
+    for key in rows.evaluate_all("rows => rows.map(r => r.dataset.key)"):
+        assert key.startswith("schedule:daily-report:"), key

@@ -645,7 +645,7 @@ function scheduleRow(s) {
     el("td", {}, [el("div", { class: "row-actions" }, [toggle, s.active && el("button", {
       type: "button", class: "secondary small", "data-run-next": s.name, text: "Run next now…",
       onclick: () => runNext(s).catch(handleError),
-    })].filter(Boolean))]),
+    }), ...scheduleRowLinks(s)].filter(Boolean))]),
   ]);
 }
 
@@ -923,9 +923,11 @@ function route() {
   if (hash !== state.hash) {
     notice(null);
     readRecovered();
+    // The charts' range and filters as the address says (the same address, read again for
+    // another namespace, keeps what is typed and not applied yet).
+    if (hash === "" || hash === "overview" || hash.startsWith("overview?")) chartFromHash(hash);
   }
   state.hash = hash;
-  if (hash === "" || hash === "overview" || hash.startsWith("overview?")) chartFromHash(hash);
   if (hash.startsWith("timer/")) {
     state.view = "timer";
     const key = decodeURIComponent(hash.slice("timer/".length));
@@ -1529,3 +1531,159 @@ function editSees(timer, pending) {
   box.hidden = false;
   $("#e-save").disabled = !pending;
 }
+
+// -- schedules: made and changed here, with their next occurrences as the rule is typed ------
+const RULE_HINTS = {
+  cron: ["minute hour day month weekday", "0 9 * * 1-5"],
+  every: ["an interval: PT15M, or seconds", "PT15M"],
+  rrule: ["RFC 5545: FREQ=…;BY…", "FREQ=MONTHLY;BYMONTHDAY=-1"],
+};
+let previewTimer = null;
+let previewAsked = "";
+
+function scheduleRowLinks(s) {
+  // Its timers (the occurrences made so far) and, for a writer, the form filled with it.
+  return [
+    el("a", { href: filterHash({ schedule: s.name }), class: "small", "data-schedule-timers": s.name, text: "Timers",
+      "aria-label": `The timers of ${s.name}` }),
+    el("button", { type: "button", class: "secondary small", "data-edit-schedule": s.name, text: "Edit…",
+      "aria-label": `Edit ${s.name}`, onclick: () => editSchedule(s) }),
+  ];
+}
+
+function scheduleKind() {
+  const kind = $("#s-kind").value;
+  $("#schedule-form").dataset.kind = kind;
+  $("#s-rule-hint").textContent = RULE_HINTS[kind][0];
+  $("#s-rule").placeholder = RULE_HINTS[kind][1];
+  return kind;
+}
+
+function scheduleRuleFields() {
+  // The rule as the API takes it: one of cron, every or rrule, with the calendar's options.
+  const kind = scheduleKind();
+  const rule = $("#s-rule").value.trim();
+  const fields = { [kind]: kind === "every" && /^\d+(\.\d+)?$/.test(rule) ? Number(rule) : rule,
+    timezone: $("#s-timezone").value.trim() || "UTC" };
+  if (kind === "rrule") {
+    for (const name of ["dtstart", "holidays", "roll"]) {
+      const value = $(`#s-${name}`).value.trim();
+      if (value) fields[name] = value;
+    }
+  }
+  return fields;
+}
+
+function previewSoon() {
+  clearTimeout(previewTimer);
+  previewTimer = setTimeout(() => previewSchedule().catch(() => {}), 250);
+}
+
+async function previewSchedule() {
+  // GET v1/preview stores nothing: the next five occurrences, or the API's sentence on the rule.
+  const fields = scheduleRuleFields();
+  const kind = $("#s-kind").value;
+  const described = $("#s-described");
+  const list = $("#s-next");
+  if (!$("#s-rule").value.trim()) {
+    described.className = "muted";
+    described.textContent = "Type a rule to see when it fires.";
+    list.replaceChildren();
+    return;
+  }
+  const asked = JSON.stringify(fields);
+  previewAsked = asked;
+  try {
+    const answer = await api("v1/preview", { params: { ...fields, [kind]: String(fields[kind]), count: 5 } });
+    if (previewAsked !== asked) return; // a later keystroke asked again
+    described.className = "muted";
+    described.textContent = `${answer.description} (${answer.timezone})`;
+    list.replaceChildren(...answer.occurrences.map((o) => el("li", { class: "mono", text: `${o.local.replace("T", " ")} · ${instant(o.utc)} UTC` })));
+    if (!answer.occurrences.length) list.replaceChildren(el("li", { class: "muted", text: "No occurrence to come." }));
+  } catch (error) {
+    if (previewAsked !== asked) return;
+    described.className = "error";
+    described.textContent = error.field ? `${ruleField(error.field)}: ${error.message.replace(`${error.field}: `, "")}` : error.message;
+    list.replaceChildren();
+  }
+}
+
+function ruleField(field) {
+  // The API names cron, every or rrule; the form has one input for the three.
+  return ["cron", "every", "rrule"].includes(field) ? "rule" : field;
+}
+
+function editSchedule(s) {
+  const form = $("#schedule-form");
+  form.dataset.editing = s.name;
+  $("#sf-title").textContent = `Edit ${s.name}`;
+  $("#s-save").textContent = "Save schedule";
+  $("#s-new").hidden = false;
+  $("#s-name").value = s.name;
+  $("#s-name").readOnly = true;
+  $("#s-type").value = s.type;
+  $("#s-kind").value = s.cron ? "cron" : s.rrule ? "rrule" : "every";
+  $("#s-rule").value = s.cron ?? s.rrule ?? String(s.every);
+  $("#s-timezone").value = s.timezone;
+  $("#s-dtstart").value = s.dtstart ?? "";
+  $("#s-holidays").value = s.holidays ?? "";
+  $("#s-roll").value = s.roll ?? "";
+  $("#s-payload").value = JSON.stringify(s.payload ?? null, null, 2);
+  formError($("#schedule-error"), form, null);
+  previewSchedule().catch(() => {});
+  $("#s-rule").focus();
+}
+
+function newSchedule() {
+  const form = $("#schedule-form");
+  form.reset();
+  delete form.dataset.editing;
+  $("#sf-title").textContent = "New schedule";
+  $("#s-save").textContent = "Create schedule";
+  $("#s-new").hidden = true;
+  $("#s-name").readOnly = false;
+  $("#s-payload").value = "{}";
+  formError($("#schedule-error"), form, null);
+  previewSchedule().catch(() => {});
+}
+
+async function saveSchedule(event) {
+  event.preventDefault();
+  const form = $("#schedule-form");
+  const editing = form.dataset.editing;
+  try {
+    const name = $("#s-name").value.trim();
+    const type = $("#s-type").value.trim();
+    if (!name) throw Object.assign(new Error("is required: a name, e.g. daily-report"), { field: "name" });
+    if (!type) throw Object.assign(new Error("is required: an event type"), { field: "type" });
+    if (!$("#s-rule").value.trim()) throw Object.assign(new Error("is required: a cron expression, an interval or an RRULE"), { field: "rule" });
+    const body = { type, payload: jsonField($("#s-payload").value, "payload"), ...scheduleRuleFields() };
+    let saved;
+    if (editing) {
+      // The kinds not chosen are cleared: a cron schedule made an interval has no cron left.
+      for (const kind of ["cron", "every", "rrule"]) if (!(kind in body)) body[kind] = null;
+      if (!body.rrule) Object.assign(body, { dtstart: null, holidays: null, roll: null });
+      ({ schedule: saved } = await api(ns(`/schedules/${encodeURIComponent(editing)}`), { method: "PATCH", body }));
+    } else {
+      ({ schedule: saved } = await api(ns("/schedules"), { method: "POST", body: { name, ...body, on_conflict: "error" } }));
+    }
+    notice(`Schedule ${saved.name} ${editing ? "saved" : "created"}: next ${instant(saved.next_at)} UTC.`, "ok");
+    newSchedule();
+    await refresh();
+  } catch (error) {
+    formError($("#schedule-error"), form, error.field ? Object.assign(error, { field: ruleField(error.field) }) : error);
+  }
+}
+
+function wireSchedules() {
+  $("#schedule-form").addEventListener("submit", saveSchedule);
+  $("#s-new").addEventListener("click", newSchedule);
+  for (const id of ["#s-kind", "#s-rule", "#s-timezone", "#s-dtstart", "#s-holidays", "#s-roll"]) {
+    $(id).addEventListener("input", previewSoon);
+    $(id).addEventListener("change", previewSoon);
+  }
+  $("#s-type").addEventListener("input", () => suggestTypes($("#s-type")));
+  scheduleKind();
+}
+
+wireSchedules();
