@@ -6,6 +6,7 @@ that sees its timer fire."""
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from duetime.model import Subscription
 
 from .test_api_serve import make_server
 from .test_dashboard import (  # noqa: F401 - fixtures
+    DOCS,
     Console,
     browser,
     console,
@@ -32,6 +34,12 @@ from .test_dashboard_subscribers import register_node
 pytestmark = pytest.mark.slow  # a real Chromium against a real server
 
 
+def shot(page: Page, name: str) -> None:
+    """With ``DUETIME_SCREENSHOT`` set, the view in sight as ``docs/dashboard-<name>.png``."""
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        page.screenshot(path=str(DOCS / f"dashboard-{name}.png"))
+
+
 def test_a_traceback_shows_the_handlers_frames_and_the_whole_one_is_a_click_away(
     console: Console, page: Page
 ) -> None:
@@ -41,6 +49,7 @@ def test_a_traceback_shows_the_handlers_frames_and_the_whole_one_is_a_click_away
     expect(traceback).to_contain_text("frames folded]")
     expect(traceback).not_to_contain_text("executor.py")
     expect(traceback).to_contain_text(", in _refuse")
+    shot(page, "timer")
     page.click("[data-full-traceback='1']")
     expect(traceback).to_contain_text("executor.py")
     expect(traceback).to_contain_text(", in _refuse")
@@ -87,6 +96,8 @@ def test_a_read_only_token_is_shown_no_control_that_writes(tmp_path: Path, page:
         page.fill("#token", reader)
         page.click("#token-form button[type=submit]")
         expect(page.locator("#whoami")).to_have_text("viewer · read only")
+        expect(page.locator("#counts [data-status='dead'] b")).to_have_text("60")
+        shot(page, "read-only")
         for view, (where, text) in LOADED.items():
             page.goto(f"{server.base_url}/#{view}")
             expect(page.locator(where)).to_contain_text(text)
@@ -187,6 +198,7 @@ def test_the_nodes_view_lists_each_nodes_handlers_and_routes_here(
     page.goto(console.url("nodes"))
     cell = page.locator("[data-handlers='test-node']")
     expect(cell).to_have_text("legacy.sync, order.* → billing-hook")
+    shot(page, "nodes")
 
 
 def test_a_refused_filter_is_told_in_a_sentence_not_a_pattern(console: Console, page: Page) -> None:
@@ -262,6 +274,7 @@ def test_schedules_are_made_and_changed_with_a_live_preview_and_list_their_timer
     expect(page.locator("#s-next li")).to_have_count(5)
     expect(page.locator("#s-next li").first).to_contain_text("09:00:00+0")
     expect(described).to_have_class("muted")
+    shot(page, "schedule-form")
     page.click("#s-save")
     expect(page.locator("#notice")).to_contain_text("Schedule weekday-digest created")
     expect(page.locator("#schedules tr[data-name='weekday-digest']")).to_be_visible()

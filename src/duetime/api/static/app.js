@@ -973,7 +973,9 @@ async function refresh() {
   } catch (error) {
     // A view left meanwhile says nothing of the one in sight (a timer just deleted answers
     // 404 to the read that began before); the next refresh reads the view in sight.
-    if (hash === state.hash) readFailed(error);
+    // So does a read begun while the address was changing (a deleted timer's page, read once
+    // more on its way to the list the deletion leads to).
+    if (hash === state.hash && location.hash.slice(1) === hash) readFailed(error);
   } finally {
     state.refreshing = false;
     if (state.again && !backingOff()) {
