@@ -1599,7 +1599,8 @@ async function previewSchedule() {
     const answer = await api("v1/preview", { params: { ...fields, [kind]: String(fields[kind]), count: 5 } });
     if (previewAsked !== asked) return; // a later keystroke asked again
     described.className = "muted";
-    described.textContent = `${answer.description} (${answer.timezone})`;
+    described.textContent = answer.description.includes(answer.timezone)
+      ? answer.description : `${answer.description} (${answer.timezone})`;
     list.replaceChildren(...answer.occurrences.map((o) => el("li", { class: "mono", text: `${o.local.replace("T", " ")} · ${instant(o.utc)} UTC` })));
     if (!answer.occurrences.length) list.replaceChildren(el("li", { class: "muted", text: "No occurrence to come." }));
   } catch (error) {
