@@ -220,6 +220,7 @@ def emit(event_type: str, payload: str | None, **fields: Any) -> None:
     show_default=True,
     help="newest, due (earliest first), updated (latest first) or attempts (most first).",
 )
+@click.option("--schedule", metavar="NAME", help="Only the occurrences of this schedule.")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--cursor", help="Continue a listing (printed after the previous page).")
 @common_options
@@ -231,6 +232,7 @@ def list_timers(
     due_until: str | None,
     payload: str | None,
     sort: str,
+    schedule: str | None,
     limit: int,
     cursor: str | None,
 ) -> None:
@@ -247,6 +249,7 @@ def list_timers(
             sort=sort,
             cursor=cursor,
             limit=limit,
+            schedule=schedule,
         )
         return page, await app.events.subscribers()
 
