@@ -96,6 +96,7 @@ def test_a_read_only_token_is_shown_no_control_that_writes(tmp_path: Path, page:
         page.fill("#token", reader)
         page.click("#token-form button[type=submit]")
         expect(page.locator("#whoami")).to_have_text("viewer · read only")
+        expect(page.locator("footer a[href='metrics']")).to_be_hidden()  # a token of one namespace
         expect(page.locator("#counts [data-status='dead'] b")).to_have_text("60")
         shot(page, "read-only")
         for view, (where, text) in LOADED.items():

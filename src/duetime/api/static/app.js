@@ -1414,6 +1414,9 @@ function showAccess() {
   $("#whoami").textContent = !who || !who.auth ? "" :
     `${who.token ?? `token #${who.token_id}`} · ${mayWrite() ? "read and write" : "read only"}`;
   $("#whoami").hidden = !who || !who.auth;
+  // Metrics span every namespace: a token of some of them is refused there, so not linked.
+  const metrics = document.querySelector('footer a[href="metrics"]');
+  if (metrics) metrics.hidden = !(who?.scopes ?? []).includes("metrics");
 }
 
 // -- theme: the system's choice, or light or dark, remembered ---------------------------------
