@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from duetime.model.finding import PayloadMatch
 from duetime.model.pages import Page as Page
+from duetime.support.tracebacks import trimmed
 from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
 
 JSON = Any
@@ -203,6 +204,7 @@ class Attempt:
             "outcome": self.outcome.value if self.outcome else None,
             "error": self.error,
             "traceback": self.traceback,
+            "traceback_trimmed": trimmed(self.traceback),
         }
 
 
@@ -367,6 +369,9 @@ class TimerFilter:
     """Only timers whose payload holds this value at this path."""
     keys: tuple[str, ...] | None = None
     """Only these keys: a selection made row by row."""
+    occurrence_prefix: str | None = None
+    """Only the occurrences of one schedule: keys of this prefix followed by their instant
+    (``schedule:<name>:``, see :func:`duetime.schedules.occurrence_key`)."""
 
 
 @dataclass(frozen=True, slots=True)
