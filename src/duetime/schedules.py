@@ -98,7 +98,12 @@ def check_schedule_name(value: object, field: str = "name") -> str:
 
 def occurrence_key(name: str, instant: datetime) -> str:
     """The idempotency key of one occurrence, e.g. ``schedule:daily:2025-03-09T07:00:00Z``."""
-    return f"{KEY_PREFIX}{name}:{iso(instant)}"
+    return f"{occurrence_prefix(name)}{iso(instant)}"
+
+
+def occurrence_prefix(name: str) -> str:
+    """What every occurrence key of schedule ``name`` starts with, before its instant."""
+    return f"{KEY_PREFIX}{name}:"
 
 
 def parse_instant(value: object, field: str) -> datetime | None:

@@ -101,8 +101,18 @@ class AttemptOut(BaseModel):
     finished_at: str | None
     outcome: str | None
     error: str | None
-    traceback: str | None = None
-    """A failed attempt's traceback, innermost frames kept (at most 16 KiB)."""
+    traceback: str | None = Field(
+        None,
+        description="A failed attempt's traceback, innermost frames kept (at most 16 KiB)",
+    )
+    traceback_trimmed: str | None = Field(
+        None,
+        description="The same traceback with the user's frames first: each run of duetime's "
+        "own frames (executor, handler wrapper, thread pool) and the standard library's "
+        "concurrency frames (asyncio, concurrent.futures, threading) folded into one line "
+        "saying how many; the exception lines and their chaining kept. Null when "
+        "`traceback` is",
+    )
 
 
 class PutOut(BaseModel):
@@ -160,13 +170,21 @@ class UnsubscribedOut(BaseModel):
 
 class StatsOut(BaseModel):
     namespace: str
-    counts: dict[str, int]
+    counts: dict[str, int] = Field(
+        description="Timers by status, exact; `{}` when asked with `counts=false` (the "
+        "console asks `…/counts` for them apart, so the lists never wait for the counting)"
+    )
     next_due: list[TimerOut]
     unsubscribed: list[UnsubscribedOut] = Field(
         default_factory=list,
         description="Pending timers no live node would deliver, by type, most first",
     )
     lateness: LatenessOut
+
+
+class CountsOut(BaseModel):
+    namespace: str
+    counts: dict[str, int] = Field(description="Timers by status, exact, counted now")
 
 
 class SubscriptionOut(BaseModel):
@@ -212,6 +230,31 @@ class NamespaceOut(BaseModel):
 class InfoOut(BaseModel):
     version: str
     auth: bool
+
+
+class MeOut(BaseModel):
+    """Who the caller is and what it may do, so a client shows only the controls that work."""
+
+    auth: bool = Field(
+        description="Whether this server asks for a token; false: anyone may read and write "
+        "every namespace, and the fields below say so"
+    )
+    token: str | None = Field(
+        description="The token's name (`duetime tokens create --name`); null without auth, "
+        "or for a token made without a name"
+    )
+    token_id: int | None = Field(description="The token's id; null without auth")
+    scopes: list[Literal["read", "write", "metrics"]] = Field(
+        description="`read`: list and show; `write`: schedule, act, set limits and pauses, in "
+        "the namespaces below; `metrics`: `/metrics` (a token for every namespace)"
+    )
+    namespaces: list[str] = Field(
+        description='The namespaces the caller may read, or `["*"]` for every one'
+    )
+    writable: list[str] = Field(
+        description='The namespaces the caller may change: `["*"]` for every one, `[]` for '
+        "a read-only token"
+    )
 
 
 class HealthOut(BaseModel):

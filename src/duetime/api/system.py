@@ -17,6 +17,7 @@ from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     HealthOut,
     InfoOut,
+    MeOut,
     NamespaceOut,
     NamespacesOut,
     NodesOut,
@@ -29,6 +30,7 @@ from duetime.errors import DuetimeError, InvalidInput
 from duetime.formats import NAMESPACE_PATTERN
 from duetime.model import Node
 from duetime.model.cursors import NAME_CURSOR_PATTERN
+from duetime.model.tokens import ALL_NAMESPACES
 from duetime.observability.metrics import CONTENT_TYPE
 from duetime.tenancy.auth import Forbidden, TokenInfo
 from duetime.validation import check_namespace
@@ -136,6 +138,44 @@ async def list_nodes(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
 async def info(service: ServiceDep) -> InfoOut:
     """Open to all, so the dashboard knows whether to ask for a token."""
     return InfoOut(version=__version__, auth=await service.auth_required())
+
+
+@router.get(
+    "/v1/me",
+    tags=["system"],
+    summary="The caller's token, scopes and namespaces",
+    response_model=MeOut,
+    responses=errors(401),
+)
+async def me(who: PrincipalDep) -> JSONResponse:
+    """What this caller may do, so a client (the console) shows only the controls that work:
+    the token's name, its scopes and the namespaces it may read and change. Without auth
+    (``auth: false``) anyone may do everything everywhere."""
+    if who is None:
+        every = [ALL_NAMESPACES]
+        return JSONResponse(
+            {
+                "auth": False,
+                "token": None,
+                "token_id": None,
+                "scopes": ["read", "write", "metrics"],
+                "namespaces": every,
+                "writable": every,
+            }
+        )
+    scopes = ["read"] + ([] if who.read_only else ["write"])
+    scopes += ["metrics"] if who.all_namespaces else []
+    namespaces = list(who.namespaces)
+    return JSONResponse(
+        {
+            "auth": True,
+            "token": who.name,
+            "token_id": who.id,
+            "scopes": scopes,
+            "namespaces": namespaces,
+            "writable": [] if who.read_only else namespaces,
+        }
+    )
 
 
 @router.get(

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from duetime.model.deadlines import ScheduleWatch, seconds
+from duetime.model.deadlines import ScheduleWatch, deadline_fields
 from duetime.model.finding import PayloadMatch
 from duetime.model.pages import Page as Page
+from duetime.support.tracebacks import trimmed
 from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
 
 JSON = Any
@@ -204,6 +205,7 @@ class Attempt:
             "outcome": self.outcome.value if self.outcome else None,
             "error": self.error,
             "traceback": self.traceback,
+            "traceback_trimmed": trimmed(self.traceback),
         }
 
 
@@ -368,6 +370,9 @@ class TimerFilter:
     """Only timers whose payload holds this value at this path."""
     keys: tuple[str, ...] | None = None
     """Only these keys: a selection made row by row."""
+    occurrence_prefix: str | None = None
+    """Only the occurrences of one schedule: keys of this prefix followed by their instant
+    (``schedule:<name>:``, see :func:`duetime.schedules.occurrence_key`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,8 +463,7 @@ class Schedule:
     must_succeed_within: timedelta | None = None
     pause_after_failures: int | None = None
     watched_from: datetime | None = None
-    watch: ScheduleWatch | None = field(default=None, compare=False)
-    """The deadline watch's view (see model/deadlines.py), when read with it."""
+    watch: ScheduleWatch | None = field(default=None, compare=False)  # see model/deadlines.py
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in
@@ -491,7 +495,5 @@ class Schedule:
             "updated_at": iso(self.updated_at),
             "version": self.version,
             **calendar_fields(self.calendar),
-            "must_succeed_within": seconds(self.must_succeed_within),
-            "pause_after_failures": self.pause_after_failures,
-            "deadline": None if self.watch is None else self.watch.to_dict(),
+            **deadline_fields(self.must_succeed_within, self.pause_after_failures, self.watch),
         }

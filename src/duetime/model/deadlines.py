@@ -115,6 +115,17 @@ def pause_target(step: WatchStep) -> dict[str, Any]:
     }
 
 
+def deadline_fields(
+    within: timedelta | None, pause_after: int | None, watch: ScheduleWatch | None
+) -> dict[str, Any]:
+    """What a schedule's JSON view says of its deadline and of what the watch found."""
+    return {
+        "must_succeed_within": seconds(within),
+        "pause_after_failures": pause_after,
+        "deadline": None if watch is None else watch.to_dict(),
+    }
+
+
 def seconds(span: timedelta | None) -> float | None:
     return None if span is None else span.total_seconds()
 

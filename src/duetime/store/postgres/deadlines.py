@@ -21,7 +21,8 @@ from duetime.model.deadlines import (
     pause_target,
     paused_event,
 )
-from duetime.store.postgres.database import Conn, Database, fetch_all
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import Row
 from duetime.store.postgres.schedule_rows import schedule_from_row

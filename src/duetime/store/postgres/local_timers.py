@@ -17,7 +17,8 @@ import psycopg
 from duetime.errors import InvalidInput
 from duetime.model import Timer
 from duetime.model.moves import TimerMove
-from duetime.store.postgres.database import Conn, Database, Work, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database, Work
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.rows import timer_from_row
 from duetime.store.queries import load_queries

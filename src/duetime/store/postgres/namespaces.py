@@ -10,7 +10,8 @@ from datetime import datetime
 
 from duetime.model import Status
 from duetime.store.gauges import gauges
-from duetime.store.postgres.database import Conn, Database, fetch_all
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all
 from duetime.store.queries import load_queries
 from duetime.store.room import check_namespace_room
 

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 
 from duetime.model import HeldRow, Node
 from duetime.store.node_registry import ClockSampler
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.postgres.rows import node_from_row, node_params, offset_ms
 from duetime.store.queries import load_queries
 

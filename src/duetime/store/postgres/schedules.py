@@ -31,7 +31,8 @@ from duetime.model.schedules import (
 )
 from duetime.store.cursors import decode_name_cursor, page
 from duetime.store.parts import SchedulePlan
-from duetime.store.postgres.database import Conn, fetch_all
+from duetime.store.postgres.database import Conn
+from duetime.store.postgres.fetching import fetch_all
 from duetime.store.postgres.local_timers import PostgresLocalTimers
 from duetime.store.postgres.rows import Row
 from duetime.store.postgres.schedule_rows import (

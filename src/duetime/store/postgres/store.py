@@ -18,8 +18,9 @@ from duetime.model import HeldRow, NewTimer, Node, OnConflict, PutResult, Status
 from duetime.store.listeners import WakeupListener
 from duetime.store.node_registry import ClockSampler
 from duetime.store.postgres.audit import PostgresAudit
-from duetime.store.postgres.database import Conn, Database, fetch_value
+from duetime.store.postgres.database import Conn, Database
 from duetime.store.postgres.deadlines import PostgresDeadlines
+from duetime.store.postgres.fetching import fetch_value
 from duetime.store.postgres.flow_control import PostgresLimits
 from duetime.store.postgres.history import PostgresHistory
 from duetime.store.postgres.namespaces import PostgresNamespaces

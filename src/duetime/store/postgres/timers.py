@@ -31,13 +31,8 @@ from duetime.store.cursors import (
     sorted_cursor,
     timer_listing,
 )
-from duetime.store.postgres.database import (
-    Conn,
-    Database,
-    fetch_all,
-    fetch_json_as_text,
-    fetch_value,
-)
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_json_as_text, fetch_value
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.resealing import reseal_rows
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row, timer_from_text_row

@@ -22,16 +22,13 @@ from duetime.model import (
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import like_pattern, new_claim_token
+from duetime.store.postgres.claimed_rows import claim_known, claimed_rows
 from duetime.store.postgres.claims import give_back_if_unread
-from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database, Statement
+from duetime.store.postgres.fetching import fetch_all, fetch_value
+from duetime.store.postgres.finish_batch import FinishBatch
 from duetime.store.postgres.notices import Notices
-from duetime.store.postgres.rows import (
-    FinishBatch,
-    Row,
-    claim_known,
-    claimed_rows,
-    node_from_row,
-)
+from duetime.store.postgres.rows import Row, node_from_row
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "claims.sql", "outcomes.sql", "nodes.sql", "session.sql")
