@@ -56,6 +56,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--drain-timeout", type=float, default=180.0)
     parser.add_argument("--keep", type=Path, help="copy the records and worker logs here")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--deadlines",
+        action="store_true",
+        help="instead: schedules with deadlines under failing handlers and a stopped worker; "
+        "every miss must raise exactly one event, no occurrence done in time one",
+    )
+    parser.add_argument(
+        "--pg",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="with --deadlines --store postgres: the database (a schema of its own is made)",
+    )
     args = parser.parse_args()
     faults = {f.strip() for f in args.faults.split(",") if f.strip()}
     unknown = faults - set(ALL_FAULTS)
@@ -75,6 +86,8 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    if args.deadlines:
+        return deadlines_main(args)
     config = ChaosConfig(
         workers=args.workers,
         duration=args.duration,
@@ -104,6 +117,37 @@ def main() -> int:
         print(json.dumps({"command": command, "seed": args.seed, **report.to_json()}, indent=2))
     else:
         print(render(report, command, args.seed, elapsed, config.log))
+    return 0 if report.ok else 1
+
+
+def deadlines_main(args: argparse.Namespace) -> int:
+    """``--deadlines``: the deadline check on one store; its report, and 1 on a problem."""
+    import asyncio
+    import uuid
+
+    from bench.chaoslib.deadlines import DeadlineChaos, run_deadline_chaos
+
+    config = DeadlineChaos(seconds=max(args.duration, 25.0), workers=args.workers)
+    started = time.monotonic()
+    if args.store == "postgres":
+        schema = f"chaos_deadlines_{uuid.uuid4().hex[:8]}"
+        try:
+            report = asyncio.run(run_deadline_chaos(f"{args.pg}?schema={schema}", config))
+        finally:
+            import psycopg
+
+            with psycopg.connect(args.pg, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    else:
+        with tempfile.TemporaryDirectory(prefix="duetime-chaos-db-") as folder:
+            report = asyncio.run(run_deadline_chaos(f"sqlite:///{folder}/chaos.db", config))
+    result = {
+        "command": " ".join(["bench/chaos.py", *sys.argv[1:]]),
+        "store": args.store,
+        "seconds": round(time.monotonic() - started, 1),
+        **report.to_json(),
+    }
+    print(json.dumps(result, indent=None if args.json else 2))
     return 0 if report.ok else 1
 
 

@@ -5,6 +5,7 @@ Run by hand (not part of the test suite)::
     .venv/bin/python bench/schedules_bench.py                       # 1,000,000 on SQLite
     .venv/bin/python bench/schedules_bench.py --count 100000 --backend both
     .venv/bin/python bench/schedules_bench.py --backend postgres --pg postgresql://…/db
+    .venv/bin/python bench/schedules_bench.py --deadline --count 20000 --rounds 6 --backend both
 
 Each user has a daily cron at 09:MM in one of 20 zones ("each user's birthday greeting at
 09:00 in their zone", 1,200 distinct rules). The schedules are added (``add_schedules``, 10,000
@@ -25,6 +26,12 @@ prints both kinds' rates and their ratio: RRULE over cron, ``add_schedules`` per
 occurrences materialised per second. The process's CPU per schedule added and per occurrence
 materialised (all its threads; on PostgreSQL not the server's) follows each table: the rates
 move with the neighbours' load, the CPU much less.
+
+With ``--deadline`` the same rounds compare the daily crons with a deadline
+(``must_succeed_within="PT30M"``) against the same crons without one: the ratio of the CPU per
+occurrence materialised says what a deadline costs the materialiser. With ``--watch-round`` the
+deadline kind then runs the deadline watch's first round a day on, every occurrence unrun (each a
+miss with its event, the worst case), and its CPU per occurrence judged is printed beside.
 
 The script runs against older versions of the package too (``PYTHONPATH=/old/src``): it gives
 the catch-up grace per schedule or to the materialiser, whichever that version takes.
@@ -75,6 +82,12 @@ ZONES = [
     "America/Anchorage",
     "Pacific/Honolulu",
 ]
+DEADLINE = "PT30M"
+"""The deadline of ``--deadline``'s schedules."""
+LABELS = {"rrule": "RRULE", "deadline": "deadline"}
+WATCH_ROUND = os.environ.get("DUETIME_BENCH_WATCH_ROUND") == "1"
+"""Also time the deadline watch's first round (``--watch-round``): one transaction a schedule,
+so slow at tens of thousands on a busy disk."""
 T0 = datetime(2025, 6, 10, 0, 0, tzinfo=UTC)  # no DST change in the next two days anywhere
 R0 = datetime(2025, 6, 29, 12, 0, tzinfo=UTC)  # a Sunday: RRULE schedules are added then
 R1 = datetime(2025, 7, 1, 12, 0, tzinfo=UTC)  # every zone's 30 June (last business day) is due
@@ -108,8 +121,10 @@ GRACE_OPTION = (
 assert PER_SCHEDULE_GRACE or "grace" in inspect.signature(Materializer).parameters
 
 
-def requests(start: int, stop: int) -> list[ScheduleRequest]:
+def requests(start: int, stop: int, deadline: bool = False) -> list[ScheduleRequest]:
     grace: dict[str, object] = {"catch_up_grace": GRACE} if PER_SCHEDULE_GRACE else {}
+    if deadline:
+        grace["must_succeed_within"] = DEADLINE
     return [
         ScheduleRequest(
             name=f"greet:user-{n}",
@@ -157,12 +172,12 @@ def rrule_requests(start: int, stop: int, zones: list[str]) -> list[ScheduleRequ
     return made
 
 
-async def seed(app: AsyncApp, count: int, rrule: bool = False) -> float:
+async def seed(app: AsyncApp, count: int, rrule: bool = False, deadline: bool = False) -> float:
     zones = rrule_zones() if rrule else []
     started = time.perf_counter()
     for start in range(0, count, SEED_CHUNK):
         stop = min(count, start + SEED_CHUNK)
-        made = rrule_requests(start, stop, zones) if rrule else requests(start, stop)
+        made = rrule_requests(start, stop, zones) if rrule else requests(start, stop, deadline)
         await app.schedules.add_many(made, on_conflict="keep")
     return time.perf_counter() - started
 
@@ -180,7 +195,7 @@ async def one_kind(url: str, kind: str, count: int, batch: int) -> dict[str, obj
     await app.open()
     try:
         cpu = time.process_time()
-        seed_seconds = await seed(app, count, rrule=rrule)
+        seed_seconds = await seed(app, count, rrule=rrule, deadline=kind == "deadline")
         seed_cpu = time.process_time() - cpu
         clock.set(due_at)
         materializer = Materializer(
@@ -198,7 +213,9 @@ async def one_kind(url: str, kind: str, count: int, batch: int) -> dict[str, obj
         seconds = time.perf_counter() - started
         materialise_cpu = time.process_time() - cpu
         assert created >= count, (created, count)
+        watched = await watch_round(app, clock) if kind == "deadline" and WATCH_ROUND else {}
         return {
+            **watched,
             "kind": kind,
             "add_s": round(seed_seconds, 3),
             "add_cpu_s": round(seed_cpu, 3),
@@ -210,6 +227,22 @@ async def one_kind(url: str, kind: str, count: int, batch: int) -> dict[str, obj
         }
     finally:
         await app.close()
+
+
+async def watch_round(app: AsyncApp, clock: FrozenClock) -> dict[str, object]:
+    """The deadline watch's first round once every occurrence's deadline has passed, none of
+    them run (the worst case: each one a miss, written with its event): its CPU per
+    occurrence judged. Not the materialiser's cost: reported beside it."""
+    clock.set(clock.now() + timedelta(days=1))
+    watch = app.schedules.deadline_watch()
+    cpu = time.process_time()
+    started = time.perf_counter()
+    done = await watch.tick()
+    return {
+        "watch_s": round(time.perf_counter() - started, 3),
+        "watch_cpu_s": round(time.process_time() - cpu, 3),
+        "watch_missed": done.missed,
+    }
 
 
 def run_kind(backend: str, kind: str, count: int, batch: int, pg: str) -> dict[str, object]:
@@ -247,16 +280,20 @@ def _span(values: list[float]) -> str:
     return f"{low}" if low == high else f"{low} to {high}"
 
 
-def compare(backends: list[str], count: int, batch: int, rounds: int, pg: str) -> None:
-    """Cron against RRULE, each kind in its own process and database, the order alternating;
-    a table per backend: each round's figures and ratios, then the ratios' range."""
+def compare(
+    backends: list[str], count: int, batch: int, rounds: int, pg: str, other: str = "rrule"
+) -> None:
+    """Cron against RRULE (or against the same crons with a deadline: ``other``), each kind in
+    its own process and database, the order alternating; a table per backend: each round's
+    figures and ratios, then the ratios' range."""
+    label = LABELS[other]
     for backend in backends:
         rows = []
         for number in range(1, rounds + 1):
-            order = ("cron", "rrule") if number % 2 else ("rrule", "cron")
+            order = ("cron", other) if number % 2 else (other, "cron")
             load = os.getloadavg()[0]
             got = {kind: run_kind(backend, kind, count, batch, pg) for kind in order}
-            cron, cal = got["cron"], got["rrule"]
+            cron, cal = got["cron"], got[other]
             add = _number(cal["add_per_s"]) / _number(cron["add_per_s"])
             mat = _number(cal["occurrences_per_s"]) / _number(cron["occurrences_per_s"])
             rows.append((number, order[0], load, cron, cal, add, mat))
@@ -279,15 +316,15 @@ def compare(backends: list[str], count: int, batch: int, rounds: int, pg: str) -
                 ),
                 flush=True,
             )
-        print(f"\n{backend}, {count:,} schedules of each kind; ratio = RRULE rate / cron rate")
+        print(f"\n{backend}, {count:,} schedules of each kind; ratio = {label} rate / cron rate")
         print(
-            "| round (first) | load | cron add | RRULE add | add ratio "
-            "| cron materialise | RRULE materialise | materialise ratio |"
+            f"| round (first) | load | cron add | {label} add | add ratio "
+            f"| cron materialise | {label} materialise | materialise ratio |"
         )
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for number, first, load, cron, cal, add, mat in rows:
             print(
-                f"| {number} ({'cron' if first == 'cron' else 'RRULE'}) | {load:.1f} "
+                f"| {number} ({'cron' if first == 'cron' else label}) | {load:.1f} "
                 f"| {cron['add_s']:.2f} s ({cron['add_per_s']:,}/s) "
                 f"| {cal['add_s']:.2f} s ({cal['add_per_s']:,}/s) | **{add:.2f}** "
                 f"| {cron['occurrences']:,} in {cron['materialise_s']:.2f} s "
@@ -308,9 +345,29 @@ def compare(backends: list[str], count: int, batch: int, rounds: int, pg: str) -
                         for r in (row[3] if kind == "cron" else row[4] for row in rows)
                     ]
                 )
-                for kind in ("cron", "rrule")
+                for kind in ("cron", other)
             }
-            print(f"the process's CPU {what}: cron {spans['cron']} µs, RRULE {spans['rrule']} µs")
+            print(f"the process's CPU {what}: cron {spans['cron']} µs, {label} {spans[other]} µs")
+        ratios = [
+            _number(row[4]["materialise_cpu_s"])
+            / _number(row[4]["occurrences"])
+            / (_number(row[3]["materialise_cpu_s"]) / _number(row[3]["occurrences"]))
+            for row in rows
+        ]
+        print(
+            f"CPU per occurrence materialised, {label} / cron: "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + f" (median {statistics.median(ratios):.3f})"
+        )
+        if other == "deadline" and "watch_cpu_s" in rows[0][4]:
+            judged = [
+                _number(row[4]["watch_cpu_s"]) / max(_number(row[4]["watch_missed"]), 1) * 1e6
+                for row in rows
+            ]
+            print(
+                f"the deadline watch's CPU per occurrence judged (every one missed, each with "
+                f"its event): {_span(judged)} µs"
+            )
         print(
             f"add ratio {min(adds):.2f} to {max(adds):.2f} (median {statistics.median(adds):.2f}), "
             f"materialise ratio {min(mats):.2f} to {max(mats):.2f} "
@@ -427,22 +484,39 @@ def main() -> None:
         action="store_true",
         help="RRULE schedules in 100 zones against as many crons, in alternating rounds",
     )
-    parser.add_argument("--rounds", type=int, default=4, help="with --rrule (default 4)")
+    parser.add_argument(
+        "--deadline",
+        action="store_true",
+        help="the daily crons with a deadline (must_succeed_within) against the same without, "
+        "in alternating rounds",
+    )
+    parser.add_argument(
+        "--watch-round",
+        action="store_true",
+        help="with --deadline: also time the deadline watch's first round, every occurrence missed",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="with --rrule or --deadline (default 4)"
+    )
     parser.add_argument(
         "--pg",
         default=os.environ.get("DUETIME_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
-    parser.add_argument("--one-kind", choices=("cron", "rrule"), help=argparse.SUPPRESS)
+    parser.add_argument("--one-kind", choices=("cron", "rrule", "deadline"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.watch_round:  # read by the processes of each kind too
+        os.environ["DUETIME_BENCH_WATCH_ROUND"] = "1"
+        globals()["WATCH_ROUND"] = True
     if args.one_kind:  # one side of a --rrule round, in a process of its own
         result = asyncio.run(one_kind(args.url, args.one_kind, args.count, args.batch))
         print(json.dumps(result), flush=True)
         return
     print(f"$ {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f})", flush=True)
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    if args.rrule:
-        compare(backends, args.count, args.batch, args.rounds, args.pg)
+    if args.rrule or args.deadline:
+        other = "rrule" if args.rrule else "deadline"
+        compare(backends, args.count, args.batch, args.rounds, args.pg, other)
         print(f"load average at the end {os.getloadavg()[0]:.2f}")
         return
     results = []

@@ -72,6 +72,8 @@ def revise(
         active=new.active,
         overlap=new.overlap,
         catch_up_grace=new.catch_up_grace,
+        must_succeed_within=new.must_succeed_within,
+        pause_after_failures=new.pause_after_failures,
     )
     if candidate == current:
         return Revision(current, None, changed=False)
@@ -85,9 +87,26 @@ def revise(
     else:
         after_at = release_after = min(now, current.after_at)
     anchor_at = current.anchor_at if candidate.every == current.every else anchor_for(now)
-    revised = replace(candidate, anchor_at=anchor_at, after_at=after_at)
+    revised = replace(
+        candidate,
+        anchor_at=anchor_at,
+        after_at=after_at,
+        watched_from=watched_from(current, candidate, now, rule_changed or resumed),
+    )
     revised = replace(revised, next_at=first_after(recurrence_of(revised), anchor_at, after_at))
     return Revision(revised, release_after, changed=True)
+
+
+def watched_from(
+    current: Schedule, candidate: Schedule, now: datetime, restarted: bool
+) -> datetime | None:
+    """From when the deadline watch judges the revised schedule's occurrences: from now when it
+    starts afresh (a new rule, a resume) or is first watched (a deadline or a pause setting
+    given where there was none), else as before."""
+    newly = (current.must_succeed_within is None and candidate.must_succeed_within is not None) or (
+        current.pause_after_failures is None and candidate.pause_after_failures is not None
+    )
+    return now if restarted or newly else current.watched_from
 
 
 def preview_occurrences(

@@ -18,6 +18,7 @@ from duetime.bodies import PAYLOAD, SUBJECT, Body, BodyField, Schema, not_null
 from duetime.formats import (
     CRON_PATTERN,
     EVERY_PATTERN,
+    EXPIRES_PATTERN,
     GRACE_PATTERN,
     INSTANT_PATTERN,
     MAX_SECONDS,
@@ -28,6 +29,7 @@ from duetime.model import CatchUp
 from duetime.timemath.recurrence.business import Roll
 from duetime.timemath.recurrence.calendar import Feb29
 from duetime.timemath.recurrence.cron import OnGap, OnOverlap
+from duetime.timemath.recurrence.deadline import MAX_DEADLINE, MAX_PAUSE_AFTER
 from duetime.timemath.recurrence.overlap import MAX_CATCH_UP_GRACE, OverlapPolicy
 from duetime.validation import MAX_ATTEMPTS_LIMIT, MAX_TYPE_LENGTH
 
@@ -39,6 +41,7 @@ CALENDAR_OPTIONS = ("dtstart", "exdates", "rdates", "holidays", "holiday_dates",
 ON_CONFLICT = ("update", "keep", "error")
 """What defining a name that exists does: bring it to the definition, keep it, or refuse."""
 GRACE_SECONDS = int(MAX_CATCH_UP_GRACE.total_seconds())
+DEADLINE_SECONDS = int(MAX_DEADLINE.total_seconds())
 OVERLAP_HELP = (
     "An occurrence due while an earlier one is unfinished (not started, running or waiting "
     "for a retry): allow fires it, skip records it skipped, buffer_one fires it when the "
@@ -128,6 +131,25 @@ RULE_FIELDS = (
         GRACE_HELP,
         ("PT5M", 300),
         default=60,
+    ),
+    BodyField(
+        "must_succeed_within",
+        {
+            "anyOf": [
+                _text(EXPIRES_PATTERN),
+                {"type": "number", "minimum": 1, "maximum": DEADLINE_SECONDS},
+            ]
+        },
+        "Each occurrence's deadline after its instant (ISO 8601 duration or seconds, 1 second "
+        "to 366 days): one not done by then is missed (a schedule.missed event)",
+        ("PT30M", 1800),
+    ),
+    BodyField(
+        "pause_after_failures",
+        {"type": "integer", "minimum": 1, "maximum": MAX_PAUSE_AFTER},
+        "Pause after this many missed or dead occurrences in a row (a schedule.paused event)",
+        (3,),
+        whole=True,
     ),
     BodyField(
         "rrule",

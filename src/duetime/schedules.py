@@ -34,6 +34,7 @@ from duetime.timemath.recurrence import (
     parse_recurrence,
 )
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS, Calendar
+from duetime.timemath.recurrence.deadline import parse_deadline, parse_pause_after
 from duetime.timemath.recurrence.overlap import (
     DEFAULT_CATCH_UP_GRACE,
     parse_catch_up_grace,
@@ -200,6 +201,8 @@ class ScheduleRequest:
     weekend: str | Sequence[str] | None = None
     roll: str | None = None
     feb29: str = "feb28"
+    must_succeed_within: str | int | float | timedelta | None = None
+    pause_after_failures: int | None = None
 
     def calendar_options(self) -> dict[str, object] | None:
         """What parse_calendar takes besides the rule; None (checked) without an rrule."""
@@ -246,6 +249,8 @@ class ScheduleRequest:
             max_attempts=schedule.max_attempts,
             overlap=schedule.overlap,
             catch_up_grace=schedule.catch_up_grace,
+            must_succeed_within=schedule.must_succeed_within,
+            pause_after_failures=schedule.pause_after_failures,
             **_calendar_request(schedule.calendar),
         )
 
@@ -280,6 +285,8 @@ class ScheduleRequest:
         catch_up = parse_catch_up(self.catch_up)
         overlap = parse_overlap(self.overlap)
         catch_up_grace = parse_catch_up_grace(self.catch_up_grace)
+        deadline = parse_deadline(self.must_succeed_within)
+        pause_after = parse_pause_after(self.pause_after_failures)
         if not isinstance(self.active, bool):
             raise InvalidInput("active", "must be true or false")
         anchor_at = anchor_for(now)
@@ -305,6 +312,8 @@ class ScheduleRequest:
             next_at=next_at,
             overlap=overlap,
             catch_up_grace=catch_up_grace,
+            must_succeed_within=deadline,
+            pause_after_failures=pause_after,
         )
 
 

@@ -18,6 +18,17 @@ from duetime.timemath.recurrence.cron import OnOverlap as OnOverlapName
 __all__ = ["Feb29Name", "OnGapName", "OnOverlapName", "RollName"]
 
 
+class DeadlineOut(BaseModel):
+    misses: int = Field(description="Occurrences not done by their deadline, so far")
+    failures_in_row: int
+    last_miss_at: str | None = Field(description="The latest missed occurrence's instant")
+    last_miss_reason: str | None = Field(
+        examples=["dead", "still_running", "retrying", "skipped_overlap", "not_created"]
+    )
+    last_success_at: str | None
+    checked_through: str
+
+
 class ScheduleOut(BaseModel):
     id: int
     namespace: str
@@ -32,6 +43,11 @@ class ScheduleOut(BaseModel):
     end_at: str | None
     catch_up: str
     catch_up_grace: float = Field(description="Seconds")
+    must_succeed_within: float | None = Field(None, description="Seconds")
+    pause_after_failures: int | None = None
+    deadline: DeadlineOut | None = Field(
+        None, description="What the deadline watch found (null: not watched yet)"
+    )
     overlap: str
     on_gap: str
     on_overlap: str

@@ -222,6 +222,8 @@ class Service:
         if now - self._counts_at < COUNTS_TTL:
             return
         self.metrics.set_snapshot(await read_snapshots(self.store, self.clock))
+        watched = await self.store.deadlines.successes()
+        self.metrics.schedule_watch.update(watched, self.clock.now())
         self._counts_at = now
 
     async def subscribers(self, namespace: str) -> Subscribers:

@@ -125,10 +125,12 @@ class MetricsServer(Service):
         self._read_at = now
         try:
             snapshot = await read_snapshot(self.app.store, self.app.clock, self.app.namespace)
+            watched = await self.app.store.deadlines.successes()
         except Exception as exc:
             log.warning("metrics: reading the database failed: %s", exc)
             return
         self.metrics.set_snapshot({self.app.namespace: snapshot})
+        self.metrics.schedule_watch.update(watched, self.app.clock.now())
 
 
 def _json(status: str, document: dict[str, str]) -> tuple[str, str, bytes]:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from duetime.app.context import AppContext
+from duetime.app.schedule_watch import with_watch
 from duetime.errors import InvalidInput, NotFound
 from duetime.model import Page, Schedule
+from duetime.model.deadlines import RecordedMiss as Miss
 from duetime.revisions import preview_occurrences
 from duetime.schedules import ScheduleFilter, ScheduleRequest, check_schedule_name
 from duetime.store.parts import ScheduleStore
@@ -23,6 +26,7 @@ from duetime.support.cpu_work import run_cpu_work
 from duetime.validation import check_limit, check_type
 
 if TYPE_CHECKING:
+    from duetime.services.deadlines import DeadlineWatch
     from duetime.services.materializer import Materializer
     from duetime.services.tzdata_diff import ZoneMove
 
@@ -45,6 +49,7 @@ class ScheduleReads:
         schedule = await self._stored.get_schedule(namespace, check_schedule_name(name))
         if schedule is None:
             raise self._missing(name)
+        (schedule,) = await with_watch(self._context.store, [schedule])
         return schedule
 
     async def list(
@@ -63,7 +68,26 @@ class ScheduleReads:
         check_limit(limit)
         schedule_filter = ScheduleFilter(subject=subject, type=type, active=active)
         namespace = self._context.namespace
-        return await self._stored.list_schedules(namespace, schedule_filter, cursor, limit)
+        found = await self._stored.list_schedules(namespace, schedule_filter, cursor, limit)
+        return replace(found, items=await with_watch(self._context.store, found.items))
+
+    async def misses(self, name: str | None = None, *, limit: int = 50) -> builtins.list[Miss]:
+        """The latest occurrences not done by their deadline (of one schedule, or of all),
+        newest first (see docs/schedules.md#deadlines)."""
+        check_limit(limit)
+        schedule_id = None if name is None else (await self.get(name)).id
+        await self._context.open()
+        return await self._context.store.deadlines.misses(
+            self._context.namespace, schedule_id, limit
+        )
+
+    def deadline_watch(self, /, **options: Any) -> DeadlineWatch:
+        """The deadline watch of this app's namespace (``tick()`` or ``run(stop)``)."""
+        from duetime.services.deadlines import DeadlineWatch
+
+        context = self._context
+        options.setdefault("max_attempts", context.settings.max_attempts)
+        return DeadlineWatch(context.store, context.clock, context.namespace, **options)
 
     async def preview(
         self,

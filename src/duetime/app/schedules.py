@@ -90,6 +90,8 @@ class Schedules(ScheduleReads):
         weekend: str | Sequence[str] | None = None,
         roll: str | None = None,
         feb29: str = "feb28",
+        must_succeed_within: str | int | float | timedelta | None = None,
+        pause_after_failures: int | None = None,
         actor: Actor | None = None,
     ) -> tuple[ScheduleAction, Schedule]:
         """Create the schedule ``name``, or bring an existing one to this definition.
@@ -100,12 +102,10 @@ class Schedules(ScheduleReads):
         due while an earlier one is unfinished does (``allow`` | ``skip`` | ``buffer_one``);
         ``catch_up_grace`` how late one may be and still fire before ``catch_up`` decides.
 
-        ``rrule`` (instead of ``cron``/``every``) is an RFC 5545 recurrence rule from
-        ``dtstart``, a local time in ``timezone``; ``exdates``/``rdates`` remove and add local
-        times; ``holidays`` (``DE-BE``), ``holiday_dates``, ``weekend`` and ``roll``
-        (``skip`` | ``forward`` | ``backward`` | ``modified_forward`` |
-        ``modified_backward``) keep it on business days; ``feb29`` says what
-        a yearly rule on 29 February does in common years (see docs/schedules.md).
+        ``rrule`` (instead of ``cron``/``every``): an RFC 5545 rule from ``dtstart`` (local, in
+        ``timezone``), ``exdates``/``rdates`` removing and adding local times, kept on business days
+        by ``holidays`` (``DE-BE``), ``holiday_dates``, ``weekend`` and ``roll``; ``feb29``: 29
+        February in common years; ``must_succeed_within``: a deadline (docs/schedules.md).
         """
         given = dict(locals())  # every parameter, first thing
         fields = {k: v for k, v in given.items() if k not in _NOT_FIELDS}
@@ -227,6 +227,8 @@ class Schedules(ScheduleReads):
         weekend: str | Sequence[str] | Unset | None = UNSET,
         roll: str | Unset | None = UNSET,
         feb29: str | Unset = UNSET,
+        must_succeed_within: str | int | float | timedelta | Unset | None = UNSET,
+        pause_after_failures: int | Unset | None = UNSET,
         actor: Actor | None = None,
     ) -> Schedule:
         """Change some fields (None clears an optional one); the next occurrence is recomputed.

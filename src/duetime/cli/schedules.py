@@ -16,6 +16,7 @@ from duetime.app.facade import AsyncApp
 from duetime.cli import output
 from duetime.cli.calendar_options import calendar_options, calendar_values
 from duetime.cli.context import common_options, config, run_app
+from duetime.cli.deadlines import deadline_cell, deadline_rows
 from duetime.cli.timers import parse_payload
 from duetime.model import JSON, OnConflict, Page, Schedule, iso
 from duetime.schedules import ScheduleAction, recurrence_of
@@ -71,6 +72,18 @@ def rule_options(func: FC) -> FC:
                 metavar="DURATION",
                 help="How late an occurrence may be and still fire: PT5M, or seconds [60]; "
                 "past it, --catch-up decides.",
+            ),
+            click.option(
+                "--must-succeed-within",
+                metavar="DURATION",
+                help="Each occurrence's deadline after its instant: PT30M, or seconds; one not "
+                "done by then is missed (a schedule.missed event).",
+            ),
+            click.option(
+                "--pause-after-failures",
+                type=int,
+                metavar="N",
+                help="Pause after N missed or dead occurrences in a row.",
             ),
         ]
     ):
@@ -368,6 +381,7 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
         ("catch_up", schedule.catch_up),
         ("catch_up_grace", f"{schedule.catch_up_grace.total_seconds():g}s"),
         ("overlap", schedule.overlap),
+        *deadline_rows(schedule),
     ]
     if schedule.cron is not None or schedule.calendar is not None:
         rows.append(("dst", f"on_gap={schedule.on_gap} on_overlap={schedule.on_overlap}"))
@@ -407,7 +421,7 @@ def calendar_rows(calendar: Calendar) -> list[tuple[str, str]]:
 def schedules_table(items: Sequence[Schedule]) -> Table:
 
     table = output.new_table()
-    for name in ("name", "type", "rule", "subject", "state", "next_at (UTC)"):
+    for name in ("name", "type", "rule", "subject", "state", "next_at (UTC)", "deadline"):
         table.add_column(name, overflow="fold")
     for schedule in items:
         output.add_row(
@@ -418,6 +432,7 @@ def schedules_table(items: Sequence[Schedule]) -> Table:
             output.text(schedule.subject),
             "active" if schedule.active else "paused",
             output.when(schedule.next_at) if schedule.active else "-",
+            deadline_cell(schedule),
         )
     return table
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from duetime.model.deadlines import ScheduleWatch, deadline_fields
 from duetime.model.finding import PayloadMatch
 from duetime.model.pages import Page as Page
 from duetime.support.tracebacks import trimmed
@@ -459,6 +460,10 @@ class Schedule:
     """How late an occurrence may be and still fire; past it, ``catch_up`` decides."""
     calendar: Calendar | None = None
     """An RFC 5545 rule (with DTSTART, EXDATE, RDATE, business days) instead of cron/every."""
+    must_succeed_within: timedelta | None = None
+    pause_after_failures: int | None = None
+    watched_from: datetime | None = None
+    watch: ScheduleWatch | None = field(default=None, compare=False)  # see model/deadlines.py
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in
@@ -490,4 +495,5 @@ class Schedule:
             "updated_at": iso(self.updated_at),
             "version": self.version,
             **calendar_fields(self.calendar),
+            **deadline_fields(self.must_succeed_within, self.pause_after_failures, self.watch),
         }

@@ -46,6 +46,8 @@ class NewSchedule:
     next_at: datetime | None
     overlap: OverlapPolicy = "allow"
     catch_up_grace: timedelta = DEFAULT_CATCH_UP_GRACE
+    must_succeed_within: timedelta | None = None
+    pause_after_failures: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +251,8 @@ def schedule_from_new(new: NewSchedule, id: int, now: datetime, version: int = 1
         overlap=new.overlap,
         catch_up_grace=new.catch_up_grace,
         calendar=rule.calendar,
+        must_succeed_within=new.must_succeed_within,
+        pause_after_failures=new.pause_after_failures,
     )
 
 

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from duetime.clock import Clock, DatabaseClock
 from duetime.model import JSON, Outcome, Status, Timer
+from duetime.observability.schedule_watch import ScheduleWatchGauges
 
 if TYPE_CHECKING:
     from duetime.store.protocol import Store
@@ -304,6 +305,8 @@ class Metrics:
         self.registry.register(self._gauges)
         self._sources = _SourceCounters()
         self.registry.register(self._sources)
+        self.schedule_watch = ScheduleWatchGauges()
+        self.registry.register(self.schedule_watch)
         self._children: dict[str, dict[str, _TypeChildren]] = {}
         self._running: dict[int, float] = {}  # timer id → when its handler started
 

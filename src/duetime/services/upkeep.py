@@ -7,6 +7,7 @@ from duetime.config import Settings
 from duetime.dispatch import Dispatch
 from duetime.services.base import Service
 from duetime.services.clocksync import ClockSync
+from duetime.services.deadlines import DeadlineWatch
 from duetime.services.materializer import Materializer
 from duetime.services.nodes import LeaseHolder, NodeUpkeep
 from duetime.services.rescuer import Rescuer
@@ -57,6 +58,7 @@ def worker_services(
     ]
     if materialize:
         services.append(Materializer(store, clock, namespace))
+        services.append(DeadlineWatch(store, clock, namespace, max_attempts=settings.max_attempts))
     if maintain:
         services.append(Retention.from_settings(store, clock, settings))
     return services

@@ -35,6 +35,7 @@ from duetime.model import (
     TimerFilter,
 )
 from duetime.model.finding import TimerSort
+from duetime.store.deadline_part import DeadlineStore
 from duetime.store.listeners import WakeupListener
 from duetime.store.node_registry import ClockRead as ClockRead
 from duetime.store.node_registry import ClockSampler as ClockSampler
@@ -81,6 +82,11 @@ class Store(NodeRegistry, Protocol):
     @property
     def tokens(self) -> TokenStore:
         """The REST API's token hashes."""
+        ...
+
+    @property
+    def deadlines(self) -> DeadlineStore:
+        """The deadline watch of schedules: its places, misses and their events."""
         ...
 
     @property
@@ -343,6 +349,7 @@ class Store(NodeRegistry, Protocol):
 
 __all__ = [
     "AuditStore",
+    "DeadlineStore",
     "HistoryStore",
     "LimitStore",
     "OutboxStore",

@@ -641,12 +641,20 @@ function scheduleRow(s) {
     el("td", { text: s.timezone }),
     el("td", { class: "occurrences-cell mono", "data-next": s.name, text: s.active ? instant(s.next_at) : "paused" }),
     el("td", { class: "mono", text: instant(s.last_at) }),
-    el("td", {}, [pill(s.active ? "active" : "paused")]),
+    el("td", {}, [pill(s.active ? "active" : "paused"), missedBadge(s)].filter(Boolean)),
     el("td", {}, [el("div", { class: "row-actions" }, [toggle, s.active && el("button", {
       type: "button", class: "secondary small", "data-run-next": s.name, text: "Run next now…",
       onclick: () => runNext(s).catch(handleError),
     }), ...scheduleRowLinks(s)].filter(Boolean))]),
   ]);
+}
+
+function missedBadge(s) {
+  // Occurrences not done by their deadline (must_succeed_within), with the latest one's reason.
+  const d = s.deadline;
+  if (!d?.misses) return null;
+  const title = `latest: ${instant(d.last_miss_at)} UTC (${d.last_miss_reason}); last success: ${instant(d.last_success_at)}`;
+  return el("span", { class: "pill dead", "data-missed": s.name, title, text: `${d.misses} missed` });
 }
 
 async function showSchedules({ more = false } = {}) {

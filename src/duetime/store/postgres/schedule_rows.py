@@ -54,6 +54,8 @@ _NEW_COLUMNS = {
     "anchor_ats": "anchor_at",
     "overlaps": "overlap",
     "catch_up_graces": "catch_up_grace",
+    "must_succeed_withins": "must_succeed_within",
+    "pause_after_failures": "pause_after_failures",
 }
 """insert_schedules' arrays read from each :class:`NewSchedule` as it is, by attribute."""
 _RULE_COLUMNS = {
@@ -153,6 +155,9 @@ def definition_params(schedule: Schedule, sealing: Sealing) -> Row:
         "overlap": schedule.overlap,
         "catch_up_grace": schedule.catch_up_grace,
         "calendar": calendar_text(schedule.calendar),
+        "must_succeed_within": schedule.must_succeed_within,
+        "pause_after_failures": schedule.pause_after_failures,
+        "watched_from": schedule.watched_from,
     }
 
 
@@ -188,6 +193,9 @@ def schedule_from_row(row: Row, sealing: Sealing) -> Schedule:
         version=row["version"],
         overlap=row["overlap"],
         catch_up_grace=row["catch_up_grace"],
+        must_succeed_within=row["must_succeed_within"],
+        pause_after_failures=row["pause_after_failures"],
+        watched_from=row["watched_from"],
     )
 
 

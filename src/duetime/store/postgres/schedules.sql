@@ -8,11 +8,11 @@
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
-    updated_at, overlap, catch_up_grace, calendar
+    updated_at, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures
 )
 SELECT namespace, name, type, payload::jsonb, subject, cron, every, timezone, start_at, end_at,
     catch_up, on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, %(now)s,
-    %(now)s, overlap, catch_up_grace, calendar
+    %(now)s, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures
 FROM unnest(
     %(namespaces)b::text[], %(names)b::text[], %(types)b::text[], %(payloads)b::text[],
     %(subjects)b::text[], %(crons)b::text[], %(everys)b::interval[], %(timezones)b::text[],
@@ -20,11 +20,12 @@ FROM unnest(
     %(on_gaps)b::text[], %(on_overlaps)b::text[], %(actives)b::boolean[],
     %(max_attempts)b::integer[], %(next_ats)b::timestamptz[], %(after_ats)b::timestamptz[],
     %(anchor_ats)b::timestamptz[], %(overlaps)b::text[], %(catch_up_graces)b::interval[],
-    %(calendars)b::text[]
+    %(calendars)b::text[], %(must_succeed_withins)b::interval[],
+    %(pause_after_failures)b::integer[]
 ) WITH ORDINALITY AS s (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, overlap,
-    catch_up_grace, calendar, n
+    catch_up_grace, calendar, must_succeed_within, pause_after_failures, n
 )
 ORDER BY n
 ON CONFLICT (namespace, name) DO NOTHING
@@ -60,6 +61,8 @@ SET type = %(type)s, payload = %(payload)s, subject = %(subject)s, cron = %(cron
     active = %(active)s, max_attempts = %(max_attempts)s, next_at = %(next_at)s,
     after_at = %(after_at)s, anchor_at = %(anchor_at)s, overlap = %(overlap)s,
     catch_up_grace = %(catch_up_grace)s, calendar = %(calendar)s, updated_at = %(now)s,
+    must_succeed_within = %(must_succeed_within)s,
+    pause_after_failures = %(pause_after_failures)s, watched_from = %(watched_from)s,
     version = version + 1
 WHERE id = %(id)s AND version = %(version)s
 RETURNING *

@@ -19,6 +19,7 @@ from duetime.store.listeners import WakeupListener
 from duetime.store.node_registry import ClockSampler
 from duetime.store.postgres.audit import PostgresAudit
 from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.deadlines import PostgresDeadlines
 from duetime.store.postgres.fetching import fetch_value
 from duetime.store.postgres.flow_control import PostgresLimits
 from duetime.store.postgres.history import PostgresHistory
@@ -58,6 +59,7 @@ class PostgresStore(PostgresTimers, PostgresWorking):
         self.history = PostgresHistory(self._db, self.schema)
         self.tokens = PostgresTokens(self._db)
         self.audit = PostgresAudit(self._db)
+        self.deadlines = PostgresDeadlines(self._db, self._notices)
         self.limits = PostgresLimits(self._db, claim_params)
         self.transactions = PostgresTransactions(self._db)
         self.writes = TimerWrites(self._db, self._notices)

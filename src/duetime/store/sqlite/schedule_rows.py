@@ -117,6 +117,18 @@ def definition_params(schedule: Schedule | NewSchedule, sealing: Sealing) -> dic
         "overlap": schedule.overlap,
         "catch_up_grace": span_micros(schedule.catch_up_grace),
         "calendar": calendar_text(rule.calendar),
+        **deadline_params(schedule),
+    }
+
+
+def deadline_params(schedule: Schedule | NewSchedule) -> dict[str, Any]:
+    """The deadline's columns (a new schedule is watched from its creation: NULL)."""
+    within = schedule.must_succeed_within
+    watched = schedule.watched_from if isinstance(schedule, Schedule) else None
+    return {
+        "must_succeed_within": None if within is None else span_micros(within),
+        "pause_after_failures": schedule.pause_after_failures,
+        "watched_from": None if watched is None else to_micros(watched),
     }
 
 
@@ -153,7 +165,14 @@ def schedule_from_row(row: sqlite3.Row, sealing: Sealing) -> Schedule:
         version=row["version"],
         overlap=row["overlap"],
         catch_up_grace=timedelta(microseconds=row["catch_up_grace"]),
+        must_succeed_within=maybe_span(row["must_succeed_within"]),
+        pause_after_failures=row["pause_after_failures"],
+        watched_from=maybe_from_micros(row["watched_from"]),
     )
+
+
+def maybe_span(micros: int | None) -> timedelta | None:
+    return None if micros is None else timedelta(microseconds=micros)
 
 
 def name_cursor(schedule: Schedule) -> str:

@@ -6,11 +6,13 @@
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
-    updated_at, overlap, catch_up_grace, calendar
+    updated_at, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures,
+    watched_from
 ) VALUES (
     :namespace, :name, :type, :payload, :subject, :cron, :every, :timezone, :start_at, :end_at,
     :catch_up, :on_gap, :on_overlap, :active, :max_attempts, :next_at, :after_at, :anchor_at,
-    :now, :now, :overlap, :catch_up_grace, :calendar
+    :now, :now, :overlap, :catch_up_grace, :calendar, :must_succeed_within,
+    :pause_after_failures, :watched_from
 )
 ON CONFLICT (namespace, name) DO NOTHING
 
@@ -51,7 +53,8 @@ SET type = :type, payload = :payload, subject = :subject, cron = :cron, every = 
     on_gap = :on_gap, on_overlap = :on_overlap, active = :active, max_attempts = :max_attempts,
     next_at = :next_at, after_at = :after_at, anchor_at = :anchor_at, overlap = :overlap,
     catch_up_grace = :catch_up_grace, calendar = :calendar, updated_at = :now,
-    version = version + 1
+    must_succeed_within = :must_succeed_within, pause_after_failures = :pause_after_failures,
+    watched_from = :watched_from, version = version + 1
 WHERE id = :id AND version = :version
 RETURNING *
 

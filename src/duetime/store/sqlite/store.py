@@ -42,6 +42,7 @@ from duetime.store.resealing import attempt_writes, timer_writes
 from duetime.store.room import check_namespace_room
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
+from duetime.store.sqlite.deadlines import SqliteDeadlines
 from duetime.store.sqlite.deletes import delete_ids, delete_key
 from duetime.store.sqlite.flow_control import SqliteLimits
 from duetime.store.sqlite.history import SqliteHistory
@@ -92,6 +93,7 @@ class SqliteStore(SqliteWorking):
         self.history = SqliteHistory(self._db)
         self.tokens = SqliteTokens(self._db)
         self.audit = SqliteAudit(self._db)
+        self.deadlines = SqliteDeadlines(self._db)
         self.limits = SqliteLimits(self._db, claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)

@@ -1,0 +1,2 @@
+-- Held for a migration landing separately; drop this file when that one is merged.
+SELECT 1;
