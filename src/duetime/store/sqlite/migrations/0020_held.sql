@@ -1,2 +1,0 @@
--- Held for a migration landing separately; drop this file when that one is merged.
-SELECT 1;
