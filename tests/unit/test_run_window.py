@@ -69,7 +69,7 @@ def test_an_even_spread_is_exactly_even_and_within_the_window(
 
 
 def test_even_offsets_refuse_a_rank_outside_the_group() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not within"):
         even_offset(3, 3, timedelta(minutes=1))
 
 

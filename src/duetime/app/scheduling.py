@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from duetime.app.context import AppContext
 from duetime.app.outbox import held_async
+from duetime.app.run_windows import windows_placed
 from duetime.errors import InvalidInput
 from duetime.model import NewTimer, OnConflict, PutResult
 from duetime.requests import TimerRequest
@@ -103,4 +104,7 @@ class TimerWrites:
             return await outbox.put_timers_in(
                 held.connection, timers, on_conflict, context.clock.now()
             )
-        return await context.store.put_timers(timers, on_conflict, context.clock.now())
+        results = await context.store.put_timers(timers, on_conflict, context.clock.now())
+        if any(result.timer.window is not None for result in results):
+            results = await windows_placed(context, results)
+        return results

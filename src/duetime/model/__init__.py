@@ -101,6 +101,11 @@ class Timer:
     claim_token: int | None = field(default=None, compare=False, repr=False)
     """On a row a claim just took: that claim's token, which every write about its attempt
     carries (see :attr:`Finish.claim_token`); None on a timer read any other way."""
+    window: timedelta | None = None
+    """Its run window: the first attempt runs at ``run_at`` within ``[due_at, due_at +
+    window]`` (see :mod:`duetime.timemath.run_window`); None on a claimed row."""
+    spread: str | None = None
+    """How ``run_at`` was chosen in the window: ``hash`` or ``even``."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z')."""
@@ -131,6 +136,8 @@ class Timer:
             "destination": self.destination,
             "producer": self.producer,
             "priority": self.priority,
+            "window": self.window.total_seconds() if self.window else None,
+            "spread": self.spread,
         }
 
 
@@ -157,6 +164,10 @@ class NewTimer:
     """The caller's W3C trace context (see :attr:`Timer.trace_context`), when tracing is on."""
     priority: int = 0
     """See :attr:`Timer.priority`."""
+    window: timedelta | None = None
+    """See :attr:`Timer.window`; a timer with one always has its key."""
+    spread: str | None = None
+    """See :attr:`Timer.spread`: ``hash`` or ``even`` with a window, else None."""
     payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
     """``payload`` as the JSON text validation made of it (``straight_to_store``), so the
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts

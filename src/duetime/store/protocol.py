@@ -48,6 +48,7 @@ from duetime.store.parts import (
     TransactionEffect,
     TransactionStore,
 )
+from duetime.store.run_windows import SpreadStore
 from duetime.support.sealing import Sealing
 
 ClockRead = Callable[[], Awaitable[datetime | None]]
@@ -84,6 +85,9 @@ class Store(Protocol):
     def tokens(self) -> TokenStore:
         """The REST API's token hashes."""
         ...
+
+    spreads: SpreadStore
+    """The even spread of run windows (:mod:`duetime.store.run_windows`)."""
 
     @property
     def audit(self) -> AuditStore:

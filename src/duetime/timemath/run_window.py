@@ -85,3 +85,11 @@ def burst_rate(total: int, window: timedelta) -> float:
     """Timers a second that a group of ``total`` spread over ``window`` asks for."""
     seconds = window.total_seconds()
     return float("inf") if seconds <= 0 else total / seconds
+
+
+def window_holds(
+    total: int, window: timedelta, rate_count: int, period: timedelta, burst: int
+) -> bool:
+    """Whether ``total`` starts fit in ``window`` at a rate of ``rate_count`` a ``period`` with
+    ``burst`` at once: a smooth rate grants at most ``burst + window * rate`` in a window."""
+    return total <= burst + window / period * rate_count

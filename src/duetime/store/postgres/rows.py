@@ -27,6 +27,7 @@ from duetime.model import (
 )
 from duetime.model.fast_records import make_timer
 from duetime.store.codec import payload_text
+from duetime.store.run_windows import run_instant, window_params
 from duetime.support.sealing import TEXT_MARK, Sealing
 
 Row = dict[str, Any]
@@ -80,10 +81,13 @@ def _timer(row: Row, payload: Any, last_error: str | None) -> Timer:
         producer=row["producer"],
         trace_context=row["trace_context"],
         priority=row["priority"],
+        window=row.get("run_window"),
+        spread=row.get("spread"),
     )
 
 
-TIMER_FIELDS = tuple(f.name for f in fields(Timer))
+TIMER_FIELDS = tuple(f.name for f in fields(Timer))[:-2]
+"""Timer's fields a claimed row fills in: all but the run window's, which a claim needs not."""
 _STATUS_AT = TIMER_FIELDS.index("status")
 _STATUSES = {status.value: status for status in Status}
 
@@ -263,6 +267,9 @@ def written_timer_rows(
                 t.producer,
                 t.trace_context,
                 t.priority,
+                None,
+                t.window,
+                t.spread,
             ), version
 
         return timer
@@ -302,7 +309,7 @@ def fresh_timer_rows(
                 t.max_attempts,
                 now,
                 now,
-                t.due_at,
+                t.due_at if t.window is None else run_instant(t, key),
                 t.correlation_id,
                 t.expires_after,
                 t.local,
@@ -317,6 +324,9 @@ def fresh_timer_rows(
                 t.producer,
                 t.trace_context,
                 t.priority,
+                None,
+                t.window,
+                t.spread,
             ), 1
 
         return timer
@@ -403,6 +413,7 @@ def timer_batch_params(timers: Sequence[NewTimer], keys: list[str], now: datetim
         "producers": batch_column([t.producer for t in timers]),
         "trace_contexts": batch_column([t.trace_context for t in timers]),
         "priorities": batch_column([t.priority for t in timers]),
+        **window_params(timers, keys),
         "now": now,
     }
 
