@@ -39,7 +39,7 @@ async def windows_placed(context: AppContext, results: list[PutResult]) -> list[
         results = await _read_again(context, results)
     rules = await store.limits.list_rules(context.namespace)
     if rules:
-        warn(window_warnings(written, rules))
+        warn(await window_warnings(written, rules, store.spreads))
     return results
 
 

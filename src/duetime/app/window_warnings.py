@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections import Counter
-from collections.abc import Iterable
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from duetime.model import JSON, Timer
 from duetime.model.flow_rules import FlowRule, glob_match, specificity
+from duetime.store.run_windows import SpreadGroup, SpreadStore
 from duetime.timemath.run_window import window_holds
 
 WINDOW_OVER_RATE = "window_over_rate"
 """The code of the warning: a window too short for its timers at their type's rate."""
 log = logging.getLogger("duetime.app")
+_collected: ContextVar[list[dict[str, JSON]] | None] = ContextVar("window_warnings", default=None)
 
 
 class WindowOverRate(UserWarning):
@@ -36,17 +38,24 @@ def rate_rule(rules: Iterable[FlowRule], type: str) -> FlowRule | None:
     return None
 
 
-def window_warnings(timers: Iterable[Timer], rules: list[FlowRule]) -> list[dict[str, JSON]]:
-    """A warning for each group (type, due instant, window) of ``timers`` the rate limit on
-    its type cannot start within its window."""
-    groups: Counter[tuple[str, datetime, timedelta]] = Counter(
-        (t.type, t.due_at, t.window) for t in timers if t.window is not None
-    )
+async def window_warnings(
+    timers: Iterable[Timer], rules: list[FlowRule], spreads: SpreadStore
+) -> list[dict[str, JSON]]:
+    """A warning for each group (namespace, type, due instant, window) of ``timers`` whose
+    pending timers, counted in the store, the rate limit on its type cannot start within its
+    window."""
+    groups = {
+        SpreadGroup(t.namespace, t.type, t.due_at, t.window): None
+        for t in timers
+        if t.window is not None
+    }
     found: list[dict[str, JSON]] = []
-    for (type, due_at, window), total in groups.items():
+    for group in groups:
+        type, due_at, window = group.type, group.due_at, group.window
         rule = rate_rule(rules, type)
         if rule is None or rule.rate is None:
             continue
+        total = await spreads.group_size(group)
         if window_holds(total, window, rule.rate.count, rule.rate.period, rule.effective_burst):
             continue
         message = (
@@ -58,8 +67,24 @@ def window_warnings(timers: Iterable[Timer], rules: list[FlowRule]) -> list[dict
     return found
 
 
+@contextmanager
+def collecting() -> Iterator[list[dict[str, JSON]]]:
+    """Collect the warnings of the puts made within (in this task) instead of issuing them as
+    Python warnings: the REST API answers them."""
+    found: list[dict[str, JSON]] = []
+    token = _collected.set(found)
+    try:
+        yield found
+    finally:
+        _collected.reset(token)
+
+
 def warn(found: list[dict[str, JSON]]) -> None:
-    """Tell a Python caller (``warnings``) and the log."""
+    """Tell the log, and a Python caller (``warnings``) unless :func:`collecting`."""
+    target = _collected.get()
     for warning in found:
         log.warning("%s", warning["message"])
-        warnings.warn(str(warning["message"]), WindowOverRate, stacklevel=4)
+        if target is None:
+            warnings.warn(str(warning["message"]), WindowOverRate, stacklevel=4)
+        else:
+            target.append(warning)

@@ -72,3 +72,7 @@ class SpreadStore(Protocol):
         (:func:`~duetime.timemath.run_window.even_offset`). One UPDATE a group, in one
         transaction; it answers how many rows it moved."""
         ...
+
+    async def group_size(self, group: SpreadGroup) -> int:
+        """How many pending timers ``group`` holds (spread evenly or not)."""
+        ...

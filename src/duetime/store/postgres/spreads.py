@@ -21,20 +21,19 @@ class PostgresSpreads:
         self._db = db
         self._notices = notices
 
+    async def group_size(self, group: SpreadGroup) -> int:
+        async def run(conn: Conn) -> int:
+            cursor = await conn.execute(Q["group_size"], _params(group))
+            row = await cursor.fetchone()
+            return int(row["total"]) if row else 0
+
+        return await self._db.read(run)
+
     async def spread(self, groups: Sequence[SpreadGroup]) -> int:
         async def run(conn: Conn) -> tuple[int, datetime | None]:
             moved, earliest = 0, None
             for group in groups:
-                cursor = await conn.execute(
-                    Q["spread_group"],
-                    {
-                        "namespace": group.namespace,
-                        "type": group.type,
-                        "due_at": group.due_at,
-                        "window": group.window,
-                        "window_us": window_micros(group.window),
-                    },
-                )
+                cursor = await conn.execute(Q["spread_group"], _params(group))
                 row = await cursor.fetchone()
                 count: int = row["moved"] if row else 0
                 first: datetime | None = row["earliest"] if row else None
@@ -50,3 +49,13 @@ class PostgresSpreads:
             await self._notices.notify_committed(earliest)
             self._notices.here(earliest)
         return moved
+
+
+def _params(group: SpreadGroup) -> dict[str, object]:
+    return {
+        "namespace": group.namespace,
+        "type": group.type,
+        "due_at": group.due_at,
+        "window": group.window,
+        "window_us": window_micros(group.window),
+    }

@@ -33,3 +33,11 @@ moved AS (
     RETURNING timers.run_at
 )
 SELECT count(*) AS moved, min(run_at) AS earliest FROM moved
+
+-- name: group_size
+-- How many pending timers one group (namespace, type, nominal instant, window) holds, spread or
+-- not: the starts its window must hold (the rate limit's warning). Through timers_pending.
+SELECT count(*) AS total FROM timers
+WHERE namespace = %(namespace)s AND status = 'scheduled'
+  AND run_at BETWEEN %(due_at)s AND %(due_at)s + %(window)s
+  AND due_at = %(due_at)s AND type = %(type)s AND run_window = %(window)s

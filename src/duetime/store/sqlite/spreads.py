@@ -20,17 +20,19 @@ class SqliteSpreads:
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
 
+    async def group_size(self, group: SpreadGroup) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            (total,) = conn.execute(Q["group_size"], _params(group)).fetchone()
+            return int(total)
+
+        return await self._db.read(run)
+
     async def spread(self, groups: Sequence[SpreadGroup]) -> int:
         def run(conn: sqlite3.Connection) -> list[int]:
             moved: list[int] = []
             for group in groups:
-                params = {
-                    "namespace": group.namespace,
-                    "type": group.type,
-                    "due_at": to_micros(group.due_at),
-                    "window": window_micros(group.window),
-                }
-                moved.extend(row[0] for row in conn.execute(Q["spread_group"], params))
+                rows = conn.execute(Q["spread_group"], _params(group))
+                moved.extend(row[0] for row in rows)
             return moved
 
         if not groups:
@@ -39,3 +41,12 @@ class SqliteSpreads:
         if moved:
             self._db.announce(from_micros(min(moved)))
         return len(moved)
+
+
+def _params(group: SpreadGroup) -> dict[str, object]:
+    return {
+        "namespace": group.namespace,
+        "type": group.type,
+        "due_at": to_micros(group.due_at),
+        "window": window_micros(group.window),
+    }

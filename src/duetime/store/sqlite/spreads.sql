@@ -21,3 +21,11 @@ UPDATE timers SET run_at = :due_at + (grp.rank * :window) / grp.total
 FROM grp
 WHERE timers.id = grp.id AND grp.run_at IS NOT :due_at + (grp.rank * :window) / grp.total
 RETURNING timers.run_at
+
+-- name: group_size
+-- How many pending timers one group (namespace, type, nominal instant, window) holds, spread or
+-- not: the starts its window must hold (the rate limit's warning). Through timers_pending.
+SELECT count(*) FROM timers
+WHERE namespace = :namespace AND status = 'scheduled'
+  AND run_at BETWEEN :due_at AND :due_at + :window
+  AND due_at = :due_at AND type = :type AND run_window = :window
