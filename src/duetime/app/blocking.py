@@ -183,6 +183,7 @@ class BlockingSchedules(BlockingPart[Schedules]):
     preview = blocking(Schedules.preview)
     tzdata_diff = blocking(Schedules.tzdata_diff)
     run_next_now = blocking(Schedules.run_next_now)
+    backfill = blocking(Schedules.backfill)
 
 
 class BlockingLimits(BlockingPart[Limits]):

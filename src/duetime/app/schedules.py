@@ -17,6 +17,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from duetime.app.audit import Audit
+from duetime.app.backfill import backfill
 from duetime.app.context import AppContext
 from duetime.app.deprecation import warn_moved
 from duetime.app.schedule_reading import ScheduleReads
@@ -60,6 +61,8 @@ class Schedules(ScheduleReads):
         found = getattr(self._context.store.schedules, name)
         warn_moved(f"schedules.{name}", f"store.schedules.{name}", stacklevel=2)
         return found
+
+    backfill = backfill  # the occurrences of a past range as timers (app/backfill.py)
 
     async def add(
         self,
