@@ -486,6 +486,8 @@ class Schedule:
     """How late an occurrence may be and still fire; past it, ``catch_up`` decides."""
     calendar: Calendar | None = None
     """An RFC 5545 rule (with DTSTART, EXDATE, RDATE, business days) instead of cron/every."""
+    window: timedelta | None = None
+    """Each occurrence's run window: its timer runs at its hashed instant within it."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in
@@ -516,5 +518,6 @@ class Schedule:
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "version": self.version,
+            "window": None if self.window is None else self.window.total_seconds(),
             **calendar_fields(self.calendar),
         }

@@ -30,10 +30,11 @@ from typing import Any, cast
 from duetime.clock import Clock, unwatch, watch
 from duetime.errors import RuleTooCostly
 from duetime.model import Schedule, iso
-from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
+from duetime.model.schedules import DueSchedule, OccurrenceState
 from duetime.schedules import KEY_PREFIX, Materialized, ScheduleAdvance, recurrence_of
 from duetime.services.base import Service
 from duetime.services.held import release_held
+from duetime.services.occurrence_windows import occurrences_of
 from duetime.services.tzdata import TzdataReport, reresolve_if_changed
 from duetime.services.windows import Windows
 from duetime.store.protocol import Store
@@ -72,9 +73,11 @@ class PlanCache:
     every rule in every batch. Bounded: past :data:`REMEMBERED` entries it starts afresh
     (schedules of rules all their own: a cache of a million would only cost memory)."""
 
-    __slots__ = ("costly", "isos", "nexts", "rules", "shapes")
+    __slots__ = ("costly", "isos", "namespace", "nexts", "rules", "shapes")
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "") -> None:
+        self.namespace = namespace
+        """Whose schedules: an occurrence's instant within a run window is a hash of it."""
         self.rules: dict[tuple[object, ...], Recurrence] = {}
         self.nexts: dict[tuple[Recurrence, datetime], datetime | None] = {}
         self.isos: dict[datetime, str] = {}
@@ -218,7 +221,7 @@ def _advance(
     cache: PlanCache,
     now: datetime,
 ) -> ScheduleAdvance:
-    timers = tuple(Occurrence(cache.key(schedule.name, instant), instant) for instant in fire)
+    timers = occurrences_of(schedule, fire, cache.key, cache.namespace)
     last_at = fire[-1] if fire else schedule.last_at
     if not gated(schedule.overlap):
         return ScheduleAdvance(schedule.id, schedule.version, next_at, after_at, last_at, timers)
@@ -281,7 +284,7 @@ class Materializer(Service):
         cache: PlanCache | None = None,
     ) -> list[ScheduleAdvance]:
         if cache is None:
-            cache = PlanCache()
+            cache = PlanCache(self.namespace)
         else:
             cache.bound()
         states = {} if states is None else states
@@ -319,14 +322,14 @@ class Materializer(Service):
                 schedule, now, lookahead=self.lookahead, per_schedule=self.per_schedule, cache=cache
             )
             cache.shapes[key] = (
-                tuple(due_at for _, due_at in advance.timers),
+                tuple(o.due_at for o in advance.timers),
                 advance.next_at,
                 advance.after_at,
                 advance.last_at,
             )
             return advance
         fire, next_at, after_at, last_at = shape
-        timers = tuple(Occurrence(cache.key(schedule.name, instant), instant) for instant in fire)
+        timers = occurrences_of(schedule, fire, cache.key, self.namespace)
         return ScheduleAdvance(schedule.id, schedule.version, next_at, after_at, last_at, timers)
 
     async def tick(self, now: datetime) -> int:
@@ -341,7 +344,7 @@ class Materializer(Service):
         is large enough), then earliest first until a batch comes back short."""
         await release_held(self.schedules, now)
         horizon = now + self.lookahead
-        cache = PlanCache()
+        cache = PlanCache(self.namespace)
         created, backlog = await self._batches(now, horizon, cache, until_full=False)
         if backlog:
             ids = await self.schedules.schedule_ids()

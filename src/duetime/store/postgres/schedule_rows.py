@@ -25,6 +25,8 @@ from duetime.store.postgres.rows import Row
 from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
 
+_CALENDAR_AT = DUE_COLUMNS.index("calendar")
+
 
 def due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueSchedule]:
     """Rows of lock_due_schedules as :class:`DueSchedule` (its columns, in its order)."""
@@ -33,10 +35,12 @@ def due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueSc
         raise RuntimeError(f"lock_due_schedules returns {names}, not {DUE_COLUMNS}")
 
     def due(values: Sequence[Any]) -> DueSchedule:
-        calendar = values[-1]
+        calendar = values[_CALENDAR_AT]
         if calendar is None:
             return DueSchedule._make(values)
-        return DueSchedule._make((*values[:-1], Calendar.from_text(calendar)))
+        return DueSchedule._make(
+            (*values[:_CALENDAR_AT], Calendar.from_text(calendar), *values[_CALENDAR_AT + 1 :])
+        )
 
     return due
 
@@ -54,6 +58,7 @@ _NEW_COLUMNS = {
     "anchor_ats": "anchor_at",
     "overlaps": "overlap",
     "catch_up_graces": "catch_up_grace",
+    "run_windows": "window",
 }
 """insert_schedules' arrays read from each :class:`NewSchedule` as it is, by attribute."""
 _RULE_COLUMNS = {
@@ -153,6 +158,7 @@ def definition_params(schedule: Schedule, sealing: Sealing) -> Row:
         "overlap": schedule.overlap,
         "catch_up_grace": schedule.catch_up_grace,
         "calendar": calendar_text(schedule.calendar),
+        "run_window": schedule.window,
     }
 
 
@@ -188,6 +194,7 @@ def schedule_from_row(row: Row, sealing: Sealing) -> Schedule:
         version=row["version"],
         overlap=row["overlap"],
         catch_up_grace=row["catch_up_grace"],
+        window=row["run_window"],
     )
 
 

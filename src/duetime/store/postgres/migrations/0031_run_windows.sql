@@ -9,3 +9,7 @@ ALTER TABLE timers ADD COLUMN run_window interval;
 ALTER TABLE timers ADD COLUMN spread text;
 ALTER TABLE IF EXISTS timer_history ADD COLUMN IF NOT EXISTS run_window interval;
 ALTER TABLE IF EXISTS timer_history ADD COLUMN IF NOT EXISTS spread text;
+
+-- A schedule's run window: each occurrence's timer runs at its hashed instant within
+-- [due_at, due_at + run_window] and keeps the window (NULL: none). Nullable: rewrites nothing.
+ALTER TABLE schedules ADD COLUMN run_window interval;
