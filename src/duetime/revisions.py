@@ -72,6 +72,7 @@ def revise(
         active=new.active,
         overlap=new.overlap,
         catch_up_grace=new.catch_up_grace,
+        window=new.window,
     )
     if candidate == current:
         return Revision(current, None, changed=False)

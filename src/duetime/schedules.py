@@ -24,6 +24,7 @@ from duetime.model.schedules import ScheduleAdvance as ScheduleAdvance
 from duetime.model.schedules import ScheduleFilter as ScheduleFilter
 from duetime.model.schedules import schedule_from_new as schedule_from_new
 from duetime.timemath.bounds import check_instant
+from duetime.timemath.durations import parse_span
 from duetime.timemath.recurrence import (
     OnGap,
     OnOverlap,
@@ -33,10 +34,17 @@ from duetime.timemath.recurrence import (
     parse_recurrence,
 )
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS, Calendar
+from duetime.timemath.recurrence.occurrences import occurrences
 from duetime.timemath.recurrence.overlap import (
     DEFAULT_CATCH_UP_GRACE,
     parse_catch_up_grace,
     parse_overlap,
+)
+from duetime.timemath.run_window import (
+    PERIOD_SAMPLE,
+    check_window,
+    check_window_within,
+    shortest_gap,
 )
 from duetime.timemath.tzmath import is_aware
 from duetime.timemath.when import check_day_exists
@@ -195,6 +203,9 @@ class ScheduleRequest:
     weekend: str | Sequence[str] | None = None
     roll: str | None = None
     feb29: str = "feb28"
+    window: str | int | float | timedelta | None = None
+    """Each occurrence runs at its hashed instant within ``[due, due + window]``; at most the
+    rule's shortest gap between occurrences."""
 
     def calendar_options(self) -> dict[str, object] | None:
         """What parse_calendar takes besides the rule; None (checked) without an rrule."""
@@ -251,6 +262,7 @@ class ScheduleRequest:
             max_attempts=schedule.max_attempts,
             overlap=schedule.overlap,
             catch_up_grace=schedule.catch_up_grace,
+            window=schedule.window,
             **_calendar_request(schedule.calendar),
         )
 
@@ -295,6 +307,7 @@ class ScheduleRequest:
                     "rrule", "has no occurrence after now (COUNT, UNTIL or end_at ended it)"
                 )
             raise InvalidInput("end_at", "is past: the schedule has no occurrence after now")
+        window = None if self.window is None else schedule_window(self.window, rule, now)
         return NewSchedule(
             namespace=namespace,
             name=name,
@@ -310,7 +323,21 @@ class ScheduleRequest:
             next_at=next_at,
             overlap=overlap,
             catch_up_grace=catch_up_grace,
+            window=window,
         )
+
+
+def schedule_window(
+    value: str | int | float | timedelta, rule: Recurrence, now: datetime
+) -> timedelta:
+    """A schedule's run window: a positive duration, at most the rule's shortest gap between
+    two occurrences (of the next :data:`~duetime.timemath.run_window.PERIOD_SAMPLE` after
+    ``now``), so an occurrence never runs after the next one is due."""
+    window = check_window(parse_span(value, "window"))
+    period = shortest_gap(occurrences(rule, now, PERIOD_SAMPLE))
+    if period is not None:
+        check_window_within(window, period)
+    return window
 
 
 def prepare_rules(requests: Iterable[ScheduleRequest], now: datetime, rules: RuleCache) -> None:

@@ -93,6 +93,7 @@ class Schedules(ScheduleReads):
         weekend: str | Sequence[str] | None = None,
         roll: str | None = None,
         feb29: str = "feb28",
+        window: str | int | float | timedelta | None = None,
         actor: Actor | None = None,
     ) -> tuple[ScheduleAction, Schedule]:
         """Create the schedule ``name``, or bring an existing one to this definition.
@@ -230,6 +231,7 @@ class Schedules(ScheduleReads):
         weekend: str | Sequence[str] | Unset | None = UNSET,
         roll: str | Unset | None = UNSET,
         feb29: str | Unset = UNSET,
+        window: str | int | float | timedelta | Unset | None = UNSET,
         actor: Actor | None = None,
     ) -> Schedule:
         """Change some fields (None clears an optional one); the next occurrence is recomputed.

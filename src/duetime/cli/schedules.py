@@ -72,6 +72,12 @@ def rule_options(func: FC) -> FC:
                 help="How late an occurrence may be and still fire: PT5M, or seconds [60]; "
                 "past it, --catch-up decides.",
             ),
+            click.option(
+                "--window",
+                metavar="DURATION",
+                help="Run each occurrence at a deterministic instant within [due, due + "
+                "DURATION], at most the rule's period.",
+            ),
         ]
     ):
         func = decorator(func)
@@ -369,6 +375,8 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
         ("catch_up_grace", f"{schedule.catch_up_grace.total_seconds():g}s"),
         ("overlap", schedule.overlap),
     ]
+    if schedule.window is not None:
+        rows.append(("window", str(schedule.window)))
     if schedule.cron is not None or schedule.calendar is not None:
         rows.append(("dst", f"on_gap={schedule.on_gap} on_overlap={schedule.on_overlap}"))
     if schedule.calendar is not None:

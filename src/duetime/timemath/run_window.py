@@ -17,6 +17,7 @@ worker, every restart and every replay agrees:
 from __future__ import annotations
 
 import hashlib
+import itertools
 from datetime import UTC, datetime, timedelta
 
 from duetime.errors import InvalidInput
@@ -93,3 +94,14 @@ def window_holds(
     """Whether ``total`` starts fit in ``window`` at a rate of ``rate_count`` a ``period`` with
     ``burst`` at once: a smooth rate grants at most ``burst + window * rate`` in a window."""
     return total <= burst + window / period * rate_count
+
+
+PERIOD_SAMPLE = 50
+"""Occurrences of a schedule's rule whose gaps bound its window (a rule's period may vary: a
+month, a weekday rule's weekend)."""
+
+
+def shortest_gap(instants: list[datetime]) -> timedelta | None:
+    """The shortest gap between consecutive ``instants`` (None: fewer than two)."""
+    gaps = [later - earlier for earlier, later in itertools.pairwise(instants)]
+    return min(gaps, default=None)

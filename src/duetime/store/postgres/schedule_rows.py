@@ -100,15 +100,18 @@ OCCURRENCE_COLUMNS = (
 )
 """The arrays of the timers an advance makes, one a field of :data:`OccurrenceValues`."""
 FIRING = 3
-"""The columns from here on are empty when every occurrence simply fires: unnest pads them
-with NULLs."""
+"""The columns from here on are empty when every occurrence simply fires at its due instant (no
+run window): unnest pads them with NULLs."""
 
 
 def advance_params(
     advances: Sequence[ScheduleAdvance], made: Sequence[OccurrenceValues], now: datetime
 ) -> Row:
     """advance_fresh's and advance_schedules' arrays: the rows advanced, the timers made."""
-    plain = all(status == "scheduled" and overlap is None for *_, status, _, _, overlap in made)
+    plain = all(
+        status == "scheduled" and overlap is None and run_at == due_at
+        for _, _, due_at, status, run_at, _, overlap in made
+    )
     params: Row = {
         "ids": [a.schedule_id for a in advances],
         "versions": [a.version for a in advances],
