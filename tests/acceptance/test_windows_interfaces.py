@@ -105,3 +105,30 @@ def test_python_refuses_a_bad_window_naming_it(tmp_path: Path, window: str) -> N
             app.schedule("greet", at=NINE, window=window)
         assert raised.value.field == "window"
         assert app.timers.history().items == []
+
+
+def test_schedule_windows_over_rest_and_the_cli(cli: Cli) -> None:
+    from fastapi.testclient import TestClient
+
+    cli.ok("migrate")
+    added = cli.ok(
+        "schedules", "add", "daily", "report", "--cron", "0 9 * * *", "--window", "PT10M"
+    )
+    assert added["schedule"]["window"] == 600.0
+    error = cli.fails(
+        "schedules", "add", "hourly", "ping", "--cron", "0 * * * *", "--window", "PT2H", code=2
+    )
+    assert error["field"] == "window"
+    with TestClient(create_api(ApiSettings(core=Settings(database_url=cli.db_url)))) as client:
+        base = "/v1/namespaces/default/schedules"
+        made = client.post(base, json={"name": "w", "type": "t", "every": "PT1H", "window": 900})
+        assert made.status_code == 201, made.text
+        assert made.json()["schedule"]["window"] == 900.0
+        too_long = client.post(
+            base, json={"name": "w2", "type": "t", "every": "PT1H", "window": "PT2H"}
+        )
+        assert too_long.status_code == 422, too_long.text
+        assert too_long.json()["field"] == "window"
+        changed = client.patch(f"{base}/w", json={"window": None})
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["schedule"]["window"] is None
