@@ -1,7 +1,7 @@
 """A schedule's backfill: the occurrences its rule had in a past range, made as timers.
 
 Each occurrence is the timer the materialiser would have made — the schedule's type, payload,
-subject and attempts, keyed by its nominal instant (:func:`~duetime.schedules.occurrence_key`)
+subject, attempts and run window, keyed by its nominal instant (:func:`~duetime.schedules.occurrence_key`)
 — written with ``on_conflict="keep"``, so a key already stored (an occurrence made, pending,
 run or cancelled, or backfilled before) is left as it is: a backfill twice creates nothing
 twice, and what ran is not repeated. The instants come from the schedule's own expansion
@@ -144,6 +144,8 @@ def _timer(context: AppContext, schedule: Schedule, at: datetime, key: str) -> N
         max_attempts=schedule.max_attempts,
         subject=schedule.subject,
         producer=context.producer_id(),
+        window=schedule.window,
+        spread=None if schedule.window is None else "hash",
     )
 
 
