@@ -2,8 +2,9 @@
 
 Each occurrence is the timer the materialiser would have made — the schedule's type,
 payload, subject, attempts and run window, keyed by its nominal instant
-(:func:`~duetime.schedules.occurrence_key`) — written with ``on_conflict="keep"``, so a key already stored (an occurrence made, pending,
-run or cancelled, or backfilled before) is left as it is: a backfill twice creates nothing
+(:func:`~duetime.schedules.occurrence_key`) — written with ``on_conflict="keep"``, so a key
+already stored (an occurrence made, pending, run or cancelled, or backfilled before) is left
+as it is: a backfill twice creates nothing
 twice, and what ran is not repeated. The instants come from the schedule's own expansion
 (:func:`~duetime.timemath.recurrence.occurrences.occurrences_between`: cron, interval or RFC
 5545 rule with its calendar). The timers are due in the past, so workers claim them at once,
