@@ -335,6 +335,16 @@ class SqlAccessStore(Protocol):
         recorded it first."""
         ...
 
+    async def previous_schedule(self, request_id: int) -> Schedule | None:
+        """The schedule as it was planned before request ``request_id`` changed it (None
+        when the request made it), for restoring when the change fails duetime's checks."""
+        ...
+
+    async def keep_settings(self, settings: Mapping[str, int], now: datetime) -> None:
+        """Make the SQL functions obey these settings (``max_payload_bytes``,
+        ``max_attempts``, ``max_schedules``), as the Python path obeys the app's."""
+        ...
+
 
 class OutboxStore(Protocol):
     """Writing inside the caller's own open transaction (the outbox pattern): what duetime

@@ -8,8 +8,8 @@
 -- psycopg's text format for arrays costs ~10x more client CPU). A column other than key, payload
 -- and due time comes as one value when it is the same for the whole batch, or empty when it is
 -- NULL throughout (migration 0013, rows.timer_batch_params). run_offset is the hashed offset into
--- a timer's run window (migration 0037), NULL without one: run_at is due_at plus it. Included by insert_timer,
--- insert_fresh_timers and upsert_timer.
+-- a timer's run window (migration 0033), NULL without one: run_at is due_at plus it. Included by
+-- insert_timer, insert_fresh_timers and upsert_timer.
 unnest(
     batch_column(%(namespaces)b::text[], %(rows)s::integer), %(keys)b::text[],
     batch_column(%(types)b::text[], %(rows)s::integer), %(payloads)b::text[],
