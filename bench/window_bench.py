@@ -9,8 +9,11 @@ Run by hand (not part of the test suite)::
 Each round writes ``--count`` timers of one type due at one instant, in a fresh database
 ``dtwindow``: *plain* without a window, *even* with ``window=PT1H, spread=even`` (the store's
 ``put_timers`` in calls of 10,000, then ``store.spreads.spread`` once over the whole group: the
-single UPDATE whose time is printed). The instant is two hours ago, so every timer of either
-kind is due when one ``AsyncApp`` worker (no-op handler) starts draining them; the drain rate
+single UPDATE whose time and rows moved are printed). With ``--placed`` (the default) each timer
+is written at its place in the group, as ``schedule_many`` places a group it holds whole, so
+the UPDATE finds every row in place; ``--hashed`` writes them at their hashed instants, so the
+UPDATE moves nearly every row (a group assembled from many puts). The instant is two hours
+ago, so every timer of either kind is due when one ``AsyncApp`` worker (no-op handler) starts draining them; the drain rate
 of each is printed, and the ratio of the even drain to the plain one of the same pair of rounds
 (alternating plain, even, plain, even...). Note ``uptime`` beside the figures: on a shared
 machine a single round can be a tenth off.
@@ -29,6 +32,7 @@ import psycopg
 from duetime import AsyncApp, Event
 from duetime.model import NewTimer
 from duetime.store.run_windows import SpreadGroup
+from duetime.timemath.run_window import even_offset
 
 DB = "dtwindow"
 WINDOW = timedelta(hours=1)
@@ -60,6 +64,9 @@ async def one_round(args: argparse.Namespace, even: bool) -> dict[str, float]:
                     max_attempts=3,
                     window=WINDOW if even else None,
                     spread="even" if even else None,
+                    run_at=due_at + even_offset(i, args.count, WINDOW)
+                    if even and args.placed
+                    else None,
                 )
                 for i in range(first, min(first + CALL, args.count))
             ]
@@ -67,8 +74,9 @@ async def one_round(args: argparse.Namespace, even: bool) -> dict[str, float]:
         figures["insert_s"] = time.perf_counter() - started
         if even:
             started = time.perf_counter()
-            await store.spreads.spread([SpreadGroup("default", "greet", due_at, WINDOW)])
+            moved = await store.spreads.spread([SpreadGroup("default", "greet", due_at, WINDOW)])
             figures["spread_s"] = time.perf_counter() - started
+            figures["moved"] = moved
     with psycopg.connect(f"{args.base}/{DB}", autocommit=True) as conn:
         conn.execute("ANALYZE")
     app = AsyncApp(url, concurrency=args.concurrency, batch_size=args.batch_size)
@@ -96,7 +104,8 @@ async def one_round(args: argparse.Namespace, even: bool) -> dict[str, float]:
 
 
 async def bench(args: argparse.Namespace) -> None:
-    print(f"load before: {os.getloadavg()[0]:.2f}; {args.count:,} timers a round")
+    mode = "placed at write" if args.placed else "hashed at write"
+    print(f"load before: {os.getloadavg()[0]:.2f}; {args.count:,} timers a round; {mode}")
     ratios = []
     for pair in range(args.pairs):
         plain = await one_round(args, even=False)
@@ -106,8 +115,8 @@ async def bench(args: argparse.Namespace) -> None:
         print(
             f"pair {pair + 1}: plain drain {args.count / plain['drain_s']:,.0f}/s; "
             f"even drain {args.count / even['drain_s']:,.0f}/s (ratio {ratio:.3f}); "
-            f"spread UPDATE {even['spread_s']:.2f} s for {args.count:,} rows "
-            f"({args.count / even['spread_s']:,.0f} rows/s); inserts "
+            f"spread UPDATE {even['spread_s']:.2f} s over {args.count:,} rows, "
+            f"{even['moved']:,.0f} moved; inserts "
             f"{plain['insert_s']:.1f} s plain, {even['insert_s']:.1f} s windowed; "
             f"load {os.getloadavg()[0]:.2f}"
         )
@@ -121,6 +130,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="timers a round")
     parser.add_argument("--pairs", type=int, default=2, help="plain/even pairs of rounds")
+    parser.add_argument(
+        "--hashed", dest="placed", action="store_false", help="write at hashed instants"
+    )
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--base", default="postgresql://postgres@127.0.0.1:5432")

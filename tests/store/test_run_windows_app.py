@@ -18,6 +18,7 @@ from duetime.clock import FrozenClock
 from duetime.config import Settings
 from duetime.requests import TimerRequest
 from duetime.store import create_store
+from duetime.store.run_windows import SpreadGroup
 from duetime.timemath.run_window import even_offset, hashed_instant
 
 START = datetime(2025, 3, 3, 8, 0, tzinfo=UTC)
@@ -46,6 +47,8 @@ async def test_an_even_group_is_spread_when_stored(context: AppContext) -> None:
     for rank, result in enumerate(sorted(results, key=lambda r: r.timer.key)):
         assert result.timer.due_at == NINE
         assert result.timer.run_at == NINE + even_offset(rank, 50, WINDOW) == NINE + rank * step
+    group = SpreadGroup("win", "greet", NINE, WINDOW)
+    assert await context.store.spreads.spread([group]) == 0  # placed when written: none moves
     one = await timers.schedule("greet", at=NINE, key="z-late", window=WINDOW, spread="even")
     assert one.timer.run_at == NINE + even_offset(50, 51, WINDOW)  # "z-late" sorts last
     first = await timers.get("u-0000")

@@ -119,6 +119,7 @@ def test_make_new_timer_sets_every_field_the_constructor_does() -> None:
         "priority": 4,
         "window": timedelta(minutes=15),
         "spread": "even",
+        "run_at": NOW + timedelta(minutes=3),
         "payload_json": '{"amount":12}',
     }
     names = [f.name for f in dataclasses.fields(NewTimer)]

@@ -2,7 +2,11 @@
 it touched, computed in the database (``store.spreads``), and the warning when a window cannot
 hold its timers at their type's rate limit.
 
-When the spread is computed: once a put (``schedule``, ``schedule_many``, a schedule's
+Before the write, the timers of each even group a put holds are placed evenly among themselves
+(:func:`placed_evenly`, the same arithmetic): a group written in one put is then in place when
+it is written, and the pass in the database that follows moves none of them — no row written
+twice, no dead row left in the pending index for the claims to step over. When the spread is
+computed: once a put (``schedule``, ``schedule_many``, a schedule's
 materialisation or backfill) has committed, over every pending, never-claimed timer of each
 group it wrote to, so a timer added later to a group already spread spreads the group again
 (all its unclaimed timers, by key, over the whole window). Inside a caller's own transaction
@@ -11,11 +15,34 @@ group it wrote to, so a timer added later to a group already spread spreads the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import cast
+
 from duetime.app.context import AppContext
 from duetime.app.window_warnings import warn, window_warnings
-from duetime.model import PutResult
+from duetime.model import NewTimer, PutResult
 from duetime.model.fast_records import make_put_result
 from duetime.store.run_windows import SpreadGroup
+from duetime.timemath.run_window import even_offset
+
+
+def placed_evenly(timers: list[NewTimer]) -> list[NewTimer]:
+    """``timers`` with each even group's members given their place among the group's members
+    in this put (ranked by key); the others as they are. Only a timer with its key is placed
+    (the store draws the others' keys later: those wait at their hashed instants)."""
+    groups: dict[SpreadGroup, list[int]] = {}
+    for index, t in enumerate(timers):
+        if t.spread == "even" and t.window is not None and t.key is not None:
+            group = SpreadGroup(t.namespace, t.type, t.due_at, t.window)
+            groups.setdefault(group, []).append(index)
+    placed = list(timers)
+    for group, members in groups.items():
+        ranked = sorted(members, key=lambda i: cast(str, timers[i].key))
+        for rank, index in enumerate(ranked):
+            at = group.due_at + even_offset(rank, len(ranked), group.window)
+            placed[index] = replace(timers[index], run_at=at)
+    return placed
+
 
 REREAD_MOST = 100
 """Up to this many evenly spread timers, the answer shows each one's spread instant (read

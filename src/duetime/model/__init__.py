@@ -168,6 +168,9 @@ class NewTimer:
     """See :attr:`Timer.window`; a timer with one always has its key."""
     spread: str | None = None
     """See :attr:`Timer.spread`: ``hash`` or ``even`` with a window, else None."""
+    run_at: datetime | None = None
+    """Its place within its window when known before the write (an even group's), else None:
+    its hashed instant."""
     payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
     """``payload`` as the JSON text validation made of it (``straight_to_store``), so the
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts

@@ -164,6 +164,7 @@ def make_new_timer(
     payload_json: str | None,
     window: timedelta | None = None,
     spread: str | None = None,
+    run_at: datetime | None = None,
 ) -> NewTimer:
     """``NewTimer(...)`` with every field given, ``payload_json`` too, in a fifth of its time."""
     timer: Any = _new(_NewTimerShell)
@@ -185,6 +186,7 @@ def make_new_timer(
     timer.payload_json = payload_json
     timer.window = window
     timer.spread = spread
+    timer.run_at = run_at
     timer.__class__ = NewTimer
     made: NewTimer = timer
     return made

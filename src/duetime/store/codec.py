@@ -73,6 +73,7 @@ def sealed_timer(timer: NewTimer, sealing: Sealing) -> NewTimer:
         sealing.seal_payload(timer.namespace, payload_text(timer)),
         timer.window,
         timer.spread,
+        timer.run_at,
     )
 
 

@@ -24,6 +24,8 @@ def run_instant(timer: NewTimer, key: str) -> datetime:
     its window (under ``key``, the key it is stored with)."""
     if timer.window is None:
         return timer.due_at
+    if timer.run_at is not None:  # placed before the write (an even group)
+        return timer.run_at
     return timer.due_at + hashed_offset(timer.namespace, key, timer.due_at, timer.window)
 
 
@@ -34,7 +36,7 @@ def window_params(timers: Sequence[NewTimer], keys: Sequence[str]) -> dict[str, 
         return {"run_offsets": [], "run_windows": [], "spreads": []}
     return {
         "run_offsets": [
-            None if t.window is None else hashed_offset(t.namespace, key, t.due_at, t.window)
+            None if t.window is None else run_instant(t, key) - t.due_at
             for t, key in zip(timers, keys, strict=True)
         ],
         "run_windows": [t.window for t in timers],
