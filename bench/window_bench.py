@@ -12,11 +12,11 @@ Each round writes ``--count`` timers of one type due at one instant, in a fresh 
 single UPDATE whose time and rows moved are printed). With ``--placed`` (the default) each timer
 is written at its place in the group, as ``schedule_many`` places a group it holds whole, so
 the UPDATE finds every row in place; ``--hashed`` writes them at their hashed instants, so the
-UPDATE moves nearly every row (a group assembled from many puts). The instant is two hours
-ago, so every timer of either kind is due when one ``AsyncApp`` worker (no-op handler) starts
-draining them; the drain rate of each is printed, and the ratio of the even drain to the plain one of the same pair of rounds
-(alternating plain, even, plain, even...). Note ``uptime`` beside the figures: on a shared
-machine a single round can be a tenth off.
+UPDATE moves nearly every row (a group assembled from many puts). The instant is two hours ago,
+so every timer of either kind is due when one ``AsyncApp`` worker (no-op handler) starts
+draining them; the drain rate of each is printed, and the ratio of the even drain to the plain
+one of the same pair of rounds (alternating plain, even, plain, even...). Note ``uptime``
+beside the figures: on a shared machine a single round can be a tenth off.
 """
 
 from __future__ import annotations
