@@ -9,7 +9,7 @@ Run by hand (not part of the test suite)::
 Each round writes ``--count`` timers of one type due at one instant, in a fresh database
 ``dtwindow``: *plain* without a window, *even* with ``window=PT1H, spread=even`` (the store's
 ``put_timers`` in calls of 10,000, then ``store.spreads.spread`` once over the whole group: the
-single UPDATE whose time and rows moved are printed). With ``--placed`` (the default) each timer
+single UPDATE whose time and rows moved are printed). By default each timer
 is written at its place in the group, as ``schedule_many`` places a group it holds whole, so
 the UPDATE finds every row in place; ``--hashed`` writes them at their hashed instants, so the
 UPDATE moves nearly every row (a group assembled from many puts). The instant is two hours ago,
