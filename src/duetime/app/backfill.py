@@ -13,10 +13,9 @@ through flow control as any due timer: the type's limits pace them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Protocol
 
 from duetime.app.audit import Audit
 from duetime.app.context import AppContext
@@ -40,71 +39,75 @@ occurrence costs a few steps of it)."""
 _MICRO = timedelta(microseconds=1)
 
 
-class Backfilling(Protocol):
-    """What a backfill needs of the schedules part."""
+class ScheduleBackfill:
+    """The schedules part's backfill (a base of :class:`~duetime.app.schedules.Schedules`)."""
 
     _context: AppContext
     _audit: Audit
+    get: Callable[[str], Awaitable[Schedule]]
+    """The schedule of a name, or NotFound naming it (the part's own)."""
 
-    async def get(self, name: str) -> Schedule: ...
-
-
-async def backfill(
-    self: Backfilling,
-    name: str,
-    *,
-    from_: str | datetime,
-    to: str | datetime,
-    dry_run: bool = False,
-    yes: bool = False,
-    actor: Actor | None = None,
-) -> Backfill:
-    """Make the occurrences schedule ``name`` had in ``[from_, to]`` (both included) as
-    timers, keyed as the materialiser keys them; ``dry_run`` lists them (and which exist)
-    without writing. Refused, naming the field: ``from`` after ``to``, ``to`` after now on the
-    database's clock, more than 10,000 occurrences without ``yes`` (field ``yes``)."""
-    context = self._context
-    start, end = _range(from_, to)
-    schedule = await self.get(check_schedule_name(name))
-    now = await context.store.db_now() or context.clock.now()
-    if end > now:
-        raise InvalidInput("to", f"is in the future ({end.isoformat()} > now, {now.isoformat()})")
-    most = MOST if yes else CONFIRM_ABOVE  # without yes, counting stops past the confirmation
-    instants = list(islice(_occurrences(schedule, start, end), most + 1))
-    if len(instants) > MOST:
-        raise InvalidInput("to", f"the range holds more than {MOST:,} occurrences; narrow it")
-    if len(instants) > CONFIRM_ABOVE and not yes:
-        raise InvalidInput(
-            "yes",
-            f"the range holds over {CONFIRM_ABOVE:,} occurrences: confirm with --yes"
-            " (yes=True), or narrow it (--dry-run lists them)",
-        )
-    keys = [occurrence_key(schedule.name, instant) for instant in instants]
-    if dry_run:
-        stored = await _stored_keys(context, keys)
-        listed = tuple(
-            BackfillOccurrence(at, key, key in stored)
+    async def backfill(
+        self,
+        name: str,
+        *,
+        from_: str | datetime,
+        to: str | datetime,
+        dry_run: bool = False,
+        yes: bool = False,
+        actor: Actor | None = None,
+    ) -> Backfill:
+        """Make the occurrences schedule ``name`` had in ``[from_, to]`` (both included) as
+        timers, keyed as the materialiser keys them; ``dry_run`` lists them (and which exist)
+        without writing. Refused, naming the field: ``from`` after ``to``, ``to`` after now on the
+        database's clock, more than 10,000 occurrences without ``yes`` (field ``yes``)."""
+        context = self._context
+        start, end = _range(from_, to)
+        schedule = await self.get(check_schedule_name(name))
+        now = await context.store.db_now() or context.clock.now()
+        if end > now:
+            raise InvalidInput(
+                "to", f"is in the future ({end.isoformat()} > now, {now.isoformat()})"
+            )
+        most = MOST if yes else CONFIRM_ABOVE  # without yes, counting stops past the confirmation
+        instants = list(islice(_occurrences(schedule, start, end), most + 1))
+        if len(instants) > MOST:
+            raise InvalidInput("to", f"the range holds more than {MOST:,} occurrences; narrow it")
+        if len(instants) > CONFIRM_ABOVE and not yes:
+            raise InvalidInput(
+                "yes",
+                f"the range holds over {CONFIRM_ABOVE:,} occurrences: confirm with --yes"
+                " (yes=True), or narrow it (--dry-run lists them)",
+            )
+        keys = [occurrence_key(schedule.name, instant) for instant in instants]
+        if dry_run:
+            stored = await _stored_keys(context, keys)
+            listed = tuple(
+                BackfillOccurrence(at, key, key in stored)
+                for at, key in zip(instants, keys, strict=True)
+            )
+            return Backfill(schedule.name, start, end, True, listed, 0, len(stored))
+        writes = TimerWrites(context)
+        made: set[str] = set()
+        for first in range(0, len(instants), BATCH):
+            timers = [
+                _timer(context, schedule, at, key)
+                for at, key in zip(
+                    instants[first : first + BATCH], keys[first : first + BATCH], strict=True
+                )
+            ]
+            results = await writes.put(timers, "keep", None)
+            made.update(r.timer.key for r in results if r.action == "created")
+        occurrences = tuple(
+            BackfillOccurrence(at, key, key not in made)
             for at, key in zip(instants, keys, strict=True)
         )
-        return Backfill(schedule.name, start, end, True, listed, 0, len(stored))
-    writes = TimerWrites(context)
-    made: set[str] = set()
-    for first in range(0, len(instants), BATCH):
-        timers = [
-            _timer(context, schedule, at, key)
-            for at, key in zip(
-                instants[first : first + BATCH], keys[first : first + BATCH], strict=True
-            )
-        ]
-        results = await writes.put(timers, "keep", None)
-        made.update(r.timer.key for r in results if r.action == "created")
-    occurrences = tuple(
-        BackfillOccurrence(at, key, key not in made) for at, key in zip(instants, keys, strict=True)
-    )
-    if made:
-        target = {"schedule": schedule.name, "from": start.isoformat(), "to": end.isoformat()}
-        await self._audit.record("schedule_backfill", dict(target), len(made), actor=actor)
-    return Backfill(schedule.name, start, end, False, occurrences, len(made), len(keys) - len(made))
+        if made:
+            target = {"schedule": schedule.name, "from": start.isoformat(), "to": end.isoformat()}
+            await self._audit.record("schedule_backfill", dict(target), len(made), actor=actor)
+        return Backfill(
+            schedule.name, start, end, False, occurrences, len(made), len(keys) - len(made)
+        )
 
 
 def _range(from_: str | datetime, to: str | datetime) -> tuple[datetime, datetime]:

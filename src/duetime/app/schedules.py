@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from duetime.app.audit import Audit
-from duetime.app.backfill import backfill
+from duetime.app.backfill import ScheduleBackfill
 from duetime.app.context import AppContext
 from duetime.app.deprecation import warn_moved
 from duetime.app.schedule_reading import ScheduleReads
@@ -46,7 +46,7 @@ _NOT_FIELDS = ("self", "name", "actor", "on_conflict")
 """Parameters of :meth:`Schedules.add` and :meth:`Schedules.update` that are no field."""
 
 
-class Schedules(ScheduleReads):
+class Schedules(ScheduleReads, ScheduleBackfill):
     """Schedules are data: each occurrence becomes an ordinary timer (see docs/schedules.md)."""
 
     def __init__(self, context: AppContext, audit: Audit) -> None:
@@ -61,8 +61,6 @@ class Schedules(ScheduleReads):
         found = getattr(self._context.store.schedules, name)
         warn_moved(f"schedules.{name}", f"store.schedules.{name}", stacklevel=2)
         return found
-
-    backfill = backfill  # the occurrences of a past range as timers (app/backfill.py)
 
     async def add(
         self,
