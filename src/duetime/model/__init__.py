@@ -6,12 +6,13 @@ Instants are aware UTC datetimes and end in ``_at``; durations end in ``_after``
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 from duetime.model.finding import PayloadMatch
+from duetime.model.pages import Page as Page
 from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
 
 JSON = Any
@@ -102,8 +103,7 @@ class Timer:
     """On a row a claim just took: that claim's token, which every write about its attempt
     carries (see :attr:`Finish.claim_token`); None on a timer read any other way."""
     window: timedelta | None = None
-    """Its run window: the first attempt runs at ``run_at`` within ``[due_at, due_at +
-    window]`` (see :mod:`duetime.timemath.run_window`); None on a claimed row."""
+    """First run at ``run_at`` in ``[due_at, due_at + window]``; None on a claimed row."""
     spread: str | None = None
     """How ``run_at`` was chosen in the window: ``hash`` or ``even``."""
 
@@ -165,12 +165,9 @@ class NewTimer:
     priority: int = 0
     """See :attr:`Timer.priority`."""
     window: timedelta | None = None
-    """See :attr:`Timer.window`; a timer with one always has its key."""
     spread: str | None = None
-    """See :attr:`Timer.spread`: ``hash`` or ``even`` with a window, else None."""
     run_at: datetime | None = None
-    """Its place within its window when known before the write (an even group's), else None:
-    its hashed instant."""
+    """Its place in its window when known before the write (an even group's); None: hashed."""
     payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
     """``payload`` as the JSON text validation made of it (``straight_to_store``), so the
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts
@@ -366,28 +363,6 @@ class Node:
         }
 
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    """One page of a listing; pass ``next_cursor`` back to get the next one (None at the end).
-    ``cursor_of`` (when the listing gives it) is the cursor after any one item, so a page can
-    end early (:meth:`ended_after`) and the next one start where it ended."""
-
-    items: list[T] = field(default_factory=list)
-    next_cursor: str | None = None
-    cursor_of: Callable[[T], str] | None = field(default=None, compare=False, repr=False)
-
-    def ended_after(self, count: int) -> Page[T]:
-        """The first ``count`` items, with the cursor after the last of them (the same page
-        when it has no more, or no way to continue from an item)."""
-        if count >= len(self.items) or count < 1 or self.cursor_of is None:
-            return self
-        kept = self.items[:count]
-        return Page(kept, self.cursor_of(kept[-1]), self.cursor_of)
-
-
 @dataclass(frozen=True, slots=True)
 class TimerFilter:
     """Which timers a listing (or a bulk action) takes; every field narrows it. ``type`` is an
@@ -489,8 +464,7 @@ class Schedule:
     """How late an occurrence may be and still fire; past it, ``catch_up`` decides."""
     calendar: Calendar | None = None
     """An RFC 5545 rule (with DTSTART, EXDATE, RDATE, business days) instead of cron/every."""
-    window: timedelta | None = None
-    """Each occurrence's run window: its timer runs at its hashed instant within it."""
+    window: timedelta | None = None  # each occurrence's timer runs at its hashed instant in it
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z'; ``every`` and ``catch_up_grace`` in

@@ -20,7 +20,8 @@ from psycopg import errors, sql
 from duetime.errors import InvalidInput
 from duetime.model import Schedule
 from duetime.model.sql_requests import ScheduleChange
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.postgres.schedule_rows import schedule_from_row
 from duetime.store.queries import load_queries
 
