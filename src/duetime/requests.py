@@ -25,6 +25,8 @@ from duetime.formats import (
 )
 from duetime.model import JSON, NewTimer
 from duetime.model.fast_records import make_new_timer, shell_of, slot_setter
+from duetime.timemath.durations import parse_span
+from duetime.timemath.run_window import SPREADS, check_spread, check_window
 from duetime.timemath.tzmath import DISAMBIGUATIONS
 from duetime.timemath.when import parse_at, resolve_when
 from duetime.validation import (
@@ -121,6 +123,19 @@ TIMER_BODY = Body(
             "0 normal (the default) to 9 most urgent: due first",
             whole=True,
         ),
+        BodyField(
+            "window",
+            {"anyOf": [_string(DURATION_PATTERN), _seconds(0.000001)]},
+            "Run at a deterministic instant within [due, due + window]; the key and history"
+            " keep the due instant",
+            ("PT15M",),
+        ),
+        BodyField(
+            "spread",
+            {"type": "string", "enum": list(SPREADS)},
+            "With a window: hash (the default: a stable hash of namespace, key and due"
+            " instant) or even (every timer of the namespace and type due then, evenly)",
+        ),
     ),
     _when_rules,
 )
@@ -175,6 +190,10 @@ class TimerRequest:
     expires_after: str | float | timedelta | None = None
     priority: int | None = None
     """0 (None: the default) normal, up to 9 the most urgent: see ``Timer.priority``."""
+    window: str | float | timedelta | None = None
+    """Run within ``[due, due + window]``: see :mod:`duetime.timemath.run_window`."""
+    spread: str | None = None
+    """With a window: ``hash`` (the default) or ``even``."""
 
     def __init__(  # the dataclass's, set as a shell's slots (duetime.model.fast_records)
         self,
@@ -192,6 +211,8 @@ class TimerRequest:
         max_attempts: int | None = None,
         expires_after: str | float | timedelta | None = None,
         priority: int | None = None,
+        window: str | float | timedelta | None = None,
+        spread: str | None = None,
     ) -> None:
         if _type(self) is TimerRequest:  # filled in as its shell (see duetime.model.fast_records)
             shell: Any = self
@@ -210,6 +231,8 @@ class TimerRequest:
             shell.max_attempts = max_attempts
             shell.expires_after = expires_after
             shell.priority = priority
+            shell.window = window
+            shell.spread = spread
             shell.__class__ = TimerRequest
             return
         _set_type(self, type)
@@ -226,6 +249,8 @@ class TimerRequest:
         _set_max_attempts(self, max_attempts)
         _set_expires_after(self, expires_after)
         _set_priority(self, priority)
+        _set_window(self, window)
+        _set_spread(self, spread)
 
     @classmethod
     def from_dict(cls, data: Any, field_prefix: str = "") -> TimerRequest:
@@ -277,7 +302,12 @@ class TimerRequest:
             due_at, local, timezone = when.due_at, when.local, when.timezone
             disambiguation = when.disambiguation
         max_attempts = default_max_attempts if self.max_attempts is None else self.max_attempts
-        key = None if straight_to_store and self.key is None else check_key(self.key)
+        window, spread = (None, None) if self.window is None else run_window_of(self)
+        if window is None and self.spread is not None:
+            raise InvalidInput("spread", "needs a window (e.g. window=PT15M)")
+        # a window's instant is a hash of the key: one is drawn here when the caller gave none
+        keyless = straight_to_store and self.key is None and window is None
+        key = None if keyless else check_key(self.key)
         type_ = check_type(self.type)  # checked in field order
         payload, payload_json = encode_payload(self.payload, max_payload_bytes)
         return make_new_timer(  # NewTimer's fields in order, checked in that order
@@ -299,7 +329,16 @@ class TimerRequest:
             trace_context,
             PRIORITY_DEFAULT if (priority := self.priority) is None else check_priority(priority),
             payload_json if straight_to_store else None,
+            window,
+            spread,
         )
+
+
+def run_window_of(request: TimerRequest) -> tuple[timedelta, str]:
+    """A request's window (a positive duration) and how its instant is chosen."""
+    window = check_window(parse_span(request.window or 0, "window"))
+    spread = "hash" if request.spread is None else check_spread(request.spread)
+    return window, spread
 
 
 _type = builtins.type  # the name "type" is a field's within __init__
@@ -319,6 +358,8 @@ _set_correlation_id = slot_setter(TimerRequest, "correlation_id")
 _set_max_attempts = slot_setter(TimerRequest, "max_attempts")
 _set_expires_after = slot_setter(TimerRequest, "expires_after")
 _set_priority = slot_setter(TimerRequest, "priority")
+_set_window = slot_setter(TimerRequest, "window")
+_set_spread = slot_setter(TimerRequest, "spread")
 
 if {f.name for f in fields(TimerRequest)} != TIMER_BODY.names:  # pragma: no cover
     raise TypeError("TIMER_BODY must describe exactly TimerRequest's fields")

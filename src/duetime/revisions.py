@@ -74,6 +74,7 @@ def revise(
         catch_up_grace=new.catch_up_grace,
         must_succeed_within=new.must_succeed_within,
         pause_after_failures=new.pause_after_failures,
+        window=new.window,
     )
     if candidate == current:
         return Revision(current, None, changed=False)

@@ -17,6 +17,7 @@ from typing import Any, get_args
 from duetime.bodies import PAYLOAD, SUBJECT, Body, BodyField, Schema, not_null
 from duetime.formats import (
     CRON_PATTERN,
+    DURATION_PATTERN,
     EVERY_PATTERN,
     EXPIRES_PATTERN,
     GRACE_PATTERN,
@@ -185,6 +186,13 @@ RULE_FIELDS = (
         _one_of(Feb29),
         "A yearly rule on 29 February in common years: feb28, mar1, skip",
         default="feb28",
+    ),
+    BodyField(
+        "window",
+        {"anyOf": [_text(DURATION_PATTERN), {"type": "number", "exclusiveMinimum": 0}]},
+        "Each occurrence runs at a deterministic instant within [due, due + window] (ISO 8601"
+        " duration or seconds), at most the rule's shortest gap between occurrences",
+        ("PT15M",),
     ),
 )
 """What a schedule's definition may say besides its name, type and whether it runs."""

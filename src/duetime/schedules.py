@@ -25,6 +25,7 @@ from duetime.model.schedules import ScheduleFilter as ScheduleFilter
 from duetime.model.schedules import schedule_from_new as schedule_from_new
 from duetime.schedule_bodies import SCHEDULE_REQUEST_BODY
 from duetime.timemath.bounds import check_instant
+from duetime.timemath.durations import parse_span
 from duetime.timemath.recurrence import (
     OnGap,
     OnOverlap,
@@ -35,10 +36,17 @@ from duetime.timemath.recurrence import (
 )
 from duetime.timemath.recurrence.calendar import CALENDAR_FIELDS, Calendar
 from duetime.timemath.recurrence.deadline import parse_deadline, parse_pause_after
+from duetime.timemath.recurrence.occurrences import occurrences
 from duetime.timemath.recurrence.overlap import (
     DEFAULT_CATCH_UP_GRACE,
     parse_catch_up_grace,
     parse_overlap,
+)
+from duetime.timemath.run_window import (
+    PERIOD_SAMPLE,
+    check_window,
+    check_window_within,
+    shortest_gap,
 )
 from duetime.timemath.tzmath import is_aware
 from duetime.timemath.when import check_day_exists
@@ -203,6 +211,9 @@ class ScheduleRequest:
     feb29: str = "feb28"
     must_succeed_within: str | int | float | timedelta | None = None
     pause_after_failures: int | None = None
+    window: str | int | float | timedelta | None = None
+    """Each occurrence runs at its hashed instant within ``[due, due + window]``; at most the
+    rule's shortest gap between occurrences."""
 
     def calendar_options(self) -> dict[str, object] | None:
         """What parse_calendar takes besides the rule; None (checked) without an rrule."""
@@ -251,6 +262,7 @@ class ScheduleRequest:
             catch_up_grace=schedule.catch_up_grace,
             must_succeed_within=schedule.must_succeed_within,
             pause_after_failures=schedule.pause_after_failures,
+            window=schedule.window,
             **_calendar_request(schedule.calendar),
         )
 
@@ -297,6 +309,7 @@ class ScheduleRequest:
                     "rrule", "has no occurrence after now (COUNT, UNTIL or end_at ended it)"
                 )
             raise InvalidInput("end_at", "is past: the schedule has no occurrence after now")
+        window = None if self.window is None else schedule_window(self.window, rule, now)
         return NewSchedule(
             namespace=namespace,
             name=name,
@@ -314,7 +327,21 @@ class ScheduleRequest:
             catch_up_grace=catch_up_grace,
             must_succeed_within=deadline,
             pause_after_failures=pause_after,
+            window=window,
         )
+
+
+def schedule_window(
+    value: str | int | float | timedelta, rule: Recurrence, now: datetime
+) -> timedelta:
+    """A schedule's run window: a positive duration, at most the rule's shortest gap between
+    two occurrences (of the next :data:`~duetime.timemath.run_window.PERIOD_SAMPLE` after
+    ``now``), so an occurrence never runs after the next one is due."""
+    window = check_window(parse_span(value, "window"))
+    period = shortest_gap(occurrences(rule, now, PERIOD_SAMPLE))
+    if period is not None:
+        check_window_within(window, period)
+    return window
 
 
 def prepare_rules(requests: Iterable[ScheduleRequest], now: datetime, rules: RuleCache) -> None:

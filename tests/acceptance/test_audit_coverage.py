@@ -42,6 +42,7 @@ AUDITED: dict[tuple[str, str], str] = {
     ("POST", f"{NS}/schedules"): "schedule_define",
     ("PATCH", f"{NS}/schedules/{{name}}"): "schedule_change",
     ("POST", f"{NS}/schedules/{{name}}/run-next"): "schedule_run_next",
+    ("POST", f"{NS}/schedules/{{name}}/backfill"): "schedule_backfill",
     ("POST", f"{NS}/schedules/{{name}}/pause"): "schedule_pause",
     ("POST", f"{NS}/schedules/{{name}}/resume"): "schedule_resume",
     ("DELETE", f"{NS}/schedules/{{name}}"): "schedule_delete",
@@ -72,6 +73,10 @@ REQUESTS: dict[tuple[str, str], tuple[dict[str, str], Any]] = {
     ("POST", f"{NS}/schedules"): ({}, {"name": "weekly", "type": "w", "cron": "0 9 * * 1"}),
     ("PATCH", f"{NS}/schedules/{{name}}"): ({"name": "nightly"}, {"payload": {"v": 2}}),
     ("POST", f"{NS}/schedules/{{name}}/run-next"): ({"name": "nightly"}, None),
+    ("POST", f"{NS}/schedules/{{name}}/backfill"): (
+        {"name": "nightly"},
+        {"from": "2025-03-01T00:00:00Z", "to": "2025-03-02T12:00:00Z"},
+    ),
     ("POST", f"{NS}/schedules/{{name}}/pause"): ({"name": "nightly"}, None),
     ("POST", f"{NS}/schedules/{{name}}/resume"): ({"name": "nightly"}, None),
     ("DELETE", f"{NS}/schedules/{{name}}"): ({"name": "weekly"}, None),

@@ -51,6 +51,8 @@ def values() -> list[object]:
         "trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         "priority": 4,
         "claim_token": 987654321,
+        "window": timedelta(minutes=15),
+        "spread": "even",
     }
     names = [f.name for f in dataclasses.fields(Timer)]
     assert sorted(names) == sorted(by_name), "a field was added: give it a value here"
@@ -72,9 +74,10 @@ def test_a_made_timer_stays_frozen() -> None:
 
 
 def test_make_timer_wants_every_field() -> None:
-    # The claim's token is optional (a timer read outside a claim has none); the rest is not.
+    # The claim's token and the run window are optional (a timer read outside a claim has no
+    # token, a claimed one no window); the rest is not.
     with pytest.raises(TypeError):
-        make_timer(*values()[:-2])  # type: ignore[call-arg]
+        make_timer(*values()[:-4])  # type: ignore[call-arg]
 
 
 def test_make_done_builds_the_done_finish_the_constructor_builds() -> None:
@@ -114,13 +117,17 @@ def test_make_new_timer_sets_every_field_the_constructor_does() -> None:
         "producer": "api",
         "trace_context": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 k=v",
         "priority": 4,
+        "window": timedelta(minutes=15),
+        "spread": "even",
+        "run_at": NOW + timedelta(minutes=3),
         "payload_json": '{"amount":12}',
     }
     names = [f.name for f in dataclasses.fields(NewTimer)]
     assert names == list(by_name), "a field was added or moved: give it a value here"
-    made = make_new_timer(*by_name.values())  # type: ignore[arg-type]
+    made = make_new_timer(**by_name)  # type: ignore[arg-type]
     assert type(made) is NewTimer
-    assert made == NewTimer(*list(by_name.values())[:-1])  # type: ignore[arg-type]
+    made_fields = {name: value for name, value in by_name.items() if name != "payload_json"}
+    assert made == NewTimer(**made_fields)  # type: ignore[arg-type]
     assert {name: getattr(made, name) for name in names} == by_name
 
 

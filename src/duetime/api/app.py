@@ -16,6 +16,7 @@ from duetime import __version__
 from duetime.api import (
     acting,
     audit,
+    backfill,
     charts,
     events,
     finding,
@@ -111,6 +112,7 @@ def create_api(
     api.include_router(events.router)
     api.include_router(schedules.router)
     api.include_router(schedules.preview_router)
+    api.include_router(backfill.router)
     api.include_router(limits.router)
     api.include_router(audit.router)
     api.include_router(system.router)

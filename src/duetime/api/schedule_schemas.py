@@ -60,6 +60,9 @@ class ScheduleOut(BaseModel):
     created_at: str
     updated_at: str
     version: int
+    window: float | None = Field(
+        None, description="Seconds: each occurrence runs within [due, due + window]"
+    )
     rrule: str | None
     dtstart: str | None
     exdates: list[str] | None

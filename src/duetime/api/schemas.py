@@ -68,6 +68,14 @@ class TimerOut(BaseModel):
     )
     producer: str | None = Field(None, description="Who stored it: a node id, api, cli")
     priority: int = Field(0, description="0 normal to 9 most urgent (claimed first when due)")
+    window: float | None = Field(
+        None,
+        description="Its run window in seconds: its first attempt runs at run_at within "
+        "[due_at, due_at + window] (null: at due_at)",
+    )
+    spread: Literal["hash", "even"] | None = Field(
+        None, description="How run_at was chosen in the window: a stable hash, or evenly"
+    )
     subscribers: int | None = Field(
         None,
         description="How many live nodes would deliver it (a handler or a route for its type, "

@@ -44,6 +44,7 @@ from duetime.api.schemas import (
 )
 from duetime.api.service import Service
 from duetime.app.facade import AsyncApp
+from duetime.app.window_warnings import collecting
 from duetime.bodies import BodyField
 from duetime.errors import Conflict
 from duetime.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
@@ -91,15 +92,21 @@ Key = Annotated[
 ]
 
 
-async def _put_answer(request: Request, app: AsyncApp, result: PutResult) -> JSONResponse:
+async def _put_answer(
+    request: Request, app: AsyncApp, result: PutResult, more: list[dict[str, Any]] | None = None
+) -> JSONResponse:
     """The timer with its ``subscribers``, and a ``no_subscriber`` warning when no live node
-    would deliver it: stored all the same, but it would wait without a word."""
+    would deliver it: stored all the same, but it would wait without a word; ``more`` are the
+    put's own warnings (a window its rate limit cannot hold), each counted in the metrics."""
     status = 201 if result.action == "created" else 200
-    found = await service_of(request).subscribers(app.namespace)
+    service = service_of(request)
+    found = await service.subscribers(app.namespace)
+    for _ in more or ():
+        service.metrics.window_over_rate(app.namespace, result.timer.type)
     answer = {
         "action": result.action,
         "timer": found.shown(result.timer),
-        "warnings": found.warnings(result.timer),
+        "warnings": [*found.warnings(result.timer), *(more or ())],
     }
     return JSONResponse(answer, status)
 
@@ -145,11 +152,12 @@ async def put_timer(request: Request, app: AsyncApp) -> JSONResponse:
         on_conflict = data.pop("on_conflict", "update")
     check_on_conflict(on_conflict)
     timer_request = TimerRequest.from_dict(data)
-    (result,) = await app.timers.schedule_many(
-        [timer_request], on_conflict=cast(OnConflict, on_conflict)
-    )
+    with collecting() as window_warnings:
+        (result,) = await app.timers.schedule_many(
+            [timer_request], on_conflict=cast(OnConflict, on_conflict)
+        )
     await app.audit.record_put(operator_of(request), "schedule", result)
-    return await _put_answer(request, app, result)
+    return await _put_answer(request, app, result, window_warnings)
 
 
 @router.get(

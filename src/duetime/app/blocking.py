@@ -184,6 +184,7 @@ class BlockingSchedules(BlockingPart[Schedules]):
     tzdata_diff = blocking(Schedules.tzdata_diff)
     run_next_now = blocking(Schedules.run_next_now)
     misses = blocking(Schedules.misses)
+    backfill = blocking(Schedules.backfill)
 
 
 class BlockingLimits(BlockingPart[Limits]):

@@ -17,11 +17,13 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from duetime.app.audit import Audit
+from duetime.app.backfill import ScheduleBackfill
 from duetime.app.context import AppContext
 from duetime.app.deprecation import warn_moved
 from duetime.app.schedule_reading import ScheduleReads
+from duetime.app.schedule_running import NextOccurrenceNow
 from duetime.errors import Conflict, InvalidInput
-from duetime.model import HELD_AT, JSON, OnConflict, Schedule, Timer
+from duetime.model import JSON, OnConflict, Schedule, Timer
 from duetime.model.audit import Actor, keys_target
 from duetime.model.schedules import NewSchedule
 from duetime.revisions import revise
@@ -45,7 +47,7 @@ _NOT_FIELDS = ("self", "name", "actor", "on_conflict")
 """Parameters of :meth:`Schedules.add` and :meth:`Schedules.update` that are no field."""
 
 
-class Schedules(ScheduleReads):
+class Schedules(ScheduleReads, ScheduleBackfill):
     """Schedules are data: each occurrence becomes an ordinary timer (see docs/schedules.md)."""
 
     def __init__(self, context: AppContext, audit: Audit) -> None:
@@ -92,6 +94,7 @@ class Schedules(ScheduleReads):
         feb29: str = "feb28",
         must_succeed_within: str | int | float | timedelta | None = None,
         pause_after_failures: int | None = None,
+        window: str | int | float | timedelta | None = None,
         actor: Actor | None = None,
     ) -> tuple[ScheduleAction, Schedule]:
         """Create the schedule ``name``, or bring an existing one to this definition.
@@ -229,6 +232,7 @@ class Schedules(ScheduleReads):
         feb29: str | Unset = UNSET,
         must_succeed_within: str | int | float | timedelta | Unset | None = UNSET,
         pause_after_failures: int | Unset | None = UNSET,
+        window: str | int | float | timedelta | Unset | None = UNSET,
         actor: Actor | None = None,
     ) -> Schedule:
         """Change some fields (None clears an optional one); the next occurrence is recomputed.
@@ -318,30 +322,5 @@ class Schedules(ScheduleReads):
         raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
 
     async def run_next_now(self, name: str, *, actor: Actor | None = None) -> Timer:
-        """Run the schedule's next occurrence now: its timer (key ``schedule:<name>:<instant>``)
-        is created and the schedule advanced past it in one transaction, then made due; when
-        its instant comes, nothing more fires. Conflict when paused or ended."""
-        from duetime.services.materializer import plan_advance
-
-        context = self._context
-        for _ in range(5):
-            schedule = await self.get(name)
-            upcoming = schedule.next_at
-            if not schedule.active:
-                raise Conflict(f"schedule {name!r} is paused: resume it first", field="name")
-            if upcoming is None:
-                raise Conflict(f"schedule {name!r} has no next occurrence (ended)", field="name")
-            if upcoming == HELD_AT:  # written from SQL, its rule not yet checked by a worker
-                raise Conflict(f"schedule {name!r} is being planned; try again", field="name")
-            advance = plan_advance(schedule, upcoming, lookahead=timedelta(0), per_schedule=1)
-            if not advance.timers:  # pragma: no cover - next_at is always planned at itself
-                raise Conflict(f"schedule {name!r} has nothing to run", field="name")
-            moved = await self._stored.advance_schedules([advance], context.clock.now())
-            if moved:
-                key = advance.timers[0].key
-                now = context.clock.now()
-                timer = await context.store.run_now(context.namespace, key, now)
-                target = {"schedule": name, "key": timer.key}
-                await self._audit.note(actor, "schedule_run_next", target)
-                return timer
-        raise Conflict(f"schedule {name!r} kept changing; try again", field="name")
+        """Run the schedule's next occurrence now (see :class:`NextOccurrenceNow`)."""
+        return await NextOccurrenceNow(self, self._audit).run(name, actor=actor)

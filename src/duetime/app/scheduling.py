@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from duetime.app.context import AppContext
 from duetime.app.outbox import held_async
+from duetime.app.run_windows import placed_evenly, windows_placed
 from duetime.errors import InvalidInput
 from duetime.model import NewTimer, OnConflict, PutResult
 from duetime.requests import TimerRequest
@@ -51,6 +52,8 @@ class TimerWrites:
         # Validated as the store reads them, each with its payload's JSON text (no caller
         # sees these timers before they are stored).
         timers: Iterable[NewTimer] = self.resolve(requests, straight_to_store=True)
+        if isinstance(requests, Sequence) and any(r.spread == "even" for r in requests):
+            timers = placed_evenly(list(timers))  # an even group needs all of its members
         if not self._context.opened:  # opening creates the namespace: not for a refused batch
             timers = list(timers)
         return await self.put(timers, on_conflict, transaction)
@@ -103,4 +106,7 @@ class TimerWrites:
             return await outbox.put_timers_in(
                 held.connection, timers, on_conflict, context.clock.now()
             )
-        return await context.store.put_timers(timers, on_conflict, context.clock.now())
+        results = await context.store.put_timers(timers, on_conflict, context.clock.now())
+        if any(result.timer.window is not None for result in results):
+            results = await windows_placed(context, results)
+        return results

@@ -68,6 +68,8 @@ class Timers:
         max_attempts: int | None = None,
         expires_after: str | float | timedelta | None = None,
         priority: int | None = None,
+        window: str | float | timedelta | None = None,
+        spread: str | None = None,
         on_conflict: OnConflict = "update",
         transaction: object | None = None,
     ) -> PutResult:
@@ -97,6 +99,8 @@ class Timers:
             max_attempts=max_attempts,
             expires_after=expires_after,
             priority=priority,
+            window=window,
+            spread=spread,
         )
         (result,) = await self._writes.schedule_many([request], on_conflict, transaction)
         return result

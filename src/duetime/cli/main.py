@@ -19,6 +19,7 @@ from duetime.cli import output
 from duetime.cli.acting import edit
 from duetime.cli.admin import migrate, nodes, prune
 from duetime.cli.audit import audit
+from duetime.cli.backfill import backfill
 from duetime.cli.context import (
     CliConfig,
     database_url_option,
@@ -138,6 +139,7 @@ def cli(ctx: click.Context, show_version: bool) -> None:
 for command in (migrate, schedule, emit, list_timers, show, cancel, dead, worker, tick, nodes):
     cli.add_command(command)
 cli.add_command(schedules)
+schedules.add_command(backfill)
 cli.add_command(keys)
 cli.add_command(edit)
 cli.add_command(next_occurrences)

@@ -176,6 +176,7 @@ def timer_details(
         ("subject", timer.subject),
         ("correlation_id", timer.correlation_id),
         ("expires_after", timer.expires_after),
+        ("window", timer.window and f"{timer.window} ({timer.spread})"),
         ("priority", timer.priority or None),
         ("fired_at", timer.fired_at and when(timer.fired_at)),
         ("completed_at", timer.completed_at and when(timer.completed_at)),

@@ -85,6 +85,12 @@ def rule_options(func: FC) -> FC:
                 metavar="N",
                 help="Pause after N missed or dead occurrences in a row.",
             ),
+            click.option(
+                "--window",
+                metavar="DURATION",
+                help="Run each occurrence at a deterministic instant within [due, due + "
+                "DURATION], at most the rule's period.",
+            ),
         ]
     ):
         func = decorator(func)
@@ -383,6 +389,8 @@ def schedule_details(schedule: Schedule, action: str | None = None) -> Table:
         ("overlap", schedule.overlap),
         *deadline_rows(schedule),
     ]
+    if schedule.window is not None:
+        rows.append(("window", str(schedule.window)))
     if schedule.cron is not None or schedule.calendar is not None:
         rows.append(("dst", f"on_gap={schedule.on_gap} on_overlap={schedule.on_overlap}"))
     if schedule.calendar is not None:

@@ -10,6 +10,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from duetime.app.facade import AsyncApp
+from duetime.app.window_warnings import collecting
 from duetime.bus.subscribers import Subscribers
 from duetime.cli import batch, output
 from duetime.cli.context import common_options, config, run_app
@@ -17,6 +18,7 @@ from duetime.errors import InvalidInput
 from duetime.model import JSON, Attempt, OnConflict, Page, PutResult, Timer
 from duetime.model.audit import text_target
 from duetime.model.moves import TimerMove
+from duetime.timemath.run_window import SPREADS
 from duetime.validation import parse_payload_text
 
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -35,6 +37,8 @@ PER_TIMER_OPTIONS = (
     "max_attempts",
     "expires_after",
     "priority",
+    "window",
+    "spread",
 )
 
 
@@ -60,10 +64,13 @@ async def put_and_subscribers(
     return result, await app.events.subscribers()
 
 
-def print_put(answer: tuple[PutResult, Subscribers]) -> None:
-    """The answer on stdout, and on stderr a warning when no live node would deliver it."""
+def print_put(
+    answer: tuple[PutResult, Subscribers], more: list[dict[str, JSON]] | None = None
+) -> None:
+    """The answer on stdout, and on stderr a warning when no live node would deliver it, and
+    ``more``: the put's own (a window its type's rate limit cannot hold)."""
     result, found = answer
-    warnings = found.warnings(result.timer)
+    warnings = [*found.warnings(result.timer), *(more or ())]
     as_json = config().json
     if as_json:
         output.emit_json(
@@ -126,6 +133,16 @@ def timer_options(func: FC) -> FC:
 )
 @click.option("--expires-after", metavar="DURATION", help="Stale (expired) when this late.")
 @click.option(
+    "--window",
+    metavar="DURATION",
+    help="Run at a deterministic instant within [due, due + DURATION], e.g. PT15M.",
+)
+@click.option(
+    "--spread",
+    type=click.Choice(SPREADS),
+    help="With --window: hash (default) or even (the type's timers due then, evenly).",
+)
+@click.option(
     "--on-conflict",
     type=click.Choice(ON_CONFLICT),
     default="update",
@@ -155,13 +172,16 @@ def schedule(
     payload = parse_payload(fields.pop("payload"))
     disambiguation = fields.pop("disambiguation") or "compatible"
 
-    async def action(app: AsyncApp) -> tuple[PutResult, Subscribers]:
-        put = app.schedule(
-            event_type, payload, disambiguation=disambiguation, on_conflict=conflict, **fields
-        )
-        return await put_and_subscribers(app, put, "schedule")
+    async def action(
+        app: AsyncApp,
+    ) -> tuple[tuple[PutResult, Subscribers], list[dict[str, JSON]]]:
+        with collecting() as more:
+            put = app.schedule(
+                event_type, payload, disambiguation=disambiguation, on_conflict=conflict, **fields
+            )
+            return await put_and_subscribers(app, put, "schedule"), more
 
-    print_put(run_app(action))
+    print_put(*run_app(action))
 
 
 def schedule_file(path: str, on_conflict: OnConflict) -> None:

@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 from duetime.model.deadlines import ScheduleWatch, deadline_fields
 from duetime.model.finding import PayloadMatch
+from duetime.model.instants import iso as iso
+from duetime.model.nodes import Node as Node
+from duetime.model.nodes import Subscription as Subscription
 from duetime.model.pages import Page as Page
 from duetime.support.tracebacks import trimmed
 from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
@@ -104,6 +107,10 @@ class Timer:
     claim_token: int | None = field(default=None, compare=False, repr=False)
     """On a row a claim just took: that claim's token, which every write about its attempt
     carries (see :attr:`Finish.claim_token`); None on a timer read any other way."""
+    window: timedelta | None = None
+    """First run at ``run_at`` in ``[due_at, due_at + window]``; None on a claimed row."""
+    spread: str | None = None
+    """How ``run_at`` was chosen in the window: ``hash`` or ``even``."""
 
     def to_dict(self) -> dict[str, JSON]:
         """A JSON-ready view (ISO 8601 instants with 'Z')."""
@@ -134,6 +141,8 @@ class Timer:
             "destination": self.destination,
             "producer": self.producer,
             "priority": self.priority,
+            "window": self.window.total_seconds() if self.window else None,
+            "spread": self.spread,
         }
 
 
@@ -160,6 +169,10 @@ class NewTimer:
     """The caller's W3C trace context (see :attr:`Timer.trace_context`), when tracing is on."""
     priority: int = 0
     """See :attr:`Timer.priority`."""
+    window: timedelta | None = None
+    spread: str | None = None
+    run_at: datetime | None = None
+    """Its place in its window when known before the write (an even group's); None: hashed."""
     payload_json: str | None = field(default=None, init=False, compare=False, repr=False)
     """``payload`` as the JSON text validation made of it (``straight_to_store``), so the
     store need not encode it again. Not an argument: a copy (``dataclasses.replace``) starts
@@ -290,23 +303,6 @@ class FanOut:
 
 
 @dataclass(frozen=True, slots=True)
-class Subscription:
-    """What a node takes of one namespace: events whose type matches ``pattern`` (an exact type
-    or a glob such as ``order.*``), for ``destinations`` (``handler`` = its Python handler)."""
-
-    namespace: str
-    pattern: str
-    destinations: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, JSON]:
-        return {"namespace": self.namespace, "type": self.pattern, "to": list(self.destinations)}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Subscription:
-        return cls(data["namespace"], data["type"], tuple(data["to"]))
-
-
-@dataclass(frozen=True, slots=True)
 class ClaimFilter:
     """Which pending rows a node claims: events (no destination) whose type is in ``types`` or
     matches a glob of ``patterns``, and deliveries to one of ``destinations`` or, for the
@@ -322,38 +318,6 @@ class ClaimFilter:
         """Exact types with Python handlers: their events and their ``handler`` deliveries."""
         exact = tuple(types)
         return cls(types=exact, handler_types=exact)
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A running duetime process, alive while its heartbeat is fresh."""
-
-    id: str
-    host: str
-    pid: int
-    started_at: datetime
-    heartbeat_at: datetime
-    role: str = "worker"
-    in_flight: int = 0
-    subscriptions: tuple[Subscription, ...] = ()
-    clock_offset: timedelta | None = None
-    """The database's clock minus the node's wall clock at its last heartbeat (None: unknown,
-    or the database runs on the node's own clock)."""
-
-    def to_dict(self) -> dict[str, JSON]:
-        return {
-            "id": self.id,
-            "host": self.host,
-            "pid": self.pid,
-            "role": self.role,
-            "started_at": iso(self.started_at),
-            "heartbeat_at": iso(self.heartbeat_at),
-            "in_flight": self.in_flight,
-            "subscriptions": [s.to_dict() for s in self.subscriptions],
-            "clock_offset_ms": (
-                None if self.clock_offset is None else self.clock_offset.total_seconds() * 1000
-            ),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,13 +372,6 @@ wall time (PostgreSQL's zone rules may differ from duetime's): after every insta
 be due at, so no claim takes it early; the materialiser gives it its instant."""
 
 
-def iso(instant: datetime | None) -> str | None:
-    """ISO 8601 in UTC with a 'Z', the one format duetime prints instants in."""
-    if instant is None:
-        return None
-    return instant.isoformat().replace("+00:00", "Z")
-
-
 CatchUp = Literal["latest", "all", "none"]
 
 
@@ -463,6 +420,7 @@ class Schedule:
     must_succeed_within: timedelta | None = None
     pause_after_failures: int | None = None
     watched_from: datetime | None = None
+    window: timedelta | None = None  # each occurrence's timer runs at its hashed instant in it
     watch: ScheduleWatch | None = field(default=None, compare=False)  # see model/deadlines.py
 
     def to_dict(self) -> dict[str, JSON]:
@@ -494,6 +452,7 @@ class Schedule:
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "version": self.version,
+            "window": None if self.window is None else self.window.total_seconds(),
             **calendar_fields(self.calendar),
             **deadline_fields(self.must_succeed_within, self.pause_after_failures, self.watch),
         }

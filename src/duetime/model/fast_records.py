@@ -86,6 +86,8 @@ def make_timer(
     trace_context: str | None,
     priority: int,
     claim_token: int | None = None,
+    window: timedelta | None = None,
+    spread: str | None = None,
 ) -> Timer:
     """``Timer(...)`` with every field given, in a fifth of its time."""
     timer: Any = _new(_TimerShell)
@@ -117,6 +119,8 @@ def make_timer(
     timer.trace_context = trace_context
     timer.priority = priority
     timer.claim_token = claim_token
+    timer.window = window
+    timer.spread = spread
     timer.__class__ = Timer
     made: Timer = timer
     return made
@@ -158,6 +162,9 @@ def make_new_timer(
     trace_context: str | None,
     priority: int,
     payload_json: str | None,
+    window: timedelta | None = None,
+    spread: str | None = None,
+    run_at: datetime | None = None,
 ) -> NewTimer:
     """``NewTimer(...)`` with every field given, ``payload_json`` too, in a fifth of its time."""
     timer: Any = _new(_NewTimerShell)
@@ -177,6 +184,9 @@ def make_new_timer(
     timer.trace_context = trace_context
     timer.priority = priority
     timer.payload_json = payload_json
+    timer.window = window
+    timer.spread = spread
+    timer.run_at = run_at
     timer.__class__ = NewTimer
     made: NewTimer = timer
     return made

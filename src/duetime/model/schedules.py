@@ -48,6 +48,8 @@ class NewSchedule:
     catch_up_grace: timedelta = DEFAULT_CATCH_UP_GRACE
     must_succeed_within: timedelta | None = None
     pause_after_failures: int | None = None
+    window: timedelta | None = None
+    """See :attr:`duetime.model.Schedule.window`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,8 @@ class DueSchedule(NamedTuple):
     after_at: datetime
     last_at: datetime | None
     calendar: Calendar | None
+    run_window: timedelta | None = None
+    """Its occurrences' run window (:attr:`duetime.model.Schedule.window`)."""
 
 
 DUE_COLUMNS = DueSchedule._fields
@@ -97,6 +101,8 @@ class Occurrence(NamedTuple):
 
     key: str
     due_at: datetime
+    run_at: datetime | None = None
+    """Within the schedule's run window (its hashed instant); None: at ``due_at``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +146,14 @@ class OccurrenceRow:
     error: str | None
 
 
-def occurrence_row(fate: Fate, due_at: datetime, overlap: str | None) -> OccurrenceRow:
-    """Fire: scheduled at its due instant. Buffer and wait: scheduled, parked until released
-    (the end of the earlier occurrence decides a waiting one's fate). Skip: cancelled at once,
-    with the reason."""
+def occurrence_row(
+    fate: Fate, due_at: datetime, overlap: str | None, run_at: datetime | None = None
+) -> OccurrenceRow:
+    """Fire: scheduled at its due instant (or ``run_at``, within its window). Buffer and wait:
+    scheduled, parked until released (the end of the earlier occurrence decides a waiting one's
+    fate). Skip: cancelled at once, with the reason."""
     if fate is Fate.FIRE:
-        return OccurrenceRow("scheduled", due_at, None)
+        return OccurrenceRow("scheduled", run_at or due_at, None)
     if fate is Fate.BUFFER:
         return OccurrenceRow("scheduled", PARKED, BUFFERED)
     if fate is Fate.WAIT:
@@ -168,12 +176,12 @@ def occurrence_values(
             continue
         if not a.fates:  # all simply fire: the common case, kept cheap
             rows.extend(
-                (a.schedule_id, key, due_at, "scheduled", due_at, None, None)
-                for key, due_at in a.timers
+                (a.schedule_id, key, due_at, "scheduled", run_at or due_at, None, None)
+                for key, due_at, run_at in a.timers
             )
             continue
-        for (key, due_at), fate in zip(a.timers, a.fates, strict=True):
-            row = occurrence_row(fate, due_at, a.overlap)
+        for (key, due_at, run_at), fate in zip(a.timers, a.fates, strict=True):
+            row = occurrence_row(fate, due_at, a.overlap, run_at)
             rows.append((a.schedule_id, key, due_at, row.status, row.run_at, row.error, a.overlap))
     return rows
 
@@ -253,6 +261,7 @@ def schedule_from_new(new: NewSchedule, id: int, now: datetime, version: int = 1
         calendar=rule.calendar,
         must_succeed_within=new.must_succeed_within,
         pause_after_failures=new.pause_after_failures,
+        window=new.window,
     )
 
 

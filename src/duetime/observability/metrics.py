@@ -301,6 +301,13 @@ class Metrics:
             ["namespace", "rule"],
             registry=self.registry,
         )
+        self.windows_over_rate = Counter(
+            "duetime_window_over_rate",
+            "Timers stored with a run window their type's rate limit cannot start them all "
+            "within (the warning window_over_rate)",
+            labels,
+            registry=self.registry,
+        )
         self._gauges = _DatabaseGauges()
         self.registry.register(self._gauges)
         self._sources = _SourceCounters()
@@ -348,6 +355,10 @@ class Metrics:
         return None  # no metric: the next due time is the database gauges' to tell
 
     # -- other sources ----------------------------------------------------------------------
+    def window_over_rate(self, namespace: str, type: str) -> None:
+        """A put warned that a window cannot hold its timers at their type's rate."""
+        self.windows_over_rate.labels(namespace, type).inc()
+
     def cancelled(self, namespace: str, type: str) -> None:
         """A cancel by request (API or CLI)."""
         self.cancelled_by_request.labels(namespace, type).inc()

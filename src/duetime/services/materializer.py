@@ -29,10 +29,11 @@ from typing import Any
 
 from duetime.clock import Clock, unwatch, watch
 from duetime.errors import RuleTooCostly
-from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
+from duetime.model.schedules import DueSchedule, OccurrenceState
 from duetime.schedules import Materialized, ScheduleAdvance
 from duetime.services.base import Service
 from duetime.services.held import release_held
+from duetime.services.occurrence_windows import occurrences_of
 from duetime.services.schedule_plans import LOOKAHEAD as LOOKAHEAD
 from duetime.services.schedule_plans import NOTHING_UNFINISHED, Planned, due_by, shape_key, stopped
 from duetime.services.schedule_plans import PER_SCHEDULE as PER_SCHEDULE
@@ -100,7 +101,7 @@ class Materializer(Service):
         cache: PlanCache | None = None,
     ) -> list[ScheduleAdvance]:
         if cache is None:
-            cache = PlanCache()
+            cache = PlanCache(self.namespace)
         else:
             cache.bound()
         states = {} if states is None else states
@@ -138,14 +139,14 @@ class Materializer(Service):
                 schedule, now, lookahead=self.lookahead, per_schedule=self.per_schedule, cache=cache
             )
             cache.shapes[key] = (
-                tuple(due_at for _, due_at in advance.timers),
+                tuple(o.due_at for o in advance.timers),
                 advance.next_at,
                 advance.after_at,
                 advance.last_at,
             )
             return advance
         fire, next_at, after_at, last_at = shape
-        timers = tuple(Occurrence(cache.key(schedule.name, instant), instant) for instant in fire)
+        timers = occurrences_of(schedule, fire, cache.key, self.namespace)
         return ScheduleAdvance(schedule.id, schedule.version, next_at, after_at, last_at, timers)
 
     async def tick(self, now: datetime) -> int:
@@ -160,7 +161,7 @@ class Materializer(Service):
         is large enough), then earliest first until a batch comes back short."""
         await release_held(self.schedules, now)
         horizon = now + self.lookahead
-        cache = PlanCache()
+        cache = PlanCache(self.namespace)
         created, backlog = await self._batches(now, horizon, cache, until_full=False)
         if backlog:
             ids = await self.schedules.schedule_ids()

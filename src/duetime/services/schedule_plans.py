@@ -13,8 +13,9 @@ from typing import Any, cast
 
 from duetime.errors import RuleTooCostly
 from duetime.model import Schedule, iso
-from duetime.model.schedules import DueSchedule, Occurrence, OccurrenceState
+from duetime.model.schedules import DueSchedule, OccurrenceState
 from duetime.schedules import KEY_PREFIX, ScheduleAdvance, recurrence_of
+from duetime.services.occurrence_windows import occurrences_of
 from duetime.timemath.recurrence import CatchUpPolicy, Recurrence, catch_up_due, next_after
 from duetime.timemath.recurrence.overlap import decide, gated, parse_overlap
 
@@ -43,9 +44,11 @@ class PlanCache:
     every rule in every batch. Bounded: past :data:`REMEMBERED` entries it starts afresh
     (schedules of rules all their own: a cache of a million would only cost memory)."""
 
-    __slots__ = ("costly", "isos", "nexts", "rules", "shapes")
+    __slots__ = ("costly", "isos", "namespace", "nexts", "rules", "shapes")
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "") -> None:
+        self.namespace = namespace
+        """Whose schedules: an occurrence's instant within a run window is a hash of it."""
         self.rules: dict[tuple[object, ...], Recurrence] = {}
         self.nexts: dict[tuple[Recurrence, datetime], datetime | None] = {}
         self.isos: dict[datetime, str] = {}
@@ -189,7 +192,7 @@ def _advance(
     cache: PlanCache,
     now: datetime,
 ) -> ScheduleAdvance:
-    timers = tuple(Occurrence(cache.key(schedule.name, instant), instant) for instant in fire)
+    timers = occurrences_of(schedule, fire, cache.key, cache.namespace)
     last_at = fire[-1] if fire else schedule.last_at
     if not gated(schedule.overlap):
         return ScheduleAdvance(schedule.id, schedule.version, next_at, after_at, last_at, timers)

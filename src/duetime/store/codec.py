@@ -71,6 +71,9 @@ def sealed_timer(timer: NewTimer, sealing: Sealing) -> NewTimer:
         timer.trace_context,
         timer.priority,
         sealing.seal_payload(timer.namespace, payload_text(timer)),
+        timer.window,
+        timer.spread,
+        timer.run_at,
     )
 
 

@@ -51,6 +51,7 @@ from duetime.store.parts import (
     TransactionEffect,
     TransactionStore,
 )
+from duetime.store.run_windows import SpreadStore
 from duetime.support.sealing import Sealing
 
 
@@ -83,6 +84,9 @@ class Store(NodeRegistry, Protocol):
     def tokens(self) -> TokenStore:
         """The REST API's token hashes."""
         ...
+
+    spreads: SpreadStore
+    """The even spread of run windows (:mod:`duetime.store.run_windows`)."""
 
     @property
     def deadlines(self) -> DeadlineStore:

@@ -441,6 +441,7 @@ async function showTimer() {
     ["type", timer.type], ["subject", timer.subject], ["due", instant(timer.due_at)],
     ["runs at", timer.status === "scheduled" || timer.status === "retrying" ? `${instant(timer.run_at)} (${relative(timer.run_at)})` : null],
     ["local", timer.local && `${timer.local} ${timer.timezone}`],
+    ["window", timer.window && `${timer.window} s, ${timer.spread}` + (timer.attempts === 0 ? `; chosen instant ${instant(timer.run_at)}` : "")],
     ["attempts", attemptCount(timer, attempts)], ["fired", timer.fired_at && instant(timer.fired_at)],
     ["completed", timer.completed_at && instant(timer.completed_at)], ["last error", timer.last_error],
     ["correlation id", timer.correlation_id], ["destination", timer.destination],

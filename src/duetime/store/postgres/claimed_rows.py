@@ -21,7 +21,8 @@ from duetime.model.fast_records import make_timer
 from duetime.store.postgres.rows import STATUSES, column_names
 from duetime.support.sealing import TEXT_MARK, Sealing
 
-TIMER_FIELDS = tuple(f.name for f in fields(Timer))
+TIMER_FIELDS = tuple(f.name for f in fields(Timer))[:-2]
+"""Timer's fields a claimed row fills in: all but the run window's, which a claim needs not."""
 _STATUS_AT = TIMER_FIELDS.index("status")
 
 

@@ -70,6 +70,8 @@ def _timer(row: Row, payload: Any, last_error: str | None) -> Timer:
         producer=row["producer"],
         trace_context=row["trace_context"],
         priority=row["priority"],
+        window=row.get("run_window"),
+        spread=row.get("spread"),
     )
 
 

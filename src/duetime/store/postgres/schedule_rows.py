@@ -25,6 +25,8 @@ from duetime.store.postgres.rows import Row
 from duetime.support.sealing import Sealing
 from duetime.timemath.recurrence.calendar import Calendar, calendar_of, calendar_text
 
+_CALENDAR_AT = DUE_COLUMNS.index("calendar")
+
 
 def due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueSchedule]:
     """Rows of lock_due_schedules as :class:`DueSchedule` (its columns, in its order)."""
@@ -33,10 +35,12 @@ def due_row(cursor: AsyncCursor[DueSchedule]) -> Callable[[Sequence[Any]], DueSc
         raise RuntimeError(f"lock_due_schedules returns {names}, not {DUE_COLUMNS}")
 
     def due(values: Sequence[Any]) -> DueSchedule:
-        calendar = values[-1]
+        calendar = values[_CALENDAR_AT]
         if calendar is None:
             return DueSchedule._make(values)
-        return DueSchedule._make((*values[:-1], Calendar.from_text(calendar)))
+        return DueSchedule._make(
+            (*values[:_CALENDAR_AT], Calendar.from_text(calendar), *values[_CALENDAR_AT + 1 :])
+        )
 
     return due
 
@@ -56,6 +60,7 @@ _NEW_COLUMNS = {
     "catch_up_graces": "catch_up_grace",
     "must_succeed_withins": "must_succeed_within",
     "pause_after_failures": "pause_after_failures",
+    "run_windows": "window",
 }
 """insert_schedules' arrays read from each :class:`NewSchedule` as it is, by attribute."""
 _RULE_COLUMNS = {
@@ -97,15 +102,18 @@ OCCURRENCE_COLUMNS = (
 )
 """The arrays of the timers an advance makes, one a field of :data:`OccurrenceValues`."""
 FIRING = 3
-"""The columns from here on are empty when every occurrence simply fires: unnest pads them
-with NULLs."""
+"""The columns from here on are empty when every occurrence simply fires at its due instant (no
+run window): unnest pads them with NULLs."""
 
 
 def advance_params(
     advances: Sequence[ScheduleAdvance], made: Sequence[OccurrenceValues], now: datetime
 ) -> Row:
     """advance_fresh's and advance_schedules' arrays: the rows advanced, the timers made."""
-    plain = all(status == "scheduled" and overlap is None for *_, status, _, _, overlap in made)
+    plain = all(
+        status == "scheduled" and overlap is None and run_at == due_at
+        for _, _, due_at, status, run_at, _, overlap in made
+    )
     params: Row = {
         "ids": [a.schedule_id for a in advances],
         "versions": [a.version for a in advances],
@@ -158,6 +166,7 @@ def definition_params(schedule: Schedule, sealing: Sealing) -> Row:
         "must_succeed_within": schedule.must_succeed_within,
         "pause_after_failures": schedule.pause_after_failures,
         "watched_from": schedule.watched_from,
+        "run_window": schedule.window,
     }
 
 
@@ -196,6 +205,7 @@ def schedule_from_row(row: Row, sealing: Sealing) -> Schedule:
         must_succeed_within=row["must_succeed_within"],
         pause_after_failures=row["pause_after_failures"],
         watched_from=row["watched_from"],
+        window=row["run_window"],
     )
 
 

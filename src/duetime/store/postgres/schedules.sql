@@ -8,11 +8,13 @@
 INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
-    updated_at, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures
+    updated_at, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures,
+    run_window
 )
 SELECT namespace, name, type, payload::jsonb, subject, cron, every, timezone, start_at, end_at,
     catch_up, on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, %(now)s,
-    %(now)s, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures
+    %(now)s, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures,
+    run_window
 FROM unnest(
     %(namespaces)b::text[], %(names)b::text[], %(types)b::text[], %(payloads)b::text[],
     %(subjects)b::text[], %(crons)b::text[], %(everys)b::interval[], %(timezones)b::text[],
@@ -21,11 +23,11 @@ FROM unnest(
     %(max_attempts)b::integer[], %(next_ats)b::timestamptz[], %(after_ats)b::timestamptz[],
     %(anchor_ats)b::timestamptz[], %(overlaps)b::text[], %(catch_up_graces)b::interval[],
     %(calendars)b::text[], %(must_succeed_withins)b::interval[],
-    %(pause_after_failures)b::integer[]
+    %(pause_after_failures)b::integer[], %(run_windows)b::interval[]
 ) WITH ORDINALITY AS s (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, overlap,
-    catch_up_grace, calendar, must_succeed_within, pause_after_failures, n
+    catch_up_grace, calendar, must_succeed_within, pause_after_failures, run_window, n
 )
 ORDER BY n
 ON CONFLICT (namespace, name) DO NOTHING
@@ -63,6 +65,7 @@ SET type = %(type)s, payload = %(payload)s, subject = %(subject)s, cron = %(cron
     catch_up_grace = %(catch_up_grace)s, calendar = %(calendar)s, updated_at = %(now)s,
     must_succeed_within = %(must_succeed_within)s,
     pause_after_failures = %(pause_after_failures)s, watched_from = %(watched_from)s,
+    run_window = %(run_window)s,
     version = version + 1
 WHERE id = %(id)s AND version = %(version)s
 RETURNING *
@@ -93,7 +96,8 @@ LIMIT %(limit)s
 -- the position, not the payload). The rows another worker is materialising right now (or
 -- whose buffered occurrence an ending one is releasing) are skipped, not waited on.
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar,
+    run_window
 FROM schedules
 WHERE namespace = %(namespace)s AND active AND next_at <= %(horizon)s
 ORDER BY next_at
@@ -108,7 +112,8 @@ FOR UPDATE SKIP LOCKED
 -- Only the range is a condition an index can serve: the rest is one expression (IS TRUE), so
 -- the planner cannot AND the range with every due row of schedules_due, window after window.
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar,
+    run_window
 FROM schedules
 WHERE id >= %(first_id)s AND id < %(stop_id)s
   AND (namespace = %(namespace)s AND active AND next_at <= %(horizon)s) IS TRUE
@@ -184,7 +189,7 @@ FROM unnest(
 ) AS advance (id, version, next_at, after_at, last_at)
 WHERE schedules.id = advance.id AND schedules.version = advance.version
 RETURNING schedules.id, schedules.namespace, schedules.type, schedules.payload,
-    schedules.subject, schedules.max_attempts
+    schedules.subject, schedules.max_attempts, schedules.run_window
 
 -- name: advance_occurrences
 -- Included by advance_fresh and advance_schedules: the occurrences of the schedules moved,
@@ -192,7 +197,7 @@ RETURNING schedules.id, schedules.namespace, schedules.type, schedules.payload,
 SELECT advanced.namespace, o.key, advanced.type, advanced.payload, advanced.subject,
     o.due_at, advanced.max_attempts, advanced.id AS schedule_id, o.n,
     coalesce(o.status, 'scheduled') AS status, coalesce(o.run_at, o.due_at) AS run_at,
-    o.error, o.overlap
+    o.error, o.overlap, advanced.run_window
 FROM unnest(
     %(schedule_ids)b::bigint[], %(keys)b::text[], %(due_ats)b::timestamptz[],
     %(statuses)b::text[], %(run_ats)b::timestamptz[], %(errors)b::text[],
@@ -223,11 +228,13 @@ keyed AS (
 created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
-        max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
+        max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap,
+        run_window, spread
     ) OVERRIDING SYSTEM VALUE
     SELECT id, namespace, key, type, payload, subject, due_at, run_at, 'compatible', status,
         max_attempts, %(now)s, %(now)s, schedule_id, error,
-        CASE WHEN status = 'cancelled' THEN %(now)s END, overlap
+        CASE WHEN status = 'cancelled' THEN %(now)s END, overlap, run_window,
+        CASE WHEN run_window IS NOT NULL THEN 'hash' END
     FROM t
     ORDER BY n
     RETURNING run_at, status
@@ -265,11 +272,13 @@ keyed AS (
 created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
-        max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
+        max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap,
+        run_window, spread
     ) OVERRIDING SYSTEM VALUE
     SELECT keyed.timer_id, t.namespace, t.key, type, payload, subject, due_at, run_at,
         'compatible', status, max_attempts, %(now)s, %(now)s, schedule_id, error,
-        CASE WHEN status = 'cancelled' THEN %(now)s END, overlap
+        CASE WHEN status = 'cancelled' THEN %(now)s END, overlap, run_window,
+        CASE WHEN run_window IS NOT NULL THEN 'hash' END
     FROM t JOIN keyed ON keyed.namespace = t.namespace AND keyed.key = t.key
     ORDER BY t.n
     RETURNING run_at, status
@@ -282,6 +291,7 @@ taken AS (
         run_at = t.run_at, status = t.status, max_attempts = t.max_attempts,
         completed_at = CASE WHEN t.status = 'cancelled' THEN %(now)s END, last_error = t.error,
         updated_at = %(now)s, schedule_id = t.schedule_id, overlap = t.overlap,
+        run_window = t.run_window, spread = CASE WHEN t.run_window IS NOT NULL THEN 'hash' END,
         version = timers.version + 1
     FROM t JOIN timer_keys ON timer_keys.namespace = t.namespace AND timer_keys.key = t.key
     WHERE timers.id = timer_keys.timer_id

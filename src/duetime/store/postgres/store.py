@@ -30,6 +30,7 @@ from duetime.store.postgres.reach import reach_of
 from duetime.store.postgres.schedules import PostgresSchedules
 from duetime.store.postgres.schema import migrate, schema_version
 from duetime.store.postgres.settings import parse_url
+from duetime.store.postgres.spreads import PostgresSpreads
 from duetime.store.postgres.sql_access import PostgresSqlAccess
 from duetime.store.postgres.timers import PostgresTimers
 from duetime.store.postgres.tokens import PostgresTokens
@@ -38,6 +39,7 @@ from duetime.store.postgres.wakeup import Listener
 from duetime.store.postgres.working import PostgresWorking, claim_params
 from duetime.store.postgres.writes import TimerWrites
 from duetime.store.queries import load_queries
+from duetime.store.run_windows import SpreadStore
 from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.postgres", "namespaces.sql", "session.sql")
@@ -60,6 +62,7 @@ class PostgresStore(PostgresTimers, PostgresWorking):
         self.tokens = PostgresTokens(self._db)
         self.audit = PostgresAudit(self._db)
         self.deadlines = PostgresDeadlines(self._db, self._notices)
+        self.spreads: SpreadStore = PostgresSpreads(self._db, self._notices)
         self.limits = PostgresLimits(self._db, claim_params)
         self.transactions = PostgresTransactions(self._db)
         self.writes = TimerWrites(self._db, self._notices)

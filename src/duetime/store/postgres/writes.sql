@@ -7,8 +7,9 @@
 -- The rows of a scheduling batch, in input order (n), from one array per column (sent in binary:
 -- psycopg's text format for arrays costs ~10x more client CPU). A column other than key, payload
 -- and due time comes as one value when it is the same for the whole batch, or empty when it is
--- NULL throughout (migration 0013, rows.timer_batch_params). Included by insert_timer,
--- insert_fresh_timers and upsert_timer.
+-- NULL throughout (migration 0013, rows.timer_batch_params). run_offset is the hashed offset into
+-- a timer's run window (migration 0033), NULL without one: run_at is due_at plus it. Included by
+-- insert_timer, insert_fresh_timers and upsert_timer.
 unnest(
     batch_column(%(namespaces)b::text[], %(rows)s::integer), %(keys)b::text[],
     batch_column(%(types)b::text[], %(rows)s::integer), %(payloads)b::text[],
@@ -21,10 +22,12 @@ unnest(
     batch_column(%(max_attempts)b::integer[], %(rows)s::integer),
     batch_column(%(producers)b::text[], %(rows)s::integer),
     batch_column(%(trace_contexts)b::text[], %(rows)s::integer),
-    batch_column(%(priorities)b::smallint[], %(rows)s::integer)
+    batch_column(%(priorities)b::smallint[], %(rows)s::integer),
+    %(run_offsets)b::interval[], %(run_windows)b::interval[], %(spreads)b::text[]
 ) WITH ORDINALITY AS new (
     namespace, key, type, payload, subject, correlation_id, due_at, local, timezone,
-    disambiguation, expires_after, max_attempts, producer, trace_context, priority, n
+    disambiguation, expires_after, max_attempts, producer, trace_context, priority, run_offset,
+    run_window, spread, n
 )
 
 -- name: written_columns
@@ -52,11 +55,12 @@ keyed AS (
 INSERT INTO timers (
     id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
-    trace_context, priority
+    trace_context, priority, run_window, spread
 ) OVERRIDING SYSTEM VALUE
 SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject, correlation_id,
-       due_at, due_at, local, timezone, disambiguation, expires_after, 'scheduled', max_attempts,
-       %(now)s, %(now)s, producer, trace_context, priority
+       due_at, due_at + coalesce(run_offset, interval '0'), local, timezone, disambiguation,
+       expires_after, 'scheduled', max_attempts, %(now)s, %(now)s, producer, trace_context,
+       priority, run_window, spread
 FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
 ORDER BY new.n
 RETURNING
@@ -80,11 +84,12 @@ keyed AS (
 INSERT INTO timers (
     id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local, timezone,
     disambiguation, expires_after, status, max_attempts, registered_at, updated_at, producer,
-    trace_context, priority
+    trace_context, priority, run_window, spread
 ) OVERRIDING SYSTEM VALUE
-SELECT id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at, due_at, local,
-       timezone, disambiguation, expires_after, 'scheduled', max_attempts, %(now)s, %(now)s,
-       producer, trace_context, priority
+SELECT id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at,
+       due_at + coalesce(run_offset, interval '0'), local, timezone, disambiguation,
+       expires_after, 'scheduled', max_attempts, %(now)s, %(now)s, producer, trace_context,
+       priority, run_window, spread
 FROM new
 ORDER BY n
 RETURNING id, key
@@ -99,60 +104,53 @@ RETURNING id, key
 -- concurrent batch made is updated after that batch commits, as a conflict on the timer's own
 -- row would be; a timer this statement's snapshot cannot see yet (made by a batch that
 -- committed while this one waited for its key) comes back in "unseen", and the caller runs
--- those requests again in a new statement, which sees it.
+-- those requests again in a new statement, which sees it. An evenly spread timer's run_at is
+-- its group's (spreads.sql), not compared: the same request again is kept. (Written compactly:
+-- psycopg caches only statements up to 4 KiB, tests/unit/test_queries.py.)
 WITH new AS (
-    SELECT * FROM
+    SELECT *, due_at + coalesce(run_offset, '0') AS run_at FROM
     -- include: timer_batch
 ),
 keyed AS (
     INSERT INTO timer_keys AS k (namespace, key, timer_id)
     SELECT namespace, key, nextval('timers_id_seq') FROM new ORDER BY n
     ON CONFLICT (namespace, key) DO UPDATE SET timer_id = k.timer_id
-    RETURNING k.namespace, k.key, k.timer_id, k.xmax = 0 AS made
+    RETURNING namespace, key, timer_id, xmax = 0 AS made
 ),
 created AS (
     INSERT INTO timers (
         id, namespace, key, type, payload, subject, correlation_id, due_at, run_at, local,
         timezone, disambiguation, expires_after, status, max_attempts, registered_at,
-        updated_at, producer, trace_context, priority
+        updated_at, producer, trace_context, priority, run_window, spread
     ) OVERRIDING SYSTEM VALUE
-    SELECT keyed.timer_id, new.namespace, new.key, type, payload::jsonb, subject,
-           correlation_id, due_at, due_at, local, timezone, disambiguation, expires_after,
-           'scheduled', max_attempts, %(now)s, %(now)s, producer, trace_context, priority
-    FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
-    WHERE keyed.made
-    ORDER BY new.n
+    SELECT timer_id, namespace, key, type, payload::jsonb, subject, correlation_id, due_at,
+    run_at, local, timezone, disambiguation, expires_after, 'scheduled', max_attempts,
+    %(now)s, %(now)s, producer, trace_context, priority, run_window, spread
+    FROM new JOIN keyed USING (namespace, key)
+    WHERE made
+    ORDER BY n
     RETURNING
         -- include: written_columns
 ),
 updated AS (
-    UPDATE timers
-    SET type = new.type,
-        payload = new.payload::jsonb,
-        subject = new.subject,
-        correlation_id = new.correlation_id,
-        due_at = new.due_at,
-        run_at = new.due_at,
-        local = new.local,
-        timezone = new.timezone,
-        disambiguation = new.disambiguation,
-        expires_after = new.expires_after,
-        max_attempts = new.max_attempts,
-        updated_at = %(now)s,
-        producer = new.producer,
-        trace_context = new.trace_context,
-        priority = new.priority,
-        version = timers.version + 1
-    FROM new JOIN keyed ON keyed.namespace = new.namespace AND keyed.key = new.key
-    WHERE NOT keyed.made AND timers.id = keyed.timer_id
-      AND timers.status IN ('scheduled', 'retrying')
-      AND (timers.type, timers.payload, timers.subject, timers.correlation_id, timers.due_at,
-           timers.run_at, timers.local, timers.timezone, timers.disambiguation,
-           timers.expires_after, timers.max_attempts, timers.producer, timers.priority)
-          IS DISTINCT FROM (new.type, new.payload::jsonb, new.subject, new.correlation_id,
-           new.due_at, new.due_at, new.local, new.timezone, new.disambiguation,
-           new.expires_after, new.max_attempts, new.producer, new.priority)
-    RETURNING timers.*
+    UPDATE timers AS t
+    SET (type, payload, subject, correlation_id, due_at, run_at, local, timezone,
+    disambiguation, expires_after, max_attempts, updated_at, producer, trace_context,
+    priority, run_window, spread, version)
+    = (new.type, new.payload::jsonb, new.subject, new.correlation_id, new.due_at, new.run_at,
+    new.local, new.timezone, new.disambiguation, new.expires_after, new.max_attempts,
+    %(now)s, new.producer, new.trace_context, new.priority, new.run_window, new.spread,
+    t.version + 1)
+    FROM new JOIN keyed USING (namespace, key)
+    WHERE NOT made AND t.id = timer_id AND t.status IN ('scheduled', 'retrying')
+    AND (t.type, t.payload, t.subject, t.correlation_id, t.due_at, t.run_at, t.local,
+    t.timezone, t.disambiguation, t.expires_after, t.max_attempts, t.producer,
+    t.priority, t.run_window, t.spread)
+    IS DISTINCT FROM (new.type, new.payload::jsonb, new.subject, new.correlation_id,
+    new.due_at, CASE WHEN new.spread = 'even' AND t.spread = 'even' THEN t.run_at
+    ELSE new.run_at END, new.local, new.timezone, new.disambiguation, new.expires_after,
+    new.max_attempts, new.producer, new.priority, new.run_window, new.spread)
+    RETURNING t.*
 )
 SELECT *, false AS unseen FROM created
 UNION ALL
@@ -161,10 +159,10 @@ SELECT
     , false
 FROM updated
 UNION ALL
-SELECT keyed.timer_id, keyed.namespace, keyed.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, true
+SELECT timer_id, namespace, key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+NULL, NULL, true
 FROM keyed
-WHERE NOT keyed.made AND NOT EXISTS (SELECT FROM timers WHERE id = keyed.timer_id)
+WHERE NOT made AND NOT EXISTS (SELECT FROM timers WHERE id = timer_id)
 
 -- name: get_timers
 -- The timers of a batch of keys. A key archived since the caller's insert conflicted with it is

@@ -19,6 +19,7 @@ from duetime.model import (
 from duetime.model.fast_records import make_timer
 from duetime.store.codec import payload_text
 from duetime.store.postgres.rows import STATUSES, Row, column_names
+from duetime.store.run_windows import run_instant, window_params
 
 _TEXT_FIELDS = ("namespace", "key", "type", "subject", "correlation_id", "timezone")
 _TEXT_COLUMNS = [attrgetter(field) for field in _TEXT_FIELDS]
@@ -62,6 +63,7 @@ def timer_batch_params(timers: Sequence[NewTimer], keys: list[str], now: datetim
         "producers": batch_column([t.producer for t in timers]),
         "trace_contexts": batch_column([t.trace_context for t in timers]),
         "priorities": batch_column([t.priority for t in timers]),
+        **window_params(timers, keys),
         "now": now,
     }
 
@@ -161,6 +163,9 @@ def written_timer_rows(
                 t.producer,
                 t.trace_context,
                 t.priority,
+                None,
+                t.window,
+                t.spread,
             ), version
 
         return timer
@@ -200,7 +205,7 @@ def fresh_timer_rows(
                 t.max_attempts,
                 now,
                 now,
-                t.due_at,
+                t.due_at if t.window is None else run_instant(t, key),
                 t.correlation_id,
                 t.expires_after,
                 t.local,
@@ -215,6 +220,9 @@ def fresh_timer_rows(
                 t.producer,
                 t.trace_context,
                 t.priority,
+                None,
+                t.window,
+                t.spread,
             ), 1
 
         return timer

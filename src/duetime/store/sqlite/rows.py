@@ -52,7 +52,14 @@ def timer_from_row(row: sqlite3.Row, sealing: Sealing) -> Timer:
         producer=row["producer"],
         trace_context=row["trace_context"],
         priority=row["priority"],
+        window=_window(row),
+        spread=row["spread"] if "spread" in row.keys() else None,  # noqa: SIM118
     )
+
+
+def _window(row: sqlite3.Row) -> timedelta | None:
+    micros = row["run_window"] if "run_window" in row.keys() else None  # noqa: SIM118
+    return None if micros is None else timedelta(microseconds=micros)
 
 
 def attempt_from_row(row: sqlite3.Row, sealing: Sealing) -> Attempt:

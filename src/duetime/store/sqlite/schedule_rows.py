@@ -56,6 +56,7 @@ def due_rows(rows: Sequence[tuple[Any, ...]]) -> list[DueSchedule]:
             cast(datetime, instant(after_at)),
             instant(last_at),
             None if calendar is None else Calendar.from_text(calendar),
+            span(run_window),
         )
         for (
             id,
@@ -76,6 +77,7 @@ def due_rows(rows: Sequence[tuple[Any, ...]]) -> list[DueSchedule]:
             after_at,
             last_at,
             calendar,
+            run_window,
         ) in rows
     ]
 
@@ -117,6 +119,7 @@ def definition_params(schedule: Schedule | NewSchedule, sealing: Sealing) -> dic
         "overlap": schedule.overlap,
         "catch_up_grace": span_micros(schedule.catch_up_grace),
         "calendar": calendar_text(rule.calendar),
+        "run_window": None if schedule.window is None else span_micros(schedule.window),
         **deadline_params(schedule),
     }
 
@@ -168,6 +171,7 @@ def schedule_from_row(row: sqlite3.Row, sealing: Sealing) -> Schedule:
         must_succeed_within=maybe_span(row["must_succeed_within"]),
         pause_after_failures=row["pause_after_failures"],
         watched_from=maybe_from_micros(row["watched_from"]),
+        window=None if row["run_window"] is None else timedelta(microseconds=row["run_window"]),
     )
 
 

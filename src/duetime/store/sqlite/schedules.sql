@@ -7,12 +7,12 @@ INSERT INTO schedules (
     namespace, name, type, payload, subject, cron, every, timezone, start_at, end_at, catch_up,
     on_gap, on_overlap, active, max_attempts, next_at, after_at, anchor_at, created_at,
     updated_at, overlap, catch_up_grace, calendar, must_succeed_within, pause_after_failures,
-    watched_from
+    watched_from, run_window
 ) VALUES (
     :namespace, :name, :type, :payload, :subject, :cron, :every, :timezone, :start_at, :end_at,
     :catch_up, :on_gap, :on_overlap, :active, :max_attempts, :next_at, :after_at, :anchor_at,
     :now, :now, :overlap, :catch_up_grace, :calendar, :must_succeed_within,
-    :pause_after_failures, :watched_from
+    :pause_after_failures, :watched_from, :run_window
 )
 ON CONFLICT (namespace, name) DO NOTHING
 
@@ -54,7 +54,7 @@ SET type = :type, payload = :payload, subject = :subject, cron = :cron, every = 
     next_at = :next_at, after_at = :after_at, anchor_at = :anchor_at, overlap = :overlap,
     catch_up_grace = :catch_up_grace, calendar = :calendar, updated_at = :now,
     must_succeed_within = :must_succeed_within, pause_after_failures = :pause_after_failures,
-    watched_from = :watched_from, version = version + 1
+    watched_from = :watched_from, run_window = :run_window, version = version + 1
 WHERE id = :id AND version = :version
 RETURNING *
 
@@ -82,7 +82,8 @@ LIMIT :limit
 -- As due_schedules, but only what planning reads (model.schedules.DueSchedule: the rule and
 -- the position, not the payload).
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar,
+    run_window
 FROM schedules
 WHERE namespace = :namespace AND active = 1 AND next_at <= :horizon
 ORDER BY next_at
@@ -92,7 +93,8 @@ LIMIT :limit
 -- due_rows within a range of ids, in id order: a backlog walked in the table's order (see
 -- Materializer.tick), a window's rows on neighbouring pages, not one page each.
 SELECT id, version, name, cron, every, timezone, start_at, end_at, on_gap, on_overlap,
-    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar
+    anchor_at, catch_up, catch_up_grace, overlap, next_at, after_at, last_at, calendar,
+    run_window
 FROM schedules NOT INDEXED
 WHERE id >= :first_id AND id < :stop_id
   AND namespace = :namespace AND active = 1 AND next_at <= :horizon
@@ -197,11 +199,13 @@ RETURNING schedules.id
 -- buffered (run_at 9000-01-01, with the reason). (WHERE true: an upsert after a join needs it.)
 INSERT INTO timers (
     namespace, key, type, payload, subject, due_at, run_at, disambiguation, status,
-    max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap
+    max_attempts, registered_at, updated_at, schedule_id, last_error, completed_at, overlap,
+    run_window, spread
 )
 SELECT s.namespace, o.key, s.type, s.payload, s.subject, o.due_at, o.run_at, 'compatible',
     o.status, s.max_attempts, :now, :now, s.id, o.error,
-    CASE WHEN o.status = 'cancelled' THEN :now END, o.overlap
+    CASE WHEN o.status = 'cancelled' THEN :now END, o.overlap, s.run_window,
+    CASE WHEN s.run_window IS NOT NULL THEN 'hash' END
 FROM (
     SELECT json_extract(value, '$[0]') AS schedule_id, json_extract(value, '$[1]') AS key,
         json_extract(value, '$[2]') AS due_at, json_extract(value, '$[3]') AS status,
@@ -217,7 +221,7 @@ ON CONFLICT (namespace, key) DO UPDATE SET
     max_attempts = excluded.max_attempts, completed_at = excluded.completed_at,
     last_error = excluded.last_error, updated_at = excluded.updated_at,
     schedule_id = excluded.schedule_id, overlap = excluded.overlap,
-    version = timers.version + 1
+    run_window = excluded.run_window, spread = excluded.spread, version = timers.version + 1
 WHERE timers.status = 'cancelled' AND timers.attempts = 0
   AND timers.schedule_id IS NOT excluded.schedule_id
 

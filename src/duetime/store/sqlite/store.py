@@ -40,6 +40,7 @@ from duetime.store.listeners import WakeupListener
 from duetime.store.queries import load_queries
 from duetime.store.resealing import attempt_writes, timer_writes
 from duetime.store.room import check_namespace_room
+from duetime.store.run_windows import SpreadStore
 from duetime.store.sqlite.audit import SqliteAudit
 from duetime.store.sqlite.database import SqliteDatabase, path_from_url
 from duetime.store.sqlite.deadlines import SqliteDeadlines
@@ -53,6 +54,7 @@ from duetime.store.sqlite.rows import (
 )
 from duetime.store.sqlite.schedules import SqliteSchedules
 from duetime.store.sqlite.schema import migrate, schema_version
+from duetime.store.sqlite.spreads import SqliteSpreads
 from duetime.store.sqlite.tokens import SqliteTokens
 from duetime.store.sqlite.transactions import SqliteTransactions
 from duetime.store.sqlite.working import SqliteWorking, claim_params
@@ -94,6 +96,7 @@ class SqliteStore(SqliteWorking):
         self.tokens = SqliteTokens(self._db)
         self.audit = SqliteAudit(self._db)
         self.deadlines = SqliteDeadlines(self._db)
+        self.spreads: SpreadStore = SqliteSpreads(self._db)
         self.limits = SqliteLimits(self._db, claim_params)
         self.transactions = SqliteTransactions(self._db)
         self.outbox = SqliteOutbox(self._db)

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutAction, PutResult, Timer
 from duetime.store.codec import payload_text, to_micros
 from duetime.store.queries import load_queries
+from duetime.store.run_windows import run_instant
 from duetime.store.sqlite.rows import (
     TIMER_COLUMNS,
     InstantCache,
@@ -61,7 +63,10 @@ def write_timers(
             row = cursor.execute(query, params).fetchone()
         if row is not None:
             action: PutAction = "created" if row[-1] == 1 else "updated"
-            results.append(PutResult(action, timer_from_tuple(row[:-1], sealing, instants)))
+            written = timer_from_tuple(row[:-1], sealing, instants)
+            if timer.window is not None:
+                written = replace(written, window=timer.window, spread=timer.spread)
+            results.append(PutResult(action, written))
             continue
         if on_conflict == "error":
             raise AlreadyExists(f"a timer with key {timer.key!r} already exists", field="key")
@@ -114,9 +119,11 @@ def _insert_generated(cursor: sqlite3.Cursor, params: dict[str, Any]) -> tuple[A
 
 
 def _timer_params(timer: NewTimer, now_us: int, sealing: Sealing) -> dict[str, Any]:
+    key = generate_key() if timer.key is None else timer.key
+    window = timer.window
     return {
         "namespace": timer.namespace,
-        "key": generate_key() if timer.key is None else timer.key,
+        "key": key,
         "type": timer.type,
         "payload": sealing.seal_payload(timer.namespace, payload_text(timer)),
         "subject": timer.subject,
@@ -134,5 +141,11 @@ def _timer_params(timer: NewTimer, now_us: int, sealing: Sealing) -> dict[str, A
         "producer": timer.producer,
         "trace_context": timer.trace_context,
         "priority": timer.priority,
+        "run_at": to_micros(timer.due_at if window is None else run_instant(timer, key)),
+        "run_window": None if window is None else window // _MICROSECOND,
+        "spread": timer.spread,
         "now": now_us,
     }
+
+
+_MICROSECOND = timedelta(microseconds=1)
