@@ -343,10 +343,10 @@ function writeFilter(filter) {
 }
 
 function timerRow(t) {
-  return el("tr", { "data-key": t.key }, [
+  return el("tr", { "data-key": t.key, "data-status": t.status }, [
     el("td", { class: "pick" }, [el("input", {
       type: "checkbox", "data-pick": t.key, "aria-label": `Select ${t.key}`,
-      checked: state.selected.has(t.key), onchange: (event) => pick(t.key, event.target.checked),
+      checked: state.selected.has(t.key), onclick: (event) => pickClicked(t.key, event),
     })]),
     el("td", {}, [timerLink(t.key)]),
     el("td", { text: t.type }),
@@ -1095,47 +1095,7 @@ wire();
 wireActing();
 start();
 
-// -- finding: selection, type suggestions ---------------------------------------------------
-function pick(key, on) {
-  if (on) state.selected.add(key);
-  else state.selected.delete(key);
-  showSelection();
-}
-
-function showSelection() {
-  // Only keys still in sight stay selected (a refresh may have taken rows away).
-  const shown = new Set([...document.querySelectorAll("#timers tbody tr[data-key]")].map((r) => r.dataset.key));
-  for (const key of [...state.selected]) if (!shown.has(key)) state.selected.delete(key);
-  const count = state.selected.size;
-  $("#selection-count").textContent = count
-    ? `${count.toLocaleString()} selected:` : "Select rows to act on them one by one.";
-  for (const button of document.querySelectorAll("[data-selected]")) button.disabled = count === 0;
-  $("#pick-all").checked = count > 0 && count === shown.size;
-}
-
-async function bulkSelected(action) {
-  const keys = [...state.selected];
-  const what = ACTIONS[action];
-  try {
-    const dry = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter: { keys }, dry_run: true } });
-    if (!dry.count) {
-      notice(`None of the ${keys.length} selected timers is ${what.takes}: nothing to ${what.verb}.`, "info");
-      return;
-    }
-    const Verb = `${what.verb[0].toUpperCase()}${what.verb.slice(1)}`;
-    const ok = await confirmed(`${Verb} ${dry.count.toLocaleString()} selected timers?`,
-      `${dry.count.toLocaleString()} of the ${keys.length} selected timers are ${what.takes} — ${what.verb} them?`,
-      `${Verb} ${dry.count.toLocaleString()}`);
-    if (!ok) return;
-    const done = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter: { keys } } });
-    state.selected.clear();
-    notice(`${done.count.toLocaleString()} selected timers ${what.done}.`, "ok");
-    await refresh();
-  } catch (error) {
-    handleError(error);
-  }
-}
-
+// -- finding: type suggestions --------------------------------------------------------------
 let suggesting = null;
 async function suggestTypes(input) {
   // The known types starting with what is typed, as the inputs' shared datalist. What was asked
@@ -1297,15 +1257,6 @@ function wireActing() {
     input.addEventListener("input", () => suggestTypes(input));
     input.addEventListener("focus", () => suggestTypes(input));
   }
-  for (const button of document.querySelectorAll("[data-selected]")) {
-    button.addEventListener("click", () => bulkSelected(button.dataset.selected));
-  }
-  $("#pick-all").addEventListener("change", (event) => {
-    for (const box of document.querySelectorAll("#timers tbody [data-pick]")) {
-      box.checked = event.target.checked;
-      pick(box.dataset.pick, box.checked);
-    }
-  });
   $("#live-pause").addEventListener("click", () => {
     state.paused = !state.paused;
     resumeIfMissed();
@@ -1318,3 +1269,169 @@ function wireActing() {
   $("#e-cancel").addEventListener("click", () => { $("#edit-form").hidden = true; });
   $("#create-form").addEventListener("submit", createTimer);
 }
+
+// -- selection, as in a mail client ---------------------------------------------------------
+// Rows are ticked one by one, a shift-click ticks the range from the last row clicked, the
+// header's box ticks the page; with the whole page ticked and more below, the selection can be
+// widened to every timer the filter takes. Each action first asks the server how many timers
+// it would take (dry_run), says that number, and after it the rows it changed are marked.
+const KEYS_A_REQUEST = 1000; // the API's most keys in one bulk request
+const WIDENED = {
+  replay: (n) => `Replay ${n} dead…`, run_now: (n) => `Run ${n} now…`,
+  cancel: (n) => `Cancel ${n} pending…`, delete: (n) => `Delete ${n} finished…`,
+};
+
+function shownKeys() {
+  return [...document.querySelectorAll("#timers tbody tr[data-key]")].map((row) => row.dataset.key);
+}
+
+function pickClicked(key, event) {
+  const on = event.target.checked;
+  let keys = [key];
+  if (event.shiftKey && state.anchor) {
+    const shown = shownKeys();
+    const [from, to] = [shown.indexOf(state.anchor), shown.indexOf(key)];
+    if (from >= 0 && to >= 0) keys = shown.slice(Math.min(from, to), Math.max(from, to) + 1);
+  }
+  state.anchor = key;
+  setPicked(keys, on);
+}
+
+function setPicked(keys, on) {
+  state.allMatching = null;
+  state.changedFrom = null;
+  for (const key of keys) {
+    if (on) state.selected.add(key);
+    else state.selected.delete(key);
+  }
+  showSelection();
+}
+
+function showSelection() {
+  // Only keys still in sight stay selected (a refresh or another filter may have taken rows
+  // away); "every timer the filter takes" holds for the filter it was chosen under only.
+  const shown = shownKeys();
+  const inSight = new Set(shown);
+  for (const key of [...state.selected]) if (!inSight.has(key)) state.selected.delete(key);
+  if (state.allMatching && state.allMatching !== JSON.stringify(state.filter)) state.allMatching = null;
+  if (state.allMatching) for (const key of shown) state.selected.add(key);
+  for (const box of document.querySelectorAll("#timers tbody [data-pick]")) {
+    box.checked = state.selected.has(box.dataset.pick);
+    box.closest("tr").classList.toggle("picked", box.checked);
+  }
+  const count = state.selected.size;
+  const all = $("#pick-all");
+  all.checked = count > 0 && count === shown.length;
+  all.indeterminate = count > 0 && count < shown.length;
+  const more = !$("#timers-more").hidden;
+  $("#selection-count").textContent = state.allMatching
+    ? "Every timer this filter takes is selected"
+    : count ? `${count.toLocaleString()} selected` : "No row selected";
+  $("#selection-widen").hidden = state.allMatching || !more || count === 0 || count !== shown.length;
+  $("#selection-widen").textContent = `Select every timer this filter takes, not only these ${count.toLocaleString()}`;
+  $("#selection-clear").hidden = count === 0 && !state.allMatching;
+  for (const button of document.querySelectorAll("[data-selected]")) {
+    button.disabled = count === 0 && !state.allMatching;
+    if (!state.allMatching) button.textContent = button.dataset.label;
+  }
+  markChanged();
+  if (state.allMatching) countMatching();
+}
+
+async function countMatching() {
+  // Widened to the filter, each button says how many timers it would take now.
+  const asked = state.allMatching;
+  const filter = bulkFilter();
+  const counts = await Promise.all(Object.keys(ACTIONS).map((action) =>
+    api(ns("/timers/bulk"), { method: "POST", body: { action, filter, dry_run: true } })
+      .then((answer) => [action, answer.count]).catch(() => [action, null])));
+  if (state.allMatching !== asked) return;
+  for (const [action, count] of counts) {
+    const button = document.querySelector(`[data-selected="${action}"]`);
+    if (button) button.textContent = count === null ? button.dataset.label : WIDENED[action](count.toLocaleString());
+  }
+}
+
+function markChanged() {
+  // The rows the last action changed, as read back: their new status shows, and they stand out.
+  const before = state.changedFrom;
+  for (const row of document.querySelectorAll("#timers tbody tr[data-key]")) {
+    const was = before && before.get(row.dataset.key);
+    const changed = Boolean(was && was !== row.dataset.status);
+    row.classList.toggle("changed", changed);
+    const mark = row.querySelector(".was");
+    if (mark) mark.remove();
+    if (changed) row.querySelector(".pill").after(el("span", { class: "was", text: ` was ${was}` }));
+  }
+}
+
+function bulkFilter() {
+  const filter = { ...state.filter };
+  delete filter.sort; // an order, not a filter
+  return filter;
+}
+
+async function bulkByKeys(action, keys, dryRun) {
+  // A selection larger than one request takes goes in parts; the counts add up.
+  let count = 0;
+  for (let i = 0; i < keys.length; i += KEYS_A_REQUEST) {
+    const body = { action, filter: { keys: keys.slice(i, i + KEYS_A_REQUEST) }, dry_run: dryRun };
+    count += (await api(ns("/timers/bulk"), { method: "POST", body })).count;
+  }
+  return count;
+}
+
+async function bulkSelected(action) {
+  const what = ACTIONS[action];
+  const Verb = `${what.verb[0].toUpperCase()}${what.verb.slice(1)}`;
+  const widened = Boolean(state.allMatching);
+  const keys = [...state.selected];
+  const filter = bulkFilter();
+  const run = (dryRun) => widened
+    ? api(ns("/timers/bulk"), { method: "POST", body: { action, filter, dry_run: dryRun } }).then((a) => a.count)
+    : bulkByKeys(action, keys, dryRun);
+  try {
+    const count = await run(true);
+    const of = widened ? "of the timers this filter takes" : `of the ${keys.length.toLocaleString()} selected timers`;
+    if (!count) {
+      notice(`None ${of} is ${what.takes}: nothing to ${what.verb}.`, "info");
+      return;
+    }
+    const described = Object.entries(filter).map(([k, v]) => `${k} ${v}`).join(", ") || "no filter: the whole namespace";
+    const ok = await confirmed(`${Verb} ${count.toLocaleString()} ${widened ? "" : "selected "}timers?`,
+      widened
+        ? `${count.toLocaleString()} ${what.takes} timers match (${described}) — ${what.verb} them?`
+        : `${count.toLocaleString()} of the ${keys.length.toLocaleString()} selected timers are ${what.takes} — ${what.verb} them?`,
+      `${Verb} ${count.toLocaleString()}`);
+    if (!ok) return;
+    state.changedFrom = new Map([...document.querySelectorAll("#timers tbody tr[data-key]")]
+      .filter((row) => widened || state.selected.has(row.dataset.key))
+      .map((row) => [row.dataset.key, row.dataset.status]));
+    const done = await run(false);
+    state.selected.clear();
+    state.allMatching = null;
+    notice(`${done.toLocaleString()} ${widened ? "" : "selected "}timers ${what.done}.`, "ok");
+    await refresh();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+function wireSelection() {
+  for (const button of document.querySelectorAll("[data-selected]")) {
+    button.dataset.label = button.textContent;
+    button.addEventListener("click", () => bulkSelected(button.dataset.selected));
+  }
+  $("#pick-all").addEventListener("change", (event) => setPicked(shownKeys(), event.target.checked));
+  $("#selection-widen").addEventListener("click", () => {
+    state.allMatching = JSON.stringify(state.filter);
+    state.changedFrom = null;
+    showSelection();
+  });
+  $("#selection-clear").addEventListener("click", () => {
+    state.selected.clear();
+    setPicked([], false);
+  });
+}
+
+wireSelection();
