@@ -141,7 +141,7 @@ function wholeCell(text, title = text, cls = "") {
 }
 
 function dueCell(iso) {
-  return wholeCell(instant(iso), iso ? `${instant(iso)} UTC, ${relative(iso)}` : "", "mono");
+  return timeCell(iso);
 }
 
 function pill(status) {
@@ -220,7 +220,7 @@ async function showOverview() {
   typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
     el("td", {}, [el("a", { href: filterHash({ status: "dead", type: g.type }), text: g.type })]),
     el("td", { text: g.count.toLocaleString() }),
-    el("td", { class: "mono", text: instant(g.newest_at) }),
+    timeCell(g.newest_at),
     wholeCell(g.newest_error ?? "", g.newest_error ?? "", "error"),
     el("td", {}, [el("div", { class: "row-actions" }, [
       typePause(g.type, limits.items),
@@ -262,7 +262,7 @@ async function showOverview() {
     el("td", {}, [timerLink(t.key)]),
     el("td", { text: t.type }),
     el("td", { text: t.subject ?? "–" }),
-    el("td", { class: "mono", text: instant(t.run_at) }),
+    timeCell(t.run_at),
     el("td", { text: relative(t.run_at) }),
   ])));
   if (!stats.next_due.length) emptyRow(body, 5, "Nothing pending.");
@@ -442,10 +442,9 @@ async function showTimer() {
     const row = el("tr", { class: "attempt" }, [
       el("td", { text: String(a.number) }),
       el("td", { class: "mono", text: a.node_id, title: a.node_id }),
-      el("td", { class: "mono", text: instant(a.claimed_at) }),
-      el("td", { class: "mono", text: a.started_at ? instant(a.started_at) : "–",
-        title: a.started_at ? "" : unknown }),
-      el("td", { class: "mono", text: instant(a.finished_at) }),
+      timeCell(a.claimed_at, { ms: true }),
+      a.started_at ? timeCell(a.started_at, { ms: true }) : el("td", { class: "mono", text: "–", title: unknown }),
+      timeCell(a.finished_at, { ms: true }),
       el("td", { text: took }),
       el("td", {}, [a.outcome ? pill(a.outcome) : pill("running")]),
       el("td", { class: "error", text: a.error ?? "", title: a.error ?? "" }),
@@ -537,7 +536,7 @@ function describeTarget(target) {
 function auditRow(e) {
   const target = describeTarget(e.target);
   return el("tr", { "data-id": e.id, "data-action": e.action }, [
-    el("td", { class: "mono", text: instant(e.at), title: relative(e.at) }),
+    timeCell(e.at),
     el("td", { text: e.actor }),
     el("td", { text: e.via }),
     el("td", { class: "mono", text: e.action }),
@@ -585,7 +584,7 @@ function scheduleRow(s) {
     el("td", { class: "mono", text: rule(s) }),
     el("td", { text: s.timezone }),
     el("td", { class: "occurrences-cell mono", "data-next": s.name, text: s.active ? instant(s.next_at) : "paused" }),
-    el("td", { class: "mono", text: instant(s.last_at) }),
+    timeCell(s.last_at),
     el("td", {}, [pill(s.active ? "active" : "paused")]),
     el("td", {}, [el("div", { class: "row-actions" }, [toggle, s.active && el("button", {
       type: "button", class: "secondary small", "data-run-next": s.name, text: "Run next now…",
@@ -644,7 +643,7 @@ async function pause(name, resume) {
 function eventRow(e) {
   const outcomes = e.deliveries.map((d) => d.outcome ?? "running");
   return el("tr", { "data-key": e.key }, [
-    el("td", { class: "mono", text: instant(e.fired_at) }),
+    timeCell(e.fired_at),
     el("td", {}, [timerLink(e.key)]),
     el("td", { text: e.type }),
     el("td", {}, [pill(e.status)]),
@@ -1435,3 +1434,38 @@ function wireSelection() {
 }
 
 wireSelection();
+
+// -- instants whole -------------------------------------------------------------------------
+// An instant is shown whole, in UTC (to the millisecond where that matters: an attempt's
+// claim, start and end); on hover, the same instant in the reader's own zone and how long ago.
+let localTime = null;
+
+function wholeInstant(iso, ms) {
+  const [date, time = ""] = iso.replace(/Z$|[+-]00:00$/, "").split("T");
+  const [clock, fraction = ""] = time.split(".");
+  return ms ? `${date} ${clock}.${fraction.padEnd(3, "0").slice(0, 3)}` : `${date} ${clock}`;
+}
+
+function inReadersZone(iso, ms) {
+  if (!localTime) {
+    localTime = new Intl.DateTimeFormat("en-CA", {
+      year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+      second: "2-digit", hourCycle: "h23", timeZoneName: "shortOffset",
+    });
+  }
+  const parts = Object.fromEntries(localTime.formatToParts(new Date(iso)).map((p) => [p.type, p.value]));
+  const fraction = ms ? `.${(iso.match(/\.(\d+)/)?.[1] ?? "").padEnd(3, "0").slice(0, 3)}` : "";
+  const zone = localTime.resolvedOptions().timeZone;
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second}${fraction} ${zone} (${parts.timeZoneName})`;
+}
+
+function instantTitle(iso, ms = false) {
+  return `${wholeInstant(iso, ms)} UTC\n${inReadersZone(iso, ms)}, your zone\n${relative(iso)}`;
+}
+
+function timeCell(iso, { ms = false } = {}) {
+  if (!iso) return el("td", { class: "mono instant", text: "–" });
+  return el("td", { class: "mono instant", title: instantTitle(iso, ms) }, [
+    el("time", { datetime: iso, text: wholeInstant(iso, ms) }),
+  ]);
+}
