@@ -1469,3 +1469,26 @@ function timeCell(iso, { ms = false } = {}) {
     el("time", { datetime: iso, text: wholeInstant(iso, ms) }),
   ]);
 }
+
+// -- narrow screens: each cell carries its column's name ------------------------------------
+// Below a width a table is drawn as cards (console.css); each cell then shows its column's
+// header beside it, from data-label, set here on every row a view draws.
+function labelCells(table) {
+  const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const row of table.querySelectorAll("tbody tr")) {
+    [...row.cells].forEach((cell, i) => {
+      if (cell.colSpan === 1 && names[i] !== undefined && cell.dataset.label !== names[i]) cell.dataset.label = names[i];
+    });
+  }
+}
+
+function wireCardLabels() {
+  for (const table of document.querySelectorAll("table.table")) {
+    const body = table.tBodies[0];
+    if (!body) continue;
+    new MutationObserver(() => labelCells(table)).observe(body, { childList: true });
+    labelCells(table);
+  }
+}
+
+wireCardLabels();
