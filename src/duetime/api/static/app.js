@@ -226,12 +226,12 @@ async function showOverview() {
       typePause(g.type, limits.items),
       el("button", {
         type: "button", class: "secondary small", "data-replay": g.type, text: `Replay ${g.count.toLocaleString()}…`,
-        "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
+        "aria-label": `Replay ${g.count.toLocaleString()} dead ${g.type} timers…`,
         onclick: () => bulk("replay", { status: "dead", type: g.type }),
       }),
       el("button", {
         type: "button", class: "danger small", "data-delete": g.type, text: `Delete ${g.count.toLocaleString()}…`,
-        "aria-label": `Delete the ${g.count} dead ${g.type} timers`,
+        "aria-label": `Delete ${g.count.toLocaleString()} dead ${g.type} timers…`,
         onclick: () => bulk("delete", { status: "dead", type: g.type }),
       }),
     ])]),
@@ -255,7 +255,6 @@ async function showOverview() {
     const value = stats.counts[card.dataset.status] ?? 0;
     card.querySelector("b").textContent = value.toLocaleString();
     card.classList.toggle("zero", value === 0);
-    card.setAttribute("aria-label", `${value} ${card.dataset.status}: list them`);
   }
   const body = $("#next-due tbody");
   body.replaceChildren(...stats.next_due.map((t) => el("tr", {}, [
@@ -1492,3 +1491,66 @@ function wireCardLabels() {
 }
 
 wireCardLabels();
+
+// -- keyboard and screen readers ------------------------------------------------------------
+// The view's name is the page's heading and title; "/" goes to the view's search, "?" lists
+// the shortcuts; a scrolling block of text (a traceback, a payload) takes the focus, so it
+// scrolls from the keyboard too.
+const VIEW_NAMES = {
+  overview: "Overview", timers: "Timers", timer: "Timer", schedules: "Schedules", events: "Event log",
+  limits: "Flow control", nodes: "Nodes", audit: "Audit",
+};
+const SEARCH = { overview: "#c-type", timers: "#f-type", events: "#e-type", limits: "#l-pattern" };
+
+function nameView() {
+  const hash = location.hash.slice(1);
+  const view = hash.startsWith("timer/") ? "timer" : hash.split("?")[0];
+  const name = view === "timer" ? `Timer ${decodeURIComponent(hash.slice("timer/".length))}` : VIEW_NAMES[view] || VIEW_NAMES.overview;
+  $("#view-name").textContent = ` · ${name}`;
+  document.title = `${name} · duetime`;
+}
+
+function typing(target) {
+  return target instanceof HTMLElement
+    && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+}
+
+function shortcut(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target) || document.querySelector("dialog[open]")) return;
+  if (event.key === "/") {
+    event.preventDefault();
+    const field = SEARCH[state.view];
+    if (field) {
+      $(field).focus();
+      return;
+    }
+    location.hash = "#timers";
+    $("#f-type").focus();
+  } else if (event.key === "?") {
+    event.preventDefault();
+    $("#shortcuts").showModal();
+  }
+}
+
+function focusableScrolls() {
+  for (const block of document.querySelectorAll("pre.code:not([tabindex])")) {
+    block.tabIndex = 0;
+    block.setAttribute("role", "region");
+    block.setAttribute("aria-label", block.id === "timer-payload" ? "Payload" : "Traceback");
+  }
+}
+
+function wireKeyboard() {
+  document.addEventListener("keydown", shortcut);
+  window.addEventListener("hashchange", nameView);
+  $("#skip-link").addEventListener("click", (event) => {
+    event.preventDefault(); // the address holds the view: the link only moves the focus
+    $("#content").focus();
+  });
+  $("#shortcuts-open").addEventListener("click", () => $("#shortcuts").showModal());
+  new MutationObserver(focusableScrolls).observe($("main"), { childList: true, subtree: true });
+  focusableScrolls();
+  nameView();
+}
+
+wireKeyboard();
