@@ -1524,8 +1524,8 @@ function shortcut(event) {
       $(field).focus();
       return;
     }
+    window.addEventListener("hashchange", () => $("#f-type").focus(), { once: true });
     location.hash = "#timers";
-    $("#f-type").focus();
   } else if (event.key === "?") {
     event.preventDefault();
     $("#shortcuts").showModal();
