@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from .test_dashboard import (  # noqa: F401 - fixtures
+    DOCS,
     Console,
     browser,
     confirm,
@@ -224,6 +225,8 @@ def test_a_skip_link_slash_for_search_and_a_list_of_the_shortcuts(
     shortcuts = page.locator("#shortcuts")
     expect(shortcuts).to_be_visible()
     expect(shortcuts).to_contain_text("Search: the view's filter")
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        page.screenshot(path=str(DOCS / "dashboard-shortcuts.png"))
     page.keyboard.press("Escape")
     expect(shortcuts).to_be_hidden()
     page.click("#shortcuts-open")  # also from a button, for those who never press ?

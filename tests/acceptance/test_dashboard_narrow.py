@@ -5,6 +5,7 @@ forms stack."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from .test_dashboard import (  # noqa: F401 - fixtures
+    DOCS,
     Console,
     browser,
     console,
@@ -97,4 +99,7 @@ def test_forms_stack_and_the_selection_works_on_a_phone(console: Console, phone:
     expect(phone.locator("#selection-count")).to_have_text("50 selected")
     for label in ("Type", "Status", "Due (UTC)"):  # each card names its fields
         in_sight(rows.first.locator(f'td[data-label="{label}"]'))
+    if os.environ.get("DUETIME_SCREENSHOT"):
+        phone.locator("#selection-bar").scroll_into_view_if_needed()
+        phone.screenshot(path=str(DOCS / "dashboard-phone.png"))
     assert phone.evaluate("document.documentElement.scrollWidth") <= WIDTH
