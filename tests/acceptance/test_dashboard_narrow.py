@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from .test_dashboard import (  # noqa: F401 - fixtures
     DOCS,
     Console,
     browser,
     console,
+    page,
     servers,
 )
 
@@ -38,14 +38,10 @@ VIEWS = {
 
 
 @pytest.fixture
-def phone(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": WIDTH, "height": 800})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
-    assert errors == [], errors
+def phone(page: Page) -> Page:
+    """The module's page on a phone's screen."""
+    page.set_viewport_size({"width": WIDTH, "height": 800})
+    return page
 
 
 def in_sight(item: Locator) -> None:

@@ -6,8 +6,6 @@ after a confirmation that states the number. Every effect is read back from the 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -15,7 +13,6 @@ from duetime import Status
 from duetime.errors import NotFound
 
 from .test_dashboard import (  # noqa: F401 - fixtures
-    DOCS,
     Console,
     any_console,
     browser,
@@ -25,14 +22,9 @@ from .test_dashboard import (  # noqa: F401 - fixtures
     servers,
     stored,
 )
+from .test_dashboard_acting import shot
 
 pytestmark = pytest.mark.slow  # a real Chromium against a real server
-
-
-def shot(page: Page, name: str) -> None:
-    """The view in sight (not the whole page: each picture stays under 200 KB)."""
-    if os.environ.get("DUETIME_SCREENSHOT"):
-        page.screenshot(path=str(DOCS / f"dashboard-{name}.png"))
 
 
 def ticked(page: Page) -> list[str]:

@@ -1396,10 +1396,11 @@ async function bulkSelected(action) {
       return;
     }
     const described = Object.entries(filter).map(([k, v]) => `${k} ${v}`).join(", ") || "no filter: the whole namespace";
+    const them = action === "run_now" ? "run them now" : `${what.verb} them`;
     const ok = await confirmed(`${Verb} ${count.toLocaleString()} ${widened ? "" : "selected "}timers?`,
       widened
-        ? `${count.toLocaleString()} ${what.takes} timers match (${described}) — ${what.verb} them?`
-        : `${count.toLocaleString()} of the ${keys.length.toLocaleString()} selected timers are ${what.takes} — ${what.verb} them?`,
+        ? `${count.toLocaleString()} ${what.takes} timers match (${described}) — ${them}?`
+        : `${count.toLocaleString()} of the ${keys.length.toLocaleString()} selected timers are ${what.takes} — ${them}?`,
       `${Verb} ${count.toLocaleString()}`);
     if (!ok) return;
     state.changedFrom = new Map([...document.querySelectorAll("#timers tbody tr[data-key]")]
