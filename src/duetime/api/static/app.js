@@ -35,6 +35,9 @@ const state = {
   missed: false, // a change was heard while paused or hidden
   chart: { range: "1h", type: "", node: "" },
   selected: new Set(),
+  anchor: null, // the row a shift-click ticks from
+  allMatching: null, // the filter (as JSON) whose every timer is selected, beyond the rows shown
+  changedFrom: null, // each acted-on row's status before the last action, to mark what changed
 };
 
 const $ = (selector) => document.querySelector(selector);
