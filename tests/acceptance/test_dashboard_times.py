@@ -121,6 +121,12 @@ def test_attempts_show_instants_to_the_millisecond_and_errors_wrap_by_word(
         expect(cell).to_have_text(MILLISECONDS)
         assert cell.inner_text() == f"{iso[:10]} {iso[11:23]}"
         assert in_zone(iso, ms=True) in (cell.get_attribute("title") or "")
+    fired = page.locator("#timer-fields dt:text-is('fired') + dd")
+    with console.client() as client:
+        timer = client.get(f"{console.api}/timers/wordy").json()["timer"]
+    expect(fired).to_have_attribute(
+        "title", re.compile(re.escape(in_zone(timer["fired_at"], ms=True)))
+    )
     error = attempt.locator("td.error")
     height = error.evaluate("cell => cell.getBoundingClientRect().height")
     line = error.evaluate("cell => parseFloat(getComputedStyle(cell).lineHeight)")

@@ -419,6 +419,7 @@ async function showTimer() {
   ].filter(([, value]) => value !== null && value !== undefined && value !== "");
   $("#timer-fields").replaceChildren(...fields.flatMap(([name, value]) =>
     [el("dt", { text: name }), el("dd", { class: name === "last error" ? "error" : "", text: String(value) })]));
+  titleInstants($("#timer-fields"), timer);
   $("#timer-payload").textContent = sealedKey(timer.payload) !== null
     ? `sealed (with key ${sealedKey(timer.payload)}, which this server's key ring does not hold)`
     : JSON.stringify(timer.payload, null, 2);
@@ -1464,6 +1465,16 @@ function inReadersZone(iso, ms) {
 
 function instantTitle(iso, ms = false) {
   return `${wholeInstant(iso, ms)} UTC\n${inReadersZone(iso, ms)}, your zone\n${relative(iso)}`;
+}
+
+const FIELD_INSTANTS = { due: "due_at", "runs at": "run_at", fired: "fired_at", completed: "completed_at", registered: "registered_at" };
+
+function titleInstants(list, timer) {
+  // A timer's instants, each with the reader's zone on hover as in the lists.
+  for (const term of list.querySelectorAll("dt")) {
+    const iso = timer[FIELD_INSTANTS[term.textContent]];
+    if (iso) term.nextElementSibling.title = instantTitle(iso, true);
+  }
 }
 
 function timeCell(iso, { ms = false } = {}) {
