@@ -1553,10 +1553,22 @@ function focusableScrolls() {
     block.setAttribute("role", "region");
     block.setAttribute("aria-label", block.id === "timer-payload" ? "Payload" : "Traceback");
   }
+  // A cut cell a click shows whole: Enter or Space does it from the keyboard.
+  for (const cell of document.querySelectorAll("td.expandable:not([tabindex])")) {
+    if (cell.textContent) cell.tabIndex = 0;
+  }
+}
+
+function expandByKey(event) {
+  const cell = event.target;
+  if (!(cell instanceof HTMLElement) || !cell.matches("td.expandable") || (event.key !== "Enter" && event.key !== " ")) return;
+  event.preventDefault();
+  cell.click();
 }
 
 function wireKeyboard() {
   document.addEventListener("keydown", shortcut);
+  document.addEventListener("keydown", expandByKey);
   window.addEventListener("hashchange", nameView);
   $("#skip-link").addEventListener("click", (event) => {
     event.preventDefault(); // the address holds the view: the link only moves the focus
