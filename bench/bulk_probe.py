@@ -7,7 +7,7 @@ Run by hand (not part of the test suite)::
 
 It writes ``-n`` dead ``legacy.sync`` timers straight into a fresh database (SQLite: a file in a
 temporary directory; PostgreSQL: a schema of its own, dropped afterwards), then replays them
-all with one ``AsyncApp.bulk("replay", …)`` — batches of 1,000 rows, each its own transaction —
+all with one ``app.timers.bulk("replay", …)`` — batches of 1,000 rows, each its own transaction —
 while another task schedules a timer every 10 ms. It prints the replay's time and the writer's
 median and worst wait: a bulk action must never hold the locks of all its rows at once.
 """
@@ -74,7 +74,7 @@ async def probe(url: str, seed: str, n: int) -> None:
 
         task = asyncio.create_task(writer())
         started = time.perf_counter()
-        changed = await app.bulk("replay", found)
+        changed = await app.timers.bulk("replay", found)
         took = time.perf_counter() - started
         done.set()
         await task

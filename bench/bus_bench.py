@@ -274,7 +274,7 @@ async def emit_batches(app: AsyncApp, type: str, n: int, batch: int, tag: str) -
             TimerRequest(type, {"i": i}, delay=0, key=f"{tag}-{i}")
             for i in range(start, min(n, start + batch))
         ]
-        await app.schedule_many(requests, on_conflict="keep")
+        await app.timers.schedule_many(requests, on_conflict="keep")
 
 
 async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> float:
@@ -288,7 +288,7 @@ async def until(check: Callable[[], Awaitable[bool]], within: float, what: str) 
 
 
 async def all_done(app: AsyncApp, n: int) -> bool:
-    return (await app.counts())[Status.DONE] >= n
+    return (await app.timers.counts())[Status.DONE] >= n
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ async def one_round(base: str, n: int, batch: int) -> tuple[float, float, float]
         client_before = time.process_time()
         started = time.perf_counter()
         for _ in range(0, n, batch):
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("bench.noop", {"due": due}, at=at) for _ in range(batch)]
             )
         seconds = time.perf_counter() - started

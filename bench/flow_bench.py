@@ -75,7 +75,7 @@ def main() -> None:
         procs: list[subprocess.Popen[bytes]] = []
         try:
             with App(url) as app:
-                rule = app.set_limit(JOB, rate=args.rate, burst=args.burst)
+                rule = app.limits.set(JOB, rate=args.rate, burst=args.burst)
             print(f"$ {' '.join(sys.argv)}")
             print(f"load average at start: {os.getloadavg()[0]:.2f}; {args.database}")
             print(f"limit: rate {rule.rate}, burst {rule.effective_burst}; {args.workers} workers")
@@ -85,14 +85,14 @@ def main() -> None:
             first = datetime.now(UTC) - timedelta(minutes=1)
             with App(url) as app:
                 for start in range(0, args.timers, 1000):
-                    app.schedule_many(
+                    app.timers.schedule_many(
                         [
                             TimerRequest(JOB, {}, at=first + timedelta(microseconds=i))
                             for i in range(start, min(start + 1000, args.timers))
                         ]
                     )
                 deadline = time.monotonic() + 600
-                while app.counts().get(Status.DONE, 0) < args.timers:
+                while app.timers.counts().get(Status.DONE, 0) < args.timers:
                     if time.monotonic() > deadline:
                         raise SystemExit("not all done within 10 min")
                     time.sleep(0.5)

@@ -119,7 +119,7 @@ async def probe(db: str, n: int, seconds: float, late_ms: float) -> None:
         dues = [start + seconds * i / n for i in range(n)]
         async with AsyncApp(url) as scheduler:
             for i in range(0, n, 1000):
-                await scheduler.schedule_many(
+                await scheduler.timers.schedule_many(
                     [
                         TimerRequest("probe", {"due": due}, at=datetime.fromtimestamp(due, UTC))
                         for due in dues[i : i + 1000]

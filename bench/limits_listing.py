@@ -1,7 +1,7 @@
 """How long listing a namespace's flow control rules takes with N rules, on SQLite or PostgreSQL.
 
 Sets N limits (``t00000.*`` …) in a fresh namespace, with due timers of 100 of their types held
-back under them (20 each), then times ``AsyncApp.limits()`` — every rule with what it holds, the
+back under them (20 each), then times ``app.limits.list()`` — every rule with what it holds, the
 work behind ``GET /v1/namespaces/{ns}/limits`` and ``duetime limits ls`` — a few times.
 
     .venv/bin/python bench/limits_listing.py --rules 2000 10000
@@ -36,19 +36,19 @@ async def measure(url: str, rules: int, rounds: int) -> list[float]:
         for start in range(0, rules, 200):
             await asyncio.gather(
                 *(
-                    app.set_limit(f"t{i:05}.*", concurrency=1)
+                    app.limits.set(f"t{i:05}.*", concurrency=1)
                     for i in range(start, min(start + 200, rules))
                 )
             )
         for kind in range(HELD_TYPES):
             type = f"t{kind * (rules // HELD_TYPES):05}.job"
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest(type=type, delay="PT0S") for _ in range(HELD_EACH)]
             )
         took: list[float] = []
         for _ in range(rounds):
             started = time.perf_counter()
-            listed = await app.limits()
+            listed = await app.limits.list()
             took.append(time.perf_counter() - started)
             assert len(listed) == rules
     return took

@@ -40,7 +40,7 @@ async def measure(url: str, seconds: float) -> dict[str, list[float]]:
         app.handler(f"job.{policy}")(recorder(policy))
     async with app:
         for policy in POLICIES:
-            await app.add_schedule(policy, f"job.{policy}", every="PT2S", overlap=policy)
+            await app.schedules.add(policy, f"job.{policy}", every="PT2S", overlap=policy)
         worker = app.worker()
         running = asyncio.create_task(worker.run())
         await asyncio.sleep(seconds)

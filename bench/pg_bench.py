@@ -72,6 +72,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cost_ratios import ratio_lines
 from peers import PEERS, STORE_SCENARIOS, SYSTEMS, System, default_systems, load
 
 DEFAULT_BASE = "postgresql://postgres@127.0.0.1:5432"
@@ -1389,6 +1390,8 @@ def main() -> None:
     print(report.markdown())
     print("\nTargets:")
     print("\n".join(report.verdict_lines()))
+    print("\nCosts a job, duetime ÷ its peers in this run:")
+    print("\n".join(ratio_lines(report.figures)))
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ async def probe(args: argparse.Namespace) -> None:
     async with AsyncApp(url) as app:
         started = time.perf_counter()
         for _ in range(0, n, 1000):
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [
                     TimerRequest("probe", {}, at=due_at)
                     if args.future

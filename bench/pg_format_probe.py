@@ -38,7 +38,7 @@ async def load(url: str, n: int) -> None:
     async with AsyncApp(url) as app:
         for start in range(0, n, 1000):
             batch = range(start, min(n, start + 1000))
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("bench.noop", {"due": 1.0 * i}, delay=0) for i in batch]
             )
 

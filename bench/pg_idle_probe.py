@@ -93,7 +93,7 @@ async def install(url: str, timers: int) -> None:
     start = time.time() + 3600
     async with AsyncApp(url) as app:
         for first in range(0, timers, 1000):
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [
                     TimerRequest(
                         "bench.noop",

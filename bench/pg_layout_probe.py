@@ -123,7 +123,7 @@ async def load(base: str, n: int) -> None:
     admin(base, f"CREATE DATABASE {DB}")
     async with AsyncApp(f"{base}/{DB}?schema=duetime") as app:
         for start in range(0, n, 1000):
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("probe", {"n": start + i}, delay=0) for i in range(1000)]
             )
 

@@ -30,7 +30,7 @@ def main() -> None:
     for _ in range(args.rounds):
         started = time.perf_counter()
         for _ in range(args.batches):
-            app.prepare(requests)
+            app.timers.prepare(requests)
         rounds.append((time.perf_counter() - started) / (args.batches * len(requests)))
     print(f"prepare: {min(rounds) * 1e6:.2f} µs a timer (best of {args.rounds} rounds)")
 

@@ -163,7 +163,7 @@ async def seed(app: AsyncApp, count: int, rrule: bool = False) -> float:
     for start in range(0, count, SEED_CHUNK):
         stop = min(count, start + SEED_CHUNK)
         made = rrule_requests(start, stop, zones) if rrule else requests(start, stop)
-        await app.add_schedules(made, on_conflict="keep")
+        await app.schedules.add_many(made, on_conflict="keep")
     return time.perf_counter() - started
 
 
@@ -336,7 +336,7 @@ async def timers(url: str, count: int) -> float:
                 )
                 for n in range(start, min(count, start + SEED_CHUNK))
             ]
-            await app.schedule_many(batch, on_conflict="keep")
+            await app.timers.schedule_many(batch, on_conflict="keep")
         return time.perf_counter() - started
     finally:
         await app.close()
@@ -373,7 +373,7 @@ async def bench(url: str, timers_url: str, count: int, batch: int) -> dict[str, 
 
         # One schedule, one occurrence per transaction: the cost a lone schedule pays.
         lone = AsyncApp(url, "lone", clock=clock, store=app.store)
-        _, single = await lone.add_schedule("single", "t", every=1)
+        _, single = await lone.schedules.add("single", "t", every=1)
         one = Materializer(app.store, clock, "lone", lookahead=timedelta(0), check_tzdata=False)
         rounds = 200
         clock.set(single.next_at or clock.now())

@@ -136,7 +136,9 @@ async def seed(base: str, count: int) -> float:
     started = time.perf_counter()
     try:
         for start in range(0, count, 10_000):
-            await app.add_schedules(requests(start, min(count, start + 10_000)), on_conflict="keep")
+            await app.schedules.add_many(
+                requests(start, min(count, start + 10_000)), on_conflict="keep"
+            )
     finally:
         await app.close()
     with psycopg.connect(f"{base}/{SEED}", autocommit=True) as conn:

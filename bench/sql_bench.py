@@ -3,13 +3,14 @@
 Run by hand (not part of the test suite)::
 
     .venv/bin/python bench/sql_bench.py                 # 20,000 timers a form, batches of 1,000
-    .venv/bin/python bench/sql_bench.py -n 50000 --batch 500 --single 5000
+    .venv/bin/python bench/sql_bench.py -n 60000 --batch 500 --single 6000 --rounds 3
 
-Into a fresh database ``dtsqlbench`` it schedules ``-n`` timers due in an hour three ways and
-prints the server backends' CPU a timer (``/proc``'s utime + stime of every client backend of
-the database) and each SQL form's ratio to the Python path's:
+Into a fresh database ``dtsqlbench`` it schedules ``-n`` timers due in an hour four ways, the
+forms alternating over ``--rounds`` rounds (a load that changes meanwhile weighs on each
+alike), and prints the server backends' CPU a timer (``/proc``'s utime + stime of every client
+backend of the database), each SQL form's ratio to the Python path's, and the load average:
 
-* ``python``: ``AsyncApp.schedule_many`` in batches of ``--batch``;
+* ``python``: ``AsyncApp.timers.schedule_many`` in batches of ``--batch``;
 * ``sql batch``: ``SELECT * FROM schedule_many(ns, jsonb)``, one JSON array of ``--batch``
   timers a statement, each statement its own transaction;
 * ``sql columns``: ``SELECT * FROM schedule_columns(ns, types, payloads, ats)``, one array a
@@ -66,10 +67,10 @@ def backend_cpu(base: str) -> float:
 async def python_form(base: str, n: int, batch: int) -> float:
     async with AsyncApp(f"{base}/{DB}?schema=duetime", "bench") as app:
         at = datetime.fromtimestamp(time.time() + 3600, UTC)
-        await app.schedule_many([TimerRequest("bench.warm", None, at=at)])
+        await app.timers.schedule_many([TimerRequest("bench.warm", None, at=at)])
         before = backend_cpu(base)
         for _ in range(0, n, batch):
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("bench.noop", {"n": i}, at=at) for i in range(batch)]
             )
         return (backend_cpu(base) - before) / n
@@ -121,20 +122,44 @@ async def main() -> None:
     parser.add_argument("-n", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--single", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     admin(args.base, f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
     admin(args.base, f"CREATE DATABASE {DB}")
+    load = os.getloadavg()[0]
+    # The forms alternate, round after round, so a load that changes meanwhile (other work on
+    # the machine) weighs on each alike; each figure is the total over the rounds.
+    n, single = args.n // args.rounds, args.single // args.rounds
+    totals = dict.fromkeys(("python", "batch", "columns", "single"), 0.0)
+    ratios: list[float] = []
     try:
-        python = await python_form(args.base, args.n, args.batch)
-        batch = sql_batch_form(args.base, args.n, args.batch)
-        columns = sql_columns_form(args.base, args.n, args.batch)
-        single = sql_single_form(args.base, args.single)
+        for _ in range(args.rounds):
+            python = await python_form(args.base, n, args.batch)
+            batch = sql_batch_form(args.base, n, args.batch)
+            totals["python"] += python
+            totals["batch"] += batch
+            totals["columns"] += sql_columns_form(args.base, n, args.batch)
+            totals["single"] += sql_single_form(args.base, single)
+            ratios.append(batch / python)
     finally:
         admin(args.base, f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    print(f"server CPU a timer: python schedule_many {python * 1e6:.1f} us")
-    print(f"  sql schedule_many (JSON) {batch * 1e6:.1f} us  ratio {batch / python:.2f}")
-    print(f"  sql schedule_columns (arrays) {columns * 1e6:.1f} us  ratio {columns / python:.2f}")
-    print(f"  sql schedule, one a statement {single * 1e6:.1f} us  ratio {single / python:.2f}")
+    python, batch = totals["python"], totals["batch"]
+    columns, single = totals["columns"], totals["single"]
+    rounds = args.rounds
+    print(f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    print(f"server CPU a timer: python schedule_many {python / rounds * 1e6:.1f} us")
+    print(
+        f"  sql schedule_many (JSON) {batch / rounds * 1e6:.1f} us  ratio {batch / python:.2f}"
+        f" (rounds {min(ratios):.2f}..{max(ratios):.2f})"
+    )
+    print(
+        f"  sql schedule_columns (arrays) {columns / rounds * 1e6:.1f} us"
+        f"  ratio {columns / python:.2f}"
+    )
+    print(
+        f"  sql schedule, one a statement {single / rounds * 1e6:.1f} us"
+        f"  ratio {single / python:.2f}"
+    )
 
 
 if __name__ == "__main__":

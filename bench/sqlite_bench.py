@@ -155,7 +155,7 @@ async def bench_schedule(url: str, n_many: int, n_single: int, report: Report) -
                 TimerRequest(MASS_TYPE, {"i": i}, at=far, key=f"many-{i}")
                 for i in range(start, min(start + 1000, n_many))
             ]
-            await app.schedule_many(requests)
+            await app.timers.schedule_many(requests)
         many_rate = n_many / (time.perf_counter() - started)
         report.add(
             "schedule", "schedule_many, batches of 1000", f"{many_rate:,.0f}/s", f"{n_many:,}"
@@ -182,7 +182,7 @@ async def _schedule_at(url: str, n: int, due: Callable[[int], datetime], type: s
                 TimerRequest(type, None, at=due(i), key=f"t-{i}")
                 for i in range(start, min(start + 1000, n))
             ]
-            await app.schedule_many(requests)
+            await app.timers.schedule_many(requests)
     finally:
         await app.close()
 

@@ -42,7 +42,7 @@ async def drain(url: str, timers: int, concurrency: int, io_seconds: float) -> d
     async with app:
         now = datetime.now(UTC)
         for first in range(0, timers, 1000):
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [
                     TimerRequest(TYPE, None, at=now, key=f"s-{i:07d}")
                     for i in range(first, min(first + 1000, timers))
@@ -52,7 +52,7 @@ async def drain(url: str, timers: int, concurrency: int, io_seconds: float) -> d
         started = time.monotonic()
         cpu = time.process_time()
         running = asyncio.create_task(worker.run())
-        while (await app.counts()).get(Status.DONE, 0) < timers:
+        while (await app.timers.counts()).get(Status.DONE, 0) < timers:
             if running.done():
                 running.result()
                 raise RuntimeError("the worker stopped before the drain ended")

@@ -98,15 +98,15 @@ async def fill_rules(app: Any, args: argparse.Namespace) -> None:
     """The noisy tenant at its cap of rules, with due timers held back under them."""
     from duetime.requests import TimerRequest
 
-    await app.pause("*")  # one rule of the cap; nothing runs: every timer stays held
+    await app.limits.pause("*")  # one rule of the cap; nothing runs: every timer stays held
     for start in range(0, RULES - 1, 111):
         end = min(start + 111, RULES - 1)
         await asyncio.gather(
-            *(app.set_limit(f"t{i:04}.*", concurrency=1) for i in range(start, end))
+            *(app.limits.set(f"t{i:04}.*", concurrency=1) for i in range(start, end))
         )
     for kind in range(HELD_TYPES):
         type = f"t{kind * (RULES // HELD_TYPES):04}.job"
-        await app.schedule_many(
+        await app.timers.schedule_many(
             [TimerRequest(type=type, delay="PT0S") for _ in range(HELD_PER_TYPE)]
         )
 
@@ -115,11 +115,11 @@ async def fill_held_types(app: Any, args: argparse.Namespace) -> None:
     """``--held-types`` types, a due timer each, held by a pause, under a hundred rules."""
     from duetime.requests import TimerRequest
 
-    await app.pause("*")
-    await asyncio.gather(*(app.set_limit(f"h.{i:02}*", concurrency=1) for i in range(100)))
+    await app.limits.pause("*")
+    await asyncio.gather(*(app.limits.set(f"h.{i:02}*", concurrency=1) for i in range(100)))
     for start in range(0, args.held_types, 1000):
         end = min(start + 1000, args.held_types)
-        await app.schedule_many(
+        await app.timers.schedule_many(
             [TimerRequest(type=f"h.{n:05}", delay="PT0S") for n in range(start, end)]
         )
 
@@ -130,7 +130,7 @@ async def fill_big_timers(app: Any, args: argparse.Namespace) -> None:
 
     text = "x" * (args.payload_kb * 1024)
     for start in range(0, 1000, 100):
-        await app.schedule_many(
+        await app.timers.schedule_many(
             [
                 TimerRequest(type="big", delay="P1D", payload={"n": n, "text": text})
                 for n in range(start, start + 100)
@@ -146,7 +146,7 @@ async def fill_big_audit(app: Any, args: argparse.Namespace) -> None:
     operator = Actor("bench")
     for entry in range(100):
         keys = [f"{entry:03}-{n:04}-".ljust(255, "k") for n in range(1000)]
-        await app.bulk("cancel", TimerFilter(), keys=keys, actor=operator)
+        await app.timers.bulk("cancel", TimerFilter(), keys=keys, actor=operator)
 
 
 async def fill_nothing(app: Any, args: argparse.Namespace) -> None:
@@ -193,7 +193,7 @@ async def fill_noisy(url: str, shape: Shape, args: argparse.Namespace) -> None:
     from duetime.config import Settings
 
     async with AsyncApp(settings=Settings(database_url=url, namespace="noisy")) as app:
-        await app.add_namespace("quiet")
+        await app.namespaces.add("quiet")
         await shape.fill(app, args)
 
 

@@ -76,7 +76,7 @@ async def store(
     deadline = time.monotonic() + give_up
     while True:
         try:
-            await app.schedule_many(requests)
+            await app.timers.schedule_many(requests)
             acked = True
             break
         except Exception:

@@ -213,7 +213,7 @@ def _env() -> dict[str, str]:
 async def _prepare(url: str) -> None:
     """Migrate the store and make the namespace before any worker races to."""
     async with AsyncApp(url, NAMESPACE) as app:
-        await app.counts()
+        await app.timers.counts()
 
 
 async def _wait_for_nodes(url: str, count: int, within: float = 30.0) -> None:

@@ -60,12 +60,12 @@ class Duetime(System):
                 for name in ("concurrency", "burst"):
                     if name in options:
                         options[name] = int(options[name])
-                await app.set_limit(JOB_TYPE, **options)
+                await app.limits.set(JOB_TYPE, **options)
 
     async def enqueue(self, db: str, dues: Sequence[float | None]) -> None:
         async with self.app(db) as app:
             for chunk in chunks(dues):
-                await app.schedule_many(
+                await app.timers.schedule_many(
                     [
                         TimerRequest(JOB_TYPE, payload_due(due), delay=0)
                         if due is None

@@ -99,7 +99,7 @@ async def schedule_greeting(
     in chain ``fallback`` instead. Retried, this makes the same choices, so it stores one."""
     for chain in (series, fallback):
         request = greeting_request(user, year, chain)
-        (result,) = await core.schedule_many([request], on_conflict="update")
+        (result,) = await core.timers.schedule_many([request], on_conflict="update")
         if result.timer.status in PENDING:
             return result
     return result
@@ -123,7 +123,9 @@ def add_user(app: duetime.App, user: User) -> duetime.PutResult:
     series = next((str(t.payload.get("series", "")) for t in pending if _year(t) == year), "")
     fallback = digest(f"{user}:{now.isoformat()}")
     for chain in (series, fallback):  # as schedule_greeting does, from blocking code
-        (result,) = app.schedule_many([greeting_request(user, year, chain)], on_conflict="update")
+        (result,) = app.timers.schedule_many(
+            [greeting_request(user, year, chain)], on_conflict="update"
+        )
         if result.timer.status in PENDING:
             break
     for timer in pending:
@@ -143,7 +145,7 @@ PENDING = (duetime.Status.SCHEDULED, duetime.Status.RETRYING)
 
 def upcoming(app: duetime.App, user_id: str) -> list[duetime.Timer]:
     """A user's greetings that have not been sent yet."""
-    page = app.history(user_id, status=duetime.Status.SCHEDULED)
+    page = app.timers.history(user_id, status=duetime.Status.SCHEDULED)
     return sorted(page.items, key=lambda timer: timer.due_at)
 
 

@@ -103,7 +103,7 @@ class DelayedNotifications:
 
     async def expired(self) -> list[duetime.Timer]:
         """Notifications that were found too late to send: kept, with the reason, not dropped."""
-        page = await self.app.history(status=duetime.Status.EXPIRED, limit=1000)
+        page = await self.app.timers.history(status=duetime.Status.EXPIRED, limit=1000)
         return page.items
 
 

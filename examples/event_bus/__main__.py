@@ -64,7 +64,7 @@ def run_node(config: Config, role: str) -> int:
 async def cmd_setup(app: duetime.AsyncApp, config: Config) -> None:
     action, schedule = await operate.setup(app, config)
     print(f"tables orders, invoices, tax_rates ready; NATS stream {config.stream} ready")
-    upcoming = await app.preview(schedule=CLEANUP_SCHEDULE, count=3)
+    upcoming = await app.schedules.preview(schedule=CLEANUP_SCHEDULE, count=3)
     print(
         f"schedule {schedule.name} {action}: {schedule.cron!r} in {schedule.timezone}, next "
         + ", ".join(operate.describe_occurrence(at, schedule.timezone) for at in upcoming)

@@ -63,7 +63,7 @@ async def setup(app: duetime.AsyncApp, config: Config) -> tuple[str, Schedule]:
     await app.open()
     async with await shop.connect(config.database_url) as conn:
         await shop.create_tables(conn)
-    action, schedule = await app.add_schedule(
+    action, schedule = await app.schedules.add(
         CLEANUP_SCHEDULE,
         CLEANUP,
         {"retention_days": RETENTION_DAYS},
@@ -224,7 +224,7 @@ async def dead_letters(app: duetime.AsyncApp) -> list[Timer]:
     found: list[Timer] = []
     cursor: str | None = None
     while True:
-        page = await app.dead(cursor=cursor, limit=100)
+        page = await app.timers.dead(cursor=cursor, limit=100)
         found.extend(page.items)
         cursor = page.next_cursor
         if cursor is None:
@@ -235,7 +235,7 @@ async def replay(app: duetime.AsyncApp, keys: Sequence[str]) -> list[Timer]:
     """Send dead events round again, due now: the given keys, or every dead one."""
     if not keys:
         keys = [timer.key for timer in await dead_letters(app)]
-    return [await app.replay(key) for key in keys]
+    return [await app.timers.replay(key) for key in keys]
 
 
 # -- looking -------------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ async def report(app: duetime.AsyncApp, config: Config, run: str | None) -> list
         f"NATS stream {config.stream}: {await stream_messages(config)} messages "
         f"on {config.prefix}.>"
     )
-    schedule = await app.get_schedule(CLEANUP_SCHEDULE)
+    schedule = await app.schedules.get(CLEANUP_SCHEDULE)
     if schedule.next_at is not None:
         lines.append(
             f"next {CLEANUP_SCHEDULE} ({schedule.cron!r} in {schedule.timezone}): "
@@ -279,7 +279,7 @@ async def _event_log(app: duetime.AsyncApp, run: str | None) -> list[str]:
     cursor: str | None = None
     while True:
         # One run is minutes old: a day back finds it without walking the whole log.
-        page = await app.events(since=None if run is None else "P1D", cursor=cursor, limit=100)
+        page = await app.events.log(since=None if run is None else "P1D", cursor=cursor, limit=100)
         for entry in page.items:
             timer = entry.timer
             if run is not None and f":{run}" not in timer.key:

@@ -133,7 +133,7 @@ def history(app: duetime.App, user_id: str) -> list[duetime.Timer]:
     tasks: list[duetime.Timer] = []
     cursor: str | None = None
     while True:
-        page = app.history(user_id, type=FOLLOW_UP, cursor=cursor, limit=200)
+        page = app.timers.history(user_id, type=FOLLOW_UP, cursor=cursor, limit=200)
         tasks.extend(page.items)
         if page.next_cursor is None:
             return tasks

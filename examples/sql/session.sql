@@ -10,4 +10,10 @@ SELECT timer_key, action FROM schedule('shop', 'standup.reminder',
 SELECT count(*) AS stored FROM schedule_many('shop',
     '[{"type": "digest", "delay": 3600, "key": "d1"}, {"type": "digest", "delay": "PT2H", "key": "d2"}]');
 SELECT status FROM cancel('shop', 'd2');
+-- A schedule: created, then the same definition kept; its first occurrence is planned by a
+-- worker after the commit (status pending until then).
+SELECT action, status FROM add_schedule('shop', 'weekly-digest', 'digest.send',
+    '{"list": "all"}', cron => '0 9 * * MON', timezone => 'Europe/Paris');
+SELECT action, status FROM add_schedule('shop', 'weekly-digest', 'digest.send',
+    '{"list": "all"}', cron => '0 9 * * MON', timezone => 'Europe/Paris');
 COMMIT;

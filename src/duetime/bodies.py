@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from duetime.errors import InvalidInput
-from duetime.validation import whole_number
+from duetime.formats import identifier_pattern
+from duetime.validation import MAX_SUBJECT_LENGTH, whole_number
 
 Schema = dict[str, Any]
 
@@ -44,11 +45,14 @@ class BodyField:
     """A count: JSON has one number type, and JSON Schema calls 3.0 an integer."""
     missing: str = "is required"
     """What a body without this (required) field is told."""
+    null: bool = True
+    """Whether the document lets the field be null (a patch's fields that cannot be cleared
+    are not); a ``required`` field, or one with a ``default``, never is."""
 
     def json_schema(self, nullable: bool = True) -> Schema:
         """The property as /openapi.json shows it (``nullable``: null means absent)."""
         schema = self.schema() if callable(self.schema) else self.schema
-        if not nullable or self.required or self.default is not None or not schema:
+        if not (nullable and self.null) or self.required or self.default is not None or not schema:
             shown = dict(schema)
         else:
             shown = {"anyOf": [*_options(schema), {"type": "null"}]}
@@ -60,6 +64,14 @@ class BodyField:
             shown["examples"] = list(self.examples)
         shown["title"] = self.name.replace("_", " ").title()
         return shown
+
+
+def not_null(*names: str) -> Schema:
+    """Present, and not null (absent and null mean the same to the server)."""
+    return {
+        "required": list(names),
+        "properties": {name: {"not": {"type": "null"}} for name in names},
+    }
 
 
 def _options(schema: Schema) -> list[Schema]:
@@ -135,3 +147,23 @@ class Body:
         if self.extra is not None:
             schema.update(self.extra())
         return schema
+
+
+PAYLOAD = BodyField(
+    "payload",
+    description="Any JSON, up to the payload size limit, with no NUL character (\\u0000) in its "
+    "strings or keys",
+)
+"""A timer's or a schedule's payload: what its handler is given."""
+SUBJECT = BodyField(
+    "subject",
+    {
+        "anyOf": [
+            {"type": "string", "pattern": identifier_pattern(), "maxLength": MAX_SUBJECT_LENGTH},
+            {"type": "integer"},
+        ]
+    },
+    "Who the timer is about; a number is read as its text",
+    ("user-1234",),
+)
+"""Who a timer or a schedule is about."""

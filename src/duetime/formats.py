@@ -30,6 +30,7 @@ __all__ = [
     "INSTANT_PATTERN",
     "LOCAL_PATTERN",
     "MAX_SECONDS",
+    "NAMESPACE_PATTERN",
     "PAYLOAD_MATCH_PATTERN",
     "TYPE_PATTERN",
     "WHEN_PATTERN",
@@ -45,6 +46,8 @@ _BLANK = r" \xa0\u1680\u2000-\u200a\u202f\u205f\u3000"
 """The whitespace Python's ``str.strip`` removes that is not already a control character."""
 
 
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+"""A namespace's name (``validation.check_namespace``'s rule, and the API's paths')."""
 TYPE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
 """An event type (``validation.check_type``'s rule)."""
 CORRELATION_PATTERN = f"^[^{CONTROL}]+$"

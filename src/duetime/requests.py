@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from itertools import combinations
 from typing import Any
 
-from duetime.bodies import Body, BodyField, Schema
+from duetime.bodies import PAYLOAD, SUBJECT, Body, BodyField, Schema, not_null
 from duetime.errors import InvalidInput
 from duetime.formats import (
     CORRELATION_PATTERN,
@@ -30,7 +30,6 @@ from duetime.timemath.when import parse_at, resolve_when
 from duetime.validation import (
     MAX_ATTEMPTS_LIMIT,
     MAX_KEY_LENGTH,
-    MAX_SUBJECT_LENGTH,
     MAX_TYPE_LENGTH,
     PRIORITY_DEFAULT,
     PRIORITY_MAX,
@@ -47,17 +46,6 @@ from duetime.validation import (
 WHEN_FORMS = ("at", "delay", "local", "date")
 """A timer's due time: exactly one of these."""
 IDENTIFIER = identifier_pattern()
-_PAYLOAD = (
-    "Any JSON, up to the payload size limit, with no NUL character (\\u0000) in its strings or keys"
-)
-
-
-def not_null(*names: str) -> Schema:
-    """Present, and not null (absent and null mean the same to the server)."""
-    return {
-        "required": list(names),
-        "properties": {name: {"not": {"type": "null"}} for name in names},
-    }
 
 
 def _when_rules() -> Schema:
@@ -90,7 +78,7 @@ TIMER_BODY = Body(
             required=True,
             missing="an event type is required",
         ),
-        BodyField("payload", description=_PAYLOAD),
+        PAYLOAD,
         BodyField("at", _string(INSTANT_PATTERN), "ISO 8601", ("2025-03-15T13:00:00Z",)),
         BodyField(
             "delay",
@@ -115,17 +103,7 @@ TIMER_BODY = Body(
             _string(IDENTIFIER, maxLength=MAX_KEY_LENGTH),
             "Idempotency key (generated if absent)",
         ),
-        BodyField(
-            "subject",
-            {
-                "anyOf": [
-                    _string(IDENTIFIER, maxLength=MAX_SUBJECT_LENGTH),
-                    {"type": "integer"},
-                ]
-            },
-            "Who the timer is about; a number is read as its text",
-            ("user-1234",),
-        ),
+        SUBJECT,
         BodyField("correlation_id", _string(CORRELATION_PATTERN, maxLength=MAX_KEY_LENGTH)),
         BodyField(
             "max_attempts",

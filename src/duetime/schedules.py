@@ -23,6 +23,7 @@ from duetime.model.schedules import NewSchedule as NewSchedule
 from duetime.model.schedules import ScheduleAdvance as ScheduleAdvance
 from duetime.model.schedules import ScheduleFilter as ScheduleFilter
 from duetime.model.schedules import schedule_from_new as schedule_from_new
+from duetime.schedule_bodies import SCHEDULE_REQUEST_BODY
 from duetime.timemath.bounds import check_instant
 from duetime.timemath.recurrence import (
     OnGap,
@@ -45,7 +46,6 @@ from duetime.validation import (
     check_payload,
     check_subject,
     check_type,
-    whole_number,
 )
 
 KEY_PREFIX = "schedule:"
@@ -97,7 +97,12 @@ def check_schedule_name(value: object, field: str = "name") -> str:
 
 def occurrence_key(name: str, instant: datetime) -> str:
     """The idempotency key of one occurrence, e.g. ``schedule:daily:2025-03-09T07:00:00Z``."""
-    return f"{KEY_PREFIX}{name}:{iso(instant)}"
+    return f"{occurrence_prefix(name)}{iso(instant)}"
+
+
+def occurrence_prefix(name: str) -> str:
+    """What every occurrence key of schedule ``name`` starts with, before its instant."""
+    return f"{KEY_PREFIX}{name}:"
 
 
 def parse_instant(value: object, field: str) -> datetime | None:
@@ -217,19 +222,9 @@ class ScheduleRequest:
 
     @classmethod
     def from_dict(cls, data: Any, field_prefix: str = "") -> ScheduleRequest:
-        """Build from JSON (REST bodies, files); unknown fields are errors."""
-        if not isinstance(data, dict):
-            raise InvalidInput(field_prefix.rstrip(".") or "body", "must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        for name in data:
-            if name not in known:
-                raise InvalidInput(f"{field_prefix}{name}", "is not a known field")
-        for required in ("name", "type"):
-            if required not in data:
-                raise InvalidInput(f"{field_prefix}{required}", "is required")
-        if "max_attempts" in data:  # JSON has one number type: 3.0 is the whole number 3
-            data = {**data, "max_attempts": whole_number(data["max_attempts"])}
-        return cls(**data)
+        """Build from JSON (REST bodies, files) as :data:`SCHEDULE_REQUEST_BODY` describes it;
+        unknown fields are errors."""
+        return cls(**SCHEDULE_REQUEST_BODY.read(data, field_prefix))
 
     @classmethod
     def of(cls, schedule: Schedule) -> ScheduleRequest:
@@ -425,3 +420,7 @@ def first_after(rule: Recurrence, anchor_at: datetime, after: datetime) -> datet
     if rule.every is not None and rule.start_at is None:
         rule = replace(rule, start_at=anchor_at)
     return next_after(rule, after)
+
+
+if {f.name for f in fields(ScheduleRequest)} != SCHEDULE_REQUEST_BODY.names:  # pragma: no cover
+    raise TypeError("SCHEDULE_REQUEST_BODY must describe exactly ScheduleRequest's fields")

@@ -18,6 +18,7 @@ from duetime.errors import InvalidInput
 from duetime.event_filters import instant_or_ago
 from duetime.model import BULK_ACTIONS, BulkAction, Status, TimerFilter
 from duetime.model.finding import MAX_SELECTED_KEYS, TIMER_SORTS, PayloadMatch, TimerSort
+from duetime.schedules import check_schedule_name, occurrence_prefix
 from duetime.validation import check_keys, check_subject
 
 Instant = str | datetime | timedelta | None
@@ -32,6 +33,7 @@ def timer_filter(
     due_until: Instant = None,
     payload: str | PayloadMatch | None = None,
     keys: Sequence[str] | None = None,
+    schedule: str | None = None,
     now: datetime,
 ) -> TimerFilter:
     """The :class:`TimerFilter` of these fields; InvalidInput names the first bad one.
@@ -51,7 +53,10 @@ def timer_filter(
     end = None if due_until is None else instant_or_ago(due_until, now, "due_until")
     match = payload_match(payload) if isinstance(payload, str) else payload
     selected = None if keys is None else selected_keys(keys)
-    return TimerFilter(subject, status, type, start, end, match, selected)
+    prefix = (
+        None if schedule is None else occurrence_prefix(check_schedule_name(schedule, "schedule"))
+    )
+    return TimerFilter(subject, status, type, start, end, match, selected, prefix)
 
 
 PAYLOAD_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")

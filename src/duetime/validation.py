@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from duetime.errors import InvalidInput
-from duetime.formats import TYPE_PATTERN
+from duetime.formats import NAMESPACE_PATTERN, TYPE_PATTERN
 from duetime.model import JSON, MAX_BULK_KEYS
 from duetime.support.escaping import IDENTIFIER_CONTROL
 from duetime.support.jsontext import json_text, load_json
@@ -36,7 +36,7 @@ _TOO_DEEP = f"nests arrays and objects deeper than {MAX_PAYLOAD_DEPTH} levels"
 FILE_LINE_DEPTH = MAX_PAYLOAD_DEPTH + 1
 """A ``--from-file`` line is an object around its payload: one level more."""
 
-_NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+_NAMESPACE = re.compile(NAMESPACE_PATTERN)
 _TYPE = re.compile(TYPE_PATTERN)
 
 

@@ -142,7 +142,7 @@ class Cli:
         if not self.db_path.exists():
             return []
         with App(database_url=self.db_url, namespace="default") as app:
-            return [timer.key for timer in app.history(limit=1000).items]
+            return [timer.key for timer in app.timers.history(limit=1000).items]
 
 
 class RealCli(Cli):

@@ -235,6 +235,15 @@ def test_stats_and_metrics_report_what_the_worker_did(client: httpx.Client) -> N
     assert run_ats == sorted(run_ats)
     assert stats["lateness"]["count"] >= 1
     assert stats["lateness"]["buckets"][-1]["le"] is None
+    alone = client.get(f"{NS}/counts").json()  # the counts apart, as the console asks them
+    assert alone["namespace"] == "shop"
+    assert set(alone["counts"]) == set(stats["counts"])
+    assert alone["counts"]["scheduled"] >= 1
+    uncounted = client.get(f"{NS}/stats", params={"counts": "false"}).json()
+    assert uncounted["counts"] == {}
+    assert [t["key"] for t in uncounted["next_due"]][:1] == [t["key"] for t in stats["next_due"]][
+        :1
+    ]
 
     text = client.get("/metrics").text
     assert 'duetime_attempts_started_total{namespace="shop",type="followup.email"}' in text

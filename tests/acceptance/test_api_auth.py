@@ -199,3 +199,25 @@ def test_a_token_may_create_only_the_namespaces_it_can_write(
         assert (refused.status_code, refused.json()["field"]) == (403, "name")
         assert reader.post("/v1/namespaces", json={"name": "alpha"}).status_code == 403
         assert beta.post("/v1/namespaces", json={"name": "beta"}).status_code in (200, 201)
+
+
+def test_me_says_which_token_asks_its_scopes_and_namespaces(
+    secured: tuple[Server, Tokens],
+) -> None:
+    server, tokens = secured
+    with server.client(tokens.alpha_ro) as reader, server.client(tokens.admin) as admin:
+        seen = reader.get("/v1/me")
+        assert seen.status_code == 200
+        me = seen.json()
+        assert me["auth"] is True
+        assert me["scopes"] == ["read"]
+        assert me["namespaces"] == ["alpha"]
+        assert me["writable"] == []
+        assert isinstance(me["token_id"], int)
+        every = admin.get("/v1/me").json()
+        assert every["scopes"] == ["read", "write", "metrics"]
+        assert every["namespaces"] == every["writable"] == ["*"]
+    with server.client(tokens.alpha) as writer:
+        assert writer.get("/v1/me").json()["writable"] == ["alpha"]
+    with server.client() as anonymous:
+        assert anonymous.get("/v1/me").status_code == 401

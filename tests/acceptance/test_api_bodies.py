@@ -7,14 +7,21 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from duetime import TimerRequest
+from duetime import ScheduleRequest, TimerRequest
 from duetime.api import ApiSettings, create_api
 from duetime.api.limits import LIMIT_BODY, PATTERN_BODY
 from duetime.api.operations import BULK_BODY, FILTER_BODY
+from duetime.api.system import NAMESPACE_BODY
 from duetime.bodies import Body, BodyField
 from duetime.config import Settings
 from duetime.errors import InvalidInput
 from duetime.requests import EDIT_BODY, TIMER_BODY
+from duetime.schedule_bodies import (
+    NOT_CLEARABLE,
+    SCHEDULE_PATCH_BODY,
+    SCHEDULE_PUT_BODY,
+    SCHEDULE_REQUEST_BODY,
+)
 
 PET = Body(
     "PetBody",
@@ -177,3 +184,70 @@ def test_a_bulk_action_and_its_filter_are_read_by_their_documented_tables(
     schema = body["content"]["application/json"]["schema"]
     assert schema == BULK_BODY.json_schema()
     assert set(schema["properties"]["filter"]["properties"]) == FILTER_BODY.names
+
+
+def test_a_schedule_and_its_change_are_read_by_their_documented_tables(tmp_path: Path) -> None:
+    """A definition and a patch are read by the tables /openapi.json shows: an unknown name,
+    a missing one and a count given as 3.0 are answered the same way everywhere; a patch's
+    fields have no default and only the clearable ones take null."""
+    api = create_api(ApiSettings(core=Settings(database_url=f"sqlite:///{tmp_path / 'd.db'}")))
+    url = "/v1/namespaces/shop/schedules"
+    with TestClient(api) as client:
+        assert client.post("/v1/namespaces", json={"name": "shop"}).status_code == 201
+        for body, field in (
+            ({"name": "s", "type": "a", "every": 60, "colour": "red"}, "colour"),
+            ({"type": "a", "every": 60}, "name"),
+            ({"name": "s", "every": 60}, "type"),
+            ({"name": "s", "type": "a", "every": 60, "max_attempts": 2.5}, "max_attempts"),
+            ([], "body"),
+        ):
+            answer = client.post(url, json=body)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["field"] == field, answer.text
+        made = client.post(url, json={"name": "s", "type": "a", "every": 60, "max_attempts": 3.0})
+        assert made.status_code == 201, made.text
+        assert made.json()["schedule"]["max_attempts"] == 3
+        refused = client.patch(f"{url}/s", json={"colour": "red"})
+        assert (refused.status_code, refused.json()["field"]) == (422, "colour")
+        changed = client.patch(f"{url}/s", json={"max_attempts": 4.0})
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["schedule"]["max_attempts"] == 4
+        paths = client.get("/openapi.json").json()["paths"]
+    put = paths["/v1/namespaces/{namespace}/schedules"]["post"]["requestBody"]
+    assert put["content"]["application/json"]["schema"] == SCHEDULE_PUT_BODY.json_schema()
+    patch = paths["/v1/namespaces/{namespace}/schedules/{name}"]["patch"]["requestBody"]
+    schema = patch["content"]["application/json"]["schema"]
+    assert schema == SCHEDULE_PATCH_BODY.json_schema()
+    assert SCHEDULE_PATCH_BODY.names == SCHEDULE_REQUEST_BODY.names - {"name"}
+    assert SCHEDULE_PUT_BODY.names == SCHEDULE_REQUEST_BODY.names | {"on_conflict"}
+    for name, shown in schema["properties"].items():
+        assert "default" not in shown
+        clearable = {"type": "null"} in shown.get("anyOf", []) or name == "payload"
+        assert clearable == (name not in NOT_CLEARABLE), name
+
+
+def test_a_schedule_request_is_read_by_its_table() -> None:
+    assert ScheduleRequest.from_dict({"name": "s", "type": "a", "every": 60}).active is True
+    with pytest.raises(InvalidInput) as raised:
+        ScheduleRequest.from_dict({"name": "s", "type": "a", "on_conflict": "keep"}, "lines.")
+    assert raised.value.field == "lines.on_conflict"
+
+
+def test_a_namespace_is_read_by_its_documented_table(tmp_path: Path) -> None:
+    api = create_api(ApiSettings(core=Settings(database_url=f"sqlite:///{tmp_path / 'd.db'}")))
+    with TestClient(api) as client:
+        for body, field in (
+            ({"name": "shop", "colour": "red"}, "colour"),
+            ({"nom": "shop"}, "name"),
+            (["shop"], "body"),
+            ({"name": "Not A Name"}, "name"),
+        ):
+            answer = client.post("/v1/namespaces", json=body)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["field"] == field, answer.text
+        missing = client.post("/v1/namespaces", json={}).json()
+        assert missing["message"] == 'name: is required: send {"name": "<namespace>"}'
+        assert client.post("/v1/namespaces", json={"name": "shop"}).status_code == 201
+        paths = client.get("/openapi.json").json()["paths"]
+    body = paths["/v1/namespaces"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"] == NAMESPACE_BODY.json_schema()

@@ -81,8 +81,8 @@ def test_edit_a_pending_timer_and_run_a_schedules_next_occurrence(
     with App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop") as app:
         timer = app.get("mail-0")
         assert (timer.payload, timer.due_at.year) == ({"v": 2}, 2031)
-        app.add_schedule("nightly", "report.nightly", cron="0 2 * * *")
-        next_at = app.get_schedule("nightly").next_at
+        app.schedules.add("nightly", "report.nightly", cron="0 2 * * *")
+        next_at = app.schedules.get("nightly").next_at
     assert client.patch(f"{NS}/timers/paid-1", json={"payload": {}}).status_code == 409
     assert error_field(client.patch(f"{NS}/timers/mail-0", json={"type": "x"})) == "type"
     cli = shell(server, tmp_path)
@@ -96,4 +96,4 @@ def test_edit_a_pending_timer_and_run_a_schedules_next_occurrence(
     again = cli.ok("schedules", "run-next", "nightly")
     assert again["timer"]["key"] != ran.json()["timer"]["key"]  # the one after it
     with App(database_url=server.env["DUETIME_DATABASE_URL"], namespace="shop") as app:
-        assert len(app.history(type="report.nightly").items) == 2
+        assert len(app.timers.history(type="report.nightly").items) == 2

@@ -105,6 +105,14 @@ def test_a_token_created_while_serving_turns_auth_on(tmp_path: Path) -> None:
     try:
         with server.client() as anonymous:
             assert anonymous.get("/v1/info").json()["auth"] is False
+            assert anonymous.get("/v1/me").json() == {
+                "auth": False,
+                "token": None,
+                "token_id": None,
+                "scopes": ["read", "write", "metrics"],
+                "namespaces": ["*"],
+                "writable": ["*"],
+            }
             assert anonymous.get(TIMERS).status_code == 200
             token = server.issue_token("default").secret  # another writer of the database
             wait_for(lambda: anonymous.get(TIMERS).status_code == 401)

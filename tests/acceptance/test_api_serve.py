@@ -162,7 +162,7 @@ class Server:
         async def issue() -> IssuedToken:
             app = AsyncApp(self.env["DUETIME_DATABASE_URL"])  # opened as the command opens it:
             try:  # without making its own namespace (default) as well
-                return await app.issue_token(namespaces, read_only=read_only, name=name)
+                return await app.tokens.issue(namespaces, read_only=read_only, name=name)
             finally:
                 await app.close()
 

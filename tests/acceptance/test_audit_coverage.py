@@ -125,9 +125,9 @@ async def seed(url: str, namespace: str) -> str:
         await app.tick()
         for key in ("edit-me", "run-me", "cancel-me", "bulk-1", "bulk-2"):
             await app.schedule("later", key=key, delay="P1D")
-        await app.add_schedule("nightly", "night", cron="0 3 * * *")
+        await app.schedules.add("nightly", "night", cron="0 3 * * *")
         if namespace.endswith("console"):
-            return (await app.issue_token(["*"], name="ops")).secret
+            return (await app.tokens.issue(["*"], name="ops")).secret
         return ""
 
 

@@ -53,13 +53,13 @@ def seed(url: str) -> None:
         app.tick()
         app.schedule("mail.sent", key="mail", delay="P2D")
         app.schedule("mail.sent", key="edit-me", delay="P2D")
-        app.add_schedule("nightly", "night", cron="0 3 * * *")
+        app.schedules.add("nightly", "night", cron="0 3 * * *")
 
 
 def logged(url: str, namespace: str = "default") -> list[tuple[str, str, str, Any, int]]:
     """The namespace's entries, newest first: (action, actor, via, target, count)."""
     with App(database_url=url, namespace=namespace) as app:
-        return [(e.action, e.actor, e.via, e.target, e.count) for e in app.audit_log().items]
+        return [(e.action, e.actor, e.via, e.target, e.count) for e in app.audit.log().items]
 
 
 @pytest.fixture
@@ -113,11 +113,11 @@ def test_python_calls_name_their_actor_and_plain_calls_are_the_applications(url:
     async def act() -> None:
         reconciler = Actor("reconciler")
         async with AsyncApp(database_url=url, actor=reconciler) as app:
-            await app.edit("edit-me", {"payload": {"v": 2}})
-            await app.run_next_now("nightly")
-            await app.update_schedule("nightly", payload={"v": 3})
+            await app.timers.edit("edit-me", {"payload": {"v": 2}})
+            await app.schedules.run_next_now("nightly")
+            await app.schedules.update("nightly", payload={"v": 3})
         async with AsyncApp(database_url=url) as app:  # the application's own work
-            await app.edit("mail", {"delay": "P5D"})
+            await app.timers.edit("mail", {"delay": "P5D"})
             await app.schedule("x", key="plain", delay="P1D")
 
     eventloop.run(act())
@@ -149,10 +149,10 @@ def test_reserved_and_duplicate_token_names_are_refused(shop: Cli) -> None:
     async def issue() -> None:
         async with AsyncApp(database_url=cli.db_url) as app:
             with pytest.raises(Conflict) as taken:
-                await app.issue_token(["default"], name="ops")
+                await app.tokens.issue(["default"], name="ops")
             assert taken.value.field == "name"
             with pytest.raises(InvalidInput) as reserved:
-                await app.issue_token(["default"], name="local")
+                await app.tokens.issue(["default"], name="local")
             assert reserved.value.field == "name"
 
     eventloop.run(issue())
@@ -164,7 +164,7 @@ def api(url: str) -> Iterator[TestClient]:
 
     async def issue() -> str:
         async with AsyncApp(database_url=url) as app:
-            return (await app.issue_token(["default"], name="on-call")).secret
+            return (await app.tokens.issue(["default"], name="on-call")).secret
 
     secret = eventloop.run(issue())
     with TestClient(create_api(ApiSettings(core=Settings(database_url=url)))) as client:

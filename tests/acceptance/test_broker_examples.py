@@ -225,7 +225,7 @@ def test_service_call_timer_fires_due_time_reached_once_per_call(
             assert "no UTC offset" in letter.headers["Duetime-Dead-Reason"]
 
             async with service.app:
-                timers = (await service.app.history(limit=10)).items
+                timers = (await service.app.timers.history(limit=10)).items
                 assert sorted(t.key for t in timers) == ["t1:call-1", "t1:call-2", "t1:call-4"]
                 assert all(t.status is Status.DONE for t in timers)
                 stored_2 = await service.app.get("t1:call-2")
@@ -335,12 +335,12 @@ def test_delayed_notifications_sent_on_time_stale_ones_expired(
                 expired = await service.expired()
                 assert [t.key for t in expired] == ["notification:stale"]
                 assert "expires_after" in (expired[0].last_error or "")
-                attempts = await service.app.attempts("notification:stale")
+                attempts = await service.app.timers.attempts("notification:stale")
                 assert [a.outcome for a in attempts] == [Outcome.EXPIRED]
                 waiting = await service.app.get("notification:far")
                 assert waiting.status is Status.SCHEDULED
                 assert waiting.expires_after == timedelta(minutes=5)
-                counts = await service.app.counts()
+                counts = await service.app.timers.counts()
                 assert counts[Status.DONE] == 3  # soon, late and the marker
                 assert sum(counts.values()) == 5  # soon (once), late, stale, far, the marker
 
@@ -487,7 +487,7 @@ def test_delayed_notifications_on_kafka_sent_on_time_as_the_original_event(
             assert [t.key for t in expired] == ["notification:stale"]
             waiting = await service.app.get("notification:far")
             assert waiting.status is Status.SCHEDULED
-            counts = await service.app.counts()
+            counts = await service.app.timers.counts()
             assert counts[Status.DONE] == 2
             assert sum(counts.values()) == 4  # far, soon (once), late, stale
 

@@ -29,13 +29,13 @@ def test_namespaces_are_capped_in_python_rest_and_the_cli(tmp_path: Path, cli: C
 
     async def python() -> None:
         async with AsyncApp(settings=capped) as app:
-            assert await app.add_namespace("a")
-            assert await app.add_namespace("b")
+            assert await app.namespaces.add("a")
+            assert await app.namespaces.add("b")
             with pytest.raises(CapReached) as raised:
-                await app.add_namespace("c")
+                await app.namespaces.add("c")
             assert raised.value.field == "name"
-            assert not await app.add_namespace("a")  # an existing one is no new one
-            assert await app.namespaces() == ["a", "b", "default"]
+            assert not await app.namespaces.add("a")  # an existing one is no new one
+            assert await app.namespaces.list() == ["a", "b", "default"]
 
     asyncio.run(python())
     with TestClient(create_api(ApiSettings(core=capped))) as client:
@@ -56,17 +56,17 @@ def test_tokens_are_capped_and_the_namespaces_they_create_count(tmp_path: Path, 
 
     async def python() -> None:
         async with AsyncApp(settings=capped) as app:
-            first = await app.issue_token(["default"])
-            await app.issue_token(["*"])
+            first = await app.tokens.issue(["default"])
+            await app.tokens.issue(["*"])
             with pytest.raises(CapReached) as raised:
-                await app.issue_token(["default"])
+                await app.tokens.issue(["default"])
             assert raised.value.field == "token"
-            await app.revoke_token(first.info.id)  # a revoked token leaves room
+            await app.tokens.revoke(first.info.id)  # a revoked token leaves room
             with pytest.raises(CapReached) as too_many:
-                await app.issue_token(["one", "two"])  # two new namespaces: three in all
+                await app.tokens.issue(["one", "two"])  # two new namespaces: three in all
             assert too_many.value.field == "namespace"
-            assert await app.namespaces() == ["default"]
-            await app.issue_token(["one"])
+            assert await app.namespaces.list() == ["default"]
+            await app.tokens.issue(["one"])
 
     asyncio.run(python())
     env = {"DUETIME_MAX_TOKENS": "1"}
@@ -78,14 +78,14 @@ def test_tokens_are_capped_and_the_namespaces_they_create_count(tmp_path: Path, 
 def test_schedules_are_capped_per_namespace(tmp_path: Path) -> None:
     capped = settings(tmp_path, max_schedules=2)
     with App(settings=capped) as app:
-        app.add_schedule("a", "tick", every="PT1H")
-        app.add_schedule("b", "tick", every="PT1H")
+        app.schedules.add("a", "tick", every="PT1H")
+        app.schedules.add("b", "tick", every="PT1H")
         with pytest.raises(CapReached) as raised:
-            app.add_schedule("c", "tick", every="PT1H")
+            app.schedules.add("c", "tick", every="PT1H")
         assert raised.value.field == "name"
-        action, _ = app.add_schedule("a", "tock", every="PT1H")  # changing one is allowed
+        action, _ = app.schedules.add("a", "tock", every="PT1H")  # changing one is allowed
         assert action == "updated"
-        assert [s.name for s in app.list_schedules().items] == ["a", "b"]
+        assert [s.name for s in app.schedules.list().items] == ["a", "b"]
     with TestClient(create_api(ApiSettings(core=capped))) as client:
         body = {"name": "c", "type": "tick", "every": "PT1H"}
         refused = client.post("/v1/namespaces/default/schedules", json=body)

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from duetime import App
+
 from .conftest import Cli
 
 
@@ -349,3 +351,17 @@ def test_show_says_when_a_lost_attempt_was_claimed_and_that_its_start_is_unknown
     assert header.split()[:5] == ["#", "node", "claimed", "started", "finished"]
     (row,) = [line for line in lines if line.startswith("1 ")]
     assert row.split()[:4] == ["1", "n1", "2025-03-15T13:00:00Z", "-"]  # claimed, no start
+
+
+def test_ls_lists_one_schedules_occurrences(cli: Cli) -> None:
+    cli.ok("schedules", "add", "hourly", "report.hourly", "--every", "PT1H")
+    cli.ok("schedules", "add", "hourly:eu", "report.eu", "--every", "PT1H")
+    cli.ok("schedule", "by-hand", "--delay", "PT1H", "--key", "schedule-hourly-by-hand")
+    with App(database_url=cli.db_url, namespace="default") as app:
+        app.tick()  # the schedules' occurrences become timers
+    listed = cli.ok("ls", "--schedule", "hourly")
+    keys = [timer["key"] for timer in listed["items"]]
+    assert keys
+    assert all(key.startswith("schedule:hourly:2") for key in keys), keys
+    error = cli.fails("ls", "--schedule", "not a name", code=2)
+    assert error["field"] == "schedule"

@@ -31,7 +31,7 @@ def seed(cli: Cli) -> None:
                 TimerRequest("report.due", {"n": n, "pad": PAD}, delay=3600, key=f"r-{n}")
                 for n in range(TIMERS)
             ]
-            await app.schedule_many(requests)
+            await app.timers.schedule_many(requests)
 
     eventloop.run(store())
 

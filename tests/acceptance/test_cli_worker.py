@@ -236,9 +236,18 @@ def test_show_prints_the_traceback_of_a_failed_attempt(cli: Cli, app_module: str
     assert 'userapp.py", line' in trace
     assert "in look_up" in trace
     assert trace.endswith("KeyError: 'missing'\n")
-    human = cli("show", "b1").stdout
-    assert "traceback of attempt 1:" in human
+    assert "executor.py" in trace
+    assert "executor.py" not in attempt["traceback_trimmed"]
+    assert attempt["traceback_trimmed"].endswith("KeyError: 'missing'\n")
+    human = cli("show", "b1").stdout  # the handler's frames first, duetime's folded
+    assert "traceback of attempt 1, duetime's frames folded (--full):" in human
     assert "in look_up" in human
+    assert "executor.py" not in human
+    assert "frames folded]" in human
+    whole = cli("show", "b1", "--full").stdout
+    assert "traceback of attempt 1:" in whole
+    assert "executor.py" in whole
+    assert "in look_up" in whole
 
 
 def test_a_blocked_sync_handler_does_not_hold_exit_past_shutdown_grace(

@@ -102,7 +102,9 @@ def seed(url: str, namespace: str) -> None:
         for n in range(6):
             app.schedule("followup.email", {"n": n}, delay=f"PT{4 + 7 * n}M", key=f"followup-{n}",
                          subject="user-1234")  # fmt: skip
-        app.add_schedule("daily-report", "report.daily", cron="0 9 * * *", timezone="Europe/Berlin")
+        app.schedules.add(
+            "daily-report", "report.daily", cron="0 9 * * *", timezone="Europe/Berlin"
+        )
 
 
 @dataclass
@@ -261,7 +263,7 @@ def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
     page.locator('#dead-types tr[data-type="legacy.sync"] [data-replay]').click()
     confirm(page, "60 dead timers match (status dead, type legacy.sync)", yes=False)
     with stored(console) as app:
-        assert app.counts()[Status.DEAD] == 60
+        assert app.timers.counts()[Status.DEAD] == 60
 
     page.goto(console.url("timers?status=dead&type=legacy.*"))
     expect(page.locator("#timers tbody tr[data-key]")).to_have_count(50)
@@ -273,7 +275,7 @@ def test_bulk_replay_of_the_filtered_dead_letters_after_confirming_their_number(
     expect(page.locator("#notice")).to_contain_text("60 timers replayed")
     expect(page.locator("#timers tbody")).to_contain_text("No timer matches this filter")
     with stored(console) as app:
-        counts = app.counts()
+        counts = app.timers.counts()
         assert (counts[Status.DEAD], counts[Status.SCHEDULED]) == (0, 66)
 
 
@@ -288,11 +290,11 @@ def test_schedules_show_their_next_occurrences_and_pause_and_resume(
     row.locator("[data-pause]").click()
     expect(row.locator(".pill")).to_have_text("paused")
     with stored(console) as app:
-        assert app.get_schedule("daily-report").active is False
+        assert app.schedules.get("daily-report").active is False
     row.locator("[data-resume]").click()
     expect(row.locator(".pill")).to_have_text("active")
     with stored(console) as app:
-        assert app.get_schedule("daily-report").active is True
+        assert app.schedules.get("daily-report").active is True
 
 
 def test_a_replayed_timer_counts_its_attempts_from_the_replay(console: Console, page: Page) -> None:
@@ -314,7 +316,7 @@ def test_a_calendar_schedule_reads_as_its_rule_not_as_an_interval(
 ) -> None:
     """An RRULE schedule has no interval: its row names the rule and its business calendar."""
     with stored(console) as app:
-        app.add_schedule(
+        app.schedules.add(
             "month-end",
             "payroll.run",
             rrule="FREQ=MONTHLY;BYMONTHDAY=-1",
@@ -466,7 +468,7 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
     expect(page.locator("#limit-error")).to_contain_text("rate:")
     expect(page.locator("#l-rate")).to_have_attribute("aria-invalid", "true")
     with stored(console) as app:
-        assert app.limits() == []
+        assert app.limits.list() == []
     page.fill("#l-concurrency", "20")
     page.fill("#l-rate", "100/s")
     page.fill("#l-burst", "10")
@@ -478,12 +480,12 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
     expect(row.locator("td").nth(2)).to_have_text("100/s")
     expect(row.locator("td").nth(7)).to_have_text("3")  # held back: due, not started
     with stored(console) as app:
-        (status,) = app.limits()
+        (status,) = app.limits.list()
         rule = status.rule
         assert (rule.concurrency, str(rule.rate), rule.burst) == (20, "100/s", 10)
         assert rule.paused is False
         assert status.held == 3
-        app.set_limit("sync.user", concurrency=1, partition_by="payload.user_id")
+        app.limits.set("sync.user", concurrency=1, partition_by="payload.user_id")
     other = page.locator('#limits tr[data-pattern="sync.user"]')  # another process's rule, live
     expect(other.locator("td").nth(4)).to_have_text("payload.user_id")
     other.locator("[data-edit]").click()  # its values fill the form
@@ -499,7 +501,7 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
     row.locator("[data-pause]").click()  # a rule's own button: declined, then confirmed
     confirm(page, "until it is resumed", yes=False)
     with stored(console) as app:
-        assert {s.rule.pattern: s.rule.paused for s in app.limits()} == {
+        assert {s.rule.pattern: s.rule.paused for s in app.limits.list()} == {
             "email.*": False,
             "report.*": True,
             "sync.user": False,
@@ -508,7 +510,7 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
     confirm(page, "Pause email.*?")
     expect(row.locator(".pill")).to_have_text("paused")
     with stored(console) as app:
-        rules = {s.rule.pattern: s.rule for s in app.limits()}
+        rules = {s.rule.pattern: s.rule for s in app.limits.list()}
         assert rules["email.*"].paused
         assert rules["email.*"].concurrency == 20  # the limit stays
     page.fill("#l-pattern", "")  # the form as the picture shows it: empty
@@ -522,7 +524,7 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
     page.click("#p-resume")
     expect(paused).to_have_count(0)  # a pause alone: resumed, its row is gone
     with stored(console) as app:
-        rules = {s.rule.pattern: s.rule for s in app.limits()}
+        rules = {s.rule.pattern: s.rule for s in app.limits.list()}
         assert set(rules) == {"email.*", "sync.user"}
         assert not rules["email.*"].paused
         assert rules["email.*"].concurrency == 20
@@ -533,12 +535,12 @@ def test_flow_control_sets_a_limit_pauses_resumes_and_removes_it(
     row.locator("[data-remove]").click()  # removing: declined, then confirmed
     confirm(page, "Remove the limit on email.*?", yes=False)
     with stored(console) as app:
-        assert len(app.limits()) == 2
+        assert len(app.limits.list()) == 2
     row.locator("[data-remove]").click()
     confirm(page, "Remove the limit on email.*?")
     expect(row).to_have_count(0)
     with stored(console) as app:
-        assert [s.rule.pattern for s in app.limits()] == ["sync.user"]
+        assert [s.rule.pattern for s in app.limits.list()] == ["sync.user"]
 
 
 def test_an_event_type_with_dead_letters_is_paused_and_resumed_from_the_overview(
@@ -550,12 +552,14 @@ def test_an_event_type_with_dead_letters_is_paused_and_resumed_from_the_overview
     confirm(page, "Pause legacy.sync?")
     expect(row.locator("[data-resume-type]")).to_be_visible()
     with stored(console) as app:
-        assert [(s.rule.pattern, s.rule.paused) for s in app.limits()] == [("legacy.sync", True)]
+        assert [(s.rule.pattern, s.rule.paused) for s in app.limits.list()] == [
+            ("legacy.sync", True)
+        ]
     row.locator("[data-resume-type]").click()
     expect(row.locator("[data-pause-type]")).to_be_visible()
     with stored(console) as app:
-        assert app.limits() == []
-        app.pause("legacy.*")  # a glob's pause: shown as such, resumed where the glob is
+        assert app.limits.list() == []
+        app.limits.pause("legacy.*")  # a glob's pause: shown as such, resumed where the glob is
     expect(row.locator("a.pill")).to_have_text("paused by legacy.*")
     expect(row.locator("[data-pause-type]")).to_have_count(0)
 

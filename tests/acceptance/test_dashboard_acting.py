@@ -58,7 +58,7 @@ def test_rows_selected_one_by_one_are_replayed_and_nothing_else(
     expect(page.locator("#notice")).to_contain_text("3 selected timers replayed")
     expect(rows).to_have_count(50)  # 57 dead left, a page of them
     with stored(any_console) as app:
-        assert app.counts()[Status.DEAD] == 57
+        assert app.timers.counts()[Status.DEAD] == 57
         for key in ("sync-59", "sync-57", "sync-12"):
             assert app.get(key).status is Status.SCHEDULED
         assert app.get("sync-58").status is Status.DEAD
@@ -301,7 +301,7 @@ def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
     page.goto(console.url("schedules"))
     row = page.locator('#schedules tr[data-name="daily-report"]')
     with stored(console) as app:
-        before = app.get_schedule("daily-report").next_at
+        before = app.schedules.get("daily-report").next_at
     assert before is not None
     row.locator("[data-run-next]").click()
     shot(page, "run-next")
@@ -311,6 +311,6 @@ def test_edit_a_timer_create_one_and_run_a_schedules_next_occurrence(
         key = f"schedule:daily-report:{before.isoformat().replace('+00:00', 'Z')}"
         occurrence = app.get(key)
         assert occurrence.run_at < datetime.now(UTC) + timedelta(seconds=5)
-        after = app.get_schedule("daily-report").next_at
+        after = app.schedules.get("daily-report").next_at
         assert after is not None
         assert after - before == timedelta(days=1)

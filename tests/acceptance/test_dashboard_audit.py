@@ -59,9 +59,9 @@ def test_delete_dead_letters_one_and_in_bulk_then_read_the_audit_log(
     expect(page.locator("#notice")).to_contain_text("59 timers deleted")
     expect(page.locator('#counts [data-status="dead"] b')).to_have_text("0")
     with stored(console) as app:
-        counts = app.counts()
+        counts = app.timers.counts()
         assert (counts[Status.DEAD], counts[Status.SCHEDULED]) == (0, 6)
-        assert app.history(status="dead").items == []
+        assert app.timers.history(status="dead").items == []
 
     page.click('.tabs a[data-view="audit"]')
     rows = page.locator("#audit tbody tr[data-id]")
@@ -76,7 +76,7 @@ def test_delete_dead_letters_one_and_in_bulk_then_read_the_audit_log(
     expect(first).to_contain_text("key sync-3")
     screenshot(page, "audit")
     with stored(console) as app:  # the view shows what the database keeps
-        entries = app.audit_log().items
+        entries = app.audit.log().items
         assert [(e.action, e.actor, e.via, e.count) for e in entries] == [
             ("bulk_delete", "api:anonymous", "console", 59),
             ("delete", "api:anonymous", "console", 1),

@@ -191,7 +191,7 @@ async def event_log(app: AsyncApp) -> dict[str, LoggedEvent]:
     entries: dict[str, LoggedEvent] = {}
     cursor = None
     while True:
-        page = await app.events(since="PT1H", cursor=cursor, limit=100)
+        page = await app.events.log(since="PT1H", cursor=cursor, limit=100)
         entries.update((entry.timer.key, entry) for entry in page.items)
         cursor = page.next_cursor
         if cursor is None:
@@ -294,7 +294,7 @@ async def check_replayed(bus: Bus, app: AsyncApp, dead_key: str) -> None:
     (timer,) = (await settle(bus, app, replayed)).values()
     assert timer.status is Status.DONE
     billing = bus.node_id("billing")
-    assert [(a.node_id, a.outcome) for a in await app.attempts(dead_key)] == [
+    assert [(a.node_id, a.outcome) for a in await app.timers.attempts(dead_key)] == [
         (billing, Outcome.DEAD),
         (billing, Outcome.DONE),
     ]
@@ -308,7 +308,7 @@ async def check_replayed(bus: Bus, app: AsyncApp, dead_key: str) -> None:
 async def check_cleanup(bus: Bus, app: AsyncApp, key: str) -> None:
     """The cleanup ran once, on the maintenance node, and purged only what is past retention."""
     await settle(bus, app, [operate.Emitted(CLEANUP, key, "created")])
-    assert [(a.node_id, a.outcome) for a in await app.attempts(key)] == [
+    assert [(a.node_id, a.outcome) for a in await app.timers.attempts(key)] == [
         (bus.node_id("maintenance"), Outcome.DONE)
     ]
     async with await shop.connect(bus.config.database_url) as conn:
@@ -318,14 +318,14 @@ async def check_cleanup(bus: Bus, app: AsyncApp, key: str) -> None:
 
 async def check_schedule(app: AsyncApp) -> None:
     """02:00 on London's wall clock: 01:00Z in summer, 02:00Z in winter."""
-    schedule = await app.get_schedule("daily-cleanup")
+    schedule = await app.schedules.get("daily-cleanup")
     assert (schedule.cron, schedule.timezone) == ("0 2 * * *", "Europe/London")
     assert schedule.payload == {"retention_days": 30}
     assert schedule.next_at is not None
     assert schedule.next_at == next_cleanup(schedule.after_at)
     local = schedule.next_at.astimezone(LONDON)
     assert (local.hour, local.minute) == (2, 0)
-    upcoming = await app.preview(schedule="daily-cleanup", count=3)
+    upcoming = await app.schedules.preview(schedule="daily-cleanup", count=3)
     assert upcoming[0] == schedule.next_at
     assert upcoming[1:] == [next_cleanup(upcoming[0]), next_cleanup(upcoming[1])]
 

@@ -37,27 +37,27 @@ def app(tmp_path: Path) -> Iterator[App]:
 )
 def test_python_bad_limits_name_the_field(app: App, kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidInput) as raised:
-        app.set_limit("email.*", **kwargs)  # type: ignore[arg-type]
+        app.limits.set("email.*", **kwargs)  # type: ignore[arg-type]
     assert raised.value.field == field
-    assert app.limits() == []
+    assert app.limits.list() == []
 
 
 def test_python_limits_pause_and_resume(app: App) -> None:
-    rule = app.set_limit("email.*", rate="100/s", concurrency=5)
+    rule = app.limits.set("email.*", rate="100/s", concurrency=5)
     assert (rule.concurrency, str(rule.rate), rule.effective_burst) == (5, "100/s", 5)
-    app.pause("crm.sync")
-    listed = {s.rule.pattern: s for s in app.limits()}
+    app.limits.pause("crm.sync")
+    listed = {s.rule.pattern: s for s in app.limits.list()}
     assert set(listed) == {"email.*", "crm.sync"}
     assert listed["crm.sync"].rule.paused
-    app.resume("crm.sync")
+    app.limits.resume("crm.sync")
     with pytest.raises(NotFound):
-        app.resume("crm.sync")
-    app.remove_limit("email.*")
+        app.limits.resume("crm.sync")
+    app.limits.remove("email.*")
     with pytest.raises(NotFound):
-        app.remove_limit("email.*")
-    assert app.limits() == []
+        app.limits.remove("email.*")
+    assert app.limits.list() == []
     with pytest.raises(InvalidInput) as raised:
-        app.pause("bad pattern!")
+        app.limits.pause("bad pattern!")
     assert raised.value.field == "pattern"
 
 
@@ -127,7 +127,7 @@ def test_a_destinations_rate_is_listed_as_its_own_by_the_cli_and_rest(cli: Cli) 
     app = App(settings=Settings(database_url=cli.db_url))
     app.add_destination(WebhookDestination("hook", "http://127.0.0.1:9/", rate="30/s", burst=4))
     with app:
-        app.set_limit("order.*", concurrency=2)
+        app.limits.set("order.*", concurrency=2)
     items = {i["pattern"]: i for i in cli.ok("limits", "ls")["items"]}
     assert items["@hook"]["destination"] == "hook"
     assert (items["@hook"]["rate"], items["@hook"]["burst"]) == ("30/s", 4)
@@ -157,15 +157,15 @@ def test_a_namespace_past_its_cap_of_rules_is_refused_everywhere(tmp_path: Path,
     url = f"sqlite:///{tmp_path / 'caps.db'}"
     with App(settings=Settings(database_url=url, namespace="shop", max_limits=3)) as app:
         for pattern in ("a", "b"):
-            app.set_limit(pattern, concurrency=1)
-        app.pause("c")
+            app.limits.set(pattern, concurrency=1)
+        app.limits.pause("c")
         with pytest.raises(CapReached) as raised:
-            app.set_limit("d", concurrency=1)
+            app.limits.set("d", concurrency=1)
         assert raised.value.field == "pattern"
-        app.set_limit("a", concurrency=2)  # an existing rule changes freely
-        first = app.list_limits(limit=2)
+        app.limits.set("a", concurrency=2)  # an existing rule changes freely
+        first = app.limits.page(limit=2)
         assert [s.rule.pattern for s in first.items] == ["a", "b"]
-        rest = app.list_limits(cursor=first.next_cursor, limit=2)
+        rest = app.limits.page(cursor=first.next_cursor, limit=2)
         assert [s.rule.pattern for s in rest.items] == ["c"]
         assert rest.next_cursor is None
     settings = Settings(database_url=url, max_limits=3)

@@ -25,9 +25,9 @@ def _made(tmp_path: Path) -> Settings:
     async def make() -> None:
         async with AsyncApp(settings=settings) as app:
             for name in NAMES[1:]:
-                await app.add_namespace(name)
+                await app.namespaces.add(name)
             for _ in range(5):
-                await app.issue_token(["*"])
+                await app.tokens.issue(["*"])
 
     asyncio.run(make())
     return settings
@@ -80,7 +80,7 @@ def test_a_scoped_tokens_pages_hold_only_its_namespaces(tmp_path: Path) -> None:
 
     async def scoped() -> str:
         async with AsyncApp(settings=settings) as app:
-            return (await app.issue_token(["n4", "n1", "default"])).secret
+            return (await app.tokens.issue(["n4", "n1", "default"])).secret
 
     secret = asyncio.run(scoped())
     with TestClient(create_api(ApiSettings(core=settings))) as client:

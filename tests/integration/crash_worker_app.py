@@ -97,7 +97,7 @@ def schedule(args: argparse.Namespace) -> int:
                     TimerRequest(WORK, {"i": i}, at=first + i * step, key=f"t-{i:05d}")
                     for i in range(start, min(start + 1000, args.count))
                 ]
-                await app.schedule_many(requests)
+                await app.timers.schedule_many(requests)
 
     asyncio.run(main())
     return 0

@@ -17,6 +17,8 @@
 
 With ``--idle-log``, each time the worker goes to sleep with nothing to claim it appends
 ``idle,<pid>,<next due time, ISO 8601, or "-">,<unix time>`` to that file (the ``idle`` hook).
+With ``--started-log``, each time a handler begins it appends ``<type>,<key>,<attempt>,<pid>``
+to that file (the ``started`` hook): what a test waits for where a handler must be under way.
 
 The test creates ``fx`` before starting workers (``create_fx``). Settings come from the options
 below; everything else from ``DUETIME_*`` environment variables, as in production.
@@ -28,12 +30,16 @@ import argparse
 import asyncio
 import os
 import time
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from crash_worker_app import IdleLog
 
 from duetime import AsyncApp, Event
 from duetime.app.runner import run_process
+from duetime.model import Timer
+from duetime.worker import WorkerObserver
 
 TX = "tx"
 PLAIN = "plain"
@@ -49,6 +55,26 @@ CREATE INDEX IF NOT EXISTS fx_key ON fx (key)
 """
 """The handlers' user table: deliberately without a primary key or unique constraint (the
 index is not unique: it only makes the tests' checks fast)."""
+
+
+class StartLog(WorkerObserver):
+    """Appends ``<type>,<key>,<attempt>,<pid>`` to ``path`` each time a handler begins."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.pid = os.getpid()
+
+    def started(self, timer: Timer, attempt: int, lateness: timedelta) -> None:
+        os.write(self.fd, f"{timer.type},{timer.key},{attempt},{self.pid}\n".encode())
+
+
+def begun(path: Path, pid: int, type: str) -> set[tuple[str, int]]:
+    """The ``(key, attempt)`` of the handlers of ``type`` that worker ``pid`` began, as its
+    ``--started-log`` at ``path`` says."""
+    if not path.exists():
+        return set()
+    lines = [line.split(",") for line in path.read_text().split("\n")[:-1]]
+    return {(key, int(n)) for kind, key, n, by in lines if kind == type and int(by) == pid}
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -68,6 +94,8 @@ def worker(args: argparse.Namespace) -> int:
     fd = os.open(args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if args.log else None
     if args.idle_log:
         app.observers.append(IdleLog(args.idle_log))
+    if args.started_log:
+        app.observers.append(StartLog(args.started_log))
 
     @app.handler(TX, transactional=True)
     async def effect(event: Event, conn: Any) -> None:
@@ -115,6 +143,7 @@ def main() -> int:
     w.add_argument("--plain-delay", type=float, default=0.0)
     w.add_argument("--log")
     w.add_argument("--idle-log")
+    w.add_argument("--started-log")
     w.add_argument("--fail-first", action="store_true")
     w.add_argument("--concurrency", type=int, default=100)
     w.add_argument("--batch-size", type=int, default=500)

@@ -95,7 +95,7 @@ def test_an_action_done_answers_success_when_its_audit_entry_cannot_be_written(
             )
             assert "cancel by cli:ops (cli)" in caplog.text  # the actor as the log names it
             with pytest.raises(StoreUnavailable):  # the entry is the write asked for: raised
-                await app.record_action("note", {"why": "test"})
+                await app.audit.record("note", {"why": "test"})
 
     run(main)
 
@@ -120,18 +120,18 @@ def test_a_bulk_action_cut_short_after_a_batch_committed_says_how_far_it_got(
 
             monkeypatch.setattr(app.store, "bulk_batch", second_fails)
             with pytest.raises(CommitOutcomeUnknown) as cut:
-                await app.bulk("cancel", TimerFilter(), batch=2)
+                await app.timers.bulk("cancel", TimerFilter(), batch=2)
             assert cut.value.outcome_unknown
             assert "after 2 timers were changed" in cut.value.message
             statuses = [(await app.get(f"k{n}")).status for n in range(5)]
             assert statuses.count(Status.CANCELLED) == 2
             calls = 10  # the store is back: the same action again does the rest
-            assert await app.bulk("cancel", TimerFilter(), batch=2) == 3
+            assert await app.timers.bulk("cancel", TimerFilter(), batch=2) == 3
             # Cut short before any batch committed: nothing was changed, and it says so.
             await app.schedule("job", {}, at=LATER, key="again")
             calls = 1
             with pytest.raises(StoreUnavailable) as before:
-                await app.bulk("cancel", TimerFilter(), batch=2)
+                await app.timers.bulk("cancel", TimerFilter(), batch=2)
             assert not before.value.outcome_unknown
 
     run(main)

@@ -66,7 +66,7 @@ def test_an_async_handler_whose_lease_ran_out_before_its_first_step_does_not_beg
                 clock.advance(LEASE)
 
         async with app:
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [
                     TimerRequest("job", None, at=T0 - timedelta(seconds=2), key="a-slow"),
                     TimerRequest("job", None, at=T0 - timedelta(seconds=1), key="b-next"),

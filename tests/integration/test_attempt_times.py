@@ -72,7 +72,7 @@ def test_started_at_and_fired_at_are_when_the_handler_began(url: str) -> None:
             began = START + WAIT
             assert seen == [began]
             assert timer.fired_at == began
-            (attempt,) = await app.attempts("k")
+            (attempt,) = await app.timers.attempts("k")
             assert attempt.started_at == began
             assert attempt.finished_at == began + RUN
 
@@ -98,7 +98,7 @@ def test_a_running_attempt_shows_its_claim_and_no_start_and_the_handler_sees_its
         async def job(event: Event) -> None:
             fired.append(event.fired_at)
             if event.attempt == 1:
-                (attempt,) = await app.attempts("k")
+                (attempt,) = await app.timers.attempts("k")
                 timer = await app.get("k")
                 during.append((attempt.claimed_at, attempt.started_at, timer.fired_at))
                 clock.advance(RUN)
@@ -116,7 +116,7 @@ def test_a_running_attempt_shows_its_claim_and_no_start_and_the_handler_sees_its
             assert fired == [first_start, first_start]
             timer = await app.get("k")
             assert (timer.status, timer.fired_at) == (Status.DONE, first_start)
-            first, second = await app.attempts("k")
+            first, second = await app.timers.attempts("k")
             assert (first.claimed_at, first.started_at) == (START, first_start)
             assert second.started_at == timer.run_at + WAIT
             assert second.claimed_at == timer.run_at
@@ -208,7 +208,7 @@ def test_the_lateness_observers_hear_is_the_recorded_starts(url: str) -> None:
             for key in ("plain", "eager", "in.transaction"):
                 timer = await app.get(key)
                 assert timer.status is Status.DONE, key
-                (attempt,) = await app.attempts(key)
+                (attempt,) = await app.timers.attempts(key)
                 assert attempt.started_at is not None
                 assert heard.lateness[key] == attempt.started_at - timer.due_at, key
 

@@ -110,7 +110,7 @@ def test_one_event_fans_out_to_a_handler_a_webhook_and_nats(url: str) -> None:
 
                     event = await app.get("o-7")
                     assert (event.status, event.destination) == (Status.DONE, None)
-                    (attempt,) = await app.attempts("o-7")
+                    (attempt,) = await app.timers.attempts("o-7")
                     assert attempt.outcome is Outcome.FANNED_OUT
                     assert attempt.error == (
                         "fanned out to 3 deliveries: handler, billing-hook, bus"
@@ -127,7 +127,7 @@ def test_one_event_fans_out_to_a_handler_a_webhook_and_nats(url: str) -> None:
                     assert dead.last_error is not None
                     assert "answered 400" in dead.last_error
                     assert "unknown customer" in dead.last_error
-                    assert [t.key for t in (await app.dead()).items] == ["o-7@billing-hook"]
+                    assert [t.key for t in (await app.timers.dead()).items] == ["o-7@billing-hook"]
 
                     (seen,) = handled
                     assert (seen.key, seen.destination, seen.id) == (
@@ -163,7 +163,7 @@ def test_one_event_fans_out_to_a_handler_a_webhook_and_nats(url: str) -> None:
                     assert refused.headers["idempotency-key"] == "default:o-7:billing-hook"
                     assert json.loads(refused.body)["destination"] == "billing-hook"
 
-                    replayed = await app.replay("o-7@billing-hook")
+                    replayed = await app.timers.replay("o-7@billing-hook")
                     assert replayed.status is Status.SCHEDULED
                     hook.replies.clear()  # fixed: it answers 200 from now on
                     again = await app.tick()
@@ -193,7 +193,7 @@ def test_one_destination_that_wants_an_event_gets_it_as_it_is(url: str) -> None:
                 stats = await app.tick()
                 assert stats.outcomes == {"done": 1}
                 event = await app.get("a-1")
-                assert [a.outcome for a in await app.attempts("a-1")] == [Outcome.DONE]
+                assert [a.outcome for a in await app.timers.attempts("a-1")] == [Outcome.DONE]
                 assert event.status is Status.DONE
                 with pytest.raises(NotFound):
                     await app.get("a-1@audit-hook")
@@ -338,7 +338,7 @@ def test_nodes_with_different_subscriptions_share_the_work(url: str) -> None:
                 by_node = {w.node_id: w.stats for w in workers}
                 assert by_node[workers[0].node_id].outcomes["done"] == 2
                 assert by_node[workers[1].node_id].outcomes["done"] == 2
-                assert (await handlers.counts())[Status.DEAD] == 0
+                assert (await handlers.timers.counts())[Status.DEAD] == 0
 
     run(main)
 
@@ -380,8 +380,8 @@ def test_an_event_no_one_subscribes_to_is_dead_lettered_after_the_grace(url: str
             lonely = await app.get("lonely")
             assert lonely.last_error == "no subscriber for type nobody.listens"
             assert lonely.completed_at == clock.now()
-            assert await app.attempts("lonely") == []
-            assert [t.key for t in (await app.dead()).items] == ["lonely"]
+            assert await app.timers.attempts("lonely") == []
+            assert [t.key for t in (await app.timers.dead()).items] == ["lonely"]
 
     run(main)
 
@@ -434,7 +434,7 @@ def test_a_fan_out_that_fails_is_retried_with_backoff(db_url: str) -> None:
                 )
                 clock.advance(60)
                 assert (await app.tick()).outcomes == {"fanned_out": 1, "done": 2}
-                assert [a.outcome for a in await app.attempts("k")] == [
+                assert [a.outcome for a in await app.timers.attempts("k")] == [
                     Outcome.RETRY,
                     Outcome.FANNED_OUT,
                 ]

@@ -92,11 +92,11 @@ def test_worker_processes_with_different_handlers_share_a_schema(
         early_events = [
             TimerRequest("beta", {"i": i}, delay=0, key=f"b-early-{i}") for i in range(EVENTS)
         ]
-        app.schedule_many(early_events, on_conflict="keep")
+        app.timers.schedule_many(early_events, on_conflict="keep")
         gamma = app.emit("gamma", {}, key="g-1")  # no node will ever subscribe to it
         app.emit("alpha", {}, key="a-probe")  # due after them all
         wait_until(lambda: ["alpha", "a-probe"] in [x[:2] for x in log_lines(log)], 30, "probe")
-        early = app.history(type="beta", limit=1000).items
+        early = app.timers.history(type="beta", limit=1000).items
         assert {t.status for t in early} == {Status.SCHEDULED}
         assert app.get("g-1").status is Status.SCHEDULED
 
@@ -107,7 +107,7 @@ def test_worker_processes_with_different_handlers_share_a_schema(
             app.emit("beta", {"i": i}, key=f"b-{i}")
 
         def finished() -> bool:
-            counts = app.counts()
+            counts = app.timers.counts()
             return counts[Status.DONE] == 3 * EVENTS + 1 and counts[Status.DEAD] == 1
 
         wait_until(finished, 60, "every event handled and gamma dead-lettered")
@@ -120,8 +120,8 @@ def test_worker_processes_with_different_handlers_share_a_schema(
         assert dead.last_error == "no subscriber for type gamma"
         assert dead.completed_at is not None
         assert dead.completed_at - gamma.timer.due_at >= timedelta(seconds=GRACE)
-        assert [t.key for t in app.dead().items] == ["g-1"]
-        assert app.counts()[Status.SCHEDULED] == 0
+        assert [t.key for t in app.timers.dead().items] == ["g-1"]
+        assert app.timers.counts()[Status.SCHEDULED] == 0
 
     for proc in (alpha, beta):
         proc.send_signal(signal.SIGTERM)

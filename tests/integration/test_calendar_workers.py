@@ -37,7 +37,7 @@ def test_three_workers_fire_each_rrule_occurrence_once(database_url: str, tmp_pa
         workers = fleet.start(out)
         first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
         wall = first.astimezone(ZoneInfo(ZONE)).replace(tzinfo=None)
-        app.add_schedule(
+        app.schedules.add(
             "cal",
             "t.all",
             rrule=f"FREQ=SECONDLY;COUNT={COUNT}",
@@ -64,7 +64,7 @@ def test_three_workers_fire_each_rrule_occurrence_once(database_url: str, tmp_pa
     assert set(everything) == expected
     assert all(n == 1 for n in everything.values()), everything.most_common(3)
     with App(database_url, "ns", clock=fleet) as app:
-        assert app.get_schedule("cal").next_at is None  # COUNT reached
-        made = app.history(type="t.all", limit=100).items
+        assert app.schedules.get("cal").next_at is None  # COUNT reached
+        made = app.timers.history(type="t.all", limit=100).items
         assert sorted(t.key for t in made) == sorted(expected)
         assert all(t.status.value == "done" and t.attempts == 1 for t in made)

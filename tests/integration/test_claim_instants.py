@@ -53,7 +53,7 @@ def attempts_of_a_stream(url: str, limited: bool) -> list[Attempt]:
 
         async with app:
             if limited:
-                await app.set_limit("tick", concurrency=1000)
+                await app.limits.set("tick", concurrency=1000)
             worker = app.worker()
             task = asyncio.create_task(worker.run())
             try:
@@ -63,13 +63,13 @@ def attempts_of_a_stream(url: str, limited: bool) -> list[Attempt]:
                     TimerRequest("tick", {"n": n}, at=first + n * SPACING, key=f"k{n}")
                     for n in range(N)
                 ]
-                await app.schedule_many(requests)
+                await app.timers.schedule_many(requests)
                 await wait_for(lambda: len(started) == N, "every handler", 20)
             finally:
                 worker.stop()
                 await task
             for n in range(N):
-                found.extend(await app.attempts(f"k{n}"))
+                found.extend(await app.timers.attempts(f"k{n}"))
 
     asyncio.run(main())
     return found

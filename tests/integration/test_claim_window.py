@@ -106,7 +106,7 @@ def stream(
 
         async with app:
             if rule:
-                await app.set_limit("tick", **rule)
+                await app.limits.set("tick", **rule)
                 limits = app.store.limits
                 assert limits is not None
                 claim = limits.claim
@@ -130,7 +130,7 @@ def stream(
             # rather than a backlog (which one claim would take whole).
             await asyncio.wait_for(claims.asleep.wait(), 20)
             first = datetime.now(UTC) + max(LEAD, 3 * (ahead or spacing))
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("tick", {"n": n}, at=first + n * spacing) for n in range(N)]
             )
             try:

@@ -76,7 +76,7 @@ def test_skewed_workers_never_start_early_nor_take_a_live_attempt(
 
     first: datetime = db.value("SELECT clock_timestamp()") + timedelta(seconds=2)
     with App(url, NS) as app:
-        app.schedule_many(
+        app.timers.schedule_many(
             TimerRequest(CLOCKED, at=first + timedelta(seconds=6 * i / TIMERS), key=f"k{i}")
             for i in range(TIMERS)
         )

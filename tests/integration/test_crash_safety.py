@@ -117,7 +117,7 @@ def schedule(app: App, count: int, start_in: float, spread: float) -> list[str]:
     first = datetime.now(UTC) + timedelta(seconds=start_in)
     keys = [f"t-{i:05d}" for i in range(count)]
     for start in range(0, count, 1000):
-        app.schedule_many(
+        app.timers.schedule_many(
             [
                 TimerRequest(
                     WORK, {"i": i}, at=first + timedelta(seconds=spread * i / count), key=k
@@ -182,7 +182,7 @@ def test_kill_9_mid_run_loses_nothing_and_redelivers_only_work_in_flight(
             numbers = [d.attempt for d in deliveries]
             assert numbers == sorted(set(numbers)), f"{key}: attempt numbers {numbers}"
             assert all(d.pid in killed for d in deliveries[:-1]), (key, deliveries, killed)
-            history = app.attempts(key)
+            history = app.timers.attempts(key)
             outcomes = {a.number: a.outcome for a in history}
             assert history[-1].outcome is Outcome.DONE
             assert history[-1].number == deliveries[-1].attempt
@@ -227,13 +227,15 @@ def test_sigterm_finishes_work_in_flight_and_exits_0(
         for key, attempt in started:
             timer = app.get(key)
             assert timer.status is Status.DONE
-            assert [(a.number, a.outcome) for a in app.attempts(key)] == [(attempt, Outcome.DONE)]
-        counts = app.counts()
+            assert [(a.number, a.outcome) for a in app.timers.attempts(key)] == [
+                (attempt, Outcome.DONE)
+            ]
+        counts = app.timers.counts()
         assert counts[Status.RUNNING] == 0
         assert counts[Status.DONE] == len(started)
         assert counts[Status.SCHEDULED] == len(keys) - len(started)
         for key in set(keys) - {k for k, _ in started}:
-            assert app.attempts(key) == []
+            assert app.timers.attempts(key) == []
     conn = sqlite3.connect(db_path(db_url))
     try:
         assert conn.execute("SELECT count(*) FROM nodes").fetchone()[0] == 0

@@ -113,8 +113,8 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(
             if overlap:
                 app.route("order.paid", to=WebhookDestination("crm", f"{server.url}/crm"))
             async with app:
-                mine = await app.set_limit("order.paid", rate="1000/s")
-                await app.schedule_many(
+                mine = await app.limits.set("order.paid", rate="1000/s")
+                await app.timers.schedule_many(
                     [TimerRequest("order.paid", {"i": i}, delay=0) for i in range(EVENTS)]
                 )
                 worker = app.worker()
@@ -129,7 +129,7 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(
                 finally:
                     worker.stop()
                     await running
-                rules = {s.rule.pattern: s.rule for s in await app.limits()}
+                rules = {s.rule.pattern: s.rule for s in await app.limits.list()}
             await hook.close()
             arrivals = server.at("/hook")
             others = server.at("/crm")
@@ -161,19 +161,19 @@ def test_a_destination_losing_its_rate_loses_its_rule_and_the_user_rule_stays(ur
         limited = AsyncApp(url)
         limited.add_destination(WebhookDestination("hook", "http://127.0.0.1:9/", rate="5/s"))
         async with limited:
-            await limited.set_limit("order.*", concurrency=3)
-            assert {s.rule.pattern for s in await limited.limits()} == {"order.*", "@hook"}
+            await limited.limits.set("order.*", concurrency=3)
+            assert {s.rule.pattern for s in await limited.limits.list()} == {"order.*", "@hook"}
 
         changed = AsyncApp(url)
         changed.add_destination(WebhookDestination("hook", "http://127.0.0.1:9/", rate="7/s"))
         async with changed:
-            found = {s.rule.pattern: s.rule for s in await changed.limits()}
+            found = {s.rule.pattern: s.rule for s in await changed.limits.list()}
             assert found["@hook"].rate == Rate(7, timedelta(seconds=1))
 
         plain = AsyncApp(url)
         plain.add_destination(WebhookDestination("hook", "http://127.0.0.1:9/"))
         async with plain:
-            found = {s.rule.pattern: s.rule for s in await plain.limits()}
+            found = {s.rule.pattern: s.rule for s in await plain.limits.list()}
         assert set(found) == {"order.*"}
         assert found["order.*"].concurrency == 3
 

@@ -14,7 +14,6 @@ import math
 import signal
 import subprocess
 import sys
-import time
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -72,6 +71,7 @@ class Workers:
         self.url = url
         self.tmp_path = tmp_path
         self.log = tmp_path / "deliveries.log"
+        self.idle_log = tmp_path / "idle.log"
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, *options: str) -> None:
@@ -90,6 +90,18 @@ class Workers:
             if kind == what:
                 found.append(Line(kind, key, int(pid), float(at)))
         return sorted(found, key=lambda line: line.at)
+
+    def idle_lines(self) -> list[str]:
+        """The whole lines of the ``--idle-log``: one each time a worker went to sleep with
+        nothing to claim."""
+        if not self.idle_log.exists():
+            return []
+        return self.idle_log.read_text().split("\n")[:-1]
+
+    def asleep(self, since: int = 0) -> set[int]:
+        """The workers that went to sleep with nothing to claim, in the idle lines from the
+        ``since``-th on."""
+        return {int(line.split(",")[1]) for line in self.idle_lines()[since:]}
 
     def stderr(self) -> str:
         return "\n".join(p.read_text()[-3000:] for p in self.tmp_path.glob("worker-*.stderr"))
@@ -122,7 +134,7 @@ def store_due(url: str, count: int) -> None:
     first = datetime.now(UTC) - timedelta(minutes=1)
     with App(url) as app:
         for start in range(0, count, 1000):
-            app.schedule_many(
+            app.timers.schedule_many(
                 [
                     TimerRequest(
                         WORK, {"i": i}, at=first + timedelta(milliseconds=i), key=f"t-{i:05d}"
@@ -134,7 +146,7 @@ def store_due(url: str, count: int) -> None:
 
 def count_done(url: str) -> int:
     with App(url) as app:
-        return app.counts().get(Status.DONE, 0)
+        return app.timers.counts().get(Status.DONE, 0)
 
 
 def most_in_window(starts: list[float], window: float) -> int:
@@ -144,7 +156,7 @@ def most_in_window(starts: list[float], window: float) -> int:
 
 def test_a_rate_holds_across_processes_and_every_timer_runs(workers: Workers) -> None:
     with App(workers.url) as app:
-        rule = app.set_limit(WORK, rate="200/s")
+        rule = app.limits.set(WORK, rate="200/s")
     burst = rule.effective_burst
     workers.start()
     store_due(workers.url, RATE_TIMERS)
@@ -167,7 +179,7 @@ def test_a_rate_holds_across_processes_and_every_timer_runs(workers: Workers) ->
 def test_a_concurrency_limit_holds_across_processes(workers: Workers) -> None:
     total = 300
     with App(workers.url) as app:
-        app.set_limit(WORK, concurrency=5)
+        app.limits.set(WORK, concurrency=5)
     workers.start("--delay", "0.05")
     store_due(workers.url, total)
     wait_until(lambda: count_done(workers.url) == total, 60, f"all done\n{workers.stderr()}")
@@ -191,16 +203,22 @@ def test_pause_starts_nothing_and_resume_starts_everything_in_due_order(
 ) -> None:
     total = 300
     with App(workers.url) as app:
-        app.pause(WORK)
-    workers.start("--batch-size", str(PAUSE_BATCH))
+        app.limits.pause(WORK)
+    workers.start("--batch-size", str(PAUSE_BATCH), "--idle-log", str(workers.idle_log))
+    pids = {proc.pid for proc in workers.procs}
+    wait_until(lambda: workers.asleep() == pids, 60, f"every worker asleep\n{workers.stderr()}")
+    since = len(workers.idle_lines())
     store_due(workers.url, total)
-    time.sleep(3)  # three rule refreshes, and the timers long due
+    # Woken by the timers stored, each worker claimed under the pause and went back to sleep.
+    wait_until(
+        lambda: workers.asleep(since) == pids, 60, f"every worker asleep\n{workers.stderr()}"
+    )
     assert workers.lines() == []
     with App(workers.url) as app:
-        assert app.counts().get(Status.SCHEDULED) == total
-        (status,) = app.limits()
+        assert app.timers.counts().get(Status.SCHEDULED) == total
+        (status,) = app.limits.list()
         assert status.held == total
-        app.resume(WORK)
+        app.limits.resume(WORK)
     wait_until(lambda: count_done(workers.url) == total, 60, f"all done\n{workers.stderr()}")
     lines = workers.lines()
     assert sorted(line.key for line in lines) == [f"t-{i:05d}" for i in range(total)]

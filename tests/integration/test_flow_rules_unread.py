@@ -31,7 +31,7 @@ def run_paused(
             started.append(event.key)
 
         async with app:
-            await app.pause("report")
+            await app.limits.pause("report")
             await app.schedule("report", None, key="r1", at=datetime.now(UTC) - timedelta(1))
             limits = app.store.limits
             read = limits.list_rules

@@ -89,7 +89,7 @@ async def timer_keys(db: str) -> list[str]:
         keys: list[str] = []
         cursor = None
         while True:
-            page = await app.history(limit=1000, cursor=cursor)
+            page = await app.timers.history(limit=1000, cursor=cursor)
             keys.extend(t.key for t in page.items)
             if page.next_cursor is None:
                 return keys

@@ -67,7 +67,7 @@ def test_rotation_resumes_and_runs_beside_a_worker(url: str) -> None:
 
         async with old:
             await old.schedule("done", {"email": "archived@example.com"}, at=clock.now(), key="d")
-            await old.add_schedule("daily", "report", {"email": "cron@example.com"}, every="P1D")
+            await old.schedules.add("daily", "report", {"email": "cron@example.com"}, every="P1D")
             await old.tick()
             clock.advance(2 * 3600)
             await old.maintain()  # PostgreSQL: "d" moves to the archive, still sealed with k1
@@ -100,12 +100,12 @@ def test_rotation_resumes_and_runs_beside_a_worker(url: str) -> None:
                 raise Stop
 
             with pytest.raises(Stop):
-                await app.rotate_keys(batch=3, progress=stop_after_one)
-            resumed = await app.rotate_keys(after=reached[0], batch=3)
+                await app.keys.rotate(batch=3, progress=stop_after_one)
+            resumed = await app.keys.rotate(after=reached[0], batch=3)
             assert resumed >= 1
             release.set()
             await tick
-            assert await app.rotate_keys() == 0  # nothing left sealed with k1
+            assert await app.keys.rotate() == 0  # nothing left sealed with k1
 
         raw = raw_rows(url)
         assert "dts1:k1:" not in raw
@@ -118,8 +118,8 @@ def test_rotation_resumes_and_runs_beside_a_worker(url: str) -> None:
             failed = await new.get("fail")
             assert failed.payload == {"email": "fail@example.com"}
             assert (await new.get("d")).payload == {"email": "archived@example.com"}
-            assert (await new.get_schedule("daily")).payload == {"email": "cron@example.com"}
-            (attempt,) = await new.attempts("fail")
+            assert (await new.schedules.get("daily")).payload == {"email": "cron@example.com"}
+            (attempt,) = await new.timers.attempts("fail")
             assert "no mailbox fail@example.com" in (attempt.error or "")
             assert "fail@example.com" in (attempt.traceback or "")
 

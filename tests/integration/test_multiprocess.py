@@ -103,7 +103,7 @@ def test_two_workers_and_a_scheduler_process_share_one_file(
         probe = app.get("probe")
         assert probe.status is Status.DONE
         assert app.get("far").status is Status.SCHEDULED
-        assert app.counts()[Status.RUNNING] == 0
+        assert app.timers.counts()[Status.RUNNING] == 0
     (fired_at,) = [float(at) for _, key, _, _, at in starts if key == "probe"]
     late = fired_at - probe.due_at.timestamp()
     print(f"probe fired {late * 1000:.1f} ms after it was due")

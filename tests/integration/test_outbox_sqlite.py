@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
+import threading
 from pathlib import Path
 
 import psycopg
 import pytest
 from outbox_kit import FIRED, NS, WorkerThread
 from storekit import require_pg
+from tests.waiting import until
 
 from duetime import AlreadyExists, App, AsyncApp, InvalidInput, TimerRequest
 
@@ -44,6 +45,11 @@ def status(db: Path, key: str) -> str:
     return str(row[0])
 
 
+def watching_commits() -> bool:
+    """Whether the store's thread that announces timers once callers commit is running."""
+    return any(t.name == "duetime-sqlite-outbox" for t in threading.enumerate())
+
+
 def with_orders(db: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(db)
     conn.execute("CREATE TABLE IF NOT EXISTS orders (ref TEXT PRIMARY KEY)")
@@ -58,7 +64,8 @@ def test_commit_fires_on_time_and_rollback_leaves_nothing(db: Path) -> None:
             conn.execute("INSERT INTO orders VALUES ('q1')")
             result = app.schedule(FIRED, {"order": "q1"}, key="q1", delay=0, transaction=conn)
             assert result.action == "created"
-            time.sleep(0.3)  # due, but not committed: no worker can see it yet
+            # Due, but not committed: another connection does not see it, and no worker can
+            # claim it (a claim takes the write lock the caller's transaction holds).
             assert "q1" not in keys(db)
             assert "q1" not in worker.fired
             conn.commit()
@@ -100,7 +107,8 @@ def test_async_app_takes_a_sqlite3_connection(db: Path) -> None:
             conn = sqlite3.connect(db)
             try:
                 await app.schedule(FIRED, key="a1", delay=0, transaction=conn)
-                await asyncio.sleep(0.2)
+                # The commit comes while the store watches for the transaction to end.
+                await until(watching_commits, 30, "the store to watch the caller's transaction")
                 conn.commit()
                 await app.schedule(FIRED, key="a2", delay=0, transaction=conn)
                 conn.rollback()
@@ -121,7 +129,7 @@ def test_a_batch_refused_half_way_leaves_the_callers_transaction_as_it_was(db: P
             app.schedule(FIRED, key="mine", delay=3600, transaction=conn)
             batch = [TimerRequest(FIRED, delay=60, key=k) for k in ("b1", "b2", "taken")]
             with pytest.raises(AlreadyExists):
-                app.schedule_many(batch, on_conflict="error", transaction=conn)
+                app.timers.schedule_many(batch, on_conflict="error", transaction=conn)
             assert conn.in_transaction
             conn.commit()
         finally:

@@ -32,7 +32,7 @@ import psycopg
 import pytest
 from crash_worker_app import asleep_towards
 from pg_cluster import PgCluster, cluster_problem
-from pg_worker_app import FX_TABLE, PLAIN, TX
+from pg_worker_app import FX_TABLE, PLAIN, TX, begun
 from tests.scale import sized
 from tests.waiting import wait_until
 
@@ -75,6 +75,13 @@ def wait_for_all_done(db: Db, total: int, explain: Callable[[], str], stall: flo
                 f"\n{explain()}"
             )
         time.sleep(0.25)
+
+
+def read_lines(path: Path) -> list[list[str]]:
+    """The plain handlers' log (``--log``): ``[key, attempt, pid, time]`` for each whole line."""
+    if not path.exists():
+        return []
+    return [line.split(",") for line in path.read_text().split("\n")[:-1]]
 
 
 def holds_for(check: Callable[[], bool], seconds: float) -> Callable[[], bool]:
@@ -128,6 +135,18 @@ class Db:
 
     def done(self) -> int:
         return int(self.value("SELECT count(*) FROM timers WHERE status = 'done'"))
+
+    def working_for(self, application_name: str) -> int:
+        """The backends of ``application_name``'s connections running a statement: not idle,
+        nor waiting for a lock or for their client to send more."""
+        return int(
+            self.value(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                " AND state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'"
+                " AND wait_event_type IS DISTINCT FROM 'Client'",
+                (application_name,),
+            )
+        )
 
     def fx_rows(self) -> int:
         return int(self.value("SELECT count(*) FROM fx"))
@@ -233,7 +252,7 @@ def schedule(
     keys = [f"{prefix}-{i:05d}" for i in range(count)]
     with App(url, NS) as app:
         for start in range(0, count, 2_000):
-            app.schedule_many(
+            app.timers.schedule_many(
                 [
                     TimerRequest(
                         type, None, at=first + timedelta(seconds=spread * i / count), key=k
@@ -455,7 +474,9 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     # the plain ones. Those that had a connection hold their row locked in an open transaction:
     # no other node can take them (rescue skips locked rows), and they complete after SIGCONT.
     log = tmp_path / "plain.log"
-    paused_url = with_params(PG_URL, schema=schema, pool_max="3")
+    started_log = tmp_path / "started.log"
+    paused_name = f"paused_{schema}"  # its connections' application_name
+    paused_url = with_params(PG_URL, schema=schema, pool_max="3", application_name=paused_name)
     url = with_params(PG_URL, schema=schema, pool_max="4")
     db = prepare(url)
     now = datetime.now(UTC)
@@ -465,12 +486,13 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
             due = now - timedelta(milliseconds=2 * PAUSE_TIMERS - 2 * i)
             requests.append(TimerRequest(TX, None, at=due, key=f"tx-{i:03d}"))
             requests.append(TimerRequest(PLAIN, None, at=due, key=f"plain-{i:03d}"))
-        app.schedule_many(requests)
+        app.timers.schedule_many(requests)
     total = 2 * PAUSE_TIMERS
     concurrency = 40
     paused = workers.start(
         paused_url, *FAST_LEASE, "--concurrency", str(concurrency), "--delay", "1.5",
         "--plain-delay", "1.5", "--fail-first", "--log", str(log),
+        "--started-log", str(started_log),
     )  # fmt: skip
     # At least its fill: rows a claim took beyond the free slots (the prefetch allowance, once
     # the worker has a pace) read 'running' too, so the count may step past the fill.
@@ -480,10 +502,14 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
         "the first worker to claim its fill",
         every=0.01,
     )
-    time.sleep(0.3)  # its handlers are under way (they take 1.5 s)
+    # Its handlers are under way (they take 1.5 s): a plain one at least has begun.
+    wait_until(
+        lambda: begun(started_log, paused.pid, PLAIN), 30, "a plain handler begun", every=0.01
+    )
     paused.send_signal(signal.SIGSTOP)
     stopped_at = time.monotonic()
-    time.sleep(0.2)  # a commit it had sent lands; then what it completed before the pause
+    # What it had sent the server is done (a commit lands), then what it completed is counted.
+    wait_until(lambda: db.working_for(paused_name) == 0, 30, "the stopped worker's statements done")
     done_before_pause = db.value("SELECT count(*) FROM fx WHERE pid = %s", (paused.pid,))
     (paused_node,) = [row[0] for row in db.rows("SELECT id FROM nodes")]
     assert node_pid(paused_node) == paused.pid
@@ -515,9 +541,15 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
 
     paused.send_signal(signal.SIGCONT)
     wait_until(lambda: db.done() == total, 30, "every timer done", 0.05, explain(db, workers))
-    time.sleep(2.0)  # the resumed worker's handlers end and it tries to record their outcomes
+
+    def begun_ended() -> bool:
+        """Every plain handler the resumed worker began has ended (and logged its line)."""
+        ended = {(key, int(n)) for key, n, pid, _ in read_lines(log) if int(pid) == paused.pid}
+        return begun(started_log, paused.pid, PLAIN) <= ended
+
+    wait_until(begun_ended, 30, "the resumed worker's handlers to end", 0.05)
     assert paused.poll() is None, workers.stderr(paused)
-    workers.stop_all()
+    workers.stop_all()  # each records its outcomes (fenced off) and exits 0
 
     # One terminal state each: one attempt done (the last), every other one lost.
     assert db.statuses() == Counter({"done": total})
@@ -535,8 +567,9 @@ def test_worker_paused_past_its_lease_cannot_finish_the_attempt_taken_over(
     assert outcomes["lost"] == taken
     # The taken-over attempts stay lost: the resumed worker's outcomes (its plain handlers
     # failed their first attempt after SIGCONT: it tried to record a retry) were fenced off.
-    lines = [line.split(",") for line in log.read_text().splitlines()]
-    late = {key for key, attempt, pid, _ in lines if int(pid) == paused.pid and attempt == "1"}
+    late = {
+        key for key, attempt, pid, _ in read_lines(log) if int(pid) == paused.pid and attempt == "1"
+    }
     assert late, "the paused worker's plain handlers never finished"
     lost_plain = {
         row[0]
@@ -643,7 +676,7 @@ def test_timers_claimed_in_a_workers_name_it_never_heard_of_are_rescued(
         # Due soon, once the worker runs (so it cannot claim them first): a rescue keeps a row
         # due at its own instant (never earlier), so the rescued timers run once it comes.
         later = datetime.now(UTC) + timedelta(seconds=3)
-        app.schedule_many([TimerRequest(TX, None, at=later, key=key) for key in keys])
+        app.timers.schedule_many([TimerRequest(TX, None, at=later, key=key) for key in keys])
 
     async def claim_in_its_name() -> int:
         store = create_store(url)

@@ -29,7 +29,7 @@ def test_urgent_events_start_before_the_backlog_drains(db_url: str) -> None:
                 TimerRequest("work", key=f"old-{i}", at=hour_ago + timedelta(seconds=i))
                 for i in range(BACKLOG)
             ]
-            await app.schedule_many(backlog)
+            await app.timers.schedule_many(backlog)
             for level in (3, 9, 5):  # due after the whole backlog, and urgent
                 await app.schedule("work", key=f"urgent-{level}", delay=0, priority=level)
             worker = app.worker()

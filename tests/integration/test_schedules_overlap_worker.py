@@ -80,7 +80,7 @@ def test_a_handler_blocking_past_the_next_occurrences(url: str) -> None:
             app.handler(f"job.{policy}")(handler.run)
         async with app:
             for policy in POLICIES:
-                await app.add_schedule(policy, f"job.{policy}", cron="* * * * *", overlap=policy)
+                await app.schedules.add(policy, f"job.{policy}", cron="* * * * *", overlap=policy)
             worker = app.worker()
             running = asyncio.create_task(worker.run())
 
@@ -166,10 +166,10 @@ def test_the_catch_up_grace_tells_late_from_missed(url: str) -> None:
         async with app:
             # Everything is down from 12:00 to 12:04:30: the 12:01 .. 12:04 occurrences are
             # late by 3.5 minutes at most; "wide"'s grace covers that, "narrow"'s does not.
-            await app.add_schedule(
+            await app.schedules.add(
                 "wide", "job", cron="* * * * *", catch_up="none", catch_up_grace="PT5M"
             )
-            await app.add_schedule(
+            await app.schedules.add(
                 "narrow", "job", cron="* * * * *", catch_up="latest", catch_up_grace=120
             )
             clock.set(START + 4 * MINUTE + timedelta(seconds=30))

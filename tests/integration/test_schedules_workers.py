@@ -162,7 +162,7 @@ def fired(out: Path) -> Counter[str]:
 
 
 def timers_of(app: App, name: str) -> list[Timer]:
-    page = app.history(type=f"t.{name}", limit=1000)
+    page = app.timers.history(type=f"t.{name}", limit=1000)
     return sorted(page.items, key=lambda t: t.due_at)
 
 
@@ -178,7 +178,7 @@ def test_three_workers_fire_each_occurrence_once_and_catch_up_as_told(
     first_tick = start.replace(microsecond=0) + timedelta(seconds=4)
     with App(database_url, "ns", clock=fleet) as app:
         for policy in POLICIES:
-            app.add_schedule(
+            app.schedules.add(
                 policy,
                 f"t.{policy}",
                 every=1,
@@ -186,7 +186,7 @@ def test_three_workers_fire_each_occurrence_once_and_catch_up_as_told(
                 catch_up=policy,
                 catch_up_grace=GRACE,
             )
-        app.add_schedule(
+        app.schedules.add(
             "minute", "t.minute", cron="* * * * *", start_at=first_tick, catch_up_grace=GRACE
         )
 

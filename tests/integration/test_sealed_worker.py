@@ -79,19 +79,19 @@ def test_payload_search_and_partitions_are_refused_on_a_sealed_namespace(url: st
         plain = AsyncApp(namespace="other", clock=FrozenClock(START), store=sealed.store)
         async with sealed, plain:
             with pytest.raises(SealedNamespace, match="'crm'") as caught:
-                await sealed.history(payload="email=a@example.com")
+                await sealed.timers.history(payload="email=a@example.com")
             assert caught.value.field == "payload"
             with pytest.raises(SealedNamespace) as caught:
-                await sealed.set_limit("job", concurrency=1, partition_by="payload.user")
+                await sealed.limits.set("job", concurrency=1, partition_by="payload.user")
             assert caught.value.field == "partition_by"
             found = timer_filter(payload="email=a@example.com", now=START)
             with pytest.raises(SealedNamespace):
-                await sealed.bulk("cancel", found)
-            await sealed.set_limit("job", concurrency=1, partition_by="subject")
-            assert (await sealed.history(type="job")).items == []
+                await sealed.timers.bulk("cancel", found)
+            await sealed.limits.set("job", concurrency=1, partition_by="subject")
+            assert (await sealed.timers.history(type="job")).items == []
             # the same store, a namespace it does not seal: searched as before
-            assert (await plain.history(payload="email=a@example.com")).items == []
-            await plain.set_limit("job", concurrency=1, partition_by="payload.user")
+            assert (await plain.timers.history(payload="email=a@example.com")).items == []
+            await plain.limits.set("job", concurrency=1, partition_by="payload.user")
 
     run(main)
 
@@ -104,10 +104,10 @@ def test_an_edit_never_writes_the_sealed_stand_in_back(url: str) -> None:
             shown = (await app.get("a")).payload
             assert shown == {"$sealed": "k1"}
             with pytest.raises(SealKeyMissing, match="'k1'"):
-                await app.edit("a", {"delay": "PT1H"})
+                await app.timers.edit("a", {"delay": "PT1H"})
             with pytest.raises(SealKeyMissing, match="'k1'"):  # the form sent back as shown
-                await app.edit("a", {"delay": "PT1H", "payload": shown})
-            await app.edit("a", {"payload": {"email": "new@example.com"}})
+                await app.timers.edit("a", {"delay": "PT1H", "payload": shown})
+            await app.timers.edit("a", {"payload": {"email": "new@example.com"}})
         async with AsyncApp(url, clock=FrozenClock(START), seal_keys=f"{K2},{K1}") as both:
             assert (await both.get("a")).payload == {"email": "new@example.com"}
 
@@ -151,28 +151,28 @@ def test_a_schedules_payload_is_sealed_and_its_timers_run_with_it(url: str) -> N
             ran.append(event.payload)
 
         async with app:
-            await app.add_schedule("hourly", "ping", {"email": "cron@example.com"}, every="PT1H")
+            await app.schedules.add("hourly", "ping", {"email": "cron@example.com"}, every="PT1H")
             for _ in range(2):
                 await app.tick()
                 clock.advance(3600)
             assert ran
             assert all(p == {"email": "cron@example.com"} for p in ran)
-            assert (await app.get_schedule("hourly")).payload == {"email": "cron@example.com"}
-            await app.pause_schedule("hourly")  # a stored schedule written back stays sealed
+            assert (await app.schedules.get("hourly")).payload == {"email": "cron@example.com"}
+            await app.schedules.pause("hourly")  # a stored schedule written back stays sealed
         raw = raw_rows(url)
         assert "dts1:k1:" in raw
         assert "cron@example.com" not in raw
         async with AsyncApp(url, clock=clock) as keyless:
-            assert (await keyless.get_schedule("hourly")).payload == {"$sealed": "k1"}
+            assert (await keyless.schedules.get("hourly")).payload == {"$sealed": "k1"}
             # a change rewrites the schedule: never with the stand-in over its payload
             with pytest.raises(SealKeyMissing, match="'k1'"):
-                await keyless.resume_schedule("hourly")
+                await keyless.schedules.resume("hourly")
             with pytest.raises(SealKeyMissing, match="'k1'"):
-                await keyless.update_schedule("hourly", every="PT2H")
+                await keyless.schedules.update("hourly", every="PT2H")
             with pytest.raises(InvalidInput, match="sealed payload"):  # nor as a payload of its own
                 await keyless.schedule("job", {"$sealed": "k1"}, key="forged", delay=60)
         async with AsyncApp(url, clock=clock, seal_keys=K1) as again:
-            assert (await again.get_schedule("hourly")).payload == {"email": "cron@example.com"}
+            assert (await again.schedules.get("hourly")).payload == {"email": "cron@example.com"}
 
     run(main)
 
@@ -193,7 +193,7 @@ def test_a_webhook_delivery_gets_the_payload_and_its_stored_answer_is_sealed(url
             assert b"alice@example.com" in request.body
             raw = raw_rows(url)
             assert "alice@example.com" not in raw
-            (delivery,) = (await app.history(type="signup", status="retrying")).items
+            (delivery,) = (await app.timers.history(type="signup", status="retrying")).items
             assert "is full" in (delivery.last_error or "")
             assert delivery.payload == {"email": "alice@example.com"}
 

@@ -86,7 +86,7 @@ async def running(*sources: Any, app: AsyncApp) -> AsyncIterator[asyncio.Event]:
 
 
 async def stored_keys(app: AsyncApp) -> list[str]:
-    page = await app.history(limit=1000)
+    page = await app.timers.history(limit=1000)
     return sorted(t.key for t in page.items)
 
 

@@ -73,7 +73,7 @@ def test_sync_handlers_run_as_many_at_once_as_concurrency_allows(url: str) -> No
 
         keys = [f"mail-{i}" for i in range(count)]
         async with app:
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("email.send", None, delay=0, key=k) for k in keys]
             )
             worker = app.worker()
@@ -165,7 +165,7 @@ def test_a_worker_paused_past_its_lease_starts_no_sync_handler_taken_over(
     lease = ("--lease", "2", "--heartbeat", "0.5", "--rescue-interval", "0.5")
     with App(url, "ns") as app:  # migrate, then store the work: all due now
         now = datetime.now(UTC)
-        app.schedule_many(
+        app.timers.schedule_many(
             [TimerRequest(WORK, None, at=now, key=f"w-{i:03d}") for i in range(total)]
         )
     paused = start_worker(

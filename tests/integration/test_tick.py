@@ -61,7 +61,7 @@ def test_repeated_ticks_leave_no_wakeup_listeners_behind(db_url: str, clock: Fro
         app, ran = ping_app(db_url, clock)
 
         async with app:
-            await app.add_schedule("hourly", "ping", every="PT1H")
+            await app.schedules.add("hourly", "ping", every="PT1H")
             before = listener_counts(app, clock)
             for _ in range(5):
                 await app.tick()

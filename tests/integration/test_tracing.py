@@ -185,7 +185,7 @@ def test_a_batch_is_one_span_whose_context_every_timer_stores(url: str) -> None:
 
         app = AsyncApp(url, clock=FrozenClock(START), tracer_provider=traced.provider)
         async with app:
-            results = await app.schedule_many(
+            results = await app.timers.schedule_many(
                 [TimerRequest("a", delay=60, key="b-1"), TimerRequest("b", delay=60, key="b-2")]
             )
             batch = traced.one("duetime schedule")

@@ -54,7 +54,7 @@ def test_heartbeats_keep_a_long_attempt_under_its_own_claim(url: str) -> None:
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)
             assert ran == [1]
-            (attempt,) = await app.attempts("k")
+            (attempt,) = await app.timers.attempts("k")
             assert attempt.outcome is Outcome.DONE
 
     run(main)

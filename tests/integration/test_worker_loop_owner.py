@@ -83,7 +83,9 @@ def test_what_sync_handlers_produce_is_applied_on_the_loop(url: str) -> None:
 
         keys = [f"w-{i}" for i in range(count)]
         async with app:
-            await app.schedule_many([TimerRequest("work", None, delay=0, key=k) for k in keys])
+            await app.timers.schedule_many(
+                [TimerRequest("work", None, delay=0, key=k) for k in keys]
+            )
             worker = app.worker()
             loop_thread = threading.current_thread().name
             running = asyncio.create_task(worker.run())

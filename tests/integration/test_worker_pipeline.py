@@ -93,7 +93,7 @@ async def drain(
 
     base = datetime.now(UTC) - timedelta(hours=1)
     async with app:
-        await app.schedule_many(
+        await app.timers.schedule_many(
             [TimerRequest("job", {"n": n}, at=base + timedelta(seconds=n)) for n in range(N)]
         )
         worker = app.worker()
@@ -104,7 +104,7 @@ async def drain(
         finally:
             worker.stop()
             await task
-        counts = {status: n for status, n in (await app.counts()).items() if n}
+        counts = {status: n for status, n in (await app.timers.counts()).items() if n}
         assert counts == {Status.DONE: N}
     return started
 

@@ -71,14 +71,23 @@ def test_handlers_run_up_to_concurrency_and_unwritten_outcomes_hold_them_back(
             running -= 1
 
         async with app:
-            await app.schedule_many([TimerRequest("job", {"n": n}, delay=0) for n in range(200)])
+            await app.timers.schedule_many(
+                [TimerRequest("job", {"n": n}, delay=0) for n in range(200)]
+            )
             store.hold.set()
             store.released.clear()
             worker = app.worker()
             task = asyncio.create_task(worker.run())
             try:
                 await wait_for(lambda: started >= CONCURRENCY + BATCH, "the unwritten limit")
-                await asyncio.sleep(0.3)  # nothing more starts while the outcomes wait
+                # Every handler started has ended and its outcome waits: no slot is free, and
+                # none comes free before a write, so nothing more can start.
+                slots = worker.slots
+                await wait_for(
+                    lambda: slots.in_flight == 0 and slots.unwritten >= CONCURRENCY + BATCH,
+                    "every started outcome waiting for its write",
+                )
+                assert slots.free() <= 0, slots.free()
                 assert started == CONCURRENCY + BATCH, started
                 store.released.set()
                 await wait_for(lambda: store.recorded == 200, "every outcome recorded")
@@ -88,7 +97,7 @@ def test_handlers_run_up_to_concurrency_and_unwritten_outcomes_hold_them_back(
                 await task
             assert most_running <= CONCURRENCY
             assert most_unrecorded <= CONCURRENCY + BATCH
-            counts = {status: n for status, n in (await app.counts()).items() if n}
+            counts = {status: n for status, n in (await app.timers.counts()).items() if n}
             assert counts == {Status.DONE: 200}
 
     asyncio.run(main())
@@ -114,7 +123,7 @@ def test_timers_claimed_ahead_of_a_slot_are_given_back_unstarted_at_shutdown(
             delivered.append(event.key)
 
         async with app:
-            await app.schedule_many(
+            await app.timers.schedule_many(
                 [TimerRequest("job", {"n": n}, delay=0, key=f"k{n}") for n in range(600)]
             )
             worker = app.worker()
@@ -127,14 +136,16 @@ def test_timers_claimed_ahead_of_a_slot_are_given_back_unstarted_at_shutdown(
                 worker.stop()
                 await task
                 gate.set()
-            pending = [t for t in (await app.history(limit=1000)).items if t.status != Status.DONE]
+            pending = [
+                t for t in (await app.timers.history(limit=1000)).items if t.status != Status.DONE
+            ]
             assert pending, "everything finished before the stop: nothing to check"
             assert all(t.status in (Status.SCHEDULED, Status.RETRYING) for t in pending)
             unstarted = [t for t in pending if t.attempts == 0]
             assert unstarted, "no timer was waiting for a slot at the stop"
             for timer in unstarted:
                 assert timer.key not in delivered
-                assert await app.attempts(timer.key) == []
+                assert await app.timers.attempts(timer.key) == []
             again = app.worker()
             second = asyncio.create_task(again.run())
             await wait_for(lambda: len(delivered) == 600, "the rest delivered")

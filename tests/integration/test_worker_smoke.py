@@ -39,7 +39,7 @@ def test_worker_fires_timers_and_records_attempts(db_url: str) -> None:
             timer = await app.get("a")
             assert timer.status is Status.DONE
             assert timer.payload == {"n": 2}
-            attempts = await app.attempts("a")
+            attempts = await app.timers.attempts("a")
             assert [a.outcome for a in attempts] == ["done"]
             kept = await app.schedule("greet", {"n": 3}, delay=1, key="a")
             assert kept.action == "kept"

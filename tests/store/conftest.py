@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from storekit import (
     PG_URL,
@@ -29,6 +31,21 @@ from storekit import (
 )
 
 from duetime.store import Store, create_store
+
+
+@pytest.fixture
+def login_role() -> Iterator[str]:
+    """A PostgreSQL login role of its own, dropped (with every right it was given) afterwards:
+    the role a service in another language logs in as, for the SQL functions' grants."""
+    name = f"dt_role_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{name}"')
+            conn.execute(f'DROP ROLE "{name}"')
 
 
 @pytest.fixture

@@ -27,11 +27,11 @@ async def test_run_next_now_fires_the_occurrence_once_and_the_schedule_moves_on(
         ran.append(event.key)
 
     async with AsyncHarness(app, start=START) as harness:
-        await app.add_schedule("hourly", "report.hourly", cron="0 * * * *")
-        timer = await app.run_next_now("hourly")
+        await app.schedules.add("hourly", "report.hourly", cron="0 * * * *")
+        timer = await app.schedules.run_next_now("hourly")
         assert timer.key == "schedule:hourly:2025-03-03T11:00:00Z"
         assert timer.run_at == START
-        schedule = await app.get_schedule("hourly")
+        schedule = await app.schedules.get("hourly")
         assert schedule.next_at == datetime(2025, 3, 3, 12, tzinfo=UTC)
         await harness.run_due()
         assert ran == ["schedule:hourly:2025-03-03T11:00:00Z"]
@@ -41,9 +41,9 @@ async def test_run_next_now_fires_the_occurrence_once_and_the_schedule_moves_on(
         harness.travel_to("2025-03-03T12:00:00Z")  # and the next one fires as usual
         await harness.run_due()
         assert ran[1:] == ["schedule:hourly:2025-03-03T12:00:00Z"]
-        await app.pause_schedule("hourly")
+        await app.schedules.pause("hourly")
         with pytest.raises(Conflict, match="paused"):
-            await app.run_next_now("hourly")
+            await app.schedules.run_next_now("hourly")
 
 
 async def test_edit_changes_due_time_and_payload_and_keeps_the_rest(store_url: str) -> None:
@@ -51,21 +51,23 @@ async def test_edit_changes_due_time_and_payload_and_keeps_the_rest(store_url: s
     async with AsyncHarness(app, start=START):
         await app.schedule("mail.send", {"to": "a"}, delay="PT1H", key="m1", subject="user-1",
                            max_attempts=7, priority=3)  # fmt: skip
-        moved = await app.edit("m1", {"at": "2025-03-04T08:00:00Z"})
+        moved = await app.timers.edit("m1", {"at": "2025-03-04T08:00:00Z"})
         assert (moved.due_at, moved.payload) == (datetime(2025, 3, 4, 8, tzinfo=UTC), {"to": "a"})
-        edited = await app.edit("m1", {"payload": {"to": "b"}})
+        edited = await app.timers.edit("m1", {"payload": {"to": "b"}})
         stored = await app.get("m1")
         assert stored == edited
         assert (stored.payload, stored.due_at) == ({"to": "b"}, datetime(2025, 3, 4, 8, tzinfo=UTC))
         assert (stored.subject, stored.max_attempts, stored.priority) == ("user-1", 7, 3)
-        assert (await app.edit("m1", {"delay": "PT10M"})).due_at == START + timedelta(minutes=10)
+        assert (await app.timers.edit("m1", {"delay": "PT10M"})).due_at == START + timedelta(
+            minutes=10
+        )
         with pytest.raises(InvalidInput) as bad:
-            await app.edit("m1", {"subject": "other"})
+            await app.timers.edit("m1", {"subject": "other"})
         assert bad.value.field == "subject"
         with pytest.raises(InvalidInput) as bad:
-            await app.edit("m1", {"at": "tomorrow-ish"})
+            await app.timers.edit("m1", {"at": "tomorrow-ish"})
         assert bad.value.field == "at"
         await app.cancel("m1")
         with pytest.raises(Conflict, match="cancelled"):
-            await app.edit("m1", {"payload": {}})
+            await app.timers.edit("m1", {"payload": {}})
         assert (await app.get("m1")).status is Status.CANCELLED

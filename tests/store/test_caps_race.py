@@ -44,54 +44,54 @@ async def race(calls: list[Callable[[], Awaitable[Any]]]) -> tuple[int, list[str
 
 async def test_racing_namespaces_stop_at_the_cap(store_url: str) -> None:
     async with racers(store_url, max_namespaces=3) as apps:
-        assert await apps[0].add_namespace("first")  # with 'default': one place left
+        assert await apps[0].namespaces.add("first")  # with 'default': one place left
         made, refused = await race(
-            [lambda app=app, i=i: app.add_namespace(f"n{i}") for i, app in enumerate(apps)]
+            [lambda app=app, i=i: app.namespaces.add(f"n{i}") for i, app in enumerate(apps)]
         )
         assert (made, set(refused)) == (1, {"name"})
-        assert len(await apps[0].namespaces()) == 3
+        assert len(await apps[0].namespaces.list()) == 3
 
 
 async def test_racing_tokens_stop_at_the_cap(store_url: str) -> None:
     async with racers(store_url, max_tokens=3) as apps:
-        await apps[0].issue_token(["default"])
-        await apps[0].issue_token(["*"])
-        made, refused = await race([lambda app=app: app.issue_token(["default"]) for app in apps])
+        await apps[0].tokens.issue(["default"])
+        await apps[0].tokens.issue(["*"])
+        made, refused = await race([lambda app=app: app.tokens.issue(["default"]) for app in apps])
         assert (made, set(refused)) == (1, {"token"})
-        assert len(await apps[0].list_tokens()) == 3
+        assert len(await apps[0].tokens.list()) == 3
 
 
 async def test_racing_token_namespaces_stop_at_the_cap(store_url: str) -> None:
     async with racers(store_url, max_namespaces=2, max_tokens=100) as apps:
         made, refused = await race(
-            [lambda app=app, i=i: app.issue_token([f"t{i}"]) for i, app in enumerate(apps)]
+            [lambda app=app, i=i: app.tokens.issue([f"t{i}"]) for i, app in enumerate(apps)]
         )
         assert (made, set(refused)) == (1, {"namespace"})
-        assert len(await apps[0].namespaces()) == 2
+        assert len(await apps[0].namespaces.list()) == 2
 
 
 async def test_racing_schedules_stop_at_the_cap(store_url: str) -> None:
     async with racers(store_url, max_schedules=2) as apps:
-        await apps[0].add_schedule("first", "tick", every="PT1H")
+        await apps[0].schedules.add("first", "tick", every="PT1H")
         made, refused = await race(
             [
-                lambda app=app, i=i: app.add_schedule(f"s{i}", "tick", every="PT1H")
+                lambda app=app, i=i: app.schedules.add(f"s{i}", "tick", every="PT1H")
                 for i, app in enumerate(apps)
             ]
         )
         assert (made, set(refused)) == (1, {"name"})
-        assert len((await apps[0].list_schedules(limit=100)).items) == 2
+        assert len((await apps[0].schedules.list(limit=100)).items) == 2
 
 
 async def test_racing_limits_and_pauses_stop_at_the_cap(store_url: str) -> None:
     async with racers(store_url, max_limits=2) as apps:
-        await apps[0].set_limit("first.*", concurrency=1)
+        await apps[0].limits.set("first.*", concurrency=1)
         calls: list[Callable[[], Awaitable[Any]]] = [
             lambda app=app, i=i: (
-                app.set_limit(f"l{i}.*", concurrency=1) if i % 2 else app.pause(f"p{i}.*")
+                app.limits.set(f"l{i}.*", concurrency=1) if i % 2 else app.limits.pause(f"p{i}.*")
             )
             for i, app in enumerate(apps)
         ]
         made, refused = await race(calls)
         assert (made, set(refused)) == (1, {"pattern"})
-        assert len(await apps[0].limits()) == 2
+        assert len(await apps[0].limits.list()) == 2

@@ -14,8 +14,8 @@ from storekit import NOW, StoreFactory, new_timer
 from duetime.errors import AlreadyExists, InvalidInput
 from duetime.model import NewTimer, Timer
 from duetime.requests import TimerRequest
-from duetime.store.postgres.rows import batch_column, check_text
 from duetime.store.postgres.write_plan import PUT_CHUNK
+from duetime.store.postgres.written_rows import batch_column, check_text
 
 
 def _fresh(count: int, **fields: Any) -> list[NewTimer]:

@@ -79,7 +79,7 @@ async def test_an_idle_worker_makes_at_most_half_a_transaction_a_second(
 
         start = clock.now() if clock.last else await store.db_now()
         assert start is not None
-        await app.schedule_many(
+        await app.timers.schedule_many(
             [TimerRequest("later", {}, at=start + timedelta(hours=1, seconds=i)) for i in range(50)]
         )
         worker = app.worker()

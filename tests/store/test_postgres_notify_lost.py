@@ -188,8 +188,8 @@ def test_a_schedule_whose_notify_is_lost_is_added_and_answered(
         async with AsyncApp(pg_url, namespace="ns") as app:
             monkeypatch.setitem(notices.Q, "notify_after_commit", LOST)
             with caplog.at_level(logging.WARNING, logger="duetime.store.postgres"):
-                await app.add_schedule("nightly", "report", cron="0 3 * * *")
-            assert (await app.get_schedule("nightly")).name == "nightly"
+                await app.schedules.add("nightly", "report", cron="0 3 * * *")
+            assert (await app.schedules.get("nightly")).name == "nightly"
 
     asyncio.run(main())
     assert "the commit stands" in caplog.text

@@ -33,12 +33,12 @@ async def test_an_end_waits_for_the_buffering_decision_and_releases_it(
     store = await open_store(pg_url)
     clock = FrozenClock(START)
     app = AsyncApp(store.url, "ns", clock=clock, store=store)
-    await app.add_schedule("s", "t", cron="* * * * *", overlap="buffer_one")
+    await app.schedules.add("s", "t", cron="* * * * *", overlap="buffer_one")
     clock.set(START + MINUTE)
-    await app.materializer(check_tzdata=False).tick(clock.now())
+    await app.schedules.materializer(check_tzdata=False).tick(clock.now())
     (first,) = await store.claim_due("ns", None, clock.now(), 10, "n1", clock.now() + MINUTE)
     clock.set(START + 2 * MINUTE)
-    await app.materializer(check_tzdata=False).tick(clock.now())
+    await app.schedules.materializer(check_tzdata=False).tick(clock.now())
     second = occurrence_key("s", START + 2 * MINUTE)
     options = f"-c search_path={pg_schema}"
     async with await psycopg.AsyncConnection.connect(PG_URL, options=options) as other:

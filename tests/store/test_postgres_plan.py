@@ -18,7 +18,7 @@ import pytest
 from storekit import PG_URL
 
 from duetime.model import ClaimFilter, FanOut, Finish, Outcome
-from duetime.store.postgres.rows import FinishBatch
+from duetime.store.postgres.finish_batch import FinishBatch
 from duetime.store.postgres.store import PostgresStore
 from duetime.store.postgres.working import claim_params, fan_out_params
 from duetime.store.queries import load_queries, query_files

@@ -4,8 +4,6 @@ functions, in the namespaces it was granted, and cannot touch duetime's tables i
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -17,21 +15,14 @@ from duetime.cli.main import cli
 
 
 @pytest.fixture
-def role(pg_schema: str) -> Iterator[str]:
-    """A login role of its own, dropped (with every right it was given) afterwards."""
-    name = f"dt_role_{uuid.uuid4().hex[:12]}"
+def role(pg_schema: str, login_role: str) -> str:
+    """A login role of its own, and the namespaces it is granted."""
     with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{name}" LOGIN')
         conn.execute(
             f'INSERT INTO "{pg_schema}".namespaces VALUES (%s, now()), (%s, now())',
             ("billing", "payroll"),
         )
-    try:
-        yield name
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP OWNED BY "{name}"')
-            conn.execute(f'DROP ROLE "{name}"')
+    return login_role
 
 
 def _as(role: str, schema: str) -> psycopg.Connection[Any]:

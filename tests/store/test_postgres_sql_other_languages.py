@@ -81,12 +81,16 @@ async def test_a_psql_session(shop: tuple[AsyncApp, str]) -> None:
         "standup|created",
         "2",
         "cancelled",
+        "created|pending",
+        "kept|applied",
     ]
     invoice = await app.get("invoice-7")
     assert invoice.payload == {"invoice": 7}
     standup = await app.get("standup")
     assert standup.run_at == HELD_AT  # until a worker resolves it with duetime's tz data
     assert (await app.get("d2")).status is Status.CANCELLED
+    digest = await app.schedules.get("weekly-digest")
+    assert (digest.cron, digest.next_at) == ("0 9 * * MON", HELD_AT)  # a worker plans it
 
 
 def _node_with_pg() -> tuple[str, dict[str, str]]:

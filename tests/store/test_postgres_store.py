@@ -17,8 +17,8 @@ from duetime.errors import AlreadyExists, InvalidInput, StoreUnavailable
 from duetime.model import FanOut, Finish, NewTimer, Outcome, Status
 from duetime.model.history import EventFilter, RetentionPolicy
 from duetime.store import create_store
+from duetime.store.postgres.claimed_rows import claimed_timer_rows
 from duetime.store.postgres.database import Statement
-from duetime.store.postgres.rows import claimed_timer_rows
 from duetime.store.postgres.schema import MIGRATIONS
 from duetime.store.postgres.settings import parse_url
 from duetime.store.postgres.store import PostgresStore

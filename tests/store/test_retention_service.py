@@ -122,10 +122,10 @@ def test_the_blocking_app_lists_events_and_applies_the_retention(store_url: str)
         app.emit("order.paid", {"order": 7}, key="e1")
         app.tick()
         app.schedule("order.paid", delay="P1Y", key="next-year")
-        (event,) = app.events(type="order.*", since="PT1M").items
+        (event,) = app.events.log(type="order.*", since="PT1M").items
         assert (event.timer.key, [d.outcome for d in event.deliveries]) == ("e1", [Outcome.DONE])
         assert (app.maintain().archived, app.maintain().deleted) == (0, 0)
         clock.advance(timedelta(days=62))
         assert app.maintain().deleted == 1
-        assert app.events().items == []
-        assert [t.key for t in app.history().items] == ["next-year"]
+        assert app.events.log().items == []
+        assert [t.key for t in app.timers.history().items] == ["next-year"]

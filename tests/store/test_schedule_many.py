@@ -29,23 +29,23 @@ def requests(n: int, bad_at: int | None = None) -> list[TimerRequest]:
 async def test_a_bad_request_deep_in_a_batch_is_named_and_nothing_is_stored(store: Store) -> None:
     app = AsyncApp(store.url, "ns", store=store, clock=FrozenClock(START))
     with pytest.raises(InvalidInput) as raised:  # before the app is open: nothing made at all
-        await app.schedule_many(requests(300, 250))
+        await app.timers.schedule_many(requests(300, 250))
     assert raised.value.field == "[250].timezone"
     assert not await store.namespace_exists("ns")
     await app.open()  # from now on the batch is validated as the store reads it
     for bad_at in (0, 99, 100, 250, 299):
         with pytest.raises(InvalidInput) as raised:
-            await app.schedule_many(requests(300, bad_at))
+            await app.timers.schedule_many(requests(300, bad_at))
         assert raised.value.field == f"[{bad_at}].timezone"
         assert sum((await store.count_by_status("ns")).values()) == 0
     with pytest.raises(InvalidInput) as raised:  # the only request: its field alone
-        await app.schedule_many(requests(1, 0))
+        await app.timers.schedule_many(requests(1, 0))
     assert raised.value.field == "timezone"
 
 
 async def test_a_long_batch_is_stored_whole_in_order(store: Store) -> None:
     app = AsyncApp(store.url, "ns", store=store, clock=FrozenClock(START))
-    results = await app.schedule_many(iter(requests(300)))  # any iterable, read once
+    results = await app.timers.schedule_many(iter(requests(300)))  # any iterable, read once
     assert [r.timer.key for r in results] == [f"k{i}" for i in range(300)]
     assert all(r.action == "created" for r in results)
     assert results[7].timer.due_at == datetime(2025, 3, 2, 8, 0, tzinfo=UTC)

@@ -33,7 +33,7 @@ def app_on(store: Store, clock: FrozenClock) -> AsyncApp:
 
 
 def materializer(app: AsyncApp, batch_size: int = 7) -> Materializer:
-    return app.materializer(check_tzdata=False, batch_size=batch_size)
+    return app.schedules.materializer(check_tzdata=False, batch_size=batch_size)
 
 
 def mixed(count: int) -> list[ScheduleRequest]:
@@ -63,7 +63,7 @@ async def expected_keys(app: AsyncApp, until: datetime, lookahead: timedelta) ->
     keys: Counter[str] = Counter()
     cursor = None
     while True:
-        page = await app.list_schedules(cursor=cursor, limit=100)
+        page = await app.schedules.list(cursor=cursor, limit=100)
         for schedule in page.items:
             rule = recurrence_of(schedule)
             for instant in occurrences_between(rule, START, until + lookahead):
@@ -78,7 +78,7 @@ async def test_a_batch_mixing_zones_and_dst_edges_makes_every_occurrence_once(
 ) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedules(mixed(40))
+    await app.schedules.add_many(mixed(40))
     worker = materializer(app)
     until = START + timedelta(days=3)
     while clock.now() < until:
@@ -89,7 +89,7 @@ async def test_a_batch_mixing_zones_and_dst_edges_makes_every_occurrence_once(
     assert made == await expected_keys(app, until, worker.lookahead)
     # New York's 02:30 falls in the gap on the 9th: it runs at 03:00 EDT.
     assert made["schedule:user-0:2025-03-09T07:00:00Z"] == 1
-    by_name = {s.name: s for s in (await app.list_schedules(limit=100)).items}
+    by_name = {s.name: s for s in (await app.schedules.list(limit=100)).items}
     for timer in timers:
         schedule = by_name[timer.key.split(":")[1]]
         assert (timer.type, timer.payload, timer.subject) == (
@@ -100,14 +100,14 @@ async def test_a_batch_mixing_zones_and_dst_edges_makes_every_occurrence_once(
         assert timer.max_attempts == schedule.max_attempts
         assert timer.status == "scheduled"
     # Each timer is linked to its schedule: deleting it cancels them all.
-    _, cancelled = await app.delete_schedule("user-0")
+    _, cancelled = await app.schedules.delete("user-0")
     assert cancelled == sum(1 for key in made if key.startswith("schedule:user-0:")) > 1
 
 
 async def test_a_batch_that_fails_part_way_is_made_again_exactly_once(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedules(mixed(30))
+    await app.schedules.add_many(mixed(30))
     clock.advance(timedelta(days=1, hours=1))
     worker = materializer(app, batch_size=8)
     first = await store.schedules.materialize(
@@ -128,7 +128,7 @@ async def test_a_batch_that_fails_part_way_is_made_again_exactly_once(store: Sto
     lone = worker.plan([due[0]], clock.now())
     assert await store.schedules.advance_schedules(lone, clock.now()) == [due[0].id]
     await store.schedules.save_schedule(
-        (await app.get_schedule(due[0].name)), clock.now(), None
+        (await app.schedules.get(due[0].name)), clock.now(), None
     )  # its row moves on by a version: the next plan is made afresh, keys stay the same
 
     await materializer(app, batch_size=8).tick(clock.now())
@@ -146,7 +146,7 @@ async def test_schedules_paused_or_deleted_after_planning_are_not_materialised(
 ) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedules(
+    await app.schedules.add_many(
         ScheduleRequest(name=name, type="t", every=60) for name in ("keep", "pause", "delete")
     )
     clock.advance(timedelta(minutes=2))
@@ -154,8 +154,8 @@ async def test_schedules_paused_or_deleted_after_planning_are_not_materialised(
     due = await store.schedules.due_schedules("ns", clock.now() + worker.lookahead, 10)
     plan = worker.plan(due, clock.now())
     assert all(advance.timers for advance in plan)
-    await app.pause_schedule("pause")
-    await app.delete_schedule("delete")
+    await app.schedules.pause("pause")
+    await app.schedules.delete("delete")
     advanced = await store.schedules.advance_schedules(plan, clock.now())
     assert advanced == [s.id for s in due if s.name == "keep"]
     names = {t.key.split(":")[1] for t in await all_timers(app)}
@@ -167,13 +167,13 @@ async def test_schedules_paused_or_deleted_after_planning_are_not_materialised(
 async def test_add_schedules_in_a_batch_returns_what_is_stored(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("taken", "t.old", every=60)
+    await app.schedules.add("taken", "t.old", every=60)
     requests = [*mixed(12), ScheduleRequest(name="taken", type="t.new", every=60)]
     requests.append(ScheduleRequest(name="user-3", type="t.twice", every=90))
-    results = await app.add_schedules(requests, on_conflict="keep")
+    results = await app.schedules.add_many(requests, on_conflict="keep")
     assert [action for action, _ in results] == ["created"] * 12 + ["kept", "kept"]
     for _, schedule in results:
-        assert schedule == await app.get_schedule(schedule.name)
+        assert schedule == await app.schedules.get(schedule.name)
     assert results[-2][1].type == "t.old"
     assert results[-1][1].type == "t.0"  # a name given twice: the first is stored
     ids = [schedule.id for _, schedule in results[:12]]
@@ -187,7 +187,7 @@ async def test_add_schedules_in_a_batch_returns_what_is_stored(store: Store) -> 
             "error",
             START,
         )
-    assert [s.name for s in (await app.list_schedules(limit=100)).items if s.name == "new"] == []
+    assert [s.name for s in (await app.schedules.list(limit=100)).items if s.name == "new"] == []
 
 
 @pytest.fixture
@@ -201,16 +201,16 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_batch_across_chunks_is_stored_as_one(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("user-9", "t.old", every=60)
+    await app.schedules.add("user-9", "t.old", every=60)
     requests = [*mixed(12), ScheduleRequest(name="user-1", type="t.twice", every=90)]
-    results = await app.add_schedules(requests, on_conflict="keep")
+    results = await app.schedules.add_many(requests, on_conflict="keep")
     assert [action for action, _ in results] == ["created"] * 9 + ["kept"] + ["created"] * 2 + [
         "kept"
     ]
     assert results[9][1].type == "t.old"
     assert results[-1][1] == results[1][1]  # a name given twice, chunks apart: the first
     for _, schedule in results:
-        assert schedule == await app.get_schedule(schedule.name)
+        assert schedule == await app.schedules.get(schedule.name)
     ids = [schedule.id for action, schedule in results if action == "created"]
     assert ids == sorted(ids)
 
@@ -218,12 +218,12 @@ async def test_a_batch_across_chunks_is_stored_as_one(store: Store) -> None:
 @pytest.mark.usefixtures("small_chunks")
 async def test_a_batch_refused_in_a_later_chunk_stores_nothing(store: Store) -> None:
     app = app_on(store, FrozenClock(START))
-    await app.add_schedule("taken", "t", every=60)
+    await app.schedules.add("taken", "t", every=60)
     bad = [*mixed(10), ScheduleRequest(name="late", type="t", cron="61 * * * *")]
     with pytest.raises(InvalidInput) as refused:
-        await app.add_schedules(bad)
+        await app.schedules.add_many(bad)
     assert refused.value.field == "[10].cron"
     taken = [*mixed(10), ScheduleRequest(name="taken", type="t", every=30)]
     with pytest.raises(AlreadyExists):
-        await app.add_schedules(taken, on_conflict="error")
-    assert [s.name for s in (await app.list_schedules(limit=100)).items] == ["taken"]
+        await app.schedules.add_many(taken, on_conflict="error")
+    assert [s.name for s in (await app.schedules.list(limit=100)).items] == ["taken"]

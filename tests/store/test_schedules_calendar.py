@@ -26,7 +26,7 @@ NY = "America/New_York"
 async def test_calendar_schedule_survives_a_restart(store: Store, make_store: StoreFactory) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    action, made = await app.add_schedule(
+    action, made = await app.schedules.add(
         "payroll",
         "pay",
         rrule="FREQ=MONTHLY;BYMONTHDAY=15,-1",
@@ -44,7 +44,7 @@ async def test_calendar_schedule_survives_a_restart(store: Store, make_store: St
     assert made.next_at == datetime(2025, 3, 14, 8, 0, tzinfo=UTC)  # 15 Mar is a Saturday
     await store.close()
     again = app_on(await make_store(), clock)
-    stored = await again.get_schedule("payroll")
+    stored = await again.schedules.get("payroll")
     assert stored.calendar == made.calendar
     assert stored.next_at == made.next_at
     view = stored.to_dict()
@@ -57,7 +57,7 @@ async def test_calendar_schedule_survives_a_restart(store: Store, make_store: St
 async def test_count_exdate_and_dst_edges_in_one_batch(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule(
+    await app.schedules.add(
         "night",
         "t",
         rrule="FREQ=DAILY;COUNT=5",
@@ -76,7 +76,7 @@ async def test_count_exdate_and_dst_edges_in_one_batch(store: Store) -> None:
         datetime(2025, 3, 11, 6, 30, tzinfo=UTC),  # the 10th is an EXDATE
         datetime(2025, 3, 12, 6, 30, tzinfo=UTC),  # COUNT=5 counts the EXDATE too
     ]
-    assert (await app.get_schedule("night")).next_at is None
+    assert (await app.schedules.get("night")).next_at is None
     assert await worker.tick(clock.now() + timedelta(days=30)) == 0
 
 
@@ -85,7 +85,7 @@ async def test_until_ends_the_schedule_compared_in_utc(store: Store) -> None:
     app = app_on(store, clock)
     # UNTIL 13:00Z is 08:00 EST: the 08:00 occurrence of the 9th (12:00Z, EDT) is in, the
     # 10th's is not.
-    await app.add_schedule(
+    await app.schedules.add(
         "u",
         "t",
         rrule="FREQ=DAILY;UNTIL=20250309T130000Z",
@@ -101,7 +101,7 @@ async def test_until_ends_the_schedule_compared_in_utc(store: Store) -> None:
         datetime(2025, 3, 8, 13, 0, tzinfo=UTC),
         datetime(2025, 3, 9, 12, 0, tzinfo=UTC),
     ]
-    assert (await app.get_schedule("u")).next_at is None
+    assert (await app.schedules.get("u")).next_at is None
 
 
 async def test_three_materializers_make_each_occurrence_once(
@@ -111,7 +111,7 @@ async def test_three_materializers_make_each_occurrence_once(
     app = app_on(store, clock)
     zones = ["America/New_York", "Europe/Berlin", "Asia/Tokyo", "Australia/Sydney"]
     for i in range(20):
-        await app.add_schedule(
+        await app.schedules.add(
             f"user-{i}",
             "t",
             rrule="FREQ=HOURLY;BYMINUTE=0,30",
@@ -151,34 +151,34 @@ async def test_three_materializers_make_each_occurrence_once(
 async def test_bad_rules_store_nothing(store: Store, fields: dict[str, str], part: str) -> None:
     app = app_on(store, FrozenClock(START))
     with pytest.raises(InvalidRrule) as caught:
-        await app.add_schedule("bad", "t", dtstart="2025-03-08T09:00", timezone=NY, **fields)
+        await app.schedules.add("bad", "t", dtstart="2025-03-08T09:00", timezone=NY, **fields)
     assert caught.value.field == "rrule"
     assert part in caught.value.message
-    page = await app.list_schedules()
+    page = await app.schedules.list()
     assert page.items == []
 
 
 async def test_calendar_fields_need_an_rrule(store: Store) -> None:
     app = app_on(store, FrozenClock(START))
     with pytest.raises(InvalidInput) as caught:
-        await app.add_schedule("bad", "t", cron="0 9 * * *", dtstart="2025-03-08T09:00")
+        await app.schedules.add("bad", "t", cron="0 9 * * *", dtstart="2025-03-08T09:00")
     assert caught.value.field == "dtstart"
     with pytest.raises(InvalidInput) as caught:
-        await app.add_schedule("bad", "t", cron="0 9 * * *", rrule="FREQ=DAILY")
+        await app.schedules.add("bad", "t", cron="0 9 * * *", rrule="FREQ=DAILY")
     assert caught.value.field == "rrule"
 
 
 async def test_switching_a_schedule_between_cron_and_rrule(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="0 9 * * *", timezone=NY)
-    switched = await app.update_schedule(
+    await app.schedules.add("s", "t", cron="0 9 * * *", timezone=NY)
+    switched = await app.schedules.update(
         "s", rrule="FREQ=WEEKLY;BYDAY=MO", dtstart="2025-03-10T09:00"
     )
     assert switched.cron is None
     assert switched.calendar is not None
     assert switched.next_at == datetime(2025, 3, 10, 13, 0, tzinfo=UTC)
-    back = await app.update_schedule("s", cron="0 10 * * *")
+    back = await app.schedules.update("s", cron="0 10 * * *")
     assert back.calendar is None
     assert back.cron == "0 10 * * *"
 
@@ -188,21 +188,21 @@ async def test_rules_alike_but_for_the_calendar_plan_apart(store: Store) -> None
     clock = FrozenClock(datetime(2025, 3, 7, 6, 0, tzinfo=UTC))
     app = app_on(store, clock)
     for name, rule in (("daily", "FREQ=DAILY"), ("weekly", "FREQ=WEEKLY")):
-        added = await app.add_schedule(
+        added = await app.schedules.add(
             name, "t", rrule=rule, dtstart="2025-03-07T09:00", timezone="Europe/Berlin"
         )
         assert added[1].next_at == datetime(2025, 3, 7, 8, 0, tzinfo=UTC)
     worker = materializer(app, batch_size=500)
     clock.advance(timedelta(hours=2))
     await worker.tick(clock.now())
-    assert (await app.get_schedule("daily")).next_at == datetime(2025, 3, 8, 8, 0, tzinfo=UTC)
-    assert (await app.get_schedule("weekly")).next_at == datetime(2025, 3, 14, 8, 0, tzinfo=UTC)
+    assert (await app.schedules.get("daily")).next_at == datetime(2025, 3, 8, 8, 0, tzinfo=UTC)
+    assert (await app.schedules.get("weekly")).next_at == datetime(2025, 3, 14, 8, 0, tzinfo=UTC)
 
 
 async def test_update_changes_holiday_dates_and_weekend(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule(
+    await app.schedules.add(
         "pay",
         "t",
         rrule="FREQ=MONTHLY;BYMONTHDAY=15",
@@ -211,23 +211,23 @@ async def test_update_changes_holiday_dates_and_weekend(store: Store) -> None:
         roll="backward",
     )
     # 15 March 2025 is a Saturday: the Saturday-Sunday weekend rolls it to Friday the 14th.
-    assert (await app.get_schedule("pay")).next_at == datetime(2025, 3, 14, 5, 0, tzinfo=UTC)
-    gulf = await app.update_schedule("pay", weekend=["fri", "sat"])
+    assert (await app.schedules.get("pay")).next_at == datetime(2025, 3, 14, 5, 0, tzinfo=UTC)
+    gulf = await app.schedules.update("pay", weekend=["fri", "sat"])
     assert gulf.to_dict()["weekend"] == ["fri", "sat"]
     assert gulf.next_at == datetime(2025, 3, 13, 5, 0, tzinfo=UTC)  # Thursday
-    off = await app.update_schedule("pay", holiday_dates=["2025-03-13"])
+    off = await app.schedules.update("pay", holiday_dates=["2025-03-13"])
     assert off.to_dict()["holiday_dates"] == ["2025-03-13"]
     assert off.next_at == datetime(2025, 3, 12, 5, 0, tzinfo=UTC)
-    back = await app.update_schedule("pay", holiday_dates=None, weekend=None)
+    back = await app.schedules.update("pay", holiday_dates=None, weekend=None)
     assert back.to_dict()["weekend"] == ["sat", "sun"]
     assert back.next_at == datetime(2025, 3, 14, 5, 0, tzinfo=UTC)
     with pytest.raises(InvalidInput) as bad:
-        await app.update_schedule("pay", weekend=["mon", "tue", "wed", "thu", "fri", "sat", "sun"])
+        await app.schedules.update("pay", weekend=["mon", "tue", "wed", "thu", "fri", "sat", "sun"])
     assert bad.value.field == "weekend"
     with pytest.raises(InvalidInput) as bad:
-        await app.update_schedule("pay", holiday_dates=["2025-02-30"])
+        await app.schedules.update("pay", holiday_dates=["2025-02-30"])
     assert bad.value.field == "holiday_dates"
-    assert (await app.get_schedule("pay")).next_at == back.next_at  # nothing stored
+    assert (await app.schedules.get("pay")).next_at == back.next_at  # nothing stored
 
 
 async def test_modified_roll_is_stored_and_keeps_the_month(
@@ -235,7 +235,7 @@ async def test_modified_roll_is_stored_and_keeps_the_month(
 ) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    _, made = await app.add_schedule(
+    _, made = await app.schedules.add(
         "month-end",
         "t",
         rrule="FREQ=MONTHLY;BYMONTHDAY=-1",
@@ -247,16 +247,16 @@ async def test_modified_roll_is_stored_and_keeps_the_month(
     assert made.next_at == datetime(2025, 5, 30, 7, 0, tzinfo=UTC)
     await store.close()
     again = app_on(await make_store(), clock)
-    stored = await again.get_schedule("month-end")
+    stored = await again.schedules.get("month-end")
     assert stored.to_dict()["roll"] == "modified_forward"
     assert stored.calendar == made.calendar
-    changed = await again.update_schedule("month-end", roll="modified_backward")
+    changed = await again.schedules.update("month-end", roll="modified_backward")
     assert changed.to_dict()["roll"] == "modified_backward"
     assert changed.next_at == made.next_at  # backward stays in May too
     with pytest.raises(InvalidInput) as bad:
-        await again.update_schedule("month-end", roll="following")
+        await again.schedules.update("month-end", roll="following")
     assert bad.value.field == "roll"
-    assert (await again.get_schedule("month-end")).to_dict()["roll"] == "modified_backward"
+    assert (await again.schedules.get("month-end")).to_dict()["roll"] == "modified_backward"
 
 
 async def test_rules_are_checked_off_the_event_loop(
@@ -281,7 +281,7 @@ async def test_rules_are_checked_off_the_event_loop(
                         dtstart="2027-01-04T00:00", start_at=start)  # start_at: not shared
         for hour in (6, 7, 8)
     ]  # fmt: skip
-    await app.add_schedules(requests)
-    await app.update_schedule("s6", rrule="FREQ=DAILY;BYHOUR=9")
+    await app.schedules.add_many(requests)
+    await app.schedules.update("s6", rrule="FREQ=DAILY;BYHOUR=9")
     assert len(threads) >= 4
     assert loop_thread not in threads

@@ -33,7 +33,7 @@ def app_on(store: Store, clock: FrozenClock) -> AsyncApp:
 
 def materializer(app: AsyncApp, **options: object) -> Materializer:
     options.setdefault("check_tzdata", False)
-    return app.materializer(**options)
+    return app.schedules.materializer(**options)
 
 
 async def all_timers(app: AsyncApp) -> list[Timer]:
@@ -70,7 +70,7 @@ async def test_every_occurrence_exactly_once_across_dst(
     start = START if gap_day == "spring" else datetime(2025, 11, 1, 12, 0, tzinfo=UTC)
     clock = FrozenClock(start)
     app = app_on(store, clock)
-    _, schedule = await app.add_schedule("s", "t", cron=cron, timezone="America/New_York")
+    _, schedule = await app.schedules.add("s", "t", cron=cron, timezone="America/New_York")
     worker = materializer(app)
     end = start + timedelta(days=2)
     await run_clock(clock, end, timedelta(minutes=7), lambda: worker.tick(clock.now()))
@@ -87,7 +87,7 @@ async def test_every_occurrence_exactly_once_across_dst(
 async def test_timers_exist_ahead_of_time_and_carry_the_schedule(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule(
+    await app.schedules.add(
         "greet:u1", "greet", {"hi": 1}, every="PT2S", subject="u1", max_attempts=4
     )
     worker = materializer(app, lookahead=timedelta(seconds=5))
@@ -121,21 +121,21 @@ async def test_timers_exist_ahead_of_time_and_carry_the_schedule(store: Store) -
 async def test_catch_up_after_an_outage(store: Store, policy: str, overdue: list[str]) -> None:
     clock = FrozenClock(datetime(2025, 3, 8, 12, 55, tzinfo=UTC))
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="*/10 * * * *", catch_up=policy)
+    await app.schedules.add("s", "t", cron="*/10 * * * *", catch_up=policy)
     worker = materializer(app)
     assert await worker.tick(clock.now()) == 0
     clock.set(datetime(2025, 3, 8, 13, 59, 57, tzinfo=UTC))  # down for an hour
     await worker.tick(clock.now())
     fired = [t.due_at.strftime("%H:%M") for t in await all_timers(app)]
     assert fired == [*overdue, "14:00"]  # 14:00 is within the lookahead: on time
-    schedule = await app.get_schedule("s")
+    schedule = await app.schedules.get("s")
     assert schedule.next_at == datetime(2025, 3, 8, 14, 10, tzinfo=UTC)
 
 
 async def test_a_little_late_is_not_an_outage(store: Store) -> None:
     clock = FrozenClock(datetime(2025, 3, 8, 12, 55, tzinfo=UTC))
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", catch_up="none", catch_up_grace=120)
+    await app.schedules.add("s", "t", cron="* * * * *", catch_up="none", catch_up_grace=120)
     worker = materializer(app)
     clock.set(datetime(2025, 3, 8, 12, 57, 30, tzinfo=UTC))  # 12:56 and 12:57 are late
     await worker.tick(clock.now())
@@ -146,30 +146,30 @@ async def test_a_little_late_is_not_an_outage(store: Store) -> None:
 async def test_all_catches_up_in_capped_batches(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", every=60, catch_up="all")
+    await app.schedules.add("s", "t", every=60, catch_up="all")
     worker = materializer(app, per_schedule=7)
     clock.advance(timedelta(minutes=50, seconds=30))
     assert await worker.tick(clock.now()) == 51  # 12:00:01 .. 12:50:01
-    schedule = await app.get_schedule("s")
+    schedule = await app.schedules.get("s")
     assert schedule.next_at == START + timedelta(minutes=51, seconds=1)
 
 
 async def test_pause_withdraws_early_timers_and_resume_skips_the_pause(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", every=10)
+    await app.schedules.add("s", "t", every=10)
     worker = materializer(app, lookahead=timedelta(seconds=30))
     assert await worker.tick(clock.now()) == 3  # :01 :11 :21
     clock.advance(timedelta(seconds=5))
-    paused = await app.pause_schedule("s")
+    paused = await app.schedules.pause("s")
     assert not paused.active
     assert [t.key[-9:] for t in await all_timers(app)] == ["12:00:01Z"]  # the fired one stays
     clock.advance(HOUR)
     assert await worker.tick(clock.now()) == 0
-    resumed = await app.resume_schedule("s")
+    resumed = await app.schedules.resume("s")
     assert resumed.next_at == datetime(2025, 3, 8, 13, 0, 11, tzinfo=UTC)
     assert await worker.tick(clock.now()) == 3
-    again = await app.resume_schedule("s")
+    again = await app.schedules.resume("s")
     assert again.version == resumed.version + 1  # the materialiser moved it; no change
     assert [t.due_at for t in await all_timers(app)][1:] == [
         datetime(2025, 3, 8, 13, 0, s, tzinfo=UTC) for s in (11, 21, 31)
@@ -179,11 +179,11 @@ async def test_pause_withdraws_early_timers_and_resume_skips_the_pause(store: St
 async def test_an_update_recomputes_and_remakes_early_timers(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", {"v": 1}, every=10)
+    await app.schedules.add("s", "t", {"v": 1}, every=10)
     worker = materializer(app, lookahead=timedelta(seconds=25))
     await worker.tick(clock.now())  # :01 :11 :21
     clock.advance(timedelta(seconds=5))
-    action, _ = await app.add_schedule("s", "t", {"v": 2}, every=10)
+    action, _ = await app.schedules.add("s", "t", {"v": 2}, every=10)
     assert action == "updated"
     await worker.tick(clock.now())
     timers = await all_timers(app)
@@ -192,7 +192,7 @@ async def test_an_update_recomputes_and_remakes_early_timers(store: Store) -> No
         (11, {"v": 2}),
         (21, {"v": 2}),
     ]
-    changed = await app.update_schedule("s", cron="0 13 * * *", timezone="Europe/Paris")
+    changed = await app.schedules.update("s", cron="0 13 * * *", timezone="Europe/Paris")
     assert changed.next_at == datetime(2025, 3, 9, 12, 0, tzinfo=UTC)
     assert [t.due_at.second for t in await all_timers(app)] == [1]
     assert (changed.cron, changed.every) == ("0 13 * * *", None)
@@ -201,10 +201,10 @@ async def test_an_update_recomputes_and_remakes_early_timers(store: Store) -> No
 async def test_delete_cancels_the_pending_occurrence(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", every=3600)
+    await app.schedules.add("s", "t", every=3600)
     worker = materializer(app)
     assert await worker.tick(clock.now()) == 1
-    _schedule, cancelled = await app.delete_schedule("s")
+    _schedule, cancelled = await app.schedules.delete("s")
     assert cancelled == 1
     (timer,) = await all_timers(app)
     assert timer.status is Status.CANCELLED
@@ -215,12 +215,12 @@ async def test_delete_cancels_the_pending_occurrence(store: Store) -> None:
 async def test_a_schedule_ends(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", every=60, start_at=START, end_at=START + 2 * MINUTE)
+    await app.schedules.add("s", "t", every=60, start_at=START, end_at=START + 2 * MINUTE)
     worker = materializer(app)
     clock.advance(HOUR)
     await worker.tick(clock.now())
     assert len(await all_timers(app)) == 1  # catch_up=latest
-    assert (await app.get_schedule("s")).next_at is None
+    assert (await app.schedules.get("s")).next_at is None
     assert await worker.tick(clock.now() + HOUR) == 0
 
 
@@ -229,7 +229,7 @@ async def test_racing_materializers_never_duplicate(store: Store, make_store: St
     app = app_on(store, clock)
     names = [f"user-{i}" for i in range(40)]
     for i, name in enumerate(names):
-        await app.add_schedule(name, "t", cron=f"{i % 5}-59/5 * * * *")
+        await app.schedules.add(name, "t", cron=f"{i % 5}-59/5 * * * *")
     others = [app_on(await make_store(), clock) for _ in range(2)]
     workers = [materializer(a, batch_size=7) for a in [app, *others]]
     end = START + HOUR
@@ -244,7 +244,7 @@ async def test_racing_materializers_never_duplicate(store: Store, make_store: St
     horizon = end + workers[0].lookahead
     expected = 0
     for name in names:
-        rule = recurrence_of(await app.get_schedule(name))
+        rule = recurrence_of(await app.schedules.get(name))
         expected += len(list(occurrences_between(rule, START, horizon)))
     assert len(timers) == expected == 40 * 12
 
@@ -252,7 +252,7 @@ async def test_racing_materializers_never_duplicate(store: Store, make_store: St
 async def test_stale_plans_lose_the_race(store: Store, make_store: StoreFactory) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", every=60)
+    await app.schedules.add("s", "t", every=60)
     other = app_on(await make_store(), clock)
     one, two = materializer(app), materializer(other)
     due = await app.store.schedules.due_schedules("ns", clock.now() + one.lookahead, 10)
@@ -270,7 +270,7 @@ async def test_a_rule_too_costly_to_expand_stops_alone(store: Store) -> None:
     round goes on, and the other schedules get their timers."""
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("fine", "t", cron="* * * * *")
+    await app.schedules.add("fine", "t", cron="* * * * *")
     calendar = Calendar.from_text(
         '{"rrule":"FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYHOUR=23","dtstart":"2025-01-01T00:00:00"}'
     )
@@ -292,7 +292,7 @@ async def test_a_rule_too_costly_to_expand_stops_alone(store: Store) -> None:
     worker = materializer(app)
     clock.advance(2 * MINUTE)
     assert await worker.tick(clock.now()) > 0
-    assert (await app.get_schedule("costly")).next_at is None
-    assert (await app.get_schedule("fine")).next_at is not None
+    assert (await app.schedules.get("costly")).next_at is None
+    assert (await app.schedules.get("fine")).next_at is not None
     assert {t.key.split(":")[1] for t in await all_timers(app)} == {"fine"}
     assert await worker.tick(clock.now() + HOUR) > 0  # and the next rounds go on

@@ -37,14 +37,14 @@ def app_on(store: Store, clock: FrozenClock) -> AsyncApp:
 
 
 def materializer(app: AsyncApp) -> Materializer:
-    return app.materializer(check_tzdata=False, lookahead=timedelta(seconds=5))
+    return app.schedules.materializer(check_tzdata=False, lookahead=timedelta(seconds=5))
 
 
 async def every_minute(store: Store, **options: Any) -> tuple[AsyncApp, FrozenClock, Materializer]:
     """Schedule "s", every minute from START (with ``options``), and its materialiser."""
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("s", "t", cron="* * * * *", **options)
+    await app.schedules.add("s", "t", cron="* * * * *", **options)
     return app, clock, materializer(app)
 
 
@@ -227,7 +227,7 @@ async def test_skip_records_the_occurrence_and_moves_on(store: Store) -> None:
     third = await occurrence(app, 3)
     assert third is not None
     assert third.status is Status.SCHEDULED
-    schedule = await app.get_schedule("s")
+    schedule = await app.schedules.get("s")
     assert schedule.next_at == START + 4 * MINUTE
 
 
@@ -306,7 +306,7 @@ async def test_deleting_the_schedule_cancels_its_buffered_occurrence(store: Stor
     app, clock, worker = await every_minute(store, overlap="buffer_one")
     await at_minute(app, clock, worker, 1)
     await at_minute(app, clock, worker, 2)
-    _, cancelled = await app.delete_schedule("s")
+    _, cancelled = await app.schedules.delete("s")
     assert cancelled == 2
     for minute in (1, 2):
         timer = await occurrence(app, minute)
@@ -333,7 +333,7 @@ async def test_the_policy_can_be_changed_and_allow_goes_back_to_firing(store: St
     app, clock, worker = await every_minute(store, overlap="skip")
     await at_minute(app, clock, worker, 1)
     await claim(app, clock)
-    changed = await app.update_schedule("s", overlap="allow")
+    changed = await app.schedules.update("s", overlap="allow")
     assert changed.overlap == "allow"
     await at_minute(app, clock, worker, 2)
     second = await occurrence(app, 2)
@@ -344,8 +344,8 @@ async def test_the_policy_can_be_changed_and_allow_goes_back_to_firing(store: St
 async def test_an_outage_shorter_than_the_grace_fires_every_late_occurrence(store: Store) -> None:
     clock = FrozenClock(START)
     app = app_on(store, clock)
-    await app.add_schedule("short", "t", cron="* * * * *", catch_up="none", catch_up_grace=300)
-    await app.add_schedule("long", "t", cron="* * * * *", catch_up="none", catch_up_grace="PT2M")
+    await app.schedules.add("short", "t", cron="* * * * *", catch_up="none", catch_up_grace=300)
+    await app.schedules.add("long", "t", cron="* * * * *", catch_up="none", catch_up_grace="PT2M")
     worker = materializer(app)
     clock.set(START + 4 * MINUTE + timedelta(seconds=30))  # down 4.5 minutes
     await worker.tick(clock.now())
@@ -353,7 +353,7 @@ async def test_an_outage_shorter_than_the_grace_fires_every_late_occurrence(stor
     assert all(t is not None and t.status is Status.SCHEDULED for t in short)
     long = [await occurrence(app, minute, "long") for minute in range(1, 5)]
     assert long == [None] * 4  # past its grace: catch_up=none fires none of them
-    schedule = await app.get_schedule("long")
+    schedule = await app.schedules.get("long")
     assert schedule.next_at == START + 5 * MINUTE
     assert schedule.catch_up_grace == timedelta(minutes=2)
 
@@ -364,7 +364,7 @@ async def test_a_buffered_occurrence_behind_one_made_before_the_policy_is_not_st
     app, clock, worker = await every_minute(store)
     await at_minute(app, clock, worker, 1)
     (first,) = await claim(app, clock)  # made under allow: its end releases nothing
-    await app.update_schedule("s", overlap="buffer_one")
+    await app.schedules.update("s", overlap="buffer_one")
     await at_minute(app, clock, worker, 2)
     second = await occurrence(app, 2)
     assert second is not None

@@ -60,8 +60,8 @@ async def test_new_rules_move_local_timers_and_schedules(
     local = await app.schedule("t", local="2025-07-01T09:00", timezone="America/New_York")
     tokyo = await app.schedule("t", local="2025-07-01T09:00", timezone="Asia/Tokyo")
     plain = await app.schedule("t", at="2025-07-01T13:00:00Z")
-    _, daily = await app.add_schedule("d", "t", cron="0 9 * * *", timezone="America/New_York")
-    _, hourly = await app.add_schedule("h", "t", every="PT1H")
+    _, daily = await app.schedules.add("d", "t", cron="0 9 * * *", timezone="America/New_York")
+    _, hourly = await app.schedules.add("h", "t", every="PT1H")
     assert local.timer.due_at == datetime(2025, 7, 1, 13, 0, tzinfo=UTC)  # 09:00 EDT
     assert daily.next_at == datetime(2025, 6, 1, 13, 0, tzinfo=UTC)
     first = await reresolve_if_changed(app.store.schedules, NOW)
@@ -77,8 +77,8 @@ async def test_new_rules_move_local_timers_and_schedules(
     assert (moved.due_at, moved.run_at) == (datetime(2025, 7, 1, 14, 0, tzinfo=UTC),) * 2
     assert (await app.get(tokyo.timer.key)).due_at == tokyo.timer.due_at
     assert (await app.get(plain.timer.key)).due_at == plain.timer.due_at
-    assert (await app.get_schedule("d")).next_at == datetime(2025, 6, 1, 14, 0, tzinfo=UTC)
-    assert (await app.get_schedule("h")).next_at == hourly.next_at
+    assert (await app.schedules.get("d")).next_at == datetime(2025, 6, 1, 14, 0, tzinfo=UTC)
+    assert (await app.schedules.get("h")).next_at == hourly.next_at
     assert await app.store.schedules.get_meta(META_KEY) == "2099z"
     again = await reresolve_if_changed(app.store.schedules, clock.now())
     assert not again.changed
@@ -136,7 +136,7 @@ async def test_applying_new_rules_records_each_move_in_the_timer_history(
         "t", local="2031-01-15T09:00", timezone="America/New_York", key="winter"
     )
     berlin = await app.schedule("t", local="2031-07-01T09:00", timezone="Europe/Berlin", key="b")
-    await app.add_schedule(
+    await app.schedules.add(
         "yearly", "t", rrule="FREQ=YEARLY", dtstart="2030-07-04T09:00", timezone="America/New_York"
     )
     await app.store.schedules.set_meta(META_KEY, "2030a", clock.now())
@@ -148,7 +148,7 @@ async def test_applying_new_rules_records_each_move_in_the_timer_history(
     )
     assert (report.timers, report.schedules) == (1, 1)
     assert (await app.get("ny")).due_at == datetime(2031, 7, 1, 14, 0, tzinfo=UTC)  # 09:00 EST
-    moves = await app.moves("ny")
+    moves = await app.timers.moves("ny")
     assert [m.to_dict() for m in moves] == [
         {
             "moved_at": "2030-06-01T01:00:00Z",
@@ -161,10 +161,10 @@ async def test_applying_new_rules_records_each_move_in_the_timer_history(
     ]
     for kept in (winter, berlin):
         assert (await app.get(kept.timer.key)).due_at == kept.timer.due_at
-        assert await app.moves(kept.timer.key) == []
-    assert (await app.get_schedule("yearly")).next_at == datetime(2030, 7, 4, 14, 0, tzinfo=UTC)
+        assert await app.timers.moves(kept.timer.key) == []
+    assert (await app.schedules.get("yearly")).next_at == datetime(2030, 7, 4, 14, 0, tzinfo=UTC)
     again = await reresolve_if_changed(
         app.store.schedules, clock.now(), version="2030z", zones=ZoneTree(no_dst_tree).zone
     )
     assert not again.changed
-    assert len(await app.moves("ny")) == 1
+    assert len(await app.timers.moves("ny")) == 1

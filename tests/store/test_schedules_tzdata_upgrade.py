@@ -95,7 +95,7 @@ def key(at: datetime) -> str:
 
 async def add_almaty(app: AsyncApp, release: str) -> None:
     await app.store.schedules.set_meta(META_KEY, release, app.clock.now())
-    _, schedule = await app.add_schedule("almaty", "t", cron="0 9 * * *", timezone="Asia/Almaty")
+    _, schedule = await app.schedules.add("almaty", "t", cron="0 9 * * *", timezone="Asia/Almaty")
     assert schedule.next_at == NINE_AM[release]
 
 
@@ -112,7 +112,7 @@ async def test_a_stored_next_occurrence_fires_once_at_its_new_instant(
     install(new)
     await run_until(app, clock, datetime(2027, 3, 15, 6, 0, tzinfo=UTC))
     assert fired == [(key(NINE_AM[new]), NINE_AM[new])]
-    assert (await app.get_schedule("almaty")).next_at == NINE_AM[new] + timedelta(days=1)
+    assert (await app.schedules.get("almaty")).next_at == NINE_AM[new] + timedelta(days=1)
 
 
 @pytest.mark.parametrize("move", UPGRADES)
@@ -133,7 +133,7 @@ async def test_an_occurrence_made_ahead_fires_once_at_its_new_instant(
     await run_until(app, clock, datetime(2027, 3, 15, 6, 0, tzinfo=UTC))
     assert fired == [(key(NINE_AM[new]), NINE_AM[new])]
     assert (await app.get(key(NINE_AM[old]))).status == "cancelled"
-    assert (await app.get_schedule("almaty")).next_at == NINE_AM[new] + timedelta(days=1)
+    assert (await app.schedules.get("almaty")).next_at == NINE_AM[new] + timedelta(days=1)
 
 
 @pytest.mark.parametrize("move", UPGRADES)
@@ -168,7 +168,7 @@ async def test_a_rule_changed_since_its_last_occurrence_loses_no_occurrence(
     await add_almaty(app, "plus5")
     await run_until(app, clock, NINE_AM["plus5"])
     clock.advance(timedelta(minutes=10))
-    await app.update_schedule("almaty", cron="0 10 * * *")
+    await app.schedules.update("almaty", cron="0 10 * * *")
 
     install("plus5-again")
     ten = NINE_AM["plus5"] + timedelta(hours=1)
@@ -208,7 +208,9 @@ async def test_an_occurrence_moved_into_the_past_fires_at_once(
     clock = FrozenClock(datetime(2027, 3, 15, 2, 0, tzinfo=UTC))
     app, fired = almaty_app(store, clock)
     await app.store.schedules.set_meta(META_KEY, "plus5", clock.now())
-    await app.add_schedule("almaty", "t", cron="0 9 * * *", timezone="Asia/Almaty", catch_up="none")
+    await app.schedules.add(
+        "almaty", "t", cron="0 9 * * *", timezone="Asia/Almaty", catch_up="none"
+    )
     if made_ahead:
         ahead = Materializer(app.store, clock, "ns", lookahead=timedelta(hours=3))
         assert await ahead.run_once() == 1

@@ -58,12 +58,12 @@ async def test_a_backlog_is_made_window_by_window_in_id_order(
     requests = mixed(count)
     # Another namespace's schedules and paused ones among the ids, all due too.
     for n in range(0, count, 10):
-        await other.add_schedule(f"other-{n}", "t", cron="*/45 * * * *")
+        await other.schedules.add(f"other-{n}", "t", cron="*/45 * * * *")
         requests[n] = dataclasses.replace(requests[n], active=False)
     for start in range(0, count, 500):
-        await app.add_schedules(requests[start : start + 500])
+        await app.schedules.add_many(requests[start : start + 500])
     calls = recorded(store, monkeypatch)
-    worker = app.materializer(check_tzdata=False, batch_size=BATCH)
+    worker = app.schedules.materializer(check_tzdata=False, batch_size=BATCH)
     until = START + timedelta(days=1, hours=1)
     clock.set(until)
     await worker.tick(clock.now())
@@ -92,16 +92,16 @@ async def test_windows_stop_where_few_of_the_ids_are_due(
     ours = mixed(count // 8 + 2 * rows)
     later = START + timedelta(days=365)
     for start in range(0, count, 500):
-        await far.add_schedules(
+        await far.schedules.add_many(
             [
                 ScheduleRequest(name=f"far-{n}", type="t", every=3600, start_at=later)
                 for n in range(start, min(count, start + 500))
             ]
         )
-        await app.add_schedules(ours[start // 8 : (start + 500) // 8])
-    await app.add_schedules(ours[count // 8 :])
+        await app.schedules.add_many(ours[start // 8 : (start + 500) // 8])
+    await app.schedules.add_many(ours[count // 8 :])
     calls = recorded(store, monkeypatch)
-    worker = app.materializer(check_tzdata=False, batch_size=BATCH)
+    worker = app.schedules.materializer(check_tzdata=False, batch_size=BATCH)
     until = START + timedelta(days=1, hours=1)
     clock.set(until)
     await worker.tick(clock.now())

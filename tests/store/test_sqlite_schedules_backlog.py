@@ -35,11 +35,11 @@ async def test_a_backlog_checkpoints_every_few_batches_then_as_usual(store: Stor
     assert isinstance(store, SqliteStore)
     clock = FrozenClock(START)
     app = AsyncApp(store.url, "ns", clock=clock, store=store)
-    await app.add_schedules(
+    await app.schedules.add_many(
         [ScheduleRequest(name=f"user-{n}", type="t", cron=f"{n % 60} 9 * * *") for n in range(25)]
     )
     clock.advance(timedelta(days=1))
-    worker = app.materializer(check_tzdata=False, batch_size=10, lookahead=timedelta(0))
+    worker = app.schedules.materializer(check_tzdata=False, batch_size=10, lookahead=timedelta(0))
     now = clock.now()
 
     def plan(due: list[DueSchedule], states: dict[int, OccurrenceState]) -> list[ScheduleAdvance]:
@@ -59,7 +59,7 @@ async def test_occurrences_are_found_before_the_writer_is_taken(
 ) -> None:
     """Finding a rule's next occurrence may take tens of milliseconds (within its budget): on
     SQLite's one writer thread that would hold every tenant's writes and reads meanwhile."""
-    import duetime.services.materializer as materializing
+    import duetime.services.schedule_plans as materializing
 
     threads: list[str] = []
     expand = materializing.next_after
@@ -71,11 +71,11 @@ async def test_occurrences_are_found_before_the_writer_is_taken(
     monkeypatch.setattr(materializing, "next_after", next_after)
     clock = FrozenClock(START)
     app = AsyncApp(store.url, "ns", clock=clock, store=store)
-    await app.add_schedules(
+    await app.schedules.add_many(
         [ScheduleRequest(name=f"user-{n}", type="t", cron="* * * * *") for n in range(5)]
     )
     clock.advance(timedelta(minutes=1))  # due, not late: planning asks for the next ones
-    worker = app.materializer(check_tzdata=False)
+    worker = app.schedules.materializer(check_tzdata=False)
     assert await worker.tick(clock.now()) == 5
     assert threads  # the next occurrences were found...
     writer = [name for name in threads if name.startswith("duetime-sqlite_")]

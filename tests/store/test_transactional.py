@@ -43,7 +43,7 @@ async def prepare_effects_table(store: Store, backend: str) -> None:
 
 
 async def effect_rows(app: AsyncApp, backend: str) -> list[str]:
-    page = await app.history(limit=10)
+    page = await app.timers.history(limit=10)
     assert page.items is not None
     store = app.store
     if backend == "sqlite":
@@ -93,7 +93,7 @@ async def test_writes_and_completion_commit_together(store: Store, backend: str)
     # Only the completed attempt's write survived: the others rolled back with their attempt.
     assert await effect_rows(app, backend) == ["ok"]
     assert (await app.get("ok")).status is Status.DONE
-    assert [a.outcome for a in await app.attempts("ok")] == ["done"]
+    assert [a.outcome for a in await app.timers.attempts("ok")] == ["done"]
     failing = await app.get("fails")
     assert failing.status is Status.RETRYING
     assert failing.last_error == "RuntimeError: card declined"
@@ -146,27 +146,27 @@ async def test_scheduling_inside_the_callers_transaction(store: Store, backend: 
         assert store.url.split("schema=")[1] not in row[0]
     assert (await app.get("kept")).payload == {"n": 1}
     assert (await app.get("emitted")).payload == {"n": 2}
-    page = await app.history()
+    page = await app.timers.history()
     assert sorted(t.key for t in page.items) == ["emitted", "kept"]
     async with await psycopg.AsyncConnection.connect(store.url.split("?")[0]) as conn:
         # A batch longer than one statement, in the caller's transaction too.
         batch = [TimerRequest("order.paid", {"n": n}, delay=5, key=f"b{n}") for n in range(250)]
         try:
             async with conn.transaction():
-                await app.schedule_many(batch, transaction=conn)
+                await app.timers.schedule_many(batch, transaction=conn)
                 raise RuntimeError("the caller's own work failed")
         except RuntimeError:
             pass
         assert await app.store.get_timer("shop", "b0") is None
         async with conn.transaction():
-            results = await app.schedule_many(batch, transaction=conn)
+            results = await app.timers.schedule_many(batch, transaction=conn)
         assert [r.timer.key for r in results] == [f"b{n}" for n in range(250)]
         # A batch refused half-way leaves the caller's transaction as it was, free to commit.
         async with conn.transaction():
             await app.schedule("order.paid", {}, delay=5, key="mine", transaction=conn)
             refused = [*batch[:200], TimerRequest("order.paid", {}, delay=5, timezone="Mars/X")]
             with pytest.raises(InvalidInput) as info:
-                await app.schedule_many(
+                await app.timers.schedule_many(
                     [replace(r, key=f"r{n}") for n, r in enumerate(refused)], transaction=conn
                 )
             assert info.value.field == "[200].timezone"

@@ -5,9 +5,7 @@ the size a reader can hold (a class counted with every base of the package it is
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import inspect
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -120,20 +118,3 @@ def test_the_blocking_app_reaches_the_same_parts(tmp_path: Path) -> None:
             assert app.get_schedule("hourly").name == "hourly"
         with pytest.warns(DeprecationWarning, match=r"limits\.list\(\)"):
             assert app.limits() == []
-
-
-def test_no_object_of_the_facade_is_over_the_limits() -> None:
-    spec = importlib.util.spec_from_file_location("object_sizes", ROOT / "scripts/object_sizes.py")
-    assert spec is not None
-    assert spec.loader is not None
-    sizes = importlib.util.module_from_spec(spec)
-    sys.modules["object_sizes"] = sizes
-    spec.loader.exec_module(sizes)
-    modules, classes = sizes.read_package()
-    for name, lines in modules.items():
-        if name.startswith("duetime.app"):
-            assert lines <= sizes.LIMITS["module"], name
-    for where, info in classes.items():
-        if where.startswith("duetime.app"):
-            assert info.lines <= sizes.LIMITS["class"], where
-            assert sizes.object_lines(info, classes)[0] <= sizes.LIMITS["object"], where

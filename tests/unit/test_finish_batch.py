@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from duetime.model import Finish, Outcome
-from duetime.store.postgres.rows import FinishBatch
+from duetime.store.postgres.finish_batch import FinishBatch
 from duetime.support.sealing import NO_SEALING
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

@@ -24,7 +24,10 @@ from duetime.timemath.recurrence.skips import MAX_DROPPED
 NOW = datetime(2026, 12, 7, 12, tzinfo=UTC)
 FEB29 = "FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYHOUR=23"
 
-pytestmark = pytest.mark.timeout(20)
+# Minutes, not seconds: the property test below expands 120 rules twice each (some 4 s of CPU
+# quiet, 13 s at a load of 13, and past 20 s on a machine busier still); a regression hangs far
+# longer than this, and the budget's own count is what bounds the work.
+pytestmark = pytest.mark.timeout(120)
 
 
 def _rrule(rule: str, dtstart: str, **calendar: object) -> Recurrence:

@@ -264,7 +264,7 @@ def test_a_dead_timer_replayed_fires_again(tmp_path: Path) -> None:
         assert last.outcome is Outcome.DEAD
         assert last.error == "gave up after 2 attempts: RuntimeError: still down"
         await h.assert_scheduled(key="k", status="dead")
-        await app.replay("k")
+        await app.timers.replay("k")
         (replayed,) = await h.run_due(fail_on_error=True)
         assert replayed.ok
         assert replayed.timer.status is Status.DONE

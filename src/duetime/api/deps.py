@@ -17,6 +17,7 @@ from duetime.api.errors import InvalidJson, PayloadTooLarge
 from duetime.api.service import Service
 from duetime.app.facade import AsyncApp
 from duetime.errors import NotFound, UnknownNamespace
+from duetime.formats import NAMESPACE_PATTERN
 from duetime.model.audit import Actor, Via
 from duetime.tenancy.auth import Forbidden, TokenInfo, Unauthorized, authenticate, bearer_token
 
@@ -25,7 +26,6 @@ bearer = HTTPBearer(
     description="A token from `duetime tokens create` (only when the server runs with auth).",
 )
 
-NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 NamespacePath = Annotated[
     str, Path(description="The tenant, e.g. `default`", pattern=NAMESPACE_PATTERN)
 ]

@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from duetime.api.pattern_errors import pattern_message
 from duetime.api.responses import JSONResponse
 from duetime.errors import (
     CapReached,
@@ -133,6 +134,8 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     first = errors[0]
     field = _field_of(first.get("loc", ()))
     message = str(first.get("msg", "is not valid"))
+    if first.get("type") == "string_pattern_mismatch":
+        message = pattern_message(str(first.get("ctx", {}).get("pattern", "")), first.get("input"))
     if field:
         message = f"{field}: {message}"
     return error_response(422, InvalidInput.code, message, field)

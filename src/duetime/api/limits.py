@@ -16,11 +16,10 @@ from pydantic import BaseModel
 from duetime.api.deps import ReadApp, ServiceDep, WriteApp, actor_of, read_json
 from duetime.api.responses import JSONResponse
 from duetime.api.schemas import errors, json_body
-from duetime.bodies import Body, BodyField, Schema
+from duetime.bodies import Body, BodyField, Schema, not_null
 from duetime.model import Page
 from duetime.model.cursors import PATTERN_CURSOR_PATTERN
 from duetime.model.flow_rules import MAX_CONCURRENCY, FlowRule, FlowStatus
-from duetime.requests import not_null
 from duetime.timemath.ratelimit import MAX_COUNT
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["limits"])

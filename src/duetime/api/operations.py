@@ -33,6 +33,7 @@ from duetime.formats import PAYLOAD_MATCH_PATTERN, WHEN_PATTERN
 from duetime.model import BULK_ACTIONS, MAX_BULK_KEYS, BulkAction
 from duetime.model.finding import MAX_SELECTED_KEYS
 from duetime.requests import IDENTIFIER
+from duetime.schedule_bodies import SCHEDULE_NAME_PATTERN
 from duetime.timer_filters import check_action, selected_keys, timer_filter
 from duetime.validation import MAX_STORED_KEY_LENGTH, MAX_SUBJECT_LENGTH, check_keys
 
@@ -74,6 +75,11 @@ FILTER_BODY = Body(
         ),
         BodyField(
             "keys", _keys(MAX_SELECTED_KEYS), "Only these timers: a selection made row by row"
+        ),
+        BodyField(
+            "schedule",
+            _text(_or_empty(SCHEDULE_NAME_PATTERN), maxLength=200),
+            "Only the occurrences of this schedule (its name)",
         ),
     ),
 )

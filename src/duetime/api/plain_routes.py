@@ -19,12 +19,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from duetime.api.deps import NAMESPACE_PATTERN, writable_of
+from duetime.api.deps import writable_of
 from duetime.api.timers import put_timer
+from duetime.formats import NAMESPACE_PATTERN
 
 
 class NamespaceConvertor(Convertor[str]):
-    """A path segment that is a valid namespace name (``deps.NAMESPACE_PATTERN``)."""
+    """A path segment that is a valid namespace name (``formats.NAMESPACE_PATTERN``)."""
 
     regex = NAMESPACE_PATTERN.removeprefix("^").removesuffix("$")
 

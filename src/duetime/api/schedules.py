@@ -24,25 +24,29 @@ from duetime.api.deps import (
 )
 from duetime.api.responses import JSONResponse
 from duetime.api.schedule_schemas import (
-    SCHEDULE_NAME_PATTERN,
     Feb29Name,
     OnGapName,
     OnOverlapName,
     PreviewOut,
     RollName,
-    ScheduleBody,
     ScheduleChangedOut,
     ScheduleDeletedOut,
     ScheduleDetailOut,
     SchedulePageOut,
-    SchedulePatch,
     SchedulePutOut,
 )
 from duetime.api.schemas import CURSOR, ErrorOut, errors, json_body
+from duetime.bodies import Body
 from duetime.errors import InvalidInput
 from duetime.formats import CRON_PATTERN, EVERY_PATTERN, INSTANT_PATTERN, TYPE_PATTERN, timezones
 from duetime.model import JSON, OnConflict, Schedule, iso
 from duetime.model.cursors import NAME_CURSOR_PATTERN
+from duetime.schedule_bodies import (
+    ON_CONFLICT,
+    SCHEDULE_NAME_PATTERN,
+    SCHEDULE_PATCH_BODY,
+    SCHEDULE_PUT_BODY,
+)
 from duetime.schedules import ScheduleRequest, recurrence_of
 from duetime.support.cpu_work import run_cpu_work
 from duetime.timemath.recurrence import describe, parse_recurrence
@@ -51,8 +55,6 @@ from duetime.timemath.tzmath import load_zone
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["schedules"])
 preview_router = APIRouter(tags=["schedules"])
 
-ON_CONFLICT = ("update", "keep", "error")
-PATCH_FIELDS = frozenset(SchedulePatch.model_fields)
 PREVIEW = 5
 Name = Annotated[
     str,
@@ -86,11 +88,8 @@ def occurrences_json(instants: Sequence[datetime], timezone: str) -> list[JSON]:
     ]
 
 
-async def _object(request: Request, service: ServiceDep) -> dict[str, Any]:
-    data = await read_json(request, service.settings.body_limit)
-    if not isinstance(data, dict):
-        raise InvalidInput("body", "must be a JSON object")
-    return data
+async def _body(request: Request, service: ServiceDep, body: Body) -> dict[str, Any]:
+    return body.read(await read_json(request, service.settings.body_limit))
 
 
 @router.post(
@@ -107,21 +106,21 @@ async def _object(request: Request, service: ServiceDep) -> dict[str, Any]:
         422,
         extra={**EXISTS, 200: {"model": SchedulePutOut, "description": "Updated or kept"}},
     ),
-    openapi_extra=json_body(ScheduleBody),
+    openapi_extra=json_body(SCHEDULE_PUT_BODY),
 )
 async def add_schedule(request: Request, app: WriteApp, service: ServiceDep) -> JSONResponse:
     """Create (201), or bring an existing name to this definition (200); `action` says which.
 
     Without `active`, a new schedule starts active and an existing one stays paused or running.
     """
-    data = await _object(request, service)
+    data = dict(await _body(request, service, SCHEDULE_PUT_BODY))
     on_conflict = data.pop("on_conflict", "update")
     if not isinstance(on_conflict, str) or on_conflict not in ON_CONFLICT:
         raise InvalidInput("on_conflict", f"must be one of {', '.join(ON_CONFLICT)}")
     active = data.pop("active", None)
     if active is not None and not isinstance(active, bool):
         raise InvalidInput("active", "must be true or false")
-    schedule_request = ScheduleRequest.from_dict({**data, "active": active is not False})
+    schedule_request = ScheduleRequest(**data, active=active is not False)
     ((action, schedule),) = await app.schedules.add_many(
         [schedule_request],
         on_conflict=cast(OnConflict, on_conflict),
@@ -182,7 +181,7 @@ async def show_schedule(app: ReadApp, name: Name, count: Count = PREVIEW) -> JSO
     summary="Change some fields of a schedule",
     response_model=ScheduleChangedOut,
     responses=errors(400, 401, 403, 404, 413, 422, extra=RACED),
-    openapi_extra=json_body(SchedulePatch),
+    openapi_extra=json_body(SCHEDULE_PATCH_BODY),
 )
 async def update_schedule(
     request: Request, app: WriteApp, name: Name, service: ServiceDep
@@ -191,10 +190,7 @@ async def update_schedule(
 
     A change of the rule (cron, every, timezone, start/end, DST options) starts afresh from now.
     """
-    data = await _object(request, service)
-    for field in data:
-        if field not in PATCH_FIELDS:
-            raise InvalidInput(field, "is not a known field")
+    data = await _body(request, service, SCHEDULE_PATCH_BODY)
     if not data:
         raise InvalidInput("body", "nothing to change: give at least one field")
     before = await app.schedules.get(name)

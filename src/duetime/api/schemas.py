@@ -1,19 +1,16 @@
-"""The documented shapes of requests and answers, so /openapi.json tells clients the truth.
+"""The documented shapes of answers, so /openapi.json tells clients the truth.
 
-A timer's body is described once, by :data:`duetime.requests.TIMER_BODY`, which reads it too;
-the models here describe answers, and the bodies of operations that validate their own.
-"""
+Every request body is described once, by a table that reads it too (:mod:`duetime.bodies`:
+:data:`duetime.requests.TIMER_BODY`, :mod:`duetime.schedule_bodies`, the API's own); the
+models here describe answers only, and :func:`json_body` documents a table's body."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from duetime.bodies import Body
-from duetime.formats import timezones
-from duetime.requests import IDENTIFIER
-from duetime.validation import MAX_SUBJECT_LENGTH
 
 StatusName = Literal["scheduled", "running", "retrying", "done", "dead", "cancelled", "expired"]
 TYPE_GLOB_PATTERN = r"^[A-Za-z0-9_*][A-Za-z0-9_.:/*-]*$"
@@ -32,18 +29,6 @@ SORT_DESCRIPTION = (
     " first) or `attempts` (most first)"
 )
 TypePattern = "An event type, or a glob where `*` is any run of characters (`order.*`)"
-NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
-
-
-def zone_field() -> dict[str, Any]:
-    """A timezone's schema: the names the server knows."""
-    return {"type": "string", "enum": timezones()}
-
-
-Subject = Annotated[
-    Annotated[str, Field(pattern=IDENTIFIER, max_length=MAX_SUBJECT_LENGTH)] | int | None,
-    Field(description="Who the timer is about; a number is read as its text"),
-]
 
 
 class ErrorOut(BaseModel):
@@ -116,8 +101,18 @@ class AttemptOut(BaseModel):
     finished_at: str | None
     outcome: str | None
     error: str | None
-    traceback: str | None = None
-    """A failed attempt's traceback, innermost frames kept (at most 16 KiB)."""
+    traceback: str | None = Field(
+        None,
+        description="A failed attempt's traceback, innermost frames kept (at most 16 KiB)",
+    )
+    traceback_trimmed: str | None = Field(
+        None,
+        description="The same traceback with the user's frames first: each run of duetime's "
+        "own frames (executor, handler wrapper, thread pool) and the standard library's "
+        "concurrency frames (asyncio, concurrent.futures, threading) folded into one line "
+        "saying how many; the exception lines and their chaining kept. Null when "
+        "`traceback` is",
+    )
 
 
 class PutOut(BaseModel):
@@ -175,13 +170,21 @@ class UnsubscribedOut(BaseModel):
 
 class StatsOut(BaseModel):
     namespace: str
-    counts: dict[str, int]
+    counts: dict[str, int] = Field(
+        description="Timers by status, exact; `{}` when asked with `counts=false` (the "
+        "console asks `…/counts` for them apart, so the lists never wait for the counting)"
+    )
     next_due: list[TimerOut]
     unsubscribed: list[UnsubscribedOut] = Field(
         default_factory=list,
         description="Pending timers no live node would deliver, by type, most first",
     )
     lateness: LatenessOut
+
+
+class CountsOut(BaseModel):
+    namespace: str
+    counts: dict[str, int] = Field(description="Timers by status, exact, counted now")
 
 
 class SubscriptionOut(BaseModel):
@@ -219,16 +222,6 @@ class NamespacesOut(BaseModel):
     next_cursor: str | None
 
 
-class NamespaceIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(
-        examples=["shop"],
-        description="1-63 characters of a-z 0-9 _ . -, starting with a letter or digit",
-        pattern=NAMESPACE_PATTERN,
-    )
-
-
 class NamespaceOut(BaseModel):
     name: str
     created: bool
@@ -237,6 +230,31 @@ class NamespaceOut(BaseModel):
 class InfoOut(BaseModel):
     version: str
     auth: bool
+
+
+class MeOut(BaseModel):
+    """Who the caller is and what it may do, so a client shows only the controls that work."""
+
+    auth: bool = Field(
+        description="Whether this server asks for a token; false: anyone may read and write "
+        "every namespace, and the fields below say so"
+    )
+    token: str | None = Field(
+        description="The token's name (`duetime tokens create --name`); null without auth, "
+        "or for a token made without a name"
+    )
+    token_id: int | None = Field(description="The token's id; null without auth")
+    scopes: list[Literal["read", "write", "metrics"]] = Field(
+        description="`read`: list and show; `write`: schedule, act, set limits and pauses, in "
+        "the namespaces below; `metrics`: `/metrics` (a token for every namespace)"
+    )
+    namespaces: list[str] = Field(
+        description='The namespaces the caller may read, or `["*"]` for every one'
+    )
+    writable: list[str] = Field(
+        description='The namespaces the caller may change: `["*"]` for every one, `[]` for '
+        "a read-only token"
+    )
 
 
 class HealthOut(BaseModel):
@@ -264,34 +282,12 @@ def errors(
     return answers
 
 
-def json_body(body: type[BaseModel] | Body) -> dict[str, Any]:
-    """``openapi_extra`` documenting a JSON body that the endpoint reads and validates itself
-    (so that a bad body is answered like any other bad input, naming its field).
-
-    A nested model's schema is written in place: pydantic refers to it as ``#/$defs/Name``,
-    which in the OpenAPI document would point at the document's root, not at the body."""
-    if isinstance(body, Body):
-        schema = body.json_schema()
-    else:
-        schema = body.model_json_schema()
-        schema = _inline(schema, schema.pop("$defs", {}))
+def json_body(body: Body) -> dict[str, Any]:
+    """``openapi_extra`` documenting a JSON body that the endpoint reads through its table
+    (so that a bad body is answered like any other bad input, naming its field)."""
     return {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": schema}},
+            "content": {"application/json": {"schema": body.json_schema()}},
         }
     }
-
-
-def _inline(node: Any, definitions: dict[str, Any]) -> Any:
-    """``node`` with every ``{"$ref": "#/$defs/Name"}`` replaced by that definition."""
-    if isinstance(node, list):
-        return [_inline(item, definitions) for item in node]
-    if not isinstance(node, dict):
-        return node
-    reference = node.get("$ref")
-    if isinstance(reference, str) and reference.startswith("#/$defs/"):
-        rest = {key: value for key, value in node.items() if key != "$ref"}
-        found = _inline(definitions[reference.removeprefix("#/$defs/")], definitions)
-        return {**found, **rest}
-    return {key: _inline(value, definitions) for key, value in node.items()}

@@ -17,7 +17,7 @@ from duetime.api.responses import JSONResponse
 from duetime.api.schemas import (
     HealthOut,
     InfoOut,
-    NamespaceIn,
+    MeOut,
     NamespaceOut,
     NamespacesOut,
     NodesOut,
@@ -25,14 +25,34 @@ from duetime.api.schemas import (
     json_body,
 )
 from duetime.app.facade import namespace_page
+from duetime.bodies import Body, BodyField
 from duetime.errors import DuetimeError, InvalidInput
+from duetime.formats import NAMESPACE_PATTERN
 from duetime.model import Node
 from duetime.model.cursors import NAME_CURSOR_PATTERN
+from duetime.model.tokens import ALL_NAMESPACES
 from duetime.observability.metrics import CONTENT_TYPE
 from duetime.tenancy.auth import Forbidden, TokenInfo
 from duetime.validation import check_namespace
 
 router = APIRouter()
+SEND_NAME = 'send {"name": "<namespace>"}'
+NAMESPACE_BODY = Body(
+    "NamespaceIn",
+    None,
+    (
+        BodyField(
+            "name",
+            {"type": "string", "pattern": NAMESPACE_PATTERN},
+            "1-63 characters of a-z 0-9 _ . -, starting with a letter or digit",
+            ("shop",),
+            required=True,
+            missing=f"is required: {SEND_NAME}",
+        ),
+    ),
+    unknown=f"is not a known field: {SEND_NAME}",
+)
+"""``POST /v1/namespaces``: the name of the namespace to make."""
 
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
@@ -66,7 +86,7 @@ async def list_namespaces(
     status_code=201,
     response_model=NamespaceOut,
     responses=errors(400, 401, 403, 404, 422, extra={200: {"description": "It existed"}}),
-    openapi_extra=json_body(NamespaceIn),
+    openapi_extra=json_body(NAMESPACE_BODY),
 )
 async def create_namespace(
     request: Request, service: ServiceDep, who: PrincipalDep
@@ -75,9 +95,9 @@ async def create_namespace(
     write that names one: a typo would leave timers no worker serves. 201 when created, 200
     when it existed; a token may create the namespaces it can write."""
     data = await read_json(request, service.settings.body_limit)
-    if not isinstance(data, dict) or set(data) - {"name"} or "name" not in data:
-        raise InvalidInput("name", 'send {"name": "<namespace>"}')
-    name = check_namespace(data["name"], "name")
+    if isinstance(data, dict) and "name" not in data:  # before its other names: a misspelt name
+        raise InvalidInput("name", NAMESPACE_BODY.required[0].missing)
+    name = check_namespace(NAMESPACE_BODY.read(data)["name"], "name")
     if who is not None and not who.can_write(name):
         raise Forbidden(f"this token may not create namespace {name!r}", field="name")
     created = await service.root.namespaces.add(name, actor=actor_of(request, who))
@@ -118,6 +138,44 @@ async def list_nodes(service: ServiceDep, who: PrincipalDep) -> JSONResponse:
 async def info(service: ServiceDep) -> InfoOut:
     """Open to all, so the dashboard knows whether to ask for a token."""
     return InfoOut(version=__version__, auth=await service.auth_required())
+
+
+@router.get(
+    "/v1/me",
+    tags=["system"],
+    summary="The caller's token, scopes and namespaces",
+    response_model=MeOut,
+    responses=errors(401),
+)
+async def me(who: PrincipalDep) -> JSONResponse:
+    """What this caller may do, so a client (the console) shows only the controls that work:
+    the token's name, its scopes and the namespaces it may read and change. Without auth
+    (``auth: false``) anyone may do everything everywhere."""
+    if who is None:
+        every = [ALL_NAMESPACES]
+        return JSONResponse(
+            {
+                "auth": False,
+                "token": None,
+                "token_id": None,
+                "scopes": ["read", "write", "metrics"],
+                "namespaces": every,
+                "writable": every,
+            }
+        )
+    scopes = ["read"] + ([] if who.read_only else ["write"])
+    scopes += ["metrics"] if who.all_namespaces else []
+    namespaces = list(who.namespaces)
+    return JSONResponse(
+        {
+            "auth": True,
+            "token": who.name,
+            "token_id": who.id,
+            "scopes": scopes,
+            "namespaces": namespaces,
+            "writable": [] if who.read_only else namespaces,
+        }
+    )
 
 
 @router.get(

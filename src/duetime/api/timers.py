@@ -32,6 +32,7 @@ from duetime.api.schemas import (
     TYPE_GLOB_PATTERN,
     WHEN,
     ChangedOut,
+    CountsOut,
     PutOut,
     StatsOut,
     StatusName,
@@ -50,6 +51,7 @@ from duetime.model import OnConflict, Page, PutResult, Status, Timer
 from duetime.model.cursors import ID_CURSOR_PATTERN
 from duetime.model.finding import TIMER_CURSOR_PATTERN, TimerSort
 from duetime.requests import IDENTIFIER, TIMER_BODY, TimerRequest
+from duetime.schedule_bodies import SCHEDULE_NAME_PATTERN
 from duetime.validation import (
     MAX_STORED_KEY_LENGTH,
     MAX_SUBJECT_LENGTH,
@@ -187,6 +189,14 @@ async def list_timers(
     sort: Annotated[TimerSort, Query(description=SORT_DESCRIPTION)] = "newest",
     cursor: Annotated[str | None, Query(description=CURSOR, pattern=TIMER_CURSOR_PATTERN)] = None,
     limit: Limit = 50,
+    schedule: Annotated[
+        str | None,
+        Query(
+            description="Only the occurrences of this schedule (its name)",
+            max_length=200,
+            pattern=SCHEDULE_NAME_PATTERN,
+        ),
+    ] = None,
 ) -> Response:
     """A keyset walk by id, or by the sort's (value, id) (no OFFSET): every page costs what
     the first does."""
@@ -200,6 +210,7 @@ async def list_timers(
         sort=sort,
         cursor=cursor,
         limit=limit,
+        schedule=schedule,
     )
     return await _page(service, app, page)
 
@@ -353,18 +364,44 @@ async def replay_dead(
     response_model=StatsOut,
     responses=errors(401, 404, 422),
 )
-async def stats(app: ReadApp, service: ServiceDep) -> JSONResponse:
-    """``unsubscribed``: the pending timers no live node would deliver, by type, most first."""
-    counts = await app.timers.counts()
+async def stats(
+    app: ReadApp,
+    service: ServiceDep,
+    counts: Annotated[
+        bool, Query(description="false: leave the counts out (`…/counts` answers them alone)")
+    ] = True,
+) -> JSONResponse:
+    """``unsubscribed``: the pending timers no live node would deliver, by type, most first.
+    Counting reads every timer of the namespace; with ``counts=false`` the rest answers at
+    once."""
+    by_status = await app.timers.counts() if counts else {}
     next_due = await compat.upcoming(app, service.settings.upcoming_limit)
     found = await service.subscribers(app.namespace)
     waiting = await app.events.unsubscribed(UNSUBSCRIBED_TYPES, subscribers=found)
     return JSONResponse(
         {
             "namespace": app.namespace,
-            "counts": {status.value: count for status, count in counts.items()},
+            "counts": {status.value: count for status, count in by_status.items()},
             "next_due": [found.shown(timer) for timer in next_due],
             "unsubscribed": [{"type": type, "count": count} for type, count in waiting],
             "lateness": service.metrics.lateness_summary(app.namespace),
+        }
+    )
+
+
+@router.get(
+    "/counts",
+    summary="Timers by status",
+    response_model=CountsOut,
+    responses=errors(401, 404),
+)
+async def counts(app: ReadApp) -> JSONResponse:
+    """Exact, and the slowest read of the overview on a large namespace (every timer is
+    counted): asked apart from the lists, which then never wait for it."""
+    by_status = await app.timers.counts()
+    return JSONResponse(
+        {
+            "namespace": app.namespace,
+            "counts": {status.value: count for status, count in by_status.items()},
         }
     )

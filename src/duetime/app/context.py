@@ -78,6 +78,7 @@ class AppContext:
         self.opened = True
         try:
             await self.sync_clock()
+            await self.keep_sql_settings()
             create = self.create_namespace if create_namespace is None else create_namespace
             if create or self.namespace == DEFAULT_NAMESPACE:
                 await self.store.ensure_namespace(self.namespace, self.clock.now())
@@ -104,6 +105,20 @@ class AppContext:
             await self.store.open(migrate=self.settings.migrate if migrate is None else migrate)
             self.opened = True
             await self.sync_clock()
+            await self.keep_sql_settings()
+
+    async def keep_sql_settings(self) -> None:
+        """Give the store's SQL functions (where it has them) this app's caps and defaults,
+        so a timer or schedule stored from SQL obeys what the Python path obeys."""
+        access = self.store.sql_access
+        if access is not None:
+            settings = self.settings
+            kept = {
+                "max_payload_bytes": settings.max_payload_bytes,
+                "max_attempts": settings.max_attempts,
+                "max_schedules": settings.max_schedules,
+            }
+            await access.keep_settings(kept, self.clock.now())
 
     async def sync_clock(self) -> None:
         """Read the database's clock once, so "now" (a ``delay``, what is due) is its time

@@ -21,7 +21,7 @@ from duetime.app.context import AppContext
 from duetime.app.deprecation import warn_moved
 from duetime.app.schedule_reading import ScheduleReads
 from duetime.errors import Conflict, InvalidInput
-from duetime.model import JSON, OnConflict, Schedule, Timer
+from duetime.model import HELD_AT, JSON, OnConflict, Schedule, Timer
 from duetime.model.audit import Actor, keys_target
 from duetime.model.schedules import NewSchedule
 from duetime.revisions import revise
@@ -329,6 +329,8 @@ class Schedules(ScheduleReads):
                 raise Conflict(f"schedule {name!r} is paused: resume it first", field="name")
             if upcoming is None:
                 raise Conflict(f"schedule {name!r} has no next occurrence (ended)", field="name")
+            if upcoming == HELD_AT:  # written from SQL, its rule not yet checked by a worker
+                raise Conflict(f"schedule {name!r} is being planned; try again", field="name")
             advance = plan_advance(schedule, upcoming, lookahead=timedelta(0), per_schedule=1)
             if not advance.timers:  # pragma: no cover - next_at is always planned at itself
                 raise Conflict(f"schedule {name!r} has nothing to run", field="name")

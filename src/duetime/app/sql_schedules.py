@@ -1,13 +1,15 @@
-"""Schedule changes made from SQL, applied by a worker with the Python API's own code.
+"""Schedule changes made from SQL, finished by a worker with the Python API's own code.
 
 ``add_schedule(...)``, ``pause_schedule(...)``, ``resume_schedule(...)`` and
-``remove_schedule(...)`` in SQL store a request in the caller's transaction (PostgreSQL cannot
-parse a cron or an RRULE as duetime does, nor resolve a zone with its tz data). Once the caller
-commits, its wake-up reaches :class:`ScheduleChanges`, which applies each request through an
-app on the request's namespace — the full checks, the caps, revisions and the audit log, as if
-a Python caller had asked — and records the outcome on the request: applied (``created``,
-``updated``, ``kept``, ``paused``, ``resumed``, ``removed``) or failed with the reason. Nothing
-is lost: a request that fails is kept, failed, with its reason.
+``remove_schedule(...)`` in SQL change the schedules table in the caller's transaction and
+record a request; what PostgreSQL cannot do as duetime does (parse a cron or an RRULE, resolve
+a zone with its tz data, find the next occurrence) is left pending on it. Once the caller
+commits, its wake-up reaches :class:`ScheduleChanges`, which checks and plans each such
+schedule (:mod:`duetime.app.sql_planning`) and records the outcome on the request: applied, or
+failed with the reason. Requests stored by the first version of the functions (a request
+without the row written) are applied through an app on the request's namespace — the full
+checks, the caps, revisions and the audit log, as if a Python caller had asked. Nothing is
+lost: a request that fails is kept, failed, with its reason.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from datetime import datetime
 from typing import Protocol
 
 from duetime.app.schedules import Schedules
+from duetime.app.sql_planning import plan_change
 from duetime.clock import Clock
+from duetime.config import Settings
 from duetime.errors import DuetimeError
 from duetime.model import OnConflict
 from duetime.model.audit import Actor
@@ -42,6 +46,12 @@ class ScheduleApp(Protocol):
 
     @property
     def schedules(self) -> Schedules: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def settings(self) -> Settings: ...
 
     async def close(self) -> None: ...
 
@@ -87,10 +97,15 @@ async def apply_pending(
                 app = apps.get(change.namespace)
                 if app is None:
                     app = apps[change.namespace] = app_for(change.namespace)
-                try:
-                    outcome, failed = await apply_change(app, change), False
-                except DuetimeError as exc:
-                    outcome, failed = str(exc), True
+                if change.schedule_version is not None:
+                    outcome, failed = await plan_change(
+                        change, app.store.schedules, access, app.settings, now()
+                    )
+                else:
+                    try:
+                        outcome, failed = await apply_change(app, change), False
+                    except DuetimeError as exc:
+                        outcome, failed = str(exc), True
                 if await access.finish_schedule_request(change.id, failed, outcome, now()):
                     recorded += 1
             if len(changes) < PAGE:

@@ -159,11 +159,12 @@ class Timers:
         sort: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
+        schedule: str | None = None,
     ) -> Page[Timer]:
         """Timers newest first, optionally of one subject / status / type (or ``order.*``
         glob) / due range ``[due_from, due_until)`` / payload field (``customer.id=42``);
         ``sort``: ``due`` (earliest first), ``updated`` (latest first), ``attempts`` (most
-        first) instead; paginated by cursor."""
+        first) instead; ``schedule``: only that schedule's occurrences; paginated by cursor."""
         context = self._context
         await context.open()
         found = timer_filter(
@@ -173,6 +174,7 @@ class Timers:
             due_from=due_from,
             due_until=due_until,
             payload=payload,
+            schedule=schedule,
             now=context.clock.now(),
         )
         if found.payload is not None:

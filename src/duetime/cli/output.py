@@ -19,6 +19,7 @@ from duetime.model import JSON, Attempt, Node, PutResult, Timer
 from duetime.model.audit import AuditEntry, describe_target
 from duetime.model.replays import attempt_count
 from duetime.support.escaping import escape_controls, escape_json_controls
+from duetime.support.tracebacks import trimmed
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output (faster --json)
     from rich.console import Console
@@ -252,16 +253,22 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
     return table
 
 
-def print_last_traceback(console: Console, attempts: Sequence[Attempt]) -> None:
+def print_last_traceback(
+    console: Console, attempts: Sequence[Attempt], *, full: bool = False
+) -> None:
     """The newest failed attempt's traceback, where the on-call engineer looks first (every
-    attempt's is in ``--json``)."""
+    attempt's is in ``--json``): trimmed to the handler's frames unless ``full``, since the
+    frames every failure shares (duetime's executor, the thread pool) come first and say
+    nothing about this one."""
     failed = [a for a in attempts if a.traceback]
     if not failed:
         return
     last = failed[-1]
     earlier = f" ({len(failed) - 1} earlier in --json)" if len(failed) > 1 else ""
-    console.print(f"traceback of attempt {last.number}{earlier}:", style="bold")
-    console.out(escape_controls(last.traceback or "", keep_lines=True), end="")
+    text = last.traceback if full else trimmed(last.traceback)
+    folded = "" if full or text == last.traceback else ", duetime's frames folded (--full)"
+    console.print(f"traceback of attempt {last.number}{earlier}{folded}:", style="bold")
+    console.out(escape_controls(text or "", keep_lines=True), end="")
 
 
 def nodes_table(nodes: Sequence[tuple[Node, bool]]) -> Table:

@@ -220,6 +220,7 @@ def emit(event_type: str, payload: str | None, **fields: Any) -> None:
     show_default=True,
     help="newest, due (earliest first), updated (latest first) or attempts (most first).",
 )
+@click.option("--schedule", metavar="NAME", help="Only the occurrences of this schedule.")
 @click.option("--limit", type=int, default=50, show_default=True)
 @click.option("--cursor", help="Continue a listing (printed after the previous page).")
 @common_options
@@ -231,6 +232,7 @@ def list_timers(
     due_until: str | None,
     payload: str | None,
     sort: str,
+    schedule: str | None,
     limit: int,
     cursor: str | None,
 ) -> None:
@@ -247,6 +249,7 @@ def list_timers(
             sort=sort,
             cursor=cursor,
             limit=limit,
+            schedule=schedule,
         )
         return page, await app.events.subscribers()
 
@@ -255,9 +258,15 @@ def list_timers(
 
 @click.command()
 @click.argument("key")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="The whole traceback, duetime's and the thread pool's frames too (--json has both).",
+)
 @common_options
-def show(key: str) -> None:
-    """Show one timer, its attempts and its moves by new zone rules."""
+def show(key: str, full: bool) -> None:
+    """Show one timer, its attempts and its moves by new zone rules; the newest traceback
+    with the handler's frames first (duetime's own folded: --full for every frame)."""
 
     async def action(app: AsyncApp) -> tuple[Timer, list[Attempt], list[TimerMove], Subscribers]:
         timer = await app.get(key)
@@ -297,7 +306,7 @@ def show(key: str) -> None:
         console.print(table)
     if attempts:
         console.print(output.attempts_table(attempts))
-        output.print_last_traceback(console, attempts)
+        output.print_last_traceback(console, attempts, full=full)
     else:
         console.print("no attempts yet", style="dim")
 

@@ -6,12 +6,14 @@ Instants are aware UTC datetimes and end in ``_at``; durations end in ``_after``
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 from duetime.model.finding import PayloadMatch
+from duetime.model.pages import Page as Page
+from duetime.support.tracebacks import trimmed
 from duetime.timemath.recurrence.calendar import Calendar, calendar_fields
 
 JSON = Any
@@ -202,6 +204,7 @@ class Attempt:
             "outcome": self.outcome.value if self.outcome else None,
             "error": self.error,
             "traceback": self.traceback,
+            "traceback_trimmed": trimmed(self.traceback),
         }
 
 
@@ -352,28 +355,6 @@ class Node:
         }
 
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    """One page of a listing; pass ``next_cursor`` back to get the next one (None at the end).
-    ``cursor_of`` (when the listing gives it) is the cursor after any one item, so a page can
-    end early (:meth:`ended_after`) and the next one start where it ended."""
-
-    items: list[T] = field(default_factory=list)
-    next_cursor: str | None = None
-    cursor_of: Callable[[T], str] | None = field(default=None, compare=False, repr=False)
-
-    def ended_after(self, count: int) -> Page[T]:
-        """The first ``count`` items, with the cursor after the last of them (the same page
-        when it has no more, or no way to continue from an item)."""
-        if count >= len(self.items) or count < 1 or self.cursor_of is None:
-            return self
-        kept = self.items[:count]
-        return Page(kept, self.cursor_of(kept[-1]), self.cursor_of)
-
-
 @dataclass(frozen=True, slots=True)
 class TimerFilter:
     """Which timers a listing (or a bulk action) takes; every field narrows it. ``type`` is an
@@ -388,6 +369,9 @@ class TimerFilter:
     """Only timers whose payload holds this value at this path."""
     keys: tuple[str, ...] | None = None
     """Only these keys: a selection made row by row."""
+    occurrence_prefix: str | None = None
+    """Only the occurrences of one schedule: keys of this prefix followed by their instant
+    (``schedule:<name>:``, see :func:`duetime.schedules.occurrence_key`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,7 @@ def timer_filter_params(
     match = filter.payload
     return {
         "keys": None if filter.keys is None else strings(filter.keys),
+        "key_prefix": filter.occurrence_prefix,
         "payload_path": None if match is None else match.sqlite_path,
         "payload_kind": None if match is None else match.kind,
         "payload_value": None if match is None or match.kind in _NO_VALUE else match.value,

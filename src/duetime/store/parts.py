@@ -5,7 +5,8 @@ A :class:`~duetime.store.protocol.Store` is composed of them — ``store.schedul
 ``store.outbox`` — so what a
 backend can do is read off its attributes, never guessed from its class or its URL. A part both
 built-in backends keep is always there; one a backend lacks (a third-party store's) is None,
-and :func:`require` turns that None into an error naming the missing part.
+and :func:`require` turns that None into an error naming the missing part. The parts that say
+who may reach the store and what they did are in :mod:`duetime.store.access_parts`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from duetime.model import (
     Schedule,
     Timer,
 )
-from duetime.model.audit import AuditEntry, AuditRecord
 from duetime.model.charts import LatenessRow, ThroughputCount
 from duetime.model.flow_rules import FlowPlan, FlowRule, FlowStatus, RuledClaim
 from duetime.model.history import (
@@ -43,8 +43,9 @@ from duetime.model.schedules import (
     ScheduleAdvance,
     ScheduleFilter,
 )
-from duetime.model.sql_requests import ScheduleChange
-from duetime.model.tokens import TokenInfo
+from duetime.store.access_parts import AuditStore as AuditStore
+from duetime.store.access_parts import SqlAccessStore as SqlAccessStore
+from duetime.store.access_parts import TokenStore as TokenStore
 from duetime.store.room import ScheduleRoom
 
 P = TypeVar("P")
@@ -307,35 +308,6 @@ class TransactionStore(Protocol):
         ...
 
 
-class SqlAccessStore(Protocol):
-    """Which database roles may use the SQL functions (``schedule(...)`` and the rest, run as
-    the schema's owner), and in which namespaces."""
-
-    async def grant_sql(self, role: str, namespaces: Sequence[str], now: datetime) -> list[str]:
-        """Let ``role`` call the SQL functions in ``namespaces`` (USAGE on the schema, EXECUTE
-        on the functions, no right on any table); the functions granted."""
-        ...
-
-    async def revoke_sql(self, role: str, namespaces: Sequence[str]) -> int:
-        """Take ``namespaces`` back from ``role``; how many it held."""
-        ...
-
-    async def sql_grants(self) -> list[tuple[str, str]]:
-        """Every ``(role, namespace)`` granted, by role and namespace."""
-        ...
-
-    async def pending_schedule_requests(self, limit: int) -> list[ScheduleChange]:
-        """Schedule changes made from SQL that no worker has applied yet, oldest first."""
-        ...
-
-    async def finish_schedule_request(
-        self, id: int, failed: bool, outcome: str, now: datetime
-    ) -> bool:
-        """Record what applying a request did (or why it failed); False if another worker
-        recorded it first."""
-        ...
-
-
 class OutboxStore(Protocol):
     """Writing inside the caller's own open transaction (the outbox pattern): what duetime
     writes there is visible only if the caller commits, and gone if it rolls back.
@@ -358,72 +330,6 @@ class OutboxStore(Protocol):
 
     async def cancel_in(self, connection: object, namespace: str, key: str, now: datetime) -> Timer:
         """Cancel a timer inside the caller's open transaction: undone if it rolls back."""
-        ...
-
-
-class AuditStore(Protocol):
-    """The audit log: operator actions, who asked for them and what they took; both built-in
-    backends keep it."""
-
-    async def record(self, records: Sequence[AuditRecord], now: datetime) -> None:
-        """Write each action to its namespace's log, at ``now``."""
-        ...
-
-    async def list_entries(
-        self, namespace: str, cursor: str | None, limit: int
-    ) -> Page[AuditEntry]:
-        """Newest first, cursor-paginated (``audit.<id>`` cursors)."""
-        ...
-
-    async def prune(self, before: datetime, limit: int) -> int:
-        """Delete up to ``limit`` of the oldest entries written before ``before`` (every
-        namespace's); how many. The retention step calls it until it returns 0."""
-        ...
-
-
-class TokenStore(Protocol):
-    """Durable storage of token hashes; both built-in backends keep them."""
-
-    async def add_token(
-        self,
-        name: str | None,
-        token_hash: str,
-        namespaces: Sequence[str],
-        read_only: bool,
-        now: datetime,
-        cap: int | None = None,
-    ) -> TokenInfo:
-        """Store a token; with ``cap``, only while fewer than ``cap`` are active, counted in
-        the insert's transaction (CapReached otherwise, even while other creations race).
-        Conflict naming ``name`` when a token, even a revoked one, has that name already."""
-        ...
-
-    async def token_named(self, name: str) -> TokenInfo | None:
-        """The token (active or revoked) named ``name``, or None."""
-        ...
-
-    async def find_token(self, token_hash: str) -> TokenInfo | None:
-        """The active (not revoked) token with this hash, or None."""
-        ...
-
-    async def list_tokens(
-        self, *, include_revoked: bool = False, after: int = 0, limit: int | None = None
-    ) -> list[TokenInfo]:
-        """Active tokens (and revoked ones with ``include_revoked``), oldest first: those
-        after the id ``after``, at most ``limit`` (None: all)."""
-        ...
-
-    async def revoke_token(self, token_id: int, now: datetime) -> TokenInfo:
-        """Revoke at once; NotFound for an unknown id, Conflict when already revoked."""
-        ...
-
-    async def touch_token(self, token_id: int, now: datetime) -> None:
-        """Record that the token was just used (callers throttle this write)."""
-        ...
-
-    async def has_issued_tokens(self) -> bool:
-        """Whether any token was ever issued, revoked ones included: a database whose API was
-        once protected stays protected when its last token is revoked."""
         ...
 
 

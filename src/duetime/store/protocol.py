@@ -13,8 +13,8 @@ that replaced it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Protocol
 
 from duetime.model import (
@@ -25,7 +25,6 @@ from duetime.model import (
     DeadType,
     FanOut,
     Finish,
-    HeldRow,
     NewTimer,
     Node,
     OnConflict,
@@ -37,6 +36,9 @@ from duetime.model import (
 )
 from duetime.model.finding import TimerSort
 from duetime.store.listeners import WakeupListener
+from duetime.store.node_registry import ClockRead as ClockRead
+from duetime.store.node_registry import ClockSampler as ClockSampler
+from duetime.store.node_registry import NodeRegistry
 from duetime.store.parts import (
     AuditStore,
     HistoryStore,
@@ -50,13 +52,9 @@ from duetime.store.parts import (
 )
 from duetime.support.sealing import Sealing
 
-ClockRead = Callable[[], Awaitable[datetime | None]]
-ClockSampler = Callable[[ClockRead], Awaitable[None]]
-"""Takes a reading of the database's clock through the function it is handed."""
 
-
-class Store(Protocol):
-    """Durable storage of timers, attempts and nodes."""
+class Store(NodeRegistry, Protocol):
+    """Durable storage of timers, attempts and nodes (the nodes' side: :class:`NodeRegistry`)."""
 
     sealing: Sealing
     """What the store seals at rest (payloads, errors, tracebacks) and the key ring that opens
@@ -341,36 +339,6 @@ class Store(Protocol):
         another thread) makes of them. Returns (rescued, swept, the nodes): an idle worker's
         upkeep costs one transaction, not one for each."""
         ...
-
-    async def expire_leases_of(self, node_id: str, now: datetime) -> int:
-        """End the leases of a node known to be gone (e.g. its process no longer exists)."""
-        ...
-
-    # -- nodes ------------------------------------------------------------------------------
-    async def register_node(self, node: Node) -> None: ...
-
-    async def heartbeat(
-        self,
-        node_id: str,
-        now: datetime,
-        lease_until: datetime,
-        held: Sequence[HeldRow],
-        clock_offset: timedelta | None = None,
-        sample_clock: ClockSampler | None = None,
-    ) -> int:
-        """Refresh the node's heartbeat and extend its leases on ``held`` (the timers it knows it
-        is working on, each with the token of the claim it holds it by); returns leases extended.
-        A lease the node does not list is not renewed, so work whose claim answer never reached it
-        is rescued when the lease runs out; nor is a row held under another claim than the one
-        listed (a later claim of the same attempt, after the database forgot the first).
-        ``clock_offset``: the node's latest measure of its clock against the database's.
-        ``sample_clock`` is handed a function that reads the database's clock inside the
-        heartbeat's transaction (a store whose clock is this machine's does not call it)."""
-        ...
-
-    async def deregister_node(self, node_id: str) -> None: ...
-
-    async def list_nodes(self) -> list[Node]: ...
 
 
 __all__ = [

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from duetime.model import Finish, HeldRow, Timer
+from duetime.model import Finish, HeldRow, Outcome, Timer
 from duetime.model.fast_records import make_done, set_fired_at
 from duetime.worker import attempts
 from duetime.worker.refusals import write_apart
@@ -38,6 +38,7 @@ takes every outcome waiting when it starts, so under light load there is still o
 A second write starts beside one under way only once half a ``batch_size`` of outcomes wait:
 a stream of small writes would cost the server more per outcome than it saves in waiting (when
 the cores are busy anyway, it cost a tenth more CPU a job)."""
+_DONE = Outcome.DONE
 RETRY_PAUSE = 0.5
 """Seconds before outcomes whose write failed are tried again."""
 
@@ -93,7 +94,11 @@ class Completer:
         token (only that claim's attempt takes it) and the instant its handler began."""
         token = timer.claim_token
         started = self._starts.pop((timer.id, token), None)
-        if token is not None or started is not None:
+        done = finish.outcome is _DONE and finish.error is None and finish.run_at is None
+        if done and finish.traceback is None:
+            # nearly every attempt: made through its slots (no frozen dataclass __init__)
+            finish = make_done(finish.timer_id, finish.attempt, token, started)
+        elif token is not None or started is not None:
             finish = Finish(
                 finish.timer_id,
                 finish.attempt,
@@ -105,13 +110,6 @@ class Completer:
                 started,
             )
         self._queue(timer, finish)
-
-    def done(self, timer: Timer, attempt: int) -> None:
-        """:meth:`record` of a handler that returned (nearly every attempt), stamped alike: one
-        :class:`Finish` a job made, not one to judge the attempt by and a stamped copy."""
-        token = timer.claim_token
-        started = self._starts.pop((timer.id, token), None)
-        self._queue(timer, make_done(timer.id, attempt, token, started))
 
     def _queue(self, timer: Timer, finish: Finish) -> None:
         self._owner.check("Completer.record")

@@ -21,7 +21,7 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from duetime.clock import Clock
 from duetime.dispatch import Dispatch, Target
 from duetime.handlers import Event, Handler
 from duetime.model import Claimed, Finish, Outcome, Timer
+from duetime.model.fast_records import make_done
 from duetime.outcomes import HandlerOutcome
 from duetime.support.eventloop import start_task
 from duetime.support.precise_sleep import sleep_precisely
@@ -38,6 +39,7 @@ from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
+from duetime.worker.shared_task import start_shared
 from duetime.worker.slots import Slots
 from duetime.worker.transactional import Result, Settled, in_transaction
 
@@ -97,6 +99,26 @@ class Executor:
         if not task.done():  # done: it never suspended (see start_task), its slot is free
             timer = claimed.timer
             self._slots.running(timer.id, timer.claim_token, task)
+
+    def start_now(
+        self, items: Sequence[tuple[Claimed, Target, Held]], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Start attempts due now (none claimed ahead), sharing one task until one waits (see
+        :mod:`~duetime.worker.shared_task`): a task a batch, not one a timer."""
+        if items:
+            start_shared(loop, items, self._begin, self._moved)
+
+    def _begin(self, item: tuple[Claimed, Target, Held]) -> Coroutine[Any, Any, None]:
+        claimed, target, held = item
+        return self._attempt(claimed, target, None, held)
+
+    def _moved(
+        self, items: Sequence[tuple[Claimed, Target, Held]], task: asyncio.Task[None]
+    ) -> None:
+        running = self._slots.running
+        for claimed, _, _ in items:
+            timer = claimed.timer
+            running(timer.id, timer.claim_token, task)
 
     # -- one attempt ------------------------------------------------------------------------
     async def _attempt(
@@ -232,7 +254,8 @@ class Executor:
         """:func:`attempts.finish_for`, saying in the log (and on the attempt's ``span``, when
         traced) when a handler failed."""
         if error is None and not isinstance(result, HandlerOutcome):
-            return Finish(timer.id, attempt, Outcome.DONE)  # nearly every attempt: no clock read
+            # nearly every attempt: no clock read, and made through its slots
+            return make_done(timer.id, attempt, None, None)
         if isinstance(error, Escaped):  # what the handler raised, as it raised it
             error = error.error
         if error is not None and span is not None and self._tracing is not None:

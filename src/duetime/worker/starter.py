@@ -17,12 +17,13 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 
 from duetime.bus.routes import Fan
-from duetime.dispatch import Dispatch
+from duetime.dispatch import Dispatch, Target
 from duetime.model import Claimed, Finish, HeldRow, Outcome
 from duetime.worker import attempts
 from duetime.worker.completer import Completer
 from duetime.worker.executor import Executor
 from duetime.worker.fanout import FanOuter
+from duetime.worker.leases import Held
 from duetime.worker.shared import Shared
 from duetime.worker.slots import Ready, Slots
 
@@ -129,6 +130,7 @@ class Starter:
         pacing: dict[datetime, list[Ready]] = {}  # rows a rate granted, by their instant
         free = self._slots.free() if not self._ready else 0  # slots; the waiting rows go first
         now = self.clock.now()
+        now_starting: list[tuple[Claimed, Target, Held]] = []  # started together, in one task
         for item in claimed:
             if item.problem is not None:
                 self._unreadable(item)
@@ -146,10 +148,14 @@ class Starter:
             elif free > 0:
                 free -= 1
                 self.started += 1
-                self._executor.start(item, goes, start_at_row, loop, held)
+                if start_at_row is None:
+                    now_starting.append((item, goes, held))
+                else:
+                    self._executor.start(item, goes, start_at_row, loop, held)
             else:
                 self._ready.append(Ready(item, goes, start_at_row, held))
                 self._queued.set()
+        self._executor.start_now(now_starting, loop)
         for at, readies in pacing.items():
             self._pace(readies, at, loop)
         self.start_ready()
@@ -184,6 +190,7 @@ class Starter:
         usable = self.shared.leases.usable
         now = self.clock.now()
         stale = 0
+        now_starting: list[tuple[Claimed, Target, Held]] = []  # started together, in one task
         while ready and free > 0:
             item = ready.popleft()
             if not usable(item.held, now):
@@ -192,7 +199,11 @@ class Starter:
                 continue
             free -= 1
             self.started += 1
-            self._executor.start(item.claimed, item.target, item.start_at, loop, item.held)
+            if item.start_at is None:
+                now_starting.append((item.claimed, item.target, item.held))
+            else:
+                self._executor.start(item.claimed, item.target, item.start_at, loop, item.held)
+        self._executor.start_now(now_starting, loop)
         if stale:
             log.warning(
                 "%d claimed timers waited past their lease (was this process paused?): given "

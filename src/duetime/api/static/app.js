@@ -38,6 +38,7 @@ const state = {
   anchor: null, // the row a shift-click ticks from
   allMatching: null, // the filter (as JSON) whose every timer is selected, beyond the rows shown
   changedFrom: null, // each acted-on row's status before the last action, to mark what changed
+  me: null, // GET /v1/me: who the caller is, what it may change
 };
 
 const $ = (selector) => document.querySelector(selector);
@@ -212,13 +213,31 @@ function confirmed(title, text, yes) {
 
 // -- overview ------------------------------------------------------------------------------
 async function showOverview() {
-  const [stats, charts, dead, deadTypes, limits] = await Promise.all([
-    api(ns("/stats")),
-    api(ns("/charts"), { params: state.chart }),
-    api(ns("/timers"), { params: { status: "dead", limit: 10 } }),
-    api(ns("/dead/types"), { params: { limit: 10 } }),
-    api(ns("/limits?limit=1000")),
+  // Each part is drawn as soon as its own answer comes: the dead letters and the next due
+  // never wait for the counts or the charts, which take longest on a large namespace.
+  const namespace = state.namespace;
+  const mine = (draw) => (answer) => { if (state.view === "overview" && state.namespace === namespace) draw(answer); };
+  const limits = api(ns("/limits?limit=1000"));
+  if (!$("#counts").dataset.namespace || $("#counts").dataset.namespace !== namespace) countsPending();
+  await Promise.all([
+    api(ns("/timers"), { params: { status: "dead", limit: 10 } }).then(mine(drawDeadLetters)),
+    Promise.all([api(ns("/dead/types"), { params: { limit: 10 } }), limits]).then(mine(([t, l]) => drawDeadTypes(t, l))),
+    api(ns("/stats"), { params: { counts: false } }).then(mine(drawNextDue)),
+    api(ns("/counts")).then(mine(drawStats)),
+    api(ns("/charts"), { params: state.chart }).then(mine(drawCharts)),
   ]);
+  $("#counts").dataset.namespace = namespace;
+}
+
+function countsPending() {
+  // Another namespace's counts must not stand in for this one's while they are counted.
+  for (const card of document.querySelectorAll("#counts .count")) {
+    card.querySelector("b").textContent = "…";
+    card.setAttribute("aria-busy", "true");
+  }
+}
+
+function drawDeadTypes(deadTypes, limits) {
   const typesBody = $("#dead-types tbody");
   typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
     el("td", {}, [el("a", { href: filterHash({ status: "dead", type: g.type }), text: g.type })]),
@@ -240,11 +259,18 @@ async function showOverview() {
     ])]),
   ])));
   $("#dead-types").hidden = !deadTypes.items.length;
+}
+
+function drawStats(stats) {
   const deadCount = stats.counts.dead ?? 0;
   $("#dead-title").firstChild.textContent = `Dead letters: ${deadCount.toLocaleString()} `;
   $("#dead-replay-all").hidden = deadCount === 0;
   $("#dead-delete-all").hidden = deadCount === 0;
   $("#dead-all").hidden = deadCount === 0;
+  drawCounts(stats);
+}
+
+function drawDeadLetters(dead) {
   const deadBody = $("#dead tbody");
   deadBody.replaceChildren(...dead.items.map((t) => el("tr", { "data-key": t.key }, [
     el("td", {}, [timerLink(t.key)]),
@@ -254,11 +280,18 @@ async function showOverview() {
     wholeCell(t.last_error ?? "", t.last_error ?? "", "error"),
   ])));
   if (!dead.items.length) emptyRow(deadBody, 5, "No dead letters.");
+}
+
+function drawCounts(stats) {
   for (const card of document.querySelectorAll("#counts .count")) {
     const value = stats.counts[card.dataset.status] ?? 0;
     card.querySelector("b").textContent = value.toLocaleString();
     card.classList.toggle("zero", value === 0);
+    card.removeAttribute("aria-busy");
   }
+}
+
+function drawNextDue(stats) {
   const body = $("#next-due tbody");
   body.replaceChildren(...stats.next_due.map((t) => el("tr", {}, [
     el("td", {}, [timerLink(t.key)]),
@@ -274,7 +307,6 @@ async function showOverview() {
     el("td", { text: u.count.toLocaleString() }),
   ])));
   $("#unsubscribed-panel").hidden = !waiting.length;
-  drawCharts(charts);
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -434,6 +466,7 @@ async function showTimer() {
   // A refresh keeps the tracebacks the reader opened or closed; at first the newest is open.
   const seen = body.dataset.key === key;
   const opened = new Set([...body.querySelectorAll("details[open]")].map((d) => d.dataset.number));
+  const whole = new Set([...body.querySelectorAll("pre[data-whole]")].map((p) => p.dataset.whole));
   const newestTraceback = Math.max(-1, ...attempts.filter((a) => a.traceback).map((a) => a.number));
   body.dataset.key = key;
   body.replaceChildren(...attempts.flatMap((a) => {
@@ -456,7 +489,7 @@ async function showTimer() {
     return [row, el("tr", { class: "traceback" }, [el("td", { colspan: 8 }, [
       el("details", { "data-number": a.number, open: seen ? opened.has(String(a.number)) : a.number === newestTraceback }, [
         el("summary", { text: `Traceback of attempt ${a.number}` }),
-        el("pre", { class: "code", text: a.traceback }),
+        ...tracebackBlock(a, seen && whole.has(String(a.number))),
       ]),
     ])])];
   }));
@@ -469,7 +502,7 @@ async function showTimer() {
     pending && el("button", { type: "button", id: "act-cancel", class: "danger", text: "Cancel timer", onclick: () => act(timer, "cancel") }),
     FINISHED.includes(timer.status) && el("button", { type: "button", id: "act-delete", class: "danger", text: "Delete timer", onclick: () => act(timer, "delete") }),
   ].filter(Boolean));
-  if (!pending) $("#edit-form").hidden = true;
+  editSees(timer, pending);
 }
 
 function attemptCount(timer, attempts) {
@@ -514,6 +547,28 @@ const CONSEQUENCE = {
   cancel: "A cancelled timer never fires.",
   delete: "A deleted timer is gone with its attempts and history; its key may be scheduled again.",
 };
+
+// -- tracebacks: the handler's frames first, every frame one click away ----------------------
+function tracebackBlock(a, whole) {
+  // The API folds duetime's and the thread pool's frames in traceback_trimmed; the full one is
+  // a click away, and stays shown across refreshes once asked for.
+  const short = a.traceback_trimmed ?? a.traceback;
+  const pre = el("pre", { class: "code", text: whole ? a.traceback : short });
+  if (whole) pre.dataset.whole = String(a.number);
+  if (short === a.traceback) return [pre];
+  const toggle = el("button", {
+    type: "button", class: "link small", "data-full-traceback": a.number,
+    text: whole ? "Fold duetime's frames" : "Show the full traceback",
+    onclick: () => {
+      const full = pre.dataset.whole === undefined;
+      pre.textContent = full ? a.traceback : short;
+      if (full) pre.dataset.whole = String(a.number);
+      else delete pre.dataset.whole;
+      toggle.textContent = full ? "Fold duetime's frames" : "Show the full traceback";
+    },
+  });
+  return [toggle, pre];
+}
 
 // -- audit log -----------------------------------------------------------------------------
 const FILTER_ORDER = ["subject", "status", "type", "due_from", "due_until"];
@@ -592,7 +647,7 @@ function scheduleRow(s) {
     el("td", {}, [el("div", { class: "row-actions" }, [toggle, s.active && el("button", {
       type: "button", class: "secondary small", "data-run-next": s.name, text: "Run next now…",
       onclick: () => runNext(s).catch(handleError),
-    })].filter(Boolean))]),
+    }), ...scheduleRowLinks(s)].filter(Boolean))]),
   ]);
 }
 
@@ -845,9 +900,10 @@ async function showNodes() {
       el("td", { text: relative(n.heartbeat_at) }),
       el("td", { text: String(n.in_flight) }),
       el("td", { class: skewed ? "error mono" : "mono", text: offset === null || offset === undefined ? "–" : `${offset >= 0 ? "+" : "−"}${span(offset)}` }),
+      nodeHandlersCell(n),
     ]);
   }));
-  if (!items.length) emptyRow(body, 8, "No nodes registered.");
+  if (!items.length) emptyRow(body, 9, "No nodes registered.");
 }
 
 // -- views, refresh and the live feed ------------------------------------------------------
@@ -866,7 +922,13 @@ function route() {
   // #timer/<key>, #timers?<filter> (the filter's values stay encoded until parsed), #<view>.
   const hash = location.hash.slice(1);
   // A notice speaks of the view it was given in: another view starts without it.
-  if (hash !== state.hash) notice(null);
+  if (hash !== state.hash) {
+    notice(null);
+    readRecovered();
+    // The charts' range and filters as the address says (the same address, read again for
+    // another namespace, keeps what is typed and not applied yet).
+    if (hash === "" || hash === "overview" || hash.startsWith("overview?")) chartFromHash(hash);
+  }
   state.hash = hash;
   if (hash.startsWith("timer/")) {
     state.view = "timer";
@@ -909,13 +971,16 @@ async function refresh() {
   try {
     await oneAtATime(() => VIEWS[state.view]());
     if ($("#notice").classList.contains("error")) fadeNotice();
+    readRecovered();
   } catch (error) {
     // A view left meanwhile says nothing of the one in sight (a timer just deleted answers
     // 404 to the read that began before); the next refresh reads the view in sight.
-    if (hash === state.hash) handleError(error);
+    // So does a read begun while the address was changing (a deleted timer's page, read once
+    // more on its way to the list the deletion leads to).
+    if (hash === state.hash && location.hash.slice(1) === hash) readFailed(error);
   } finally {
     state.refreshing = false;
-    if (state.again) {
+    if (state.again && !backingOff()) {
       state.again = false;
       setTimeout(refresh, 250);
     }
@@ -938,7 +1003,7 @@ function changed() {
     state.missed = true;
     return;
   }
-  if (state.liveTimer) return;
+  if (state.liveTimer || backingOff()) return; // a failing read is retried on its own clock
   const wait = Math.max(0, (state.liveAt || 0) + LIVE_GAP_MS - Date.now());
   state.liveTimer = setTimeout(() => {
     state.liveTimer = null;
@@ -994,7 +1059,10 @@ async function listen() {
       if (error instanceof ApiError && error.status === 401) return handleError(error);
     }
     setLive("off", "reconnecting…");
-    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // Each failure in a row waits twice as long, up to a minute: a server that is down is not
+    // asked every two seconds by every open console.
+    state.feedFailures = Date.now() - opened > 5000 ? 1 : (state.feedFailures || 0) + 1;
+    await new Promise((resolve) => setTimeout(resolve, backoffMs(state.feedFailures)));
   }
 }
 
@@ -1020,7 +1088,9 @@ async function start() {
     const info = await api("v1/info");
     $("#token-form").hidden = !info.auth;
     $("#token").value = state.token;
+    await loadAccess();
     await loadNamespaces();
+    showAccess();
   } catch (error) {
     handleError(error);
     return;
@@ -1039,6 +1109,7 @@ function wire() {
   $("#namespace").addEventListener("change", (event) => {
     state.namespace = event.target.value;
     localStorage.setItem(NAMESPACE_KEY, state.namespace);
+    showAccess();
     $("#schedule-detail").hidden = true;
     route();
     listen();
@@ -1148,8 +1219,9 @@ function drawCharts(charts) {
 
 function setChart(event) {
   event.preventDefault();
-  state.chart = { range: $("#c-range").value, type: $("#c-type").value.trim(), node: $("#c-node").value.trim() };
-  refresh();
+  const hash = chartHash({ range: $("#c-range").value, type: $("#c-type").value.trim(), node: $("#c-node").value.trim() });
+  if (location.hash === hash) refresh();
+  else location.hash = hash; // the address keeps the range and filters: a reload shows the same
 }
 
 // -- live refresh: paused by hand, or while the tab is hidden ------------------------------
@@ -1199,6 +1271,7 @@ function openEdit(timer) {
   $("#e-when").value = timer.due_at;
   $("#e-payload").value = JSON.stringify(timer.payload, null, 2);
   formError($("#edit-error"), form, null);
+  editOpened(timer);
   form.hidden = false;
   $("#e-when").focus();
 }
@@ -1212,6 +1285,7 @@ async function saveEdit(event) {
     await api(ns(`/timers/${keyPath(key)}`), { method: "PATCH", body });
     formError($("#edit-error"), form, null);
     form.hidden = true;
+    $("#edit-stale").hidden = true;
     notice(`${key} updated.`, "ok");
     await refresh();
   } catch (error) {
@@ -1268,7 +1342,10 @@ function wireActing() {
     resumeIfMissed();
   });
   $("#edit-form").addEventListener("submit", saveEdit);
-  $("#e-cancel").addEventListener("click", () => { $("#edit-form").hidden = true; });
+  $("#e-cancel").addEventListener("click", () => {
+    $("#edit-form").hidden = true;
+    $("#edit-stale").hidden = true;
+  });
   $("#create-form").addEventListener("submit", createTimer);
 }
 
@@ -1581,3 +1658,301 @@ function wireKeyboard() {
 }
 
 wireKeyboard();
+
+// -- access: what the caller may do, and only those controls shown ---------------------------
+async function loadAccess() {
+  // GET /v1/me: the token's name, scopes and the namespaces it may change (every one without auth).
+  state.me = await api("v1/me");
+}
+
+function mayWrite(namespace = state.namespace) {
+  const writable = state.me?.writable ?? [];
+  return writable.includes("*") || writable.includes(namespace);
+}
+
+function showAccess() {
+  // access.css hides every control that changes something while body[data-access=read].
+  document.body.dataset.access = mayWrite() ? "write" : "read";
+  const who = state.me;
+  $("#whoami").textContent = !who || !who.auth ? "" :
+    `${who.token ?? `token #${who.token_id}`} · ${mayWrite() ? "read and write" : "read only"}`;
+  $("#whoami").hidden = !who || !who.auth;
+  // Metrics span every namespace: a token of some of them is refused there, so not linked.
+  const metrics = document.querySelector('footer a[href="metrics"]');
+  if (metrics) metrics.hidden = !(who?.scopes ?? []).includes("metrics");
+}
+
+// -- theme: the system's choice, or light or dark, remembered ---------------------------------
+const THEME_KEY = "duetime.theme";
+const THEME_MEDIA = { system: "(prefers-color-scheme: dark)", light: "not all", dark: "all" };
+
+function applyTheme(theme) {
+  // dark.css applies while its <link>'s media does: the system's preference, always or never.
+  const chosen = Object.hasOwn(THEME_MEDIA, theme) ? theme : "system";
+  $("#dark-css").media = THEME_MEDIA[chosen];
+  document.documentElement.dataset.theme = chosen;
+  $("#theme").value = chosen;
+}
+
+function wireTheme() {
+  applyTheme(localStorage.getItem(THEME_KEY));
+  $("#theme").addEventListener("change", (event) => {
+    localStorage.setItem(THEME_KEY, event.target.value);
+    applyTheme(event.target.value);
+  });
+}
+
+wireTheme(); // here, below its constants: the module runs top to bottom
+
+// -- charts: their range and filters kept in the address -------------------------------------
+function chartFromHash(hash) {
+  // #overview?range=24h&type=order.*&node=…: a reload, or a link shared, shows the same charts.
+  const params = new URLSearchParams(hash.split("?")[1] || "");
+  const range = params.get("range");
+  state.chart = { range: Object.hasOwn(RANGES, range) ? range : "1h", type: params.get("type") || "", node: params.get("node") || "" };
+  $("#c-range").value = state.chart.range;
+  $("#c-type").value = state.chart.type;
+  $("#c-node").value = state.chart.node;
+}
+
+function chartHash(chart) {
+  const kept = Object.entries(chart).filter(([name, value]) => value && !(name === "range" && value === "1h"));
+  const query = new URLSearchParams(kept).toString();
+  return `#overview${query ? `?${query}` : ""}`;
+}
+
+// -- nodes: what each one runs here ---------------------------------------------------------
+function nodeHandlersCell(n) {
+  // The node's subscriptions in the namespace in sight: a Python handler's type alone, a
+  // route's type with where it delivers.
+  const mine = (n.subscriptions || []).filter((s) => s.namespace === state.namespace);
+  const parts = mine.map((s) => s.to.length === 1 && s.to[0] === "handler" ? s.type : `${s.type} → ${s.to.join(", ")}`);
+  const text = parts.join(", ") || "–";
+  return el("td", { class: "mono handlers", "data-handlers": n.id, text, title: text });
+}
+
+// -- failing reads: retried later and later, said once ---------------------------------------
+const BACKOFF_FIRST_MS = 2000;
+const BACKOFF_CAP_MS = 60000;
+
+function backoffMs(failures) {
+  return Math.min(BACKOFF_FIRST_MS * 2 ** Math.max(failures - 1, 0), BACKOFF_CAP_MS);
+}
+
+function backingOff() {
+  return Date.now() < (state.failing?.until ?? 0);
+}
+
+function readFailed(error) {
+  // A read that fails is not sent again at every change heard (each two seconds on a busy
+  // database): it is retried after 2 s, then 4, 8… up to a minute, and its error said once.
+  const failing = state.failing ?? (state.failing = { count: 0, until: 0, timer: null, said: "" });
+  failing.count += 1;
+  const wait = backoffMs(failing.count);
+  failing.until = Date.now() + wait;
+  $("#live").dataset.retry = String(wait);
+  if (failing.said !== error.message || (error instanceof ApiError && error.status === 401)) {
+    failing.said = error.message;
+    handleError(error);
+  }
+  clearTimeout(failing.timer);
+  if (error instanceof ApiError && error.status === 401) return; // a token is needed first
+  failing.timer = setTimeout(() => {
+    failing.timer = null;
+    failing.until = 0;
+    refresh();
+  }, wait);
+}
+
+function readRecovered() {
+  const failing = state.failing;
+  if (!failing) return;
+  clearTimeout(failing.timer);
+  state.failing = null;
+  delete $("#live").dataset.retry;
+}
+
+// -- the edit form sees its timer change -----------------------------------------------------
+function seenOf(timer) {
+  return JSON.stringify([timer.status, timer.attempts, timer.updated_at]);
+}
+
+function editOpened(timer) {
+  $("#edit-form").dataset.seen = seenOf(timer);
+  $("#edit-stale").hidden = true;
+  $("#e-save").disabled = false;
+}
+
+function editSees(timer, pending) {
+  // The timer read again while its form is open: if it fired or was changed meanwhile, the
+  // form says so, rather than closing under the reader or saving over what happened.
+  const form = $("#edit-form");
+  if (form.hidden || form.dataset.key !== timer.key) {
+    if (!pending) form.hidden = true;
+    return;
+  }
+  if (form.dataset.seen === seenOf(timer)) return;
+  const box = $("#edit-stale");
+  box.textContent = pending
+    ? `${timer.key} changed while this form was open: it is ${timer.status} now (attempt ${timer.attempts} of ${timer.max_attempts}, updated ${instant(timer.updated_at)} UTC). Saving replaces its due time and payload with these.`
+    : `${timer.key} fired while this form was open: it is ${timer.status} now, and can no longer be edited. Nothing was saved.`;
+  box.hidden = false;
+  $("#e-save").disabled = !pending;
+}
+
+// -- schedules: made and changed here, with their next occurrences as the rule is typed ------
+const RULE_HINTS = {
+  cron: ["minute hour day month weekday", "0 9 * * 1-5"],
+  every: ["an interval: PT15M, or seconds", "PT15M"],
+  rrule: ["RFC 5545: FREQ=…;BY…", "FREQ=MONTHLY;BYMONTHDAY=-1"],
+};
+let previewTimer = null;
+let previewAsked = "";
+
+function scheduleRowLinks(s) {
+  // Its timers (the occurrences made so far) and, for a writer, the form filled with it.
+  return [
+    el("a", { href: filterHash({ schedule: s.name }), class: "small", "data-schedule-timers": s.name, text: "Timers",
+      "aria-label": `The timers of ${s.name}` }),
+    el("button", { type: "button", class: "secondary small", "data-edit-schedule": s.name, text: "Edit…",
+      "aria-label": `Edit ${s.name}`, onclick: () => editSchedule(s) }),
+  ];
+}
+
+function scheduleKind() {
+  const kind = $("#s-kind").value;
+  $("#schedule-form").dataset.kind = kind;
+  $("#s-rule-hint").textContent = RULE_HINTS[kind][0];
+  $("#s-rule").placeholder = RULE_HINTS[kind][1];
+  return kind;
+}
+
+function scheduleRuleFields() {
+  // The rule as the API takes it: one of cron, every or rrule, with the calendar's options.
+  const kind = scheduleKind();
+  const rule = $("#s-rule").value.trim();
+  const fields = { [kind]: kind === "every" && /^\d+(\.\d+)?$/.test(rule) ? Number(rule) : rule,
+    timezone: $("#s-timezone").value.trim() || "UTC" };
+  if (kind === "rrule") {
+    for (const name of ["dtstart", "holidays", "roll"]) {
+      const value = $(`#s-${name}`).value.trim();
+      if (value) fields[name] = value;
+    }
+  }
+  return fields;
+}
+
+function previewSoon() {
+  clearTimeout(previewTimer);
+  previewTimer = setTimeout(() => previewSchedule().catch(() => {}), 250);
+}
+
+async function previewSchedule() {
+  // GET v1/preview stores nothing: the next five occurrences, or the API's sentence on the rule.
+  const fields = scheduleRuleFields();
+  const kind = $("#s-kind").value;
+  const described = $("#s-described");
+  const list = $("#s-next");
+  if (!$("#s-rule").value.trim()) {
+    described.className = "muted";
+    described.textContent = "Type a rule to see when it fires.";
+    list.replaceChildren();
+    return;
+  }
+  const asked = JSON.stringify(fields);
+  previewAsked = asked;
+  try {
+    const answer = await api("v1/preview", { params: { ...fields, [kind]: String(fields[kind]), count: 5 } });
+    if (previewAsked !== asked) return; // a later keystroke asked again
+    described.className = "muted";
+    described.textContent = answer.description.includes(answer.timezone)
+      ? answer.description : `${answer.description} (${answer.timezone})`;
+    list.replaceChildren(...answer.occurrences.map((o) => el("li", { class: "mono", text: `${o.local.replace("T", " ")} · ${instant(o.utc)} UTC` })));
+    if (!answer.occurrences.length) list.replaceChildren(el("li", { class: "muted", text: "No occurrence to come." }));
+  } catch (error) {
+    if (previewAsked !== asked) return;
+    described.className = "error";
+    described.textContent = error.field ? `${ruleField(error.field)}: ${error.message.replace(`${error.field}: `, "")}` : error.message;
+    list.replaceChildren();
+  }
+}
+
+function ruleField(field) {
+  // The API names cron, every or rrule; the form has one input for the three.
+  return ["cron", "every", "rrule"].includes(field) ? "rule" : field;
+}
+
+function editSchedule(s) {
+  const form = $("#schedule-form");
+  form.dataset.editing = s.name;
+  $("#sf-title").textContent = `Edit ${s.name}`;
+  $("#s-save").textContent = "Save schedule";
+  $("#s-new").hidden = false;
+  $("#s-name").value = s.name;
+  $("#s-name").readOnly = true;
+  $("#s-type").value = s.type;
+  $("#s-kind").value = s.cron ? "cron" : s.rrule ? "rrule" : "every";
+  $("#s-rule").value = s.cron ?? s.rrule ?? String(s.every);
+  $("#s-timezone").value = s.timezone;
+  $("#s-dtstart").value = s.dtstart ?? "";
+  $("#s-holidays").value = s.holidays ?? "";
+  $("#s-roll").value = s.roll ?? "";
+  $("#s-payload").value = JSON.stringify(s.payload ?? null, null, 2);
+  formError($("#schedule-error"), form, null);
+  previewSchedule().catch(() => {});
+  $("#s-rule").focus();
+}
+
+function newSchedule() {
+  const form = $("#schedule-form");
+  form.reset();
+  delete form.dataset.editing;
+  $("#sf-title").textContent = "New schedule";
+  $("#s-save").textContent = "Create schedule";
+  $("#s-new").hidden = true;
+  $("#s-name").readOnly = false;
+  $("#s-payload").value = "{}";
+  formError($("#schedule-error"), form, null);
+  previewSchedule().catch(() => {});
+}
+
+async function saveSchedule(event) {
+  event.preventDefault();
+  const form = $("#schedule-form");
+  const editing = form.dataset.editing;
+  try {
+    const name = $("#s-name").value.trim();
+    const type = $("#s-type").value.trim();
+    if (!name) throw Object.assign(new Error("is required: a name, e.g. daily-report"), { field: "name" });
+    if (!type) throw Object.assign(new Error("is required: an event type"), { field: "type" });
+    if (!$("#s-rule").value.trim()) throw Object.assign(new Error("is required: a cron expression, an interval or an RRULE"), { field: "rule" });
+    const body = { type, payload: jsonField($("#s-payload").value, "payload"), ...scheduleRuleFields() };
+    let saved;
+    if (editing) {
+      // The kinds not chosen are cleared: a cron schedule made an interval has no cron left.
+      for (const kind of ["cron", "every", "rrule"]) if (!(kind in body)) body[kind] = null;
+      if (!body.rrule) Object.assign(body, { dtstart: null, holidays: null, roll: null });
+      ({ schedule: saved } = await api(ns(`/schedules/${encodeURIComponent(editing)}`), { method: "PATCH", body }));
+    } else {
+      ({ schedule: saved } = await api(ns("/schedules"), { method: "POST", body: { name, ...body, on_conflict: "error" } }));
+    }
+    notice(`Schedule ${saved.name} ${editing ? "saved" : "created"}: next ${instant(saved.next_at)} UTC.`, "ok");
+    newSchedule();
+    await refresh();
+  } catch (error) {
+    formError($("#schedule-error"), form, error.field ? Object.assign(error, { field: ruleField(error.field) }) : error);
+  }
+}
+
+function wireSchedules() {
+  $("#schedule-form").addEventListener("submit", saveSchedule);
+  $("#s-new").addEventListener("click", newSchedule);
+  for (const id of ["#s-kind", "#s-rule", "#s-timezone", "#s-dtstart", "#s-holidays", "#s-roll"]) {
+    $(id).addEventListener("input", previewSoon);
+    $(id).addEventListener("change", previewSoon);
+  }
+  $("#s-type").addEventListener("input", () => suggestTypes($("#s-type")));
+  scheduleKind();
+}
+
+wireSchedules();

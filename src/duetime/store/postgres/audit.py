@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 from psycopg.rows import dict_row
 
 from duetime.store.audit import AuditColumns, AuditLog
-from duetime.store.postgres.database import Conn, Database, fetch_json_as_text
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_json_as_text
 from duetime.store.queries import load_queries
 from duetime.store.tokens import TokenRow
 from duetime.support.jsontext import load_json

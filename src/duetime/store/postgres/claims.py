@@ -16,7 +16,8 @@ from typing import Any
 
 from duetime.errors import StoreUnavailable
 from duetime.model import Claimed
-from duetime.store.postgres.database import Database, fetch_all
+from duetime.store.postgres.database import Database
+from duetime.store.postgres.fetching import fetch_all
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "claims.sql")

@@ -39,9 +39,10 @@ from duetime.store.flow_grants import (
     state_params,
     tallied_page,
 )
+from duetime.store.postgres.claimed_rows import claim_known, claimed_rows
 from duetime.store.postgres.claims import give_back_if_unread
-from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
-from duetime.store.postgres.rows import claim_known, claimed_rows
+from duetime.store.postgres.database import Conn, Database, Statement
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "claims.sql", "limits.sql", "namespaces.sql")

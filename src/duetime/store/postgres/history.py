@@ -37,7 +37,8 @@ from duetime.store.cursors import (
     within_bytes,
 )
 from duetime.store.parts import Chart
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_json_as_text
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_json_as_text
 from duetime.store.postgres.resealing import reseal_rows
 from duetime.store.postgres.rows import attempt_from_row, timer_from_text_row
 from duetime.store.queries import load_queries

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from duetime.store.postgres.database import Conn, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "session.sql")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from duetime.store.postgres.database import Conn, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn
+from duetime.store.postgres.fetching import fetch_all, fetch_value
 from duetime.store.queries import load_migrations, load_queries
 
 Q = load_queries("duetime.store.postgres", "schema.sql")

@@ -4,22 +4,29 @@ which namespaces.
 The functions run as the schema's owner, so a role needs only USAGE on the schema and EXECUTE
 on them: it can read or change no table itself. Each function checks the caller's namespace
 against ``sql_grants`` (see migration 0029), so a role granted one namespace is refused in
-another.
+another. The caps and defaults they obey are the app's settings, kept in ``meta`` rows
+(``sql.max_payload_bytes``…) by :meth:`PostgresSqlAccess.keep_settings` each time an app opens
+the store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from psycopg import sql
+from psycopg import errors, sql
 
 from duetime.errors import InvalidInput
+from duetime.model import Schedule
 from duetime.model.sql_requests import ScheduleChange
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_value
+from duetime.store.postgres.schedule_rows import schedule_from_row
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "sql_access.sql")
+log = logging.getLogger("duetime.sql")
 
 
 class PostgresSqlAccess:
@@ -28,6 +35,8 @@ class PostgresSqlAccess:
     def __init__(self, db: Database, schema: str) -> None:
         self._db = db
         self._schema = schema
+        self._kept: dict[str, int] = {}
+        """The settings this store wrote last: the apps sharing it write them once."""
 
     async def grant_sql(self, role: str, namespaces: Sequence[str], now: datetime) -> list[str]:
         names = list(dict.fromkeys(namespaces))
@@ -90,3 +99,30 @@ class PostgresSqlAccess:
             return (await conn.execute(Q["finish_schedule_request"], params)).rowcount == 1
 
         return await self._db.write(run)
+
+    async def previous_schedule(self, request_id: int) -> Schedule | None:
+        async def run(conn: Conn) -> Schedule | None:
+            rows = await fetch_all(conn, Q["previous_schedule"], {"id": request_id})
+            return schedule_from_row(rows[0], self._db.sealing) if rows else None
+
+        return await self._db.read(run)
+
+    async def keep_settings(self, settings: Mapping[str, int], now: datetime) -> None:
+        if dict(settings) == self._kept:
+            return
+        params = {
+            "names": list(settings),
+            "values": [str(value) for value in settings.values()],
+            "now": now,
+        }
+
+        async def run(conn: Conn) -> None:
+            await conn.execute(Q["keep_settings"], params)
+
+        try:
+            await self._db.write(run)
+            self._kept = dict(settings)
+        except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction, errors.UndefinedTable):
+            # A role that may not write (a read-only replica, a reporting role) or a schema not
+            # migrated yet: the rows stay as the last app that could write them left them.
+            log.warning("could not write the SQL functions' settings to meta", exc_info=True)

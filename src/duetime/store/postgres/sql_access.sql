@@ -41,7 +41,7 @@ SELECT role::text AS role, namespace FROM sql_grants ORDER BY role, namespace
 
 -- name: pending_schedule_requests
 -- Schedule changes made from SQL (migration 0030), oldest first, for a worker to apply.
-SELECT id, namespace, name, action, request, on_conflict, requested_by
+SELECT id, namespace, name, action, request, on_conflict, requested_by, schedule_version, outcome
 FROM sql_schedule_requests
 WHERE status = 'pending'
 ORDER BY id
@@ -52,3 +52,18 @@ LIMIT %(limit)s
 UPDATE sql_schedule_requests
 SET status = %(status)s, outcome = %(outcome)s, applied_at = %(now)s
 WHERE id = %(id)s AND status = 'pending'
+
+-- name: previous_schedule
+-- The schedule row as it was planned before a request changed it (migration 0031), as a row of
+-- the schedules table.
+SELECT (jsonb_populate_record(NULL::schedules, previous)).*
+FROM sql_schedule_requests
+WHERE id = %(id)s AND previous IS NOT NULL
+
+-- name: keep_settings
+-- The app's settings the SQL functions obey (meta sql.<name>), written only where they differ.
+INSERT INTO meta (key, value, updated_at)
+SELECT 'sql.' || given.name, given.value, %(now)s
+FROM unnest(%(names)s::text[], %(values)s::text[]) AS given (name, value)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+WHERE meta.value IS DISTINCT FROM excluded.value

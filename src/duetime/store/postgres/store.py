@@ -3,23 +3,27 @@
 Each method is one transaction over a pooled connection (see :mod:`.database`); the SQL lives in
 the package's ``.sql`` files, by area, under the method's name. The store is made of parts:
 timers are written by :mod:`.writes`, read and acted on by :mod:`.timers`' methods, claimed and
-finished by :mod:`.working`'s. Writers that make work due send a ``pg_notify`` right after
-their commit (inside a caller's own transaction, as part of it); :mod:`.wakeup` hears it in
-every process.
+finished by :mod:`.working`'s; namespaces are kept by :mod:`.namespaces`, nodes by
+:mod:`.nodes`. Writers that make work due send a ``pg_notify`` right after their commit (inside
+a caller's own transaction, as part of it); :mod:`.wakeup` hears it in every process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
-from duetime.model import NewTimer, OnConflict, PutResult
+from duetime.model import HeldRow, NewTimer, Node, OnConflict, PutResult, Status
 from duetime.store.listeners import WakeupListener
+from duetime.store.node_registry import ClockSampler
 from duetime.store.postgres.audit import PostgresAudit
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_value
 from duetime.store.postgres.flow_control import PostgresLimits
 from duetime.store.postgres.history import PostgresHistory
+from duetime.store.postgres.namespaces import PostgresNamespaces
+from duetime.store.postgres.nodes import PostgresNodes
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.reach import reach_of
 from duetime.store.postgres.schedules import PostgresSchedules
@@ -33,7 +37,6 @@ from duetime.store.postgres.wakeup import Listener
 from duetime.store.postgres.working import PostgresWorking, claim_params
 from duetime.store.postgres.writes import TimerWrites
 from duetime.store.queries import load_queries
-from duetime.store.room import check_namespace_room
 from duetime.support.sealing import Sealing
 
 Q = load_queries("duetime.store.postgres", "namespaces.sql", "session.sql")
@@ -60,6 +63,8 @@ class PostgresStore(PostgresTimers, PostgresWorking):
         self.writes = TimerWrites(self._db, self._notices)
         self.outbox = PostgresOutbox(self.schema, self.writes.in_savepoint, self._transition_on)
         self.sql_access = PostgresSqlAccess(self._db, self.schema)
+        self.namespaces = PostgresNamespaces(self._db, self.schema)
+        self.nodes = PostgresNodes(self._db)
 
     @property
     def sealing(self) -> Sealing:
@@ -131,43 +136,53 @@ class PostgresStore(PostgresTimers, PostgresWorking):
     async def schema_version(self) -> int:
         return await self._db.read(lambda conn: schema_version(conn, self.schema))
 
-    # -- namespaces -------------------------------------------------------------------------
+    # -- namespaces and nodes: the parts' ---------------------------------------------------
     async def ensure_namespace(self, namespace: str, now: datetime) -> None:
-        params = {"name": namespace, "now": now}
-        await self._db.read(lambda conn: conn.execute(Q["ensure_namespace"], params))
+        await self.namespaces.ensure_namespace(namespace, now)
 
     async def namespace_exists(self, namespace: str) -> bool:
-        async def run(conn: Conn) -> bool:
-            return bool(await fetch_all(conn, Q["namespace_exists"], {"name": namespace}))
-
-        return await self._db.read(run)
+        return await self.namespaces.namespace_exists(namespace)
 
     async def list_namespaces(
         self, after: str = "", limit: int | None = None, only: Sequence[str] | None = None
     ) -> list[str]:
-        params = {"after": after, "limit": limit, "only": None if only is None else list(only)}
-
-        async def run(conn: Conn) -> list[str]:
-            return [row["name"] for row in await fetch_all(conn, Q["list_namespaces"], params)]
-
-        return await self._db.read(run)
+        return await self.namespaces.list_namespaces(after, limit, only)
 
     async def add_namespaces(
         self, names: Sequence[str], now: datetime, cap: int, field: str
     ) -> list[str]:
-        lock = {"lock": f"duetime:namespaces:{self.schema}"}
-        params = {"names": list(dict.fromkeys(names)), "up_to": cap, "now": now}
+        return await self.namespaces.add_namespaces(names, now, cap, field)
 
-        async def run(conn: Conn) -> list[str]:
-            await conn.execute(Q["lock_namespaces"], lock)
-            (room,) = await fetch_all(conn, Q["namespace_room"], params)
-            new: list[str] = room["new"]
-            check_namespace_room(int(room["held"]), len(new), cap, field)
-            for name in new:
-                await conn.execute(Q["ensure_namespace"], {"name": name, "now": now})
-            return new
+    async def expire_leases_of(self, node_id: str, now: datetime) -> int:
+        return await self.nodes.expire_leases_of(node_id, now)
 
-        return await self._db.write(run)
+    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
+        return await self.namespaces.namespace_gauges()
+
+    async def count_by_status(self, namespace: str) -> dict[Status, int]:
+        return await self.namespaces.count_by_status(namespace)
+
+    async def register_node(self, node: Node) -> None:
+        await self.nodes.register_node(node)
+
+    async def heartbeat(
+        self,
+        node_id: str,
+        now: datetime,
+        lease_until: datetime,
+        held: Sequence[HeldRow],
+        clock_offset: timedelta | None = None,
+        sample_clock: ClockSampler | None = None,
+    ) -> int:
+        return await self.nodes.heartbeat(
+            node_id, now, lease_until, held, clock_offset, sample_clock
+        )
+
+    async def deregister_node(self, node_id: str) -> None:
+        await self.nodes.deregister_node(node_id)
+
+    async def list_nodes(self) -> list[Node]:
+        return await self.nodes.list_nodes()
 
     # -- scheduling -------------------------------------------------------------------------
     async def put_timers(

@@ -20,7 +20,6 @@ from duetime.model import (
     BulkAction,
     DeadType,
     Page,
-    Status,
     Timer,
     TimerFilter,
 )
@@ -32,14 +31,8 @@ from duetime.store.cursors import (
     sorted_cursor,
     timer_listing,
 )
-from duetime.store.gauges import gauges
-from duetime.store.postgres.database import (
-    Conn,
-    Database,
-    fetch_all,
-    fetch_json_as_text,
-    fetch_value,
-)
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_json_as_text, fetch_value
 from duetime.store.postgres.notices import Notices
 from duetime.store.postgres.resealing import reseal_rows
 from duetime.store.postgres.rows import attempt_from_row, timer_from_row, timer_from_text_row
@@ -123,26 +116,6 @@ class PostgresTimers:
         async def run(conn: Conn) -> list[Attempt]:
             rows = await fetch_all(conn, Q["list_attempts"], {"timer_id": timer_id})
             return [attempt_from_row(row, self._db.sealing) for row in rows]
-
-        return await self._db.read(run)
-
-    async def namespace_gauges(self) -> dict[str, tuple[dict[Status, int], datetime | None]]:
-        async def run(conn: Conn) -> dict[str, tuple[dict[Status, int], datetime | None]]:
-            counts = await fetch_all(conn, Q["gauge_counts"], {})
-            earliest = await fetch_all(conn, Q["gauge_earliest"], {})
-            return gauges(
-                ((row["namespace"], row["status"], row["count"]) for row in counts),
-                ((row["namespace"], row["earliest"]) for row in earliest),
-            )
-
-        return await self._db.read(run)
-
-    async def count_by_status(self, namespace: str) -> dict[Status, int]:
-        async def run(conn: Conn) -> dict[Status, int]:
-            counts = dict.fromkeys(Status, 0)
-            for row in await fetch_all(conn, Q["count_by_status"], {"namespace": namespace}):
-                counts[Status(row["status"])] = row["count"]
-            return counts
 
         return await self._db.read(run)
 

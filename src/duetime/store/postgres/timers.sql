@@ -25,6 +25,9 @@ AND (%(type_like)s::text IS NULL OR type LIKE %(type_like)s::text)
 AND (%(due_from)s::timestamptz IS NULL OR due_at >= %(due_from)s::timestamptz)
 AND (%(due_until)s::timestamptz IS NULL OR due_at < %(due_until)s::timestamptz)
 AND (%(keys)s::text[] IS NULL OR key = ANY(%(keys)s::text[]))
+-- A schedule's occurrences: the prefix, then their instant (a digit: not a longer name's key).
+AND (%(key_prefix)s::text IS NULL OR (left(key, length(%(key_prefix)s::text)) = %(key_prefix)s::text
+    AND substr(key, length(%(key_prefix)s::text) + 1, 1) IN ('0', '1', '2', '3', '4', '5', '6', '7', '8', '9')))
 AND (%(payload_doc)s::jsonb IS NULL OR payload @> %(payload_doc)s::jsonb)
 
 -- name: list_timers

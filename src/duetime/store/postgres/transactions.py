@@ -23,9 +23,10 @@ from duetime.errors import InvalidInput, StoreUnavailable
 from duetime.model import Finish, NewTimer, OnConflict, Outcome, PutResult, Timer
 from duetime.store.parts import TransactionEffect
 from duetime.store.postgres.bridge import Borrowed, PlainCursors, SyncBridge
-from duetime.store.postgres.database import Conn, Database, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database
+from duetime.store.postgres.fetching import fetch_all, fetch_value
+from duetime.store.postgres.finish_batch import FinishBatch
 from duetime.store.postgres.reach import Reach, reach_of, refusal
-from duetime.store.postgres.rows import FinishBatch
 from duetime.store.queries import load_queries
 from duetime.store.transitions import Transition
 from duetime.support.sealing import NO_SEALING

@@ -1,5 +1,5 @@
-"""A PostgreSQL store's workers: claiming due timers, their outcomes and fan-outs, rescuing
-lost leases, and the nodes that hold them.
+"""A PostgreSQL store's workers: claiming due timers, their outcomes and fan-outs, and rescuing
+lost leases (the nodes that hold them register in :mod:`.nodes`).
 
 Claims, finishes and rescues are single statements (a claim's transaction first turns sorting
 off, see ``claim_in_order``), so their cost in round trips does not grow with the timers they
@@ -11,38 +11,31 @@ take. :class:`PostgresWorking` is a part of
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from duetime.model import (
     Claimed,
     ClaimFilter,
     FanOut,
     Finish,
-    HeldRow,
     Node,
 )
 from duetime.model.deliveries import delivery_key, fan_out_note
 from duetime.store.codec import like_pattern, new_claim_token
+from duetime.store.postgres.claimed_rows import claim_known, claimed_rows
 from duetime.store.postgres.claims import give_back_if_unread
-from duetime.store.postgres.database import Conn, Database, Statement, fetch_all, fetch_value
+from duetime.store.postgres.database import Conn, Database, Statement
+from duetime.store.postgres.fetching import fetch_all, fetch_value
+from duetime.store.postgres.finish_batch import FinishBatch
 from duetime.store.postgres.notices import Notices
-from duetime.store.postgres.rows import (
-    FinishBatch,
-    Row,
-    claim_known,
-    claimed_rows,
-    node_from_row,
-    node_params,
-    offset_ms,
-)
-from duetime.store.protocol import ClockSampler
+from duetime.store.postgres.rows import Row, node_from_row
 from duetime.store.queries import load_queries
 
 Q = load_queries("duetime.store.postgres", "claims.sql", "outcomes.sql", "nodes.sql", "session.sql")
 
 
 class PostgresWorking:
-    """What workers do to timers, and their nodes' registrations."""
+    """What workers do to timers."""
 
     _db: Database
     _notices: Notices
@@ -200,55 +193,6 @@ class PostgresWorking:
         if rescued:
             self._notices.here(now)
         return rescued, swept, nodes
-
-    async def expire_leases_of(self, node_id: str, now: datetime) -> int:
-        params = {"node_id": node_id, "now": now}
-
-        async def run(conn: Conn) -> int:
-            return (await conn.execute(Q["expire_leases_of"], params)).rowcount
-
-        return await self._db.read(run)
-
-    # -- nodes ------------------------------------------------------------------------------
-    async def register_node(self, node: Node) -> None:
-        params = node_params(node)
-        await self._db.read(lambda conn: conn.execute(Q["register_node"], params))
-
-    async def heartbeat(
-        self,
-        node_id: str,
-        now: datetime,
-        lease_until: datetime,
-        held: Sequence[HeldRow],
-        clock_offset: timedelta | None = None,
-        sample_clock: ClockSampler | None = None,
-    ) -> int:
-        params = {
-            "node_id": node_id,
-            "now": now,
-            "lease_until": lease_until,
-            "in_flight": len(held),
-            "held": [timer_id for timer_id, _ in held],
-            "tokens": [token for _, token in held],
-            "clock_offset_ms": offset_ms(clock_offset),
-        }
-
-        async def run(conn: Conn) -> int:
-            if sample_clock is not None:  # first: the round trip timed is this read's alone
-                await sample_clock(lambda: fetch_value(conn, Q["db_now"], {}))
-            await conn.execute(Q["heartbeat_node"], params)
-            return (await conn.execute(Q["extend_leases"], params)).rowcount
-
-        return await self._db.write(run, lane="heartbeat")
-
-    async def deregister_node(self, node_id: str) -> None:
-        await self._db.read(lambda conn: conn.execute(Q["deregister_node"], {"node_id": node_id}))
-
-    async def list_nodes(self) -> list[Node]:
-        async def run(conn: Conn) -> list[Node]:
-            return [node_from_row(row) for row in await fetch_all(conn, Q["list_nodes"], {})]
-
-        return await self._db.read(run)
 
 
 def claim_params(types: Sequence[str] | ClaimFilter | None) -> Row:

@@ -33,13 +33,14 @@ from duetime.errors import AlreadyExists
 from duetime.model import NewTimer, OnConflict, PutResult, Timer
 from duetime.model.fast_records import make_put_result
 from duetime.store.postgres import write_plan
-from duetime.store.postgres.database import Conn, fetch_all
-from duetime.store.postgres.rows import (
+from duetime.store.postgres.database import Conn
+from duetime.store.postgres.fetching import fetch_all
+from duetime.store.postgres.rows import timer_from_row
+from duetime.store.postgres.written_rows import (
     Unseen,
     check_text,
     fresh_timer_rows,
     timer_batch_params,
-    timer_from_row,
     written_timer_rows,
 )
 from duetime.store.queries import load_queries

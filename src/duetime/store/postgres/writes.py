@@ -33,7 +33,6 @@ from duetime.store.postgres import write_plan
 from duetime.store.postgres.database import Conn, Database, Statement
 from duetime.store.postgres.grouping import CommitQueue
 from duetime.store.postgres.notices import Notices
-from duetime.store.postgres.rows import check_text, timer_batch_params, written_timer_rows
 from duetime.store.postgres.write_pipeline import (
     GeneratedKeyTaken,
     Q,
@@ -48,6 +47,7 @@ from duetime.store.postgres.write_pipeline import (
     write_timers,
 )
 from duetime.store.postgres.write_plan import PutCall, Strategy, plan_put, spans
+from duetime.store.postgres.written_rows import check_text, timer_batch_params, written_timer_rows
 from duetime.store.streams import Replayable
 
 Answer = list[PutResult] | Exception

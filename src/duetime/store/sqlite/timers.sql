@@ -14,6 +14,9 @@ AND (:type_glob IS NULL OR type GLOB :type_glob)
 AND (:due_from IS NULL OR due_at >= :due_from)
 AND (:due_until IS NULL OR due_at < :due_until)
 AND (:keys IS NULL OR key IN (SELECT value FROM json_each(:keys)))
+-- A schedule's occurrences: the prefix, then their instant (a digit: not a longer name's key).
+AND (:key_prefix IS NULL OR (substr(key, 1, length(:key_prefix)) = :key_prefix
+    AND substr(key, length(:key_prefix) + 1, 1) IN ('0', '1', '2', '3', '4', '5', '6', '7', '8', '9')))
 AND (:payload_path IS NULL OR (
     CASE json_type(payload, :payload_path)
         WHEN 'integer' THEN 'number' WHEN 'real' THEN 'number'
