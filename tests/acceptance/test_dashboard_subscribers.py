@@ -110,9 +110,9 @@ def test_the_cut_due_and_error_cells_show_whole_on_hover_and_click(
         timer = app.get("sync-59")
     assert timer.last_error is not None
     shown_due = timer.due_at.strftime("%Y-%m-%d %H:%M:%S")
-    expect(due).to_have_attribute("title", re.compile(rf"^{shown_due}[.0-9]* UTC, .* ago$"))
+    expect(due).to_have_attribute("title", re.compile(rf"^{shown_due} UTC\n.*, your zone\n.* ago$"))
     expect(error).to_have_attribute("title", timer.last_error)
-    page.set_viewport_size({"width": 700, "height": 900})  # narrow: the error is cut
+    page.set_viewport_size({"width": 1000, "height": 900})  # narrower: the error is cut
     cut = error.evaluate("cell => cell.scrollWidth > cell.clientWidth")
     assert cut, "the error cell was expected to be cut at this width"
     error.click()

@@ -35,6 +35,9 @@ const state = {
   missed: false, // a change was heard while paused or hidden
   chart: { range: "1h", type: "", node: "" },
   selected: new Set(),
+  anchor: null, // the row a shift-click ticks from
+  allMatching: null, // the filter (as JSON) whose every timer is selected, beyond the rows shown
+  changedFrom: null, // each acted-on row's status before the last action, to mark what changed
   me: null, // GET /v1/me: who the caller is, what it may change
 };
 
@@ -142,7 +145,7 @@ function wholeCell(text, title = text, cls = "") {
 }
 
 function dueCell(iso) {
-  return wholeCell(instant(iso), iso ? `${instant(iso)} UTC, ${relative(iso)}` : "", "mono");
+  return timeCell(iso);
 }
 
 function pill(status) {
@@ -239,18 +242,18 @@ function drawDeadTypes(deadTypes, limits) {
   typesBody.replaceChildren(...deadTypes.items.map((g) => el("tr", { "data-type": g.type }, [
     el("td", {}, [el("a", { href: filterHash({ status: "dead", type: g.type }), text: g.type })]),
     el("td", { text: g.count.toLocaleString() }),
-    el("td", { class: "mono", text: instant(g.newest_at) }),
+    timeCell(g.newest_at),
     wholeCell(g.newest_error ?? "", g.newest_error ?? "", "error"),
     el("td", {}, [el("div", { class: "row-actions" }, [
       typePause(g.type, limits.items),
       el("button", {
         type: "button", class: "secondary small", "data-replay": g.type, text: `Replay ${g.count.toLocaleString()}…`,
-        "aria-label": `Replay the ${g.count} dead ${g.type} timers`,
+        "aria-label": `Replay ${g.count.toLocaleString()} dead ${g.type} timers…`,
         onclick: () => bulk("replay", { status: "dead", type: g.type }),
       }),
       el("button", {
         type: "button", class: "danger small", "data-delete": g.type, text: `Delete ${g.count.toLocaleString()}…`,
-        "aria-label": `Delete the ${g.count} dead ${g.type} timers`,
+        "aria-label": `Delete ${g.count.toLocaleString()} dead ${g.type} timers…`,
         onclick: () => bulk("delete", { status: "dead", type: g.type }),
       }),
     ])]),
@@ -284,7 +287,6 @@ function drawCounts(stats) {
     const value = stats.counts[card.dataset.status] ?? 0;
     card.querySelector("b").textContent = value.toLocaleString();
     card.classList.toggle("zero", value === 0);
-    card.setAttribute("aria-label", `${value} ${card.dataset.status}: list them`);
     card.removeAttribute("aria-busy");
   }
 }
@@ -295,7 +297,7 @@ function drawNextDue(stats) {
     el("td", {}, [timerLink(t.key)]),
     el("td", { text: t.type }),
     el("td", { text: t.subject ?? "–" }),
-    el("td", { class: "mono", text: instant(t.run_at) }),
+    timeCell(t.run_at),
     el("td", { text: relative(t.run_at) }),
   ])));
   if (!stats.next_due.length) emptyRow(body, 5, "Nothing pending.");
@@ -375,10 +377,10 @@ function writeFilter(filter) {
 }
 
 function timerRow(t) {
-  return el("tr", { "data-key": t.key }, [
+  return el("tr", { "data-key": t.key, "data-status": t.status }, [
     el("td", { class: "pick" }, [el("input", {
       type: "checkbox", "data-pick": t.key, "aria-label": `Select ${t.key}`,
-      checked: state.selected.has(t.key), onchange: (event) => pick(t.key, event.target.checked),
+      checked: state.selected.has(t.key), onclick: (event) => pickClicked(t.key, event),
     })]),
     el("td", {}, [timerLink(t.key)]),
     el("td", { text: t.type }),
@@ -450,6 +452,7 @@ async function showTimer() {
   ].filter(([, value]) => value !== null && value !== undefined && value !== "");
   $("#timer-fields").replaceChildren(...fields.flatMap(([name, value]) =>
     [el("dt", { text: name }), el("dd", { class: name === "last error" ? "error" : "", text: String(value) })]));
+  titleInstants($("#timer-fields"), timer);
   $("#timer-payload").textContent = sealedKey(timer.payload) !== null
     ? `sealed (with key ${sealedKey(timer.payload)}, which this server's key ring does not hold)`
     : JSON.stringify(timer.payload, null, 2);
@@ -476,10 +479,9 @@ async function showTimer() {
     const row = el("tr", { class: "attempt" }, [
       el("td", { text: String(a.number) }),
       el("td", { class: "mono", text: a.node_id, title: a.node_id }),
-      el("td", { class: "mono", text: instant(a.claimed_at) }),
-      el("td", { class: "mono", text: a.started_at ? instant(a.started_at) : "–",
-        title: a.started_at ? "" : unknown }),
-      el("td", { class: "mono", text: instant(a.finished_at) }),
+      timeCell(a.claimed_at, { ms: true }),
+      a.started_at ? timeCell(a.started_at, { ms: true }) : el("td", { class: "mono", text: "–", title: unknown }),
+      timeCell(a.finished_at, { ms: true }),
       el("td", { text: took }),
       el("td", {}, [a.outcome ? pill(a.outcome) : pill("running")]),
       el("td", { class: "error", text: a.error ?? "", title: a.error ?? "" }),
@@ -593,7 +595,7 @@ function describeTarget(target) {
 function auditRow(e) {
   const target = describeTarget(e.target);
   return el("tr", { "data-id": e.id, "data-action": e.action }, [
-    el("td", { class: "mono", text: instant(e.at), title: relative(e.at) }),
+    timeCell(e.at),
     el("td", { text: e.actor }),
     el("td", { text: e.via }),
     el("td", { class: "mono", text: e.action }),
@@ -641,7 +643,7 @@ function scheduleRow(s) {
     el("td", { class: "mono", text: rule(s) }),
     el("td", { text: s.timezone }),
     el("td", { class: "occurrences-cell mono", "data-next": s.name, text: s.active ? instant(s.next_at) : "paused" }),
-    el("td", { class: "mono", text: instant(s.last_at) }),
+    timeCell(s.last_at),
     el("td", {}, [pill(s.active ? "active" : "paused"), missedBadge(s)].filter(Boolean)),
     el("td", {}, [el("div", { class: "row-actions" }, [toggle, s.active && el("button", {
       type: "button", class: "secondary small", "data-run-next": s.name, text: "Run next now…",
@@ -708,7 +710,7 @@ async function pause(name, resume) {
 function eventRow(e) {
   const outcomes = e.deliveries.map((d) => d.outcome ?? "running");
   return el("tr", { "data-key": e.key }, [
-    el("td", { class: "mono", text: instant(e.fired_at) }),
+    timeCell(e.fired_at),
     el("td", {}, [timerLink(e.key)]),
     el("td", { text: e.type }),
     el("td", {}, [pill(e.status)]),
@@ -1175,47 +1177,7 @@ wire();
 wireActing();
 start();
 
-// -- finding: selection, type suggestions ---------------------------------------------------
-function pick(key, on) {
-  if (on) state.selected.add(key);
-  else state.selected.delete(key);
-  showSelection();
-}
-
-function showSelection() {
-  // Only keys still in sight stay selected (a refresh may have taken rows away).
-  const shown = new Set([...document.querySelectorAll("#timers tbody tr[data-key]")].map((r) => r.dataset.key));
-  for (const key of [...state.selected]) if (!shown.has(key)) state.selected.delete(key);
-  const count = state.selected.size;
-  $("#selection-count").textContent = count
-    ? `${count.toLocaleString()} selected:` : "Select rows to act on them one by one.";
-  for (const button of document.querySelectorAll("[data-selected]")) button.disabled = count === 0;
-  $("#pick-all").checked = count > 0 && count === shown.size;
-}
-
-async function bulkSelected(action) {
-  const keys = [...state.selected];
-  const what = ACTIONS[action];
-  try {
-    const dry = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter: { keys }, dry_run: true } });
-    if (!dry.count) {
-      notice(`None of the ${keys.length} selected timers is ${what.takes}: nothing to ${what.verb}.`, "info");
-      return;
-    }
-    const Verb = `${what.verb[0].toUpperCase()}${what.verb.slice(1)}`;
-    const ok = await confirmed(`${Verb} ${dry.count.toLocaleString()} selected timers?`,
-      `${dry.count.toLocaleString()} of the ${keys.length} selected timers are ${what.takes} — ${what.verb} them?`,
-      `${Verb} ${dry.count.toLocaleString()}`);
-    if (!ok) return;
-    const done = await api(ns("/timers/bulk"), { method: "POST", body: { action, filter: { keys } } });
-    state.selected.clear();
-    notice(`${done.count.toLocaleString()} selected timers ${what.done}.`, "ok");
-    await refresh();
-  } catch (error) {
-    handleError(error);
-  }
-}
-
+// -- finding: type suggestions --------------------------------------------------------------
 let suggesting = null;
 async function suggestTypes(input) {
   // The known types starting with what is typed, as the inputs' shared datalist. What was asked
@@ -1380,15 +1342,6 @@ function wireActing() {
     input.addEventListener("input", () => suggestTypes(input));
     input.addEventListener("focus", () => suggestTypes(input));
   }
-  for (const button of document.querySelectorAll("[data-selected]")) {
-    button.addEventListener("click", () => bulkSelected(button.dataset.selected));
-  }
-  $("#pick-all").addEventListener("change", (event) => {
-    for (const box of document.querySelectorAll("#timers tbody [data-pick]")) {
-      box.checked = event.target.checked;
-      pick(box.dataset.pick, box.checked);
-    }
-  });
   $("#live-pause").addEventListener("click", () => {
     state.paused = !state.paused;
     resumeIfMissed();
@@ -1404,6 +1357,316 @@ function wireActing() {
   });
   $("#create-form").addEventListener("submit", createTimer);
 }
+
+// -- selection, as in a mail client ---------------------------------------------------------
+// Rows are ticked one by one, a shift-click ticks the range from the last row clicked, the
+// header's box ticks the page; with the whole page ticked and more below, the selection can be
+// widened to every timer the filter takes. Each action first asks the server how many timers
+// it would take (dry_run), says that number, and after it the rows it changed are marked.
+const KEYS_A_REQUEST = 1000; // the API's most keys in one bulk request
+const WIDENED = {
+  replay: (n) => `Replay ${n} dead…`, run_now: (n) => `Run ${n} now…`,
+  cancel: (n) => `Cancel ${n} pending…`, delete: (n) => `Delete ${n} finished…`,
+};
+
+function shownKeys() {
+  return [...document.querySelectorAll("#timers tbody tr[data-key]")].map((row) => row.dataset.key);
+}
+
+function pickClicked(key, event) {
+  const on = event.target.checked;
+  let keys = [key];
+  if (event.shiftKey && state.anchor) {
+    const shown = shownKeys();
+    const [from, to] = [shown.indexOf(state.anchor), shown.indexOf(key)];
+    if (from >= 0 && to >= 0) keys = shown.slice(Math.min(from, to), Math.max(from, to) + 1);
+  }
+  state.anchor = key;
+  setPicked(keys, on);
+}
+
+function setPicked(keys, on) {
+  state.allMatching = null;
+  state.changedFrom = null;
+  for (const key of keys) {
+    if (on) state.selected.add(key);
+    else state.selected.delete(key);
+  }
+  showSelection();
+}
+
+function showSelection() {
+  // Only keys still in sight stay selected (a refresh or another filter may have taken rows
+  // away); "every timer the filter takes" holds for the filter it was chosen under only.
+  const shown = shownKeys();
+  const inSight = new Set(shown);
+  for (const key of [...state.selected]) if (!inSight.has(key)) state.selected.delete(key);
+  if (state.allMatching && state.allMatching !== JSON.stringify(state.filter)) state.allMatching = null;
+  if (state.allMatching) for (const key of shown) state.selected.add(key);
+  for (const box of document.querySelectorAll("#timers tbody [data-pick]")) {
+    box.checked = state.selected.has(box.dataset.pick);
+    box.closest("tr").classList.toggle("picked", box.checked);
+  }
+  const count = state.selected.size;
+  const all = $("#pick-all");
+  all.checked = count > 0 && count === shown.length;
+  all.indeterminate = count > 0 && count < shown.length;
+  const more = !$("#timers-more").hidden;
+  $("#selection-count").textContent = state.allMatching
+    ? "Every timer this filter takes is selected"
+    : count ? `${count.toLocaleString()} selected` : "No row selected";
+  $("#selection-widen").hidden = state.allMatching || !more || count === 0 || count !== shown.length;
+  $("#selection-widen").textContent = `Select every timer this filter takes, not only these ${count.toLocaleString()}`;
+  $("#selection-clear").hidden = count === 0 && !state.allMatching;
+  for (const button of document.querySelectorAll("[data-selected]")) {
+    button.disabled = count === 0 && !state.allMatching;
+    if (!state.allMatching) button.textContent = button.dataset.label;
+  }
+  markChanged();
+  if (state.allMatching) countMatching();
+}
+
+async function countMatching() {
+  // Widened to the filter, each button says how many timers it would take now.
+  const asked = state.allMatching;
+  const filter = bulkFilter();
+  const counts = await Promise.all(Object.keys(ACTIONS).map((action) =>
+    api(ns("/timers/bulk"), { method: "POST", body: { action, filter, dry_run: true } })
+      .then((answer) => [action, answer.count]).catch(() => [action, null])));
+  if (state.allMatching !== asked) return;
+  for (const [action, count] of counts) {
+    const button = document.querySelector(`[data-selected="${action}"]`);
+    if (button) button.textContent = count === null ? button.dataset.label : WIDENED[action](count.toLocaleString());
+  }
+}
+
+function markChanged() {
+  // The rows the last action changed, as read back: their new status shows, and they stand out.
+  const before = state.changedFrom;
+  for (const row of document.querySelectorAll("#timers tbody tr[data-key]")) {
+    const was = before && before.get(row.dataset.key);
+    const changed = Boolean(was && was !== row.dataset.status);
+    row.classList.toggle("changed", changed);
+    const mark = row.querySelector(".was");
+    if (mark) mark.remove();
+    if (changed) row.querySelector(".pill").after(el("span", { class: "was", text: ` was ${was}` }));
+  }
+}
+
+function bulkFilter() {
+  const filter = { ...state.filter };
+  delete filter.sort; // an order, not a filter
+  return filter;
+}
+
+async function bulkByKeys(action, keys, dryRun) {
+  // A selection larger than one request takes goes in parts; the counts add up.
+  let count = 0;
+  for (let i = 0; i < keys.length; i += KEYS_A_REQUEST) {
+    const body = { action, filter: { keys: keys.slice(i, i + KEYS_A_REQUEST) }, dry_run: dryRun };
+    count += (await api(ns("/timers/bulk"), { method: "POST", body })).count;
+  }
+  return count;
+}
+
+async function bulkSelected(action) {
+  const what = ACTIONS[action];
+  const Verb = `${what.verb[0].toUpperCase()}${what.verb.slice(1)}`;
+  const widened = Boolean(state.allMatching);
+  const keys = [...state.selected];
+  const filter = bulkFilter();
+  const run = (dryRun) => widened
+    ? api(ns("/timers/bulk"), { method: "POST", body: { action, filter, dry_run: dryRun } }).then((a) => a.count)
+    : bulkByKeys(action, keys, dryRun);
+  try {
+    const count = await run(true);
+    const of = widened ? "of the timers this filter takes" : `of the ${keys.length.toLocaleString()} selected timers`;
+    if (!count) {
+      notice(`None ${of} is ${what.takes}: nothing to ${what.verb}.`, "info");
+      return;
+    }
+    const described = Object.entries(filter).map(([k, v]) => `${k} ${v}`).join(", ") || "no filter: the whole namespace";
+    const them = action === "run_now" ? "run them now" : `${what.verb} them`;
+    const ok = await confirmed(`${Verb} ${count.toLocaleString()} ${widened ? "" : "selected "}timers?`,
+      widened
+        ? `${count.toLocaleString()} ${what.takes} timers match (${described}) — ${them}?`
+        : `${count.toLocaleString()} of the ${keys.length.toLocaleString()} selected timers are ${what.takes} — ${them}?`,
+      `${Verb} ${count.toLocaleString()}`);
+    if (!ok) return;
+    state.changedFrom = new Map([...document.querySelectorAll("#timers tbody tr[data-key]")]
+      .filter((row) => widened || state.selected.has(row.dataset.key))
+      .map((row) => [row.dataset.key, row.dataset.status]));
+    const done = await run(false);
+    state.selected.clear();
+    state.allMatching = null;
+    notice(`${done.toLocaleString()} ${widened ? "" : "selected "}timers ${what.done}.`, "ok");
+    await refresh();
+  } catch (error) {
+    handleError(error);
+  }
+}
+
+function wireSelection() {
+  for (const button of document.querySelectorAll("[data-selected]")) {
+    button.dataset.label = button.textContent;
+    button.addEventListener("click", () => bulkSelected(button.dataset.selected));
+  }
+  $("#pick-all").addEventListener("change", (event) => setPicked(shownKeys(), event.target.checked));
+  $("#selection-widen").addEventListener("click", () => {
+    state.allMatching = JSON.stringify(state.filter);
+    state.changedFrom = null;
+    showSelection();
+  });
+  $("#selection-clear").addEventListener("click", () => {
+    state.selected.clear();
+    setPicked([], false);
+  });
+}
+
+wireSelection();
+
+// -- instants whole -------------------------------------------------------------------------
+// An instant is shown whole, in UTC (to the millisecond where that matters: an attempt's
+// claim, start and end); on hover, the same instant in the reader's own zone and how long ago.
+let localTime = null;
+
+function wholeInstant(iso, ms) {
+  const [date, time = ""] = iso.replace(/Z$|[+-]00:00$/, "").split("T");
+  const [clock, fraction = ""] = time.split(".");
+  return ms ? `${date} ${clock}.${fraction.padEnd(3, "0").slice(0, 3)}` : `${date} ${clock}`;
+}
+
+function inReadersZone(iso, ms) {
+  if (!localTime) {
+    localTime = new Intl.DateTimeFormat("en-CA", {
+      year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+      second: "2-digit", hourCycle: "h23", timeZoneName: "shortOffset",
+    });
+  }
+  const parts = Object.fromEntries(localTime.formatToParts(new Date(iso)).map((p) => [p.type, p.value]));
+  const fraction = ms ? `.${(iso.match(/\.(\d+)/)?.[1] ?? "").padEnd(3, "0").slice(0, 3)}` : "";
+  const zone = localTime.resolvedOptions().timeZone;
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second}${fraction} ${zone} (${parts.timeZoneName})`;
+}
+
+function instantTitle(iso, ms = false) {
+  return `${wholeInstant(iso, ms)} UTC\n${inReadersZone(iso, ms)}, your zone\n${relative(iso)}`;
+}
+
+const FIELD_INSTANTS = { due: "due_at", "runs at": "run_at", fired: "fired_at", completed: "completed_at", registered: "registered_at" };
+
+function titleInstants(list, timer) {
+  // A timer's instants, each with the reader's zone on hover as in the lists.
+  for (const term of list.querySelectorAll("dt")) {
+    const iso = timer[FIELD_INSTANTS[term.textContent]];
+    if (iso) term.nextElementSibling.title = instantTitle(iso, true);
+  }
+}
+
+function timeCell(iso, { ms = false } = {}) {
+  if (!iso) return el("td", { class: "mono instant", text: "–" });
+  return el("td", { class: "mono instant", title: instantTitle(iso, ms) }, [
+    el("time", { datetime: iso, text: wholeInstant(iso, ms) }),
+  ]);
+}
+
+// -- narrow screens: each cell carries its column's name ------------------------------------
+// Below a width a table is drawn as cards (console.css); each cell then shows its column's
+// header beside it, from data-label, set here on every row a view draws.
+function labelCells(table) {
+  const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const row of table.querySelectorAll("tbody tr")) {
+    [...row.cells].forEach((cell, i) => {
+      if (cell.colSpan === 1 && names[i] !== undefined && cell.dataset.label !== names[i]) cell.dataset.label = names[i];
+    });
+  }
+}
+
+function wireCardLabels() {
+  for (const table of document.querySelectorAll("table.table")) {
+    const body = table.tBodies[0];
+    if (!body) continue;
+    new MutationObserver(() => labelCells(table)).observe(body, { childList: true });
+    labelCells(table);
+  }
+}
+
+wireCardLabels();
+
+// -- keyboard and screen readers ------------------------------------------------------------
+// The view's name is the page's heading and title; "/" goes to the view's search, "?" lists
+// the shortcuts; a scrolling block of text (a traceback, a payload) takes the focus, so it
+// scrolls from the keyboard too.
+const VIEW_NAMES = {
+  overview: "Overview", timers: "Timers", timer: "Timer", schedules: "Schedules", events: "Event log",
+  limits: "Flow control", nodes: "Nodes", audit: "Audit",
+};
+const SEARCH = { overview: "#c-type", timers: "#f-type", events: "#e-type", limits: "#l-pattern" };
+
+function nameView() {
+  const hash = location.hash.slice(1);
+  const view = hash.startsWith("timer/") ? "timer" : hash.split("?")[0];
+  const name = view === "timer" ? `Timer ${decodeURIComponent(hash.slice("timer/".length))}` : VIEW_NAMES[view] || VIEW_NAMES.overview;
+  $("#view-name").textContent = ` · ${name}`;
+  document.title = `${name} · duetime`;
+}
+
+function typing(target) {
+  return target instanceof HTMLElement
+    && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+}
+
+function shortcut(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target) || document.querySelector("dialog[open]")) return;
+  if (event.key === "/") {
+    event.preventDefault();
+    const field = SEARCH[state.view];
+    if (field) {
+      $(field).focus();
+      return;
+    }
+    window.addEventListener("hashchange", () => $("#f-type").focus(), { once: true });
+    location.hash = "#timers";
+  } else if (event.key === "?") {
+    event.preventDefault();
+    $("#shortcuts").showModal();
+  }
+}
+
+function focusableScrolls() {
+  for (const block of document.querySelectorAll("pre.code:not([tabindex])")) {
+    block.tabIndex = 0;
+    block.setAttribute("role", "region");
+    block.setAttribute("aria-label", block.id === "timer-payload" ? "Payload" : "Traceback");
+  }
+  // A cut cell a click shows whole: Enter or Space does it from the keyboard.
+  for (const cell of document.querySelectorAll("td.expandable:not([tabindex])")) {
+    if (cell.textContent) cell.tabIndex = 0;
+  }
+}
+
+function expandByKey(event) {
+  const cell = event.target;
+  if (!(cell instanceof HTMLElement) || !cell.matches("td.expandable") || (event.key !== "Enter" && event.key !== " ")) return;
+  event.preventDefault();
+  cell.click();
+}
+
+function wireKeyboard() {
+  document.addEventListener("keydown", shortcut);
+  document.addEventListener("keydown", expandByKey);
+  window.addEventListener("hashchange", nameView);
+  $("#skip-link").addEventListener("click", (event) => {
+    event.preventDefault(); // the address holds the view: the link only moves the focus
+    $("#content").focus();
+  });
+  $("#shortcuts-open").addEventListener("click", () => $("#shortcuts").showModal());
+  new MutationObserver(focusableScrolls).observe($("main"), { childList: true, subtree: true });
+  focusableScrolls();
+  nameView();
+}
+
+wireKeyboard();
 
 // -- access: what the caller may do, and only those controls shown ---------------------------
 async function loadAccess() {
