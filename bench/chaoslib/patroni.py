@@ -1,13 +1,13 @@
 """A failover or a switchover by Patroni under load, and the battery's check of every timer.
 
 Workers and the producer connect with the cluster's multi-host URL (every server,
-``target_session_attrs=read-write``). The fault is Patroni's to carry out: the test only kills
-the leader's postmaster (``kill -9``; Patroni, told by ``primary_start_timeout: 0`` not to
-restart it, hands the leader key to the synchronous standby) or asks for a switchover through
-Patroni's REST API. The fault's instant ends once another member leads and a write through the
-URL commits: that span is the failover time (:class:`Measured`). The cluster is made by the
-caller (tests/integration/patroni_cluster.py), so the tests and ``bench/patroni_failover.py``
-run the same scenario.
+``target_session_attrs=read-write``, ``durable_claims=true``). The fault is Patroni's to carry
+out: the test only kills the leader's postmaster (``kill -9``; Patroni, told by
+``primary_start_timeout: 0`` not to restart it, hands the leader key to the synchronous standby)
+or asks for a switchover through Patroni's REST API. The fault's instant ends once another
+member leads and a write through the URL commits: that span is the failover time
+(:class:`Measured`). The cluster is made by the caller (tests/integration/patroni_cluster.py),
+so the tests and ``bench/patroni_failover.py`` run the same scenario.
 """
 
 from __future__ import annotations
@@ -73,13 +73,15 @@ def fault(
 
 
 def run_patroni(
-    config: ChaosConfig, cluster: HaCluster, kind: str, at: float
+    config: ChaosConfig, cluster: HaCluster, kind: str, at: float, *, durable_claims: bool = True
 ) -> tuple[Report, Measured]:
     """``config`` on ``cluster``, its leader failed (``kind``) ``at`` seconds into production,
-    or later: once a second's worth of timers (``config.rate``) is done.
+    or later: once a second's worth of timers (``config.rate``) is done. ``durable_claims``:
+    the URL's, so that a claim the workers acted on is on the synchronous standby (without it
+    a kill may make the promoted server hand out an attempt again: ``reclaimed``).
     The fault is recorded as a ``failover`` (the battery's kind for a change of primary)."""
     measured = Measured()
-    url = cluster.url(schema="chaos")
+    url = cluster.url(schema="chaos", durable_claims=str(durable_claims).lower())
     tables = StoreTables(url)
     min_done = int(config.rate)  # about a second of load handled
 

@@ -1,15 +1,16 @@
 """duetime on a Patroni cluster: the leader killed, or switched over, under load.
 
 One etcd and three PostgreSQL servers managed by Patroni with ``synchronous_mode``
-(patroni_cluster.py), two worker processes and a producer scheduling timers (bench/chaoslib) on
-one multi-host URL with ``target_session_attrs=read-write``. Once timers flow, the leader's
-postmaster is killed (``kill -9``; Patroni fails over to the synchronous standby), or Patroni is
-asked for a switchover; nobody restarts or reconfigures a worker. Then the total-queue check
-of every acknowledged timer.
+(patroni_cluster.py), two worker processes and a producer scheduling timers (bench/chaoslib) on one
+multi-host URL with ``target_session_attrs=read-write`` and ``durable_claims=true``. Once timers
+flow, the leader's postmaster is killed (``kill -9``; Patroni fails over to the synchronous
+standby), or Patroni is asked for a switchover; nobody restarts or reconfigures a worker. Then the
+total-queue check of every acknowledged timer.
 
-Promised for both: no acknowledged timer lost, none started early, no attempt number started
-twice, every one finished, and none later than the failover time plus the lease (a lease that
-the dead server held runs out, then its timer is rescued) plus :data:`CATCH_UP` for the backlog.
+Promised for both: no acknowledged timer lost, none started early, no attempt number started twice,
+every one finished, and none later than the failover time plus the lease (a lease that the dead
+server held runs out, then its timer is rescued) plus :data:`CATCH_UP` for the backlog; the
+switchover runs nothing twice.
 
 Needs Debian's ``patroni`` and ``etcd-server`` and the PostgreSQL server binaries; skipped
 without them (the reason shown), failed when ``CI`` is set.
@@ -72,16 +73,23 @@ def check(report: Report, measured: Measured) -> None:
     assert report.ok, summary  # nothing lost, early, overwritten, stale or out of order
     assert report.unfinished == 0, summary
     assert report.ran == report.acknowledged, summary
-    assert report.reclaimed == 0, summary  # no attempt number started twice
     bound_ms = (measured.seconds[0] + LEASE + CATCH_UP) * 1000
     assert report.lateness_ms["max"] <= bound_ms, (report.lateness_ms, bound_ms)
 
 
 def test_killing_the_leader_loses_nothing(cluster: PatroniCluster) -> None:
-    check(*under_load(cluster, "kill"))
+    """With ``durable_claims=true`` a claim returns once the synchronous standby has it, so the
+    promoted server never hands out again an attempt a handler began (``reclaimed``; without
+    it, the claims of the last milliseconds before the kill are forgotten: about ten a run)."""
+    report, measured = under_load(cluster, "kill")
+    check(report, measured)
+    assert report.reclaimed == 0, report.examples
 
 
 def test_a_switchover_loses_and_doubles_nothing(cluster: PatroniCluster) -> None:
+    """A switchover stops the old primary cleanly: its WAL senders send everything first, so
+    no claim is forgotten and no lease runs out: nothing runs twice."""
     report, measured = under_load(cluster, "switchover")
     check(report, measured)
+    assert report.reclaimed == 0, report.examples
     assert report.duplicated == 0, report.duplicate_causes
