@@ -123,6 +123,12 @@ class PatroniCluster:
             self._start_node(node)
         self.wait_healthy(timeout)
 
+    def leftovers(self) -> list[int]:
+        """Processes of this cluster still running: in the session of a Patroni or of etcd, or
+        naming its directory (a postmaster, in a session of its own)."""
+        sessions = frozenset(p.pid for p in [self.etcd, *(n.proc for n in self.nodes)] if p)
+        return [pid for pid in _processes_under(self.root, sessions) if pid != os.getpid()]
+
     def remove(self) -> None:
         """Kill everything (process groups, then any process still running from this
         cluster's directory) and delete the directory."""
@@ -133,7 +139,7 @@ class PatroniCluster:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
         _kill_group(self.etcd)
-        for pid in _processes_under(self.root):
+        for pid in self.leftovers():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.root, ignore_errors=True)
@@ -333,16 +339,18 @@ def _kill_group(proc: subprocess.Popen[bytes] | None) -> None:
         proc.wait(timeout=10)
 
 
-def _processes_under(root: Path) -> list[int]:
+def _processes_under(root: Path, sessions: frozenset[int] = frozenset()) -> list[int]:
     """The processes whose command line names ``root`` (a postmaster Patroni started with
-    ``-D`` in it, or any helper left behind), by /proc."""
+    ``-D`` in it, or any helper left behind) or that belong to one of ``sessions``, by /proc."""
     found = []
     needle = str(root).encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        with contextlib.suppress(OSError):
-            if needle in (entry / "cmdline").read_bytes():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            session = int(stat.rsplit(")", 1)[1].split()[3])
+            if session in sessions or needle in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
     return found
 
@@ -368,3 +376,6 @@ def patroni() -> Iterator[PatroniCluster]:
         yield cluster
     finally:
         cluster.remove()
+        # A backend whose postmaster was killed leaves by itself, within moments.
+        poll(lambda: not cluster.leftovers(), 30, "the cluster's processes to end", 0.1,
+             lambda: f"still running: {cluster.leftovers()}")  # fmt: skip
