@@ -82,6 +82,8 @@ DB_PREFIX = os.environ.get("PG_BENCH_DB_PREFIX", "dtbench_")
 run of this script on the same server."""
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 45.0
+PRELUDE_PARAMS = {"claim_commit": "off"}
+"""claims.sql's ``claim_in_order`` as the store sends it by default (no ``durable_claims``)."""
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -1001,7 +1003,7 @@ def time_claims(
                 yield
                 return
             with conn.transaction():
-                conn.execute(prelude)
+                conn.execute(prelude, PRELUDE_PARAMS)
                 yield
 
         with as_the_store():
@@ -1017,7 +1019,7 @@ def time_claims(
                 claimed = conn.execute(claim_sql, p).fetchall()
             else:
                 with conn.pipeline() as pipeline:
-                    conn.execute(prelude)
+                    conn.execute(prelude, PRELUDE_PARAMS)
                     cur = conn.execute(claim_sql, p)
                     pipeline.sync()
                     claimed = cur.fetchall()
@@ -1026,7 +1028,7 @@ def time_claims(
             p = params()
             conn.execute("BEGIN")
             if prelude is not None:
-                conn.execute(prelude)
+                conn.execute(prelude, PRELUDE_PARAMS)
             started = time.perf_counter()
             conn.execute(claim_sql, p).fetchall()
             statement.append((time.perf_counter() - started) * 1000)

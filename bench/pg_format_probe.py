@@ -81,7 +81,7 @@ def main() -> None:
             }
             cpu, started = backend_cpu(pid), time.perf_counter()
             with conn.transaction():
-                conn.execute(queries["claim_in_order"])
+                conn.execute(queries["claim_in_order"], {"claim_commit": "off"})
                 rows = conn.execute(queries["claim_due"], params, binary=binary).fetchall()
             wall, cpu = time.perf_counter() - started, backend_cpu(pid) - cpu
             if not rows:

@@ -30,6 +30,7 @@ UNFINISHED_SQL = (
     "SELECT count(*) FROM timers WHERE namespace = ? "
     "AND status IN ('scheduled', 'running', 'retrying')"
 )
+DONE_SQL = "SELECT count(*) FROM timers WHERE namespace = ? AND status = 'done'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,9 @@ class StoreTables:
 
     def unfinished(self) -> int:
         return int(self._rows(UNFINISHED_SQL)[0][0])
+
+    def done(self) -> int:
+        return int(self._rows(DONE_SQL)[0][0])
 
     def timers(self) -> dict[str, TimerRow]:
         return {

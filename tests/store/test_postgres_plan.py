@@ -166,7 +166,7 @@ def test_urgent_rows_are_found_through_their_own_index(conn: psycopg.Connection[
             # itself the planner reads the few urgent rows with a bitmap scan and a sort or
             # walks their index, as ANALYZE's random sample happens to estimate them.
             with conn.transaction():
-                conn.execute(Q["claim_in_order"])
+                conn.execute(Q["claim_in_order"], {"claim_commit": "off"})
                 found = plans(conn, Q["claim_due"], claim_due_params(types))
             for kind, plan in found.items():
                 print(f"--- claim_due, urgent rows, {moment}, {kind} plan, types={types}\n{plan}")

@@ -375,7 +375,9 @@ async def test_only_a_claim_commits_without_waiting_for_its_flush(
     assert isinstance(store, PostgresStore)
     await store.put_timers([new_timer("a", type="t")], "error", NOW)
     show = Statement("SELECT current_setting('synchronous_commit') AS s", {})
-    (_, during) = await store._db.atomic([Statement(Q["claim_in_order"], {}), show])
+    (_, during) = await store._db.atomic(
+        [Statement(Q["claim_in_order"], {"claim_commit": "off"}), show]
+    )
     assert during == [{"s": "off"}]
     (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", NOW + timedelta(seconds=30))
     (after,) = await store._db.atomic([show])
@@ -383,6 +385,23 @@ async def test_only_a_claim_commits_without_waiting_for_its_flush(
     assert not await store.finish([Finish(claimed.timer.id, 1, Outcome.DONE)], "n1", NOW)
     (after,) = await store._db.atomic([show])
     assert after == [{"s": "on"}]
+
+
+async def test_durable_claims_commit_like_every_other_write(
+    pg_url: str, open_store: StoreFactory
+) -> None:
+    """``durable_claims=true`` (a cluster that fails over): the claim waits for its flush and
+    a synchronous standby like the rest, so a promoted standby never forgets a started attempt."""
+    store = await open_store(with_params(pg_url, pool_max="1", durable_claims="true"))
+    assert isinstance(store, PostgresStore)
+    assert store.settings.durable_claims
+    show = Statement("SELECT current_setting('synchronous_commit') AS s", {})
+    claim_in_order = Statement(Q["claim_in_order"], store.settings.claim_params)
+    (_, during) = await store._db.atomic([claim_in_order, show])
+    assert during == [{"s": "on"}]
+    await store.put_timers([new_timer("a", type="t")], "error", NOW)
+    (claimed,) = await store.claim_due("ns", None, NOW, 10, "n1", NOW + timedelta(seconds=30))
+    assert claimed.attempt == 1
 
 
 async def test_claimed_timer_rows_name_the_columns_a_statement_lacks(
@@ -544,7 +563,9 @@ async def test_a_pipelined_write_commits_all_or_nothing(
     show = Statement("SELECT type, current_setting('synchronous_commit') AS s FROM timers", {})
 
     async def renamed(conn: psycopg.AsyncConnection[Any], type: str, fail: str | None) -> None:
-        await conn.execute(Q["claim_in_order"])  # SET LOCAL synchronous_commit off
+        await conn.execute(
+            Q["claim_in_order"], {"claim_commit": "off"}
+        )  # SET LOCAL synchronous_commit off
         await conn.execute(rename, {"type": type})
         if fail == "client":
             raise RuntimeError("the work failed")

@@ -92,3 +92,14 @@ def test_errors_about_a_url_never_show_its_password() -> None:
     with pytest.raises(ValueError, match="not a PostgreSQL URL") as caught:
         parse_url("mysql://root:hunter2@db/app")
     assert "hunter2" not in str(caught.value)
+
+
+def test_durable_claims_is_duetimes_own_and_off_by_default() -> None:
+    assert not parse_url(HA).durable_claims
+    assert parse_url(HA).claim_params == {"claim_commit": "off"}
+    settings = parse_url(HA + "&durable_claims=true")
+    assert settings.durable_claims
+    assert settings.claim_params == {"claim_commit": "on"}
+    assert "durable_claims" not in conninfo_to_dict(settings.conninfo)
+    with pytest.raises(ValueError, match="durable_claims must be true or false"):
+        parse_url(HA + "&durable_claims=sometimes")

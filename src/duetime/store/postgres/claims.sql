@@ -29,8 +29,9 @@ LIMIT 1
 -- PostgreSQL keeps doing on an analysed table): both reach the rows the same way
 -- (tests/store/test_postgres_plan.py), and planning was about one part in twenty of the
 -- server's time per job.
--- The claim commits without waiting for its WAL to reach the disk. A claim is the one write that
--- may be lost: if the server crashes before the flush (a fraction of a second), the timers are
+-- The claim commits without waiting for its WAL to reach the disk (claim_commit 'off'; 'on' with
+-- the URL's durable_claims=true, for a cluster that fails over: see settings.py). A claim is the
+-- one write that may be lost: if the server crashes before the flush (a fraction of a second), the timers are
 -- pending again after its restart and run again, which at-least-once delivery allows, as it
 -- allows a re-run after a crash during the handler; every outcome is committed durably, and
 -- its flush carries the claim's WAL with it. At 10 million pending the flush of the pages a
@@ -39,7 +40,7 @@ SELECT set_config('enable_sort', 'off', true) AS enable_sort,
        set_config('enable_hashjoin', 'off', true) AS hashjoin,
        set_config('enable_mergejoin', 'off', true) AS mergejoin,
        set_config('plan_cache_mode', 'force_generic_plan', true) AS generic,
-       set_config('synchronous_commit', 'off', true) AS async_commit
+       set_config('synchronous_commit', %(claim_commit)s, true) AS claim_commit
 
 -- name: claim_due
 -- One statement: lock the due rows (skipping those another node is claiming) and mark them

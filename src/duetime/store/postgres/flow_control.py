@@ -182,7 +182,7 @@ class PostgresLimits:
                 # and the count (which runs once the lock is held: statements run in turn, so
                 # it sees the running rows of the claim before); the claim; the rate's new
                 # state and COMMIT.
-                await conn.execute(Q["claim_in_order"])
+                await conn.execute(Q["claim_in_order"], self._db.settings.claim_params)
                 lock = conn.cursor(row_factory=dict_row)
                 await lock.execute(Q["lock_limit"], key)
                 count = conn.cursor(row_factory=dict_row)
@@ -220,7 +220,7 @@ class PostgresLimits:
             params = {**base, **_globs(rows), "limit": room}
             claiming = self._db.atomic(
                 [
-                    Statement(Q["claim_in_order"], {}),
+                    Statement(Q["claim_in_order"], self._db.settings.claim_params),
                     Statement(Q["claim_ruled"], params, rows_of, binary=True),
                 ],
                 lane="claims",

@@ -1,7 +1,8 @@
 """PostgreSQL store settings read from the database URL, so one string configures everything.
 
 duetime's own query parameters (``schema``, ``pool_min``, ``pool_max``, ``pool_timeout``,
-``listen``) are taken out of the URL; the rest (host, sslmode, …) goes to libpq untouched.
+``listen``, ``durable_claims``) are taken out of the URL; the rest (host, sslmode, …) goes to
+libpq untouched.
 Every connection gets the schema as its ``search_path``, ``synchronous_commit=on`` (an
 acknowledgement follows a durable commit) and ``TimeZone=UTC`` (instants come back as UTC
 datetimes).
@@ -27,7 +28,7 @@ from duetime.support.redaction import redact_url
 
 SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "duetime"
-OWN_PARAMS = ("schema", "pool_min", "pool_max", "pool_timeout", "listen")
+OWN_PARAMS = ("schema", "pool_min", "pool_max", "pool_timeout", "listen", "durable_claims")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 WRITABLE = ("read-write", "primary")
@@ -58,6 +59,16 @@ class PostgresSettings:
     listen: bool = True
     """Hear other nodes' wake-ups over LISTEN/NOTIFY (``?listen=false``: only the safety
     re-check finds work stored by other processes; e.g. behind a pooler without sessions)."""
+    durable_claims: bool = False
+    """A claim commits like every other write (``synchronous_commit=on``: flushed, and confirmed
+    by a synchronous standby) instead of without waiting. With it a failover never hands out
+    an attempt that a handler already began; without it a claim made in the last milliseconds
+    before a crash may be forgotten and its attempt run again (at-least-once)."""
+
+    @property
+    def claim_params(self) -> dict[str, str]:
+        """The parameters of ``claim_in_order``: how a claim's transaction commits."""
+        return {"claim_commit": "on" if self.durable_claims else "off"}
 
     @property
     def channel(self) -> str:
@@ -113,6 +124,9 @@ def parse_url(url: str) -> PostgresSettings:
     listen_text = ours.get("listen", "true").strip().lower()
     if listen_text not in _TRUE + _FALSE:
         raise ValueError(f"listen must be true or false, not {ours['listen']!r}")
+    durable_text = ours.get("durable_claims", "false").strip().lower()
+    if durable_text not in _TRUE + _FALSE:
+        raise ValueError(f"durable_claims must be true or false, not {ours['durable_claims']!r}")
     return PostgresSettings(
         make_conninfo("", **params),
         schema,
@@ -120,6 +134,7 @@ def parse_url(url: str) -> PostgresSettings:
         pool_max,
         pool_timeout,
         listen=listen_text in _TRUE,
+        durable_claims=durable_text in _TRUE,
     )
 
 

@@ -78,7 +78,7 @@ class PostgresWorking:
             self._db,
             self._db.atomic(
                 [
-                    Statement(Q["claim_in_order"], {}),
+                    Statement(Q["claim_in_order"], self._db.settings.claim_params),
                     Statement(
                         Q["claim_due"], params, claimed_rows(known, self._db.sealing), binary=True
                     ),
