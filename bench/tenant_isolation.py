@@ -32,7 +32,8 @@ the server refused as too expensive, ``503``); the verdict line compares the noi
 noisy listings run side by side and the quiet tenant waits behind them.
 
 The suite checks the mechanism without a clock (``tests/acceptance/test_tenant_turns.py``,
-``tests/unit/test_namespace_gates.py``) and the figures loosely, at a smaller size
+``tests/unit/test_namespace_gates.py``) and, at a smaller size, that the quiet tenant's
+creates run while the noisy requests are in flight, an order of events rather than a figure
 (``tests/acceptance/test_tenant_noise.py``, slow); the figures live here because they depend
 on the machine and on whatever else runs on it.
 """

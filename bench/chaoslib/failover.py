@@ -19,6 +19,7 @@ from typing import Protocol
 
 from bench.chaoslib.classify import Report
 from bench.chaoslib.scenario import ChaosConfig, run
+from bench.chaoslib.tables import StoreTables
 
 
 class Server(Protocol):
@@ -40,11 +41,37 @@ def ha_url(*servers: Server, schema: str = "chaos") -> str:
     )
 
 
-def failover(primary: Server, standby: Server, log: list[str]) -> Callable[[], str]:
+def stored_on(server: Server, schema: str = "chaos") -> int:
+    """How many of the run's timers ``server`` alone holds, committed."""
+    url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres?schema={schema}"
+    return len(StoreTables(url).timers())
+
+
+def commits_after(primary: Server, stored: int, timeout: float = 300.0) -> None:
+    """Return once ``primary`` has committed two more batches of the producer's beyond
+    ``stored`` timers: it sends a batch only once the one before was acknowledged, so the
+    first was acknowledged to it, not only committed. ``timeout`` is a bound for a producer
+    that stopped, not a guess at its pace."""
+    deadline = time.monotonic() + timeout
+    for _ in range(2):
+        while (now := stored_on(primary)) <= stored:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the primary committed no new batch in {timeout:.0f} s")
+            time.sleep(0.02)
+        stored = now
+
+
+def failover(
+    primary: Server, standby: Server, log: list[str], ahead: list[int] | None = None
+) -> Callable[[], str]:
     """The fault: kill ``primary`` (``pg_ctl stop -m immediate``: no shutdown checkpoint, like a
-    crash), then promote ``standby``; how long each took goes to ``log``."""
+    crash), then promote ``standby``; how long each took goes to ``log``. With ``ahead`` (the
+    timers the primary held when its standby was cut off, filled in by :func:`freeze`), first
+    wait until the primary acknowledged a batch its standby never got."""
 
     def act() -> str:
+        if ahead:
+            commits_after(primary, ahead[0])
         began = time.monotonic()
         primary.stop("immediate")
         killed = time.monotonic()
@@ -59,9 +86,11 @@ def failover(primary: Server, standby: Server, log: list[str]) -> Callable[[], s
     return act
 
 
-def freeze(primary: Server) -> Callable[[], str]:
+def freeze(primary: Server, ahead: list[int] | None = None) -> Callable[[], str]:
     def act() -> str:
         primary.freeze_replication()
+        if ahead is not None:
+            ahead.append(stored_on(primary))
         return "primary's WAL senders frozen"
 
     return act
@@ -88,11 +117,20 @@ def failover_config(
 
 
 def run_failover(
-    config: ChaosConfig, primary: Server, standby: Server, at: float, lag: float = 0.0
+    config: ChaosConfig,
+    primary: Server,
+    standby: Server,
+    at: float,
+    lag: float = 0.0,
+    run_ahead: bool = False,
 ) -> Report:
     """``config`` on ``primary`` (the standby streaming from it, both running), failed over to
-    ``standby`` ``at`` seconds into production, replication frozen ``lag`` seconds before."""
-    config.planned.append((at, "failover", failover(primary, standby, config.log)))
+    ``standby`` ``at`` seconds into production, replication frozen ``lag`` seconds before.
+    ``run_ahead`` (an asynchronous standby, with ``lag``): the failover waits, past ``at``,
+    until the primary acknowledged a batch after the freeze, however slowly the producer goes
+    on a busy machine; a synchronous primary acknowledges nothing then, so it must not wait."""
+    ahead: list[int] | None = [] if run_ahead and lag > 0 else None
+    config.planned.append((at, "failover", failover(primary, standby, config.log, ahead)))
     if lag > 0:
-        config.planned.append((max(0.0, at - lag), "lag", freeze(primary)))
+        config.planned.append((max(0.0, at - lag), "lag", freeze(primary, ahead)))
     return run(config, ha_url(primary, standby))

@@ -134,6 +134,7 @@ def _run(
         asyncio.run(_wait_for_nodes(url, len(skews)))
         producer = _start_producer(config, url, folder)
         running = producer
+        _wait_for_first_ack(producer, folder)
         injector.run(config.duration, alive=lambda: running.poll() is None)
         if producer.wait(timeout=config.duration + 120) != 0:
             raise RuntimeError(f"the producer failed:\n{_tail(folder / 'producer.stderr')}")
@@ -237,6 +238,20 @@ def _start_producer(config: ChaosConfig, url: str, folder: Path) -> subprocess.P
     ]  # fmt: skip
     with (folder / "producer.stderr").open("wb") as stderr:
         return subprocess.Popen(command, cwd=ROOT, env=_env(), stderr=stderr)
+
+
+def _wait_for_first_ack(producer: subprocess.Popen[bytes], folder: Path) -> None:
+    """Return once the producer has a batch acknowledged: the faults' moments count from
+    there, not from its start, which a busy machine delays by seconds (a fault planned for
+    the third second of production then fell before any timer was stored)."""
+    acks = folder / "acks-producer.log"
+    deadline = time.monotonic() + 300  # a bound for a producer that hangs, not a guess
+    while not (acks.exists() and acks.stat().st_size > 0):
+        if producer.poll() is not None:
+            raise RuntimeError(f"the producer failed:\n{_tail(folder / 'producer.stderr')}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("the producer stored no batch in 300 s")
+        time.sleep(0.02)
 
 
 def _drain(tables: StoreTables, timeout: float) -> float:

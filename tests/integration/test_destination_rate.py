@@ -120,12 +120,24 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(
                 worker = app.worker()
                 running = asyncio.create_task(worker.run())
                 try:
+                    seen: list[str] = []
 
-                    def arrived() -> bool:
+                    async def arrived() -> bool:
                         crm = len(server.at("/crm")) if overlap else EVENTS
-                        return len(server.at("/hook")) >= EVENTS and crm >= EVENTS
+                        if len(server.at("/hook")) >= EVENTS and crm >= EVENTS:
+                            return True
+                        seen[:] = [f"{len(server.at('/hook'))} at /hook, {crm} at /crm"]
+                        seen.append(f"timers {await app.counts()}")
+                        seen.append(f"worker alive: {not running.done()}")
+                        return False
 
-                    await until(arrived, 60, "every delivery", every=0.05)
+                    await until(
+                        arrived,
+                        120,  # at the rate, a few seconds: this bound is for a stuck worker
+                        "every delivery",
+                        every=0.2,
+                        explain=lambda: "; ".join(seen),
+                    )
                 finally:
                     worker.stop()
                     await running
@@ -153,7 +165,7 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(
         assert (user.rate, user.burst, user.destination) == (mine.rate, mine.burst, None)
         assert user.updated_at == mine.updated_at  # untouched
 
-    run(main, 90)
+    run(main, 240)
 
 
 def test_a_destination_losing_its_rate_loses_its_rule_and_the_user_rule_stays(url: str) -> None:

@@ -11,7 +11,9 @@ a worker. The total-queue check then reads what the promoted server holds.
 - Synchronous standby (``synchronous_standby_names = '*'``): every acknowledged timer is
   delivered, none early; reruns (a claim the new primary never saw) are allowed.
 - Asynchronous standby: what the primary acknowledged while the standby was behind is gone —
-  the same check counts it lost (and shows that the check can see a loss).
+  the same check counts it lost (and shows that the check can see a loss). The failover waits
+  until the primary has acknowledged a batch after the freeze, however slow a busy machine
+  makes the producer.
 
 Needs the PostgreSQL server binaries (``DUETIME_TEST_PG_BIN``); skipped without them, failed
 when ``CI`` is set.
@@ -56,10 +58,10 @@ def async_pair() -> Iterator[tuple[PgCluster, PgCluster]]:
     yield from clusters(sync=False)
 
 
-def failover(pair: tuple[PgCluster, PgCluster]) -> Report:
+def failover(pair: tuple[PgCluster, PgCluster], run_ahead: bool = False) -> Report:
     seed = random.randrange(2**32)
     config = failover_config(duration=DURATION, rate=200.0, seed=seed)
-    report = run_failover(config, *pair, at=FAILOVER_AT, lag=LAG)
+    report = run_failover(config, *pair, at=FAILOVER_AT, lag=LAG, run_ahead=run_ahead)
     print(
         f"seed {seed}: acknowledged {report.acknowledged}, in doubt {report.in_doubt}, "
         f"lost {report.lost}, early {report.early}, duplicated {report.duplicated} "
@@ -91,9 +93,10 @@ def test_a_synchronous_standby_delivers_every_acknowledged_timer(
 def test_an_asynchronous_standby_loses_what_it_had_not_received(
     async_pair: tuple[PgCluster, PgCluster],
 ) -> None:
-    report = failover(async_pair)
+    report = failover(async_pair, run_ahead=True)
 
-    assert report.lost > 0, "the primary ran ahead of its standby for a second: some is lost"
-    assert report.lost <= (LAG + 0.5) * 200, summary(report)  # that second's tail, no more
+    assert report.lost > 0, "the primary acknowledged timers its standby never got: some is lost"
+    # What the standby had received before its link was cut survives the promotion.
+    assert report.lost < report.acknowledged, summary(report)
     assert report.early == 0, summary(report)
     assert report.unexpected == 0, summary(report)
