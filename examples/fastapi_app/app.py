@@ -71,7 +71,7 @@ async def order_status(order_id: str) -> dict[str, object]:
     }
 
 
-@app.timers.delete("/orders/{order_id}/reminder")
+@app.delete("/orders/{order_id}/reminder")
 async def paid(order_id: str) -> dict[str, object]:
     """The customer paid: cancel the reminder (409 once it has gone out)."""
     try:

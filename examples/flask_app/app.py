@@ -59,7 +59,7 @@ def signup_status(user: str) -> ResponseReturnValue:
     return jsonify(user=user, welcome=timer.status.value)
 
 
-@app.timers.delete("/signups/<user>")
+@app.delete("/signups/<user>")
 def cancel_signup(user: str) -> ResponseReturnValue:
     """The user left before the welcome went out: cancel it (409 once it has)."""
     try:

@@ -125,7 +125,7 @@ TIMER_BODY = Body(
         ),
         BodyField(
             "window",
-            {"anyOf": [_string(DURATION_PATTERN), _seconds(0.000001)]},
+            {"anyOf": [_string(EXPIRES_PATTERN), _seconds(0.000001)]},
             "Run at a deterministic instant within [due, due + window]; the key and history"
             " keep the due instant",
             ("PT15M",),

@@ -189,7 +189,7 @@ RULE_FIELDS = (
     ),
     BodyField(
         "window",
-        {"anyOf": [_text(DURATION_PATTERN), {"type": "number", "exclusiveMinimum": 0}]},
+        {"anyOf": [_text(EXPIRES_PATTERN), {"type": "number", "exclusiveMinimum": 0}]},
         "Each occurrence runs at a deterministic instant within [due, due + window] (ISO 8601"
         " duration or seconds), at most the rule's shortest gap between occurrences",
         ("PT15M",),

@@ -67,6 +67,9 @@ RULE_OPERATIONS = {
     ("POST", "/v1/namespaces/{namespace}/schedules"),
     ("PATCH", "/v1/namespaces/{namespace}/schedules/{name}"),
     ("GET", "/v1/preview"),
+    # A range reversed, reaching into the future on the database's clock, or holding more than
+    # 10,000 occurrences without `yes`: what no JSON Schema can say of two fields or a clock.
+    ("POST", "/v1/namespaces/{namespace}/schedules/{name}/backfill"),
 }
 """Where schema-valid requests may be refused (see the module's docstring)."""
 HTTP_REFUSAL = "Invalid HTTP request received."

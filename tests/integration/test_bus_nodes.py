@@ -120,7 +120,7 @@ def test_worker_processes_with_different_handlers_share_a_schema(
             finished,
             GRACE / 2,  # a bound for workers that stopped, not a guess at their pace
             "every event handled and gamma dead-lettered",
-            explain=lambda: f"counts: {app.counts()}",
+            explain=lambda: f"counts: {app.timers.counts()}",
         )
         subscriptions = {n.pid: [s.to_dict() for s in n.subscriptions] for n in app.nodes()}
         assert subscriptions == {

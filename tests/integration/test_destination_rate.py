@@ -127,7 +127,7 @@ def test_a_destination_rate_bounds_its_sends_and_leaves_the_type_rule_alone(
                         if len(server.at("/hook")) >= EVENTS and crm >= EVENTS:
                             return True
                         seen[:] = [f"{len(server.at('/hook'))} at /hook, {crm} at /crm"]
-                        seen.append(f"timers {await app.counts()}")
+                        seen.append(f"timers {await app.timers.counts()}")
                         seen.append(f"worker alive: {not running.done()}")
                         return False
 

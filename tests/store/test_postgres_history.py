@@ -57,6 +57,7 @@ TYPES = {
     "payload_path": "text",
     "payload_kind": "text",
     "payload_value": "text",
+    "key_prefix": "text",
 }
 
 

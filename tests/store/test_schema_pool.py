@@ -112,6 +112,10 @@ async def use_everything(schema: str) -> None:
             "INSERT INTO sql_grants (role, namespace) VALUES ('app', 'ns')",
             "INSERT INTO sql_schedule_requests (namespace, name, action, requested_by,"
             " requested_at) VALUES ('ns', 's', 'pause', 'app', now())",
+            "INSERT INTO schedule_watch (schedule_id, namespace, checked_through, updated_at)"
+            " VALUES (1, 'ns', now(), now())",
+            "INSERT INTO schedule_misses (schedule_id, nominal_at, namespace, schedule_name,"
+            " reason, deadline_at, recorded_at) VALUES (1, now(), 'ns', 's', 'dead', now(), now())",
         ):
             conn.execute(statement)
         empty = [table for table, rows in contents(schema)["rows"].items() if not rows]

@@ -39,11 +39,15 @@ PARTS = {
 START = datetime(2025, 3, 3, 10, 30, tzinfo=UTC)
 
 
+SERVICES = {"materializer", "deadline_watch"}
+"""Methods that build a service (it has its own ``tick``/``run``): no blocking twin to wrap."""
+
+
 def _public(cls: type) -> set[str]:
     return {
         name
         for name, value in inspect.getmembers(cls)
-        if not name.startswith("_") and callable(value) and name != "materializer"
+        if not name.startswith("_") and callable(value) and name not in SERVICES
     }
 
 

@@ -30,6 +30,9 @@ BOUNDS_LEFT = {
     "tests/acceptance/test_api_tenant_isolation.py": 2,
     "tests/integration/test_destinations.py": 1,
     "tests/integration/test_failover.py": 1,
+    # The guarantee under test: every timer done within the failover's own measured time plus
+    # the lease (and a catch-up margin), a bound that grows with the failover it follows.
+    "tests/integration/test_patroni_failover.py": 1,
     "tests/integration/test_postgres_workers.py": 1,
     "tests/store/test_postgres_resilience.py": 1,
 }

@@ -122,7 +122,12 @@ class PostgresSqlAccess:
         try:
             await self._db.write(run)
             self._kept = dict(settings)
-        except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction, errors.UndefinedTable):
-            # A role that may not write (a read-only replica, a reporting role) or a schema not
-            # migrated yet: the rows stay as the last app that could write them left them.
-            log.warning("could not write the SQL functions' settings to meta", exc_info=True)
+        except errors.UndefinedTable:
+            # A schema not migrated yet (an app opened before `duetime migrate`, as a web
+            # framework's process may be): there are no SQL functions to obey the settings
+            # either, and the first app opened after the migration writes them.
+            log.debug("no meta table yet: the SQL functions' settings are written later")
+        except (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction) as exc:
+            # A role that may not write (a read-only replica, a reporting role): the rows stay as
+            # the last app that could write them left them.
+            log.warning("could not write the SQL functions' settings to meta: %s", exc)
