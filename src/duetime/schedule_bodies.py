@@ -17,7 +17,6 @@ from typing import Any, get_args
 from duetime.bodies import PAYLOAD, SUBJECT, Body, BodyField, Schema, not_null
 from duetime.formats import (
     CRON_PATTERN,
-    DURATION_PATTERN,
     EVERY_PATTERN,
     EXPIRES_PATTERN,
     GRACE_PATTERN,
