@@ -51,11 +51,13 @@ IDENTIFIER = identifier_pattern()
 
 
 def _when_rules() -> Schema:
-    """Exactly one form of "when"; ``local`` with its zone (``resolve_when``'s rules)."""
+    """Exactly one form of "when"; ``local`` with its zone (``resolve_when``'s rules); a
+    ``spread`` only within a ``window``."""
     return {
         "oneOf": [not_null(form) for form in WHEN_FORMS],
         "dependentSchemas": {
-            "local": {"anyOf": [{"properties": {"local": {"type": "null"}}}, not_null("timezone")]}
+            "local": {"anyOf": [{"properties": {"local": {"type": "null"}}}, not_null("timezone")]},
+            "spread": {"anyOf": [{"properties": {"spread": {"type": "null"}}}, not_null("window")]},
         },
     }
 

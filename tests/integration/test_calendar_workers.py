@@ -35,6 +35,7 @@ def test_three_workers_fire_each_rrule_occurrence_once(database_url: str, tmp_pa
     out = tmp_path / "fired.txt"
     with App(database_url, "ns", clock=fleet) as app:  # the schema, before the workers open it
         workers = fleet.start(out)
+        fleet.go(workers)  # on the real clock: the rule is set from now, once they are ready
         first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
         wall = first.astimezone(ZoneInfo(ZONE)).replace(tzinfo=None)
         app.schedules.add(
